@@ -1,0 +1,245 @@
+//! Exact money: USD amounts as integer pico-dollars (1e-12 USD), prices as integer
+//! micro-dollars per million tokens.
+//!
+//! Why these units: a price of `p` micro-USD per 1M tokens makes `tokens × p` exactly the
+//! cost in pico-USD, so the cost of any request is an integer with no rounding anywhere.
+//! An `i64` of pico-dollars holds amounts up to about 9.2 million USD; arithmetic is
+//! checked and overflow is an error, never a wrap. Decimal text is parsed digit by digit,
+//! never through a float.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Pico-dollars per dollar.
+const PICO_PER_USD: i64 = 1_000_000_000_000;
+/// Micro-dollars per dollar.
+const MICRO_PER_USD: i64 = 1_000_000;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MoneyError {
+    #[error("not a decimal number: {0:?}")]
+    Syntax(String),
+    #[error("{0:?} has more than {1} decimal places")]
+    TooPrecise(String, u32),
+    #[error("{0:?} is out of range")]
+    Overflow(String),
+    #[error("{0:?} must not be negative")]
+    Negative(String),
+}
+
+/// An exact USD amount in pico-dollars. May be negative (a debit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Usd(i64);
+
+/// A price in micro-USD per one million tokens. Never negative.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct Price(i64);
+
+impl Usd {
+    pub const ZERO: Usd = Usd(0);
+
+    pub const fn from_pico(pico: i64) -> Self {
+        Usd(pico)
+    }
+    pub const fn pico(self) -> i64 {
+        self.0
+    }
+    pub fn checked_add(self, other: Usd) -> Option<Usd> {
+        self.0.checked_add(other.0).map(Usd)
+    }
+    pub fn checked_sub(self, other: Usd) -> Option<Usd> {
+        self.0.checked_sub(other.0).map(Usd)
+    }
+    pub fn is_positive(self) -> bool {
+        self.0 > 0
+    }
+}
+
+impl Price {
+    pub const fn from_micro_per_mtok(micro: i64) -> Self {
+        Price(micro)
+    }
+    pub const fn micro_per_mtok(self) -> i64 {
+        self.0
+    }
+    /// Exact cost of `tokens` at this price.
+    pub fn cost(self, tokens: u64) -> Option<Usd> {
+        i64::try_from(tokens)
+            .ok()
+            .and_then(|t| t.checked_mul(self.0))
+            .map(Usd)
+    }
+}
+
+/// Parses `[-]digits[.digits]` into an integer scaled by `10^scale`, exactly.
+fn parse_scaled(text: &str, scale: u32) -> Result<i64, MoneyError> {
+    let s = text.trim();
+    let (negative, digits) = match s.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let all_digits = |p: &str| p.bytes().all(|b| b.is_ascii_digit());
+    if whole.is_empty() && frac.is_empty() || !all_digits(whole) || !all_digits(frac) {
+        return Err(MoneyError::Syntax(text.to_owned()));
+    }
+    let frac = frac.trim_end_matches('0');
+    if frac.len() > scale as usize {
+        return Err(MoneyError::TooPrecise(text.to_owned(), scale));
+    }
+    let overflow = || MoneyError::Overflow(text.to_owned());
+    let whole: i64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| overflow())?
+    };
+    let frac_value: i64 = if frac.is_empty() {
+        0
+    } else {
+        frac.parse::<i64>().map_err(|_| overflow())? * 10i64.pow(scale - frac.len() as u32)
+    };
+    let value = whole
+        .checked_mul(10i64.pow(scale))
+        .and_then(|w| w.checked_add(frac_value))
+        .ok_or_else(overflow)?;
+    Ok(if negative { -value } else { value })
+}
+
+/// Renders an integer scaled by `10^scale` as the shortest exact decimal text.
+fn format_scaled(value: i64, scale: u32, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let unit = 10u64.pow(scale);
+    let sign = if value < 0 { "-" } else { "" };
+    let abs = value.unsigned_abs();
+    let (whole, frac) = (abs / unit, abs % unit);
+    if frac == 0 {
+        return write!(f, "{sign}{whole}.0");
+    }
+    let frac = format!("{frac:0width$}", width = scale as usize);
+    write!(f, "{sign}{whole}.{}", frac.trim_end_matches('0'))
+}
+
+impl FromStr for Usd {
+    type Err = MoneyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        parse_scaled(s, 12).map(Usd)
+    }
+}
+
+impl FromStr for Price {
+    type Err = MoneyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let v = parse_scaled(s, 6)?;
+        if v < 0 {
+            return Err(MoneyError::Negative(s.to_owned()));
+        }
+        Ok(Price(v))
+    }
+}
+
+impl fmt::Display for Usd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        format_scaled(self.0, 12, f)
+    }
+}
+
+impl fmt::Display for Price {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        format_scaled(self.0, 6, f)
+    }
+}
+
+/// Both types serialise as exact JSON numbers (`0.025`), written from their decimal text.
+macro_rules! decimal_serde {
+    ($t:ty) => {
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let text = self.to_string();
+                match serde_json::value::RawValue::from_string(text) {
+                    Ok(raw) => raw.serialize(s),
+                    Err(e) => Err(serde::ser::Error::custom(e)),
+                }
+            }
+        }
+        impl<'de> Deserialize<'de> for $t {
+            /// Accepts a string (`"1.25"`) or a number; a number is read from its shortest
+            /// decimal text, which for prices with at most six decimals is the literal written.
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                #[derive(Deserialize)]
+                #[serde(untagged)]
+                enum Text {
+                    S(String),
+                    I(i64),
+                    F(f64),
+                }
+                let text = match Text::deserialize(d)? {
+                    Text::S(s) => s,
+                    Text::I(i) => i.to_string(),
+                    Text::F(f) => f.to_string(),
+                };
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+decimal_serde!(Usd);
+decimal_serde!(Price);
+
+/// Convenience for tests and literals: whole dollars.
+pub const fn usd(dollars: i64) -> Usd {
+    Usd(dollars * PICO_PER_USD)
+}
+
+/// Convenience for literals: a price given in micro-USD per 1M tokens.
+pub const fn price_micro(micro: i64) -> Price {
+    Price(micro)
+}
+
+#[allow(dead_code, reason = "documents the unit relation used by the cost formula")]
+const _UNITS: () = assert!(PICO_PER_USD / MICRO_PER_USD == 1_000_000);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_prices_exactly() {
+        assert_eq!("0.025".parse::<Price>().unwrap().micro_per_mtok(), 25_000);
+        assert_eq!("15".parse::<Price>().unwrap().micro_per_mtok(), 15_000_000);
+        assert_eq!("1.250000".parse::<Price>().unwrap().micro_per_mtok(), 1_250_000);
+        assert!(matches!("0.0000001".parse::<Price>(), Err(MoneyError::TooPrecise(..))));
+        assert!(matches!("-1".parse::<Price>(), Err(MoneyError::Negative(_))));
+        assert!(matches!("1e3".parse::<Price>(), Err(MoneyError::Syntax(_))));
+        assert!(matches!(".".parse::<Price>(), Err(MoneyError::Syntax(_))));
+    }
+
+    #[test]
+    fn usd_round_trips_through_text() {
+        for text in ["0.000000000001", "-3.5", "9200000.0", "0.0", "12.345678901234"] {
+            let v: Usd = text.parse().unwrap();
+            assert_eq!(v.to_string().parse::<Usd>().unwrap(), v, "{text}");
+        }
+        assert_eq!("10".parse::<Usd>().unwrap(), usd(10));
+        assert_eq!(usd(10).to_string(), "10.0");
+        assert!(matches!("10000000".parse::<Usd>(), Err(MoneyError::Overflow(_))));
+    }
+
+    #[test]
+    fn cost_is_tokens_times_price_in_pico() {
+        // 1,000 tokens at 0.025 USD / 1M = 0.000025 USD = 25,000,000 pico.
+        let p: Price = "0.025".parse().unwrap();
+        assert_eq!(p.cost(1_000), Some(Usd::from_pico(25_000_000)));
+        assert_eq!(p.cost(1_000_000).unwrap().to_string(), "0.025");
+    }
+
+    #[test]
+    fn serialises_as_json_numbers() {
+        let p: Price = "0.3".parse().unwrap();
+        assert_eq!(serde_json::to_string(&p).unwrap(), "0.3");
+        let back: Price = serde_json::from_str("0.3").unwrap();
+        assert_eq!(back, p);
+        let s: Price = serde_json::from_str("\"2.5\"").unwrap();
+        assert_eq!(s.micro_per_mtok(), 2_500_000);
+    }
+}

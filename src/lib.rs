@@ -1,0 +1,3 @@
+//! tollgate: an OpenAI-compatible LLM gateway on Pingora.
+pub mod billing;
+pub mod store;

@@ -1,0 +1,251 @@
+//! Persistence behind one `Store` trait, with a PostgreSQL backend (production, shared by
+//! several gateway replicas) and an embedded SQLite backend (zero-setup single node).
+//!
+//! This is the only room that speaks SQL. Schema lives in `sql/NNNN_name.sql`, applied in
+//! order and recorded in `schema_migrations`, so `migrate()` is idempotent. Both backends
+//! pass the same suite (`tests/store.rs`).
+//!
+//! Change feed: triggers append a row to `change_log` whenever a key, workspace, balance or
+//! catalog row changes. Replicas follow it with `changes_since` (PostgreSQL also NOTIFYs on
+//! channel `tollgate_changes`, so `wait_for_change` wakes at once; SQLite polls), which is how
+//! a revocation made by the CLI on one machine reaches every running gateway.
+
+pub mod migrations;
+pub mod postgres;
+pub mod sqlite;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::billing::money::{Price, Usd};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("unsupported store url {0:?} (expected sqlite://PATH or postgres://…)")]
+    BadUrl(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("database: {0}")]
+    Backend(String),
+    #[error("corrupt row: {0}")]
+    Corrupt(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    pub id: String,
+    pub name: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The period of a key's spend window (UTC calendar windows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LimitReset {
+    Daily,
+    Weekly,
+    Monthly,
+}
+
+impl LimitReset {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Daily => "daily",
+            Self::Weekly => "weekly",
+            Self::Monthly => "monthly",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "daily" => Some(Self::Daily),
+            "weekly" => Some(Self::Weekly),
+            "monthly" => Some(Self::Monthly),
+            _ => None,
+        }
+    }
+}
+
+/// An API key as stored: never the secret, only its SHA-256 (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiKey {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: Option<String>,
+    /// Hex SHA-256 of the full secret.
+    #[serde(skip)]
+    pub secret_hash: String,
+    /// Display hint such as `sk-tg-AbCd…wxyz`; not enough to use the key.
+    pub hint: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub spend_limit: Option<Usd>,
+    pub limit_reset: Option<LimitReset>,
+}
+
+/// What `create_key` needs; the caller (auth) made the secret and its hash.
+#[derive(Debug, Clone)]
+pub struct NewKey {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: Option<String>,
+    pub secret_hash: String,
+    pub hint: String,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub spend_limit: Option<Usd>,
+    pub limit_reset: Option<LimitReset>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LedgerKind {
+    /// A top-up (positive amount).
+    Credit,
+    /// A charge for a usage record (negative amount).
+    Debit,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerEntry {
+    pub id: String,
+    pub workspace_id: String,
+    pub kind: LedgerKind,
+    /// Signed: credits positive, debits negative.
+    pub amount: Usd,
+    pub note: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A catalog model row. Prices are USD per 1M tokens; `None` cache prices mean "no distinct
+/// cache price".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelRow {
+    pub id: String,
+    pub provider: String,
+    pub family: String,
+    pub kind: String,
+    pub upstream_model: String,
+    #[serde(default)]
+    pub profile: String,
+    pub input_price: Price,
+    pub output_price: Price,
+    #[serde(default)]
+    pub cache_read_price: Option<Price>,
+    #[serde(default)]
+    pub cache_write_price: Option<Price>,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    #[serde(default = "yes")]
+    pub active: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteRow {
+    pub model_id: String,
+    pub kind: String,
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub region: Option<String>,
+    #[serde(default)]
+    pub priority: i32,
+    #[serde(default = "yes")]
+    pub active: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CatalogRows {
+    #[serde(default)]
+    pub models: Vec<ModelRow>,
+    #[serde(default)]
+    pub routes: Vec<RouteRow>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChangeKind {
+    Key,
+    Workspace,
+    Balance,
+    Catalog,
+}
+
+/// One row of the change feed: what changed, by id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    pub seq: i64,
+    pub kind: ChangeKind,
+    pub ref_id: String,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies pending migrations from `sql/`; returns how many were applied now.
+    async fn migrate(&self) -> StoreResult<usize>;
+
+    async fn create_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace>;
+    async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>>;
+    async fn get_workspace(&self, id: &str) -> StoreResult<Option<Workspace>>;
+
+    /// Fails with `NotFound` when the workspace does not exist.
+    async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey>;
+    async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKey>>;
+    async fn list_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>>;
+    /// Every key, revoked ones included: the gateway's key cache is built from this.
+    async fn all_keys(&self) -> StoreResult<Vec<ApiKey>>;
+    /// Marks a key revoked at `at`; `false` when it was already revoked. `NotFound` if absent.
+    async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool>;
+
+    /// Appends a credit (top-up) to the ledger and updates the balance row, atomically.
+    async fn add_credit(
+        &self,
+        entry_id: &str,
+        workspace_id: &str,
+        amount: Usd,
+        note: Option<&str>,
+    ) -> StoreResult<LedgerEntry>;
+    /// The workspace's balance row (zero when it has none).
+    async fn balance(&self, workspace_id: &str) -> StoreResult<Usd>;
+    async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>>;
+
+    async fn load_catalog(&self) -> StoreResult<CatalogRows>;
+    /// Upserts models (by id) and replaces the routes of every model named in `rows`.
+    async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()>;
+    async fn catalog_is_empty(&self) -> StoreResult<bool>;
+
+    /// Change-feed rows with `seq > after`, oldest first.
+    async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>>;
+    /// The newest change seq (0 when none): where a fresh follower starts.
+    async fn latest_change(&self) -> StoreResult<i64>;
+    /// Returns when a change may have happened or after `max` at the latest.
+    async fn wait_for_change(&self, max: Duration);
+}
+
+/// Opens the store named by `url`: `sqlite://PATH` (file created if missing; `sqlite::memory:`
+/// for tests) or `postgres://…`.
+pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
+    if let Some(path) = url.strip_prefix("sqlite://") {
+        Ok(Arc::new(sqlite::SqliteStore::open(path)?))
+    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        Ok(Arc::new(postgres::PgStore::connect(url).await?))
+    } else {
+        Err(StoreError::BadUrl(url.to_owned()))
+    }
+}
