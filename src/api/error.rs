@@ -1,0 +1,225 @@
+//! Every failure the gateway itself produces, and its one rendering:
+//! `{"error":{"message","type","code"}}` with the matching HTTP status.
+//!
+//! Status, type and code come from exhaustive matches (no `_` arm), so a new variant cannot
+//! be added without deciding all three. The code doubles as a low-cardinality log/metric label.
+
+use bytes::Bytes;
+use serde::Serialize;
+
+/// Who caused a failure; decides the log level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Blame {
+    Client,
+    Gateway,
+    Upstream,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GatewayError {
+    #[error("missing or malformed Authorization header (expected: Bearer <API_KEY>)")]
+    MissingAuth,
+    #[error("invalid api key")]
+    InvalidKey,
+    #[error("api key has expired")]
+    ExpiredKey,
+    #[error("insufficient credit balance")]
+    InsufficientCredit,
+    #[error("api key spend limit exceeded")]
+    SpendLimitExceeded,
+    #[error("model \"{0}\" not found")]
+    ModelNotFound(Box<str>),
+    #[error("model \"{0}\" does not support embeddings")]
+    EmbeddingsUnsupported(Box<str>),
+    #[error("model \"{0}\" is an embedding model; use /v1/embeddings")]
+    ChatUnsupported(Box<str>),
+    #[error("{param} is not supported by model \"{model}\"")]
+    UnsupportedParameter { param: &'static str, model: Box<str> },
+    #[error("{0}")]
+    InvalidRequest(Box<str>),
+    #[error("request body exceeds the limit of {limit} bytes")]
+    BodyTooLarge { limit: u64 },
+    #[error("no such endpoint: {0}")]
+    NotFound(Box<str>),
+    #[error("method {method} not allowed here (allowed: {allow})")]
+    MethodNotAllowed {
+        method: Box<str>,
+        allow: &'static str,
+    },
+    #[error("models of provider family {0} are not served by this gateway version")]
+    FamilyUnavailable(&'static str),
+    #[error("model \"{0}\" has no reachable route")]
+    NoRoute(Box<str>),
+    #[error("credentials for {0} are not configured on this gateway")]
+    MissingCredentials(&'static str),
+    #[error("{message}")]
+    Upstream { status: u16, message: Box<str> },
+    #[error("internal error: {0}")]
+    Internal(Box<str>),
+}
+
+impl GatewayError {
+    pub fn invalid(message: impl Into<Box<str>>) -> Self {
+        Self::InvalidRequest(message.into())
+    }
+
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => 401,
+            Self::InsufficientCredit => 402,
+            Self::SpendLimitExceeded => 429,
+            Self::ModelNotFound(_)
+            | Self::EmbeddingsUnsupported(_)
+            | Self::ChatUnsupported(_)
+            | Self::UnsupportedParameter { .. }
+            | Self::InvalidRequest(_) => 400,
+            Self::BodyTooLarge { .. } => 413,
+            Self::NotFound(_) => 404,
+            Self::MethodNotAllowed { .. } => 405,
+            Self::FamilyUnavailable(_) => 501,
+            Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
+            Self::Upstream { status, .. } => *status,
+            Self::Internal(_) => 500,
+        }
+    }
+
+    pub fn error_type(&self) -> &'static str {
+        match self {
+            Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => "authentication_error",
+            Self::InsufficientCredit
+            | Self::SpendLimitExceeded
+            | Self::ModelNotFound(_)
+            | Self::EmbeddingsUnsupported(_)
+            | Self::ChatUnsupported(_)
+            | Self::UnsupportedParameter { .. }
+            | Self::InvalidRequest(_)
+            | Self::BodyTooLarge { .. }
+            | Self::NotFound(_)
+            | Self::MethodNotAllowed { .. } => "invalid_request_error",
+            Self::Upstream { .. } => "upstream_error",
+            Self::FamilyUnavailable(_)
+            | Self::NoRoute(_)
+            | Self::MissingCredentials(_)
+            | Self::Internal(_) => "server_error",
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::MissingAuth => "missing_auth",
+            Self::InvalidKey => "invalid_key",
+            Self::ExpiredKey => "expired_key",
+            Self::InsufficientCredit => "insufficient_credit",
+            Self::SpendLimitExceeded => "spend_limit_exceeded",
+            Self::ModelNotFound(_) => "model_not_found",
+            Self::EmbeddingsUnsupported(_) => "embeddings_unsupported",
+            Self::ChatUnsupported(_) => "chat_unsupported",
+            Self::UnsupportedParameter { .. } => "unsupported_parameter",
+            Self::InvalidRequest(_) => "invalid_request_error",
+            Self::BodyTooLarge { .. } => "request_too_large",
+            Self::NotFound(_) => "not_found",
+            Self::MethodNotAllowed { .. } => "method_not_allowed",
+            Self::FamilyUnavailable(_) => "family_unavailable",
+            Self::NoRoute(_) => "no_route",
+            Self::MissingCredentials(_) => "upstream_unconfigured",
+            Self::Upstream { .. } => "upstream_error",
+            Self::Internal(_) => "internal_error",
+        }
+    }
+
+    pub fn blame(&self) -> Blame {
+        match self {
+            Self::Upstream { .. } => Blame::Upstream,
+            Self::FamilyUnavailable(_)
+            | Self::NoRoute(_)
+            | Self::MissingCredentials(_)
+            | Self::Internal(_) => Blame::Gateway,
+            Self::MissingAuth
+            | Self::InvalidKey
+            | Self::ExpiredKey
+            | Self::InsufficientCredit
+            | Self::SpendLimitExceeded
+            | Self::ModelNotFound(_)
+            | Self::EmbeddingsUnsupported(_)
+            | Self::ChatUnsupported(_)
+            | Self::UnsupportedParameter { .. }
+            | Self::InvalidRequest(_)
+            | Self::BodyTooLarge { .. }
+            | Self::NotFound(_)
+            | Self::MethodNotAllowed { .. } => Blame::Client,
+        }
+    }
+
+    /// The `Allow` header a 405 must carry.
+    pub fn allow(&self) -> Option<&'static str> {
+        match self {
+            Self::MethodNotAllowed { allow, .. } => Some(allow),
+            _ => None,
+        }
+    }
+
+    /// The JSON error envelope.
+    pub fn envelope(&self) -> Bytes {
+        envelope(&self.to_string(), self.error_type(), self.code())
+    }
+}
+
+/// Renders `{"error":{"message","type","code"}}`; the only renderer of the envelope.
+pub fn envelope(message: &str, error_type: &str, code: &str) -> Bytes {
+    #[derive(Serialize)]
+    struct Inner<'a> {
+        message: &'a str,
+        #[serde(rename = "type")]
+        error_type: &'a str,
+        code: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        error: Inner<'a>,
+    }
+    let e = Envelope {
+        error: Inner {
+            message,
+            error_type,
+            code,
+        },
+    };
+    serde_json::to_vec(&e).map(Bytes::from).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(e: &GatewayError) -> serde_json::Value {
+        serde_json::from_slice(&e.envelope()).unwrap()
+    }
+
+    #[test]
+    fn specified_errors_render_exactly() {
+        let cases = [
+            (GatewayError::InvalidKey, 401, "authentication_error", "invalid_key", "invalid api key"),
+            (GatewayError::ExpiredKey, 401, "authentication_error", "expired_key", "api key has expired"),
+            (GatewayError::InsufficientCredit, 402, "invalid_request_error", "insufficient_credit", "insufficient credit balance"),
+            (GatewayError::SpendLimitExceeded, 429, "invalid_request_error", "spend_limit_exceeded", "api key spend limit exceeded"),
+            (GatewayError::ModelNotFound("x/y".into()), 400, "invalid_request_error", "model_not_found", "model \"x/y\" not found"),
+            (GatewayError::EmbeddingsUnsupported("a/b".into()), 400, "invalid_request_error", "embeddings_unsupported", "model \"a/b\" does not support embeddings"),
+        ];
+        for (e, status, ty, code, message) in cases {
+            let v = parse(&e);
+            assert_eq!(e.status(), status, "{e:?}");
+            assert_eq!(v["error"]["type"], ty, "{e:?}");
+            assert_eq!(v["error"]["code"], code, "{e:?}");
+            assert_eq!(v["error"]["message"], message, "{e:?}");
+            assert_eq!(v["error"].as_object().unwrap().len(), 3);
+        }
+    }
+
+    #[test]
+    fn upstream_errors_keep_the_upstream_status() {
+        let e = GatewayError::Upstream { status: 529, message: "overloaded".into() };
+        assert_eq!(e.status(), 529);
+        assert_eq!(parse(&e)["error"]["type"], "upstream_error");
+        assert_eq!(e.blame(), Blame::Upstream);
+    }
+}

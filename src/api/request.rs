@@ -1,0 +1,175 @@
+//! The client's JSON body, parsed once into its top-level fields, each kept as a borrowed raw
+//! slice of the original bytes.
+//!
+//! Why raw: the gateway needs only a few fields to route (`model`, `stream`); the adapter of
+//! the chosen provider family then reads the fields it translates, straight from their slices,
+//! and copies the ones it forwards byte for byte. Nothing is turned into a `Value` tree, and
+//! unknown fields survive untouched for upstreams that understand them.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{GatewayError, Operation};
+
+/// Top-level fields in body order; keys are unique (a duplicate key is a 400).
+#[derive(Debug)]
+pub struct RawRequest<'a> {
+    fields: Vec<(Cow<'a, str>, &'a RawValue)>,
+    /// The `model` field, validated as a string.
+    pub model: Cow<'a, str>,
+    /// The `stream` field (false when absent or null).
+    pub stream: bool,
+}
+
+impl<'a> RawRequest<'a> {
+    /// Parses and checks the fields every request of `op` must have.
+    pub fn parse(body: &'a [u8], op: Operation) -> Result<Self, GatewayError> {
+        let fields = object_fields(body).map_err(|e| {
+            GatewayError::invalid(format!("request body is not valid JSON: {e}"))
+        })?;
+        let mut req = RawRequest {
+            fields,
+            model: Cow::Borrowed(""),
+            stream: false,
+        };
+        req.model = req
+            .typed::<Cow<'a, str>>("model")?
+            .ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
+        if req.model.is_empty() {
+            return Err(GatewayError::invalid("model must not be empty"));
+        }
+        req.stream = req.typed::<Option<bool>>("stream")?.flatten().unwrap_or(false);
+        let required = match op {
+            Operation::Chat => "messages",
+            Operation::Embeddings => "input",
+        };
+        if req.get(required).is_none() {
+            return Err(GatewayError::invalid(format!(
+                "missing required field: {required}"
+            )));
+        }
+        if op == Operation::Chat {
+            let messages = req.typed::<Vec<&RawValue>>("messages")?.unwrap_or_default();
+            if messages.is_empty() {
+                return Err(GatewayError::invalid("messages must be a non-empty array"));
+            }
+        }
+        Ok(req)
+    }
+
+    /// The raw slice of a top-level field.
+    pub fn get(&self, name: &str) -> Option<&'a RawValue> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+    }
+
+    /// Reads a field as `T`; a present field of the wrong type is a 400 naming it.
+    pub fn typed<T: Deserialize<'a>>(&self, name: &str) -> Result<Option<T>, GatewayError> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(raw) => serde_json::from_str(raw.get())
+                .map(Some)
+                .map_err(|e| GatewayError::invalid(format!("invalid value for {name}: {e}"))),
+        }
+    }
+
+    /// All fields in body order.
+    pub fn fields(&self) -> impl Iterator<Item = (&str, &'a RawValue)> + '_ {
+        self.fields.iter().map(|(k, v)| (k.as_ref(), *v))
+    }
+}
+
+/// A JSON object's top-level (key, raw value) pairs, in order, without building a tree.
+pub type ObjectFields<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
+
+/// Parses a JSON object into its top-level fields; a duplicate key is an error.
+pub fn object_fields(json: &[u8]) -> Result<ObjectFields<'_>, serde_json::Error> {
+    serde_json::from_slice::<Fields>(json).map(|f| f.0)
+}
+
+/// Writes `{"k":raw,...}`: keys re-escaped, values copied byte for byte.
+pub fn write_object<'v>(out: &mut Vec<u8>, fields: impl IntoIterator<Item = (&'v str, &'v str)>) {
+    out.push(b'{');
+    for (i, (key, raw)) in fields.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        // A &str always serialises.
+        let _ = serde_json::to_writer(&mut *out, key);
+        out.push(b':');
+        out.extend_from_slice(raw.as_bytes());
+    }
+    out.push(b'}');
+}
+
+struct Fields<'a>(Vec<(Cow<'a, str>, &'a RawValue)>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
+            type Value = Fields<'a>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
+                let mut out: Vec<(Cow<'a, str>, &'a RawValue)> =
+                    Vec::with_capacity(map.size_hint().unwrap_or(8));
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let value: &'de RawValue = map.next_value()?;
+                    if out.iter().any(|(k, _)| *k == key) {
+                        return Err(serde::de::Error::custom(format!("duplicate field {key:?}")));
+                    }
+                    out.push((key, value));
+                }
+                Ok(Fields(out))
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(body: &str, op: Operation) -> String {
+        RawRequest::parse(body.as_bytes(), op).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn keeps_fields_raw_and_in_order() {
+        let body = br#"{"model":"a/b","messages":[{"role":"user","content":"hi"}],"x_vendor":{"k":[1, 2]},"stream":true}"#;
+        let r = RawRequest::parse(body, Operation::Chat).unwrap();
+        assert_eq!(r.model, "a/b");
+        assert!(r.stream);
+        let names: Vec<&str> = r.fields().map(|(k, _)| k).collect();
+        assert_eq!(names, ["model", "messages", "x_vendor", "stream"]);
+        assert_eq!(r.get("x_vendor").unwrap().get(), r#"{"k":[1, 2]}"#, "byte-exact");
+    }
+
+    #[test]
+    fn rejects_bad_bodies_with_clear_messages() {
+        assert!(err("{", Operation::Chat).contains("not valid JSON"));
+        assert!(err("[1]", Operation::Chat).contains("not valid JSON"));
+        assert!(err(r#"{"messages":[{}]}"#, Operation::Chat).contains("missing required field: model"));
+        assert!(err(r#"{"model":"m"}"#, Operation::Chat).contains("messages"));
+        assert!(err(r#"{"model":"m","messages":[]}"#, Operation::Chat).contains("non-empty"));
+        assert!(err(r#"{"model":7,"messages":[1]}"#, Operation::Chat).contains("invalid value for model"));
+        assert!(err(r#"{"model":"m","messages":[1],"stream":"yes"}"#, Operation::Chat).contains("stream"));
+        assert!(err(r#"{"model":"m","model":"n","messages":[1]}"#, Operation::Chat).contains("duplicate"));
+        assert!(err(r#"{"model":"m"}"#, Operation::Embeddings).contains("input"));
+    }
+
+    #[test]
+    fn escaped_keys_and_values_are_understood() {
+        let r = RawRequest::parse(br#"{"mod\u0065l":"a\/b","input":"x"}"#, Operation::Embeddings).unwrap();
+        assert_eq!(r.model, "a/b");
+    }
+}

@@ -1,0 +1,82 @@
+//! A parsed upstream base URL: scheme, host, port and path prefix. Only what the proxy needs
+//! to build a peer and a request path; no general URL handling.
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoint {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+    /// Path prefix without a trailing slash (`""` or e.g. `/v1`).
+    pub base_path: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    #[error("{0:?} must start with http:// or https://")]
+    Scheme(String),
+    #[error("{0:?} has no host")]
+    Host(String),
+    #[error("{0:?} has a bad port")]
+    Port(String),
+}
+
+impl Endpoint {
+    pub fn parse(url: &str) -> Result<Self, EndpointError> {
+        let (tls, rest) = if let Some(r) = url.strip_prefix("https://") {
+            (true, r)
+        } else if let Some(r) = url.strip_prefix("http://") {
+            (false, r)
+        } else {
+            return Err(EndpointError::Scheme(url.to_owned()));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        let (host, port) = match authority.rsplit_once(':') {
+            Some((h, p)) if !h.ends_with(']') || authority.starts_with('[') => (
+                h,
+                p.parse::<u16>()
+                    .map_err(|_| EndpointError::Port(url.to_owned()))?,
+            ),
+            _ => (authority, if tls { 443 } else { 80 }),
+        };
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(EndpointError::Host(url.to_owned()));
+        }
+        Ok(Endpoint {
+            tls,
+            host: host.to_owned(),
+            port,
+            base_path: path.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// The `Host` header value.
+    pub fn authority(&self) -> String {
+        let default = if self.tls { 443 } else { 80 };
+        if self.port == default {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_shapes_we_use() {
+        let e = Endpoint::parse("https://api.openai.com/v1/").unwrap();
+        assert_eq!((e.tls, e.host.as_str(), e.port, e.base_path.as_str()), (true, "api.openai.com", 443, "/v1"));
+        let e = Endpoint::parse("http://127.0.0.1:8000").unwrap();
+        assert_eq!((e.tls, e.port, e.base_path.as_str()), (false, 8000, ""));
+        assert_eq!(e.authority(), "127.0.0.1:8000");
+        assert!(Endpoint::parse("ftp://x").is_err());
+        assert!(Endpoint::parse("http://:80").is_err());
+        assert!(Endpoint::parse("http://h:notaport").is_err());
+    }
+}

@@ -1,0 +1,424 @@
+//! The routing catalog: models, their prices and parameter profiles, and the routes that reach
+//! them, held in memory as one immutable [`Snapshot`] that a refresher swaps atomically.
+//!
+//! Readers (`Catalog::snapshot`) never lock and never touch the database; the refresher
+//! (`refresh`) reloads rows from the store every `catalog_refresh`, resolves route hosts
+//! off the hot path, and publishes. The `/v1/models` body is rendered once per snapshot.
+
+mod endpoint;
+pub mod import;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use serde::Serialize;
+
+pub use endpoint::{Endpoint, EndpointError};
+
+use crate::billing::money::Price;
+use crate::config::ProvidersConf;
+use crate::store::{CatalogRows, ModelRow, RouteRow, Store, StoreResult};
+
+/// Which translator speaks to the model's upstream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Family {
+    /// Upstreams that already speak the OpenAI wire format (OpenAI, vLLM, Ollama, llama.cpp).
+    OpenAiCompat,
+    /// Family A: Google Gemini (Developer API and Vertex AI).
+    Gemini,
+    /// Family B: Anthropic Claude (direct and Vertex AI).
+    Anthropic,
+}
+
+impl Family {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "openai" => Some(Self::OpenAiCompat),
+            "gemini" => Some(Self::Gemini),
+            "anthropic" => Some(Self::Anthropic),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAiCompat => "openai",
+            Self::Gemini => "gemini",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelKind {
+    Chat,
+    Embedding,
+}
+
+/// How a route reaches its upstream; decides URL shape and credentials.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RouteKind {
+    OpenAi,
+    GeminiApi,
+    Vertex,
+    VertexGlobal,
+    Anthropic,
+    VertexAnthropic,
+}
+
+impl RouteKind {
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "openai" => Self::OpenAi,
+            "gemini-api" => Self::GeminiApi,
+            "vertex" => Self::Vertex,
+            "vertex-global" => Self::VertexGlobal,
+            "anthropic" => Self::Anthropic,
+            "vertex-anthropic" => Self::VertexAnthropic,
+            _ => return None,
+        })
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::GeminiApi => "gemini-api",
+            Self::Vertex => "vertex",
+            Self::VertexGlobal => "vertex-global",
+            Self::Anthropic => "anthropic",
+            Self::VertexAnthropic => "vertex-anthropic",
+        }
+    }
+    /// The family a route kind can carry.
+    pub fn family(self) -> Family {
+        match self {
+            Self::OpenAi => Family::OpenAiCompat,
+            Self::GeminiApi | Self::Vertex | Self::VertexGlobal => Family::Gemini,
+            Self::Anthropic | Self::VertexAnthropic => Family::Anthropic,
+        }
+    }
+    /// The configured default endpoint for this kind (`{region}` substituted).
+    fn default_base(self, providers: &ProvidersConf, region: Option<&str>) -> String {
+        let p = providers;
+        let regional = || {
+            p.vertex
+                .base_url
+                .replace("{region}", region.unwrap_or("us-central1"))
+        };
+        match self {
+            Self::OpenAi => p.openai.base_url.clone(),
+            Self::GeminiApi => p.gemini.base_url.clone(),
+            Self::Anthropic => p.anthropic.base_url.clone(),
+            Self::VertexGlobal => p.vertex.global_base_url.clone(),
+            Self::Vertex | Self::VertexAnthropic if region == Some("global") => {
+                p.vertex.global_base_url.clone()
+            }
+            Self::Vertex | Self::VertexAnthropic => regional(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pricing {
+    pub input: Price,
+    pub output: Price,
+    pub cache_read: Option<Price>,
+    pub cache_write: Option<Price>,
+}
+
+/// One way to reach a model: a resolved upstream endpoint.
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub kind: RouteKind,
+    pub endpoint: Endpoint,
+    pub region: Option<String>,
+    /// Resolved when the snapshot was built; `None` if resolution failed.
+    pub addr: Option<SocketAddr>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub id: Arc<str>,
+    pub provider: String,
+    pub family: Family,
+    pub kind: ModelKind,
+    pub upstream_model: String,
+    /// Name of the parameter profile (which request fields this model forwards).
+    pub profile: String,
+    pub pricing: Pricing,
+    pub capabilities: Vec<String>,
+    pub max_output_tokens: Option<u32>,
+    /// Active routes, best (lowest priority number) first.
+    pub routes: Vec<Route>,
+}
+
+impl Model {
+    pub fn has_capability(&self, name: &str) -> bool {
+        self.capabilities.iter().any(|c| c == name)
+    }
+}
+
+/// An immutable view of the active catalog.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    models: HashMap<Box<str>, Arc<Model>>,
+    /// The rendered `GET /v1/models` body.
+    models_json: Bytes,
+}
+
+impl Snapshot {
+    pub fn model(&self, id: &str) -> Option<&Arc<Model>> {
+        self.models.get(id)
+    }
+    pub fn models_json(&self) -> Bytes {
+        self.models_json.clone()
+    }
+    pub fn len(&self) -> usize {
+        self.models.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.models.is_empty()
+    }
+
+    /// Builds a snapshot from store rows; hosts must already be resolved into `addrs`.
+    /// Rows that cannot be understood are skipped with a warning rather than hiding the
+    /// whole catalog.
+    pub fn build(
+        rows: &CatalogRows,
+        providers: &ProvidersConf,
+        addrs: &HashMap<(String, u16), SocketAddr>,
+    ) -> Snapshot {
+        let mut models = HashMap::new();
+        for row in rows.models.iter().filter(|m| m.active) {
+            match model_from_row(row, &rows.routes, providers, addrs) {
+                Ok(model) => {
+                    models.insert(row.id.clone().into_boxed_str(), Arc::new(model));
+                }
+                Err(why) => tracing::warn!(model = %row.id, "catalog row skipped: {why}"),
+            }
+        }
+        let models_json = render_models_json(&models);
+        Snapshot {
+            models,
+            models_json,
+        }
+    }
+}
+
+fn model_from_row(
+    row: &ModelRow,
+    routes: &[RouteRow],
+    providers: &ProvidersConf,
+    addrs: &HashMap<(String, u16), SocketAddr>,
+) -> Result<Model, String> {
+    let family = Family::parse(&row.family).ok_or(format!("unknown family {:?}", row.family))?;
+    let kind = match row.kind.as_str() {
+        "chat" => ModelKind::Chat,
+        "embedding" => ModelKind::Embedding,
+        other => return Err(format!("unknown kind {other:?}")),
+    };
+    let mut own: Vec<&RouteRow> = routes
+        .iter()
+        .filter(|r| r.model_id == row.id && r.active)
+        .collect();
+    own.sort_by_key(|r| r.priority);
+    let mut out = Vec::with_capacity(own.len());
+    for r in own {
+        let kind = RouteKind::parse(&r.kind).ok_or(format!("unknown route kind {:?}", r.kind))?;
+        if kind.family() != family {
+            return Err(format!("route {} cannot carry family {}", r.kind, row.family));
+        }
+        let base = match &r.base_url {
+            Some(url) => url.clone(),
+            None => kind.default_base(providers, r.region.as_deref()),
+        };
+        let endpoint = Endpoint::parse(&base).map_err(|e| format!("route {}: {e}", r.kind))?;
+        let addr = addrs.get(&(endpoint.host.clone(), endpoint.port)).copied();
+        out.push(Route {
+            kind,
+            endpoint,
+            region: r.region.clone(),
+            addr,
+        });
+    }
+    Ok(Model {
+        id: row.id.as_str().into(),
+        provider: row.provider.clone(),
+        family,
+        kind,
+        upstream_model: row.upstream_model.clone(),
+        profile: row.profile.clone(),
+        pricing: Pricing {
+            input: row.input_price,
+            output: row.output_price,
+            cache_read: row.cache_read_price,
+            cache_write: row.cache_write_price,
+        },
+        capabilities: row.capabilities.clone(),
+        max_output_tokens: row.max_output_tokens,
+        routes: out,
+    })
+}
+
+/// `created` is the same constant for every entry (the specification).
+const MODELS_CREATED: i64 = 1_704_067_200;
+
+fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
+    #[derive(Serialize)]
+    struct Entry<'a> {
+        id: &'a str,
+        object: &'static str,
+        created: i64,
+        owned_by: &'a str,
+        pricing: &'a Pricing,
+    }
+    #[derive(Serialize)]
+    struct List<'a> {
+        object: &'static str,
+        data: Vec<Entry<'a>>,
+    }
+    let mut data: Vec<Entry> = models
+        .values()
+        .map(|m| Entry {
+            id: &m.id,
+            object: "model",
+            created: MODELS_CREATED,
+            owned_by: &m.provider,
+            pricing: &m.pricing,
+        })
+        .collect();
+    data.sort_by(|a, b| a.id.cmp(b.id));
+    let list = List {
+        object: "list",
+        data,
+    };
+    serde_json::to_vec(&list).map(Bytes::from).unwrap_or_default()
+}
+
+/// The shared handle: wait-free reads, atomic publication.
+pub struct Catalog {
+    current: ArcSwap<Snapshot>,
+}
+
+impl Catalog {
+    pub fn new(snapshot: Snapshot) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(snapshot),
+        }
+    }
+    /// One load per request; every phase of that request then sees the same version.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current.load_full()
+    }
+    pub fn publish(&self, next: Snapshot) {
+        self.current.store(Arc::new(next));
+    }
+}
+
+/// Every distinct (host, port) the rows' routes point at.
+fn hosts_of(rows: &CatalogRows, providers: &ProvidersConf) -> Vec<(String, u16)> {
+    let mut hosts: Vec<(String, u16)> = rows
+        .routes
+        .iter()
+        .filter_map(|r| {
+            let kind = RouteKind::parse(&r.kind)?;
+            let base = r
+                .base_url
+                .clone()
+                .unwrap_or_else(|| kind.default_base(providers, r.region.as_deref()));
+            Endpoint::parse(&base).ok().map(|e| (e.host, e.port))
+        })
+        .collect();
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// Resolves every route host asynchronously (Pingora's `HttpPeer::new` would resolve blocking
+/// and panic on failure). A host that fails to resolve keeps its previous address, if any.
+pub async fn resolve_hosts(
+    rows: &CatalogRows,
+    providers: &ProvidersConf,
+    previous: &HashMap<(String, u16), SocketAddr>,
+) -> HashMap<(String, u16), SocketAddr> {
+    let mut out = HashMap::new();
+    for (host, port) in hosts_of(rows, providers) {
+        let resolved = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .ok()
+            .and_then(|mut it| it.next());
+        match resolved.or_else(|| previous.get(&(host.clone(), port)).copied()) {
+            Some(addr) => {
+                out.insert((host, port), addr);
+            }
+            None => tracing::warn!(%host, port, "cannot resolve upstream host"),
+        }
+    }
+    out
+}
+
+/// Loads the catalog from the store and builds a snapshot (used at start and by the refresher).
+pub async fn load(
+    store: &dyn Store,
+    providers: &ProvidersConf,
+    previous: &HashMap<(String, u16), SocketAddr>,
+) -> StoreResult<(Snapshot, HashMap<(String, u16), SocketAddr>)> {
+    let rows = store.load_catalog().await?;
+    let addrs = resolve_hosts(&rows, providers, previous).await;
+    Ok((Snapshot::build(&rows, providers, &addrs), addrs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows() -> CatalogRows {
+        serde_yaml::from_str(
+            r#"
+models:
+  - {id: acme/llama, provider: acme, family: openai, kind: chat, upstream_model: llama-3,
+     input_price: 0.5, output_price: "1.5"}
+  - {id: google/x, provider: google, family: gemini, kind: chat, upstream_model: x,
+     input_price: 1.25, output_price: 10, cache_read_price: 0.125}
+  - {id: off/y, provider: off, family: openai, kind: chat, upstream_model: y,
+     input_price: 1, output_price: 1, active: false}
+  - {id: bad/z, provider: bad, family: cobol, kind: chat, upstream_model: z,
+     input_price: 1, output_price: 1}
+routes:
+  - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:9/v1", priority: 2}
+  - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:8/v1", priority: 1}
+  - {model_id: google/x, kind: vertex, region: europe-west4}
+"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn builds_active_models_with_ordered_routes() {
+        let snap = Snapshot::build(&rows(), &ProvidersConf::default(), &HashMap::new());
+        assert_eq!(snap.len(), 2, "inactive and unknown-family rows are left out");
+        let m = snap.model("acme/llama").unwrap();
+        assert_eq!(m.routes[0].endpoint.port, 8, "lowest priority number first");
+        let g = snap.model("google/x").unwrap();
+        assert_eq!(g.routes[0].endpoint.host, "europe-west4-aiplatform.googleapis.com");
+        assert!(g.routes[0].endpoint.tls);
+    }
+
+    #[test]
+    fn models_json_has_the_specified_shape() {
+        let snap = Snapshot::build(&rows(), &ProvidersConf::default(), &HashMap::new());
+        let v: serde_json::Value = serde_json::from_slice(&snap.models_json()).unwrap();
+        assert_eq!(v["object"], "list");
+        let google = &v["data"][1];
+        assert_eq!(google["id"], "google/x");
+        assert_eq!(google["object"], "model");
+        assert_eq!(google["created"], 1704067200);
+        assert_eq!(google["owned_by"], "google");
+        assert_eq!(google["pricing"]["input"], 1.25);
+        assert_eq!(google["pricing"]["cache_read"], 0.125);
+        assert!(google["pricing"]["cache_write"].is_null());
+        let text = String::from_utf8(snap.models_json().to_vec()).unwrap();
+        assert!(text.contains(r#""output":1.5,"#), "exact decimal, not 1.5000001: {text}");
+    }
+}

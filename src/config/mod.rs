@@ -1,0 +1,404 @@
+//! The one YAML file (default `conf/tollgate.yaml`): Pingora's own server settings at the top
+//! level, and tollgate's settings under `tollgate:`.
+//!
+//! Strict on purpose: an unknown key anywhere (tollgate's section *or* a misspelt Pingora
+//! setting) fails start-up with a message naming the field path, and `validate()` reports every
+//! problem at once. Every setting has a default, so an empty file is a valid configuration.
+//! Secrets are never in the file: providers name the environment variables that hold them.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use pingora_core::server::configuration::ServerConf;
+use serde::Deserialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Yaml(String),
+    #[error("{path}: {message}")]
+    Field { path: String, message: String },
+    #[error("invalid configuration:\n  {}", .0.join("\n  "))]
+    Invalid(Vec<String>),
+}
+
+/// The whole file: Pingora's settings and ours.
+#[derive(Debug)]
+pub struct Config {
+    pub server: ServerConf,
+    pub tollgate: TollgateConf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TollgateConf {
+    /// Where clients connect (the OpenAI-compatible API).
+    pub listen: SocketAddr,
+    /// The operators' listener (health and status now; admin API and console later).
+    pub admin_listen: SocketAddr,
+    /// `sqlite://PATH` or `postgres://…`.
+    pub store: String,
+    /// Every API key secret begins with this.
+    pub key_prefix: String,
+    /// Imported into an empty catalog at start.
+    pub catalog_file: String,
+    /// How often the in-memory catalog is reloaded from the store.
+    #[serde(with = "humantime_serde")]
+    pub catalog_refresh: Duration,
+    /// Largest request body accepted; larger ones get 413.
+    pub max_request_body: ByteSize,
+    pub upstream: UpstreamConf,
+    pub providers: ProvidersConf,
+    pub log: LogConf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamConf {
+    #[serde(with = "humantime_serde")]
+    pub connect_timeout: Duration,
+    /// Longest wait for any single read from the upstream: bounds the gap between SSE events.
+    #[serde(with = "humantime_serde")]
+    pub read_timeout: Duration,
+    /// Longest wait for a write to the upstream.
+    #[serde(with = "humantime_serde")]
+    pub write_timeout: Duration,
+}
+
+/// Per-provider route settings. Route kinds map onto them: `openai` → `openai`,
+/// `gemini-api` → `gemini`, `vertex`/`vertex-global`/`vertex-anthropic` → `vertex`,
+/// `anthropic` → `anthropic`. A route row's own `base_url` overrides the one here.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProvidersConf {
+    pub openai: KeyedProvider,
+    pub gemini: KeyedProvider,
+    pub anthropic: AnthropicConf,
+    pub vertex: VertexConf,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KeyedProvider {
+    pub base_url: String,
+    /// Name of the environment variable holding the API key.
+    pub api_key_env: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AnthropicConf {
+    pub base_url: String,
+    pub api_key_env: String,
+    /// Sent as the `anthropic-version` header.
+    pub version: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VertexConf {
+    /// Regional endpoint; `{region}` is replaced by the route's region.
+    pub base_url: String,
+    /// Endpoint of the `global` location.
+    pub global_base_url: String,
+    /// Environment variable holding the GCP project id (else the key file's `project_id`).
+    pub project_env: String,
+    /// Environment variable holding the path of the service-account key file.
+    pub credentials_env: String,
+    /// OAuth2 token endpoint (overridable so tests use a local fake).
+    pub token_url: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConf {
+    pub format: LogFormat,
+    /// A `tracing` filter such as `info` or `tollgate=debug,pingora=warn`; `RUST_LOG` wins.
+    pub level: String,
+}
+
+impl Default for TollgateConf {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            store: "sqlite://data/tollgate.db".into(),
+            key_prefix: "sk-tg-".into(),
+            catalog_file: "conf/catalog.yaml".into(),
+            catalog_refresh: Duration::from_secs(30),
+            max_request_body: ByteSize::mib(32),
+            upstream: UpstreamConf::default(),
+            providers: ProvidersConf::default(),
+            log: LogConf::default(),
+        }
+    }
+}
+
+impl Default for UpstreamConf {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(5),
+            read_timeout: Duration::from_secs(300),
+            write_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Default for ProvidersConf {
+    fn default() -> Self {
+        Self {
+            openai: KeyedProvider {
+                base_url: "https://api.openai.com/v1".into(),
+                api_key_env: "OPENAI_API_KEY".into(),
+            },
+            gemini: KeyedProvider {
+                base_url: "https://generativelanguage.googleapis.com".into(),
+                api_key_env: "GEMINI_API_KEY".into(),
+            },
+            anthropic: AnthropicConf::default(),
+            vertex: VertexConf::default(),
+        }
+    }
+}
+
+impl Default for AnthropicConf {
+    fn default() -> Self {
+        Self {
+            base_url: "https://api.anthropic.com".into(),
+            api_key_env: "ANTHROPIC_API_KEY".into(),
+            version: "2023-06-01".into(),
+        }
+    }
+}
+
+impl Default for VertexConf {
+    fn default() -> Self {
+        Self {
+            base_url: "https://{region}-aiplatform.googleapis.com".into(),
+            global_base_url: "https://aiplatform.googleapis.com".into(),
+            project_env: "VERTEX_PROJECT".into(),
+            credentials_env: "GOOGLE_APPLICATION_CREDENTIALS".into(),
+            token_url: "https://oauth2.googleapis.com/token".into(),
+        }
+    }
+}
+
+impl Default for LogConf {
+    fn default() -> Self {
+        Self {
+            format: LogFormat::Text,
+            level: "info".into(),
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text)
+    }
+
+    /// Parses and validates the file's text.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let mut root: serde_yaml::Value = if text.trim().is_empty() {
+            serde_yaml::Value::Mapping(Default::default())
+        } else {
+            serde_yaml::from_str(text).map_err(|e| ConfigError::Yaml(e.to_string()))?
+        };
+        let map = root.as_mapping_mut().ok_or_else(|| ConfigError::Field {
+            path: "(top level)".into(),
+            message: "expected a mapping".into(),
+        })?;
+        let ours = map.remove("tollgate").unwrap_or(serde_yaml::Value::Null);
+        reject_unknown_pingora_keys(map)?;
+        let server: ServerConf = deserialize_at(root, "")?;
+        let tollgate: TollgateConf = if ours.is_null() {
+            TollgateConf::default()
+        } else {
+            deserialize_at(ours, "tollgate.")?
+        };
+        let config = Config { server, tollgate };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Every problem at once, each naming its field.
+    fn validate(&self) -> Result<(), ConfigError> {
+        let t = &self.tollgate;
+        let mut problems = Vec::new();
+        if t.listen == t.admin_listen {
+            problems.push("tollgate.admin_listen: must differ from tollgate.listen".to_owned());
+        }
+        if !(t.store.starts_with("sqlite://")
+            || t.store.starts_with("postgres://")
+            || t.store.starts_with("postgresql://"))
+        {
+            problems.push(format!(
+                "tollgate.store: {:?} is neither sqlite://PATH nor postgres://…",
+                t.store
+            ));
+        }
+        let prefix_ok = (2..=16).contains(&t.key_prefix.len())
+            && t.key_prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !prefix_ok {
+            problems.push(
+                "tollgate.key_prefix: 2 to 16 characters of [A-Za-z0-9_-] expected".to_owned(),
+            );
+        }
+        if t.catalog_refresh < Duration::from_secs(1) {
+            problems.push("tollgate.catalog_refresh: at least 1s".to_owned());
+        }
+        if t.max_request_body.as_u64() < 1024 || t.max_request_body > ByteSize::gib(1) {
+            problems.push("tollgate.max_request_body: between 1KiB and 1GiB".to_owned());
+        }
+        for (name, d) in [
+            ("connect_timeout", t.upstream.connect_timeout),
+            ("read_timeout", t.upstream.read_timeout),
+            ("write_timeout", t.upstream.write_timeout),
+        ] {
+            if d.is_zero() {
+                problems.push(format!("tollgate.upstream.{name}: must be positive"));
+            }
+        }
+        let urls = [
+            ("openai.base_url", &t.providers.openai.base_url),
+            ("gemini.base_url", &t.providers.gemini.base_url),
+            ("anthropic.base_url", &t.providers.anthropic.base_url),
+            ("vertex.base_url", &t.providers.vertex.base_url),
+            ("vertex.global_base_url", &t.providers.vertex.global_base_url),
+            ("vertex.token_url", &t.providers.vertex.token_url),
+        ];
+        for (name, url) in urls {
+            if let Err(e) = crate::catalog::Endpoint::parse(&url.replace("{region}", "r")) {
+                problems.push(format!("tollgate.providers.{name}: {e}"));
+            }
+        }
+        if self.server.threads == 0 {
+            problems.push("threads: at least 1".to_owned());
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(ConfigError::Invalid(problems))
+        }
+    }
+
+    /// The store URL to use: `TOLLGATE_STORE` overrides the file (handy for one-off CLI use).
+    pub fn store_url(&self, env: impl Fn(&str) -> Option<String>) -> String {
+        env("TOLLGATE_STORE").unwrap_or_else(|| self.tollgate.store.clone())
+    }
+}
+
+/// Pingora ignores unknown keys; we do not, so a typo such as `thread: 4` is caught.
+fn reject_unknown_pingora_keys(map: &serde_yaml::Mapping) -> Result<(), ConfigError> {
+    let known: BTreeSet<String> = match serde_yaml::to_value(ServerConf::default()) {
+        Ok(serde_yaml::Value::Mapping(m)) => m
+            .keys()
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect(),
+        _ => return Ok(()),
+    };
+    for key in map.keys() {
+        let name = key.as_str().unwrap_or("(non-string key)");
+        if !known.contains(name) {
+            return Err(ConfigError::Field {
+                path: name.to_owned(),
+                message: "unknown setting (neither a Pingora server setting nor `tollgate`)"
+                    .into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn deserialize_at<T: serde::de::DeserializeOwned>(
+    value: serde_yaml::Value,
+    prefix: &str,
+) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        ConfigError::Field {
+            path: format!("{prefix}{path}").trim_end_matches('.').to_owned(),
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.tollgate.key_prefix, "sk-tg-");
+        assert_eq!(c.tollgate.max_request_body, ByteSize::mib(32));
+        assert_eq!(c.tollgate.catalog_refresh, Duration::from_secs(30));
+        assert_eq!(c.tollgate.store, "sqlite://data/tollgate.db");
+    }
+
+    #[test]
+    fn reads_both_sections() {
+        let c = Config::parse(
+            "threads: 3\ntollgate:\n  listen: 127.0.0.1:9000\n  max_request_body: 8MiB\n  catalog_refresh: 5s\n",
+        )
+        .unwrap();
+        assert_eq!(c.server.threads, 3);
+        assert_eq!(c.tollgate.listen.port(), 9000);
+        assert_eq!(c.tollgate.max_request_body, ByteSize::mib(8));
+        assert_eq!(c.tollgate.catalog_refresh, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn bad_field_is_named() {
+        let e = Config::parse("tollgate:\n  upstream:\n    read_timeout: soon\n").unwrap_err();
+        assert!(e.to_string().contains("tollgate.upstream.read_timeout"), "{e}");
+        let e = Config::parse("tollgate:\n  listne: 1.2.3.4:5\n").unwrap_err();
+        assert!(e.to_string().contains("listne"), "{e}");
+        let e = Config::parse("thread: 4\n").unwrap_err();
+        assert!(e.to_string().starts_with("thread:"), "{e}");
+    }
+
+    #[test]
+    fn validation_lists_every_problem() {
+        let e = Config::parse(
+            "tollgate:\n  store: mysql://x\n  key_prefix: '!'\n  catalog_refresh: 10ms\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for field in ["tollgate.store", "tollgate.key_prefix", "tollgate.catalog_refresh"] {
+            assert!(e.contains(field), "{field} missing from: {e}");
+        }
+    }
+
+    #[test]
+    fn shipped_confs_parse() {
+        for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/conf")).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if name.starts_with("tollgate") && name.ends_with(".yaml") {
+                Config::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Provider families behind one small adapter trait: build the upstream request from the parsed
+//! OpenAI body, translate a buffered response, translate a stream incrementally, explain an
+//! upstream error. Pure: bytes and structs in, bytes and structs out — no I/O, no clock, no
+//! database — so every mapping is a unit test on a fixture.
+//!
+//! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), usage (`api::Usage`).
+//! Families: `openai_compat` (upstreams that already speak the OpenAI wire format). Gemini and
+//! Anthropic arrive with their issues and plug in through [`adapter_for`].
+
+pub mod openai_compat;
+pub mod sse;
+
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use http::{HeaderName, HeaderValue};
+
+use crate::api::{GatewayError, Operation, RawRequest, Usage};
+use crate::catalog::{Family, Model, Route};
+use crate::config::ProvidersConf;
+
+/// A credential read from the environment at start; never printed.
+#[derive(Clone)]
+pub struct Secret(Arc<str>);
+
+impl Secret {
+    pub fn new(value: impl Into<Arc<str>>) -> Self {
+        Self(value.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// Upstream credentials, resolved once at start from the env var names in the config.
+#[derive(Debug, Clone, Default)]
+pub struct Credentials {
+    pub openai: Option<Secret>,
+    pub gemini: Option<Secret>,
+    pub anthropic: Option<Secret>,
+    pub anthropic_version: String,
+}
+
+impl Credentials {
+    pub fn from_env(p: &ProvidersConf, env: impl Fn(&str) -> Option<String>) -> Self {
+        let read = |name: &str| env(name).filter(|v| !v.is_empty()).map(Secret::new);
+        Credentials {
+            openai: read(&p.openai.api_key_env),
+            gemini: read(&p.gemini.api_key_env),
+            anthropic: read(&p.anthropic.api_key_env),
+            anthropic_version: p.anthropic.version.clone(),
+        }
+    }
+}
+
+/// Where a request goes: the resolved model and route, and what the client asked for.
+pub struct Target<'a> {
+    pub model: &'a Model,
+    pub route: &'a Route,
+    pub op: Operation,
+    pub stream: bool,
+}
+
+/// The request to send upstream, fully built before the proxy connects.
+#[derive(Debug)]
+pub struct UpstreamRequest {
+    /// Path and query, including the endpoint's base path.
+    pub path: String,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub body: Bytes,
+}
+
+/// What a response translation needs to know about its request.
+#[derive(Debug, Clone)]
+pub struct ResponseCx {
+    /// The completion id the gateway minted; replaces the upstream's.
+    pub id: Arc<str>,
+    /// The tollgate model id the client asked for; replaces the upstream model name.
+    pub model_id: Arc<str>,
+    pub op: Operation,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TranslateError {
+    #[error("upstream sent malformed JSON: {0}")]
+    Json(String),
+    #[error("upstream response has an unexpected shape: {0}")]
+    Shape(String),
+}
+
+/// A buffered response in the client's wire format, and what it used.
+#[derive(Debug)]
+pub struct Translated {
+    pub body: Bytes,
+    pub usage: Usage,
+}
+
+/// One provider family.
+pub trait Adapter: Send + Sync {
+    fn build_request(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<UpstreamRequest, GatewayError>;
+
+    fn translate_buffered(&self, body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError>;
+
+    fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator>;
+
+    /// A useful message for an upstream non-2xx answer (status is preserved by the caller).
+    fn upstream_error_message(&self, status: u16, body: &[u8]) -> String;
+}
+
+/// Translates an upstream stream incrementally; output never depends on how the bytes were cut.
+pub trait StreamTranslator: Send + Sync {
+    /// Feeds upstream bytes; appends client bytes (complete SSE frames only) to `out`.
+    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut);
+    /// The upstream ended cleanly: appends the final usage chunk and `data: [DONE]`
+    /// (or, if the upstream reported an error in-band, only `data: [DONE]`).
+    fn finish(&mut self, out: &mut BytesMut);
+    /// Usage seen so far (what is billed even if the client went away).
+    fn usage(&self) -> Usage;
+    /// The upstream's in-band error, if it sent one (the stream then ended with an error frame).
+    fn failed(&self) -> Option<&str>;
+}
+
+/// The adapter of a family, or `None` when this build does not serve it yet.
+pub fn adapter_for(family: Family) -> Option<&'static dyn Adapter> {
+    match family {
+        Family::OpenAiCompat => Some(&openai_compat::OpenAiCompat),
+        Family::Gemini | Family::Anthropic => None,
+    }
+}
+
+/// Headers are built from static names and validated values; a value that is not a valid
+/// header (e.g. a credential containing a newline) becomes an internal error, not a panic.
+pub(crate) fn header(name: &'static str, value: &str) -> Result<(HeaderName, HeaderValue), GatewayError> {
+    let value = HeaderValue::from_str(value)
+        .map_err(|_| GatewayError::Internal(format!("invalid value for header {name}").into()))?;
+    Ok((HeaderName::from_static(name), value))
+}

@@ -1,0 +1,344 @@
+//! Family "openai": upstreams that already speak the OpenAI wire format (OpenAI itself, vLLM,
+//! Ollama, llama.cpp's server).
+//!
+//! Requests: only `model` (→ the catalog's upstream name) and credentials change; a streamed
+//! request also gets `stream_options.include_usage = true` so the upstream reports usage.
+//! Responses pass through field for field, except `id` (→ the gateway's completion id) and
+//! `model` (→ the tollgate model id); usage is read on the way. Streams end the gateway's way
+//! whatever the upstream did: one `choices: []` usage chunk, then `data: [DONE]`.
+
+use std::borrow::Cow;
+
+use bytes::{Bytes, BytesMut};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::sse::{self, SseFramer};
+use super::{
+    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
+    UpstreamRequest,
+};
+use crate::api::request::{object_fields, write_object};
+use crate::api::usage::OpenAiUsageIn;
+use crate::api::{GatewayError, Operation, RawRequest, Usage};
+
+pub struct OpenAiCompat;
+
+impl Adapter for OpenAiCompat {
+    fn build_request(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        let suffix = match target.op {
+            Operation::Chat => "/chat/completions",
+            Operation::Embeddings => "/embeddings",
+        };
+        let model = json_string(&target.model.upstream_model);
+        let stream_options = if target.stream {
+            Some(with_include_usage(req.get("stream_options"))?)
+        } else {
+            None
+        };
+        let mut body = Vec::with_capacity(req.fields().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 64);
+        let fields = req.fields().filter(|(k, _)| *k != "stream_options").map(|(k, v)| match k {
+            "model" => (k, model.as_str()),
+            _ => (k, v.get()),
+        });
+        let extra = stream_options.as_deref().map(|s| ("stream_options", s));
+        write_object(&mut body, fields.chain(extra));
+
+        let mut headers = vec![header("content-type", "application/json")?];
+        if let Some(key) = &creds.openai {
+            headers.push(header("authorization", &format!("Bearer {}", key.expose()))?);
+        }
+        Ok(UpstreamRequest {
+            path: format!("{}{suffix}", target.route.endpoint.base_path),
+            headers,
+            body: Bytes::from(body),
+        })
+    }
+
+    fn translate_buffered(&self, body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
+        let mut usage = Usage::default();
+        let out = rewrite(body, cx, &mut usage)?;
+        Ok(Translated { body: Bytes::from(out), usage })
+    }
+
+    fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
+        Box::new(OpenAiStream {
+            cx,
+            framer: SseFramer::default(),
+            usage: Usage::default(),
+            created: 0,
+            error: None,
+        })
+    }
+
+    fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
+        #[derive(Deserialize)]
+        struct Envelope<'a> {
+            #[serde(borrow)]
+            error: ErrorField<'a>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum ErrorField<'a> {
+            Object { message: Cow<'a, str> },
+            Text(Cow<'a, str>),
+        }
+        let detail = match serde_json::from_slice::<Envelope>(body) {
+            Ok(Envelope { error: ErrorField::Object { message } | ErrorField::Text(message) }) => message.into_owned(),
+            Err(_) => String::from_utf8_lossy(&body[..body.len().min(512)]).trim().to_owned(),
+        };
+        if detail.is_empty() {
+            format!("upstream answered HTTP {status}")
+        } else {
+            format!("upstream answered HTTP {status}: {detail}")
+        }
+    }
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
+}
+
+/// The client's `stream_options` with `include_usage` forced on (other options kept).
+fn with_include_usage(raw: Option<&RawValue>) -> Result<String, GatewayError> {
+    let mut fields = match raw {
+        Some(r) if r.get() != "null" => object_fields(r.get().as_bytes())
+            .map_err(|_| GatewayError::invalid("stream_options must be an object"))?,
+        _ => Vec::new(),
+    };
+    fields.retain(|(k, _)| k != "include_usage");
+    let mut out = Vec::new();
+    let yes: &str = "true";
+    write_object(&mut out, fields.iter().map(|(k, v)| (k.as_ref(), v.get())).chain([("include_usage", yes)]));
+    String::from_utf8(out).map_err(|_| GatewayError::invalid("stream_options must be UTF-8"))
+}
+
+/// Copies a response object, replacing `id` and `model` and reading `usage`, `created`.
+fn rewrite(json: &[u8], cx: &ResponseCx, usage: &mut Usage) -> Result<Vec<u8>, TranslateError> {
+    let fields = object_fields(json).map_err(|e| TranslateError::Json(e.to_string()))?;
+    let id = json_string(&cx.id);
+    let model = json_string(&cx.model_id);
+    for (k, v) in &fields {
+        if k == "usage" && v.get() != "null" {
+            let u: OpenAiUsageIn = serde_json::from_str(v.get()).map_err(|e| TranslateError::Shape(format!("usage: {e}")))?;
+            *usage = Usage::from_openai(&u);
+        }
+    }
+    let mut out = Vec::with_capacity(json.len() + 32);
+    write_object(
+        &mut out,
+        fields.iter().map(|(k, v)| match k.as_ref() {
+            "id" if cx.op == Operation::Chat => ("id", id.as_str()),
+            "model" => ("model", model.as_str()),
+            other => (other, v.get()),
+        }),
+    );
+    Ok(out)
+}
+
+struct OpenAiStream {
+    cx: ResponseCx,
+    framer: SseFramer,
+    usage: Usage,
+    created: i64,
+    error: Option<String>,
+}
+
+impl OpenAiStream {
+    fn on_data(&mut self, data: &[u8], out: &mut BytesMut) {
+        if self.error.is_some() || data == b"[DONE]" {
+            return;
+        }
+        match classify(data) {
+            Ok(Chunk::Error(message)) => {
+                sse::write_error(out, &message);
+                self.error = Some(message);
+            }
+            Ok(Chunk::Data { created, usage_only }) => {
+                if created != 0 {
+                    self.created = created;
+                }
+                let mut usage = self.usage;
+                match rewrite(data, &self.cx, &mut usage) {
+                    Ok(json) => {
+                        self.usage = usage;
+                        // Usage-only chunks are re-emitted once, in our shape, at the end.
+                        if !usage_only {
+                            sse::write_raw(out, &json);
+                        }
+                    }
+                    Err(e) => self.fail(e.to_string(), out),
+                }
+            }
+            Err(e) => self.fail(e.to_string(), out),
+        }
+    }
+
+    fn fail(&mut self, message: String, out: &mut BytesMut) {
+        sse::write_error(out, &message);
+        self.error = Some(message);
+    }
+}
+
+enum Chunk {
+    Error(String),
+    Data { created: i64, usage_only: bool },
+}
+
+fn classify(data: &[u8]) -> Result<Chunk, TranslateError> {
+    #[derive(Deserialize)]
+    struct Peek<'a> {
+        #[serde(default)]
+        created: i64,
+        #[serde(default, borrow)]
+        choices: Option<Vec<&'a RawValue>>,
+        #[serde(default, borrow)]
+        error: Option<&'a RawValue>,
+        #[serde(default, borrow)]
+        usage: Option<&'a RawValue>,
+    }
+    let peek: Peek = serde_json::from_slice(data).map_err(|e| TranslateError::Json(e.to_string()))?;
+    if let Some(err) = peek.error.filter(|e| e.get() != "null") {
+        let message = OpenAiCompat.upstream_error_message(200, format!("{{\"error\":{}}}", err.get()).as_bytes());
+        return Ok(Chunk::Error(message.replacen("upstream answered HTTP 200: ", "", 1)));
+    }
+    let has_usage = peek.usage.is_some_and(|u| u.get() != "null");
+    let usage_only = has_usage && peek.choices.as_ref().is_none_or(Vec::is_empty);
+    Ok(Chunk::Data { created: peek.created, usage_only })
+}
+
+impl StreamTranslator for OpenAiStream {
+    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+        self.framer.push(chunk);
+        while let Some(ev) = self.framer.next_event() {
+            self.on_data(&ev.data, out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut BytesMut) {
+        if let Some(ev) = self.framer.finish() {
+            self.on_data(&ev.data, out);
+        }
+        if self.error.is_none() {
+            sse::write_usage_chunk(out, &self.cx.id, self.created, &self.cx.model_id, &self.usage);
+        }
+        sse::write_done(out);
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn failed(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn cx() -> ResponseCx {
+        ResponseCx { id: Arc::from("chatcmpl-gw1"), model_id: Arc::from("acme/gpt"), op: Operation::Chat }
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    }
+
+    fn frames(out: &[u8]) -> Vec<serde_json::Value> {
+        let text = std::str::from_utf8(out).unwrap();
+        text.split("\n\n")
+            .filter(|f| !f.is_empty())
+            .map(|f| {
+                let data = f.strip_prefix("data: ").unwrap();
+                if data == "[DONE]" { serde_json::Value::String("[DONE]".into()) } else { serde_json::from_str(data).unwrap() }
+            })
+            .collect()
+    }
+
+    fn run_stream(input: &[u8], cuts: &[usize]) -> Vec<u8> {
+        let mut t = OpenAiCompat.stream_translator(cx());
+        let mut out = BytesMut::new();
+        let mut last = 0;
+        for &c in cuts.iter().chain([&input.len()]) {
+            t.feed(&input[last..c], &mut out);
+            last = c;
+        }
+        t.finish(&mut out);
+        out.to_vec()
+    }
+
+    #[test]
+    fn buffered_fixture_rewrites_id_and_model_and_reads_usage() {
+        let body = fixture("openai-chat-completion.json");
+        let t = OpenAiCompat.translate_buffered(&body, &cx()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&t.body).unwrap();
+        let orig: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["id"], "chatcmpl-gw1");
+        assert_eq!(v["model"], "acme/gpt");
+        assert_eq!(v["choices"], orig["choices"], "content passes through untouched");
+        let u = &orig["usage"];
+        assert_eq!(t.usage.prompt_tokens(), u["prompt_tokens"].as_u64().unwrap());
+        assert_eq!(t.usage.output, u["completion_tokens"].as_u64().unwrap());
+    }
+
+    #[test]
+    fn stream_fixture_ends_with_one_usage_chunk_then_done() {
+        let input = fixture("openai-chat-stream-text-usage.sse");
+        let out = run_stream(&input, &[]);
+        let f = frames(&out);
+        assert_eq!(f.last().unwrap(), "[DONE]");
+        let usage_chunk = &f[f.len() - 2];
+        assert_eq!(usage_chunk["choices"], serde_json::json!([]));
+        assert!(usage_chunk["usage"]["total_tokens"].as_u64().unwrap() > 0);
+        assert_eq!(f.iter().filter(|c| c.get("usage").is_some_and(|u| !u.is_null())).count(), 1, "usage exactly once");
+        for c in &f[..f.len() - 1] {
+            assert_eq!(c["id"], "chatcmpl-gw1");
+            assert_eq!(c["model"], "acme/gpt");
+        }
+    }
+
+    #[test]
+    fn stream_output_is_independent_of_splits() {
+        let input = fixture("openai-chat-stream-tool-call-usage.sse");
+        let whole = run_stream(&input, &[]);
+        for cut in 0..input.len() {
+            assert_eq!(run_stream(&input, &[cut]), whole, "split at {cut}");
+        }
+    }
+
+    #[test]
+    fn stream_without_upstream_usage_still_ends_with_usage_chunk() {
+        let out = run_stream(b"data: {\"id\":\"x\",\"created\":5,\"model\":\"m\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"}}]}\n\n", &[]);
+        let f = frames(&out);
+        assert_eq!(f.len(), 3);
+        assert_eq!(f[1]["choices"], serde_json::json!([]));
+        assert_eq!(f[1]["usage"]["total_tokens"], 0);
+        assert_eq!(f[1]["created"], 5);
+    }
+
+    #[test]
+    fn in_band_error_becomes_envelope_frame_then_done() {
+        let out = run_stream(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"error\":{\"message\":\"Token limit reached\",\"code\":400}}\n\n", &[]);
+        let f = frames(&out);
+        assert_eq!(f.len(), 3);
+        assert_eq!(f[1]["error"]["message"], "Token limit reached");
+        assert_eq!(f[1]["error"]["type"], "upstream_error");
+        assert_eq!(f[2], "[DONE]");
+    }
+
+    #[test]
+    fn upstream_error_messages() {
+        let m = OpenAiCompat.upstream_error_message(429, br#"{"error":{"message":"Rate limit reached","type":"requests"}}"#);
+        assert_eq!(m, "upstream answered HTTP 429: Rate limit reached");
+        assert_eq!(OpenAiCompat.upstream_error_message(502, b""), "upstream answered HTTP 502");
+        assert_eq!(OpenAiCompat.upstream_error_message(500, b"oops"), "upstream answered HTTP 500: oops");
+    }
+}

@@ -1,0 +1,244 @@
+//! Server-Sent Events, both ways: a push parser for upstream streams and the writer of the
+//! client's `data:` frames. Shared by every provider family.
+//!
+//! The parser accepts LF, CRLF and CR line endings (Gemini separates events with `\r\n\r\n`),
+//! skips comments (`: keep-alive`), joins multi-line `data:`, and keeps only the unfinished
+//! tail between calls, so any split of the input yields the same events.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Serialize;
+
+use crate::api::{error::envelope, Usage};
+
+/// One parsed upstream event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SseEvent {
+    /// The `event:` name, if any (Anthropic names every event; Gemini and OpenAI do not).
+    pub event: Option<Box<str>>,
+    pub data: Bytes,
+}
+
+/// Push parser: `push` bytes as they arrive, then drain `next_event` until `None`.
+#[derive(Debug, Default)]
+pub struct SseFramer {
+    buf: BytesMut,
+    /// Offset of the first line of the current event not parsed yet.
+    scan: usize,
+    event: Option<(usize, usize)>,
+    data: Vec<(usize, usize)>,
+}
+
+impl SseFramer {
+    pub fn push(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The next complete event, if one has fully arrived.
+    pub fn next_event(&mut self) -> Option<SseEvent> {
+        while let Some((line_end, next)) = find_line_end(&self.buf, self.scan) {
+            let start = self.scan;
+            self.scan = next;
+            if line_end == start {
+                if let Some(ev) = self.take_event(next) {
+                    return Some(ev);
+                }
+                continue;
+            }
+            self.field(start, line_end);
+        }
+        None
+    }
+
+    /// The upstream ended: a last event not followed by a blank line still counts.
+    pub fn finish(&mut self) -> Option<SseEvent> {
+        if self.scan < self.buf.len() {
+            let end = self.buf.len();
+            let line_end = if self.buf.ends_with(b"\r") { end - 1 } else { end };
+            self.field(self.scan, line_end);
+            self.scan = end;
+        }
+        let end = self.scan;
+        self.take_event(end)
+    }
+
+    fn field(&mut self, start: usize, end: usize) {
+        let line = &self.buf[start..end];
+        if line.first() == Some(&b':') {
+            return;
+        }
+        let (name, value_at) = match line.iter().position(|&b| b == b':') {
+            Some(i) => (&line[..i], i + 1 + usize::from(line.get(i + 1) == Some(&b' '))),
+            None => (line, line.len()),
+        };
+        let value = (start + value_at, end);
+        match name {
+            b"data" => self.data.push(value),
+            b"event" => self.event = Some(value),
+            _ => {}
+        }
+    }
+
+    /// Cuts the finished event (everything before `consumed`) off the buffer.
+    fn take_event(&mut self, consumed: usize) -> Option<SseEvent> {
+        let frame = self.buf.split_to(consumed).freeze();
+        self.scan = 0;
+        let event = self
+            .event
+            .take()
+            .map(|(s, e)| String::from_utf8_lossy(&frame[s..e]).into());
+        let data = match self.data.as_slice() {
+            [] => {
+                return event.map(|event| SseEvent {
+                    event: Some(event),
+                    data: Bytes::new(),
+                })
+            }
+            [(s, e)] => frame.slice(*s..*e),
+            many => {
+                let mut joined = BytesMut::new();
+                for (i, (s, e)) in many.iter().enumerate() {
+                    if i > 0 {
+                        joined.put_u8(b'\n');
+                    }
+                    joined.extend_from_slice(&frame[*s..*e]);
+                }
+                joined.freeze()
+            }
+        };
+        self.data.clear();
+        Some(SseEvent { event, data })
+    }
+}
+
+/// Finds the end of the line starting at `from`: (end of content, start of next line).
+/// A lone `\r` at the very end may be the first half of `\r\n`, so it waits for more bytes.
+fn find_line_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
+    let rel = buf.get(from..)?.iter().position(|&b| b == b'\n' || b == b'\r')?;
+    let i = from + rel;
+    match (buf[i], buf.get(i + 1)) {
+        (b'\r', Some(b'\n')) => Some((i, i + 2)),
+        (b'\r', None) => None,
+        _ => Some((i, i + 1)),
+    }
+}
+
+/// Appends `data: <json>\n\n`.
+pub fn write_json<T: Serialize>(out: &mut BytesMut, value: &T) {
+    out.extend_from_slice(b"data: ");
+    // Serialising our own structs cannot fail; an empty object keeps the frame well-formed.
+    if serde_json::to_writer(out.writer(), value).is_err() {
+        out.extend_from_slice(b"{}");
+    }
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Appends `data: <raw bytes>\n\n` for a payload that is already JSON.
+pub fn write_raw(out: &mut BytesMut, json: &[u8]) {
+    out.extend_from_slice(b"data: ");
+    out.extend_from_slice(json);
+    out.extend_from_slice(b"\n\n");
+}
+
+pub fn write_done(out: &mut BytesMut) {
+    out.extend_from_slice(b"data: [DONE]\n\n");
+}
+
+/// The error-envelope frame sent when a stream fails after it has begun.
+pub fn write_error(out: &mut BytesMut, message: &str) {
+    write_raw(out, &envelope(message, "upstream_error", "upstream_error"));
+}
+
+/// The final chunk every stream ends with: `choices: []` and the populated usage.
+pub fn write_usage_chunk(out: &mut BytesMut, id: &str, created: i64, model: &str, usage: &Usage) {
+    #[derive(Serialize)]
+    struct UsageChunk<'a> {
+        id: &'a str,
+        object: &'static str,
+        created: i64,
+        model: &'a str,
+        choices: [(); 0],
+        usage: crate::api::usage::OpenAiUsage,
+    }
+    write_json(
+        out,
+        &UsageChunk {
+            id,
+            object: "chat.completion.chunk",
+            created,
+            model,
+            choices: [],
+            usage: usage.to_openai(),
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn events(parts: &[&[u8]]) -> Vec<SseEvent> {
+        let mut f = SseFramer::default();
+        let mut out = Vec::new();
+        for p in parts {
+            f.push(p);
+            while let Some(e) = f.next_event() {
+                out.push(e);
+            }
+        }
+        out.extend(f.finish());
+        out
+    }
+
+    fn ev(event: Option<&str>, data: &str) -> SseEvent {
+        SseEvent {
+            event: event.map(Into::into),
+            data: Bytes::copy_from_slice(data.as_bytes()),
+        }
+    }
+
+    #[test]
+    fn parses_every_line_ending_and_field() {
+        let input = b"data: a\r\n\r\n: comment\n\nevent: ping\ndata: {\"x\":1}\n\ndata:one\ndata: two\r\rid: 7\ndata: last";
+        assert_eq!(
+            events(&[input]),
+            vec![
+                ev(None, "a"),
+                ev(Some("ping"), "{\"x\":1}"),
+                ev(None, "one\ntwo"),
+                ev(None, "last"),
+            ]
+        );
+    }
+
+    #[test]
+    fn splits_inside_crlf_do_not_create_events() {
+        assert_eq!(events(&[b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"]), vec![ev(None, "a"), ev(None, "b")]);
+    }
+
+    proptest! {
+        #[test]
+        fn any_split_gives_the_same_events(cuts in proptest::collection::vec(0usize..200, 0..12)) {
+            let input: &[u8] = b"event: a\r\ndata: {\"k\":\"v\"}\r\n\r\n: c\n\ndata: x\ndata: y\n\nevent: b\rdata: z\r\r";
+            let whole = events(&[input]);
+            let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % input.len()).collect();
+            cuts.sort_unstable();
+            let mut parts = Vec::new();
+            let mut last = 0;
+            for c in cuts { parts.push(&input[last..c]); last = c; }
+            parts.push(&input[last..]);
+            prop_assert_eq!(events(&parts), whole);
+        }
+    }
+
+    #[test]
+    fn writes_frames() {
+        let mut out = BytesMut::new();
+        write_error(&mut out, "boom");
+        write_done(&mut out);
+        assert_eq!(
+            &out[..],
+            &b"data: {\"error\":{\"message\":\"boom\",\"type\":\"upstream_error\",\"code\":\"upstream_error\"}}\n\ndata: [DONE]\n\n"[..]
+        );
+    }
+}

@@ -1,0 +1,56 @@
+//! Reading the client body before routing, bounded by `max_request_body`.
+//!
+//! Pingora replays a body read in `request_filter` to `request_body_filter` only from its retry
+//! buffer, which holds 64 KiB; larger bodies are carried by a subrequest (`large.rs`).
+//! `Expect: 100-continue` is answered here, since we read the body ourselves.
+
+use bytes::{Bytes, BytesMut};
+use pingora_proxy::Session;
+
+use crate::api::GatewayError;
+
+pub async fn read_bounded(session: &mut Session, max: u64) -> Result<Bytes, GatewayError> {
+    let declared = content_length(session)?;
+    if declared.is_some_and(|n| n > max) {
+        return Err(GatewayError::BodyTooLarge { limit: max });
+    }
+    if expects_continue(session) {
+        session
+            .write_continue_response()
+            .await
+            .map_err(|e| GatewayError::Internal(format!("writing 100 Continue: {e}").into()))?;
+    }
+    session.downstream_session.enable_retry_buffering();
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max) as usize);
+    while let Some(chunk) = session
+        .read_request_body()
+        .await
+        .map_err(|e| GatewayError::invalid(format!("failed to read request body: {e}")))?
+    {
+        if (buf.len() + chunk.len()) as u64 > max {
+            return Err(GatewayError::BodyTooLarge { limit: max });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+fn content_length(session: &Session) -> Result<Option<u64>, GatewayError> {
+    match session.req_header().headers.get(http::header::CONTENT_LENGTH) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .map(Some)
+            .ok_or_else(|| GatewayError::invalid("invalid Content-Length header")),
+    }
+}
+
+fn expects_continue(session: &Session) -> bool {
+    session
+        .req_header()
+        .headers
+        .get(http::header::EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}

@@ -1,0 +1,111 @@
+//! Process wiring for `tollgate serve`: bootstrap state from the store, then run Pingora with
+//! the proxy service, the admin service and the background follower.
+//!
+//! Start-up work (migrations, first catalog import, initial key and catalog load) runs on a
+//! short-lived runtime before Pingora starts, so the first request already finds warm caches.
+//! Database connections are bound to the runtime that made them, so the background service
+//! opens its own store on its own runtime.
+
+
+use async_trait::async_trait;
+use pingora_core::apps::http_app::ServeHttp;
+use pingora_core::protocols::http::ServerSession;
+use pingora_core::server::configuration::Opt;
+use pingora_core::server::{Server, ShutdownWatch};
+use pingora_core::services::background::{background_service, BackgroundService};
+use pingora_core::services::listening::Service;
+
+use crate::admin::Admin;
+use crate::cli::CliError;
+use crate::config::Config;
+use crate::providers::Credentials;
+use crate::proxy::Gateway;
+use crate::store;
+use crate::sync::Follower;
+
+pub struct ServeOptions {
+    pub upgrade: bool,
+    pub daemon: bool,
+}
+
+pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
+    let t = config.tollgate.clone();
+    let store_url = config.store_url(|k| std::env::var(k).ok());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let follower = runtime.block_on(async {
+        let store = store::open(&store_url).await?;
+        crate::cli::prepare_store(store.as_ref(), &t.catalog_file).await?;
+        Ok::<_, CliError>(Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?)
+    })?;
+    drop(runtime);
+
+    let gateway = Gateway {
+        catalog: follower.catalog.clone(),
+        keys: follower.keys.clone(),
+        credentials: Credentials::from_env(&t.providers, |k| std::env::var(k).ok()),
+        max_request_body: t.max_request_body.as_u64(),
+        upstream: t.upstream.clone(),
+    };
+    let admin = Admin {
+        catalog: follower.catalog.clone(),
+        keys: follower.keys.clone(),
+        store_kind: if store_url.starts_with("sqlite") { "sqlite" } else { "postgres" },
+    };
+
+    let opt = Opt { upgrade: opts.upgrade, daemon: opts.daemon, ..Opt::default() };
+    let mut server = Server::new_with_opt_and_conf(opt, config.server);
+    server.bootstrap();
+    let mut proxy = pingora_proxy::http_proxy_service_with_name(&server.configuration, gateway, "tollgate");
+    proxy.add_tcp(&t.listen.to_string());
+    let mut admin_service = Service::new("tollgate admin".to_owned(), AdminApp(admin));
+    admin_service.add_tcp(&t.admin_listen.to_string());
+    let sync = background_service("follower", SyncService { follower: std::sync::Mutex::new(Some(follower)), store_url });
+    server.add_service(proxy);
+    server.add_service(admin_service);
+    server.add_service(sync);
+    tracing::info!(listen = %t.listen, admin = %t.admin_listen, "tollgate serving");
+    server.run_forever()
+}
+
+struct SyncService {
+    follower: std::sync::Mutex<Option<Follower>>,
+    store_url: String,
+}
+
+#[async_trait]
+impl BackgroundService for SyncService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(follower) = self.follower.lock().ok().and_then(|mut f| f.take()) else {
+            return;
+        };
+        let store = loop {
+            match store::open(&self.store_url).await {
+                Ok(s) => break s,
+                Err(e) => {
+                    tracing::warn!("follower cannot open the store yet: {e}");
+                    tokio::select! {
+                        _ = shutdown.changed() => return,
+                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
+                    }
+                }
+            }
+        };
+        follower.run(store, async move { let _ = shutdown.changed().await; }).await;
+    }
+}
+
+struct AdminApp(Admin);
+
+#[async_trait]
+impl ServeHttp for AdminApp {
+    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        let path = session.req_header().uri.path().to_owned();
+        let (status, body) = self.0.get(&path);
+        http::Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .header("content-length", body.len())
+            .body(body)
+            .unwrap_or_default()
+    }
+}

@@ -1,0 +1,114 @@
+//! Keeps the in-memory caches in step with the database, off the hot path.
+//!
+//! One follower per process reads the change feed (`Store::changes_since`) whenever the store
+//! says something may have changed (PostgreSQL NOTIFY, SQLite polling), updates revoked or new
+//! keys in the key cache, and rebuilds the catalog snapshot on catalog changes and at least
+//! every `catalog_refresh`. When the database is unreachable it keeps serving from memory and
+//! retries; a periodic full key reload covers anything a lost feed could hide.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::auth::KeyCache;
+use crate::catalog::{self, Catalog};
+use crate::config::ProvidersConf;
+use crate::store::{ChangeKind, Store, StoreResult};
+
+/// A full key reload this often, whatever the feed said.
+const FULL_RELOAD: Duration = Duration::from_secs(300);
+/// Longest wait for the store's change signal before polling anyway.
+const MAX_WAIT: Duration = Duration::from_secs(1);
+
+pub struct Follower {
+    pub keys: Arc<KeyCache>,
+    pub catalog: Arc<Catalog>,
+    pub providers: ProvidersConf,
+    pub catalog_refresh: Duration,
+    /// Feed position the initial load covers.
+    pub cursor: i64,
+    pub addrs: HashMap<(String, u16), SocketAddr>,
+}
+
+impl Follower {
+    /// Loads everything once (start-up), returning a follower positioned after that load.
+    pub async fn bootstrap(
+        store: &dyn Store,
+        providers: ProvidersConf,
+        catalog_refresh: Duration,
+    ) -> StoreResult<Self> {
+        // Read the cursor first: a change made during the load is then replayed, never lost.
+        let cursor = store.latest_change().await?;
+        let keys = Arc::new(KeyCache::default());
+        keys.replace_all(store.all_keys().await?);
+        let (snapshot, addrs) = catalog::load(store, &providers, &HashMap::new()).await?;
+        Ok(Follower {
+            keys,
+            catalog: Arc::new(Catalog::new(snapshot)),
+            providers,
+            catalog_refresh,
+            cursor,
+            addrs,
+        })
+    }
+
+    /// Follows the feed through `store` until `shutdown` resolves.
+    pub async fn run(mut self, store: Arc<dyn Store>, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut next_catalog = Instant::now() + self.catalog_refresh;
+        let mut next_full = Instant::now() + FULL_RELOAD;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let wait = MAX_WAIT.min(next_catalog.saturating_duration_since(Instant::now()));
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = store.wait_for_change(wait) => {}
+            }
+            let due = Instant::now() >= next_catalog;
+            match self.step(store.as_ref(), due, Instant::now() >= next_full).await {
+                Ok(reloaded_catalog) => {
+                    backoff = Duration::from_millis(100);
+                    if reloaded_catalog {
+                        next_catalog = Instant::now() + self.catalog_refresh;
+                    }
+                    if Instant::now() >= next_full {
+                        next_full = Instant::now() + FULL_RELOAD;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("store unreachable, serving from memory: {e}");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+
+    /// Applies pending changes; returns whether the catalog was rebuilt.
+    async fn step(&mut self, store: &dyn Store, catalog_due: bool, full_keys: bool) -> StoreResult<bool> {
+        let changes = store.changes_since(self.cursor).await?;
+        let mut catalog_dirty = catalog_due;
+        for change in &changes {
+            match change.kind {
+                ChangeKind::Key => {
+                    if let Some(key) = store.get_key(&change.ref_id).await? {
+                        self.keys.upsert(key);
+                    }
+                }
+                ChangeKind::Catalog => catalog_dirty = true,
+                ChangeKind::Workspace | ChangeKind::Balance => {}
+            }
+            self.cursor = change.seq;
+        }
+        if full_keys {
+            self.keys.replace_all(store.all_keys().await?);
+        }
+        if catalog_dirty {
+            let (snapshot, addrs) = catalog::load(store, &self.providers, &self.addrs).await?;
+            self.catalog.publish(snapshot);
+            self.addrs = addrs;
+        }
+        Ok(catalog_dirty)
+    }
+}

@@ -1,0 +1,310 @@
+//! Test harness: the upstream simulator and a real gateway process, each on a free loopback
+//! port, each owned by a guard that kills it on drop. Every test gets its own pair.
+
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const SIM_OPENAI_KEY: &str = "sim-openai-key";
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Kills the child when dropped.
+pub struct ChildGuard(pub Child);
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub struct Sim {
+    pub url: String,
+    _child: ChildGuard,
+}
+
+impl Sim {
+    pub fn start() -> Sim {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(args: &[&str]) -> Sim {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-sim"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "unexpected sim banner {line:?}");
+        Sim { url, _child: ChildGuard(child) }
+    }
+
+    /// Every request the simulator received.
+    pub async fn requests(&self) -> Vec<Value> {
+        reqwest::get(format!("{}/_sim/requests", self.url)).await.unwrap().json().await.unwrap()
+    }
+
+    /// Requests to upstream API paths (the control endpoints excluded).
+    pub async fn api_requests(&self) -> Vec<Value> {
+        self.requests()
+            .await
+            .into_iter()
+            .filter(|r| !r["path"].as_str().unwrap_or("").starts_with("/_sim"))
+            .collect()
+    }
+}
+
+/// A configured gateway: its temp dir, conf and store, plus a running `serve` process.
+pub struct Gateway {
+    pub dir: tempfile::TempDir,
+    pub conf: PathBuf,
+    pub base: String,
+    pub admin: String,
+    pub store_url: String,
+    child: Option<ChildGuard>,
+}
+
+pub struct GatewayBuilder {
+    store_url: Option<String>,
+    catalog_refresh: &'static str,
+    max_body: &'static str,
+    sim_url: Option<String>,
+}
+
+impl Gateway {
+    pub fn builder() -> GatewayBuilder {
+        GatewayBuilder { store_url: None, catalog_refresh: "2s", max_body: "32MiB", sim_url: None }
+    }
+
+    /// Runs the `tollgate` CLI with this gateway's conf; returns stdout (asserts success).
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = self.cli_raw(args);
+        assert!(out.status.success(), "tollgate {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn cli_raw(&self, args: &[&str]) -> std::process::Output {
+        Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("-c")
+            .arg(&self.conf)
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    }
+
+    pub fn cli_json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        serde_json::from_str(&self.cli(&all)).unwrap()
+    }
+
+    /// Creates a workspace and a key; returns (workspace id, secret).
+    pub fn workspace_with_key(&self) -> (String, String) {
+        let ws = self.cli_json(&["workspace", "create", "--name", "test"]);
+        let ws_id = ws["id"].as_str().unwrap().to_owned();
+        (ws_id.clone(), self.key(&ws_id, &[]))
+    }
+
+    pub fn key(&self, ws: &str, extra: &[&str]) -> String {
+        let mut args = vec!["key", "create", "--workspace", ws];
+        args.extend_from_slice(extra);
+        self.cli_json(&args)["secret"].as_str().unwrap().to_owned()
+    }
+
+    pub fn key_id(&self, ws: &str, secret: &str) -> String {
+        let keys = self.cli_json(&["key", "list", "--workspace", ws]);
+        let hint_start = &secret[..10];
+        keys.as_array()
+            .unwrap()
+            .iter()
+            .find(|k| k["hint"].as_str().unwrap().starts_with(hint_start) && k["hint"].as_str().unwrap().ends_with(&secret[secret.len() - 4..]))
+            .unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    pub fn start(&mut self) {
+        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("-c")
+            .arg(&self.conf)
+            .arg("serve")
+            .env("TEST_OPENAI_KEY", SIM_OPENAI_KEY)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        self.child = Some(ChildGuard(child));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr: SocketAddr = self.base.trim_start_matches("http://").parse().unwrap();
+        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
+            assert!(Instant::now() < deadline, "gateway did not start listening");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn stop(&mut self) {
+        self.child = None;
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn chat(&self, key: &str, body: Value) -> reqwest::Response {
+        reqwest::Client::new().post(self.url("/v1/chat/completions")).bearer_auth(key).json(&body).send().await.unwrap()
+    }
+}
+
+impl GatewayBuilder {
+    pub fn store(mut self, url: String) -> Self {
+        self.store_url = Some(url);
+        self
+    }
+    pub fn catalog_refresh(mut self, d: &'static str) -> Self {
+        self.catalog_refresh = d;
+        self
+    }
+    pub fn max_body(mut self, size: &'static str) -> Self {
+        self.max_body = size;
+        self
+    }
+    /// Adds OpenAI-compatible test models routed to the simulator.
+    pub fn sim(mut self, sim: &Sim) -> Self {
+        self.sim_url = Some(sim.url.clone());
+        self
+    }
+
+    /// Writes the conf, migrates, imports catalogs; does not start serving.
+    pub fn build(self) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, admin_port) = (free_port(), free_port());
+        let store_url = self.store_url.unwrap_or_else(|| format!("sqlite://{}/tollgate.db", dir.path().display()));
+        let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/catalog.yaml");
+        let conf = dir.path().join("tollgate.yaml");
+        let text = format!(
+            "threads: 2\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
+             upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
+             tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
+             \x20 catalog_file: {catalog}\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n\
+             \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s}}\n\
+             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n",
+            dir = dir.path().display(),
+            catalog = catalog.display(),
+            refresh = self.catalog_refresh,
+            max = self.max_body,
+        );
+        std::fs::write(&conf, text).unwrap();
+        let gw = Gateway {
+            base: format!("http://127.0.0.1:{port}"),
+            admin: format!("http://127.0.0.1:{admin_port}"),
+            conf,
+            store_url,
+            dir,
+            child: None,
+        };
+        gw.cli(&["migrate"]);
+        gw.cli(&["catalog", "import", catalog.to_str().unwrap()]);
+        if let Some(sim) = self.sim_url {
+            let file = gw.dir.path().join("sim-catalog.yaml");
+            std::fs::write(
+                &file,
+                format!(
+                    "models:\n  - {{id: acme/echo, provider: acme, family: openai, kind: chat, upstream_model: echo-1, profile: openai, input_price: 0.5, output_price: 1.5}}\n\
+                     \x20 - {{id: acme/embed, provider: acme, family: openai, kind: embedding, upstream_model: embed-1, profile: openai, input_price: 0.02, output_price: 0}}\n\
+                     routes:\n  - {{model_id: acme/echo, kind: openai, base_url: \"{sim}/v1\"}}\n  - {{model_id: acme/embed, kind: openai, base_url: \"{sim}/v1\"}}\n"
+                ),
+            )
+            .unwrap();
+            gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+        }
+        gw
+    }
+
+    pub fn start(self) -> Gateway {
+        let mut gw = self.build();
+        gw.start();
+        gw
+    }
+}
+
+/// Splits an SSE body into its `data:` payloads.
+pub fn sse_data(body: &str) -> Vec<String> {
+    body.split("\n\n")
+        .filter_map(|frame| frame.trim().strip_prefix("data: ").map(str::to_owned))
+        .collect()
+}
+
+/// Polls `check` until it returns true or `within` passes; returns the time it took.
+pub async fn eventually<F, Fut>(within: Duration, mut check: F) -> Option<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if check().await {
+            return Some(start.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    None
+}
+
+/// The PostgreSQL server tests use; `make test` requires it.
+pub fn pg_admin_url() -> String {
+    std::env::var("TOLLGATE_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// A fresh database on the test server, dropped when the guard goes.
+pub struct PgDatabase {
+    pub url: String,
+    name: String,
+}
+
+impl PgDatabase {
+    pub async fn create() -> PgDatabase {
+        let admin = pg_admin_url();
+        let name = format!("tollgate_it_{}", rand_suffix());
+        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.expect("PostgreSQL must be reachable for make test");
+        tokio::spawn(conn);
+        client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+        let base = admin.rsplit_once('/').unwrap().0;
+        PgDatabase { url: format!("{base}/{name}"), name }
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        let admin = pg_admin_url();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async {
+                if let Ok((client, conn)) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await {
+                    tokio::spawn(conn);
+                    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+                }
+            });
+        })
+        .join();
+    }
+}
+
+fn rand_suffix() -> String {
+    use rand::Rng;
+    let n: u64 = rand::thread_rng().gen();
+    format!("{n:016x}")
+}

@@ -1,0 +1,10 @@
+//! Integration tests: the real `tollgate serve` process against the upstream simulator, over
+//! loopback HTTP. One binary; every test starts its own simulator and gateway.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod bodies;
+mod foundation;
+mod harness;
+mod openai_compat;
+mod raw;
+mod sync;

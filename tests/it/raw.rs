@@ -1,0 +1,117 @@
+//! A minimal HTTP/1.1 client over a raw socket, for what reqwest will not do: `Expect:
+//! 100-continue`, hand-made chunked bodies, and exact control over headers.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// Whether a `100 Continue` arrived before the final response.
+    pub continued: bool,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+    }
+}
+
+pub enum Framing {
+    ContentLength,
+    Chunked,
+}
+
+/// POSTs `body` to `path`; with `expect_continue`, waits for the 100 before sending the body.
+pub fn post(addr: &str, path: &str, key: &str, body: &[u8], framing: Framing, expect_continue: bool) -> RawResponse {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let mut head = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nConnection: close\r\n");
+    match framing {
+        Framing::ContentLength => head.push_str(&format!("Content-Length: {}\r\n", body.len())),
+        Framing::Chunked => head.push_str("Transfer-Encoding: chunked\r\n"),
+    }
+    if expect_continue {
+        head.push_str("Expect: 100-continue\r\n");
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).unwrap();
+    let mut reader = BufReader::new(s.try_clone().unwrap());
+    let mut continued = false;
+    if expect_continue {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        if line.starts_with("HTTP/1.1 100") {
+            continued = true;
+            loop {
+                let mut l = String::new();
+                reader.read_line(&mut l).unwrap();
+                if l == "\r\n" {
+                    break;
+                }
+            }
+        } else {
+            // Final answer without a 100 (e.g. 413): parse it from this status line.
+            return read_response(line, reader, false);
+        }
+    }
+    match framing {
+        Framing::ContentLength => {
+            // Write in pieces: a slow client must still be read whole.
+            for piece in body.chunks(256 * 1024) {
+                if s.write_all(piece).is_err() {
+                    break;
+                }
+            }
+        }
+        Framing::Chunked => {
+            for piece in body.chunks(100_000) {
+                let _ = write!(s, "{:x}\r\n", piece.len());
+                let _ = s.write_all(piece);
+                let _ = s.write_all(b"\r\n");
+            }
+            let _ = s.write_all(b"0\r\n\r\n");
+        }
+    }
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    read_response(line, reader, continued)
+}
+
+fn read_response(status_line: String, mut reader: BufReader<TcpStream>, continued: bool) -> RawResponse {
+    let status: u16 = status_line.split(' ').nth(1).unwrap_or_else(|| panic!("bad status line {status_line:?}")).parse().unwrap();
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        reader.read_line(&mut l).unwrap();
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').unwrap();
+        headers.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    let mut raw = Vec::new();
+    let _ = reader.read_to_end(&mut raw);
+    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked { dechunk(&raw) } else { raw };
+    RawResponse { status, headers, body, continued }
+}
+
+fn dechunk(mut raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else { return out };
+        let size = usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().split(';').next().unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
+        raw = &raw[eol + 2 + size + 2..];
+    }
+}
