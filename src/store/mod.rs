@@ -1,15 +1,17 @@
 //! Persistence behind one `Store` trait, with a PostgreSQL backend (production, shared by
 //! several gateway replicas) and an embedded SQLite backend (zero-setup single node).
 //!
-//! This is the only room that speaks SQL. Schema lives in `sql/NNNN_name.sql`, applied in
-//! order and recorded in `schema_migrations`, so `migrate()` is idempotent. Both backends
-//! pass the same suite (`tests/store.rs`).
+//! This is the only room that speaks SQL. Schema lives in `sql/postgres/NNNN_name.sql` and
+//! `sql/sqlite/NNNN_name.sql` (one file per dialect and version: their triggers cannot be
+//! shared), applied in order and recorded in `schema_migrations`, so `migrate()` is
+//! idempotent. Both backends pass the same suite (`tests/store.rs`).
 //!
 //! Change feed: triggers append a row to `change_log` whenever a key, workspace, balance or
 //! catalog row changes. Replicas follow it with `changes_since` (PostgreSQL also NOTIFYs on
 //! channel `tollgate_changes`, so `wait_for_change` wakes at once; SQLite polls), which is how
 //! a revocation made by the CLI on one machine reaches every running gateway.
 
+mod codec;
 pub mod migrations;
 pub mod postgres;
 pub mod sqlite;

@@ -1,0 +1,139 @@
+-- tollgate schema v1, PostgreSQL dialect (the SQLite twin is sql/sqlite/0001_init.sql).
+--
+-- Money is exact: amounts are BIGINT pico-USD (1e-12 USD), prices BIGINT micro-USD per
+-- 1M tokens. Timestamps are TIMESTAMPTZ (microsecond precision).
+--
+-- Change feed: every insert/update/delete of a key, workspace, balance or catalog row appends
+-- to change_log, and every change_log row is announced with NOTIFY tollgate_changes (payload:
+-- its seq). NOTIFY is delivered at commit, so a listener never sees uncommitted changes.
+
+CREATE TABLE workspaces (
+    id          TEXT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL
+);
+
+CREATE TABLE api_keys (
+    id                TEXT PRIMARY KEY,
+    workspace_id      TEXT NOT NULL REFERENCES workspaces (id),
+    name              TEXT,
+    secret_hash       TEXT NOT NULL UNIQUE,
+    hint              TEXT NOT NULL,
+    created_at        TIMESTAMPTZ NOT NULL,
+    expires_at        TIMESTAMPTZ,
+    revoked_at        TIMESTAMPTZ,
+    spend_limit_pico  BIGINT CHECK (spend_limit_pico >= 0),
+    limit_reset       TEXT CHECK (limit_reset IN ('daily', 'weekly', 'monthly'))
+);
+CREATE INDEX api_keys_workspace_idx ON api_keys (workspace_id);
+
+CREATE TABLE models (
+    id                       TEXT PRIMARY KEY,
+    provider                 TEXT NOT NULL,
+    family                   TEXT NOT NULL,
+    kind                     TEXT NOT NULL CHECK (kind IN ('chat', 'embedding')),
+    upstream_model           TEXT NOT NULL,
+    profile                  TEXT NOT NULL DEFAULT '',
+    input_price_micro        BIGINT NOT NULL CHECK (input_price_micro >= 0),
+    output_price_micro       BIGINT NOT NULL CHECK (output_price_micro >= 0),
+    cache_read_price_micro   BIGINT CHECK (cache_read_price_micro >= 0),
+    cache_write_price_micro  BIGINT CHECK (cache_write_price_micro >= 0),
+    -- JSON array of strings, e.g. ["tools","vision"].
+    capabilities             TEXT NOT NULL DEFAULT '[]',
+    -- BIGINT so that every u32 fits.
+    max_output_tokens        BIGINT CHECK (max_output_tokens >= 0),
+    active                   BOOLEAN NOT NULL DEFAULT TRUE
+);
+
+CREATE TABLE routes (
+    -- Insertion order, so a model's routes load back in the order they were imported.
+    seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    model_id   TEXT NOT NULL REFERENCES models (id) ON DELETE CASCADE,
+    kind       TEXT NOT NULL,
+    base_url   TEXT,
+    region     TEXT,
+    priority   INTEGER NOT NULL DEFAULT 0,
+    active     BOOLEAN NOT NULL DEFAULT TRUE
+);
+CREATE INDEX routes_model_idx ON routes (model_id, seq);
+
+CREATE TABLE ledger_entries (
+    id            TEXT PRIMARY KEY,
+    -- Insertion order: the tie-break between entries with the same created_at.
+    seq           BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,
+    workspace_id  TEXT NOT NULL REFERENCES workspaces (id),
+    kind          TEXT NOT NULL CHECK (kind IN ('credit', 'debit')),
+    amount_pico   BIGINT NOT NULL,
+    note          TEXT,
+    created_at    TIMESTAMPTZ NOT NULL,
+    CHECK ((kind = 'credit' AND amount_pico > 0) OR (kind = 'debit' AND amount_pico <= 0))
+);
+CREATE INDEX ledger_entries_workspace_idx ON ledger_entries (workspace_id, created_at, seq);
+
+-- The ledger is append-only: the database itself refuses UPDATE, DELETE and TRUNCATE
+-- (statement-level, so even a statement matching no row is refused).
+CREATE FUNCTION tollgate_ledger_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'ledger_entries is append-only: % refused', TG_OP
+        USING ERRCODE = 'integrity_constraint_violation';
+END
+$$;
+CREATE TRIGGER ledger_entries_append_only
+    BEFORE UPDATE OR DELETE OR TRUNCATE ON ledger_entries
+    FOR EACH STATEMENT EXECUTE FUNCTION tollgate_ledger_append_only();
+
+CREATE TABLE balances (
+    workspace_id  TEXT PRIMARY KEY REFERENCES workspaces (id),
+    balance_pico  BIGINT NOT NULL
+);
+
+CREATE TABLE change_log (
+    seq         BIGSERIAL PRIMARY KEY,
+    kind        TEXT NOT NULL CHECK (kind IN ('key', 'workspace', 'balance', 'catalog')),
+    ref_id      TEXT NOT NULL,
+    created_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+-- Row trigger: TG_ARGV[0] is the change kind, TG_ARGV[1] the column holding the ref id.
+-- An update that moves a row to another id logs both ids.
+CREATE FUNCTION tollgate_log_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+    old_ref TEXT;
+    new_ref TEXT;
+BEGIN
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+        old_ref := to_jsonb(OLD) ->> TG_ARGV[1];
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        new_ref := to_jsonb(NEW) ->> TG_ARGV[1];
+        INSERT INTO change_log (kind, ref_id) VALUES (TG_ARGV[0], new_ref);
+    END IF;
+    IF old_ref IS NOT NULL AND old_ref IS DISTINCT FROM new_ref THEN
+        INSERT INTO change_log (kind, ref_id) VALUES (TG_ARGV[0], old_ref);
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER api_keys_log_change AFTER INSERT OR UPDATE OR DELETE ON api_keys
+    FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('key', 'id');
+CREATE TRIGGER workspaces_log_change AFTER INSERT OR UPDATE OR DELETE ON workspaces
+    FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('workspace', 'id');
+CREATE TRIGGER balances_log_change AFTER INSERT OR UPDATE OR DELETE ON balances
+    FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('balance', 'workspace_id');
+CREATE TRIGGER models_log_change AFTER INSERT OR UPDATE OR DELETE ON models
+    FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('catalog', 'id');
+CREATE TRIGGER routes_log_change AFTER INSERT OR UPDATE OR DELETE ON routes
+    FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('catalog', 'model_id');
+
+CREATE FUNCTION tollgate_notify_change() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_notify('tollgate_changes', NEW.seq::text);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER change_log_notify AFTER INSERT ON change_log
+    FOR EACH ROW EXECUTE FUNCTION tollgate_notify_change();

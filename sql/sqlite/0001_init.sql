@@ -1,0 +1,173 @@
+-- tollgate schema v1, SQLite dialect (the PostgreSQL twin is sql/postgres/0001_init.sql).
+--
+-- Money is exact: amounts are INTEGER pico-USD (1e-12 USD), prices INTEGER micro-USD per
+-- 1M tokens. Timestamps are INTEGER microseconds since the Unix epoch (UTC). Booleans are
+-- INTEGER 0/1. Tables are STRICT, so a value of the wrong type (for instance a REAL produced
+-- by an overflowing integer sum) is refused instead of stored.
+--
+-- Change feed: every insert/update/delete of a key, workspace, balance or catalog row appends
+-- to change_log. SQLite has no NOTIFY; followers poll change_log.
+
+CREATE TABLE workspaces (
+    id          TEXT PRIMARY KEY NOT NULL,
+    name        TEXT NOT NULL,
+    created_at  INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE api_keys (
+    id                TEXT PRIMARY KEY NOT NULL,
+    workspace_id      TEXT NOT NULL REFERENCES workspaces (id),
+    name              TEXT,
+    secret_hash       TEXT NOT NULL UNIQUE,
+    hint              TEXT NOT NULL,
+    created_at        INTEGER NOT NULL,
+    expires_at        INTEGER,
+    revoked_at        INTEGER,
+    spend_limit_pico  INTEGER CHECK (spend_limit_pico >= 0),
+    limit_reset       TEXT CHECK (limit_reset IN ('daily', 'weekly', 'monthly'))
+) STRICT;
+CREATE INDEX api_keys_workspace_idx ON api_keys (workspace_id);
+
+CREATE TABLE models (
+    id                       TEXT PRIMARY KEY NOT NULL,
+    provider                 TEXT NOT NULL,
+    family                   TEXT NOT NULL,
+    kind                     TEXT NOT NULL CHECK (kind IN ('chat', 'embedding')),
+    upstream_model           TEXT NOT NULL,
+    profile                  TEXT NOT NULL DEFAULT '',
+    input_price_micro        INTEGER NOT NULL CHECK (input_price_micro >= 0),
+    output_price_micro       INTEGER NOT NULL CHECK (output_price_micro >= 0),
+    cache_read_price_micro   INTEGER CHECK (cache_read_price_micro >= 0),
+    cache_write_price_micro  INTEGER CHECK (cache_write_price_micro >= 0),
+    -- JSON array of strings, e.g. ["tools","vision"].
+    capabilities             TEXT NOT NULL DEFAULT '[]',
+    max_output_tokens        INTEGER CHECK (max_output_tokens >= 0),
+    active                   INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1))
+) STRICT;
+
+CREATE TABLE routes (
+    -- Explicit INTEGER PRIMARY KEY (a rowid alias VACUUM never renumbers): insertion order,
+    -- so a model's routes load back in the order they were imported.
+    seq        INTEGER PRIMARY KEY,
+    model_id   TEXT NOT NULL REFERENCES models (id) ON DELETE CASCADE,
+    kind       TEXT NOT NULL,
+    base_url   TEXT,
+    region     TEXT,
+    priority   INTEGER NOT NULL DEFAULT 0,
+    active     INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1))
+) STRICT;
+CREATE INDEX routes_model_idx ON routes (model_id, seq);
+
+CREATE TABLE ledger_entries (
+    -- Insertion order: the tie-break between entries with the same created_at. (The entry id
+    -- is the logical key; it is UNIQUE NOT NULL.)
+    seq           INTEGER PRIMARY KEY,
+    id            TEXT NOT NULL UNIQUE,
+    workspace_id  TEXT NOT NULL REFERENCES workspaces (id),
+    kind          TEXT NOT NULL CHECK (kind IN ('credit', 'debit')),
+    amount_pico   INTEGER NOT NULL,
+    note          TEXT,
+    created_at    INTEGER NOT NULL,
+    CHECK ((kind = 'credit' AND amount_pico > 0) OR (kind = 'debit' AND amount_pico <= 0))
+) STRICT;
+CREATE INDEX ledger_entries_workspace_idx ON ledger_entries (workspace_id, created_at, seq);
+
+-- The ledger is append-only: the database itself refuses UPDATE and DELETE.
+CREATE TRIGGER ledger_entries_no_update BEFORE UPDATE ON ledger_entries
+BEGIN
+    SELECT RAISE(ABORT, 'ledger_entries is append-only: UPDATE refused');
+END;
+CREATE TRIGGER ledger_entries_no_delete BEFORE DELETE ON ledger_entries
+BEGIN
+    SELECT RAISE(ABORT, 'ledger_entries is append-only: DELETE refused');
+END;
+
+CREATE TABLE balances (
+    workspace_id  TEXT PRIMARY KEY NOT NULL REFERENCES workspaces (id),
+    balance_pico  INTEGER NOT NULL
+) STRICT;
+
+CREATE TABLE change_log (
+    -- AUTOINCREMENT: a seq is never reused, even after old rows are pruned.
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind        TEXT NOT NULL CHECK (kind IN ('key', 'workspace', 'balance', 'catalog')),
+    ref_id      TEXT NOT NULL,
+    created_at  INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER))
+) STRICT;
+
+-- api_keys -> 'key'
+CREATE TRIGGER api_keys_log_insert AFTER INSERT ON api_keys
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('key', NEW.id);
+END;
+CREATE TRIGGER api_keys_log_update AFTER UPDATE ON api_keys
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('key', NEW.id);
+    INSERT INTO change_log (kind, ref_id) SELECT 'key', OLD.id WHERE OLD.id IS NOT NEW.id;
+END;
+CREATE TRIGGER api_keys_log_delete AFTER DELETE ON api_keys
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('key', OLD.id);
+END;
+
+-- workspaces -> 'workspace'
+CREATE TRIGGER workspaces_log_insert AFTER INSERT ON workspaces
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('workspace', NEW.id);
+END;
+CREATE TRIGGER workspaces_log_update AFTER UPDATE ON workspaces
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('workspace', NEW.id);
+    INSERT INTO change_log (kind, ref_id) SELECT 'workspace', OLD.id WHERE OLD.id IS NOT NEW.id;
+END;
+CREATE TRIGGER workspaces_log_delete AFTER DELETE ON workspaces
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('workspace', OLD.id);
+END;
+
+-- balances -> 'balance' (ref: workspace id)
+CREATE TRIGGER balances_log_insert AFTER INSERT ON balances
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('balance', NEW.workspace_id);
+END;
+CREATE TRIGGER balances_log_update AFTER UPDATE ON balances
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('balance', NEW.workspace_id);
+    INSERT INTO change_log (kind, ref_id)
+        SELECT 'balance', OLD.workspace_id WHERE OLD.workspace_id IS NOT NEW.workspace_id;
+END;
+CREATE TRIGGER balances_log_delete AFTER DELETE ON balances
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('balance', OLD.workspace_id);
+END;
+
+-- models -> 'catalog' (ref: model id)
+CREATE TRIGGER models_log_insert AFTER INSERT ON models
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', NEW.id);
+END;
+CREATE TRIGGER models_log_update AFTER UPDATE ON models
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', NEW.id);
+    INSERT INTO change_log (kind, ref_id) SELECT 'catalog', OLD.id WHERE OLD.id IS NOT NEW.id;
+END;
+CREATE TRIGGER models_log_delete AFTER DELETE ON models
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', OLD.id);
+END;
+
+-- routes -> 'catalog' (ref: model id)
+CREATE TRIGGER routes_log_insert AFTER INSERT ON routes
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', NEW.model_id);
+END;
+CREATE TRIGGER routes_log_update AFTER UPDATE ON routes
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', NEW.model_id);
+    INSERT INTO change_log (kind, ref_id)
+        SELECT 'catalog', OLD.model_id WHERE OLD.model_id IS NOT NEW.model_id;
+END;
+CREATE TRIGGER routes_log_delete AFTER DELETE ON routes
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', OLD.model_id);
+END;

@@ -1,0 +1,88 @@
+//! The schema's history, compiled into the binary so a gateway can migrate its own database
+//! at start-up with no files to ship.
+//!
+//! PostgreSQL and SQLite differ in triggers, identity columns and timestamp types, so each
+//! dialect has its own file per version (`sql/postgres/NNNN_name.sql`,
+//! `sql/sqlite/NNNN_name.sql`); both lists must name the same versions. Each backend applies,
+//! in order and each in its own transaction, the versions not yet recorded in
+//! `schema_migrations`, so migrating twice applies nothing the second time.
+
+/// One schema version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migration {
+    /// Strictly increasing, starting at 1; recorded in `schema_migrations.version`.
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+/// Which SQL dialect a migration list is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+/// PostgreSQL migrations, oldest first.
+pub const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../sql/postgres/0001_init.sql"),
+}];
+
+/// SQLite migrations, oldest first.
+pub const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../sql/sqlite/0001_init.sql"),
+}];
+
+/// The migrations of `dialect`, oldest first.
+pub fn migrations(dialect: Dialect) -> &'static [Migration] {
+    match dialect {
+        Dialect::Postgres => POSTGRES,
+        Dialect::Sqlite => SQLITE,
+    }
+}
+
+/// Creates the bookkeeping table on PostgreSQL (run under the migration lock).
+pub const PG_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     BIGINT PRIMARY KEY,
+    name        TEXT NOT NULL,
+    applied_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+)";
+
+/// Creates the bookkeeping table on SQLite (`applied_at`: Unix microseconds).
+pub const SQLITE_SCHEMA_MIGRATIONS: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     INTEGER PRIMARY KEY,
+    name        TEXT NOT NULL,
+    applied_at  INTEGER NOT NULL
+) STRICT";
+
+/// Key of the PostgreSQL transaction-level advisory lock that serialises migrators (several
+/// replicas starting at once): the ASCII bytes of "tollgate".
+pub const PG_MIGRATION_LOCK: i64 = 0x746f_6c6c_6761_7465;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_increase_and_dialects_agree() {
+        for dialect in [Dialect::Postgres, Dialect::Sqlite] {
+            let list = migrations(dialect);
+            assert!(!list.is_empty());
+            for (i, m) in list.iter().enumerate() {
+                assert_eq!(m.version, i as i64 + 1, "{dialect:?} {}", m.name);
+                assert!(!m.sql.trim().is_empty());
+            }
+        }
+        let names = |d| {
+            migrations(d)
+                .iter()
+                .map(|m| (m.version, m.name))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(Dialect::Postgres), names(Dialect::Sqlite));
+    }
+}

@@ -1,0 +1,657 @@
+//! Embedded SQLite backend: a single-node gateway (or a developer's laptop) needs no
+//! database server.
+//!
+//! rusqlite is synchronous, so the one connection sits behind a `Mutex` and every call runs
+//! on tokio's blocking pool (`spawn_blocking`); the async runtime never waits on disk. Write
+//! transactions start `IMMEDIATE`, so two processes sharing a file queue on `busy_timeout`
+//! instead of failing mid-transaction. SQLite has no NOTIFY: `wait_for_change` sleeps briefly
+//! and followers poll `changes_since`.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use rusqlite::{ffi, params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+
+use super::codec;
+use super::migrations::{self, Dialect};
+use super::{
+    ApiKey, CatalogRows, Change, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow, Store,
+    StoreError, StoreResult, Workspace,
+};
+use crate::billing::money::{Price, Usd};
+
+/// How long a statement waits for another process's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest `wait_for_change` sleeps: the polling period of a SQLite follower.
+const POLL_PERIOD: Duration = Duration::from_millis(200);
+
+pub struct SqliteStore {
+    conn: Arc<Mutex<Connection>>,
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        StoreError::Backend(format!("sqlite: {e}"))
+    }
+}
+
+/// The extended result code of a failed statement, if it is an SQLite failure.
+fn extended_code(e: &rusqlite::Error) -> Option<i32> {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => Some(f.extended_code),
+        _ => None,
+    }
+}
+
+fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        extended_code(e),
+        Some(ffi::SQLITE_CONSTRAINT_UNIQUE | ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+    )
+}
+
+fn is_fk_violation(e: &rusqlite::Error) -> bool {
+    extended_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
+}
+
+const WORKSPACE_COLS: &str = "id, name, created_at";
+const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, expires_at, \
+                        revoked_at, spend_limit_pico, limit_reset";
+const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
+const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
+                          input_price_micro, output_price_micro, cache_read_price_micro, \
+                          cache_write_price_micro, capabilities, max_output_tokens, active";
+
+fn workspace_from_row(r: &Row<'_>) -> StoreResult<Workspace> {
+    Ok(Workspace {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        created_at: codec::from_micros(r.get(2)?)?,
+    })
+}
+
+fn opt_time(us: Option<i64>) -> StoreResult<Option<DateTime<Utc>>> {
+    us.map(codec::from_micros).transpose()
+}
+
+fn key_from_row(r: &Row<'_>) -> StoreResult<ApiKey> {
+    Ok(ApiKey {
+        id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        name: r.get(2)?,
+        secret_hash: r.get(3)?,
+        hint: r.get(4)?,
+        created_at: codec::from_micros(r.get(5)?)?,
+        expires_at: opt_time(r.get(6)?)?,
+        revoked_at: opt_time(r.get(7)?)?,
+        spend_limit: r.get::<_, Option<i64>>(8)?.map(Usd::from_pico),
+        limit_reset: codec::limit_reset_from(r.get(9)?)?,
+    })
+}
+
+fn ledger_from_row(r: &Row<'_>) -> StoreResult<LedgerEntry> {
+    Ok(LedgerEntry {
+        id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        kind: codec::ledger_kind_from(&r.get::<_, String>(2)?)?,
+        amount: Usd::from_pico(r.get(3)?),
+        note: r.get(4)?,
+        created_at: codec::from_micros(r.get(5)?)?,
+    })
+}
+
+fn model_from_row(r: &Row<'_>) -> StoreResult<ModelRow> {
+    Ok(ModelRow {
+        id: r.get(0)?,
+        provider: r.get(1)?,
+        family: r.get(2)?,
+        kind: r.get(3)?,
+        upstream_model: r.get(4)?,
+        profile: r.get(5)?,
+        input_price: Price::from_micro_per_mtok(r.get(6)?),
+        output_price: Price::from_micro_per_mtok(r.get(7)?),
+        cache_read_price: r.get::<_, Option<i64>>(8)?.map(Price::from_micro_per_mtok),
+        cache_write_price: r.get::<_, Option<i64>>(9)?.map(Price::from_micro_per_mtok),
+        capabilities: codec::capabilities_from_db(&r.get::<_, String>(10)?)?,
+        max_output_tokens: codec::max_tokens_from_db(r.get(11)?)?,
+        active: r.get(12)?,
+    })
+}
+
+fn route_from_row(r: &Row<'_>) -> StoreResult<RouteRow> {
+    Ok(RouteRow {
+        model_id: r.get(0)?,
+        kind: r.get(1)?,
+        base_url: r.get(2)?,
+        region: r.get(3)?,
+        priority: r.get(4)?,
+        active: r.get(5)?,
+    })
+}
+
+/// Runs `sql` with `params` and converts every row with `f`.
+fn query_all<T, P: rusqlite::Params>(
+    conn: &Connection,
+    sql: &str,
+    params: P,
+    f: fn(&Row<'_>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let mut rows = stmt.query(params)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        out.push(f(row)?);
+    }
+    Ok(out)
+}
+
+fn workspace_exists(conn: &Connection, id: &str) -> StoreResult<bool> {
+    Ok(conn
+        .prepare_cached("SELECT 1 FROM workspaces WHERE id = ?1")?
+        .query_row([id], |_| Ok(()))
+        .optional()?
+        .is_some())
+}
+
+fn write_tx(conn: &mut Connection) -> StoreResult<Transaction<'_>> {
+    Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
+}
+
+impl SqliteStore {
+    /// Opens (creating if missing, with its parent directories) the database at `path`, or a
+    /// private in-memory database for `:memory:`. Does not migrate: call `migrate()`.
+    pub fn open(path: &str) -> StoreResult<Self> {
+        if path.is_empty() {
+            return Err(StoreError::BadUrl("sqlite://".to_owned()));
+        }
+        let in_memory = path == ":memory:";
+        if !in_memory {
+            if let Some(parent) = Path::new(path).parent() {
+                if !parent.as_os_str().is_empty() {
+                    std::fs::create_dir_all(parent).map_err(|e| {
+                        StoreError::Backend(format!("creating {}: {e}", parent.display()))
+                    })?;
+                }
+            }
+        }
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError::Backend(format!("opening sqlite database {path}: {e}")))?;
+        conn.busy_timeout(BUSY_TIMEOUT)?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        let fk: bool = conn.pragma_query_value(None, "foreign_keys", |r| r.get(0))?;
+        if !fk {
+            return Err(StoreError::Backend(
+                "this SQLite build cannot enforce foreign keys".to_owned(),
+            ));
+        }
+        if !in_memory {
+            let mode: String =
+                conn.pragma_update_and_check(None, "journal_mode", "wal", |r| r.get(0))?;
+            if !mode.eq_ignore_ascii_case("wal") {
+                tracing::warn!(path, mode, "sqlite: WAL journal mode unavailable");
+            }
+        }
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    /// Runs `f` with the connection on the blocking pool.
+    async fn run<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Connection) -> StoreResult<T> + Send + 'static,
+    {
+        let conn = Arc::clone(&self.conn);
+        tokio::task::spawn_blocking(move || {
+            // A panic inside `f` rolled its transaction back on unwind; the connection is
+            // still usable, so a poisoned lock is not fatal.
+            let mut guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
+            f(&mut guard)
+        })
+        .await
+        .map_err(|e| StoreError::Backend(format!("sqlite worker: {e}")))?
+    }
+
+    /// Executes one raw SQL statement; returns the number of rows changed. For tests that
+    /// check what the schema itself refuses.
+    #[doc(hidden)]
+    pub async fn execute_raw(&self, sql: &str) -> StoreResult<u64> {
+        let sql = sql.to_owned();
+        self.run(move |conn| Ok(conn.execute(&sql, [])? as u64))
+            .await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn migrate(&self) -> StoreResult<usize> {
+        self.run(|conn| {
+            let mut applied = 0;
+            for m in migrations::migrations(Dialect::Sqlite) {
+                let tx = write_tx(conn)?;
+                tx.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)?;
+                let done = tx
+                    .query_row(
+                        "SELECT 1 FROM schema_migrations WHERE version = ?1",
+                        [m.version],
+                        |_| Ok(()),
+                    )
+                    .optional()?
+                    .is_some();
+                if done {
+                    continue;
+                }
+                tx.execute_batch(m.sql).map_err(|e| {
+                    StoreError::Backend(format!("migration {:04}_{}: {e}", m.version, m.name))
+                })?;
+                tx.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+                    params![m.version, m.name, codec::to_micros(codec::now())],
+                )?;
+                tx.commit()?;
+                applied += 1;
+            }
+            Ok(applied)
+        })
+        .await
+    }
+
+    async fn create_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
+        let ws = Workspace {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            created_at: codec::now(),
+        };
+        self.run(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?2, ?3)",
+            )?
+            .execute(params![ws.id, ws.name, codec::to_micros(ws.created_at)])
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::Conflict(format!("workspace {} already exists", ws.id))
+                } else {
+                    e.into()
+                }
+            })?;
+            Ok(ws)
+        })
+        .await
+    }
+
+    async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>> {
+        self.run(|conn| {
+            query_all(
+                conn,
+                &format!("SELECT {WORKSPACE_COLS} FROM workspaces ORDER BY created_at, id"),
+                [],
+                workspace_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn get_workspace(&self, id: &str) -> StoreResult<Option<Workspace>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let found = query_all(
+                conn,
+                &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
+                [&id],
+                workspace_from_row,
+            )?;
+            Ok(found.into_iter().next())
+        })
+        .await
+    }
+
+    async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
+        let out = ApiKey {
+            id: key.id,
+            workspace_id: key.workspace_id,
+            name: key.name,
+            secret_hash: key.secret_hash,
+            hint: key.hint,
+            created_at: codec::now(),
+            expires_at: key.expires_at.map(codec::trunc),
+            revoked_at: None,
+            spend_limit: key.spend_limit,
+            limit_reset: key.limit_reset,
+        };
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            if !workspace_exists(&tx, &out.workspace_id)? {
+                return Err(StoreError::NotFound(format!(
+                    "workspace {}",
+                    out.workspace_id
+                )));
+            }
+            tx.prepare_cached(&format!(
+                "INSERT INTO api_keys ({KEY_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+            ))?
+            .execute(params![
+                out.id,
+                out.workspace_id,
+                out.name,
+                out.secret_hash,
+                out.hint,
+                codec::to_micros(out.created_at),
+                out.expires_at.map(codec::to_micros),
+                None::<i64>,
+                out.spend_limit.map(Usd::pico),
+                out.limit_reset.map(|l| l.as_str()),
+            ])
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    if e.to_string().contains("secret_hash") {
+                        StoreError::Conflict(
+                            "a key with this secret hash already exists".to_owned(),
+                        )
+                    } else {
+                        StoreError::Conflict(format!("key {} already exists", out.id))
+                    }
+                } else if is_fk_violation(&e) {
+                    StoreError::NotFound(format!("workspace {}", out.workspace_id))
+                } else {
+                    e.into()
+                }
+            })?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKey>> {
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let found = query_all(
+                conn,
+                &format!("SELECT {KEY_COLS} FROM api_keys WHERE id = ?1"),
+                [&id],
+                key_from_row,
+            )?;
+            Ok(found.into_iter().next())
+        })
+        .await
+    }
+
+    async fn list_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
+        let ws = workspace_id.to_owned();
+        self.run(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {KEY_COLS} FROM api_keys WHERE workspace_id = ?1 ORDER BY created_at, id"
+                ),
+                [&ws],
+                key_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn all_keys(&self) -> StoreResult<Vec<ApiKey>> {
+        self.run(|conn| {
+            query_all(
+                conn,
+                &format!("SELECT {KEY_COLS} FROM api_keys ORDER BY created_at, id"),
+                [],
+                key_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
+        let id = id.to_owned();
+        let at = codec::to_micros(codec::trunc(at));
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE api_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
+                )?
+                .execute(params![id, at])?;
+            if changed == 0 {
+                let exists = tx
+                    .prepare_cached("SELECT 1 FROM api_keys WHERE id = ?1")?
+                    .query_row([&id], |_| Ok(()))
+                    .optional()?
+                    .is_some();
+                return if exists {
+                    Ok(false)
+                } else {
+                    Err(StoreError::NotFound(format!("key {id}")))
+                };
+            }
+            tx.commit()?;
+            Ok(true)
+        })
+        .await
+    }
+
+    async fn add_credit(
+        &self,
+        entry_id: &str,
+        workspace_id: &str,
+        amount: Usd,
+        note: Option<&str>,
+    ) -> StoreResult<LedgerEntry> {
+        codec::check_credit(amount)?;
+        let entry = LedgerEntry {
+            id: entry_id.to_owned(),
+            workspace_id: workspace_id.to_owned(),
+            kind: LedgerKind::Credit,
+            amount,
+            note: note.map(str::to_owned),
+            created_at: codec::now(),
+        };
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            if !workspace_exists(&tx, &entry.workspace_id)? {
+                return Err(StoreError::NotFound(format!(
+                    "workspace {}",
+                    entry.workspace_id
+                )));
+            }
+            tx.prepare_cached(&format!(
+                "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+            ))?
+            .execute(params![
+                entry.id,
+                entry.workspace_id,
+                codec::ledger_kind_str(entry.kind),
+                entry.amount.pico(),
+                entry.note,
+                codec::to_micros(entry.created_at),
+            ])
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::Conflict(format!("ledger entry {} already exists", entry.id))
+                } else {
+                    e.into()
+                }
+            })?;
+            // STRICT table: an overflowing sum (which SQLite turns into a REAL) is refused.
+            tx.prepare_cached(
+                "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
+                 ON CONFLICT (workspace_id) DO UPDATE
+                 SET balance_pico = balances.balance_pico + excluded.balance_pico",
+            )?
+            .execute(params![entry.workspace_id, entry.amount.pico()])?;
+            tx.commit()?;
+            Ok(entry)
+        })
+        .await
+    }
+
+    async fn balance(&self, workspace_id: &str) -> StoreResult<Usd> {
+        let ws = workspace_id.to_owned();
+        self.run(move |conn| {
+            let pico: Option<i64> = conn
+                .prepare_cached("SELECT balance_pico FROM balances WHERE workspace_id = ?1")?
+                .query_row([&ws], |r| r.get(0))
+                .optional()?;
+            Ok(Usd::from_pico(pico.unwrap_or(0)))
+        })
+        .await
+    }
+
+    async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>> {
+        let ws = workspace_id.to_owned();
+        self.run(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {LEDGER_COLS} FROM ledger_entries WHERE workspace_id = ?1
+                     ORDER BY created_at, seq"
+                ),
+                [&ws],
+                ledger_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn load_catalog(&self) -> StoreResult<CatalogRows> {
+        self.run(|conn| {
+            // One read transaction: both tables from the same snapshot.
+            let tx = conn.transaction()?;
+            let models = query_all(
+                &tx,
+                &format!("SELECT {MODEL_COLS} FROM models ORDER BY id"),
+                [],
+                model_from_row,
+            )?;
+            let routes = query_all(
+                &tx,
+                "SELECT model_id, kind, base_url, region, priority, active FROM routes
+                 ORDER BY model_id, seq",
+                [],
+                route_from_row,
+            )?;
+            tx.commit()?;
+            Ok(CatalogRows { models, routes })
+        })
+        .await
+    }
+
+    async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {
+        let rows = rows.clone();
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            {
+                let mut upsert = tx.prepare_cached(&format!(
+                    "INSERT INTO models ({MODEL_COLS})
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
+                     ON CONFLICT (id) DO UPDATE SET
+                        provider = excluded.provider,
+                        family = excluded.family,
+                        kind = excluded.kind,
+                        upstream_model = excluded.upstream_model,
+                        profile = excluded.profile,
+                        input_price_micro = excluded.input_price_micro,
+                        output_price_micro = excluded.output_price_micro,
+                        cache_read_price_micro = excluded.cache_read_price_micro,
+                        cache_write_price_micro = excluded.cache_write_price_micro,
+                        capabilities = excluded.capabilities,
+                        max_output_tokens = excluded.max_output_tokens,
+                        active = excluded.active"
+                ))?;
+                for m in &rows.models {
+                    upsert
+                        .execute(params![
+                            m.id,
+                            m.provider,
+                            m.family,
+                            m.kind,
+                            m.upstream_model,
+                            m.profile,
+                            m.input_price.micro_per_mtok(),
+                            m.output_price.micro_per_mtok(),
+                            m.cache_read_price.map(Price::micro_per_mtok),
+                            m.cache_write_price.map(Price::micro_per_mtok),
+                            codec::capabilities_to_db(&m.capabilities)?,
+                            codec::max_tokens_to_db(m.max_output_tokens),
+                            m.active,
+                        ])
+                        .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
+                }
+                let mut clear = tx.prepare_cached("DELETE FROM routes WHERE model_id = ?1")?;
+                for id in codec::catalog_model_ids(&rows) {
+                    clear.execute([id])?;
+                }
+                let mut insert = tx.prepare_cached(
+                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?;
+                for r in &rows.routes {
+                    insert
+                        .execute(params![
+                            r.model_id, r.kind, r.base_url, r.region, r.priority, r.active
+                        ])
+                        .map_err(|e| {
+                            if is_fk_violation(&e) {
+                                StoreError::NotFound(format!(
+                                    "model {} (named by a route)",
+                                    r.model_id
+                                ))
+                            } else {
+                                StoreError::Backend(format!("route of {}: {e}", r.model_id))
+                            }
+                        })?;
+                }
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn catalog_is_empty(&self) -> StoreResult<bool> {
+        self.run(|conn| {
+            let any: bool = conn
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM models)")?
+                .query_row([], |r| r.get(0))?;
+            Ok(!any)
+        })
+        .await
+    }
+
+    async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {
+        self.run(move |conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT seq, kind, ref_id FROM change_log WHERE seq > ?1 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([after])?;
+            let mut out = Vec::new();
+            while let Some(r) = rows.next()? {
+                out.push(Change {
+                    seq: r.get(0)?,
+                    kind: codec::change_kind_from(&r.get::<_, String>(1)?)?,
+                    ref_id: r.get(2)?,
+                });
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn latest_change(&self) -> StoreResult<i64> {
+        self.run(|conn| {
+            Ok(conn
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM change_log")?
+                .query_row([], |r| r.get(0))?)
+        })
+        .await
+    }
+
+    async fn wait_for_change(&self, max: Duration) {
+        tokio::time::sleep(max.min(POLL_PERIOD)).await;
+    }
+}
