@@ -37,7 +37,12 @@ impl Admin {
                 };
                 (200, serde_json::to_vec(&s).unwrap_or_default())
             }
-            _ => (404, crate::api::GatewayError::NotFound(path.into()).envelope().to_vec()),
+            _ => (
+                404,
+                crate::api::GatewayError::NotFound(path.into())
+                    .envelope()
+                    .to_vec(),
+            ),
         }
     }
 }

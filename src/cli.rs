@@ -30,10 +30,19 @@ pub enum CliError {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "tollgate", version, about = "OpenAI-compatible LLM gateway on Pingora")]
+#[command(
+    name = "tollgate",
+    version,
+    about = "OpenAI-compatible LLM gateway on Pingora"
+)]
 pub struct Cli {
     /// Configuration file.
-    #[arg(short = 'c', long = "conf", global = true, default_value = "conf/tollgate.yaml")]
+    #[arg(
+        short = 'c',
+        long = "conf",
+        global = true,
+        default_value = "conf/tollgate.yaml"
+    )]
     pub conf: PathBuf,
     /// Machine-readable JSON output.
     #[arg(long, global = true)]
@@ -82,7 +91,9 @@ pub enum KeyCmd {
         #[arg(long)]
         workspace: String,
     },
-    Revoke { id: String },
+    Revoke {
+        id: String,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -117,7 +128,9 @@ pub enum CreditCmd {
 #[derive(Debug, Subcommand)]
 pub enum CatalogCmd {
     /// Upsert models and routes from a catalog file.
-    Import { file: PathBuf },
+    Import {
+        file: PathBuf,
+    },
     List,
 }
 
@@ -138,7 +151,11 @@ pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> Result<(), 
     if store.catalog_is_empty().await? && Path::new(catalog_file).exists() {
         let rows = import::read_file(Path::new(catalog_file))?;
         store.import_catalog(&rows).await?;
-        tracing::info!(models = rows.models.len(), file = catalog_file, "default catalog imported");
+        tracing::info!(
+            models = rows.models.len(),
+            file = catalog_file,
+            "default catalog imported"
+        );
     }
     Ok(())
 }
@@ -149,7 +166,11 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
     let store = store.as_ref();
     if let Command::Migrate = cli.command {
         let applied = store.migrate().await?;
-        return print(cli.json, &serde_json::json!({ "applied": applied }), &format!("{applied} migration(s) applied"));
+        return print(
+            cli.json,
+            &serde_json::json!({ "applied": applied }),
+            &format!("{applied} migration(s) applied"),
+        );
     }
     store.migrate().await?;
     let json = cli.json;
@@ -157,11 +178,19 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
         Command::Serve { .. } | Command::Migrate => Ok(()),
         Command::Workspace(WorkspaceCmd::Create { name }) => {
             let ws = store.create_workspace(&new_id("ws"), &name).await?;
-            print(json, &ws, &format!("workspace {} created ({})", ws.id, ws.name))
+            print(
+                json,
+                &ws,
+                &format!("workspace {} created ({})", ws.id, ws.name),
+            )
         }
         Command::Workspace(WorkspaceCmd::List) => {
             let list = store.list_workspaces().await?;
-            let text = list.iter().map(|w| format!("{}  {}  {}", w.id, w.created_at.to_rfc3339(), w.name)).collect::<Vec<_>>().join("\n");
+            let text = list
+                .iter()
+                .map(|w| format!("{}  {}  {}", w.id, w.created_at.to_rfc3339(), w.name))
+                .collect::<Vec<_>>()
+                .join("\n");
             print(json, &list, &text)
         }
         Command::Key(KeyCmd::Create(args)) => create_key(store, &config, args, json).await,
@@ -172,28 +201,57 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
         }
         Command::Key(KeyCmd::Revoke { id }) => {
             let changed = store.revoke_key(&id, Utc::now()).await?;
-            let text = if changed { format!("key {id} revoked") } else { format!("key {id} was already revoked") };
-            print(json, &serde_json::json!({ "id": id, "revoked": true, "changed": changed }), &text)
+            let text = if changed {
+                format!("key {id} revoked")
+            } else {
+                format!("key {id} was already revoked")
+            };
+            print(
+                json,
+                &serde_json::json!({ "id": id, "revoked": true, "changed": changed }),
+                &text,
+            )
         }
-        Command::Credit(CreditCmd::Add { workspace, usd, note }) => {
+        Command::Credit(CreditCmd::Add {
+            workspace,
+            usd,
+            note,
+        }) => {
             let amount: Usd = usd.parse()?;
             if !amount.is_positive() {
                 return Err(CliError::Usage("--usd must be positive".into()));
             }
-            let entry = store.add_credit(&new_id("le"), &workspace, amount, note.as_deref()).await?;
+            let entry = store
+                .add_credit(&new_id("le"), &workspace, amount, note.as_deref())
+                .await?;
             let balance = store.balance(&workspace).await?;
             #[derive(Serialize)]
             struct Out<'a> {
                 entry: &'a store::LedgerEntry,
                 balance: Usd,
             }
-            print(json, &Out { entry: &entry, balance }, &format!("credited {amount} USD to {workspace}; balance {balance} USD"))
+            print(
+                json,
+                &Out {
+                    entry: &entry,
+                    balance,
+                },
+                &format!("credited {amount} USD to {workspace}; balance {balance} USD"),
+            )
         }
         Command::Catalog(CatalogCmd::Import { file }) => {
             let rows = import::read_file(&file)?;
             store.import_catalog(&rows).await?;
-            let text = format!("imported {} model(s), {} route(s)", rows.models.len(), rows.routes.len());
-            print(json, &serde_json::json!({ "models": rows.models.len(), "routes": rows.routes.len() }), &text)
+            let text = format!(
+                "imported {} model(s), {} route(s)",
+                rows.models.len(),
+                rows.routes.len()
+            );
+            print(
+                json,
+                &serde_json::json!({ "models": rows.models.len(), "routes": rows.routes.len() }),
+                &text,
+            )
         }
         Command::Catalog(CatalogCmd::List) => {
             let rows = store.load_catalog().await?;
@@ -201,8 +259,21 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
                 .models
                 .iter()
                 .map(|m| {
-                    let routes: Vec<String> = rows.routes.iter().filter(|r| r.model_id == m.id).map(|r| format!("{}{}", r.kind, if r.active { "" } else { "(off)" })).collect();
-                    format!("{:<36} {:<9} in {:>8} out {:>8}  {}{}", m.id, m.kind, m.input_price, m.output_price, routes.join(","), if m.active { "" } else { "  [inactive]" })
+                    let routes: Vec<String> = rows
+                        .routes
+                        .iter()
+                        .filter(|r| r.model_id == m.id)
+                        .map(|r| format!("{}{}", r.kind, if r.active { "" } else { "(off)" }))
+                        .collect();
+                    format!(
+                        "{:<36} {:<9} in {:>8} out {:>8}  {}{}",
+                        m.id,
+                        m.kind,
+                        m.input_price,
+                        m.output_price,
+                        routes.join(","),
+                        if m.active { "" } else { "  [inactive]" }
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join("\n");
@@ -211,8 +282,17 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
     }
 }
 
-async fn create_key(store: &dyn Store, config: &Config, args: KeyCreate, json: bool) -> Result<(), CliError> {
-    let spend_limit = args.spend_limit_usd.as_deref().map(str::parse::<Usd>).transpose()?;
+async fn create_key(
+    store: &dyn Store,
+    config: &Config,
+    args: KeyCreate,
+    json: bool,
+) -> Result<(), CliError> {
+    let spend_limit = args
+        .spend_limit_usd
+        .as_deref()
+        .map(str::parse::<Usd>)
+        .transpose()?;
     if spend_limit.is_some_and(|l| !l.is_positive()) {
         return Err(CliError::Usage("--spend-limit-usd must be positive".into()));
     }
@@ -235,8 +315,19 @@ async fn create_key(store: &dyn Store, config: &Config, args: KeyCreate, json: b
         key: &'a store::ApiKey,
         secret: &'a str,
     }
-    let text = format!("{}\nsecret (shown once, store it now): {}", describe_key(&key), minted.secret);
-    print(json, &Out { key: &key, secret: &minted.secret }, &text)
+    let text = format!(
+        "{}\nsecret (shown once, store it now): {}",
+        describe_key(&key),
+        minted.secret
+    );
+    print(
+        json,
+        &Out {
+            key: &key,
+            secret: &minted.secret,
+        },
+        &text,
+    )
 }
 
 fn describe_key(k: &store::ApiKey) -> String {
@@ -249,15 +340,27 @@ fn describe_key(k: &store::ApiKey) -> String {
         (Some(l), Some(r)) => format!("  limit {l} USD/{}", r.as_str()),
         _ => String::new(),
     };
-    let expires = k.expires_at.map(|e| format!("  expires {}", e.to_rfc3339())).unwrap_or_default();
-    format!("{}  {}  {}  {}{}{}", k.id, k.hint, state, k.name.as_deref().unwrap_or("-"), expires, limit)
+    let expires = k
+        .expires_at
+        .map(|e| format!("  expires {}", e.to_rfc3339()))
+        .unwrap_or_default();
+    format!(
+        "{}  {}  {}  {}{}{}",
+        k.id,
+        k.hint,
+        state,
+        k.name.as_deref().unwrap_or("-"),
+        expires,
+        limit
+    )
 }
 
 fn print<T: Serialize>(json: bool, value: &T, text: &str) -> Result<(), CliError> {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, value).map_err(|e| CliError::Usage(e.to_string()))?;
+        serde_json::to_writer_pretty(&mut out, value)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
         writeln!(out)?;
     } else if !text.is_empty() {
         writeln!(out, "{text}")?;

@@ -19,7 +19,9 @@ fn run(cli: Cli) -> Result<(), CliError> {
     let config = cli::load_config(&cli.conf)?;
     init_logging(&config.tollgate.log.level, config.tollgate.log.format);
     match cli.command {
-        Command::Serve { upgrade, daemon } => server::serve(config, ServeOptions { upgrade, daemon }),
+        Command::Serve { upgrade, daemon } => {
+            server::serve(config, ServeOptions { upgrade, daemon })
+        }
         _ => tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?
@@ -29,8 +31,10 @@ fn run(cli: Cli) -> Result<(), CliError> {
 
 /// One `tracing` subscriber, which also receives Pingora's `log` records. `RUST_LOG` wins.
 fn init_logging(level: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{level},tokio_postgres=warn")));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Json => builder.json().try_init(),
         LogFormat::Text => builder.try_init(),

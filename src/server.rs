@@ -6,7 +6,6 @@
 //! Database connections are bound to the runtime that made them, so the background service
 //! opens its own store on its own runtime.
 
-
 use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
@@ -31,11 +30,15 @@ pub struct ServeOptions {
 pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
     let t = config.tollgate.clone();
     let store_url = config.store_url(|k| std::env::var(k).ok());
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let follower = runtime.block_on(async {
         let store = store::open(&store_url).await?;
         crate::cli::prepare_store(store.as_ref(), &t.catalog_file).await?;
-        Ok::<_, CliError>(Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?)
+        Ok::<_, CliError>(
+            Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?,
+        )
     })?;
     drop(runtime);
 
@@ -49,17 +52,32 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
     let admin = Admin {
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
-        store_kind: if store_url.starts_with("sqlite") { "sqlite" } else { "postgres" },
+        store_kind: if store_url.starts_with("sqlite") {
+            "sqlite"
+        } else {
+            "postgres"
+        },
     };
 
-    let opt = Opt { upgrade: opts.upgrade, daemon: opts.daemon, ..Opt::default() };
+    let opt = Opt {
+        upgrade: opts.upgrade,
+        daemon: opts.daemon,
+        ..Opt::default()
+    };
     let mut server = Server::new_with_opt_and_conf(opt, config.server);
     server.bootstrap();
-    let mut proxy = pingora_proxy::http_proxy_service_with_name(&server.configuration, gateway, "tollgate");
+    let mut proxy =
+        pingora_proxy::http_proxy_service_with_name(&server.configuration, gateway, "tollgate");
     proxy.add_tcp(&t.listen.to_string());
     let mut admin_service = Service::new("tollgate admin".to_owned(), AdminApp(admin));
     admin_service.add_tcp(&t.admin_listen.to_string());
-    let sync = background_service("follower", SyncService { follower: std::sync::Mutex::new(Some(follower)), store_url });
+    let sync = background_service(
+        "follower",
+        SyncService {
+            follower: std::sync::Mutex::new(Some(follower)),
+            store_url,
+        },
+    );
     server.add_service(proxy);
     server.add_service(admin_service);
     server.add_service(sync);
@@ -90,7 +108,11 @@ impl BackgroundService for SyncService {
                 }
             }
         };
-        follower.run(store, async move { let _ = shutdown.changed().await; }).await;
+        follower
+            .run(store, async move {
+                let _ = shutdown.changed().await;
+            })
+            .await;
     }
 }
 

@@ -6,8 +6,7 @@
 //! every `catalog_refresh`. When the database is unreachable it keeps serving from memory and
 //! retries; a periodic full key reload covers anything a lost feed could hide.
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +19,10 @@ use crate::store::{ChangeKind, Store, StoreResult};
 const FULL_RELOAD: Duration = Duration::from_secs(300);
 /// Longest wait for the store's change signal before polling anyway.
 const MAX_WAIT: Duration = Duration::from_secs(1);
+/// How far behind its cursor the follower re-reads the feed. A feed `seq` is taken at insert,
+/// not at commit (PostgreSQL), so a change can become visible after a higher one; re-reading
+/// a window catches it. Applying a change twice is harmless.
+const LOOKBACK: i64 = 256;
 
 pub struct Follower {
     pub keys: Arc<KeyCache>,
@@ -28,7 +31,9 @@ pub struct Follower {
     pub catalog_refresh: Duration,
     /// Feed position the initial load covers.
     pub cursor: i64,
-    pub addrs: HashMap<(String, u16), SocketAddr>,
+    resolver: catalog::Resolver,
+    /// Feed rows applied within the look-back window.
+    seen: BTreeSet<i64>,
 }
 
 impl Follower {
@@ -42,19 +47,25 @@ impl Follower {
         let cursor = store.latest_change().await?;
         let keys = Arc::new(KeyCache::default());
         keys.replace_all(store.all_keys().await?);
-        let (snapshot, addrs) = catalog::load(store, &providers, &HashMap::new()).await?;
+        let mut resolver = catalog::Resolver::default();
+        let snapshot = catalog::load(store, &providers, &mut resolver).await?;
         Ok(Follower {
             keys,
             catalog: Arc::new(Catalog::new(snapshot)),
             providers,
             catalog_refresh,
             cursor,
-            addrs,
+            resolver,
+            seen: BTreeSet::new(),
         })
     }
 
     /// Follows the feed through `store` until `shutdown` resolves.
-    pub async fn run(mut self, store: Arc<dyn Store>, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        mut self,
+        store: Arc<dyn Store>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         let mut next_catalog = Instant::now() + self.catalog_refresh;
         let mut next_full = Instant::now() + FULL_RELOAD;
@@ -66,7 +77,10 @@ impl Follower {
                 _ = store.wait_for_change(wait) => {}
             }
             let due = Instant::now() >= next_catalog;
-            match self.step(store.as_ref(), due, Instant::now() >= next_full).await {
+            match self
+                .step(store.as_ref(), due, Instant::now() >= next_full)
+                .await
+            {
                 Ok(reloaded_catalog) => {
                     backoff = Duration::from_millis(100);
                     if reloaded_catalog {
@@ -86,10 +100,24 @@ impl Follower {
     }
 
     /// Applies pending changes; returns whether the catalog was rebuilt.
-    async fn step(&mut self, store: &dyn Store, catalog_due: bool, full_keys: bool) -> StoreResult<bool> {
-        let changes = store.changes_since(self.cursor).await?;
+    async fn step(
+        &mut self,
+        store: &dyn Store,
+        catalog_due: bool,
+        full_keys: bool,
+    ) -> StoreResult<bool> {
+        let changes = store
+            .changes_since(self.cursor.saturating_sub(LOOKBACK))
+            .await?;
         let mut catalog_dirty = catalog_due;
+        let newest = changes
+            .last()
+            .map_or(self.cursor, |c| c.seq.max(self.cursor));
+        self.seen.retain(|&seq| seq > newest - LOOKBACK);
         for change in &changes {
+            if !self.seen.insert(change.seq) {
+                continue;
+            }
             match change.kind {
                 ChangeKind::Key => {
                     if let Some(key) = store.get_key(&change.ref_id).await? {
@@ -99,15 +127,20 @@ impl Follower {
                 ChangeKind::Catalog => catalog_dirty = true,
                 ChangeKind::Workspace | ChangeKind::Balance => {}
             }
-            self.cursor = change.seq;
         }
+        self.cursor = newest;
+        tracing::debug!(
+            changes = changes.len(),
+            cursor = self.cursor,
+            catalog_dirty,
+            "change feed step"
+        );
         if full_keys {
             self.keys.replace_all(store.all_keys().await?);
         }
         if catalog_dirty {
-            let (snapshot, addrs) = catalog::load(store, &self.providers, &self.addrs).await?;
+            let snapshot = catalog::load(store, &self.providers, &mut self.resolver).await?;
             self.catalog.publish(snapshot);
-            self.addrs = addrs;
         }
         Ok(catalog_dirty)
     }

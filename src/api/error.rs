@@ -34,7 +34,10 @@ pub enum GatewayError {
     #[error("model \"{0}\" is an embedding model; use /v1/embeddings")]
     ChatUnsupported(Box<str>),
     #[error("{param} is not supported by model \"{model}\"")]
-    UnsupportedParameter { param: &'static str, model: Box<str> },
+    UnsupportedParameter {
+        param: &'static str,
+        model: Box<str>,
+    },
     #[error("{0}")]
     InvalidRequest(Box<str>),
     #[error("request body exceeds the limit of {limit} bytes")]
@@ -198,12 +201,48 @@ mod tests {
     #[test]
     fn specified_errors_render_exactly() {
         let cases = [
-            (GatewayError::InvalidKey, 401, "authentication_error", "invalid_key", "invalid api key"),
-            (GatewayError::ExpiredKey, 401, "authentication_error", "expired_key", "api key has expired"),
-            (GatewayError::InsufficientCredit, 402, "invalid_request_error", "insufficient_credit", "insufficient credit balance"),
-            (GatewayError::SpendLimitExceeded, 429, "invalid_request_error", "spend_limit_exceeded", "api key spend limit exceeded"),
-            (GatewayError::ModelNotFound("x/y".into()), 400, "invalid_request_error", "model_not_found", "model \"x/y\" not found"),
-            (GatewayError::EmbeddingsUnsupported("a/b".into()), 400, "invalid_request_error", "embeddings_unsupported", "model \"a/b\" does not support embeddings"),
+            (
+                GatewayError::InvalidKey,
+                401,
+                "authentication_error",
+                "invalid_key",
+                "invalid api key",
+            ),
+            (
+                GatewayError::ExpiredKey,
+                401,
+                "authentication_error",
+                "expired_key",
+                "api key has expired",
+            ),
+            (
+                GatewayError::InsufficientCredit,
+                402,
+                "invalid_request_error",
+                "insufficient_credit",
+                "insufficient credit balance",
+            ),
+            (
+                GatewayError::SpendLimitExceeded,
+                429,
+                "invalid_request_error",
+                "spend_limit_exceeded",
+                "api key spend limit exceeded",
+            ),
+            (
+                GatewayError::ModelNotFound("x/y".into()),
+                400,
+                "invalid_request_error",
+                "model_not_found",
+                "model \"x/y\" not found",
+            ),
+            (
+                GatewayError::EmbeddingsUnsupported("a/b".into()),
+                400,
+                "invalid_request_error",
+                "embeddings_unsupported",
+                "model \"a/b\" does not support embeddings",
+            ),
         ];
         for (e, status, ty, code, message) in cases {
             let v = parse(&e);
@@ -217,7 +256,10 @@ mod tests {
 
     #[test]
     fn upstream_errors_keep_the_upstream_status() {
-        let e = GatewayError::Upstream { status: 529, message: "overloaded".into() };
+        let e = GatewayError::Upstream {
+            status: 529,
+            message: "overloaded".into(),
+        };
         assert_eq!(e.status(), 529);
         assert_eq!(parse(&e)["error"]["type"], "upstream_error");
         assert_eq!(e.blame(), Blame::Upstream);

@@ -28,9 +28,8 @@ pub struct RawRequest<'a> {
 impl<'a> RawRequest<'a> {
     /// Parses and checks the fields every request of `op` must have.
     pub fn parse(body: &'a [u8], op: Operation) -> Result<Self, GatewayError> {
-        let fields = object_fields(body).map_err(|e| {
-            GatewayError::invalid(format!("request body is not valid JSON: {e}"))
-        })?;
+        let fields = object_fields(body)
+            .map_err(|e| GatewayError::invalid(format!("request body is not valid JSON: {e}")))?;
         let mut req = RawRequest {
             fields,
             model: Cow::Borrowed(""),
@@ -42,7 +41,10 @@ impl<'a> RawRequest<'a> {
         if req.model.is_empty() {
             return Err(GatewayError::invalid("model must not be empty"));
         }
-        req.stream = req.typed::<Option<bool>>("stream")?.flatten().unwrap_or(false);
+        req.stream = req
+            .typed::<Option<bool>>("stream")?
+            .flatten()
+            .unwrap_or(false);
         let required = match op {
             Operation::Chat => "messages",
             Operation::Embeddings => "input",
@@ -63,10 +65,7 @@ impl<'a> RawRequest<'a> {
 
     /// The raw slice of a top-level field.
     pub fn get(&self, name: &str) -> Option<&'a RawValue> {
-        self.fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| *v)
+        self.fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
     }
 
     /// Reads a field as `T`; a present field of the wrong type is a 400 naming it.
@@ -140,7 +139,9 @@ mod tests {
     use super::*;
 
     fn err(body: &str, op: Operation) -> String {
-        RawRequest::parse(body.as_bytes(), op).unwrap_err().to_string()
+        RawRequest::parse(body.as_bytes(), op)
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]
@@ -151,25 +152,44 @@ mod tests {
         assert!(r.stream);
         let names: Vec<&str> = r.fields().map(|(k, _)| k).collect();
         assert_eq!(names, ["model", "messages", "x_vendor", "stream"]);
-        assert_eq!(r.get("x_vendor").unwrap().get(), r#"{"k":[1, 2]}"#, "byte-exact");
+        assert_eq!(
+            r.get("x_vendor").unwrap().get(),
+            r#"{"k":[1, 2]}"#,
+            "byte-exact"
+        );
     }
 
     #[test]
     fn rejects_bad_bodies_with_clear_messages() {
         assert!(err("{", Operation::Chat).contains("not valid JSON"));
         assert!(err("[1]", Operation::Chat).contains("not valid JSON"));
-        assert!(err(r#"{"messages":[{}]}"#, Operation::Chat).contains("missing required field: model"));
+        assert!(
+            err(r#"{"messages":[{}]}"#, Operation::Chat).contains("missing required field: model")
+        );
         assert!(err(r#"{"model":"m"}"#, Operation::Chat).contains("messages"));
         assert!(err(r#"{"model":"m","messages":[]}"#, Operation::Chat).contains("non-empty"));
-        assert!(err(r#"{"model":7,"messages":[1]}"#, Operation::Chat).contains("invalid value for model"));
-        assert!(err(r#"{"model":"m","messages":[1],"stream":"yes"}"#, Operation::Chat).contains("stream"));
-        assert!(err(r#"{"model":"m","model":"n","messages":[1]}"#, Operation::Chat).contains("duplicate"));
+        assert!(err(r#"{"model":7,"messages":[1]}"#, Operation::Chat)
+            .contains("invalid value for model"));
+        assert!(err(
+            r#"{"model":"m","messages":[1],"stream":"yes"}"#,
+            Operation::Chat
+        )
+        .contains("stream"));
+        assert!(err(
+            r#"{"model":"m","model":"n","messages":[1]}"#,
+            Operation::Chat
+        )
+        .contains("duplicate"));
         assert!(err(r#"{"model":"m"}"#, Operation::Embeddings).contains("input"));
     }
 
     #[test]
     fn escaped_keys_and_values_are_understood() {
-        let r = RawRequest::parse(br#"{"mod\u0065l":"a\/b","input":"x"}"#, Operation::Embeddings).unwrap();
+        let r = RawRequest::parse(
+            br#"{"mod\u0065l":"a\/b","input":"x"}"#,
+            Operation::Embeddings,
+        )
+        .unwrap();
         assert_eq!(r.model, "a/b");
     }
 }

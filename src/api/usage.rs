@@ -43,7 +43,10 @@ impl Usage {
 
     /// Reads an OpenAI-shaped usage object (as sent by OpenAI-compatible upstreams).
     pub fn from_openai(v: &OpenAiUsageIn) -> Usage {
-        let cached = v.prompt_tokens_details.as_ref().map_or(0, |d| d.cached_tokens);
+        let cached = v
+            .prompt_tokens_details
+            .as_ref()
+            .map_or(0, |d| d.cached_tokens);
         let written = v
             .prompt_tokens_details
             .as_ref()
@@ -119,7 +122,16 @@ mod tests {
         )
         .unwrap();
         let u = Usage::from_openai(&v);
-        assert_eq!(u, Usage { input: 3, cache_read: 3211, cache_write: 115, output: 53, reasoning: 7 });
+        assert_eq!(
+            u,
+            Usage {
+                input: 3,
+                cache_read: 3211,
+                cache_write: 115,
+                output: 53,
+                reasoning: 7
+            }
+        );
         let out = u.to_openai();
         assert_eq!((out.prompt_tokens, out.total_tokens), (3329, 3382));
         assert_eq!(out.prompt_tokens_details.cached_tokens, 3211);

@@ -53,7 +53,10 @@ fn hash(secret: &str) -> Hash {
 pub fn bearer_token(header: Option<&[u8]>) -> Result<&str, GatewayError> {
     let value = header.ok_or(GatewayError::MissingAuth)?;
     let value = std::str::from_utf8(value).map_err(|_| GatewayError::MissingAuth)?;
-    let (scheme, token) = value.trim().split_once(' ').ok_or(GatewayError::MissingAuth)?;
+    let (scheme, token) = value
+        .trim()
+        .split_once(' ')
+        .ok_or(GatewayError::MissingAuth)?;
     let token = token.trim();
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() || token.contains(' ') {
         return Err(GatewayError::MissingAuth);
@@ -98,7 +101,11 @@ impl KeyCache {
     }
 
     /// Authenticates a bearer token at time `now`.
-    pub fn authenticate(&self, token: &str, now: DateTime<Utc>) -> Result<Arc<ApiKey>, GatewayError> {
+    pub fn authenticate(
+        &self,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Arc<ApiKey>, GatewayError> {
         let key = self
             .by_hash
             .load()
@@ -146,9 +153,16 @@ mod tests {
         let a = mint_secret("sk-tg-");
         let b = mint_secret("sk-tg-");
         assert!(a.secret.starts_with("sk-tg-"));
-        assert_eq!(a.secret.len(), "sk-tg-".len() + 32, "32 base62 chars ≈ 190 bits");
+        assert_eq!(
+            a.secret.len(),
+            "sk-tg-".len() + 32,
+            "32 base62 chars ≈ 190 bits"
+        );
         assert_ne!(a.secret, b.secret);
-        assert!(!a.hint.contains(&a.secret[6..20]), "hint must not reveal the secret");
+        assert!(
+            !a.hint.contains(&a.secret[6..20]),
+            "hint must not reveal the secret"
+        );
         assert_eq!(a.hash_hex.len(), 64);
     }
 
@@ -156,8 +170,19 @@ mod tests {
     fn bearer_header_forms() {
         assert_eq!(bearer_token(Some(b"Bearer abc")).unwrap(), "abc");
         assert_eq!(bearer_token(Some(b"bearer  abc ")).unwrap(), "abc");
-        for bad in [&b"Basic abc"[..], b"Bearer", b"Bearer ", b"abc", b"Bearer a b", b"\xff"] {
-            assert_eq!(bearer_token(Some(bad)), Err(GatewayError::MissingAuth), "{bad:?}");
+        for bad in [
+            &b"Basic abc"[..],
+            b"Bearer",
+            b"Bearer ",
+            b"abc",
+            b"Bearer a b",
+            b"\xff",
+        ] {
+            assert_eq!(
+                bearer_token(Some(bad)),
+                Err(GatewayError::MissingAuth),
+                "{bad:?}"
+            );
         }
         assert_eq!(bearer_token(None), Err(GatewayError::MissingAuth));
     }
@@ -170,15 +195,25 @@ mod tests {
         cache.replace_all(vec![k.clone()]);
         let now = Utc::now();
         assert_eq!(cache.authenticate(&minted.secret, now).unwrap().id, k.id);
-        assert_eq!(cache.authenticate("p-nope", now), Err(GatewayError::InvalidKey));
+        assert_eq!(
+            cache.authenticate("p-nope", now),
+            Err(GatewayError::InvalidKey)
+        );
 
         k.expires_at = Some(now - Duration::seconds(1));
         cache.upsert(k.clone());
-        assert_eq!(cache.authenticate(&minted.secret, now), Err(GatewayError::ExpiredKey));
+        assert_eq!(
+            cache.authenticate(&minted.secret, now),
+            Err(GatewayError::ExpiredKey)
+        );
 
         k.revoked_at = Some(now);
         cache.upsert(k);
-        assert_eq!(cache.authenticate(&minted.secret, now), Err(GatewayError::InvalidKey), "revoked wins");
+        assert_eq!(
+            cache.authenticate(&minted.secret, now),
+            Err(GatewayError::InvalidKey),
+            "revoked wins"
+        );
         assert_eq!(cache.len(), 1);
     }
 }

@@ -196,7 +196,10 @@ pub const fn price_micro(micro: i64) -> Price {
     Price(micro)
 }
 
-#[allow(dead_code, reason = "documents the unit relation used by the cost formula")]
+#[allow(
+    dead_code,
+    reason = "documents the unit relation used by the cost formula"
+)]
 const _UNITS: () = assert!(PICO_PER_USD / MICRO_PER_USD == 1_000_000);
 
 #[cfg(test)]
@@ -207,22 +210,40 @@ mod tests {
     fn parses_prices_exactly() {
         assert_eq!("0.025".parse::<Price>().unwrap().micro_per_mtok(), 25_000);
         assert_eq!("15".parse::<Price>().unwrap().micro_per_mtok(), 15_000_000);
-        assert_eq!("1.250000".parse::<Price>().unwrap().micro_per_mtok(), 1_250_000);
-        assert!(matches!("0.0000001".parse::<Price>(), Err(MoneyError::TooPrecise(..))));
-        assert!(matches!("-1".parse::<Price>(), Err(MoneyError::Negative(_))));
+        assert_eq!(
+            "1.250000".parse::<Price>().unwrap().micro_per_mtok(),
+            1_250_000
+        );
+        assert!(matches!(
+            "0.0000001".parse::<Price>(),
+            Err(MoneyError::TooPrecise(..))
+        ));
+        assert!(matches!(
+            "-1".parse::<Price>(),
+            Err(MoneyError::Negative(_))
+        ));
         assert!(matches!("1e3".parse::<Price>(), Err(MoneyError::Syntax(_))));
         assert!(matches!(".".parse::<Price>(), Err(MoneyError::Syntax(_))));
     }
 
     #[test]
     fn usd_round_trips_through_text() {
-        for text in ["0.000000000001", "-3.5", "9200000.0", "0.0", "12.345678901234"] {
+        for text in [
+            "0.000000000001",
+            "-3.5",
+            "9200000.0",
+            "0.0",
+            "12.345678901234",
+        ] {
             let v: Usd = text.parse().unwrap();
             assert_eq!(v.to_string().parse::<Usd>().unwrap(), v, "{text}");
         }
         assert_eq!("10".parse::<Usd>().unwrap(), usd(10));
         assert_eq!(usd(10).to_string(), "10.0");
-        assert!(matches!("10000000".parse::<Usd>(), Err(MoneyError::Overflow(_))));
+        assert!(matches!(
+            "10000000".parse::<Usd>(),
+            Err(MoneyError::Overflow(_))
+        ));
     }
 
     #[test]

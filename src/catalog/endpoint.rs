@@ -71,7 +71,10 @@ mod tests {
     #[test]
     fn parses_the_shapes_we_use() {
         let e = Endpoint::parse("https://api.openai.com/v1/").unwrap();
-        assert_eq!((e.tls, e.host.as_str(), e.port, e.base_path.as_str()), (true, "api.openai.com", 443, "/v1"));
+        assert_eq!(
+            (e.tls, e.host.as_str(), e.port, e.base_path.as_str()),
+            (true, "api.openai.com", 443, "/v1")
+        );
         let e = Endpoint::parse("http://127.0.0.1:8000").unwrap();
         assert_eq!((e.tls, e.port, e.base_path.as_str()), (false, 8000, ""));
         assert_eq!(e.authority(), "127.0.0.1:8000");

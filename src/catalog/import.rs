@@ -25,12 +25,14 @@ pub enum ImportError {
 pub fn read_file(path: &Path) -> Result<CatalogRows, ImportError> {
     let file = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| ImportError::Read(file.clone(), e))?;
-    let rows: CatalogRows = serde_path_to_error::deserialize(serde_yaml::Deserializer::from_str(&text))
-        .map_err(|e| ImportError::Parse {
-            file: file.clone(),
-            path: e.path().to_string(),
-            message: e.into_inner().to_string(),
-        })?;
+    let rows: CatalogRows = serde_path_to_error::deserialize(serde_yaml::Deserializer::from_str(
+        &text,
+    ))
+    .map_err(|e| ImportError::Parse {
+        file: file.clone(),
+        path: e.path().to_string(),
+        message: e.into_inner().to_string(),
+    })?;
     validate(&rows)?;
     Ok(rows)
 }
@@ -40,13 +42,20 @@ pub fn read_file(path: &Path) -> Result<CatalogRows, ImportError> {
 pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
     let mut ids = HashSet::new();
     for m in &rows.models {
-        let family = Family::parse(&m.family)
-            .ok_or_else(|| ImportError::Invalid(format!("model {}: unknown family {:?}", m.id, m.family)))?;
+        let family = Family::parse(&m.family).ok_or_else(|| {
+            ImportError::Invalid(format!("model {}: unknown family {:?}", m.id, m.family))
+        })?;
         if !matches!(m.kind.as_str(), "chat" | "embedding") {
-            return Err(ImportError::Invalid(format!("model {}: kind must be chat or embedding", m.id)));
+            return Err(ImportError::Invalid(format!(
+                "model {}: kind must be chat or embedding",
+                m.id
+            )));
         }
         if !m.id.contains('/') {
-            return Err(ImportError::Invalid(format!("model {}: id must be provider/model", m.id)));
+            return Err(ImportError::Invalid(format!(
+                "model {}: id must be provider/model",
+                m.id
+            )));
         }
         if !ids.insert(m.id.as_str()) {
             return Err(ImportError::Invalid(format!("model {} listed twice", m.id)));
@@ -54,10 +63,17 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         let _ = family;
     }
     for r in &rows.routes {
-        let kind = RouteKind::parse(&r.kind)
-            .ok_or_else(|| ImportError::Invalid(format!("route for {}: unknown kind {:?}", r.model_id, r.kind)))?;
+        let kind = RouteKind::parse(&r.kind).ok_or_else(|| {
+            ImportError::Invalid(format!(
+                "route for {}: unknown kind {:?}",
+                r.model_id, r.kind
+            ))
+        })?;
         let Some(model) = rows.models.iter().find(|m| m.id == r.model_id) else {
-            return Err(ImportError::Invalid(format!("route for unknown model {}", r.model_id)));
+            return Err(ImportError::Invalid(format!(
+                "route for unknown model {}",
+                r.model_id
+            )));
         };
         if Family::parse(&model.family) != Some(kind.family()) {
             return Err(ImportError::Invalid(format!(
@@ -83,12 +99,25 @@ mod tests {
         let rows = read_file(Path::new(path)).unwrap();
         let has = |id: &str| rows.models.iter().any(|m| m.id == id);
         assert!(has("google/text-embedding-004"));
-        assert!(rows.models.iter().any(|m| m.family == "gemini" && m.profile == "gemini-2.5"));
-        assert!(rows.models.iter().any(|m| m.family == "gemini" && m.profile == "gemini-3"));
+        assert!(rows
+            .models
+            .iter()
+            .any(|m| m.family == "gemini" && m.profile == "gemini-2.5"));
+        assert!(rows
+            .models
+            .iter()
+            .any(|m| m.family == "gemini" && m.profile == "gemini-3"));
         assert!(rows.models.iter().any(|m| m.family == "anthropic"));
-        assert!(rows.models.iter().all(|m| m.family != "openai"), "openai-compatible models are added by operators");
+        assert!(
+            rows.models.iter().all(|m| m.family != "openai"),
+            "openai-compatible models are added by operators"
+        );
         for m in &rows.models {
-            assert!(rows.routes.iter().any(|r| r.model_id == m.id), "{} has no route", m.id);
+            assert!(
+                rows.routes.iter().any(|r| r.model_id == m.id),
+                "{} has no route",
+                m.id
+            );
         }
     }
 
@@ -98,6 +127,9 @@ mod tests {
             "models: [{id: a/b, provider: a, family: anthropic, kind: chat, upstream_model: b, input_price: 1, output_price: 1}]\nroutes: [{model_id: a/b, kind: gemini-api}]",
         )
         .unwrap();
-        assert!(validate(&rows).unwrap_err().to_string().contains("cannot carry"));
+        assert!(validate(&rows)
+            .unwrap_err()
+            .to_string()
+            .contains("cannot carry"));
     }
 }

@@ -227,7 +227,10 @@ fn model_from_row(
     for r in own {
         let kind = RouteKind::parse(&r.kind).ok_or(format!("unknown route kind {:?}", r.kind))?;
         if kind.family() != family {
-            return Err(format!("route {} cannot carry family {}", r.kind, row.family));
+            return Err(format!(
+                "route {} cannot carry family {}",
+                r.kind, row.family
+            ));
         }
         let base = match &r.base_url {
             Some(url) => url.clone(),
@@ -293,7 +296,9 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
         object: "list",
         data,
     };
-    serde_json::to_vec(&list).map(Bytes::from).unwrap_or_default()
+    serde_json::to_vec(&list)
+        .map(Bytes::from)
+        .unwrap_or_default()
 }
 
 /// The shared handle: wait-free reads, atomic publication.
@@ -335,38 +340,68 @@ fn hosts_of(rows: &CatalogRows, providers: &ProvidersConf) -> Vec<(String, u16)>
     hosts
 }
 
-/// Resolves every route host asynchronously (Pingora's `HttpPeer::new` would resolve blocking
-/// and panic on failure). A host that fails to resolve keeps its previous address, if any.
-pub async fn resolve_hosts(
-    rows: &CatalogRows,
-    providers: &ProvidersConf,
-    previous: &HashMap<(String, u16), SocketAddr>,
-) -> HashMap<(String, u16), SocketAddr> {
-    let mut out = HashMap::new();
-    for (host, port) in hosts_of(rows, providers) {
-        let resolved = tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .ok()
-            .and_then(|mut it| it.next());
-        match resolved.or_else(|| previous.get(&(host.clone(), port)).copied()) {
-            Some(addr) => {
-                out.insert((host, port), addr);
+/// Host resolution for routes, off the hot path: IP literals need no lookup; names are looked
+/// up concurrently with a timeout (a stalled resolver must not stall the follower) and cached
+/// for `RESOLVE_TTL`; a failed lookup keeps the previous address, if any.
+#[derive(Debug, Default)]
+pub struct Resolver {
+    cache: HashMap<(String, u16), (Option<SocketAddr>, std::time::Instant)>,
+}
+
+const RESOLVE_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl Resolver {
+    /// Addresses for every route host of `rows`.
+    pub async fn resolve(
+        &mut self,
+        rows: &CatalogRows,
+        providers: &ProvidersConf,
+    ) -> HashMap<(String, u16), SocketAddr> {
+        let now = std::time::Instant::now();
+        let stale: Vec<(String, u16)> = hosts_of(rows, providers)
+            .into_iter()
+            .filter(|k| {
+                self.cache
+                    .get(k)
+                    .is_none_or(|(_, at)| now.duration_since(*at) > RESOLVE_TTL)
+            })
+            .collect();
+        let lookups = stale.iter().map(|(host, port)| async move {
+            if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+                return Some(SocketAddr::new(ip, *port));
             }
-            None => tracing::warn!(%host, port, "cannot resolve upstream host"),
+            let found = tokio::time::timeout(
+                RESOLVE_TIMEOUT,
+                tokio::net::lookup_host((host.as_str(), *port)),
+            )
+            .await;
+            found.ok().and_then(Result::ok).and_then(|mut it| it.next())
+        });
+        let results = futures_util::future::join_all(lookups).await;
+        for (key, found) in stale.into_iter().zip(results) {
+            if found.is_none() {
+                tracing::warn!(host = %key.0, port = key.1, "cannot resolve upstream host");
+            }
+            let previous = self.cache.get(&key).and_then(|(a, _)| *a);
+            self.cache.insert(key, (found.or(previous), now));
         }
+        self.cache
+            .iter()
+            .filter_map(|(k, (a, _))| Some((k.clone(), (*a)?)))
+            .collect()
     }
-    out
 }
 
 /// Loads the catalog from the store and builds a snapshot (used at start and by the refresher).
 pub async fn load(
     store: &dyn Store,
     providers: &ProvidersConf,
-    previous: &HashMap<(String, u16), SocketAddr>,
-) -> StoreResult<(Snapshot, HashMap<(String, u16), SocketAddr>)> {
+    resolver: &mut Resolver,
+) -> StoreResult<Snapshot> {
     let rows = store.load_catalog().await?;
-    let addrs = resolve_hosts(&rows, providers, previous).await;
-    Ok((Snapshot::build(&rows, providers, &addrs), addrs))
+    let addrs = resolver.resolve(&rows, providers).await;
+    Ok(Snapshot::build(&rows, providers, &addrs))
 }
 
 #[cfg(test)]
@@ -397,11 +432,18 @@ routes:
     #[test]
     fn builds_active_models_with_ordered_routes() {
         let snap = Snapshot::build(&rows(), &ProvidersConf::default(), &HashMap::new());
-        assert_eq!(snap.len(), 2, "inactive and unknown-family rows are left out");
+        assert_eq!(
+            snap.len(),
+            2,
+            "inactive and unknown-family rows are left out"
+        );
         let m = snap.model("acme/llama").unwrap();
         assert_eq!(m.routes[0].endpoint.port, 8, "lowest priority number first");
         let g = snap.model("google/x").unwrap();
-        assert_eq!(g.routes[0].endpoint.host, "europe-west4-aiplatform.googleapis.com");
+        assert_eq!(
+            g.routes[0].endpoint.host,
+            "europe-west4-aiplatform.googleapis.com"
+        );
         assert!(g.routes[0].endpoint.tls);
     }
 
@@ -419,6 +461,9 @@ routes:
         assert_eq!(google["pricing"]["cache_read"], 0.125);
         assert!(google["pricing"]["cache_write"].is_null());
         let text = String::from_utf8(snap.models_json().to_vec()).unwrap();
-        assert!(text.contains(r#""output":1.5,"#), "exact decimal, not 1.5000001: {text}");
+        assert!(
+            text.contains(r#""output":1.5,"#),
+            "exact decimal, not 1.5000001: {text}"
+        );
     }
 }

@@ -285,7 +285,10 @@ impl Config {
             ("gemini.base_url", &t.providers.gemini.base_url),
             ("anthropic.base_url", &t.providers.anthropic.base_url),
             ("vertex.base_url", &t.providers.vertex.base_url),
-            ("vertex.global_base_url", &t.providers.vertex.global_base_url),
+            (
+                "vertex.global_base_url",
+                &t.providers.vertex.global_base_url,
+            ),
             ("vertex.token_url", &t.providers.vertex.token_url),
         ];
         for (name, url) in urls {
@@ -323,8 +326,7 @@ fn reject_unknown_pingora_keys(map: &serde_yaml::Mapping) -> Result<(), ConfigEr
         if !known.contains(name) {
             return Err(ConfigError::Field {
                 path: name.to_owned(),
-                message: "unknown setting (neither a Pingora server setting nor `tollgate`)"
-                    .into(),
+                message: "unknown setting (neither a Pingora server setting nor `tollgate`)".into(),
             });
         }
     }
@@ -372,7 +374,10 @@ mod tests {
     #[test]
     fn bad_field_is_named() {
         let e = Config::parse("tollgate:\n  upstream:\n    read_timeout: soon\n").unwrap_err();
-        assert!(e.to_string().contains("tollgate.upstream.read_timeout"), "{e}");
+        assert!(
+            e.to_string().contains("tollgate.upstream.read_timeout"),
+            "{e}"
+        );
         let e = Config::parse("tollgate:\n  listne: 1.2.3.4:5\n").unwrap_err();
         assert!(e.to_string().contains("listne"), "{e}");
         let e = Config::parse("thread: 4\n").unwrap_err();
@@ -386,7 +391,11 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        for field in ["tollgate.store", "tollgate.key_prefix", "tollgate.catalog_refresh"] {
+        for field in [
+            "tollgate.store",
+            "tollgate.key_prefix",
+            "tollgate.catalog_refresh",
+        ] {
             assert!(e.contains(field), "{field} missing from: {e}");
         }
     }

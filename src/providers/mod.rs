@@ -111,7 +111,11 @@ pub trait Adapter: Send + Sync {
         creds: &Credentials,
     ) -> Result<UpstreamRequest, GatewayError>;
 
-    fn translate_buffered(&self, body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError>;
+    fn translate_buffered(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+    ) -> Result<Translated, TranslateError>;
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator>;
 
@@ -142,7 +146,10 @@ pub fn adapter_for(family: Family) -> Option<&'static dyn Adapter> {
 
 /// Headers are built from static names and validated values; a value that is not a valid
 /// header (e.g. a credential containing a newline) becomes an internal error, not a panic.
-pub(crate) fn header(name: &'static str, value: &str) -> Result<(HeaderName, HeaderValue), GatewayError> {
+pub(crate) fn header(
+    name: &'static str,
+    value: &str,
+) -> Result<(HeaderName, HeaderValue), GatewayError> {
     let value = HeaderValue::from_str(value)
         .map_err(|_| GatewayError::Internal(format!("invalid value for header {name}").into()))?;
     Ok((HeaderName::from_static(name), value))

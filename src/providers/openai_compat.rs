@@ -41,17 +41,28 @@ impl Adapter for OpenAiCompat {
         } else {
             None
         };
-        let mut body = Vec::with_capacity(req.fields().map(|(k, v)| k.len() + v.get().len() + 4).sum::<usize>() + 64);
-        let fields = req.fields().filter(|(k, _)| *k != "stream_options").map(|(k, v)| match k {
-            "model" => (k, model.as_str()),
-            _ => (k, v.get()),
-        });
+        let mut body = Vec::with_capacity(
+            req.fields()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>()
+                + 64,
+        );
+        let fields = req
+            .fields()
+            .filter(|(k, _)| *k != "stream_options")
+            .map(|(k, v)| match k {
+                "model" => (k, model.as_str()),
+                _ => (k, v.get()),
+            });
         let extra = stream_options.as_deref().map(|s| ("stream_options", s));
         write_object(&mut body, fields.chain(extra));
 
         let mut headers = vec![header("content-type", "application/json")?];
         if let Some(key) = &creds.openai {
-            headers.push(header("authorization", &format!("Bearer {}", key.expose()))?);
+            headers.push(header(
+                "authorization",
+                &format!("Bearer {}", key.expose()),
+            )?);
         }
         Ok(UpstreamRequest {
             path: format!("{}{suffix}", target.route.endpoint.base_path),
@@ -60,10 +71,17 @@ impl Adapter for OpenAiCompat {
         })
     }
 
-    fn translate_buffered(&self, body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
+    fn translate_buffered(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+    ) -> Result<Translated, TranslateError> {
         let mut usage = Usage::default();
         let out = rewrite(body, cx, &mut usage)?;
-        Ok(Translated { body: Bytes::from(out), usage })
+        Ok(Translated {
+            body: Bytes::from(out),
+            usage,
+        })
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
@@ -89,8 +107,12 @@ impl Adapter for OpenAiCompat {
             Text(Cow<'a, str>),
         }
         let detail = match serde_json::from_slice::<Envelope>(body) {
-            Ok(Envelope { error: ErrorField::Object { message } | ErrorField::Text(message) }) => message.into_owned(),
-            Err(_) => String::from_utf8_lossy(&body[..body.len().min(512)]).trim().to_owned(),
+            Ok(Envelope {
+                error: ErrorField::Object { message } | ErrorField::Text(message),
+            }) => message.into_owned(),
+            Err(_) => String::from_utf8_lossy(&body[..body.len().min(512)])
+                .trim()
+                .to_owned(),
         };
         if detail.is_empty() {
             format!("upstream answered HTTP {status}")
@@ -114,7 +136,13 @@ fn with_include_usage(raw: Option<&RawValue>) -> Result<String, GatewayError> {
     fields.retain(|(k, _)| k != "include_usage");
     let mut out = Vec::new();
     let yes: &str = "true";
-    write_object(&mut out, fields.iter().map(|(k, v)| (k.as_ref(), v.get())).chain([("include_usage", yes)]));
+    write_object(
+        &mut out,
+        fields
+            .iter()
+            .map(|(k, v)| (k.as_ref(), v.get()))
+            .chain([("include_usage", yes)]),
+    );
     String::from_utf8(out).map_err(|_| GatewayError::invalid("stream_options must be UTF-8"))
 }
 
@@ -125,7 +153,8 @@ fn rewrite(json: &[u8], cx: &ResponseCx, usage: &mut Usage) -> Result<Vec<u8>, T
     let model = json_string(&cx.model_id);
     for (k, v) in &fields {
         if k == "usage" && v.get() != "null" {
-            let u: OpenAiUsageIn = serde_json::from_str(v.get()).map_err(|e| TranslateError::Shape(format!("usage: {e}")))?;
+            let u: OpenAiUsageIn = serde_json::from_str(v.get())
+                .map_err(|e| TranslateError::Shape(format!("usage: {e}")))?;
             *usage = Usage::from_openai(&u);
         }
     }
@@ -159,7 +188,10 @@ impl OpenAiStream {
                 sse::write_error(out, &message);
                 self.error = Some(message);
             }
-            Ok(Chunk::Data { created, usage_only }) => {
+            Ok(Chunk::Data {
+                created,
+                usage_only,
+            }) => {
                 if created != 0 {
                     self.created = created;
                 }
@@ -202,14 +234,23 @@ fn classify(data: &[u8]) -> Result<Chunk, TranslateError> {
         #[serde(default, borrow)]
         usage: Option<&'a RawValue>,
     }
-    let peek: Peek = serde_json::from_slice(data).map_err(|e| TranslateError::Json(e.to_string()))?;
+    let peek: Peek =
+        serde_json::from_slice(data).map_err(|e| TranslateError::Json(e.to_string()))?;
     if let Some(err) = peek.error.filter(|e| e.get() != "null") {
-        let message = OpenAiCompat.upstream_error_message(200, format!("{{\"error\":{}}}", err.get()).as_bytes());
-        return Ok(Chunk::Error(message.replacen("upstream answered HTTP 200: ", "", 1)));
+        let message = OpenAiCompat
+            .upstream_error_message(200, format!("{{\"error\":{}}}", err.get()).as_bytes());
+        return Ok(Chunk::Error(message.replacen(
+            "upstream answered HTTP 200: ",
+            "",
+            1,
+        )));
     }
     let has_usage = peek.usage.is_some_and(|u| u.get() != "null");
     let usage_only = has_usage && peek.choices.as_ref().is_none_or(Vec::is_empty);
-    Ok(Chunk::Data { created: peek.created, usage_only })
+    Ok(Chunk::Data {
+        created: peek.created,
+        usage_only,
+    })
 }
 
 impl StreamTranslator for OpenAiStream {
@@ -225,7 +266,13 @@ impl StreamTranslator for OpenAiStream {
             self.on_data(&ev.data, out);
         }
         if self.error.is_none() {
-            sse::write_usage_chunk(out, &self.cx.id, self.created, &self.cx.model_id, &self.usage);
+            sse::write_usage_chunk(
+                out,
+                &self.cx.id,
+                self.created,
+                &self.cx.model_id,
+                &self.usage,
+            );
         }
         sse::write_done(out);
     }
@@ -245,11 +292,19 @@ mod tests {
     use std::sync::Arc;
 
     fn cx() -> ResponseCx {
-        ResponseCx { id: Arc::from("chatcmpl-gw1"), model_id: Arc::from("acme/gpt"), op: Operation::Chat }
+        ResponseCx {
+            id: Arc::from("chatcmpl-gw1"),
+            model_id: Arc::from("acme/gpt"),
+            op: Operation::Chat,
+        }
     }
 
     fn fixture(name: &str) -> Vec<u8> {
-        std::fs::read(format!("{}/tests/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+        std::fs::read(format!(
+            "{}/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap()
     }
 
     fn frames(out: &[u8]) -> Vec<serde_json::Value> {
@@ -258,7 +313,11 @@ mod tests {
             .filter(|f| !f.is_empty())
             .map(|f| {
                 let data = f.strip_prefix("data: ").unwrap();
-                if data == "[DONE]" { serde_json::Value::String("[DONE]".into()) } else { serde_json::from_str(data).unwrap() }
+                if data == "[DONE]" {
+                    serde_json::Value::String("[DONE]".into())
+                } else {
+                    serde_json::from_str(data).unwrap()
+                }
             })
             .collect()
     }
@@ -283,9 +342,15 @@ mod tests {
         let orig: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["id"], "chatcmpl-gw1");
         assert_eq!(v["model"], "acme/gpt");
-        assert_eq!(v["choices"], orig["choices"], "content passes through untouched");
+        assert_eq!(
+            v["choices"], orig["choices"],
+            "content passes through untouched"
+        );
         let u = &orig["usage"];
-        assert_eq!(t.usage.prompt_tokens(), u["prompt_tokens"].as_u64().unwrap());
+        assert_eq!(
+            t.usage.prompt_tokens(),
+            u["prompt_tokens"].as_u64().unwrap()
+        );
         assert_eq!(t.usage.output, u["completion_tokens"].as_u64().unwrap());
     }
 
@@ -298,7 +363,13 @@ mod tests {
         let usage_chunk = &f[f.len() - 2];
         assert_eq!(usage_chunk["choices"], serde_json::json!([]));
         assert!(usage_chunk["usage"]["total_tokens"].as_u64().unwrap() > 0);
-        assert_eq!(f.iter().filter(|c| c.get("usage").is_some_and(|u| !u.is_null())).count(), 1, "usage exactly once");
+        assert_eq!(
+            f.iter()
+                .filter(|c| c.get("usage").is_some_and(|u| !u.is_null()))
+                .count(),
+            1,
+            "usage exactly once"
+        );
         for c in &f[..f.len() - 1] {
             assert_eq!(c["id"], "chatcmpl-gw1");
             assert_eq!(c["model"], "acme/gpt");
@@ -336,9 +407,18 @@ mod tests {
 
     #[test]
     fn upstream_error_messages() {
-        let m = OpenAiCompat.upstream_error_message(429, br#"{"error":{"message":"Rate limit reached","type":"requests"}}"#);
+        let m = OpenAiCompat.upstream_error_message(
+            429,
+            br#"{"error":{"message":"Rate limit reached","type":"requests"}}"#,
+        );
         assert_eq!(m, "upstream answered HTTP 429: Rate limit reached");
-        assert_eq!(OpenAiCompat.upstream_error_message(502, b""), "upstream answered HTTP 502");
-        assert_eq!(OpenAiCompat.upstream_error_message(500, b"oops"), "upstream answered HTTP 500: oops");
+        assert_eq!(
+            OpenAiCompat.upstream_error_message(502, b""),
+            "upstream answered HTTP 502"
+        );
+        assert_eq!(
+            OpenAiCompat.upstream_error_message(500, b"oops"),
+            "upstream answered HTTP 500: oops"
+        );
     }
 }

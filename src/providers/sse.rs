@@ -53,7 +53,11 @@ impl SseFramer {
     pub fn finish(&mut self) -> Option<SseEvent> {
         if self.scan < self.buf.len() {
             let end = self.buf.len();
-            let line_end = if self.buf.ends_with(b"\r") { end - 1 } else { end };
+            let line_end = if self.buf.ends_with(b"\r") {
+                end - 1
+            } else {
+                end
+            };
             self.field(self.scan, line_end);
             self.scan = end;
         }
@@ -67,7 +71,10 @@ impl SseFramer {
             return;
         }
         let (name, value_at) = match line.iter().position(|&b| b == b':') {
-            Some(i) => (&line[..i], i + 1 + usize::from(line.get(i + 1) == Some(&b' '))),
+            Some(i) => (
+                &line[..i],
+                i + 1 + usize::from(line.get(i + 1) == Some(&b' ')),
+            ),
             None => (line, line.len()),
         };
         let value = (start + value_at, end);
@@ -113,7 +120,10 @@ impl SseFramer {
 /// Finds the end of the line starting at `from`: (end of content, start of next line).
 /// A lone `\r` at the very end may be the first half of `\r\n`, so it waits for more bytes.
 fn find_line_end(buf: &[u8], from: usize) -> Option<(usize, usize)> {
-    let rel = buf.get(from..)?.iter().position(|&b| b == b'\n' || b == b'\r')?;
+    let rel = buf
+        .get(from..)?
+        .iter()
+        .position(|&b| b == b'\n' || b == b'\r')?;
     let i = from + rel;
     match (buf[i], buf.get(i + 1)) {
         (b'\r', Some(b'\n')) => Some((i, i + 2)),
@@ -213,7 +223,10 @@ mod tests {
 
     #[test]
     fn splits_inside_crlf_do_not_create_events() {
-        assert_eq!(events(&[b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"]), vec![ev(None, "a"), ev(None, "b")]);
+        assert_eq!(
+            events(&[b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"]),
+            vec![ev(None, "a"), ev(None, "b")]
+        );
     }
 
     proptest! {

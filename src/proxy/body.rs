@@ -36,7 +36,11 @@ pub async fn read_bounded(session: &mut Session, max: u64) -> Result<Bytes, Gate
 }
 
 fn content_length(session: &Session) -> Result<Option<u64>, GatewayError> {
-    match session.req_header().headers.get(http::header::CONTENT_LENGTH) {
+    match session
+        .req_header()
+        .headers
+        .get(http::header::CONTENT_LENGTH)
+    {
         None => Ok(None),
         Some(v) => v
             .to_str()

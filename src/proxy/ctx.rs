@@ -53,8 +53,8 @@ pub struct Ctx {
     pub body_read: bool,
 }
 
-impl Ctx {
-    pub fn new() -> Self {
+impl Default for Ctx {
+    fn default() -> Self {
         Ctx {
             started: Instant::now(),
             admitted: None,

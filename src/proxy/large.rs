@@ -47,11 +47,16 @@ pub async fn hand_off(session: &mut Session, admitted: Admitted) -> pingora_erro
             let mut out = BytesMut::new();
             sse::write_error(&mut out, &message);
             sse::write_done(&mut out);
-            session.write_response_body(Some(out.freeze()), true).await?;
+            session
+                .write_response_body(Some(out.freeze()), true)
+                .await?;
         }
         session.finish_body().await.map(|_| ())
     } else {
-        let e = GatewayError::Upstream { status: 502, message: message.into() };
+        let e = GatewayError::Upstream {
+            status: 502,
+            message: message.into(),
+        };
         respond::error(session, &e).await
     }
 }

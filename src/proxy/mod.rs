@@ -64,7 +64,10 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
     if ok {
         Ok(endpoint)
     } else {
-        Err(GatewayError::MethodNotAllowed { method: method.as_str().into(), allow })
+        Err(GatewayError::MethodNotAllowed {
+            method: method.as_str().into(),
+            allow,
+        })
     }
 }
 
@@ -75,12 +78,15 @@ enum Admission {
     /// Ready to proxy (decision stored in the context).
     Proxy,
     /// Ready to proxy, but the body is too large to replay: hand off to a subrequest.
-    HandOff(Admitted),
+    HandOff(Box<Admitted>),
 }
 
 impl Gateway {
     fn authenticate(&self, session: &Session) -> Result<Arc<crate::store::ApiKey>, GatewayError> {
-        let header = session.req_header().headers.get(http::header::AUTHORIZATION);
+        let header = session
+            .req_header()
+            .headers
+            .get(http::header::AUTHORIZATION);
         let token = bearer_token(header.map(|h| h.as_bytes()))?;
         self.keys.authenticate(token, chrono::Utc::now())
     }
@@ -95,7 +101,8 @@ impl Gateway {
             }
             Endpoint::Models => {
                 self.authenticate(session)?;
-                self.answer(session, self.catalog.snapshot().models_json()).await;
+                self.answer(session, self.catalog.snapshot().models_json())
+                    .await;
                 return Ok(Admission::Answered);
             }
             Endpoint::Proxied(op) => op,
@@ -105,14 +112,19 @@ impl Gateway {
         ctx.body_read = true;
         let admitted = self.route(&body, op, key)?;
         if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
-            return Ok(Admission::HandOff(admitted));
+            return Ok(Admission::HandOff(Box::new(admitted)));
         }
         ctx.admitted = Some(admitted);
         Ok(Admission::Proxy)
     }
 
     /// Parses the body and decides model, route and upstream request. Pure, no I/O.
-    fn route(&self, body: &[u8], op: Operation, key: Arc<crate::store::ApiKey>) -> Result<Admitted, GatewayError> {
+    fn route(
+        &self,
+        body: &[u8],
+        op: Operation,
+        key: Arc<crate::store::ApiKey>,
+    ) -> Result<Admitted, GatewayError> {
         let req = RawRequest::parse(body, op)?;
         let snapshot = self.catalog.snapshot();
         let model = snapshot
@@ -120,25 +132,54 @@ impl Gateway {
             .ok_or_else(|| GatewayError::ModelNotFound(req.model.as_ref().into()))?
             .clone();
         match (op, model.kind) {
-            (Operation::Embeddings, ModelKind::Chat) => return Err(GatewayError::EmbeddingsUnsupported(model.id.as_ref().into())),
-            (Operation::Chat, ModelKind::Embedding) => return Err(GatewayError::ChatUnsupported(model.id.as_ref().into())),
+            (Operation::Embeddings, ModelKind::Chat) => {
+                return Err(GatewayError::EmbeddingsUnsupported(
+                    model.id.as_ref().into(),
+                ))
+            }
+            (Operation::Chat, ModelKind::Embedding) => {
+                return Err(GatewayError::ChatUnsupported(model.id.as_ref().into()))
+            }
             _ => {}
         }
         if op == Operation::Embeddings && req.stream {
             return Err(GatewayError::invalid("embeddings cannot be streamed"));
         }
-        let adapter = adapter_for(model.family).ok_or(GatewayError::FamilyUnavailable(model.family.as_str()))?;
+        let adapter = adapter_for(model.family)
+            .ok_or(GatewayError::FamilyUnavailable(model.family.as_str()))?;
         let route = model
             .routes
             .iter()
             .find(|r| r.addr.is_some())
             .cloned()
             .ok_or_else(|| GatewayError::NoRoute(model.id.as_ref().into()))?;
-        let target = Target { model: &model, route: &route, op, stream: req.stream };
+        let target = Target {
+            model: &model,
+            route: &route,
+            op,
+            stream: req.stream,
+        };
         let upstream = adapter.build_request(&req, &target, &self.credentials)?;
-        let prefix = if op == Operation::Chat { "chatcmpl" } else { "emb" };
-        let response_cx = ResponseCx { id: new_id(prefix).replacen('_', "-", 1).into(), model_id: model.id.clone(), op };
-        Ok(Admitted { op, key, stream: req.stream, model, route, adapter, upstream, response_cx })
+        let prefix = if op == Operation::Chat {
+            "chatcmpl"
+        } else {
+            "emb"
+        };
+        let response_cx = ResponseCx {
+            id: new_id(prefix).replacen('_', "-", 1).into(),
+            model_id: model.id.clone(),
+            op,
+        };
+        Ok(Admitted {
+            op,
+            key,
+            stream: req.stream,
+            model,
+            route,
+            adapter,
+            upstream,
+            response_cx,
+        })
     }
 
     async fn answer(&self, session: &mut Session, body: Bytes) {
@@ -153,14 +194,18 @@ impl ProxyHttp for Gateway {
     type CTX = Ctx;
 
     fn new_ctx(&self) -> Ctx {
-        Ctx::new()
+        Ctx::default()
     }
 
     fn allow_spawning_subrequest(&self, session: &Session, _ctx: &Ctx) -> bool {
         !session.as_downstream().is_subrequest()
     }
 
-    async fn request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> pingora_error::Result<bool> {
+    async fn request_filter(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+    ) -> pingora_error::Result<bool> {
         if let Some(admitted) = large::take_handoff(session) {
             ctx.admitted = Some(admitted);
             return Ok(false);
@@ -170,7 +215,7 @@ impl ProxyHttp for Gateway {
             Ok(Admission::Answered) => Ok(true),
             Ok(Admission::HandOff(admitted)) => {
                 ctx.handed_off = true;
-                large::hand_off(session, admitted).await?;
+                large::hand_off(session, *admitted).await?;
                 Ok(true)
             }
             Err(e) => {
@@ -185,12 +230,19 @@ impl ProxyHttp for Gateway {
         }
     }
 
-    async fn upstream_peer(&self, _session: &mut Session, ctx: &mut Ctx) -> pingora_error::Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut Ctx,
+    ) -> pingora_error::Result<Box<HttpPeer>> {
         let Some(route) = ctx.admitted.as_ref().map(|a| &a.route) else {
             return Err(Error::explain(ErrorType::InternalError, "no route decided"));
         };
         let Some(addr) = route.addr else {
-            return Err(Error::explain(ErrorType::ConnectNoRoute, "upstream host unresolved"));
+            return Err(Error::explain(
+                ErrorType::ConnectNoRoute,
+                "upstream host unresolved",
+            ));
         };
         let mut peer = HttpPeer::new(addr, route.endpoint.tls, route.endpoint.host.clone());
         let o = &mut peer.options;
@@ -202,17 +254,36 @@ impl ProxyHttp for Gateway {
         Ok(Box::new(peer))
     }
 
-    async fn upstream_request_filter(&self, _session: &mut Session, req: &mut RequestHeader, ctx: &mut Ctx) -> pingora_error::Result<()> {
+    async fn upstream_request_filter(
+        &self,
+        _session: &mut Session,
+        req: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> pingora_error::Result<()> {
         let Some(a) = ctx.admitted.as_ref() else {
-            return Err(Error::explain(ErrorType::InternalError, "no upstream request"));
+            return Err(Error::explain(
+                ErrorType::InternalError,
+                "no upstream request",
+            ));
         };
         // A fresh header: nothing of the client's (its key, cookies, encodings) leaks upstream.
         let up = &a.upstream;
-        let mut fresh = RequestHeader::build("POST", up.path.as_bytes(), Some(up.headers.len() + 4))?;
+        let mut fresh =
+            RequestHeader::build("POST", up.path.as_bytes(), Some(up.headers.len() + 4))?;
         fresh.insert_header("host", a.route.endpoint.authority())?;
         fresh.insert_header("content-length", up.body.len().to_string())?;
-        fresh.insert_header("accept", if a.stream { "text/event-stream" } else { "application/json" })?;
-        fresh.insert_header("user-agent", concat!("tollgate/", env!("CARGO_PKG_VERSION")))?;
+        fresh.insert_header(
+            "accept",
+            if a.stream {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        )?;
+        fresh.insert_header(
+            "user-agent",
+            concat!("tollgate/", env!("CARGO_PKG_VERSION")),
+        )?;
         for (name, value) in &up.headers {
             fresh.insert_header(name.clone(), value.clone())?;
         }
@@ -220,16 +291,33 @@ impl ProxyHttp for Gateway {
         Ok(())
     }
 
-    async fn request_body_filter(&self, _session: &mut Session, body: &mut Option<Bytes>, end_of_stream: bool, ctx: &mut Ctx) -> pingora_error::Result<()> {
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> pingora_error::Result<()> {
         if let Some(a) = ctx.admitted.as_ref() {
             // Never `None` mid-body: that would end the upstream body early.
-            *body = Some(if end_of_stream { a.upstream.body.clone() } else { Bytes::new() });
+            *body = Some(if end_of_stream {
+                a.upstream.body.clone()
+            } else {
+                Bytes::new()
+            });
         }
         Ok(())
     }
 
-    async fn response_filter(&self, _session: &mut Session, resp: &mut ResponseHeader, ctx: &mut Ctx) -> pingora_error::Result<()> {
-        let Some(a) = ctx.admitted.as_ref() else { return Ok(()) };
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Ctx,
+    ) -> pingora_error::Result<()> {
+        let Some(a) = ctx.admitted.as_ref() else {
+            return Ok(());
+        };
         let status = resp.status.as_u16();
         ctx.upstream_status = Some(status);
         ctx.first_byte_at = Some(Instant::now());
@@ -241,7 +329,14 @@ impl ProxyHttp for Gateway {
         };
         let streaming = ok && a.stream;
         let mut fresh = ResponseHeader::build(status, Some(5))?;
-        fresh.insert_header("content-type", if streaming { "text/event-stream" } else { "application/json" })?;
+        fresh.insert_header(
+            "content-type",
+            if streaming {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        )?;
         fresh.insert_header("transfer-encoding", "chunked")?;
         if streaming {
             fresh.insert_header("cache-control", "no-cache")?;
@@ -254,8 +349,16 @@ impl ProxyHttp for Gateway {
         Ok(())
     }
 
-    fn response_body_filter(&self, _session: &mut Session, body: &mut Option<Bytes>, end_of_stream: bool, ctx: &mut Ctx) -> pingora_error::Result<Option<Duration>> {
-        let Some(a) = ctx.admitted.as_ref() else { return Ok(None) };
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> pingora_error::Result<Option<Duration>> {
+        let Some(a) = ctx.admitted.as_ref() else {
+            return Ok(None);
+        };
         match &mut ctx.translation {
             Translation::None => {}
             Translation::Stream(t) => {
@@ -266,7 +369,10 @@ impl ProxyHttp for Gateway {
                 if end_of_stream {
                     t.finish(&mut out);
                     if let Some(message) = t.failed() {
-                        ctx.error = Some(GatewayError::Upstream { status: 200, message: message.into() });
+                        ctx.error = Some(GatewayError::Upstream {
+                            status: 200,
+                            message: message.into(),
+                        });
                     }
                 }
                 ctx.usage = t.usage();
@@ -278,7 +384,14 @@ impl ProxyHttp for Gateway {
                 }
                 if end_of_stream {
                     let whole = std::mem::take(buf).freeze();
-                    *body = Some(self.finish_buffered(a, &ctx.translation, &whole, &mut ctx.usage, &mut ctx.error, ctx.upstream_status));
+                    *body = Some(self.finish_buffered(
+                        a,
+                        &ctx.translation,
+                        &whole,
+                        &mut ctx.usage,
+                        &mut ctx.error,
+                        ctx.upstream_status,
+                    ));
                 }
             }
         }
@@ -290,23 +403,38 @@ impl ProxyHttp for Gateway {
         if mid_stream || session.as_downstream().is_subrequest() && ctx.first_byte_at.is_some() {
             // The client already has a 200: close the stream the specified way.
             let message = format!("upstream failed mid-response: {}", e.etype().as_str());
-            if matches!(ctx.translation, Translation::Stream(_)) && !session.as_downstream().is_subrequest() {
+            if matches!(ctx.translation, Translation::Stream(_))
+                && !session.as_downstream().is_subrequest()
+            {
                 let mut out = BytesMut::new();
                 sse::write_error(&mut out, &message);
                 sse::write_done(&mut out);
                 let _ = session.write_response_body(Some(out.freeze()), true).await;
                 let _ = session.finish_body().await;
             }
-            ctx.error = Some(GatewayError::Upstream { status: 200, message: message.into() });
-            return FailToProxy { error_code: 0, can_reuse_downstream: false };
+            ctx.error = Some(GatewayError::Upstream {
+                status: 200,
+                message: message.into(),
+            });
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
         }
         let ge = upstream_failure(e);
-        let code = if matches!(e.esource(), ErrorSource::Downstream) { 0 } else { ge.status() };
+        let code = if matches!(e.esource(), ErrorSource::Downstream) {
+            0
+        } else {
+            ge.status()
+        };
         if code != 0 && !session.as_downstream().is_subrequest() {
             let _ = respond::error(session, &ge).await;
         }
         ctx.error = Some(ge);
-        FailToProxy { error_code: code, can_reuse_downstream: false }
+        FailToProxy {
+            error_code: code,
+            can_reuse_downstream: false,
+        }
     }
 
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Ctx) {
@@ -331,13 +459,19 @@ impl Gateway {
     ) -> Bytes {
         let status = upstream_status.unwrap_or(502);
         let failure = match translation {
-            Translation::UpstreamError(_) => GatewayError::Upstream { status, message: a.adapter.upstream_error_message(status, whole).into() },
+            Translation::UpstreamError(_) => GatewayError::Upstream {
+                status,
+                message: a.adapter.upstream_error_message(status, whole).into(),
+            },
             _ => match a.adapter.translate_buffered(whole, &a.response_cx) {
                 Ok(t) => {
                     *usage = t.usage;
                     return t.body;
                 }
-                Err(e) => GatewayError::Upstream { status, message: e.to_string().into() },
+                Err(e) => GatewayError::Upstream {
+                    status,
+                    message: e.to_string().into(),
+                },
             },
         };
         let body = failure.envelope();
@@ -351,7 +485,8 @@ fn upstream_failure(e: &Error) -> GatewayError {
     use ErrorType::*;
     let (status, what) = match e.etype() {
         ConnectTimedout | ReadTimedout | WriteTimedout => (504, "upstream timed out"),
-        ConnectRefused | ConnectNoRoute | ConnectError | TLSHandshakeFailure | ConnectProxyFailure => (502, "cannot connect to upstream"),
+        ConnectRefused | ConnectNoRoute | ConnectError | TLSHandshakeFailure
+        | ConnectProxyFailure => (502, "cannot connect to upstream"),
         HTTPStatus(code) => (*code, "upstream failed"),
         _ => match e.esource() {
             ErrorSource::Upstream => (502, "upstream failed"),
@@ -362,7 +497,10 @@ fn upstream_failure(e: &Error) -> GatewayError {
     if status == 500 {
         GatewayError::Internal(format!("{what}: {}", e.etype().as_str()).into())
     } else {
-        GatewayError::Upstream { status, message: format!("{what}: {}", e.etype().as_str()).into() }
+        GatewayError::Upstream {
+            status,
+            message: format!("{what}: {}", e.etype().as_str()).into(),
+        }
     }
 }
 
@@ -370,7 +508,9 @@ fn upstream_failure(e: &Error) -> GatewayError {
 fn access_log(path: &str, status: u16, ctx: &Ctx) {
     let a = ctx.admitted.as_ref();
     let total_ms = ctx.started.elapsed().as_secs_f64() * 1e3;
-    let ttfb_ms = ctx.first_byte_at.map(|t| (t - ctx.started).as_secs_f64() * 1e3);
+    let ttfb_ms = ctx
+        .first_byte_at
+        .map(|t| (t - ctx.started).as_secs_f64() * 1e3);
     let code = ctx.error.as_ref().map_or("", GatewayError::code);
     let blame = ctx.error.as_ref().map(GatewayError::blame);
     let u = ctx.usage;

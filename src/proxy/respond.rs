@@ -7,19 +7,32 @@ use pingora_proxy::Session;
 use crate::api::GatewayError;
 
 /// Writes a complete JSON response.
-pub async fn json(session: &mut Session, status: u16, body: Bytes, extra: &[(&'static str, &str)]) -> pingora_error::Result<()> {
+pub async fn json(
+    session: &mut Session,
+    status: u16,
+    body: Bytes,
+    extra: &[(&'static str, &str)],
+) -> pingora_error::Result<()> {
     let mut header = ResponseHeader::build(status, Some(3 + extra.len()))?;
     header.insert_header("content-type", "application/json")?;
     header.insert_header("content-length", body.len().to_string())?;
     for (name, value) in extra {
         header.insert_header(*name, *value)?;
     }
-    session.write_response_header(Box::new(header), false).await?;
+    session
+        .write_response_header(Box::new(header), false)
+        .await?;
     session.write_response_body(Some(body), true).await
 }
 
 /// Writes the error envelope with the error's status (and `Allow` on a 405).
 pub async fn error(session: &mut Session, e: &GatewayError) -> pingora_error::Result<()> {
     let allow = e.allow().map(|a| [("allow", a)]);
-    json(session, e.status(), e.envelope(), allow.as_ref().map_or(&[], |a| &a[..])).await
+    json(
+        session,
+        e.status(),
+        e.envelope(),
+        allow.as_ref().map_or(&[], |a| &a[..]),
+    )
+    .await
 }

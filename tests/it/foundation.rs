@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{Gateway, Sim};
+use crate::harness::{FakeUpstream, Gateway};
 
 async fn get(url: String, key: Option<&str>) -> (u16, Value) {
     let mut req = reqwest::Client::new().get(url);
@@ -17,7 +17,12 @@ async fn get(url: String, key: Option<&str>) -> (u16, Value) {
 fn assert_error(body: &Value, ty: &str, code: &str) {
     assert_eq!(body["error"]["type"], ty, "{body}");
     assert_eq!(body["error"]["code"], code, "{body}");
-    assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -27,7 +32,11 @@ async fn health_is_public_and_local() {
     assert_eq!(status, 200);
     assert_eq!(body, json!({"status": "ok"}));
     let (status, body) = get(format!("{}/health", gw.admin), None).await;
-    assert_eq!((status, body), (200, json!({"status": "ok"})), "admin listener answers too");
+    assert_eq!(
+        (status, body),
+        (200, json!({"status": "ok"})),
+        "admin listener answers too"
+    );
 }
 
 #[tokio::test]
@@ -41,7 +50,11 @@ async fn models_list_has_the_specified_shape() {
     assert!(data.len() >= 9, "default catalog: {body}");
     for m in data {
         let keys: Vec<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();
-        assert_eq!(keys.len(), 5, "exactly id/object/created/owned_by/pricing: {m}");
+        assert_eq!(
+            keys.len(),
+            5,
+            "exactly id/object/created/owned_by/pricing: {m}"
+        );
         assert_eq!(m["object"], "model");
         assert_eq!(m["created"], 1704067200);
         assert!(m["id"].as_str().unwrap().contains('/'));
@@ -50,14 +63,29 @@ async fn models_list_has_the_specified_shape() {
             assert!(m["pricing"][field].is_number(), "{m}");
         }
         for field in ["cache_read", "cache_write"] {
-            assert!(m["pricing"][field].is_number() || m["pricing"][field].is_null(), "{m}");
+            assert!(
+                m["pricing"][field].is_number() || m["pricing"][field].is_null(),
+                "{m}"
+            );
         }
     }
-    let embed = data.iter().find(|m| m["id"] == "google/text-embedding-004").unwrap();
-    assert_eq!(embed["pricing"], json!({"input": 0.025, "output": 0.0, "cache_read": null, "cache_write": null}));
-    let sonnet = data.iter().find(|m| m["id"] == "anthropic/claude-sonnet-4-5").unwrap();
+    let embed = data
+        .iter()
+        .find(|m| m["id"] == "google/text-embedding-004")
+        .unwrap();
+    assert_eq!(
+        embed["pricing"],
+        json!({"input": 0.025, "output": 0.0, "cache_read": null, "cache_write": null})
+    );
+    let sonnet = data
+        .iter()
+        .find(|m| m["id"] == "anthropic/claude-sonnet-4-5")
+        .unwrap();
     assert_eq!(sonnet["owned_by"], "anthropic");
-    assert_eq!(sonnet["pricing"], json!({"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75}));
+    assert_eq!(
+        sonnet["pricing"],
+        json!({"input": 3.0, "output": 15.0, "cache_read": 0.3, "cache_write": 3.75})
+    );
 }
 
 #[tokio::test]
@@ -66,7 +94,13 @@ async fn every_auth_failure_has_its_envelope() {
     let (ws, key) = gw.workspace_with_key();
     let models = gw.url("/v1/models");
 
-    for header in [None, Some("Basic abc"), Some("Bearer"), Some("Bearer "), Some(key.as_str())] {
+    for header in [
+        None,
+        Some("Basic abc"),
+        Some("Bearer"),
+        Some("Bearer "),
+        Some(key.as_str()),
+    ] {
         let (status, body) = get(models.clone(), header).await;
         assert_eq!(status, 401, "{header:?}");
         assert_error(&body, "authentication_error", "missing_auth");
@@ -100,57 +134,130 @@ async fn every_auth_failure_has_its_envelope() {
     assert_eq!(status, 200, "the untouched key still works");
 
     // Chat is gated the same way, before the body is even looked at.
-    let res = reqwest::Client::new().post(gw2.url("/v1/chat/completions")).body("not json").send().await.unwrap();
+    let res = reqwest::Client::new()
+        .post(gw2.url("/v1/chat/completions"))
+        .body("not json")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 401);
 }
 
 #[tokio::test]
 async fn gateway_errors_are_envelopes_with_the_right_status() {
-    let sim = Sim::start();
+    let sim = FakeUpstream::start().await;
     let gw = Gateway::builder().sim(&sim).max_body("64KiB").start();
     let (_, key) = gw.workspace_with_key();
     let client = reqwest::Client::new();
-    let post = |path: &str, body: String| client.post(gw.url(path)).bearer_auth(&key).header("content-type", "application/json").body(body).send();
+    let post = |path: &str, body: String| {
+        client
+            .post(gw.url(path))
+            .bearer_auth(&key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
 
-    let res = post("/v1/chat/completions", json!({"model": "nope/model", "messages": [{"role": "user", "content": "hi"}]}).to_string()).await.unwrap();
+    let res = post(
+        "/v1/chat/completions",
+        json!({"model": "nope/model", "messages": [{"role": "user", "content": "hi"}]}).to_string(),
+    )
+    .await
+    .unwrap();
     assert_eq!(res.status(), 400);
     let body: Value = res.json().await.unwrap();
     assert_error(&body, "invalid_request_error", "model_not_found");
     assert_eq!(body["error"]["message"], "model \"nope/model\" not found");
 
-    for bad in ["{", "[]", "{\"messages\":[]}", "{\"model\":\"acme/echo\"}", "{\"model\":\"acme/echo\",\"messages\":\"x\"}"] {
+    for bad in [
+        "{",
+        "[]",
+        "{\"messages\":[]}",
+        "{\"model\":\"acme/echo\"}",
+        "{\"model\":\"acme/echo\",\"messages\":\"x\"}",
+    ] {
         let res = post("/v1/chat/completions", bad.to_owned()).await.unwrap();
         assert_eq!(res.status(), 400, "{bad}");
-        assert_error(&res.json().await.unwrap(), "invalid_request_error", "invalid_request_error");
+        assert_error(
+            &res.json().await.unwrap(),
+            "invalid_request_error",
+            "invalid_request_error",
+        );
     }
 
-    let huge = format!("{{\"model\":\"acme/echo\",\"messages\":[{{\"role\":\"user\",\"content\":\"{}\"}}]}}", "x".repeat(70 * 1024));
+    let huge = format!(
+        "{{\"model\":\"acme/echo\",\"messages\":[{{\"role\":\"user\",\"content\":\"{}\"}}]}}",
+        "x".repeat(70 * 1024)
+    );
     let res = post("/v1/chat/completions", huge).await.unwrap();
     assert_eq!(res.status(), 413);
-    assert_error(&res.json().await.unwrap(), "invalid_request_error", "request_too_large");
+    assert_error(
+        &res.json().await.unwrap(),
+        "invalid_request_error",
+        "request_too_large",
+    );
 
-    let res = post("/v1/embeddings", json!({"model": "acme/echo", "input": "x"}).to_string()).await.unwrap();
+    let res = post(
+        "/v1/embeddings",
+        json!({"model": "acme/echo", "input": "x"}).to_string(),
+    )
+    .await
+    .unwrap();
     assert_eq!(res.status(), 400);
     let body: Value = res.json().await.unwrap();
     assert_error(&body, "invalid_request_error", "embeddings_unsupported");
-    assert_eq!(body["error"]["message"], "model \"acme/echo\" does not support embeddings");
+    assert_eq!(
+        body["error"]["message"],
+        "model \"acme/echo\" does not support embeddings"
+    );
 
-    let res = post("/v1/chat/completions", json!({"model": "acme/embed", "messages": [{"role": "user", "content": "x"}]}).to_string()).await.unwrap();
+    let res = post(
+        "/v1/chat/completions",
+        json!({"model": "acme/embed", "messages": [{"role": "user", "content": "x"}]}).to_string(),
+    )
+    .await
+    .unwrap();
     assert_eq!(res.status(), 400, "an embedding model is not a chat model");
 
-    let res = client.get(gw.url("/v1/nothing-here")).bearer_auth(&key).send().await.unwrap();
+    let res = client
+        .get(gw.url("/v1/nothing-here"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 404);
-    assert_error(&res.json().await.unwrap(), "invalid_request_error", "not_found");
+    assert_error(
+        &res.json().await.unwrap(),
+        "invalid_request_error",
+        "not_found",
+    );
 
-    let res = client.get(gw.url("/v1/chat/completions")).bearer_auth(&key).send().await.unwrap();
+    let res = client
+        .get(gw.url("/v1/chat/completions"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 405);
     assert_eq!(res.headers()["allow"], "POST");
-    assert_error(&res.json().await.unwrap(), "invalid_request_error", "method_not_allowed");
+    assert_error(
+        &res.json().await.unwrap(),
+        "invalid_request_error",
+        "method_not_allowed",
+    );
 
-    let res = client.delete(gw.url("/v1/models")).bearer_auth(&key).send().await.unwrap();
+    let res = client
+        .delete(gw.url("/v1/models"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(res.status(), 405);
 
-    assert!(sim.api_requests().await.is_empty(), "no failed request reached the upstream");
+    assert!(
+        sim.requests().is_empty(),
+        "no failed request reached the upstream"
+    );
 }
 
 #[tokio::test]
@@ -159,5 +266,9 @@ async fn families_not_built_yet_say_so() {
     let (_, key) = gw.workspace_with_key();
     let res = gw.chat(&key, json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": "hi"}]})).await;
     assert_eq!(res.status(), 501);
-    assert_error(&res.json().await.unwrap(), "server_error", "family_unavailable");
+    assert_error(
+        &res.json().await.unwrap(),
+        "server_error",
+        "family_unavailable",
+    );
 }

@@ -1,7 +1,6 @@
 //! Test harness: the upstream simulator and a real gateway process, each on a free loopback
 //! port, each owned by a guard that kills it on drop. Every test gets its own pair.
 
-use std::io::{BufRead, BufReader};
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,10 +8,36 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-pub const SIM_OPENAI_KEY: &str = "sim-openai-key";
+pub use crate::fake_upstream::{FakeUpstream, FAKE_KEY};
+
+/// A blocking GET status over a raw socket (usable from sync harness code inside async tests).
+mod reqwest {
+    pub use ::reqwest::*;
+    pub fn blocking_status(url: &str, key: &str) -> u16 {
+        use std::io::{Read, Write};
+        let rest = url.trim_start_matches("http://");
+        let (addr, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+            return 0;
+        };
+        let _ = write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nConnection: close\r\n\r\n");
+        let mut buf = [0u8; 12];
+        if s.read_exact(&mut buf).is_err() {
+            return 0;
+        }
+        std::str::from_utf8(&buf[9..12])
+            .ok()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0)
+    }
+}
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Kills the child when dropped.
@@ -21,46 +46,6 @@ impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
-    }
-}
-
-pub struct Sim {
-    pub url: String,
-    _child: ChildGuard,
-}
-
-impl Sim {
-    pub fn start() -> Sim {
-        Self::start_with(&[])
-    }
-
-    pub fn start_with(args: &[&str]) -> Sim {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-sim"))
-            .args(["--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "unexpected sim banner {line:?}");
-        Sim { url, _child: ChildGuard(child) }
-    }
-
-    /// Every request the simulator received.
-    pub async fn requests(&self) -> Vec<Value> {
-        reqwest::get(format!("{}/_sim/requests", self.url)).await.unwrap().json().await.unwrap()
-    }
-
-    /// Requests to upstream API paths (the control endpoints excluded).
-    pub async fn api_requests(&self) -> Vec<Value> {
-        self.requests()
-            .await
-            .into_iter()
-            .filter(|r| !r["path"].as_str().unwrap_or("").starts_with("/_sim"))
-            .collect()
     }
 }
 
@@ -83,13 +68,22 @@ pub struct GatewayBuilder {
 
 impl Gateway {
     pub fn builder() -> GatewayBuilder {
-        GatewayBuilder { store_url: None, catalog_refresh: "2s", max_body: "32MiB", sim_url: None }
+        GatewayBuilder {
+            store_url: None,
+            catalog_refresh: "2s",
+            max_body: "32MiB",
+            sim_url: None,
+        }
     }
 
     /// Runs the `tollgate` CLI with this gateway's conf; returns stdout (asserts success).
     pub fn cli(&self, args: &[&str]) -> String {
         let out = self.cli_raw(args);
-        assert!(out.status.success(), "tollgate {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "tollgate {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -116,10 +110,21 @@ impl Gateway {
         (ws_id.clone(), self.key(&ws_id, &[]))
     }
 
+    /// Creates a key; on a running gateway, returns once the gateway knows it (the change
+    /// feed delivers it within ~200 ms on SQLite).
     pub fn key(&self, ws: &str, extra: &[&str]) -> String {
         let mut args = vec!["key", "create", "--workspace", ws];
         args.extend_from_slice(extra);
-        self.cli_json(&args)["secret"].as_str().unwrap().to_owned()
+        let secret = self.cli_json(&args)["secret"].as_str().unwrap().to_owned();
+        if self.child.is_some() && extra.is_empty() {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            let url = self.url("/v1/models");
+            while reqwest::blocking_status(&url, &secret) != 200 {
+                assert!(Instant::now() < deadline, "new key never became valid");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        secret
     }
 
     pub fn key_id(&self, ws: &str, secret: &str) -> String {
@@ -128,7 +133,13 @@ impl Gateway {
         keys.as_array()
             .unwrap()
             .iter()
-            .find(|k| k["hint"].as_str().unwrap().starts_with(hint_start) && k["hint"].as_str().unwrap().ends_with(&secret[secret.len() - 4..]))
+            .find(|k| {
+                k["hint"].as_str().unwrap().starts_with(hint_start)
+                    && k["hint"]
+                        .as_str()
+                        .unwrap()
+                        .ends_with(&secret[secret.len() - 4..])
+            })
             .unwrap()["id"]
             .as_str()
             .unwrap()
@@ -140,8 +151,11 @@ impl Gateway {
             .arg("-c")
             .arg(&self.conf)
             .arg("serve")
-            .env("TEST_OPENAI_KEY", SIM_OPENAI_KEY)
-            .env("RUST_LOG", "warn")
+            .env("TEST_OPENAI_KEY", FAKE_KEY)
+            .env(
+                "RUST_LOG",
+                std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
@@ -164,7 +178,13 @@ impl Gateway {
     }
 
     pub async fn chat(&self, key: &str, body: Value) -> reqwest::Response {
-        reqwest::Client::new().post(self.url("/v1/chat/completions")).bearer_auth(key).json(&body).send().await.unwrap()
+        reqwest::Client::new()
+            .post(self.url("/v1/chat/completions"))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
     }
 }
 
@@ -182,7 +202,7 @@ impl GatewayBuilder {
         self
     }
     /// Adds OpenAI-compatible test models routed to the simulator.
-    pub fn sim(mut self, sim: &Sim) -> Self {
+    pub fn sim(mut self, sim: &FakeUpstream) -> Self {
         self.sim_url = Some(sim.url.clone());
         self
     }
@@ -191,7 +211,9 @@ impl GatewayBuilder {
     pub fn build(self) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         let (port, admin_port) = (free_port(), free_port());
-        let store_url = self.store_url.unwrap_or_else(|| format!("sqlite://{}/tollgate.db", dir.path().display()));
+        let store_url = self
+            .store_url
+            .unwrap_or_else(|| format!("sqlite://{}/tollgate.db", dir.path().display()));
         let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/catalog.yaml");
         let conf = dir.path().join("tollgate.yaml");
         let text = format!(
@@ -265,7 +287,8 @@ where
 
 /// The PostgreSQL server tests use; `make test` requires it.
 pub fn pg_admin_url() -> String {
-    std::env::var("TOLLGATE_TEST_PG_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+    std::env::var("TOLLGATE_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
 }
 
 /// A fresh database on the test server, dropped when the guard goes.
@@ -278,11 +301,19 @@ impl PgDatabase {
     pub async fn create() -> PgDatabase {
         let admin = pg_admin_url();
         let name = format!("tollgate_it_{}", rand_suffix());
-        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await.expect("PostgreSQL must be reachable for make test");
+        let (client, conn) = tokio_postgres::connect(&admin, tokio_postgres::NoTls)
+            .await
+            .expect("PostgreSQL must be reachable for make test");
         tokio::spawn(conn);
-        client.batch_execute(&format!("CREATE DATABASE {name}")).await.unwrap();
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .await
+            .unwrap();
         let base = admin.rsplit_once('/').unwrap().0;
-        PgDatabase { url: format!("{base}/{name}"), name }
+        PgDatabase {
+            url: format!("{base}/{name}"),
+            name,
+        }
     }
 }
 
@@ -291,11 +322,18 @@ impl Drop for PgDatabase {
         let name = self.name.clone();
         let admin = pg_admin_url();
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
             rt.block_on(async {
-                if let Ok((client, conn)) = tokio_postgres::connect(&admin, tokio_postgres::NoTls).await {
+                if let Ok((client, conn)) =
+                    tokio_postgres::connect(&admin, tokio_postgres::NoTls).await
+                {
                     tokio::spawn(conn);
-                    let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+                    let _ = client
+                        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                        .await;
                 }
             });
         })

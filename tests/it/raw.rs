@@ -15,10 +15,14 @@ pub struct RawResponse {
 
 impl RawResponse {
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
     }
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&self.body)))
     }
 }
 
@@ -28,7 +32,14 @@ pub enum Framing {
 }
 
 /// POSTs `body` to `path`; with `expect_continue`, waits for the 100 before sending the body.
-pub fn post(addr: &str, path: &str, key: &str, body: &[u8], framing: Framing, expect_continue: bool) -> RawResponse {
+pub fn post(
+    addr: &str,
+    path: &str,
+    key: &str,
+    body: &[u8],
+    framing: Framing,
+    expect_continue: bool,
+) -> RawResponse {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut head = format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\nConnection: close\r\n");
@@ -83,8 +94,17 @@ pub fn post(addr: &str, path: &str, key: &str, body: &[u8], framing: Framing, ex
     read_response(line, reader, continued)
 }
 
-fn read_response(status_line: String, mut reader: BufReader<TcpStream>, continued: bool) -> RawResponse {
-    let status: u16 = status_line.split(' ').nth(1).unwrap_or_else(|| panic!("bad status line {status_line:?}")).parse().unwrap();
+fn read_response(
+    status_line: String,
+    mut reader: BufReader<TcpStream>,
+    continued: bool,
+) -> RawResponse {
+    let status: u16 = status_line
+        .split(' ')
+        .nth(1)
+        .unwrap_or_else(|| panic!("bad status line {status_line:?}"))
+        .parse()
+        .unwrap();
     let mut headers = Vec::new();
     loop {
         let mut l = String::new();
@@ -98,16 +118,34 @@ fn read_response(status_line: String, mut reader: BufReader<TcpStream>, continue
     }
     let mut raw = Vec::new();
     let _ = reader.read_to_end(&mut raw);
-    let chunked = headers.iter().any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
     let body = if chunked { dechunk(&raw) } else { raw };
-    RawResponse { status, headers, body, continued }
+    RawResponse {
+        status,
+        headers,
+        body,
+        continued,
+    }
 }
 
 fn dechunk(mut raw: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
     loop {
-        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else { return out };
-        let size = usize::from_str_radix(std::str::from_utf8(&raw[..eol]).unwrap().split(';').next().unwrap().trim(), 16).unwrap();
+        let Some(eol) = raw.windows(2).position(|w| w == b"\r\n") else {
+            return out;
+        };
+        let size = usize::from_str_radix(
+            std::str::from_utf8(&raw[..eol])
+                .unwrap()
+                .split(';')
+                .next()
+                .unwrap()
+                .trim(),
+            16,
+        )
+        .unwrap();
         if size == 0 {
             return out;
         }
