@@ -17,7 +17,7 @@ build: check-deps
 
 ## Everything the project tests: unit, store suite (SQLite and PostgreSQL), integration.
 test: check-deps check-pg
-	$(CARGO) test --all-targets -- --test-threads=2
+	$(CARGO) test --lib --bins --tests -- --test-threads=2
 
 lint: check-deps
 	$(CARGO) fmt --all -- --check
