@@ -31,7 +31,8 @@ fn run(cli: Cli) -> Result<(), CliError> {
 
 /// One `tracing` subscriber, which also receives Pingora's `log` records. `RUST_LOG` wins.
 fn init_logging(level: &str, format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{level},tokio_postgres=warn")));
+    let filter = EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| EnvFilter::new(format!("{level},tokio_postgres=warn")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
