@@ -1225,7 +1225,20 @@ fn stream_events(ans: &Answer, model: &str, id: &str, vertex: bool, chunks: usiz
             kind: "message_stop",
         },
     ));
-    ev
+    if vertex {
+        return ev;
+    }
+    // First-party quirks: padded JSON lines and `{"type": "ping"}` with a space.
+    ev.into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if e.starts_with(b"event: ping\n") {
+                Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+            } else {
+                respond::pad_event(e, (i * 7 + 3) % 16)
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]

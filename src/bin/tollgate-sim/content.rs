@@ -11,6 +11,7 @@
 //!   bytes of its compact `serde_json` serialisation (keys sorted). Anthropic `thinking`
 //!   blocks in history count 0 (the real API strips them). Each surface's module doc says
 //!   which pieces it walks.
+//!   `[sim:…]` markers are part of the text and count toward the prompt.
 //! - Reply: `"Echo: " + U` where `U` is the text of the last user turn with every `[sim:…]`
 //!   marker removed and surrounding whitespace trimmed; when that turn carries only tool /
 //!   function results, `U = "received N tool result(s)"`.

@@ -1681,10 +1681,7 @@ fn generate_validated(
             );
             return Ok(respond::streamed(StatusCode::OK, JSON_GOOGLE, body));
         }
-        let rendered: Vec<Bytes> = events
-            .iter()
-            .map(|e| respond::sse_data(e, "\r\n\r\n"))
-            .collect();
+        let rendered: Vec<Bytes> = events.iter().map(respond::sse_data_google).collect();
         let sf = match fault {
             Some(Fault::BreakAfter(k)) => StreamFault::BreakAfter(k),
             Some(Fault::Stall) => StreamFault::StallAfter(1),

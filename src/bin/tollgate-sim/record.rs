@@ -239,7 +239,8 @@ impl Recorder {
             method: method.clone(),
             path: path.to_owned(),
             headers: hs,
-            body: body.clone(),
+            // Copy: the received `Bytes` may be a view into a large connection buffer.
+            body: Bytes::copy_from_slice(body),
         };
         if let Ok(mut log) = self.log.lock() {
             if log.len() >= self.max {

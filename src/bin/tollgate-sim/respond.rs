@@ -92,7 +92,7 @@ pub fn with_latency(mut resp: Response, latency: Option<u64>) -> Response {
     resp
 }
 
-/// Appends one SSE `data:` event (`sep` is `"\r\n\r\n"` for Google, `"\n\n"` otherwise).
+/// One SSE `data:` event in compact JSON (OpenAI style), `\n\n`-terminated.
 pub fn sse_data<T: Serialize>(value: &T, sep: &str) -> Bytes {
     let mut buf = Vec::with_capacity(256);
     buf.extend_from_slice(b"data: ");
@@ -100,6 +100,31 @@ pub fn sse_data<T: Serialize>(value: &T, sep: &str) -> Bytes {
         buf.extend_from_slice(b"{}");
     }
     buf.extend_from_slice(sep.as_bytes());
+    Bytes::from(buf)
+}
+
+/// Google's SSE JSON style, byte-for-byte as in `gemini-stream-*.sse`: `": "` after keys,
+/// no space after commas.
+struct GoogleFormatter;
+
+impl serde_json::ser::Formatter for GoogleFormatter {
+    fn begin_object_value<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+    ) -> std::io::Result<()> {
+        writer.write_all(b": ")
+    }
+}
+
+/// One Gemini SSE event: `data: {"candidates": […],…}\r\n\r\n`.
+pub fn sse_data_google<T: Serialize>(value: &T) -> Bytes {
+    let mut buf = Vec::with_capacity(512);
+    buf.extend_from_slice(b"data: ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, GoogleFormatter);
+    if value.serialize(&mut ser).is_err() {
+        buf.extend_from_slice(b"{}");
+    }
+    buf.extend_from_slice(b"\r\n\r\n");
     Bytes::from(buf)
 }
 
@@ -113,5 +138,18 @@ pub fn sse_event<T: Serialize>(name: &str, value: &T) -> Bytes {
         buf.extend_from_slice(b"{}");
     }
     buf.extend_from_slice(b"\n\n");
+    Bytes::from(buf)
+}
+
+/// Inserts `pad` spaces before the closing brace of an event's JSON, as the first-party
+/// Anthropic API does (fixture `anthropic-stream-thinking.sse`: `…"index":0      }`).
+pub fn pad_event(ev: Bytes, pad: usize) -> Bytes {
+    let Some(body) = ev.strip_suffix(b"}\n\n") else {
+        return ev;
+    };
+    let mut buf = Vec::with_capacity(ev.len() + pad);
+    buf.extend_from_slice(body);
+    buf.resize(buf.len() + pad, b' ');
+    buf.extend_from_slice(b"}\n\n");
     Bytes::from(buf)
 }
