@@ -261,6 +261,22 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
             .is_some()
     );
 
+    // JSON mode answers a JSON object.
+    let mut body = user("Hi");
+    body["generationConfig"] = json!({"responseMimeType": "application/json"});
+    let (_, v) = json_of(
+        sim.gemini("gemini-2.0-flash", "generateContent", body)
+            .await,
+    )
+    .await;
+    let text = v["candidates"][0]["content"]["parts"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(
+        serde_json::from_str::<Value>(text).unwrap(),
+        json!({"echo": "Hi"})
+    );
+
     // maxOutputTokens: thoughts are charged first, then the text is cut.
     let mut body = user("a long question indeed");
     body["generationConfig"] =

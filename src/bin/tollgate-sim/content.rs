@@ -15,6 +15,8 @@
 //! - Reply: `"Echo: " + U` where `U` is the text of the last user turn with every `[sim:…]`
 //!   marker removed and surrounding whitespace trimmed; when that turn carries only tool /
 //!   function results, `U = "received N tool result(s)"`.
+//!   JSON mode (Gemini `responseMimeType: application/json`, OpenAI `response_format`
+//!   `json_object`/`json_schema`) answers `{"echo":"<U>"}` instead.
 //! - Thoughts (when the request thinks): `"Thinking: " + U`; thought tokens = `tok(len)`,
 //!   billed whether or not the thought text is returned.
 //! - Visible output tokens = `tok(len(reply))`; each tool/function call adds
@@ -143,6 +145,14 @@ pub fn user_subject(last_user_text: &str, tool_results: usize) -> String {
 
 pub fn reply_text(subject: &str) -> String {
     format!("Echo: {subject}")
+}
+
+/// JSON-mode reply (Gemini `responseMimeType: application/json`, OpenAI `response_format`
+/// `json_object` / `json_schema`): `{"echo":"<U>"}`.
+pub fn reply_json(subject: &str) -> String {
+    let mut m = serde_json::Map::new();
+    m.insert("echo".into(), serde_json::Value::String(subject.to_owned()));
+    serde_json::Value::Object(m).to_string()
 }
 
 pub fn thought_text(subject: &str) -> String {

@@ -1609,7 +1609,15 @@ fn generate_validated(
         }
         plan.calls = calls;
     } else if !blocked {
-        let full = content::reply_text(&subject);
+        let json_mode = gc
+            .and_then(|g| field(g, "responseMimeType"))
+            .and_then(Value::as_str)
+            .is_some_and(|m| m == "application/json");
+        let full = if json_mode {
+            content::reply_json(&subject)
+        } else {
+            content::reply_text(&subject)
+        };
         let stops: Vec<String> = gc
             .and_then(|g| field(g, "stopSequences"))
             .and_then(Value::as_array)

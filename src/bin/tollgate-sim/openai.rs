@@ -469,7 +469,16 @@ fn chat_answer(
             calls.iter().map(|c| call_tokens(c)).sum(),
         )
     } else {
-        let full = content::reply_text(&subject);
+        let json_mode = obj
+            .get("response_format")
+            .and_then(|f| f.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| t == "json_object" || t == "json_schema");
+        let full = if json_mode {
+            content::reply_json(&subject)
+        } else {
+            content::reply_text(&subject)
+        };
         let stops: Vec<String> = match obj.get("stop") {
             Some(Value::String(s)) => vec![s.clone()],
             Some(Value::Array(a)) => a

@@ -207,6 +207,13 @@ pub fn handle(sim: &Sim, req: &Req, vp: &VPath) -> Response {
             publisher: "anthropic",
             model,
             method,
+        } if !model.starts_with("claude-") => {
+            fixtures::vertex_model_not_found(vp.project, vp.location, "anthropic", model)
+        }
+        VKind::Model {
+            publisher: "anthropic",
+            model,
+            method,
         } => match *method {
             "rawPredict" => anthropic::handle_vertex(sim, req, model, false),
             "streamRawPredict" => anthropic::handle_vertex(sim, req, model, true),
