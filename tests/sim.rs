@@ -1049,6 +1049,34 @@ async fn vertex_predict_embeddings() {
     );
 }
 
+#[tokio::test]
+async fn vertex_explicit_cache() {
+    let sim = Sim::start(&[]);
+    let t = sim.token().await;
+    let doc = "v".repeat(2048 * 4);
+    let create = json!({"model": "projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash",
+        "contents": [{"role": "user", "parts": [{"text": doc}]}], "ttl": "60s"});
+    let (s, v) = json_of(
+        sim.vertex(
+            &t,
+            "/v1/projects/p/locations/us-central1/cachedContents",
+            create,
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(s, 200, "{v}");
+    let name = v["name"].as_str().unwrap().to_owned();
+    assert!(name.starts_with("projects/p/locations/us-central1/cachedContents/"));
+    let mut body = user("q");
+    body["cachedContent"] = json!(name);
+    let gen = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent";
+    let (s, v) = json_of(sim.vertex(&t, gen, body).await).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["usageMetadata"]["cachedContentTokenCount"], 2048);
+    assert_eq!(v["usageMetadata"]["trafficType"], "ON_DEMAND");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Anthropic
 // ---------------------------------------------------------------------------------------------

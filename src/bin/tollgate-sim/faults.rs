@@ -4,7 +4,9 @@
 //! Kinds (the marker value / the control API's `"fault"`):
 //! - `429`, `500`, `503`, `529`: the provider's real error body for that status before any
 //!   byte of the answer (`fixtures.rs`). `529` is Anthropic's overloaded status; Google and
-//!   OpenAI surfaces answer it with their own "overloaded" 503.
+//!   OpenAI surfaces answer it with their own "overloaded" 503. Anthropic direct answers `503`
+//!   with an `overloaded_error` body at status 503 (it has no 503 of its own). Claude on Vertex
+//!   uses Google's envelope for `429`/`503` (quota / capacity) and Anthropic's for `500`/`529`.
 //! - `break-after=N`: streams send N events, pause briefly so they reach the wire, then the
 //!   connection is dropped without the terminating chunk. Buffered answers send the first N
 //!   bytes of the JSON body, then drop.
