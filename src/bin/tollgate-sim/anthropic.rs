@@ -1,0 +1,1315 @@
+//! Anthropic Messages API, direct (`POST /v1/messages`, `/v1/messages/count_tokens`) and on
+//! Vertex (`:rawPredict` / `:streamRawPredict`, routed by `vertex.rs`). Shapes follow fixtures
+//! `anthropic-message-*.json` (direct: `model` first, `cache_creation` split, `service_tier`,
+//! `inference_geo`), `anthropic-stream-thinking.sse` / `.chunks.jsonl` (event order:
+//! `message_start`, `content_block_start`, `ping`, deltas, `signature_delta`,
+//! `content_block_stop`, `message_delta` with cumulative usage, `message_stop`) and
+//! `anthropic-vertex-stream-cache-*.sse` (Vertex: `msg_vrtx_` ids, `message_delta.usage` =
+//! `{output_tokens}` only).
+//!
+//! Validates (anthropic.md §1–§2, §6), answering with the real `invalid_request_error` body
+//! (`"<field>: <pydantic-style message>"`):
+//! - direct: `x-api-key` must match (401 `authentication_error`), `anthropic-version` header
+//!   required, `model` required, body `anthropic_version` is an extra input;
+//! - Vertex: body `anthropic_version` must be `"vertex-2023-10-16"`, `model` must be absent;
+//! - unknown top-level fields → `"x: Extra inputs are not permitted"`;
+//! - `max_tokens` required (≥ 1), `messages` non-empty, roles `user`/`assistant` only,
+//!   starting with `user` and alternating; content string or known block types; `system`
+//!   string or `text` blocks; `temperature` in 0–1; `temperature` + `top_p` together on
+//!   newer models (Sonnet/Haiku 4.5+, Opus 4.1+); at most 4 `cache_control` blocks;
+//! - `tool_result` blocks must answer `tool_use` ids of the previous assistant message, and
+//!   an assistant `tool_use` must be answered in the next message;
+//! - thinking: `budget_tokens` ≥ 1024 and < `max_tokens` (unless the
+//!   `interleaved-thinking-2025-05-14` beta is sent), no modified `temperature`, no `top_k`,
+//!   `top_p` ≥ 0.95, no forced `tool_choice`, a final assistant message must start with a
+//!   thinking block; replayed `thinking` blocks must carry a signature this simulator issued.
+//!
+//! Prompt caching: breakpoints are the blocks carrying `cache_control` in the order tools →
+//! system → messages (plus the end of the prompt for a top-level `cache_control`). A
+//! breakpoint is cacheable when its prefix reaches the model minimum (4096 tokens for Opus
+//! 4.5/4.6 and Haiku 4.5, 2048 for Sonnet 4.6 and Haiku 3/3.5, else 1024). The longest prefix
+//! already seen (same model, unexpired 5 min / 1 h TTL, refreshed on hit) is reported as
+//! `cache_read_input_tokens`; the rest up to the last cacheable breakpoint as
+//! `cache_creation_input_tokens` (split into `ephemeral_5m/1h` by the last breakpoint's TTL);
+//! `input_tokens` is what remains.
+//!
+//! Tokens counted here: tool definitions as compact JSON, system texts, message string
+//! contents and text blocks, `tool_use` = name + input JSON, `tool_result` = its text (or
+//! JSON), other blocks as JSON, thinking blocks 0.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::content::{
+    self, apply_stop, call_args, call_tokens, cap_tokens, json_len, prompt_tok, random_id,
+    split_pieces, tok, Fnv, Markers,
+};
+use crate::faults::{self, Fault, StreamFault, Surface};
+use crate::fixtures;
+use crate::respond::{self, JSON_PLAIN};
+use crate::{Req, Sim};
+
+type R = Result<Response, Response>;
+
+const TOP_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "max_tokens",
+    "system",
+    "metadata",
+    "stop_sequences",
+    "stream",
+    "temperature",
+    "top_p",
+    "top_k",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "service_tier",
+    "cache_control",
+    "container",
+    "context_management",
+    "mcp_servers",
+    "output_config",
+    "inference_geo",
+];
+const BLOCK_TYPES: &[&str] = &[
+    "text",
+    "image",
+    "document",
+    "search_result",
+    "thinking",
+    "redacted_thinking",
+    "tool_use",
+    "tool_result",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+];
+pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
+
+#[derive(Default)]
+pub struct PromptCache {
+    map: Mutex<HashMap<u64, Instant>>,
+}
+
+impl PromptCache {
+    pub fn clear(&self) {
+        if let Ok(mut m) = self.map.lock() {
+            m.clear();
+        }
+    }
+}
+
+fn invalid(msg: &str, vertex: bool) -> Response {
+    fixtures::anthropic_invalid(msg, vertex)
+}
+
+/// `POST /v1/messages` and `/v1/messages/count_tokens`.
+pub fn handle_direct(sim: &Sim, req: &Req, count_only: bool) -> Response {
+    match req.headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        None => {
+            return fixtures::anthropic_error(
+                401,
+                "authentication_error",
+                "x-api-key header is required",
+                false,
+            )
+        }
+        Some(k) if k != sim.cfg.anthropic_key => {
+            return fixtures::anthropic_error(
+                401,
+                "authentication_error",
+                "invalid x-api-key",
+                false,
+            )
+        }
+        Some(_) => {}
+    }
+    if req.headers.get("anthropic-version").is_none() {
+        return invalid("anthropic-version: header is required", false);
+    }
+    let r = if count_only {
+        count_tokens(sim, req)
+    } else {
+        messages(sim, req, None, false)
+    };
+    r.unwrap_or_else(|e| e)
+}
+
+/// Vertex `:rawPredict` / `:streamRawPredict` (bearer already checked).
+pub fn handle_vertex(sim: &Sim, req: &Req, url_model: &str, stream_route: bool) -> Response {
+    messages(sim, req, Some(url_model), stream_route).unwrap_or_else(|e| e)
+}
+
+fn parse(body: &Bytes, vertex: bool) -> Result<Map<String, Value>, Response> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => Err(invalid("Input should be a valid dictionary", vertex)),
+        Err(e) => Err(invalid(
+            &format!("There was an error parsing the body: {e}"),
+            vertex,
+        )),
+    }
+}
+
+/// The last user message's text and how many tool results it holds.
+fn last_user_turn(msgs: &[Value]) -> (String, usize) {
+    for m in msgs.iter().rev() {
+        if m.get("role").and_then(Value::as_str) != Some("user") {
+            continue;
+        }
+        return match m.get("content") {
+            Some(Value::String(s)) => (s.clone(), 0),
+            Some(Value::Array(blocks)) => {
+                let mut text = String::new();
+                let mut results = 0;
+                for b in blocks {
+                    match b.get("type").and_then(Value::as_str) {
+                        Some("text") => {
+                            text.push_str(b.get("text").and_then(Value::as_str).unwrap_or(""))
+                        }
+                        Some("tool_result") => results += 1,
+                        _ => {}
+                    }
+                }
+                (text, results)
+            }
+            _ => (String::new(), 0),
+        };
+    }
+    (String::new(), 0)
+}
+
+fn is_newer_sampling_model(model: &str) -> bool {
+    [
+        "sonnet-4-5",
+        "sonnet-4-6",
+        "haiku-4-5",
+        "opus-4-1",
+        "opus-4-5",
+        "opus-4-6",
+        "sonnet-5",
+        "opus-5",
+        "haiku-5",
+    ]
+    .iter()
+    .any(|p| model.contains(p))
+}
+
+fn cache_minimum(model: &str) -> u64 {
+    if ["opus-4-6", "opus-4-5", "haiku-4-5"]
+        .iter()
+        .any(|p| model.contains(p))
+    {
+        4096
+    } else if ["sonnet-4-6", "haiku-3-5", "3-5-haiku", "haiku-3", "3-haiku"]
+        .iter()
+        .any(|p| model.contains(p))
+    {
+        2048
+    } else {
+        1024
+    }
+}
+
+/// A `cache_control` breakpoint: prefix bytes, prefix hash, 1 h TTL?
+struct Breakpoint {
+    bytes: usize,
+    hash: u64,
+    long: bool,
+}
+
+struct PromptScan {
+    bytes: usize,
+    breakpoints: Vec<Breakpoint>,
+}
+
+fn is_long_ttl(cc: &Value) -> bool {
+    cc.get("ttl").and_then(Value::as_str) == Some("1h")
+}
+
+fn block_bytes(b: &Value) -> usize {
+    match b.get("type").and_then(Value::as_str) {
+        Some("text") => b.get("text").and_then(Value::as_str).map_or(0, str::len),
+        Some("thinking") | Some("redacted_thinking") => 0,
+        Some("tool_use") | Some("server_tool_use") => {
+            b.get("name").and_then(Value::as_str).map_or(0, str::len)
+                + b.get("input").map_or(0, json_len)
+        }
+        Some("tool_result") => match b.get("content") {
+            Some(Value::String(s)) => s.len(),
+            Some(Value::Array(inner)) => inner.iter().map(block_bytes).sum(),
+            Some(other) => json_len(other),
+            None => 0,
+        },
+        _ => json_len(b),
+    }
+}
+
+fn scan_prompt(obj: &Map<String, Value>, model: &str) -> PromptScan {
+    let mut h = Fnv::new();
+    h.feed(model.as_bytes());
+    let mut bytes = 0usize;
+    let mut bps = Vec::new();
+    let mark = |bytes: usize, h: &Fnv, cc: Option<&Value>, bps: &mut Vec<Breakpoint>| {
+        if let Some(cc) = cc {
+            bps.push(Breakpoint {
+                bytes,
+                hash: h.0,
+                long: is_long_ttl(cc),
+            });
+        }
+    };
+    if let Some(Value::Array(tools)) = obj.get("tools") {
+        for t in tools {
+            let s = serde_json::to_vec(t).unwrap_or_default();
+            bytes += s.len();
+            h.feed(&s);
+            mark(bytes, &h, t.get("cache_control"), &mut bps);
+        }
+    }
+    match obj.get("system") {
+        Some(Value::String(s)) => {
+            bytes += s.len();
+            h.feed(s.as_bytes());
+        }
+        Some(Value::Array(blocks)) => {
+            for b in blocks {
+                let t = b.get("text").and_then(Value::as_str).unwrap_or("");
+                bytes += t.len();
+                h.feed(t.as_bytes());
+                mark(bytes, &h, b.get("cache_control"), &mut bps);
+            }
+        }
+        _ => {}
+    }
+    if let Some(Value::Array(msgs)) = obj.get("messages") {
+        for m in msgs {
+            h.feed(
+                m.get("role")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .as_bytes(),
+            );
+            match m.get("content") {
+                Some(Value::String(s)) => {
+                    bytes += s.len();
+                    h.feed(s.as_bytes());
+                }
+                Some(Value::Array(blocks)) => {
+                    for b in blocks {
+                        bytes += block_bytes(b);
+                        if b.get("type").and_then(Value::as_str) == Some("text") {
+                            h.feed(
+                                b.get("text")
+                                    .and_then(Value::as_str)
+                                    .unwrap_or("")
+                                    .as_bytes(),
+                            );
+                        } else {
+                            h.feed(&serde_json::to_vec(b).unwrap_or_default());
+                        }
+                        mark(bytes, &h, b.get("cache_control"), &mut bps);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    if let Some(cc) = obj.get("cache_control") {
+        mark(bytes, &h, Some(cc), &mut bps);
+    }
+    PromptScan {
+        bytes,
+        breakpoints: bps,
+    }
+}
+
+/// Input-side usage: (input, cache_creation, cache_read, creation_is_1h).
+fn cache_usage(sim: &Sim, scan: &PromptScan, model: &str, total: u64) -> (u64, u64, u64, bool) {
+    let min = cache_minimum(model);
+    let eligible: Vec<&Breakpoint> = scan
+        .breakpoints
+        .iter()
+        .filter(|b| tok(b.bytes) >= min)
+        .collect();
+    let Some(last) = eligible.last() else {
+        return (total, 0, 0, false);
+    };
+    let now = Instant::now();
+    let Ok(mut map) = sim.pcache.map.lock() else {
+        return (total, 0, 0, false);
+    };
+    let mut read = 0u64;
+    for b in &eligible {
+        if map.get(&b.hash).is_some_and(|exp| *exp > now) {
+            read = read.max(tok(b.bytes));
+        }
+    }
+    for b in &eligible {
+        let ttl = if b.long {
+            Duration::from_secs(3600)
+        } else {
+            Duration::from_secs(300)
+        };
+        map.insert(b.hash, now + ttl);
+    }
+    let creation = tok(last.bytes).saturating_sub(read);
+    let input = total.saturating_sub(read + creation);
+    (input, creation, read, last.long)
+}
+
+fn validate(
+    obj: &Map<String, Value>,
+    vertex: bool,
+    headers: &axum::http::HeaderMap,
+    count_only: bool,
+) -> Result<(), Response> {
+    let inv = |m: &str| invalid(m, vertex);
+    for k in obj.keys() {
+        let ok = TOP_FIELDS.contains(&k.as_str()) || (vertex && k == "anthropic_version");
+        if !ok || (vertex && k == "model") {
+            return Err(inv(&format!("{k}: Extra inputs are not permitted")));
+        }
+    }
+    if vertex {
+        match obj.get("anthropic_version") {
+            None => return Err(inv("anthropic_version: Field required")),
+            Some(Value::String(s)) if s == VERTEX_VERSION => {}
+            Some(_) => {
+                return Err(inv(&format!(
+                    "anthropic_version: Input should be '{VERTEX_VERSION}'"
+                )))
+            }
+        }
+    } else if !obj.contains_key("model") {
+        return Err(inv("model: Field required"));
+    }
+    if !count_only {
+        match obj.get("max_tokens") {
+            None => return Err(inv("max_tokens: Field required")),
+            Some(v) => match v.as_i64() {
+                Some(n) if n >= 1 => {}
+                Some(_) => {
+                    return Err(inv(
+                        "max_tokens: Input should be greater than or equal to 1",
+                    ))
+                }
+                None => return Err(inv("max_tokens: Input should be a valid integer")),
+            },
+        }
+    }
+    let msgs = match obj.get("messages") {
+        None => return Err(inv("messages: Field required")),
+        Some(Value::Array(a)) => a,
+        Some(_) => return Err(inv("messages: Input should be a valid list")),
+    };
+    if msgs.is_empty() {
+        return Err(inv("messages: at least one message is required"));
+    }
+    let mut prev_role: Option<&str> = None;
+    let mut cache_blocks = 0usize;
+    for (i, m) in msgs.iter().enumerate() {
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some(r @ ("user" | "assistant")) => r,
+            _ => {
+                return Err(inv(&format!(
+                    "messages.{i}.role: Input should be 'user' or 'assistant'"
+                )))
+            }
+        };
+        if i == 0 && role != "user" {
+            return Err(inv("messages: first message must use the \"user\" role"));
+        }
+        if prev_role == Some(role) {
+            return Err(inv(&format!(
+                "messages: roles must alternate between \"user\" and \"assistant\", but found multiple \"{role}\" roles in a row"
+            )));
+        }
+        prev_role = Some(role);
+        match m.get("content") {
+            Some(Value::String(_)) => {}
+            Some(Value::Array(blocks)) => {
+                for (j, b) in blocks.iter().enumerate() {
+                    let t = b.get("type").and_then(Value::as_str).unwrap_or("");
+                    if !BLOCK_TYPES.contains(&t) {
+                        return Err(inv(&format!(
+                            "messages.{i}.content.{j}: Input tag '{t}' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result', 'thinking', 'redacted_thinking', 'tool_use', 'tool_result', 'server_tool_use', 'web_search_tool_result'"
+                        )));
+                    }
+                    if t == "text" && !b.get("text").is_some_and(Value::is_string) {
+                        return Err(inv(&format!(
+                            "messages.{i}.content.{j}.text.text: Field required"
+                        )));
+                    }
+                    if t == "thinking" {
+                        let sig = b.get("signature").and_then(Value::as_str).unwrap_or("");
+                        if !content::is_sim_signature(sig) {
+                            return Err(inv(&format!(
+                                "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                            )));
+                        }
+                    }
+                    if b.get("cache_control").is_some() {
+                        cache_blocks += 1;
+                    }
+                }
+            }
+            None => return Err(inv(&format!("messages.{i}.content: Field required"))),
+            Some(_) => {
+                return Err(inv(&format!(
+                    "messages.{i}.content: Input should be a valid list"
+                )))
+            }
+        }
+    }
+    // tool_use / tool_result pairing.
+    let ids_of = |m: &Value, kind: &str, key: &str| -> Vec<String> {
+        m.get("content")
+            .and_then(Value::as_array)
+            .map(|bs| {
+                bs.iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
+                    .filter_map(|b| b.get(key).and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (i, m) in msgs.iter().enumerate() {
+        let results = ids_of(m, "tool_result", "tool_use_id");
+        if !results.is_empty() {
+            let prev = i.checked_sub(1).and_then(|k| msgs.get(k));
+            let uses = prev
+                .map(|p| ids_of(p, "tool_use", "id"))
+                .unwrap_or_default();
+            if let Some((j, bad)) = results.iter().enumerate().find(|(_, r)| !uses.contains(r)) {
+                return Err(inv(&format!(
+                    "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {bad}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                )));
+            }
+        }
+        let uses = ids_of(m, "tool_use", "id");
+        if !uses.is_empty() && i + 1 < msgs.len() {
+            let answered = msgs
+                .get(i + 1)
+                .map(|n| ids_of(n, "tool_result", "tool_use_id"))
+                .unwrap_or_default();
+            let missing: Vec<&String> = uses.iter().filter(|u| !answered.contains(u)).collect();
+            if !missing.is_empty() {
+                let list: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
+                return Err(inv(&format!(
+                    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                    list.join(", ")
+                )));
+            }
+        }
+    }
+    match obj.get("system") {
+        None | Some(Value::String(_)) => {}
+        Some(Value::Array(blocks)) => {
+            for (j, b) in blocks.iter().enumerate() {
+                if b.get("type").and_then(Value::as_str) != Some("text") {
+                    return Err(inv(&format!("system.{j}.type: Input should be 'text'")));
+                }
+                if !b.get("text").is_some_and(Value::is_string) {
+                    return Err(inv(&format!("system.{j}.text: Field required")));
+                }
+                if b.get("cache_control").is_some() {
+                    cache_blocks += 1;
+                }
+            }
+        }
+        Some(_) => return Err(inv("system: Input should be a valid string")),
+    }
+    if let Some(Value::Array(tools)) = obj.get("tools") {
+        cache_blocks += tools
+            .iter()
+            .filter(|t| t.get("cache_control").is_some())
+            .count();
+    }
+    if cache_blocks > 4 {
+        return Err(inv(&format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {cache_blocks}."
+        )));
+    }
+    let temperature = obj.get("temperature").and_then(Value::as_f64);
+    if let Some(t) = temperature {
+        if t > 1.0 {
+            return Err(inv("temperature: Input should be less than or equal to 1"));
+        }
+        if t < 0.0 {
+            return Err(inv(
+                "temperature: Input should be greater than or equal to 0",
+            ));
+        }
+    }
+    let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
+    if temperature.is_some() && obj.get("top_p").is_some() && is_newer_sampling_model(model) {
+        return Err(inv("`temperature` and `top_p` cannot both be specified for this model. Please use only one."));
+    }
+    if let Some(Value::Array(stops)) = obj.get("stop_sequences") {
+        if stops.iter().any(|s| !s.is_string()) {
+            return Err(inv("stop_sequences.0: Input should be a valid string"));
+        }
+    }
+    if let Some(th) = obj.get("thinking") {
+        let kind = th.get("type").and_then(Value::as_str).unwrap_or("");
+        match kind {
+            "disabled" | "adaptive" => {}
+            "enabled" => {
+                let budget = match th.get("budget_tokens").and_then(Value::as_i64) {
+                    None => return Err(inv("thinking.enabled.budget_tokens: Field required")),
+                    Some(b) => b,
+                };
+                if budget < 1024 {
+                    return Err(inv("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"));
+                }
+                let interleaved = headers
+                    .get("anthropic-beta")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|b| b.contains("interleaved-thinking"));
+                let max = obj.get("max_tokens").and_then(Value::as_i64).unwrap_or(i64::MAX);
+                if !count_only && !interleaved && budget >= max {
+                    return Err(inv("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"));
+                }
+            }
+            other => {
+                return Err(inv(&format!(
+                    "thinking: Input tag '{other}' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'"
+                )))
+            }
+        }
+        if kind != "disabled" {
+            let doc = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility";
+            if temperature.is_some_and(|t| t != 1.0) {
+                return Err(inv(&format!(
+                    "`temperature` may only be set to 1 when thinking is enabled. {doc}"
+                )));
+            }
+            if obj.get("top_k").is_some() {
+                return Err(inv(&format!(
+                    "`top_k` must be unset when thinking is enabled. {doc}"
+                )));
+            }
+            if obj
+                .get("top_p")
+                .and_then(Value::as_f64)
+                .is_some_and(|p| p < 0.95)
+            {
+                return Err(inv(&format!("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {doc}")));
+            }
+            let forced = obj
+                .get("tool_choice")
+                .and_then(|t| t.get("type"))
+                .and_then(Value::as_str)
+                .is_some_and(|t| t == "any" || t == "tool");
+            if forced {
+                return Err(inv(
+                    "Thinking may not be enabled when `tool_choice` forces tool use.",
+                ));
+            }
+            if let Some(last) = msgs
+                .last()
+                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+            {
+                let first = match last.get("content") {
+                    Some(Value::Array(bs)) => bs
+                        .first()
+                        .and_then(|b| b.get("type"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("text"),
+                    _ => "text",
+                };
+                if first != "thinking" && first != "redacted_thinking" {
+                    return Err(inv(&format!(
+                        "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
+                        msgs.len() - 1
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn status_fault(f: &Fault, vertex: bool, model: &str) -> Option<Response> {
+    match (f, vertex) {
+        (Fault::Status(429), false) => Some(fixtures::anthropic_429(false)),
+        (Fault::Status(429), true) => Some(fixtures::vertex_claude_429(model)),
+        (Fault::Status(500), v) => Some(fixtures::anthropic_500(v)),
+        (Fault::Status(503), true) => Some(fixtures::gemini_503()),
+        (Fault::Status(code), v) => Some(fixtures::anthropic_overloaded(*code, v)),
+        _ => None,
+    }
+}
+
+fn count_tokens(sim: &Sim, req: &Req) -> R {
+    let obj = parse(req.body, false)?;
+    validate(&obj, false, req.headers, true)?;
+    let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
+    if !model.starts_with("claude-") {
+        return Err(fixtures::anthropic_error(
+            404,
+            "not_found_error",
+            &format!("model: {model}"),
+            false,
+        ));
+    }
+    let _ = sim;
+    let scan = scan_prompt(&obj, model);
+    let v = serde_json::json!({ "input_tokens": prompt_tok(scan.bytes) });
+    Ok(respond::json(StatusCode::OK, JSON_PLAIN, &v))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response shapes
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Serialize, Clone)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+    },
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct CacheCreation {
+    ephemeral_5m_input_tokens: u64,
+    ephemeral_1h_input_tokens: u64,
+}
+
+#[derive(Serialize, Clone, Copy)]
+struct Usage {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_read_input_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cache_creation: Option<CacheCreation>,
+    output_tokens: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    service_tier: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inference_geo: Option<&'static str>,
+}
+
+/// `model` is serialised first on the direct API and after `role` on Vertex (as captured).
+#[derive(Serialize)]
+struct Msg<'a> {
+    #[serde(rename = "model", skip_serializing_if = "Option::is_none")]
+    model_first: Option<&'a str>,
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    #[serde(rename = "model", skip_serializing_if = "Option::is_none")]
+    model_last: Option<&'a str>,
+    content: Vec<Block<'a>>,
+    stop_reason: Option<&'a str>,
+    stop_sequence: Option<&'a str>,
+    usage: Usage,
+}
+
+#[derive(Serialize)]
+struct MsgStart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    message: Msg<'a>,
+}
+
+#[derive(Serialize)]
+struct BlockStart<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    index: usize,
+    content_block: Block<'a>,
+}
+
+/// Variant names are the wire `type`s (`text_delta`, …).
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(clippy::enum_variant_names)]
+enum Delta<'a> {
+    TextDelta { text: &'a str },
+    ThinkingDelta { thinking: &'a str },
+    SignatureDelta { signature: &'a str },
+    InputJsonDelta { partial_json: &'a str },
+}
+
+#[derive(Serialize)]
+struct BlockDelta<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    index: usize,
+    delta: Delta<'a>,
+}
+
+#[derive(Serialize)]
+struct IndexOnly {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    index: usize,
+}
+
+#[derive(Serialize)]
+struct TypeOnly {
+    #[serde(rename = "type")]
+    kind: &'static str,
+}
+
+#[derive(Serialize)]
+struct StopDelta<'a> {
+    stop_reason: &'a str,
+    stop_sequence: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct MsgDelta<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    delta: StopDelta<'a>,
+    usage: Usage,
+}
+
+struct Answer {
+    thinking: Option<(String, String)>,
+    text: Option<String>,
+    calls: Vec<(String, String)>,
+    stop_reason: &'static str,
+    stop_sequence: Option<String>,
+    output_tokens: u64,
+    input: u64,
+    creation: u64,
+    read: u64,
+    long_ttl: bool,
+}
+
+fn choose_calls(obj: &Map<String, Value>, markers: &Markers) -> Vec<String> {
+    let declared: Vec<String> = obj
+        .get("tools")
+        .and_then(Value::as_array)
+        .map(|ts| {
+            ts.iter()
+                .filter_map(|t| t.get("name").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    if declared.is_empty() {
+        return Vec::new();
+    }
+    let tc = obj.get("tool_choice");
+    let kind = tc
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("auto");
+    let single = tc
+        .and_then(|t| t.get("disable_parallel_tool_use"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let name = match kind {
+        "none" => None,
+        "tool" => tc
+            .and_then(|t| t.get("name"))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        "any" => markers
+            .call
+            .clone()
+            .filter(|c| declared.contains(c))
+            .or_else(|| declared.first().cloned()),
+        _ => match &markers.call {
+            Some(c) if declared.contains(c) => Some(c.clone()),
+            Some(_) => None,
+            None if markers.parallel.is_some() => declared.first().cloned(),
+            None => None,
+        },
+    };
+    let n = if single {
+        1
+    } else {
+        markers.parallel.unwrap_or(1)
+    };
+    name.map(|n0| vec![n0; n]).unwrap_or_default()
+}
+
+fn messages(sim: &Sim, req: &Req, url_model: Option<&str>, stream_route: bool) -> R {
+    let vertex = url_model.is_some();
+    let obj = parse(req.body, vertex)?;
+    let msgs: &[Value] = obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[], |v| v.as_slice());
+    let (user_text, tool_results) = last_user_turn(msgs);
+    let markers = Markers::scan(&user_text);
+    let latency = markers.latency_ms;
+    let model_raw = url_model
+        .map(str::to_owned)
+        .or_else(|| obj.get("model").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default();
+    let surface = if vertex {
+        Surface::AnthropicVertex
+    } else {
+        Surface::Anthropic
+    };
+    let fault = sim.pick_fault(&markers, surface);
+    if let Some(r) = fault
+        .as_ref()
+        .and_then(|f| status_fault(f, vertex, &model_raw))
+    {
+        return Ok(respond::with_latency(r, latency));
+    }
+    let r = answer(
+        sim,
+        req,
+        &obj,
+        vertex,
+        &model_raw,
+        stream_route,
+        &markers,
+        &user_text,
+        tool_results,
+        fault,
+    );
+    Ok(respond::with_latency(r.unwrap_or_else(|e| e), latency))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn answer(
+    sim: &Sim,
+    req: &Req,
+    obj: &Map<String, Value>,
+    vertex: bool,
+    model_raw: &str,
+    stream_route: bool,
+    markers: &Markers,
+    user_text: &str,
+    tool_results: usize,
+    fault: Option<Fault>,
+) -> R {
+    validate(obj, vertex, req.headers, false)?;
+    if !model_raw.starts_with("claude-") {
+        return Err(if vertex {
+            fixtures::vertex_model_not_found("-", "-", "anthropic", model_raw)
+        } else {
+            fixtures::anthropic_error(
+                404,
+                "not_found_error",
+                &format!("model: {model_raw}"),
+                false,
+            )
+        });
+    }
+    // Vertex ids `claude-x@YYYYMMDD` come back as `claude-x-YYYYMMDD`.
+    let model = model_raw.replace('@', "-");
+    let stream = stream_route || obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let max_tokens = obj.get("max_tokens").and_then(Value::as_u64).unwrap_or(1);
+    let thinks = obj
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "enabled" || t == "adaptive");
+    let scan = scan_prompt(obj, &model);
+    let total = prompt_tok(scan.bytes);
+    let (input, creation, read, long_ttl) = cache_usage(sim, &scan, &model, total);
+    let subject = content::user_subject(user_text, tool_results);
+    let blocked = matches!(fault, Some(Fault::Blocked));
+    let mut ans = Answer {
+        thinking: None,
+        text: None,
+        calls: Vec::new(),
+        stop_reason: "end_turn",
+        stop_sequence: None,
+        output_tokens: 0,
+        input,
+        creation,
+        read,
+        long_ttl,
+    };
+    if blocked {
+        ans.stop_reason = "refusal";
+    } else {
+        let mut used = 0u64;
+        if thinks {
+            let t = content::thought_text(&subject);
+            used = tok(t.len());
+            let sig = content::signature(&format!("{model}|thinking|{t}"));
+            ans.thinking = Some((t, sig));
+        }
+        let calls = choose_calls(obj, markers);
+        if !calls.is_empty() {
+            ans.output_tokens = used + calls.iter().map(|c| call_tokens(c)).sum::<u64>();
+            let prefix = if vertex { "toolu_vrtx_01" } else { "toolu_01" };
+            ans.calls = calls
+                .into_iter()
+                .map(|n| (format!("{prefix}{}", random_id(22)), n))
+                .collect();
+            ans.stop_reason = "tool_use";
+        } else {
+            let full = content::reply_text(&subject);
+            let stops: Vec<String> = obj
+                .get("stop_sequences")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let (stopped, hit) = apply_stop(&full, &stops);
+            let (kept, cut) = cap_tokens(stopped, max_tokens.saturating_sub(used));
+            if cut {
+                ans.stop_reason = "max_tokens";
+            } else if let Some(h) = hit {
+                ans.stop_reason = "stop_sequence";
+                ans.stop_sequence = Some(h.to_owned());
+            }
+            ans.output_tokens = used + tok(kept.len());
+            ans.text = Some(kept.to_owned());
+        }
+    }
+    let id = if vertex {
+        format!("msg_vrtx_01{}", random_id(22))
+    } else {
+        format!("msg_01{}", random_id(22))
+    };
+    let rid = fixtures::anthropic_request_id(vertex);
+    let resp = if stream {
+        let events = stream_events(&ans, &model, &id, vertex, sim.chunks(markers));
+        let sf = match fault {
+            Some(Fault::BreakAfter(k)) => StreamFault::BreakAfter(k),
+            Some(Fault::Stall) => StreamFault::StallAfter(1),
+            Some(Fault::ErrorEvent) => {
+                StreamFault::ErrorTail(3.min(events.len()), fixtures::anthropic_error_event())
+            }
+            _ => StreamFault::None,
+        };
+        let mut r = respond::sse(faults::deliver(events, sim.delay(markers), sf));
+        if let Ok(v) = axum::http::HeaderValue::from_str("text/event-stream; charset=utf-8") {
+            r.headers_mut().insert(axum::http::header::CONTENT_TYPE, v);
+        }
+        r
+    } else {
+        let args = call_args();
+        let msg = build_msg(&ans, &model, &id, vertex, &args, false);
+        let body = serde_json::to_vec(&msg).map_err(|e| respond::internal(&e.to_string()))?;
+        crate::buffered_with_fault(Bytes::from(body), JSON_PLAIN, fault.as_ref(), || {
+            fixtures::anthropic_500(vertex)
+        })
+    };
+    Ok(respond::with_header(resp, "request-id", &rid))
+}
+
+fn usage(ans: &Answer, vertex: bool, output: u64) -> Usage {
+    if vertex {
+        return Usage {
+            input_tokens: Some(ans.input),
+            cache_creation_input_tokens: Some(ans.creation),
+            cache_read_input_tokens: Some(ans.read),
+            cache_creation: None,
+            output_tokens: output,
+            service_tier: None,
+            inference_geo: None,
+        };
+    }
+    let (m5, h1) = if ans.long_ttl {
+        (0, ans.creation)
+    } else {
+        (ans.creation, 0)
+    };
+    Usage {
+        input_tokens: Some(ans.input),
+        cache_creation_input_tokens: Some(ans.creation),
+        cache_read_input_tokens: Some(ans.read),
+        cache_creation: Some(CacheCreation {
+            ephemeral_5m_input_tokens: m5,
+            ephemeral_1h_input_tokens: h1,
+        }),
+        output_tokens: output,
+        service_tier: Some("standard"),
+        inference_geo: Some("not_available"),
+    }
+}
+
+fn build_msg<'a>(
+    ans: &'a Answer,
+    model: &'a str,
+    id: &'a str,
+    vertex: bool,
+    args: &'a Value,
+    start: bool,
+) -> Msg<'a> {
+    let mut content = Vec::new();
+    if !start {
+        if let Some((t, s)) = &ans.thinking {
+            content.push(Block::Thinking {
+                thinking: t,
+                signature: s,
+            });
+        }
+        if let Some(t) = &ans.text {
+            content.push(Block::Text { text: t });
+        }
+        for (cid, name) in &ans.calls {
+            content.push(Block::ToolUse {
+                id: cid,
+                name,
+                input: args,
+            });
+        }
+    }
+    Msg {
+        model_first: (!vertex).then_some(model),
+        id,
+        kind: "message",
+        role: "assistant",
+        model_last: vertex.then_some(model),
+        content,
+        stop_reason: (!start).then_some(ans.stop_reason),
+        stop_sequence: if start {
+            None
+        } else {
+            ans.stop_sequence.as_deref()
+        },
+        usage: usage(ans, vertex, if start { 1 } else { ans.output_tokens }),
+    }
+}
+
+fn stream_events(ans: &Answer, model: &str, id: &str, vertex: bool, chunks: usize) -> Vec<Bytes> {
+    let args = Value::Object(Map::new());
+    let mut ev = Vec::new();
+    ev.push(respond::sse_event(
+        "message_start",
+        &MsgStart {
+            kind: "message_start",
+            message: build_msg(ans, model, id, vertex, &args, true),
+        },
+    ));
+    let mut index = 0usize;
+    let mut pinged = false;
+    let mut start_block = |ev: &mut Vec<Bytes>, index: usize, block: Block| {
+        ev.push(respond::sse_event(
+            "content_block_start",
+            &BlockStart {
+                kind: "content_block_start",
+                index,
+                content_block: block,
+            },
+        ));
+        if !pinged {
+            ev.push(respond::sse_event("ping", &TypeOnly { kind: "ping" }));
+            pinged = true;
+        }
+    };
+    let delta = |index: usize, d: Delta| {
+        respond::sse_event(
+            "content_block_delta",
+            &BlockDelta {
+                kind: "content_block_delta",
+                index,
+                delta: d,
+            },
+        )
+    };
+    let stop = |index: usize| {
+        respond::sse_event(
+            "content_block_stop",
+            &IndexOnly {
+                kind: "content_block_stop",
+                index,
+            },
+        )
+    };
+    if let Some((t, s)) = &ans.thinking {
+        start_block(
+            &mut ev,
+            index,
+            Block::Thinking {
+                thinking: "",
+                signature: "",
+            },
+        );
+        for piece in split_pieces(t, chunks) {
+            ev.push(delta(index, Delta::ThinkingDelta { thinking: piece }));
+        }
+        ev.push(delta(index, Delta::ThinkingDelta { thinking: "" }));
+        ev.push(delta(index, Delta::SignatureDelta { signature: s }));
+        ev.push(stop(index));
+        index += 1;
+    }
+    if let Some(t) = &ans.text {
+        start_block(&mut ev, index, Block::Text { text: "" });
+        for piece in split_pieces(t, chunks) {
+            ev.push(delta(index, Delta::TextDelta { text: piece }));
+        }
+        ev.push(stop(index));
+        index += 1;
+    }
+    for (cid, name) in &ans.calls {
+        start_block(
+            &mut ev,
+            index,
+            Block::ToolUse {
+                id: cid,
+                name,
+                input: &args,
+            },
+        );
+        ev.push(delta(index, Delta::InputJsonDelta { partial_json: "" }));
+        let json = content::CALL_ARGS_JSON;
+        let (a, b) = json.split_at(json.len() / 2);
+        ev.push(delta(index, Delta::InputJsonDelta { partial_json: a }));
+        ev.push(delta(index, Delta::InputJsonDelta { partial_json: b }));
+        ev.push(stop(index));
+        index += 1;
+    }
+    let final_usage = if vertex {
+        Usage {
+            input_tokens: None,
+            cache_creation_input_tokens: None,
+            cache_read_input_tokens: None,
+            cache_creation: None,
+            output_tokens: ans.output_tokens,
+            service_tier: None,
+            inference_geo: None,
+        }
+    } else {
+        Usage {
+            cache_creation: None,
+            service_tier: None,
+            inference_geo: None,
+            ..usage(ans, false, ans.output_tokens)
+        }
+    };
+    ev.push(respond::sse_event(
+        "message_delta",
+        &MsgDelta {
+            kind: "message_delta",
+            delta: StopDelta {
+                stop_reason: ans.stop_reason,
+                stop_sequence: ans.stop_sequence.as_deref(),
+            },
+            usage: final_usage,
+        },
+    ));
+    ev.push(respond::sse_event(
+        "message_stop",
+        &TypeOnly {
+            kind: "message_stop",
+        },
+    ));
+    if vertex {
+        return ev;
+    }
+    // First-party quirks: padded JSON lines and `{"type": "ping"}` with a space.
+    ev.into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            if e.starts_with(b"event: ping\n") {
+                Bytes::from_static(b"event: ping\ndata: {\"type\": \"ping\"}\n\n")
+            } else {
+                respond::pad_event(e, (i * 7 + 3) % 16)
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use serde_json::json;
+
+    fn v(x: Value) -> Map<String, Value> {
+        x.as_object().unwrap().clone()
+    }
+
+    fn msg_of(r: Result<(), Response>) -> String {
+        match r {
+            Ok(()) => String::new(),
+            Err(resp) => resp.status().to_string(),
+        }
+    }
+
+    #[test]
+    fn validation_rules() {
+        let h = axum::http::HeaderMap::new();
+        let ok = v(
+            json!({"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}),
+        );
+        assert!(validate(&ok, false, &h, false).is_ok());
+        let no_max = v(json!({"model":"claude-x","messages":[{"role":"user","content":"hi"}]}));
+        assert_eq!(
+            msg_of(validate(&no_max, false, &h, false)),
+            "400 Bad Request"
+        );
+        let twice = v(
+            json!({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}),
+        );
+        assert!(validate(&twice, false, &h, false).is_err());
+        let extra = v(
+            json!({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"a"}],"n":2}),
+        );
+        assert!(validate(&extra, false, &h, false).is_err());
+        let low_budget = v(
+            json!({"model":"claude-x","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":"a"}]}),
+        );
+        assert!(validate(&low_budget, false, &h, false).is_err());
+        let over = v(
+            json!({"model":"claude-x","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"a"}]}),
+        );
+        assert!(validate(&over, false, &h, false).is_err());
+        let vertex_model = v(
+            json!({"model":"claude-x","anthropic_version":VERTEX_VERSION,"max_tokens":5,"messages":[{"role":"user","content":"a"}]}),
+        );
+        assert!(validate(&vertex_model, true, &h, false).is_err());
+        let orphan = v(json!({"model":"claude-x","max_tokens":5,"messages":[
+            {"role":"user","content":"a"},{"role":"assistant","content":"b"},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"r"}]}]}));
+        assert!(validate(&orphan, false, &h, false).is_err());
+        let both = v(
+            json!({"model":"claude-sonnet-4-5","max_tokens":5,"temperature":0.5,"top_p":0.9,"messages":[{"role":"user","content":"a"}]}),
+        );
+        assert!(validate(&both, false, &h, false).is_err());
+    }
+
+    #[test]
+    fn breakpoints_follow_blocks() {
+        let big = "x".repeat(8000);
+        let o = v(
+            json!({"system":[{"type":"text","text":big,"cache_control":{"type":"ephemeral"}}],
+            "messages":[{"role":"user","content":"hello"}]}),
+        );
+        let s = scan_prompt(&o, "claude-sonnet-4-5");
+        assert_eq!(s.breakpoints.len(), 1);
+        assert_eq!(s.breakpoints[0].bytes, 8000);
+        assert_eq!(s.bytes, 8005);
+    }
+}
