@@ -16,6 +16,8 @@ fn main() {
         id: Arc::from("chatcmpl-bench"),
         model_id: Arc::from("acme/bench"),
         op: Operation::Chat,
+        created: 1,
+        exclude_reasoning: false,
     };
 
     let body = std::fs::read(format!("{dir}openai-chat-completion.json")).unwrap();

@@ -16,8 +16,8 @@ use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
-    CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, NewKey, RouteRow, Store, StoreError,
-    StoreResult,
+    CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, Store,
+    StoreError, StoreResult,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -523,7 +523,15 @@ async fn catalog_import(b: Arc<Backend>) {
     r_full.base_url = Some("https://example.invalid/v1".to_owned());
     r_full.region = Some("eu-west".to_owned());
     r_full.active = false;
+    let prof = |name: &str, spec: serde_json::Value| ProfileRow {
+        name: name.to_owned(),
+        spec,
+    };
     let first = CatalogRows {
+        profiles: vec![prof(
+            "p1",
+            serde_json::json!({"forward": ["temperature"], "thinking": {"kind": "budget", "min": 1, "max": 9}}),
+        )],
         models: vec![rich.clone(), model("a-plain", "1.5")],
         // Deliberately not grouped: load returns them by model, in import order within one.
         routes: vec![
@@ -537,6 +545,7 @@ async fn catalog_import(b: Arc<Backend>) {
     assert_eq!(
         s.load_catalog().await.unwrap(),
         CatalogRows {
+            profiles: first.profiles.clone(),
             models: vec![model("a-plain", "1.5"), rich.clone()],
             routes: vec![
                 route("a-plain", "direct", 0),
@@ -549,11 +558,19 @@ async fn catalog_import(b: Arc<Backend>) {
     // Second import: a-plain is updated and its routes replaced; b-rich is named only by a
     // route, so its routes are replaced too; c-new is added with no routes.
     let second = CatalogRows {
+        profiles: vec![
+            prof("p1", serde_json::json!({"forward": []})),
+            prof("p0", serde_json::json!({})),
+        ],
         models: vec![model("a-plain", "2"), model("c-new", "0.1")],
         routes: vec![route("b-rich", "bedrock", 1), route("a-plain", "vertex", 2)],
     };
     s.import_catalog(&second).await.unwrap();
     let expected = CatalogRows {
+        profiles: vec![
+            prof("p0", serde_json::json!({})),
+            prof("p1", serde_json::json!({"forward": []})),
+        ],
         models: vec![model("a-plain", "2"), rich.clone(), model("c-new", "0.1")],
         routes: vec![route("a-plain", "vertex", 2), route("b-rich", "bedrock", 1)],
     };
@@ -561,6 +578,7 @@ async fn catalog_import(b: Arc<Backend>) {
 
     // A model named with no routes loses its routes.
     s.import_catalog(&CatalogRows {
+        profiles: vec![],
         models: vec![model("a-plain", "2")],
         routes: vec![],
     })
@@ -572,6 +590,7 @@ async fn catalog_import(b: Arc<Backend>) {
 
     // A route naming an unknown model fails the whole import: nothing changes.
     let bad = CatalogRows {
+        profiles: vec![],
         models: vec![model("a-plain", "99")],
         routes: vec![route("b-rich", "x", 0), route("ghost", "direct", 0)],
     };
@@ -586,6 +605,7 @@ async fn catalog_import(b: Arc<Backend>) {
     odd.kind = "audio".to_owned();
     assert!(s
         .import_catalog(&CatalogRows {
+            profiles: vec![],
             models: vec![odd],
             routes: vec![]
         })
@@ -624,6 +644,7 @@ async fn change_feed(b: Arc<Backend>) {
     let before = s.latest_change().await.unwrap();
     s.add_credit("e", "w", usd("1"), None).await.unwrap();
     s.import_catalog(&CatalogRows {
+        profiles: vec![],
         models: vec![model("m", "1")],
         routes: vec![route("m", "direct", 0)],
     })

@@ -45,6 +45,13 @@ CREATE TABLE models (
     active                   BOOLEAN NOT NULL DEFAULT TRUE
 );
 
+-- Parameter profiles: which request fields a model forwards, its thinking controls.
+-- `spec` is the profile as JSON (see src/catalog/profile.rs).
+CREATE TABLE profiles (
+    name TEXT PRIMARY KEY NOT NULL,
+    spec TEXT NOT NULL
+);
+
 CREATE TABLE routes (
     -- Insertion order, so a model's routes load back in the order they were imported.
     seq        BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -127,6 +134,9 @@ CREATE TRIGGER models_log_change AFTER INSERT OR UPDATE OR DELETE ON models
     FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('catalog', 'id');
 CREATE TRIGGER routes_log_change AFTER INSERT OR UPDATE OR DELETE ON routes
     FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('catalog', 'model_id');
+
+CREATE TRIGGER profiles_log_change AFTER INSERT OR UPDATE OR DELETE ON profiles
+    FOR EACH ROW EXECUTE FUNCTION tollgate_log_change('catalog', 'name');
 
 CREATE FUNCTION tollgate_notify_change() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -45,6 +45,13 @@ CREATE TABLE models (
     active                   INTEGER NOT NULL DEFAULT 1 CHECK (active IN (0, 1))
 ) STRICT;
 
+-- Parameter profiles: which request fields a model forwards, its thinking controls.
+-- `spec` is the profile as JSON (see src/catalog/profile.rs).
+CREATE TABLE profiles (
+    name TEXT PRIMARY KEY NOT NULL,
+    spec TEXT NOT NULL
+) STRICT;
+
 CREATE TABLE routes (
     -- Explicit INTEGER PRIMARY KEY (a rowid alias VACUUM never renumbers): insertion order,
     -- so a model's routes load back in the order they were imported.
@@ -170,4 +177,18 @@ END;
 CREATE TRIGGER routes_log_delete AFTER DELETE ON routes
 BEGIN
     INSERT INTO change_log (kind, ref_id) VALUES ('catalog', OLD.model_id);
+END;
+
+-- profiles -> 'catalog' (ref: profile name)
+CREATE TRIGGER profiles_log_insert AFTER INSERT ON profiles
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', NEW.name);
+END;
+CREATE TRIGGER profiles_log_update AFTER UPDATE ON profiles
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', NEW.name);
+END;
+CREATE TRIGGER profiles_log_delete AFTER DELETE ON profiles
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('catalog', OLD.name);
 END;

@@ -78,6 +78,28 @@ impl<'a> RawRequest<'a> {
         }
     }
 
+    /// Whether the client asked for reasoning text to be left out of the answer: `reasoning.exclude`
+    /// (OpenRouter), or the deprecated `include_reasoning: false`.
+    pub fn excludes_reasoning(&self) -> bool {
+        #[derive(Deserialize)]
+        struct Reasoning {
+            #[serde(default)]
+            exclude: Option<bool>,
+        }
+        let exclude = self
+            .typed::<Option<Reasoning>>("reasoning")
+            .ok()
+            .flatten()
+            .flatten()
+            .and_then(|r| r.exclude);
+        let include = self
+            .typed::<Option<bool>>("include_reasoning")
+            .ok()
+            .flatten()
+            .flatten();
+        exclude.or(include.map(|i| !i)).unwrap_or(false)
+    }
+
     /// All fields in body order.
     pub fn fields(&self) -> impl Iterator<Item = (&str, &'a RawValue)> + '_ {
         self.fields.iter().map(|(k, v)| (k.as_ref(), *v))

@@ -7,6 +7,7 @@
 
 mod endpoint;
 pub mod import;
+pub mod profile;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use serde::Serialize;
 
 pub use endpoint::{Endpoint, EndpointError};
+pub use profile::{Profile, Thinking};
 
 use crate::billing::money::Price;
 use crate::config::ProvidersConf;
@@ -144,8 +146,10 @@ pub struct Model {
     pub family: Family,
     pub kind: ModelKind,
     pub upstream_model: String,
-    /// Name of the parameter profile (which request fields this model forwards).
-    pub profile: String,
+    /// Name of the parameter profile.
+    pub profile_name: String,
+    /// Which request fields this model forwards, and its thinking controls.
+    pub profile: Arc<Profile>,
     pub pricing: Pricing,
     pub capabilities: Vec<String>,
     pub max_output_tokens: Option<u32>,
@@ -189,9 +193,18 @@ impl Snapshot {
         providers: &ProvidersConf,
         addrs: &HashMap<(String, u16), SocketAddr>,
     ) -> Snapshot {
+        let mut profiles = HashMap::new();
+        for p in &rows.profiles {
+            match serde_json::from_value::<Profile>(p.spec.clone()) {
+                Ok(profile) => {
+                    profiles.insert(p.name.as_str(), Arc::new(profile));
+                }
+                Err(e) => tracing::warn!(profile = %p.name, "profile skipped: {e}"),
+            }
+        }
         let mut models = HashMap::new();
         for row in rows.models.iter().filter(|m| m.active) {
-            match model_from_row(row, &rows.routes, providers, addrs) {
+            match model_from_row(row, &rows.routes, &profiles, providers, addrs) {
                 Ok(model) => {
                     models.insert(row.id.clone().into_boxed_str(), Arc::new(model));
                 }
@@ -209,6 +222,7 @@ impl Snapshot {
 fn model_from_row(
     row: &ModelRow,
     routes: &[RouteRow],
+    profiles: &HashMap<&str, Arc<Profile>>,
     providers: &ProvidersConf,
     addrs: &HashMap<(String, u16), SocketAddr>,
 ) -> Result<Model, String> {
@@ -217,6 +231,14 @@ fn model_from_row(
         "chat" => ModelKind::Chat,
         "embedding" => ModelKind::Embedding,
         other => return Err(format!("unknown kind {other:?}")),
+    };
+    // OpenAI-compatible upstreams get the request as sent: no profile applies.
+    let profile = match family {
+        Family::OpenAiCompat => Arc::default(),
+        _ => profiles
+            .get(row.profile.as_str())
+            .cloned()
+            .ok_or(format!("unknown profile {:?}", row.profile))?,
     };
     let mut own: Vec<&RouteRow> = routes
         .iter()
@@ -251,7 +273,8 @@ fn model_from_row(
         family,
         kind,
         upstream_model: row.upstream_model.clone(),
-        profile: row.profile.clone(),
+        profile_name: row.profile.clone(),
+        profile,
         pricing: Pricing {
             input: row.input_price,
             output: row.output_price,
@@ -411,10 +434,12 @@ mod tests {
     fn rows() -> CatalogRows {
         serde_yaml::from_str(
             r#"
+profiles:
+  - {name: g, spec: {forward: [temperature]}}
 models:
   - {id: acme/llama, provider: acme, family: openai, kind: chat, upstream_model: llama-3,
      input_price: 0.5, output_price: "1.5"}
-  - {id: google/x, provider: google, family: gemini, kind: chat, upstream_model: x,
+  - {id: google/x, provider: google, family: gemini, kind: chat, upstream_model: x, profile: g,
      input_price: 1.25, output_price: 10, cache_read_price: 0.125}
   - {id: off/y, provider: off, family: openai, kind: chat, upstream_model: y,
      input_price: 1, output_price: 1, active: false}
@@ -445,6 +470,10 @@ routes:
             "europe-west4-aiplatform.googleapis.com"
         );
         assert!(g.routes[0].endpoint.tls);
+        assert!(
+            g.profile.forwards("temperature"),
+            "the named profile is attached"
+        );
     }
 
     #[test]

@@ -39,6 +39,20 @@ impl fmt::Debug for Secret {
     }
 }
 
+/// A credential that changes over time (an OAuth2 access token): written by a background
+/// refresher, read lock-free on the hot path.
+#[derive(Debug, Default)]
+pub struct TokenCell(arc_swap::ArcSwapOption<Secret>);
+
+impl TokenCell {
+    pub fn current(&self) -> Option<Secret> {
+        self.0.load_full().map(|s| Secret::clone(&s))
+    }
+    pub fn set(&self, token: Option<Secret>) {
+        self.0.store(token.map(Arc::new));
+    }
+}
+
 /// Upstream credentials, resolved once at start from the env var names in the config.
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
@@ -46,6 +60,10 @@ pub struct Credentials {
     pub gemini: Option<Secret>,
     pub anthropic: Option<Secret>,
     pub anthropic_version: String,
+    /// Vertex AI access token (Gemini and Claude on Vertex), kept fresh in the background.
+    pub vertex_token: Arc<TokenCell>,
+    /// GCP project for Vertex URLs (env var, else the key file's `project_id`).
+    pub vertex_project: Option<String>,
 }
 
 impl Credentials {
@@ -56,6 +74,8 @@ impl Credentials {
             gemini: read(&p.gemini.api_key_env),
             anthropic: read(&p.anthropic.api_key_env),
             anthropic_version: p.anthropic.version.clone(),
+            vertex_token: Arc::new(TokenCell::default()),
+            vertex_project: env(&p.vertex.project_env).filter(|v| !v.is_empty()),
         }
     }
 }
@@ -66,6 +86,8 @@ pub struct Target<'a> {
     pub route: &'a Route,
     pub op: Operation,
     pub stream: bool,
+    /// An explicit context cache holding the request's cacheable prefix (Gemini), if one exists.
+    pub cached_content: Option<&'a str>,
 }
 
 /// The request to send upstream, fully built before the proxy connects.
@@ -85,6 +107,10 @@ pub struct ResponseCx {
     /// The tollgate model id the client asked for; replaces the upstream model name.
     pub model_id: Arc<str>,
     pub op: Operation,
+    /// Unix seconds when the gateway received the request (translators have no clock).
+    pub created: i64,
+    /// The client asked for reasoning text to be left out of the response.
+    pub exclude_reasoning: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

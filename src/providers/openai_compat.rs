@@ -296,6 +296,8 @@ mod tests {
             id: Arc::from("chatcmpl-gw1"),
             model_id: Arc::from("acme/gpt"),
             op: Operation::Chat,
+            created: 1,
+            exclude_reasoning: false,
         }
     }
 

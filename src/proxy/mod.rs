@@ -158,6 +158,7 @@ impl Gateway {
             route: &route,
             op,
             stream: req.stream,
+            cached_content: None,
         };
         let upstream = adapter.build_request(&req, &target, &self.credentials)?;
         let prefix = if op == Operation::Chat {
@@ -169,6 +170,8 @@ impl Gateway {
             id: new_id(prefix).replacen('_', "-", 1).into(),
             model_id: model.id.clone(),
             op,
+            created: chrono::Utc::now().timestamp(),
+            exclude_reasoning: req.excludes_reasoning(),
         };
         Ok(Admitted {
             op,

@@ -112,6 +112,17 @@ pub(crate) fn catalog_model_ids(rows: &CatalogRows) -> BTreeSet<&str> {
         .collect()
 }
 
+/// Profile rows as stored (name, JSON text) → records; bad JSON is a corrupt row.
+pub(super) fn profiles_from_db(rows: Vec<(String, String)>) -> StoreResult<Vec<super::ProfileRow>> {
+    rows.into_iter()
+        .map(|(name, spec)| {
+            let spec = serde_json::from_str(&spec)
+                .map_err(|e| StoreError::Corrupt(format!("profile {name}: {e}")))?;
+            Ok(super::ProfileRow { name, spec })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

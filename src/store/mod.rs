@@ -171,9 +171,19 @@ fn yes() -> bool {
     true
 }
 
+/// A named parameter profile; `spec` is its JSON (interpreted by `catalog::Profile`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileRow {
+    pub name: String,
+    pub spec: serde_json::Value,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CatalogRows {
+    #[serde(default)]
+    pub profiles: Vec<ProfileRow>,
     #[serde(default)]
     pub models: Vec<ModelRow>,
     #[serde(default)]
@@ -228,7 +238,8 @@ pub trait Store: Send + Sync + 'static {
     async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>>;
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows>;
-    /// Upserts models (by id) and replaces the routes of every model named in `rows`.
+    /// Upserts profiles (by name) and models (by id) and replaces the routes of every model
+    /// named in `rows`.
     async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()>;
     async fn catalog_is_empty(&self) -> StoreResult<bool>;
 

@@ -657,13 +657,37 @@ impl Store for PgStore {
             )
             .await?;
         let routes = all(tx.query(&stmt, &[]).await?, route_from_row)?;
+        let stmt = tx
+            .prepare_cached("SELECT name, spec FROM profiles ORDER BY name")
+            .await?;
+        let profiles = tx
+            .query(&stmt, &[])
+            .await?
+            .iter()
+            .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?)))
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
         tx.commit().await?;
-        Ok(CatalogRows { models, routes })
+        let profiles = codec::profiles_from_db(profiles)?;
+        Ok(CatalogRows {
+            profiles,
+            models,
+            routes,
+        })
     }
 
     async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
+        let profile = tx
+            .prepare_cached(
+                "INSERT INTO profiles (name, spec) VALUES ($1, $2)
+                 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec",
+            )
+            .await?;
+        for p in &rows.profiles {
+            tx.execute(&profile, &[&p.name, &p.spec.to_string()])
+                .await?;
+        }
         let upsert = tx
             .prepare_cached(&format!(
                 "INSERT INTO models ({MODEL_COLS})

@@ -535,8 +535,22 @@ impl Store for SqliteStore {
                 [],
                 route_from_row,
             )?;
+            let profiles = query_all(
+                &tx,
+                "SELECT name, spec FROM profiles ORDER BY name",
+                [],
+                |r| {
+                    let spec: String = r.get(1)?;
+                    Ok((r.get::<_, String>(0)?, spec))
+                },
+            )?;
             tx.commit()?;
-            Ok(CatalogRows { models, routes })
+            let profiles = codec::profiles_from_db(profiles)?;
+            Ok(CatalogRows {
+                profiles,
+                models,
+                routes,
+            })
         })
         .await
     }
@@ -546,6 +560,13 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             {
+                let mut profile = tx.prepare_cached(
+                    "INSERT INTO profiles (name, spec) VALUES (?1, ?2)
+                     ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
+                )?;
+                for p in &rows.profiles {
+                    profile.execute(params![p.name, p.spec.to_string()])?;
+                }
                 let mut upsert = tx.prepare_cached(&format!(
                     "INSERT INTO models ({MODEL_COLS})
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
