@@ -5,19 +5,42 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench deps check-deps check-pg clean
+.PHONY: run build test lint bench demo venv deps check-deps check-pg clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
 run: check-deps
 	$(CARGO) build --release --bin tollgate
 	./target/release/tollgate -c $(CONF) serve
 
+## The gateway and the upstream simulator wired together, with a workspace, credit and a key.
+DEMO_ENV = DEMO_GEMINI_KEY=sim-gemini-key DEMO_ANTHROPIC_KEY=sim-anthropic-key DEMO_OPENAI_KEY=sim-openai-key \
+	DEMO_VERTEX_PROJECT=tollgate-test DEMO_VERTEX_CREDENTIALS=$(CURDIR)/tests/fixtures/test-service-account.json
+demo: check-deps
+	$(CARGO) build --bins
+	mkdir -p data && rm -f data/demo.db*
+	./target/debug/tollgate-sim --listen 127.0.0.1:18000 --vertex-project tollgate-test > data/demo-sim.log & echo $$! > data/demo-sim.pid
+	@ws=$$(./target/debug/tollgate -c conf/demo.yaml --json workspace create --name demo | sed -n 's/.*"id": "\(ws_[^"]*\)".*/\1/p' | head -n1); \
+	./target/debug/tollgate -c conf/demo.yaml credit add --workspace $$ws --usd 10 >/dev/null; \
+	key=$$(./target/debug/tollgate -c conf/demo.yaml --json key create --workspace $$ws --name demo | sed -n 's/.*"secret": "\([^"]*\)".*/\1/p'); \
+	echo; echo "workspace $$ws, key $$key (10 USD credit). Paste:"; echo; \
+	echo "curl -s localhost:8080/v1/chat/completions -H 'Authorization: Bearer $$key' -H 'Content-Type: application/json' \\"; \
+	echo "  -d '{\"model\":\"google/gemini-2.5-flash\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'"; echo; \
+	trap 'kill $$(cat data/demo-sim.pid) 2>/dev/null' EXIT INT TERM; \
+	$(DEMO_ENV) ./target/debug/tollgate -c conf/demo.yaml serve
+
 build: check-deps
 	$(CARGO) build --release --bins
 
 ## Everything the project tests: unit, store suite (SQLite and PostgreSQL), integration.
-test: check-deps check-pg
-	$(CARGO) test --lib --bins --tests -- --test-threads=2
+test: check-deps check-pg venv
+	TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test --lib --bins --tests -- --test-threads=2
+
+## The official OpenAI Python SDK in a local venv (used by the SDK integration test).
+venv: .venv/.stamp
+.venv/.stamp: tests/python/requirements.txt
+	python3 -m venv .venv
+	.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+	touch $@
 
 lint: check-deps
 	$(CARGO) fmt --all -- --check
@@ -29,7 +52,7 @@ bench: check-deps
 
 ## Debian packages a fresh machine needs (run as root).
 deps:
-	apt-get update -qq && apt-get install -y -qq cmake ca-certificates postgresql-client
+	apt-get update -qq && apt-get install -y -qq cmake ca-certificates postgresql-client python3-venv
 
 check-deps:
 	@missing=""; for tool in cmake cc c++ make perl; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \

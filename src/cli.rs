@@ -23,6 +23,8 @@ pub enum CliError {
     Import(#[from] ImportError),
     #[error(transparent)]
     Money(#[from] MoneyError),
+    #[error(transparent)]
+    Credentials(#[from] crate::credentials::CredentialError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

@@ -6,6 +6,8 @@
 //! Database connections are bound to the runtime that made them, so the background service
 //! opens its own store on its own runtime.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
@@ -17,6 +19,7 @@ use pingora_core::services::listening::Service;
 use crate::admin::Admin;
 use crate::cli::CliError;
 use crate::config::Config;
+use crate::credentials::VertexAccount;
 use crate::providers::Credentials;
 use crate::proxy::Gateway;
 use crate::store;
@@ -30,22 +33,31 @@ pub struct ServeOptions {
 pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
     let t = config.tollgate.clone();
     let store_url = config.store_url(|k| std::env::var(k).ok());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let env = |k: &str| std::env::var(k).ok();
+    let mut credentials = Credentials::from_env(&t.providers, env);
+    let vertex = VertexAccount::from_env(&t.providers.vertex, env)?;
+    if let Some(v) = &vertex {
+        credentials.vertex_project = credentials.vertex_project.take().or_else(|| v.project_id.clone());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let follower = runtime.block_on(async {
         let store = store::open(&store_url).await?;
         crate::cli::prepare_store(store.as_ref(), &t.catalog_file).await?;
-        Ok::<_, CliError>(
-            Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?,
-        )
+        if let Some(v) = &vertex {
+            let first = tokio::time::timeout(Duration::from_secs(10), v.fetch_once(&credentials.vertex_token)).await;
+            if !matches!(first, Ok(Ok(_))) {
+                tracing::warn!("no Vertex token at start ({first:?}); the refresher keeps trying");
+            }
+        }
+        Ok::<_, CliError>(Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?)
     })?;
     drop(runtime);
 
+    let vertex_refresher = vertex.map(|account| VertexRefresher { account, cell: credentials.vertex_token.clone() });
     let gateway = Gateway {
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
-        credentials: Credentials::from_env(&t.providers, |k| std::env::var(k).ok()),
+        credentials,
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
     };
@@ -81,6 +93,9 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
     server.add_service(proxy);
     server.add_service(admin_service);
     server.add_service(sync);
+    if let Some(refresher) = vertex_refresher {
+        server.add_service(background_service("vertex token", refresher));
+    }
     tracing::info!(listen = %t.listen, admin = %t.admin_listen, "tollgate serving");
     server.run_forever()
 }
@@ -110,6 +125,23 @@ impl BackgroundService for SyncService {
         };
         follower
             .run(store, async move {
+                let _ = shutdown.changed().await;
+            })
+            .await;
+    }
+}
+
+struct VertexRefresher {
+    account: VertexAccount,
+    cell: std::sync::Arc<crate::providers::TokenCell>,
+}
+
+#[async_trait]
+impl BackgroundService for VertexRefresher {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let cell = self.cell.clone();
+        self.account
+            .refresh_forever(cell, async move {
                 let _ = shutdown.changed().await;
             })
             .await;

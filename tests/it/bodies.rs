@@ -18,7 +18,7 @@ fn body_of(size: usize, stream: bool) -> (String, Vec<u8>) {
 
 async fn check(size: usize, framing: Framing, stream: bool) {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let (text, body) = body_of(size, stream);
     let addr = gw.base.trim_start_matches("http://").to_owned();

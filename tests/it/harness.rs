@@ -10,6 +10,44 @@ use serde_json::Value;
 
 pub use crate::fake_upstream::{FakeUpstream, FAKE_KEY};
 
+/// The provider simulator (`tollgate-sim`) on a free port; killed on drop.
+pub struct Sim {
+    pub url: String,
+    _child: ChildGuard,
+}
+
+impl Sim {
+    pub fn start() -> Sim {
+        Self::start_with(&[])
+    }
+
+    pub fn start_with(args: &[&str]) -> Sim {
+        use std::io::{BufRead, BufReader};
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-sim"))
+            .args(["--listen", "127.0.0.1:0", "--vertex-project", "tollgate-test"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+        assert!(url.starts_with("http://127.0.0.1:"), "unexpected sim banner {line:?}");
+        Sim { url, _child: ChildGuard(child) }
+    }
+
+    /// Model requests the simulator received (control and token requests left out).
+    pub async fn requests(&self) -> Vec<Value> {
+        let all: Vec<Value> = ::reqwest::get(format!("{}/_sim/requests", self.url)).await.unwrap().json().await.unwrap();
+        all.into_iter().filter(|r| r["route"] != "oauth.token").collect()
+    }
+
+    pub async fn stats(&self) -> Value {
+        ::reqwest::get(format!("{}/_sim/stats", self.url)).await.unwrap().json().await.unwrap()
+    }
+}
+
 /// A blocking GET status over a raw socket (usable from sync harness code inside async tests).
 mod reqwest {
     pub use ::reqwest::*;
@@ -64,6 +102,7 @@ pub struct GatewayBuilder {
     catalog_refresh: &'static str,
     max_body: &'static str,
     sim_url: Option<String>,
+    provider_sim: Option<String>,
 }
 
 impl Gateway {
@@ -73,6 +112,7 @@ impl Gateway {
             catalog_refresh: "2s",
             max_body: "32MiB",
             sim_url: None,
+            provider_sim: None,
         }
     }
 
@@ -152,6 +192,10 @@ impl Gateway {
             .arg(&self.conf)
             .arg("serve")
             .env("TEST_OPENAI_KEY", FAKE_KEY)
+            .env("TEST_GEMINI_KEY", "sim-gemini-key")
+            .env("TEST_ANTHROPIC_KEY", "sim-anthropic-key")
+            .env("TEST_VERTEX_PROJECT", "tollgate-test")
+            .env("TEST_VERTEX_CREDENTIALS", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/test-service-account.json"))
             .env(
                 "RUST_LOG",
                 std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -201,9 +245,16 @@ impl GatewayBuilder {
         self.max_body = size;
         self
     }
-    /// Adds OpenAI-compatible test models routed to the simulator.
-    pub fn sim(mut self, sim: &FakeUpstream) -> Self {
-        self.sim_url = Some(sim.url.clone());
+    /// Adds OpenAI-compatible test models (`acme/echo`, `acme/embed`) routed to the fake.
+    pub fn fake_openai(mut self, fake: &FakeUpstream) -> Self {
+        self.sim_url = Some(fake.url.clone());
+        self
+    }
+
+    /// Points every Gemini, Vertex and Anthropic route (and the OAuth token endpoint) at the
+    /// simulator, and adds test models that pin each route kind (`route/<kind>/<model>`).
+    pub fn simulator(mut self, sim: &Sim) -> Self {
+        self.provider_sim = Some(sim.url.clone());
         self
     }
 
@@ -222,7 +273,8 @@ impl GatewayBuilder {
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s}}\n\
-             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n",
+             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
+            providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
             dir = dir.path().display(),
             catalog = catalog.display(),
             refresh = self.catalog_refresh,
@@ -239,6 +291,11 @@ impl GatewayBuilder {
         };
         gw.cli(&["migrate"]);
         gw.cli(&["catalog", "import", catalog.to_str().unwrap()]);
+        if self.provider_sim.is_some() {
+            let file = gw.dir.path().join("route-catalog.yaml");
+            std::fs::write(&file, ROUTE_CATALOG).unwrap();
+            gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+        }
         if let Some(sim) = self.sim_url {
             let file = gw.dir.path().join("sim-catalog.yaml");
             std::fs::write(
@@ -346,3 +403,23 @@ fn rand_suffix() -> String {
     let n: u64 = rand::thread_rng().gen();
     format!("{n:016x}")
 }
+
+fn provider_conf(sim: &str) -> String {
+    format!(
+        "    gemini: {{base_url: \"{sim}\", api_key_env: TEST_GEMINI_KEY}}\n\
+         \x20   anthropic: {{base_url: \"{sim}\", api_key_env: TEST_ANTHROPIC_KEY}}\n\
+         \x20   vertex: {{base_url: \"{sim}\", global_base_url: \"{sim}\", token_url: \"{sim}/token\", \
+         project_env: TEST_VERTEX_PROJECT, credentials_env: TEST_VERTEX_CREDENTIALS}}\n"
+    )
+}
+
+/// Test models that pin one route kind each, with the default catalog's profiles.
+const ROUTE_CATALOG: &str = "models:
+  - {id: vertex/gemini-2.5-flash, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 0.30, output_price: 2.50, cache_read_price: 0.03}
+  - {id: vertex/gemini-3-pro-preview, provider: google, family: gemini, kind: chat, upstream_model: gemini-3-pro-preview, profile: gemini-3-pro, input_price: 2, output_price: 12, cache_read_price: 0.2}
+  - {id: global/gemini-2.5-flash, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 0.30, output_price: 2.50, cache_read_price: 0.03}
+routes:
+  - {model_id: vertex/gemini-2.5-flash, kind: vertex, region: us-central1}
+  - {model_id: vertex/gemini-3-pro-preview, kind: vertex, region: us-central1}
+  - {model_id: global/gemini-2.5-flash, kind: vertex-global, region: global}
+";

@@ -5,7 +5,9 @@
 mod bodies;
 mod fake_upstream;
 mod foundation;
+mod gemini;
 mod harness;
 mod openai_compat;
+mod python_sdk;
 mod raw;
 mod sync;

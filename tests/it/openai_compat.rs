@@ -11,7 +11,7 @@ fn hello(stream: bool) -> Value {
 #[tokio::test]
 async fn buffered_chat_rewrites_model_and_credentials_only() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let res = gw.chat(&key, hello(false)).await;
     assert_eq!(res.status(), 200);
@@ -56,7 +56,7 @@ async fn buffered_chat_rewrites_model_and_credentials_only() {
 #[tokio::test]
 async fn streamed_chat_ends_with_usage_then_done() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let res = gw.chat(&key, hello(true)).await;
     assert_eq!(res.status(), 200);
@@ -98,7 +98,7 @@ async fn streamed_chat_ends_with_usage_then_done() {
 #[tokio::test]
 async fn upstream_throttling_keeps_its_status() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     for (fault, status) in [("429", 429), ("503", 503)] {
         let body = json!({"model": "acme/echo", "messages": [{"role": "user", "content": format!("x [sim:fault={fault}]")}]});
@@ -120,7 +120,7 @@ async fn upstream_throttling_keeps_its_status() {
 #[tokio::test]
 async fn stream_broken_mid_way_ends_with_error_frame_then_done() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let body = json!({"model": "acme/echo", "stream": true, "messages": [{"role": "user", "content": "x [sim:fault=break-after=2]"}]});
     let res = gw.chat(&key, body).await;
@@ -142,7 +142,7 @@ async fn stream_broken_mid_way_ends_with_error_frame_then_done() {
 #[tokio::test]
 async fn unreachable_upstream_is_a_502_envelope() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     drop(sim);
     let res = gw.chat(&key, hello(false)).await;
@@ -154,7 +154,7 @@ async fn unreachable_upstream_is_a_502_envelope() {
 #[tokio::test]
 async fn openai_embeddings_pass_through() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().sim(&sim).start();
+    let gw = Gateway::builder().fake_openai(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let res = reqwest::Client::new()
         .post(gw.url("/v1/embeddings"))
