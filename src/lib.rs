@@ -10,6 +10,7 @@ pub mod billing;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod context_cache;
 pub mod credentials;
 pub mod providers;
 pub mod proxy;

@@ -281,3 +281,37 @@ async fn broken_stream_ends_with_error_frame_then_done() {
         assert!(!frames.iter().any(|f| f.contains("\"choices\":[]")), "no usage chunk after an error: {frames:?}");
     }
 }
+
+fn cached_system(text: &str) -> Value {
+    json!({"role": "system", "content": [{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]})
+}
+
+#[tokio::test]
+async fn cache_control_creates_and_reuses_an_explicit_cache() {
+    let e = env().await;
+    // ~3,000 tokens by the simulator's rule (4 bytes a token): above 2.5 Flash's 2,048 minimum.
+    let long = "You are a meticulous assistant. ".repeat(400);
+    for round in 0..2 {
+        let body = json!({"model": "google/gemini-2.5-flash", "messages": [cached_system(&long), {"role": "user", "content": format!("question {round}")}]});
+        let (status, v) = e.chat(body).await;
+        assert_eq!(status, 200, "round {round}: {v}");
+        let sent = e.last_upstream().await;
+        assert!(sent["body"]["cachedContent"].as_str().is_some_and(|n| n.starts_with("cachedContents/")), "round {round}: {}", sent["body"]);
+        assert!(sent["body"].get("systemInstruction").is_none(), "the prefix lives in the cache");
+        assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 2000, "cached tokens are reported: {v}");
+    }
+    let creations = e.sim.requests().await.iter().filter(|r| r["route"] == "gemini.cache").count();
+    assert_eq!(creations, 1, "one cache for one prefix, reused");
+}
+
+#[tokio::test]
+async fn short_cacheable_prefix_falls_back_to_implicit_caching() {
+    let e = env().await;
+    let body = json!({"model": "google/gemini-2.5-flash", "messages": [cached_system("Short system prompt."), {"role": "user", "content": "hi"}]});
+    let (status, v) = e.chat(body).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = e.last_upstream().await;
+    assert!(sent["body"].get("cachedContent").is_none());
+    assert_eq!(sent["body"]["systemInstruction"]["parts"][0]["text"], "Short system prompt.");
+    assert_eq!(e.sim.requests().await.iter().filter(|r| r["route"] == "gemini.cache").count(), 0);
+}

@@ -1,0 +1,91 @@
+//! Gemini explicit context caching: a `cache_control` breakpoint on the system message turns
+//! the cacheable prefix (system instruction and tools) into a `cachedContents` resource,
+//! created once per prefix and reused until shortly before its TTL ends, so later requests pay
+//! the cached-token price.
+//!
+//! Keyed by the adapter's hash of (route, model, prefix). Creation is single-flight (concurrent
+//! requests with the same prefix wait for one creation) and happens in `request_filter`, as part
+//! of the upstream work of the request that first needs it. A failed creation is not cached:
+//! that request falls back to implicit caching and the next one tries again.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use moka::future::Cache;
+
+use crate::catalog::Endpoint;
+use crate::providers::UpstreamRequest;
+
+/// Stop reusing a cache this long before the upstream expires it.
+const MARGIN: Duration = Duration::from_secs(30);
+const MAX_ENTRIES: u64 = 10_000;
+
+#[derive(Clone)]
+struct Entry {
+    name: Arc<str>,
+    reuse_until: Instant,
+}
+
+struct ByTtl;
+
+impl moka::Expiry<String, Entry> for ByTtl {
+    fn expire_after_create(&self, _key: &String, entry: &Entry, now: Instant) -> Option<Duration> {
+        Some(entry.reuse_until.saturating_duration_since(now))
+    }
+}
+
+pub struct ContextCaches {
+    client: reqwest::Client,
+    entries: Cache<String, Entry>,
+}
+
+impl Default for ContextCaches {
+    fn default() -> Self {
+        Self::new(Duration::from_secs(10))
+    }
+}
+
+impl ContextCaches {
+    pub fn new(timeout: Duration) -> Self {
+        let client = reqwest::Client::builder().timeout(timeout).build().unwrap_or_default();
+        let entries = Cache::builder().max_capacity(MAX_ENTRIES).expire_after(ByTtl).build();
+        ContextCaches { client, entries }
+    }
+
+    /// The cache's resource name for `key`, creating it with `create` (sent to `endpoint`) when
+    /// there is none. `None` when creation failed: send the request uncached.
+    pub async fn name_for(&self, key: &str, endpoint: &Endpoint, ttl: Duration, create: impl FnOnce() -> UpstreamRequest) -> Option<Arc<str>> {
+        let request = create();
+        let made = self
+            .entries
+            .try_get_with(key.to_owned(), async {
+                let name = self.create(endpoint, request).await?;
+                let reuse_until = Instant::now() + ttl.saturating_sub(MARGIN);
+                Ok::<_, String>(Entry { name, reuse_until })
+            })
+            .await;
+        match made {
+            Ok(entry) => Some(entry.name),
+            Err(e) => {
+                tracing::warn!("context cache creation failed, sending uncached: {e}");
+                None
+            }
+        }
+    }
+
+    async fn create(&self, endpoint: &Endpoint, request: UpstreamRequest) -> Result<Arc<str>, String> {
+        let scheme = if endpoint.tls { "https" } else { "http" };
+        let url = format!("{scheme}://{}{}", endpoint.authority(), request.path);
+        let mut call = self.client.post(url).body(request.body);
+        for (name, value) in request.headers {
+            call = call.header(name, value);
+        }
+        let response = call.send().await.map_err(|e| e.to_string())?;
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.map_err(|e| e.to_string())?;
+        match body.get("name").and_then(|n| n.as_str()) {
+            Some(name) if status.is_success() => Ok(name.into()),
+            _ => Err(format!("upstream answered {status}: {body}")),
+        }
+    }
+}
