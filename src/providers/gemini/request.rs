@@ -1,0 +1,1212 @@
+//! OpenAI chat body → Gemini `GenerateContentRequest`, and the explicit-cache plan.
+//!
+//! Driven by the model's parameter profile (`catalog::Profile`): a field is translated only
+//! when the profile forwards it; every other field is accepted and dropped, so a client written
+//! for OpenAI or OpenRouter never breaks on a Gemini model (gemini.md §2.2: 2.5 and later
+//! answer 400 to non-zero penalties, hence profiles without them). What is forwarded is
+//! type-checked, and a wrong type is a 400 naming the field.
+//!
+//! Invariants (gemini.md §2, §3, §7, §8):
+//! - `contents` only has roles `user` and `model`, always set, adjacent same-role turns merged;
+//!   system/developer text goes to `systemInstruction`; tool results are `user` turns of
+//!   `functionResponse` parts named after the assistant tool call they answer;
+//! - a replayed `functionCall` gets back the `thoughtSignature` its tool-call id carries
+//!   (scheme in the `gemini` module doc);
+//! - `thinkingConfig` has a budget or a level, never both, clamped into the profile's range;
+//! - `cachedContent` excludes `systemInstruction`, `tools` and `toolConfig` (they live in the
+//!   cache; Google answers 400 otherwise);
+//! - Vertex service tiers are headers, never a body field (the caller adds them).
+//!
+//! The body is built from borrowed structs: strings stay slices of the client's bytes where
+//! JSON escaping allows, tool schemas and image data are never parsed into trees.
+
+use std::borrow::Cow;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+
+use super::{call_id_signature, vertex_model, Str};
+use crate::api::{GatewayError, Operation, RawRequest};
+use crate::catalog::{Profile, RouteKind, Thinking};
+use crate::providers::{Credentials, Target};
+
+// ---------------------------------------------------------------------------------------------
+// What the client sends (OpenAI chat, OpenRouter extensions)
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct MessageIn<'a> {
+    #[serde(borrow)]
+    role: Str<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallIn<'a>>>,
+    #[serde(borrow, default)]
+    tool_call_id: Option<Str<'a>>,
+}
+
+enum ContentIn<'a> {
+    Text(Str<'a>),
+    Parts(Vec<PartIn<'a>>),
+}
+
+#[derive(Deserialize)]
+struct PartIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    image_url: Option<UrlIn<'a>>,
+    #[serde(borrow, default)]
+    input_audio: Option<AudioIn<'a>>,
+    #[serde(borrow, default)]
+    file: Option<FileIn<'a>>,
+    #[serde(borrow, default)]
+    cache_control: Option<CacheControlIn<'a>>,
+}
+
+#[derive(Deserialize)]
+struct UrlIn<'a> {
+    #[serde(borrow)]
+    url: Str<'a>,
+}
+
+#[derive(Deserialize)]
+struct AudioIn<'a> {
+    #[serde(borrow)]
+    data: Str<'a>,
+    #[serde(borrow)]
+    format: Str<'a>,
+}
+
+#[derive(Deserialize)]
+struct FileIn<'a> {
+    #[serde(borrow, default)]
+    file_data: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct CacheControlIn<'a> {
+    #[serde(borrow, default)]
+    ttl: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallIn<'a> {
+    #[serde(borrow)]
+    id: Str<'a>,
+    #[serde(borrow)]
+    function: FunctionCallIn<'a>,
+}
+
+#[derive(Deserialize)]
+struct FunctionCallIn<'a> {
+    #[serde(borrow)]
+    name: Str<'a>,
+    #[serde(borrow, default)]
+    arguments: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct ToolIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDeclIn<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDeclIn<'a> {
+    #[serde(borrow)]
+    name: Str<'a>,
+    #[serde(borrow, default)]
+    description: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    parameters: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct NamedFunctionIn<'a> {
+    #[serde(borrow)]
+    function: NameIn<'a>,
+}
+
+#[derive(Deserialize)]
+struct NameIn<'a> {
+    #[serde(borrow)]
+    name: Str<'a>,
+}
+
+#[derive(Deserialize)]
+struct ResponseFormatIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    json_schema: Option<JsonSchemaIn<'a>>,
+}
+
+#[derive(Deserialize)]
+struct JsonSchemaIn<'a> {
+    #[serde(borrow, default)]
+    schema: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct ReasoningIn<'a> {
+    #[serde(borrow, default)]
+    effort: Option<Str<'a>>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    exclude: Option<bool>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// What Gemini receives
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerateContentRequest<'p, 'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_content: Option<&'p str>,
+    contents: &'p [Content<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system_instruction: Option<&'p SystemInstruction<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'p [ToolOut<'a>; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<&'p ToolConfig<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    generation_config: Option<&'p GenerationConfig<'a>>,
+}
+
+#[derive(Serialize)]
+struct Content<'a> {
+    role: &'static str,
+    parts: Vec<Part<'a>>,
+}
+
+#[derive(Serialize)]
+struct SystemInstruction<'a> {
+    parts: Vec<TextPart<'a>>,
+}
+
+#[derive(Serialize)]
+struct TextPart<'a> {
+    text: Cow<'a, str>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct Part<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    inline_data: Option<Media<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_data: Option<FileData<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_call: Option<FunctionCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    function_response: Option<FunctionResponse<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thought_signature: Option<String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Media<'a> {
+    mime_type: Cow<'a, str>,
+    data: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FileData<'a> {
+    mime_type: &'static str,
+    file_uri: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct FunctionCall<'a> {
+    name: Cow<'a, str>,
+    args: Cow<'a, RawValue>,
+}
+
+#[derive(Serialize)]
+struct FunctionResponse<'a> {
+    name: Cow<'a, str>,
+    response: ToolResult<'a>,
+}
+
+/// A tool message's content: a JSON object as sent, or text wrapped as `{"result": text}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolResult<'a> {
+    Object(Cow<'a, RawValue>),
+    Text { result: Cow<'a, str> },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolOut<'a> {
+    function_declarations: Vec<FunctionDecl<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionDecl<'a> {
+    name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parameters_json_schema: Option<&'a RawValue>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfig<'a> {
+    function_calling_config: FunctionCallingConfig<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct FunctionCallingConfig<'a> {
+    mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    allowed_function_names: Option<[Cow<'a, str>; 1]>,
+}
+
+#[derive(Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct GenerationConfig<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_output_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop_sequences: Option<Vec<Cow<'a, str>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    candidate_count: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seed: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    frequency_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    presence_penalty: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_mime_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_json_schema: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_config: Option<ThinkingConfig>,
+}
+
+impl GenerationConfig<'_> {
+    fn is_empty(&self) -> bool {
+        let numbers = [
+            self.temperature,
+            self.top_p,
+            self.frequency_penalty,
+            self.presence_penalty,
+        ];
+        let counts = [self.top_k, self.max_output_tokens, self.candidate_count];
+        numbers.iter().all(Option::is_none)
+            && counts.iter().all(Option::is_none)
+            && self.stop_sequences.is_none()
+            && self.seed.is_none()
+            && self.response_mime_type.is_none()
+            && self.thinking_config.is_none()
+    }
+}
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+struct ThinkingConfig {
+    include_thoughts: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_budget: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_level: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Translation
+// ---------------------------------------------------------------------------------------------
+
+/// Everything the request turns into, before it is written one way (generate) or another
+/// (cache creation).
+struct Translation<'a> {
+    system: Option<SystemInstruction<'a>>,
+    /// The first system message marks a cache breakpoint (`cache_control`, OpenRouter style):
+    /// its TTL, if it named one.
+    cache_mark: Option<Option<Str<'a>>>,
+    contents: Vec<Content<'a>>,
+    tools: Option<[ToolOut<'a>; 1]>,
+    tool_config: Option<ToolConfig<'a>>,
+    generation_config: Option<GenerationConfig<'a>>,
+    service_tier: Option<&'static str>,
+}
+
+/// The upstream body, and the service tier the caller may turn into Vertex headers.
+pub(super) struct Built {
+    pub body: Bytes,
+    pub service_tier: Option<&'static str>,
+}
+
+pub(super) fn build(req: &RawRequest<'_>, target: &Target<'_>) -> Result<Built, GatewayError> {
+    let t = translate(req, &target.model.profile)?;
+    let cached = target.cached_content;
+    let body = GenerateContentRequest {
+        cached_content: cached,
+        contents: &t.contents,
+        system_instruction: t.system.as_ref().filter(|_| cached.is_none()),
+        tools: t.tools.as_ref().filter(|_| cached.is_none()),
+        tool_config: t.tool_config.as_ref().filter(|_| cached.is_none()),
+        generation_config: t.generation_config.as_ref(),
+    };
+    Ok(Built {
+        body: to_bytes(&body)?,
+        service_tier: t.service_tier,
+    })
+}
+
+fn translate<'a>(req: &RawRequest<'a>, profile: &Profile) -> Result<Translation<'a>, GatewayError> {
+    let conv = conversation(req)?;
+    if conv.contents.is_empty() {
+        return Err(GatewayError::invalid(
+            "messages must include at least one user, assistant or tool message",
+        ));
+    }
+    let (tools, tool_config) = if profile.forwards("tools") {
+        (tools(req)?, tool_choice(req)?)
+    } else {
+        (None, None)
+    };
+    let generation_config = generation_config(req, profile)?;
+    Ok(Translation {
+        system: (!conv.system.is_empty()).then(|| SystemInstruction { parts: conv.system }),
+        cache_mark: conv.cache_mark,
+        contents: conv.contents,
+        // toolConfig without declarations could only fail upstream.
+        tool_config: tool_config.filter(|_| tools.is_some()),
+        tools,
+        generation_config: Some(generation_config).filter(|g| !g.is_empty()),
+        service_tier: service_tier(req, profile)?,
+    })
+}
+
+fn to_bytes<T: Serialize>(value: &T) -> Result<Bytes, GatewayError> {
+    serde_json::to_vec(value)
+        .map(Bytes::from)
+        .map_err(|e| GatewayError::Internal(format!("serialising the gemini request: {e}").into()))
+}
+
+// ----- messages ------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Conversation<'a> {
+    system: Vec<TextPart<'a>>,
+    cache_mark: Option<Option<Str<'a>>>,
+    seen_system: bool,
+    contents: Vec<Content<'a>>,
+    /// Assistant tool calls so far, (id, function name), for naming tool results.
+    calls: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+}
+
+fn conversation<'a>(req: &RawRequest<'a>) -> Result<Conversation<'a>, GatewayError> {
+    let messages = req
+        .typed::<Vec<&'a RawValue>>("messages")?
+        .unwrap_or_default();
+    let mut conv = Conversation::default();
+    for (i, raw) in messages.into_iter().enumerate() {
+        let m: MessageIn<'a> = serde_json::from_str(raw.get())
+            .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))?;
+        let content = content(m.content)
+            .map_err(|e| GatewayError::invalid(format!("messages[{i}].content: {e}")))?;
+        match &*m.role {
+            "system" | "developer" => conv.system_message(i, content)?,
+            "user" => {
+                let parts = user_parts(i, content)?;
+                push(&mut conv.contents, "user", parts);
+            }
+            "assistant" => {
+                let parts = conv.assistant_parts(i, content, m.tool_calls)?;
+                push(&mut conv.contents, "model", parts);
+            }
+            "tool" | "function" => {
+                let part = conv.tool_result(i, m.tool_call_id, m.name, content)?;
+                push(&mut conv.contents, "user", vec![part]);
+            }
+            other => {
+                return Err(GatewayError::invalid(format!(
+                    "messages[{i}]: unknown role {other:?}"
+                )))
+            }
+        }
+    }
+    Ok(conv)
+}
+
+fn content(raw: Option<&RawValue>) -> Result<Option<ContentIn<'_>>, serde_json::Error> {
+    let Some(raw) = raw else { return Ok(None) };
+    if raw.get().starts_with('[') {
+        serde_json::from_str(raw.get()).map(|p| Some(ContentIn::Parts(p)))
+    } else {
+        serde_json::from_str(raw.get()).map(|t| Some(ContentIn::Text(t)))
+    }
+}
+
+/// Appends a turn, merging it into the previous one when the role repeats.
+fn push<'a>(contents: &mut Vec<Content<'a>>, role: &'static str, parts: Vec<Part<'a>>) {
+    if parts.is_empty() {
+        return;
+    }
+    match contents.last_mut() {
+        Some(last) if last.role == role => last.parts.extend(parts),
+        _ => contents.push(Content { role, parts }),
+    }
+}
+
+fn text_part(text: Cow<'_, str>) -> Part<'_> {
+    Part {
+        text: Some(text),
+        ..Part::default()
+    }
+}
+
+impl<'a> Conversation<'a> {
+    fn system_message(
+        &mut self,
+        i: usize,
+        content: Option<ContentIn<'a>>,
+    ) -> Result<(), GatewayError> {
+        let first = !std::mem::replace(&mut self.seen_system, true);
+        match content {
+            None => {}
+            Some(ContentIn::Text(t)) => self.system.push(TextPart { text: t.0 }),
+            Some(ContentIn::Parts(parts)) => {
+                for (j, p) in parts.into_iter().enumerate() {
+                    if &*p.kind != "text" {
+                        return Err(GatewayError::invalid(format!(
+                            "messages[{i}].content[{j}]: a system message holds text parts only"
+                        )));
+                    }
+                    if let (true, None, Some(cc)) = (first, &self.cache_mark, p.cache_control) {
+                        self.cache_mark = Some(cc.ttl);
+                    }
+                    self.system.push(TextPart {
+                        text: part_text(i, j, p.text)?,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn assistant_parts(
+        &mut self,
+        i: usize,
+        content: Option<ContentIn<'a>>,
+        tool_calls: Option<Vec<ToolCallIn<'a>>>,
+    ) -> Result<Vec<Part<'a>>, GatewayError> {
+        let mut parts = Vec::new();
+        match content {
+            None => {}
+            Some(ContentIn::Text(t)) => parts.push(text_part(t.0)),
+            Some(ContentIn::Parts(ps)) => {
+                for (j, p) in ps.into_iter().enumerate() {
+                    match &*p.kind {
+                        "text" => parts.push(text_part(part_text(i, j, p.text)?)),
+                        "refusal" => {}
+                        other => {
+                            return Err(GatewayError::invalid(format!(
+                                "messages[{i}].content[{j}]: unsupported assistant content part {other:?}"
+                            )))
+                        }
+                    }
+                }
+            }
+        }
+        parts.retain(|p| p.text.as_ref().is_none_or(|t| !t.is_empty()));
+        for (j, call) in tool_calls.unwrap_or_default().into_iter().enumerate() {
+            parts.push(self.function_call(i, j, call)?);
+        }
+        Ok(parts)
+    }
+
+    fn function_call(
+        &mut self,
+        i: usize,
+        j: usize,
+        call: ToolCallIn<'a>,
+    ) -> Result<Part<'a>, GatewayError> {
+        let args = arguments(call.function.arguments).ok_or_else(|| {
+            GatewayError::invalid(format!(
+                "messages[{i}].tool_calls[{j}].function.arguments must be a JSON object"
+            ))
+        })?;
+        let signature = call_id_signature(&call.id);
+        self.calls.push((call.id.0, call.function.name.0.clone()));
+        Ok(Part {
+            function_call: Some(FunctionCall {
+                name: call.function.name.0,
+                args,
+            }),
+            thought_signature: signature,
+            ..Part::default()
+        })
+    }
+
+    fn tool_result(
+        &self,
+        i: usize,
+        id: Option<Str<'a>>,
+        legacy_name: Option<Str<'a>>,
+        content: Option<ContentIn<'a>>,
+    ) -> Result<Part<'a>, GatewayError> {
+        let name = match (id, legacy_name) {
+            (Some(id), _) => self
+                .calls
+                .iter()
+                .rev()
+                .find(|(call_id, _)| *call_id == *id)
+                .map(|(_, name)| name.clone())
+                .ok_or_else(|| {
+                    GatewayError::invalid(format!(
+                        "messages[{i}]: tool_call_id {:?} answers no earlier assistant tool call",
+                        &*id
+                    ))
+                })?,
+            (None, Some(name)) => name.0,
+            (None, None) => {
+                return Err(GatewayError::invalid(format!(
+                    "messages[{i}]: a tool message needs a tool_call_id"
+                )))
+            }
+        };
+        let text = match content {
+            None => Cow::Borrowed(""),
+            Some(ContentIn::Text(t)) => t.0,
+            Some(ContentIn::Parts(ps)) => joined_text(i, ps)?,
+        };
+        Ok(Part {
+            function_response: Some(FunctionResponse {
+                name,
+                response: tool_result_value(text),
+            }),
+            ..Part::default()
+        })
+    }
+}
+
+fn part_text<'a>(i: usize, j: usize, text: Option<Str<'a>>) -> Result<Cow<'a, str>, GatewayError> {
+    text.map(|t| t.0).ok_or_else(|| {
+        GatewayError::invalid(format!(
+            "messages[{i}].content[{j}]: a text part needs text"
+        ))
+    })
+}
+
+fn joined_text<'a>(i: usize, parts: Vec<PartIn<'a>>) -> Result<Cow<'a, str>, GatewayError> {
+    let mut texts = Vec::with_capacity(parts.len());
+    for (j, p) in parts.into_iter().enumerate() {
+        if &*p.kind != "text" {
+            return Err(GatewayError::invalid(format!(
+                "messages[{i}].content[{j}]: a tool result holds text parts only"
+            )));
+        }
+        texts.push(part_text(i, j, p.text)?);
+    }
+    Ok(match texts.len() {
+        1 => texts.swap_remove(0),
+        _ => Cow::Owned(texts.concat()),
+    })
+}
+
+/// A tool-call `arguments` string as a JSON object (`""` means no arguments).
+fn arguments(args: Option<Str<'_>>) -> Option<Cow<'_, RawValue>> {
+    let args = match args {
+        None => return empty_object(),
+        Some(a) if a.trim().is_empty() => return empty_object(),
+        Some(a) => a.0,
+    };
+    let raw = match args {
+        Cow::Borrowed(s) => serde_json::from_str::<&RawValue>(s).ok().map(Cow::Borrowed),
+        Cow::Owned(s) => serde_json::from_str::<Box<RawValue>>(&s)
+            .ok()
+            .map(Cow::Owned),
+    }?;
+    raw.get().starts_with('{').then_some(raw)
+}
+
+fn empty_object<'a>() -> Option<Cow<'a, RawValue>> {
+    serde_json::from_str::<&'static RawValue>("{}")
+        .ok()
+        .map(Cow::Borrowed)
+}
+
+fn tool_result_value(text: Cow<'_, str>) -> ToolResult<'_> {
+    if text.trim_start().starts_with('{') {
+        let object = match &text {
+            Cow::Borrowed(s) => serde_json::from_str::<&RawValue>(s).ok().map(Cow::Borrowed),
+            Cow::Owned(s) => serde_json::from_str::<Box<RawValue>>(s)
+                .ok()
+                .map(Cow::Owned),
+        };
+        if let Some(object) = object {
+            return ToolResult::Object(object);
+        }
+    }
+    ToolResult::Text { result: text }
+}
+
+fn user_parts<'a>(i: usize, content: Option<ContentIn<'a>>) -> Result<Vec<Part<'a>>, GatewayError> {
+    let parts = match content {
+        None => Vec::new(),
+        Some(ContentIn::Text(t)) => vec![text_part(t.0)],
+        Some(ContentIn::Parts(ps)) => {
+            let mut parts = Vec::with_capacity(ps.len());
+            for (j, p) in ps.into_iter().enumerate() {
+                parts.push(user_part(i, j, p)?);
+            }
+            parts
+        }
+    };
+    Ok(parts
+        .into_iter()
+        .filter(|p| p.text.as_ref().is_none_or(|t| !t.is_empty()))
+        .collect())
+}
+
+fn user_part<'a>(i: usize, j: usize, p: PartIn<'a>) -> Result<Part<'a>, GatewayError> {
+    let at = || format!("messages[{i}].content[{j}]");
+    let missing = |what: &str| GatewayError::invalid(format!("{}: {what}", at()));
+    match &*p.kind {
+        "text" => Ok(text_part(part_text(i, j, p.text)?)),
+        "image_url" => {
+            let url = p
+                .image_url
+                .ok_or_else(|| missing("image_url.url is required"))?;
+            media_part(url.url.0).ok_or_else(|| {
+                missing("image_url.url must be a data: URL with base64 data, or an http(s) or gs:// URL")
+            })
+        }
+        "input_audio" => {
+            let audio = p
+                .input_audio
+                .ok_or_else(|| missing("input_audio is required"))?;
+            Ok(Part {
+                inline_data: Some(Media {
+                    mime_type: Cow::Owned(format!("audio/{}", &*audio.format)),
+                    data: audio.data.0,
+                }),
+                ..Part::default()
+            })
+        }
+        "file" => {
+            let data = p.file.and_then(|f| f.file_data).map(|d| d.0);
+            match data.filter(|d| d.starts_with("data:")).and_then(media_part) {
+                Some(part) => Ok(part),
+                None => Err(missing(
+                    "a file part needs file.file_data as a base64 data: URL",
+                )),
+            }
+        }
+        other => Err(missing(&format!("unsupported content part type {other:?}"))),
+    }
+}
+
+/// `data:<mime>;base64,<data>` → `inlineData`; http(s)/gs URLs → `fileData`.
+fn media_part(url: Cow<'_, str>) -> Option<Part<'_>> {
+    if url.starts_with("data:") {
+        let comma = url.find(',')?;
+        let header = url.get(5..comma)?.strip_suffix(";base64")?;
+        let mime = header
+            .split(';')
+            .next()
+            .filter(|m| m.contains('/'))?
+            .to_owned();
+        let data = match url {
+            Cow::Borrowed(s) => Cow::Borrowed(s.get(comma + 1..)?),
+            Cow::Owned(mut s) => Cow::Owned(s.split_off(comma + 1)),
+        };
+        return Some(Part {
+            inline_data: Some(Media {
+                mime_type: Cow::Owned(mime),
+                data,
+            }),
+            ..Part::default()
+        });
+    }
+    let remote = ["https://", "http://", "gs://"]
+        .iter()
+        .any(|s| url.starts_with(s));
+    remote.then(|| Part {
+        file_data: Some(FileData {
+            mime_type: guess_mime(&url),
+            file_uri: url,
+        }),
+        ..Part::default()
+    })
+}
+
+/// The media type of a URL from its extension; images are the common case.
+fn guess_mime(url: &str) -> &'static str {
+    let path = url.split(['?', '#']).next().unwrap_or(url);
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let ext = file.rsplit_once('.').map(|(_, e)| e.to_ascii_lowercase());
+    match ext.as_deref() {
+        Some("png") => "image/png",
+        Some("gif") => "image/gif",
+        Some("webp") => "image/webp",
+        Some("heic") => "image/heic",
+        Some("heif") => "image/heif",
+        Some("pdf") => "application/pdf",
+        Some("mp3") => "audio/mp3",
+        Some("wav") => "audio/wav",
+        Some("mp4") => "video/mp4",
+        Some("txt") => "text/plain",
+        _ => "image/jpeg",
+    }
+}
+
+// ----- tools ---------------------------------------------------------------------------------
+
+fn tools<'a>(req: &RawRequest<'a>) -> Result<Option<[ToolOut<'a>; 1]>, GatewayError> {
+    let raw = req
+        .typed::<Option<Vec<&'a RawValue>>>("tools")?
+        .flatten()
+        .unwrap_or_default();
+    let mut declarations = Vec::with_capacity(raw.len());
+    for (i, tool) in raw.into_iter().enumerate() {
+        let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
+        let tool: ToolIn<'a> = serde_json::from_str(tool.get()).map_err(|e| bad(e.to_string()))?;
+        let function = match (&*tool.kind, tool.function) {
+            ("function", Some(f)) => f,
+            ("function", None) => return Err(bad("function is required".into())),
+            (other, _) => {
+                return Err(bad(format!(
+                    "only function tools are supported, not {other:?}"
+                )))
+            }
+        };
+        if function
+            .parameters
+            .is_some_and(|p| !p.get().starts_with('{'))
+        {
+            return Err(bad(
+                "function.parameters must be a JSON Schema object".into()
+            ));
+        }
+        declarations.push(FunctionDecl {
+            name: function.name.0,
+            description: function.description.map(|d| d.0),
+            parameters_json_schema: function.parameters,
+        });
+    }
+    Ok((!declarations.is_empty()).then_some([ToolOut {
+        function_declarations: declarations,
+    }]))
+}
+
+fn tool_choice<'a>(req: &RawRequest<'a>) -> Result<Option<ToolConfig<'a>>, GatewayError> {
+    let Some(raw) = req.get("tool_choice").filter(|r| r.get() != "null") else {
+        return Ok(None);
+    };
+    let bad = || {
+        GatewayError::invalid("invalid value for tool_choice: expected \"auto\", \"none\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":…}}")
+    };
+    let (mode, name) = if raw.get().starts_with('{') {
+        let named: NamedFunctionIn<'a> = serde_json::from_str(raw.get()).map_err(|_| bad())?;
+        ("ANY", Some([named.function.name.0]))
+    } else {
+        let mode = match serde_json::from_str::<Str>(raw.get())
+            .map_err(|_| bad())?
+            .as_ref()
+        {
+            "auto" => "AUTO",
+            "none" => "NONE",
+            "required" => "ANY",
+            _ => return Err(bad()),
+        };
+        (mode, None)
+    };
+    Ok(Some(ToolConfig {
+        function_calling_config: FunctionCallingConfig {
+            mode,
+            allowed_function_names: name,
+        },
+    }))
+}
+
+// ----- generation config ---------------------------------------------------------------------
+
+/// A top-level field, typed, when the profile forwards `profile_name`.
+fn forwarded<'a, T: Deserialize<'a>>(
+    req: &RawRequest<'a>,
+    profile: &Profile,
+    profile_name: &str,
+    field: &str,
+) -> Result<Option<T>, GatewayError> {
+    if !profile.forwards(profile_name) {
+        return Ok(None);
+    }
+    Ok(req.typed::<Option<T>>(field)?.flatten())
+}
+
+fn generation_config<'a>(
+    req: &RawRequest<'a>,
+    p: &Profile,
+) -> Result<GenerationConfig<'a>, GatewayError> {
+    let max_tokens = match forwarded(req, p, "max_tokens", "max_completion_tokens")? {
+        Some(n) => Some(n),
+        None => forwarded(req, p, "max_tokens", "max_tokens")?,
+    };
+    let mut g = GenerationConfig {
+        temperature: forwarded(req, p, "temperature", "temperature")?,
+        top_p: forwarded(req, p, "top_p", "top_p")?,
+        // OpenRouter's top_k 0 means "off"; Gemini has no such value.
+        top_k: forwarded::<u32>(req, p, "top_k", "top_k")?.filter(|&k| k > 0),
+        max_output_tokens: max_tokens,
+        stop_sequences: stop(req, p)?,
+        candidate_count: forwarded(req, p, "n", "n")?,
+        seed: forwarded(req, p, "seed", "seed")?,
+        frequency_penalty: forwarded(req, p, "frequency_penalty", "frequency_penalty")?,
+        presence_penalty: forwarded(req, p, "presence_penalty", "presence_penalty")?,
+        thinking_config: thinking_config(req, p)?,
+        ..GenerationConfig::default()
+    };
+    if let Some(format) =
+        forwarded::<ResponseFormatIn>(req, p, "response_format", "response_format")?
+    {
+        (g.response_mime_type, g.response_json_schema) = match &*format.kind {
+            "text" => (None, None),
+            "json_object" => (Some("application/json"), None),
+            "json_schema" => (
+                Some("application/json"),
+                format.json_schema.and_then(|s| s.schema),
+            ),
+            other => {
+                return Err(GatewayError::invalid(format!(
+                    "invalid value for response_format: unknown type {other:?}"
+                )))
+            }
+        };
+    }
+    Ok(g)
+}
+
+fn stop<'a>(req: &RawRequest<'a>, p: &Profile) -> Result<Option<Vec<Cow<'a, str>>>, GatewayError> {
+    let Some(raw) = forwarded::<&'a RawValue>(req, p, "stop", "stop")? else {
+        return Ok(None);
+    };
+    let bad = |e: serde_json::Error| GatewayError::invalid(format!("invalid value for stop: {e}"));
+    let stops: Vec<Cow<'a, str>> = if raw.get().starts_with('[') {
+        let list: Vec<Str<'a>> = serde_json::from_str(raw.get()).map_err(bad)?;
+        list.into_iter().map(|s| s.0).collect()
+    } else {
+        vec![serde_json::from_str::<Str<'a>>(raw.get()).map_err(bad)?.0]
+    };
+    Ok(Some(stops).filter(|s| !s.is_empty()))
+}
+
+fn service_tier(req: &RawRequest<'_>, p: &Profile) -> Result<Option<&'static str>, GatewayError> {
+    let tier = forwarded::<Str>(req, p, "service_tier", "service_tier")?;
+    Ok(match tier.as_deref() {
+        Some("flex") => Some("flex"),
+        Some("priority") => Some("priority"),
+        _ => None,
+    })
+}
+
+// ----- thinking ------------------------------------------------------------------------------
+
+/// OpenAI / OpenRouter reasoning effort, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Effort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    XHigh,
+}
+
+impl Effort {
+    fn parse(s: &str, field: &str) -> Result<Self, GatewayError> {
+        Ok(match s {
+            "none" => Self::None,
+            "minimal" => Self::Minimal,
+            "low" => Self::Low,
+            "medium" => Self::Medium,
+            "high" => Self::High,
+            "xhigh" => Self::XHigh,
+            other => {
+                return Err(GatewayError::invalid(format!(
+                    "invalid value for {field}: {other:?} (expected none, minimal, low, medium, high or xhigh)"
+                )))
+            }
+        })
+    }
+
+    /// The thinking budget (tokens) an effort stands for.
+    fn budget(self) -> i64 {
+        match self {
+            Self::None => 0,
+            Self::Minimal => 512,
+            Self::Low => 1024,
+            Self::Medium => 8192,
+            Self::High => 24_576,
+            Self::XHigh => 32_768,
+        }
+    }
+
+    /// The effort a budget stands for, by the same table.
+    fn of_budget(tokens: i64) -> Self {
+        match tokens {
+            0 => Self::None,
+            1..=512 => Self::Minimal,
+            513..=1024 => Self::Low,
+            1025..=8192 => Self::Medium,
+            _ => Self::High,
+        }
+    }
+
+    /// The Gemini 3 level name of the same rank.
+    fn level_name(self) -> &'static str {
+        match self {
+            Self::None | Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High | Self::XHigh => "high",
+        }
+    }
+}
+
+/// What the client asked of thinking, before the profile's limits apply.
+enum Ask {
+    /// Reasoning mentioned, but no amount: the model's default.
+    Default,
+    /// `enabled: true` or `max_tokens: -1`: Gemini's dynamic thinking.
+    Dynamic,
+    Budget(i64),
+    Effort(Effort),
+}
+
+fn thinking_config(
+    req: &RawRequest<'_>,
+    p: &Profile,
+) -> Result<Option<ThinkingConfig>, GatewayError> {
+    if !p.forwards("reasoning") || p.thinking == Thinking::None {
+        return Ok(None);
+    }
+    let reasoning = req.typed::<Option<ReasoningIn>>("reasoning")?.flatten();
+    let top_effort = req.typed::<Option<Str>>("reasoning_effort")?.flatten();
+    let include = req.typed::<Option<bool>>("include_reasoning")?.flatten();
+    if reasoning.is_none() && top_effort.is_none() && include.is_none() {
+        return Ok(None);
+    }
+    let r = reasoning.unwrap_or_default();
+    let effort = match (r.effort, top_effort) {
+        (Some(e), _) => Some(Effort::parse(&e, "reasoning.effort")?),
+        (None, Some(e)) => Some(Effort::parse(&e, "reasoning_effort")?),
+        (None, None) => None,
+    };
+    let ask =
+        match (r.max_tokens, effort, r.enabled) {
+            (Some(-1), _, _) => Ask::Dynamic,
+            (Some(n), _, _) if n < 0 => return Err(GatewayError::invalid(
+                "invalid value for reasoning.max_tokens: expected -1 (dynamic) or a token count",
+            )),
+            (Some(n), _, _) => Ask::Budget(n),
+            (None, Some(e), _) => Ask::Effort(e),
+            (None, None, Some(true)) => Ask::Dynamic,
+            (None, None, Some(false)) => Ask::Effort(Effort::None),
+            (None, None, None) => Ask::Default,
+        };
+    let exclude = r.exclude.or(include.map(|i| !i)).unwrap_or(false);
+    let mut config = ThinkingConfig {
+        include_thoughts: !exclude,
+        thinking_budget: None,
+        thinking_level: None,
+    };
+    match &p.thinking {
+        Thinking::None => return Ok(None),
+        Thinking::Budget {
+            min,
+            max,
+            can_disable,
+        } => {
+            config.thinking_budget = budget(ask).map(|b| clamp_budget(b, *min, *max, *can_disable));
+        }
+        Thinking::Level { levels } => {
+            config.thinking_level = level_effort(ask).and_then(|e| pick_level(levels, e));
+        }
+    }
+    Ok(Some(config))
+}
+
+fn budget(ask: Ask) -> Option<i64> {
+    match ask {
+        Ask::Default => None,
+        Ask::Dynamic => Some(-1),
+        Ask::Budget(n) => Some(n),
+        Ask::Effort(e) => Some(e.budget()),
+    }
+}
+
+/// Into the model's accepted range: Google rejects out-of-range budgets instead of clamping.
+fn clamp_budget(budget: i64, min: u32, max: u32, can_disable: bool) -> i64 {
+    match budget {
+        -1 => -1,
+        0 if can_disable => 0,
+        b => b.max(i64::from(min)).min(i64::from(max)),
+    }
+}
+
+fn level_effort(ask: Ask) -> Option<Effort> {
+    match ask {
+        Ask::Default | Ask::Dynamic => None,
+        Ask::Budget(n) => Some(Effort::of_budget(n)),
+        Ask::Effort(e) => Some(e),
+    }
+}
+
+/// The allowed level nearest to `effort`, rounding up (`minimal` → `low` where there is no
+/// `minimal`, `medium` → `high`); `none` is the lowest level (thinking cannot be turned off).
+fn pick_level(levels: &[String], effort: Effort) -> Option<String> {
+    if effort == Effort::None {
+        return levels.first().cloned();
+    }
+    let rank = |name: &str| {
+        ["minimal", "low", "medium", "high"]
+            .iter()
+            .position(|l| *l == name)
+    };
+    let want = rank(effort.level_name());
+    levels
+        .iter()
+        .find(|l| rank(l) >= want)
+        .or(levels.last())
+        .cloned()
+}
+
+// ----- explicit context cache ----------------------------------------------------------------
+
+/// An explicit context cache the request could use: create it with `create_body` (POST to the
+/// surface's `cachedContents`), then send the request with `Target.cached_content` = its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachePlan {
+    /// Hex SHA-256 of the upstream model and the cached parts (system instruction, tools, tool
+    /// config): equal keys can share one cache.
+    pub key: String,
+    /// The `cachedContents` create request.
+    pub create_body: Bytes,
+    /// Rough size of the cached prefix (bytes / 4), to compare with the profile's minimum.
+    pub estimated_tokens: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct CreateCache<'p, 'a> {
+    model: &'p str,
+    system_instruction: &'p SystemInstruction<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<&'p [ToolOut<'a>; 1]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_config: Option<&'p ToolConfig<'a>>,
+    ttl: String,
+}
+
+/// The explicit cache for a request whose first system message marks a text part with
+/// `cache_control` (OpenRouter convention), or `None`. Models whose profile sets
+/// `min_cache_tokens: 0` never get one. `creds` supply the Vertex project of the model's
+/// resource name (Vertex caches name the model by its full path).
+pub fn cache_plan(
+    req: &RawRequest<'_>,
+    target: &Target<'_>,
+    creds: &Credentials,
+) -> Result<Option<CachePlan>, GatewayError> {
+    let profile = &target.model.profile;
+    if target.op != Operation::Chat || profile.min_cache_tokens == 0 {
+        return Ok(None);
+    }
+    let t = translate(req, profile)?;
+    let (Some(ttl), Some(system)) = (&t.cache_mark, &t.system) else {
+        return Ok(None);
+    };
+    let ttl = ttl_seconds(ttl.as_deref())?;
+    let model = match target.route.kind {
+        RouteKind::GeminiApi => format!("models/{}", target.model.upstream_model),
+        _ => vertex_model(target, creds)?,
+    };
+    let system_json = to_bytes(system)?;
+    let tools_json = t
+        .tools
+        .as_ref()
+        .map(to_bytes)
+        .transpose()?
+        .unwrap_or_default();
+    let config_json = t
+        .tool_config
+        .as_ref()
+        .map(to_bytes)
+        .transpose()?
+        .unwrap_or_default();
+    let mut hash = Sha256::new();
+    for piece in [
+        target.model.upstream_model.as_bytes(),
+        &system_json,
+        &tools_json,
+        &config_json,
+    ] {
+        hash.update(piece);
+        hash.update([0u8]);
+    }
+    let system_bytes: usize = system.parts.iter().map(|p| p.text.len()).sum();
+    let create = CreateCache {
+        model: &model,
+        system_instruction: system,
+        tools: t.tools.as_ref(),
+        tool_config: t.tool_config.as_ref(),
+        ttl: format!("{ttl}s"),
+    };
+    Ok(Some(CachePlan {
+        key: hex::encode(hash.finalize()),
+        create_body: to_bytes(&create)?,
+        estimated_tokens: u32::try_from((system_bytes + tools_json.len()) / 4).unwrap_or(u32::MAX),
+    }))
+}
+
+/// `cache_control.ttl` in seconds: `"5m"`, `"1h"`, `"300s"` or a bare number of seconds;
+/// absent → 300 (Anthropic's and OpenRouter's default).
+fn ttl_seconds(ttl: Option<&str>) -> Result<u64, GatewayError> {
+    let Some(ttl) = ttl else { return Ok(300) };
+    let (digits, unit) = match ttl.strip_suffix(['s', 'm', 'h']) {
+        Some(d) => (d, &ttl[d.len()..]),
+        None => (ttl, "s"),
+    };
+    let n: u64 = digits.parse().map_err(|_| {
+        GatewayError::invalid(format!("invalid value for cache_control.ttl: {ttl:?}"))
+    })?;
+    let scale = match unit {
+        "m" => 60,
+        "h" => 3600,
+        _ => 1,
+    };
+    Ok(n.saturating_mul(scale))
+}
