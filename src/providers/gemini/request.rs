@@ -398,7 +398,7 @@ fn translate<'a>(req: &RawRequest<'a>, profile: &Profile) -> Result<Translation<
     };
     let generation_config = generation_config(req, profile)?;
     Ok(Translation {
-        system: (!conv.system.is_empty()).then(|| SystemInstruction { parts: conv.system }),
+        system: (!conv.system.is_empty()).then_some(SystemInstruction { parts: conv.system }),
         cache_mark: conv.cache_mark,
         contents: conv.contents,
         // toolConfig without declarations could only fail upstream.
@@ -1209,4 +1209,963 @@ fn ttl_seconds(ttl: Option<&str>) -> Result<u64, GatewayError> {
         _ => 1,
     };
     Ok(n.saturating_mul(scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::*;
+    use crate::catalog::Model;
+    use crate::providers::Adapter;
+    use serde_json::{json, Value};
+
+    fn try_body(req: &Value, profile: Profile) -> Result<Value, GatewayError> {
+        let bytes = serde_json::to_vec(req).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat)?;
+        let m = model(profile);
+        let r = route(RouteKind::GeminiApi, None);
+        let built = build(&raw, &target(&m, &r, false))?;
+        Ok(serde_json::from_slice(&built.body).unwrap())
+    }
+
+    fn body(req: Value, profile: Profile) -> Value {
+        try_body(&req, profile).unwrap()
+    }
+
+    fn err(req: Value, profile: Profile) -> String {
+        try_body(&req, profile).unwrap_err().to_string()
+    }
+
+    fn chat(messages: Value) -> Value {
+        json!({"model": "google/gemini-test", "messages": messages})
+    }
+
+    fn with(extra: Value) -> Value {
+        let mut req = chat(json!([{"role": "user", "content": "hi"}]));
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        req
+    }
+
+    #[test]
+    fn roles_system_and_merging() {
+        let b = body(
+            chat(json!([
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "one"},
+                {"role": "developer", "content": [{"type": "text", "text": "Use metric units."}]},
+                {"role": "user", "content": [{"type": "text", "text": "two"}, {"type": "text", "text": ""}]},
+                {"role": "assistant", "content": "three", "refusal": null, "reasoning": "x"},
+                {"role": "assistant", "content": [{"type": "text", "text": "four"}]},
+                {"role": "assistant", "content": null},
+                {"role": "user", "content": "five", "name": "bob"}
+            ])),
+            profile_25_flash(),
+        );
+        assert_eq!(
+            b,
+            json!({
+                "contents": [
+                    {"role": "user", "parts": [{"text": "one"}, {"text": "two"}]},
+                    {"role": "model", "parts": [{"text": "three"}, {"text": "four"}]},
+                    {"role": "user", "parts": [{"text": "five"}]}
+                ],
+                "systemInstruction": {"parts": [{"text": "Be brief."}, {"text": "Use metric units."}]}
+            })
+        );
+    }
+
+    #[test]
+    fn images_audio_and_files() {
+        let b = body(
+            chat(json!([{"role": "user", "content": [
+                {"type": "text", "text": "what is this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.WEBP?size=2#top"}},
+                {"type": "image_url", "image_url": {"url": "gs://bucket/photo"}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}}
+            ]}])),
+            profile_25_flash(),
+        );
+        assert_eq!(
+            b["contents"][0]["parts"],
+            json!([
+                {"text": "what is this?"},
+                {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+                {"fileData": {"mimeType": "image/webp", "fileUri": "https://example.com/cat.WEBP?size=2#top"}},
+                {"fileData": {"mimeType": "image/jpeg", "fileUri": "gs://bucket/photo"}},
+                {"inlineData": {"mimeType": "audio/wav", "data": "UklGRg=="}},
+                {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}}
+            ])
+        );
+        for bad in [
+            json!({"type": "image_url", "image_url": {"url": "ftp://x/y.png"}}),
+            json!({"type": "image_url", "image_url": {"url": "data:image/png,notbase64"}}),
+            json!({"type": "image_url"}),
+            json!({"type": "file", "file": {"file_id": "file-1"}}),
+            json!({"type": "video", "video": {}}),
+        ] {
+            let e = err(
+                chat(json!([{"role": "user", "content": [{"type": "text", "text": "a"}, bad]}])),
+                profile_25_flash(),
+            );
+            assert!(e.starts_with("messages[0].content[1]: "), "{e}");
+        }
+    }
+
+    #[test]
+    fn malformed_messages_name_their_index() {
+        let p = profile_25_flash;
+        let cases = [
+            (
+                json!([{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]),
+                "messages[1]: unknown role \"robot\"",
+            ),
+            (
+                json!([{"role": "user", "content": "a"}, 7]),
+                "messages[1]: ",
+            ),
+            (
+                json!([{"content": "a"}]),
+                "messages[0]: missing field `role`",
+            ),
+            (
+                json!([{"role": "user", "content": 5}]),
+                "messages[0].content: ",
+            ),
+            (
+                json!([{"role": "system", "content": [{"type": "image_url", "image_url": {"url": "https://a/b.png"}}]}]),
+                "messages[0].content[0]: a system message holds text parts only",
+            ),
+            (
+                json!([{"role": "system", "content": "only system"}]),
+                "messages must include at least one user, assistant or tool message",
+            ),
+            (
+                json!([{"role": "user", "content": [{"type": "text"}]}]),
+                "messages[0].content[0]: a text part needs text",
+            ),
+        ];
+        for (messages, want) in cases {
+            let e = err(chat(messages.clone()), p());
+            assert!(e.starts_with(want), "{messages}: {e}");
+        }
+    }
+
+    fn history(call_id: &str, arguments: &str, result: Value) -> Value {
+        chat(json!([
+            {"role": "user", "content": "weather in SF?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "weather", "arguments": arguments}}
+            ]},
+            {"role": "tool", "tool_call_id": call_id, "content": result}
+        ]))
+    }
+
+    #[test]
+    fn tool_history_round_trips_the_thought_signature() {
+        for file in [
+            "gemini-function-call-gemini3-pro-devapi.json",
+            "gemini-function-call-thought-signature-2.5-pro-devapi.json",
+        ] {
+            let fixture_json: Value = serde_json::from_slice(&fixture(file)).unwrap();
+            let parts = fixture_json["candidates"][0]["content"]["parts"]
+                .as_array()
+                .unwrap();
+            let part = parts
+                .iter()
+                .find(|p| p.get("functionCall").is_some())
+                .unwrap();
+            let signature = part["thoughtSignature"].as_str().unwrap();
+            let answer = super::super::Gemini
+                .translate_buffered(&fixture(file), &cx())
+                .unwrap();
+            let answer: Value = serde_json::from_slice(&answer.body).unwrap();
+            let call = &answer["choices"][0]["message"]["tool_calls"][0];
+            let id = call["id"].as_str().unwrap();
+            let arguments = call["function"]["arguments"].as_str().unwrap();
+
+            let b = body(
+                history(id, arguments, json!("{\"temp\": 18}")),
+                profile_levels(&["low", "high"]),
+            );
+            let model_turn = &b["contents"][1];
+            assert_eq!(model_turn["role"], "model", "{file}");
+            assert_eq!(model_turn["parts"].as_array().unwrap().len(), 1, "{file}");
+            let replayed = &model_turn["parts"][0];
+            assert_eq!(
+                replayed["thoughtSignature"], signature,
+                "{file}: the exact signature comes back"
+            );
+            assert_eq!(replayed["functionCall"]["name"], "weather", "{file}");
+            assert_eq!(
+                replayed["functionCall"]["args"], part["functionCall"]["args"],
+                "{file}"
+            );
+            assert_eq!(
+                b["contents"][2],
+                json!({"role": "user", "parts": [{"functionResponse": {"name": "weather", "response": {"temp": 18}}}]}),
+                "{file}"
+            );
+        }
+    }
+
+    #[test]
+    fn tool_results_and_calls() {
+        let b = body(history("call_1", "", json!("sunny")), profile_25_flash());
+        assert_eq!(
+            b["contents"][1]["parts"][0],
+            json!({"functionCall": {"name": "weather", "args": {}}}),
+            "no signature"
+        );
+        assert_eq!(
+            b["contents"][2]["parts"][0]["functionResponse"]["response"],
+            json!({"result": "sunny"})
+        );
+        let b = body(
+            history(
+                "call_1",
+                "{\"city\": \"SF\"}",
+                json!([{"type": "text", "text": "[1, "}, {"type": "text", "text": "2]"}]),
+            ),
+            profile_25_flash(),
+        );
+        assert_eq!(
+            b["contents"][1]["parts"][0]["functionCall"]["args"],
+            json!({"city": "SF"})
+        );
+        assert_eq!(
+            b["contents"][2]["parts"][0]["functionResponse"]["response"],
+            json!({"result": "[1, 2]"})
+        );
+        let b = body(
+            history("call.not base64!", "{}", json!("{broken")),
+            profile_25_flash(),
+        );
+        assert!(
+            b["contents"][1]["parts"][0]
+                .get("thoughtSignature")
+                .is_none(),
+            "a foreign dotted id is no signature"
+        );
+        assert_eq!(
+            b["contents"][2]["parts"][0]["functionResponse"]["response"],
+            json!({"result": "{broken"})
+        );
+
+        let mut parallel = history("a", "{}", json!("1"));
+        parallel["messages"][1]["tool_calls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"id": "b", "type": "function", "function": {"name": "time", "arguments": "{}"}}));
+        parallel["messages"].as_array_mut().unwrap().extend([
+            json!({"role": "tool", "tool_call_id": "b", "content": "2"}),
+            json!({"role": "user", "content": "thanks"}),
+        ]);
+        let b = body(parallel, profile_25_flash());
+        assert_eq!(
+            b["contents"][2],
+            json!({"role": "user", "parts": [
+                {"functionResponse": {"name": "weather", "response": {"result": "1"}}},
+                {"functionResponse": {"name": "time", "response": {"result": "2"}}},
+                {"text": "thanks"}
+            ]}),
+            "tool results and the next user turn merge into one user turn"
+        );
+
+        let legacy = chat(
+            json!([{"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "{\"a\":1}"}]),
+        );
+        assert_eq!(
+            body(legacy, profile_25_flash())["contents"][0]["parts"][1],
+            json!({"functionResponse": {"name": "f", "response": {"a": 1}}})
+        );
+
+        for (req, want) in [
+            (
+                history("c", "[1]", json!("x")),
+                "messages[1].tool_calls[0].function.arguments must be a JSON object",
+            ),
+            (
+                history("c", "{nope", json!("x")),
+                "messages[1].tool_calls[0].function.arguments must be a JSON object",
+            ),
+            (
+                chat(
+                    json!([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}]),
+                ),
+                "messages[1]: tool_call_id \"zz\" answers no earlier assistant tool call",
+            ),
+            (
+                chat(json!([{"role": "user", "content": "x"}, {"role": "tool", "content": "r"}])),
+                "messages[1]: a tool message needs a tool_call_id",
+            ),
+        ] {
+            assert_eq!(err(req, profile_25_flash()), want);
+        }
+    }
+
+    fn all_parameters() -> Value {
+        with(json!({
+            "temperature": 0.5, "top_p": 0.9, "top_k": 40, "max_tokens": 100, "stop": ["END", "STOP"], "n": 2,
+            "seed": 7, "frequency_penalty": 0.5, "presence_penalty": -0.5,
+            "top_a": 0.1, "min_p": 0.2, "repetition_penalty": 1.1, "logit_bias": {"42": -100}, "logprobs": true,
+            "top_logprobs": 2, "verbosity": "low", "user": "u1", "metadata": {"k": "v"}, "store": false,
+            "prompt_cache_key": "pk", "parallel_tool_calls": true, "stream_options": {"include_usage": true},
+            "x_unknown_vendor_field": {"a": [1]}
+        }))
+    }
+
+    #[test]
+    fn parameters_forwarded_per_profile() {
+        let b = body(all_parameters(), profile_20());
+        assert_eq!(
+            b["generationConfig"],
+            json!({"temperature": 0.5, "topP": 0.9, "topK": 40, "maxOutputTokens": 100, "stopSequences": ["END", "STOP"],
+                   "candidateCount": 2, "seed": 7, "frequencyPenalty": 0.5, "presencePenalty": -0.5})
+        );
+        let b = body(all_parameters(), profile_25_flash());
+        assert_eq!(
+            b["generationConfig"],
+            json!({"temperature": 0.5, "topP": 0.9, "topK": 40, "maxOutputTokens": 100, "stopSequences": ["END", "STOP"], "candidateCount": 2}),
+            "2.5 drops seed and penalties"
+        );
+        let text = b.to_string();
+        for absent in [
+            "seed",
+            "Penalty",
+            "logit",
+            "top_a",
+            "min_p",
+            "metadata",
+            "u1",
+            "store",
+            "verbosity",
+            "prompt_cache",
+            "stream",
+            "x_unknown",
+        ] {
+            assert!(!text.contains(absent), "{absent} leaked into {text}");
+        }
+        assert_eq!(
+            b.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["contents", "generationConfig"]
+        );
+    }
+
+    #[test]
+    fn parameter_details_and_type_checks() {
+        let p = profile_25_flash;
+        let g = |extra: Value| body(with(extra), p())["generationConfig"].clone();
+        assert_eq!(
+            g(json!({"max_tokens": 10, "max_completion_tokens": 20})),
+            json!({"maxOutputTokens": 20})
+        );
+        assert_eq!(g(json!({"stop": "END"})), json!({"stopSequences": ["END"]}));
+        assert_eq!(
+            g(json!({"stop": [], "top_k": 0, "temperature": null})),
+            Value::Null
+        );
+        assert_eq!(g(json!({"response_format": {"type": "text"}})), Value::Null);
+        assert_eq!(
+            g(json!({"response_format": {"type": "json_object"}})),
+            json!({"responseMimeType": "application/json"})
+        );
+        assert_eq!(
+            g(
+                json!({"response_format": {"type": "json_schema", "json_schema": {"name": "w", "strict": true,
+                "schema": {"type": "object", "properties": {"city": {"type": "string"}}, "additionalProperties": false}}}})
+            ),
+            json!({"responseMimeType": "application/json",
+                   "responseJsonSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "additionalProperties": false}})
+        );
+        for (extra, field) in [
+            (json!({"temperature": "hot"}), "temperature"),
+            (json!({"top_p": [1]}), "top_p"),
+            (
+                json!({"max_completion_tokens": -5}),
+                "max_completion_tokens",
+            ),
+            (json!({"max_tokens": 1.5}), "max_tokens"),
+            (json!({"stop": 5}), "stop"),
+            (json!({"stop": ["a", 1]}), "stop"),
+            (json!({"n": "two"}), "n"),
+            (
+                json!({"response_format": {"type": "yaml"}}),
+                "response_format",
+            ),
+            (json!({"response_format": "json"}), "response_format"),
+            (json!({"service_tier": 3}), "service_tier"),
+        ] {
+            let e = err(with(extra.clone()), p());
+            assert!(
+                e.starts_with(&format!("invalid value for {field}")),
+                "{extra}: {e}"
+            );
+        }
+        // Dropped fields are not looked at, whatever their type.
+        body(
+            with(json!({"seed": "x", "frequency_penalty": "y", "logit_bias": 1})),
+            p(),
+        );
+    }
+
+    #[test]
+    fn tools_and_tool_choice() {
+        let tools = json!([
+            {"type": "function", "function": {"name": "weather", "description": "Weather now", "strict": true,
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+            {"type": "function", "function": {"name": "now"}}
+        ]);
+        let b = body(with(json!({"tools": tools})), profile_25_flash());
+        assert_eq!(
+            b["tools"],
+            json!([{"functionDeclarations": [
+                {"name": "weather", "description": "Weather now",
+                 "parametersJsonSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+                {"name": "now"}
+            ]}])
+        );
+        assert!(
+            b.get("toolConfig").is_none(),
+            "no tool_choice, no toolConfig"
+        );
+        for (choice, config) in [
+            (json!("auto"), json!({"mode": "AUTO"})),
+            (json!("none"), json!({"mode": "NONE"})),
+            (json!("required"), json!({"mode": "ANY"})),
+            (
+                json!({"type": "function", "function": {"name": "now"}}),
+                json!({"mode": "ANY", "allowedFunctionNames": ["now"]}),
+            ),
+        ] {
+            let b = body(
+                with(json!({"tools": tools, "tool_choice": choice})),
+                profile_25_flash(),
+            );
+            assert_eq!(
+                b["toolConfig"],
+                json!({"functionCallingConfig": config}),
+                "{choice}"
+            );
+        }
+        assert!(
+            body(with(json!({"tool_choice": "auto"})), profile_25_flash())
+                .get("toolConfig")
+                .is_none()
+        );
+        let no_tools = Profile {
+            forward: vec![],
+            ..profile_25_flash()
+        };
+        let b = body(
+            with(json!({"tools": tools, "tool_choice": "required"})),
+            no_tools,
+        );
+        assert!(
+            b.get("tools").is_none() && b.get("toolConfig").is_none(),
+            "tools not in the profile are dropped"
+        );
+        for (extra, want) in [
+            (
+                json!({"tools": [{"type": "web_search"}]}),
+                "tools[0]: only function tools are supported, not \"web_search\"",
+            ),
+            (
+                json!({"tools": [{"type": "function"}]}),
+                "tools[0]: function is required",
+            ),
+            (
+                json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": "x"}}]}),
+                "tools[0]: function.parameters must be a JSON Schema object",
+            ),
+            (
+                json!({"tools": tools, "tool_choice": "sometimes"}),
+                "invalid value for tool_choice",
+            ),
+        ] {
+            let e = err(with(extra.clone()), profile_25_flash());
+            assert!(e.starts_with(want), "{extra}: {e}");
+        }
+    }
+
+    fn thinking(extra: Value, profile: Profile) -> Value {
+        body(with(extra), profile)["generationConfig"]["thinkingConfig"].clone()
+    }
+
+    #[test]
+    fn thinking_budget_is_clamped_per_profile() {
+        let flash = profile_25_flash;
+        let pro = profile_25_pro;
+        let cases = [
+            (
+                json!({"reasoning": {"max_tokens": 2000}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 2000}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 99999}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 0}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 0}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 128}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 50}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 128}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 99999}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 32768}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": -1}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": -1}),
+            ),
+            (
+                json!({"reasoning": {"effort": "none"}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+            ),
+            (
+                json!({"reasoning_effort": "none"}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 128}),
+            ),
+            (
+                json!({"reasoning_effort": "minimal"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 512}),
+            ),
+            (
+                json!({"reasoning_effort": "low"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 1024}),
+            ),
+            (
+                json!({"reasoning_effort": "medium"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 8192}),
+            ),
+            (
+                json!({"reasoning_effort": "high"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning_effort": "xhigh"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning_effort": "xhigh"}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 32768}),
+            ),
+            (
+                json!({"reasoning": {"effort": "low", "max_tokens": 3000}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 3000}),
+            ),
+            (
+                json!({"reasoning": {"effort": "high"}, "reasoning_effort": "low"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning": {"enabled": true}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": -1}),
+            ),
+            (
+                json!({"reasoning": {"enabled": false}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+            ),
+            (
+                json!({"reasoning": {"exclude": true, "effort": "low"}}),
+                flash(),
+                json!({"includeThoughts": false, "thinkingBudget": 1024}),
+            ),
+            (
+                json!({"include_reasoning": false, "reasoning_effort": "low"}),
+                flash(),
+                json!({"includeThoughts": false, "thinkingBudget": 1024}),
+            ),
+            (
+                json!({"include_reasoning": true}),
+                flash(),
+                json!({"includeThoughts": true}),
+            ),
+            (
+                json!({"reasoning": {}}),
+                flash(),
+                json!({"includeThoughts": true}),
+            ),
+            (json!({}), flash(), Value::Null),
+            (
+                json!({"reasoning": null, "reasoning_effort": null}),
+                flash(),
+                Value::Null,
+            ),
+            (
+                json!({"reasoning_effort": "high"}),
+                profile_20(),
+                Value::Null,
+            ),
+        ];
+        for (extra, profile, want) in cases {
+            assert_eq!(thinking(extra.clone(), profile), want, "{extra}");
+        }
+    }
+
+    #[test]
+    fn thinking_level_maps_to_the_nearest_allowed_level() {
+        let pro3 = || profile_levels(&["low", "high"]);
+        let flash3 = || profile_levels(&["minimal", "low", "medium", "high"]);
+        let level = |extra: Value, p: Profile| thinking(extra, p)["thinkingLevel"].clone();
+        for (effort, on_pro, on_flash) in [
+            ("none", "low", "minimal"),
+            ("minimal", "low", "minimal"),
+            ("low", "low", "low"),
+            ("medium", "high", "medium"),
+            ("high", "high", "high"),
+            ("xhigh", "high", "high"),
+        ] {
+            assert_eq!(
+                level(json!({"reasoning_effort": effort}), pro3()),
+                on_pro,
+                "{effort} on [low, high]"
+            );
+            assert_eq!(
+                level(json!({"reasoning": {"effort": effort}}), flash3()),
+                on_flash,
+                "{effort} on 3 flash"
+            );
+        }
+        for (tokens, on_pro, on_flash) in [
+            (0, "low", "minimal"),
+            (300, "low", "minimal"),
+            (1000, "low", "low"),
+            (5000, "high", "medium"),
+            (30000, "high", "high"),
+        ] {
+            assert_eq!(
+                level(json!({"reasoning": {"max_tokens": tokens}}), pro3()),
+                on_pro,
+                "{tokens}"
+            );
+            assert_eq!(
+                level(json!({"reasoning": {"max_tokens": tokens}}), flash3()),
+                on_flash,
+                "{tokens}"
+            );
+        }
+        let t = thinking(json!({"reasoning": {"enabled": true}}), pro3());
+        assert_eq!(
+            t,
+            json!({"includeThoughts": true}),
+            "dynamic is the default level; never a budget too"
+        );
+        let t = thinking(
+            json!({"reasoning": {"effort": "low", "exclude": true}}),
+            pro3(),
+        );
+        assert_eq!(t, json!({"includeThoughts": false, "thinkingLevel": "low"}));
+    }
+
+    #[test]
+    fn thinking_inputs_are_type_checked() {
+        for (extra, want) in [
+            (
+                json!({"reasoning_effort": "max"}),
+                "invalid value for reasoning_effort: \"max\"",
+            ),
+            (
+                json!({"reasoning": {"effort": "turbo"}}),
+                "invalid value for reasoning.effort: \"turbo\"",
+            ),
+            (
+                json!({"reasoning": {"max_tokens": -2}}),
+                "invalid value for reasoning.max_tokens",
+            ),
+            (json!({"reasoning": "high"}), "invalid value for reasoning"),
+            (
+                json!({"include_reasoning": "yes"}),
+                "invalid value for include_reasoning",
+            ),
+        ] {
+            let e = err(with(extra.clone()), profile_25_flash());
+            assert!(e.starts_with(want), "{extra}: {e}");
+        }
+        body(with(json!({"reasoning_effort": "max"})), profile_20());
+    }
+
+    fn built(
+        req: &Value,
+        m: &Model,
+        kind: RouteKind,
+        cached: Option<&str>,
+    ) -> (Value, Vec<(String, String)>) {
+        let bytes = serde_json::to_vec(req).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let r = route(kind, Some("us-central1"));
+        let mut t = target(m, &r, false);
+        t.cached_content = cached;
+        let creds = crate::providers::Credentials {
+            gemini: Some(crate::providers::Secret::new("k")),
+            vertex_project: Some("p".into()),
+            ..Default::default()
+        };
+        creds
+            .vertex_token
+            .set(Some(crate::providers::Secret::new("t")));
+        let up = super::super::Gemini
+            .build_request(&raw, &t, &creds)
+            .unwrap();
+        let headers = up
+            .headers
+            .iter()
+            .filter(|(k, _)| k.as_str().starts_with("x-vertex"))
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        (serde_json::from_slice(&up.body).unwrap(), headers)
+    }
+
+    #[test]
+    fn service_tier_is_a_vertex_global_header_only() {
+        let m = model(profile_25_flash());
+        for (tier, want) in [
+            ("flex", Some("flex")),
+            ("priority", Some("priority")),
+            ("auto", None),
+            ("default", None),
+        ] {
+            let req = with(json!({"service_tier": tier}));
+            for kind in [
+                RouteKind::GeminiApi,
+                RouteKind::Vertex,
+                RouteKind::VertexGlobal,
+            ] {
+                let (b, headers) = built(&req, &m, kind, None);
+                assert!(!b.to_string().contains("ervice"), "never a body field: {b}");
+                let expected: Vec<(String, String)> = match (kind, want) {
+                    (RouteKind::VertexGlobal, Some(t)) => vec![
+                        ("x-vertex-ai-llm-request-type".into(), "shared".into()),
+                        ("x-vertex-ai-llm-shared-request-type".into(), t.into()),
+                    ],
+                    _ => vec![],
+                };
+                assert_eq!(headers, expected, "{tier} on {kind:?}");
+            }
+        }
+        let not_forwarded = model(Profile {
+            forward: vec![],
+            ..profile_25_flash()
+        });
+        let (_, headers) = built(
+            &with(json!({"service_tier": "flex"})),
+            &not_forwarded,
+            RouteKind::VertexGlobal,
+            None,
+        );
+        assert!(headers.is_empty());
+    }
+
+    fn cacheable() -> Value {
+        json!({
+            "model": "google/gemini-test",
+            "messages": [
+                {"role": "system", "content": [
+                    {"type": "text", "text": "You are a librarian. "},
+                    {"type": "text", "text": "BIG STABLE CORPUS", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+                ]},
+                {"role": "system", "content": "Answer in French."},
+                {"role": "user", "content": "Who wrote it?"}
+            ],
+            "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
+            "tool_choice": "auto",
+            "temperature": 0.2
+        })
+    }
+
+    #[test]
+    fn cached_content_leaves_out_what_the_cache_holds() {
+        let m = model(profile_25_flash());
+        let (b, _) = built(
+            &cacheable(),
+            &m,
+            RouteKind::GeminiApi,
+            Some("cachedContents/abc"),
+        );
+        assert_eq!(
+            b,
+            json!({
+                "cachedContent": "cachedContents/abc",
+                "contents": [{"role": "user", "parts": [{"text": "Who wrote it?"}]}],
+                "generationConfig": {"temperature": 0.2}
+            })
+        );
+        let (b, _) = built(&cacheable(), &m, RouteKind::GeminiApi, None);
+        assert!(
+            b.get("systemInstruction").is_some()
+                && b.get("tools").is_some()
+                && b.get("toolConfig").is_some()
+        );
+    }
+
+    fn plan(req: &Value, m: &Model, kind: RouteKind) -> Result<Option<CachePlan>, GatewayError> {
+        let bytes = serde_json::to_vec(req).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let r = route(kind, Some("europe-west4"));
+        let creds = Credentials {
+            vertex_project: Some("proj-9".into()),
+            ..Default::default()
+        };
+        cache_plan(&raw, &target(m, &r, false), &creds)
+    }
+
+    #[test]
+    fn cache_plan_for_a_marked_system_prefix() {
+        let m = model(profile_25_flash());
+        let p = plan(&cacheable(), &m, RouteKind::GeminiApi)
+            .unwrap()
+            .unwrap();
+        let create: Value = serde_json::from_slice(&p.create_body).unwrap();
+        let system = json!({"parts": [{"text": "You are a librarian. "}, {"text": "BIG STABLE CORPUS"}, {"text": "Answer in French."}]});
+        let tools = json!([{"functionDeclarations": [{"name": "lookup", "parametersJsonSchema": {"type": "object"}}]}]);
+        let tool_config = json!({"functionCallingConfig": {"mode": "AUTO"}});
+        assert_eq!(
+            create,
+            json!({"model": "models/gemini-test", "systemInstruction": system, "tools": tools, "toolConfig": tool_config, "ttl": "3600s"})
+        );
+        let mut hash = Sha256::new();
+        for piece in [
+            "gemini-test".to_owned(),
+            system.to_string(),
+            tools.to_string(),
+            tool_config.to_string(),
+        ] {
+            hash.update(piece.as_bytes());
+            hash.update([0u8]);
+        }
+        assert_eq!(p.key, hex::encode(hash.finalize()));
+        let system_bytes = "You are a librarian. BIG STABLE CORPUSAnswer in French.".len();
+        assert_eq!(
+            p.estimated_tokens as usize,
+            (system_bytes + tools.to_string().len()) / 4
+        );
+
+        let vertex = plan(&cacheable(), &m, RouteKind::Vertex).unwrap().unwrap();
+        let create: Value = serde_json::from_slice(&vertex.create_body).unwrap();
+        assert_eq!(
+            create["model"],
+            "projects/proj-9/locations/europe-west4/publishers/google/models/gemini-test"
+        );
+        assert_eq!(
+            vertex.key, p.key,
+            "the key names the content, not the surface"
+        );
+
+        let mut other_tools = cacheable();
+        other_tools["tools"][0]["function"]["name"] = json!("search");
+        assert_ne!(
+            plan(&other_tools, &m, RouteKind::GeminiApi)
+                .unwrap()
+                .unwrap()
+                .key,
+            p.key
+        );
+        let mut later_user = cacheable();
+        later_user["messages"][2]["content"] = json!("Something else?");
+        assert_eq!(
+            plan(&later_user, &m, RouteKind::GeminiApi)
+                .unwrap()
+                .unwrap()
+                .key,
+            p.key,
+            "the conversation is not in the key"
+        );
+    }
+
+    #[test]
+    fn cache_plan_ttl_and_absence() {
+        let m = model(profile_25_flash());
+        let ttl_of = |ttl: Value| {
+            let mut req = cacheable();
+            req["messages"][0]["content"][1]["cache_control"] = ttl;
+            plan(&req, &m, RouteKind::GeminiApi).map(|p| {
+                let v: Value = serde_json::from_slice(&p.unwrap().create_body).unwrap();
+                v["ttl"].clone()
+            })
+        };
+        assert_eq!(ttl_of(json!({"type": "ephemeral"})).unwrap(), "300s");
+        assert_eq!(
+            ttl_of(json!({"type": "ephemeral", "ttl": "5m"})).unwrap(),
+            "300s"
+        );
+        assert_eq!(
+            ttl_of(json!({"type": "ephemeral", "ttl": "90s"})).unwrap(),
+            "90s"
+        );
+        assert!(ttl_of(json!({"type": "ephemeral", "ttl": "soon"}))
+            .unwrap_err()
+            .to_string()
+            .contains("cache_control.ttl"));
+
+        let mut string_system = cacheable();
+        string_system["messages"][0]["content"] = json!("You are a librarian.");
+        let mut unmarked = cacheable();
+        unmarked["messages"][0]["content"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("cache_control");
+        let mut marked_second = unmarked.clone();
+        marked_second["messages"][1]["content"] =
+            json!([{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]);
+        let mut no_system = cacheable();
+        no_system["messages"].as_array_mut().unwrap().drain(..2);
+        for req in [string_system, unmarked, marked_second, no_system] {
+            assert_eq!(plan(&req, &m, RouteKind::GeminiApi).unwrap(), None, "{req}");
+        }
+        let off = model(Profile {
+            min_cache_tokens: 0,
+            ..profile_25_flash()
+        });
+        assert_eq!(
+            plan(&cacheable(), &off, RouteKind::GeminiApi).unwrap(),
+            None
+        );
+        let no_tools = model(Profile {
+            forward: vec![],
+            ..profile_25_flash()
+        });
+        let p = plan(&cacheable(), &no_tools, RouteKind::GeminiApi)
+            .unwrap()
+            .unwrap();
+        let create: Value = serde_json::from_slice(&p.create_body).unwrap();
+        assert!(create.get("tools").is_none() && create.get("toolConfig").is_none());
+        let e = plan(&cacheable(), &m, RouteKind::Vertex);
+        assert!(e.is_ok());
+        let bytes = serde_json::to_vec(&cacheable()).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let r = route(RouteKind::VertexGlobal, None);
+        assert_eq!(
+            cache_plan(&raw, &target(&m, &r, false), &Credentials::default()).unwrap_err(),
+            GatewayError::MissingCredentials("vertex project")
+        );
+    }
 }

@@ -326,8 +326,11 @@ mod tests {
             .collect()
     }
 
-    /// What the client must see: answer text, thought text, and (name, args) per call.
-    fn expected(events: &[Value]) -> (String, String, Vec<(String, Value, Option<String>)>) {
+    /// A function call as the fixture has it: name, args, thought signature.
+    type Call = (String, Value, Option<String>);
+
+    /// What the client must see: answer text, thought text, and the calls.
+    fn expected(events: &[Value]) -> (String, String, Vec<Call>) {
         let (mut content, mut reasoning, mut calls) = (String::new(), String::new(), Vec::new());
         for ev in events {
             for part in ev["candidates"][0]["content"]["parts"].as_array().unwrap() {
