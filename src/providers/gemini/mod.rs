@@ -4,7 +4,8 @@
 //! bearer token). The surfaces share one body format; only the transport (path, credential
 //! header, service-tier headers) differs, and it is decided here from the route kind.
 //!
-//! Files: `request.rs` (OpenAI body → `GenerateContentRequest`, and the explicit-cache plan),
+//! Files: `request.rs` (OpenAI body → `GenerateContentRequest`), `thinking.rs` (reasoning
+//! controls → `thinkingConfig` per profile), `cache.rs` (the explicit context-cache plan),
 //! `response.rs` (buffered `GenerateContentResponse` → `chat.completion`), `stream.rs`
 //! (`alt=sse` events → `chat.completion.chunk` frames), `error.rs` (Google error bodies).
 //! Wire notes: `shared/wire/gemini.md`; fixtures: `tests/fixtures/gemini-*` (`SOURCES.md`).
@@ -30,10 +31,12 @@
 //! Signatures on text parts (Gemini 3 puts one on the answer, or on a trailing empty part of a
 //! stream) are not carried: Google enforces signatures on function calls only.
 
+mod cache;
 mod error;
 mod request;
 mod response;
 mod stream;
+mod thinking;
 
 use std::borrow::Cow;
 use std::ops::Deref;
@@ -47,7 +50,7 @@ use super::{
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
 
-pub use request::{cache_plan, CachePlan};
+pub use cache::{cache_plan, CachePlan};
 
 /// The Gemini adapter (Developer API and Vertex AI).
 pub struct Gemini;
@@ -203,9 +206,11 @@ pub(super) mod test_support {
     use std::sync::Arc;
 
     use bytes::BytesMut;
+    use serde_json::{json, Value};
 
+    use super::request::build;
     use super::Gemini;
-    use crate::api::Operation;
+    use crate::api::{GatewayError, Operation, RawRequest};
     use crate::catalog::{
         Endpoint, Family, Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking,
     };
@@ -324,6 +329,64 @@ pub(super) mod test_support {
             stream,
             cached_content: None,
         }
+    }
+
+    pub fn try_body(req: &Value, profile: Profile) -> Result<Value, GatewayError> {
+        let bytes = serde_json::to_vec(req).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat)?;
+        let m = model(profile);
+        let r = route(RouteKind::GeminiApi, None);
+        let built = build(&raw, &target(&m, &r, false))?;
+        Ok(serde_json::from_slice(&built.body).unwrap())
+    }
+
+    pub fn body(req: Value, profile: Profile) -> Value {
+        try_body(&req, profile).unwrap()
+    }
+
+    pub fn err(req: Value, profile: Profile) -> String {
+        try_body(&req, profile).unwrap_err().to_string()
+    }
+
+    pub fn chat(messages: Value) -> Value {
+        json!({"model": "google/gemini-test", "messages": messages})
+    }
+
+    pub fn with(extra: Value) -> Value {
+        let mut req = chat(json!([{"role": "user", "content": "hi"}]));
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        req
+    }
+
+    pub fn built(
+        req: &Value,
+        m: &Model,
+        kind: RouteKind,
+        cached: Option<&str>,
+    ) -> (Value, Vec<(String, String)>) {
+        let bytes = serde_json::to_vec(req).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let r = route(kind, Some("us-central1"));
+        let mut t = target(m, &r, false);
+        t.cached_content = cached;
+        let creds = crate::providers::Credentials {
+            gemini: Some(crate::providers::Secret::new("k")),
+            vertex_project: Some("p".into()),
+            ..Default::default()
+        };
+        creds
+            .vertex_token
+            .set(Some(crate::providers::Secret::new("t")));
+        let up = Gemini.build_request(&raw, &t, &creds).unwrap();
+        let headers = up
+            .headers
+            .iter()
+            .filter(|(k, _)| k.as_str().starts_with("x-vertex"))
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        (serde_json::from_slice(&up.body).unwrap(), headers)
     }
 
     /// The frames a whole upstream stream becomes, fed in pieces cut at `cuts`.

@@ -1,4 +1,5 @@
-//! OpenAI chat body → Gemini `GenerateContentRequest`, and the explicit-cache plan.
+//! OpenAI chat body → Gemini `GenerateContentRequest` (thinking in `thinking.rs`, the
+//! explicit-cache plan in `cache.rs`).
 //!
 //! Driven by the model's parameter profile (`catalog::Profile`): a field is translated only
 //! when the profile forwards it; every other field is accepted and dropped, so a client written
@@ -12,7 +13,7 @@
 //!   `functionResponse` parts named after the assistant tool call they answer;
 //! - a replayed `functionCall` gets back the `thoughtSignature` its tool-call id carries
 //!   (scheme in the `gemini` module doc);
-//! - `thinkingConfig` has a budget or a level, never both, clamped into the profile's range;
+//! - `thinkingConfig` has a budget or a level, never both, within the profile's range;
 //! - `cachedContent` excludes `systemInstruction`, `tools` and `toolConfig` (they live in the
 //!   cache; Google answers 400 otherwise);
 //! - Vertex service tiers are headers, never a body field (the caller adds them).
@@ -25,12 +26,12 @@ use std::borrow::Cow;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
-use sha2::{Digest, Sha256};
 
-use super::{call_id_signature, vertex_model, Str};
-use crate::api::{GatewayError, Operation, RawRequest};
-use crate::catalog::{Profile, RouteKind, Thinking};
-use crate::providers::{Credentials, Target};
+use super::thinking::{thinking_config, ThinkingConfig};
+use super::{call_id_signature, Str};
+use crate::api::{GatewayError, RawRequest};
+use crate::catalog::Profile;
+use crate::providers::Target;
 
 // ---------------------------------------------------------------------------------------------
 // What the client sends (OpenAI chat, OpenRouter extensions)
@@ -157,18 +158,6 @@ struct JsonSchemaIn<'a> {
     schema: Option<&'a RawValue>,
 }
 
-#[derive(Deserialize, Default)]
-struct ReasoningIn<'a> {
-    #[serde(borrow, default)]
-    effort: Option<Str<'a>>,
-    #[serde(default)]
-    max_tokens: Option<i64>,
-    #[serde(default)]
-    exclude: Option<bool>,
-    #[serde(default)]
-    enabled: Option<bool>,
-}
-
 // ---------------------------------------------------------------------------------------------
 // What Gemini receives
 // ---------------------------------------------------------------------------------------------
@@ -196,13 +185,13 @@ struct Content<'a> {
 }
 
 #[derive(Serialize)]
-struct SystemInstruction<'a> {
-    parts: Vec<TextPart<'a>>,
+pub(super) struct SystemInstruction<'a> {
+    pub parts: Vec<TextPart<'a>>,
 }
 
 #[derive(Serialize)]
-struct TextPart<'a> {
-    text: Cow<'a, str>,
+pub(super) struct TextPart<'a> {
+    pub text: Cow<'a, str>,
 }
 
 #[derive(Serialize, Default)]
@@ -258,7 +247,7 @@ enum ToolResult<'a> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ToolOut<'a> {
+pub(super) struct ToolOut<'a> {
     function_declarations: Vec<FunctionDecl<'a>>,
 }
 
@@ -274,7 +263,7 @@ struct FunctionDecl<'a> {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct ToolConfig<'a> {
+pub(super) struct ToolConfig<'a> {
     function_calling_config: FunctionCallingConfig<'a>,
 }
 
@@ -333,30 +322,20 @@ impl GenerationConfig<'_> {
     }
 }
 
-#[derive(Serialize, Debug, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-struct ThinkingConfig {
-    include_thoughts: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_budget: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    thinking_level: Option<String>,
-}
-
 // ---------------------------------------------------------------------------------------------
 // Translation
 // ---------------------------------------------------------------------------------------------
 
 /// Everything the request turns into, before it is written one way (generate) or another
 /// (cache creation).
-struct Translation<'a> {
-    system: Option<SystemInstruction<'a>>,
+pub(super) struct Translation<'a> {
+    pub system: Option<SystemInstruction<'a>>,
     /// The first system message marks a cache breakpoint (`cache_control`, OpenRouter style):
     /// its TTL, if it named one.
-    cache_mark: Option<Option<Str<'a>>>,
+    pub cache_mark: Option<Option<Str<'a>>>,
     contents: Vec<Content<'a>>,
-    tools: Option<[ToolOut<'a>; 1]>,
-    tool_config: Option<ToolConfig<'a>>,
+    pub tools: Option<[ToolOut<'a>; 1]>,
+    pub tool_config: Option<ToolConfig<'a>>,
     generation_config: Option<GenerationConfig<'a>>,
     service_tier: Option<&'static str>,
 }
@@ -384,7 +363,10 @@ pub(super) fn build(req: &RawRequest<'_>, target: &Target<'_>) -> Result<Built, 
     })
 }
 
-fn translate<'a>(req: &RawRequest<'a>, profile: &Profile) -> Result<Translation<'a>, GatewayError> {
+pub(super) fn translate<'a>(
+    req: &RawRequest<'a>,
+    profile: &Profile,
+) -> Result<Translation<'a>, GatewayError> {
     let conv = conversation(req)?;
     if conv.contents.is_empty() {
         return Err(GatewayError::invalid(
@@ -409,7 +391,7 @@ fn translate<'a>(req: &RawRequest<'a>, profile: &Profile) -> Result<Translation<
     })
 }
 
-fn to_bytes<T: Serialize>(value: &T) -> Result<Bytes, GatewayError> {
+pub(super) fn to_bytes<T: Serialize>(value: &T) -> Result<Bytes, GatewayError> {
     serde_json::to_vec(value)
         .map(Bytes::from)
         .map_err(|e| GatewayError::Internal(format!("serialising the gemini request: {e}").into()))
@@ -933,320 +915,13 @@ fn service_tier(req: &RawRequest<'_>, p: &Profile) -> Result<Option<&'static str
     })
 }
 
-// ----- thinking ------------------------------------------------------------------------------
-
-/// OpenAI / OpenRouter reasoning effort, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Effort {
-    None,
-    Minimal,
-    Low,
-    Medium,
-    High,
-    XHigh,
-}
-
-impl Effort {
-    fn parse(s: &str, field: &str) -> Result<Self, GatewayError> {
-        Ok(match s {
-            "none" => Self::None,
-            "minimal" => Self::Minimal,
-            "low" => Self::Low,
-            "medium" => Self::Medium,
-            "high" => Self::High,
-            "xhigh" => Self::XHigh,
-            other => {
-                return Err(GatewayError::invalid(format!(
-                    "invalid value for {field}: {other:?} (expected none, minimal, low, medium, high or xhigh)"
-                )))
-            }
-        })
-    }
-
-    /// The thinking budget (tokens) an effort stands for.
-    fn budget(self) -> i64 {
-        match self {
-            Self::None => 0,
-            Self::Minimal => 512,
-            Self::Low => 1024,
-            Self::Medium => 8192,
-            Self::High => 24_576,
-            Self::XHigh => 32_768,
-        }
-    }
-
-    /// The effort a budget stands for, by the same table.
-    fn of_budget(tokens: i64) -> Self {
-        match tokens {
-            0 => Self::None,
-            1..=512 => Self::Minimal,
-            513..=1024 => Self::Low,
-            1025..=8192 => Self::Medium,
-            _ => Self::High,
-        }
-    }
-
-    /// The Gemini 3 level name of the same rank.
-    fn level_name(self) -> &'static str {
-        match self {
-            Self::None | Self::Minimal => "minimal",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High | Self::XHigh => "high",
-        }
-    }
-}
-
-/// What the client asked of thinking, before the profile's limits apply.
-enum Ask {
-    /// Reasoning mentioned, but no amount: the model's default.
-    Default,
-    /// `enabled: true` or `max_tokens: -1`: Gemini's dynamic thinking.
-    Dynamic,
-    Budget(i64),
-    Effort(Effort),
-}
-
-fn thinking_config(
-    req: &RawRequest<'_>,
-    p: &Profile,
-) -> Result<Option<ThinkingConfig>, GatewayError> {
-    if !p.forwards("reasoning") || p.thinking == Thinking::None {
-        return Ok(None);
-    }
-    let reasoning = req.typed::<Option<ReasoningIn>>("reasoning")?.flatten();
-    let top_effort = req.typed::<Option<Str>>("reasoning_effort")?.flatten();
-    let include = req.typed::<Option<bool>>("include_reasoning")?.flatten();
-    if reasoning.is_none() && top_effort.is_none() && include.is_none() {
-        return Ok(None);
-    }
-    let r = reasoning.unwrap_or_default();
-    let effort = match (r.effort, top_effort) {
-        (Some(e), _) => Some(Effort::parse(&e, "reasoning.effort")?),
-        (None, Some(e)) => Some(Effort::parse(&e, "reasoning_effort")?),
-        (None, None) => None,
-    };
-    let ask =
-        match (r.max_tokens, effort, r.enabled) {
-            (Some(-1), _, _) => Ask::Dynamic,
-            (Some(n), _, _) if n < 0 => return Err(GatewayError::invalid(
-                "invalid value for reasoning.max_tokens: expected -1 (dynamic) or a token count",
-            )),
-            (Some(n), _, _) => Ask::Budget(n),
-            (None, Some(e), _) => Ask::Effort(e),
-            (None, None, Some(true)) => Ask::Dynamic,
-            (None, None, Some(false)) => Ask::Effort(Effort::None),
-            (None, None, None) => Ask::Default,
-        };
-    let exclude = r.exclude.or(include.map(|i| !i)).unwrap_or(false);
-    let mut config = ThinkingConfig {
-        include_thoughts: !exclude,
-        thinking_budget: None,
-        thinking_level: None,
-    };
-    match &p.thinking {
-        Thinking::None => return Ok(None),
-        Thinking::Budget {
-            min,
-            max,
-            can_disable,
-        } => {
-            config.thinking_budget = budget(ask).map(|b| clamp_budget(b, *min, *max, *can_disable));
-        }
-        Thinking::Level { levels } => {
-            config.thinking_level = level_effort(ask).and_then(|e| pick_level(levels, e));
-        }
-    }
-    Ok(Some(config))
-}
-
-fn budget(ask: Ask) -> Option<i64> {
-    match ask {
-        Ask::Default => None,
-        Ask::Dynamic => Some(-1),
-        Ask::Budget(n) => Some(n),
-        Ask::Effort(e) => Some(e.budget()),
-    }
-}
-
-/// Into the model's accepted range: Google rejects out-of-range budgets instead of clamping.
-fn clamp_budget(budget: i64, min: u32, max: u32, can_disable: bool) -> i64 {
-    match budget {
-        -1 => -1,
-        0 if can_disable => 0,
-        b => b.max(i64::from(min)).min(i64::from(max)),
-    }
-}
-
-fn level_effort(ask: Ask) -> Option<Effort> {
-    match ask {
-        Ask::Default | Ask::Dynamic => None,
-        Ask::Budget(n) => Some(Effort::of_budget(n)),
-        Ask::Effort(e) => Some(e),
-    }
-}
-
-/// The allowed level nearest to `effort`, rounding up (`minimal` → `low` where there is no
-/// `minimal`, `medium` → `high`); `none` is the lowest level (thinking cannot be turned off).
-fn pick_level(levels: &[String], effort: Effort) -> Option<String> {
-    if effort == Effort::None {
-        return levels.first().cloned();
-    }
-    let rank = |name: &str| {
-        ["minimal", "low", "medium", "high"]
-            .iter()
-            .position(|l| *l == name)
-    };
-    let want = rank(effort.level_name());
-    levels
-        .iter()
-        .find(|l| rank(l) >= want)
-        .or(levels.last())
-        .cloned()
-}
-
-// ----- explicit context cache ----------------------------------------------------------------
-
-/// An explicit context cache the request could use: create it with `create_body` (POST to the
-/// surface's `cachedContents`), then send the request with `Target.cached_content` = its name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CachePlan {
-    /// Hex SHA-256 of the upstream model and the cached parts (system instruction, tools, tool
-    /// config): equal keys can share one cache.
-    pub key: String,
-    /// The `cachedContents` create request.
-    pub create_body: Bytes,
-    /// Rough size of the cached prefix (bytes / 4), to compare with the profile's minimum.
-    pub estimated_tokens: u32,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CreateCache<'p, 'a> {
-    model: &'p str,
-    system_instruction: &'p SystemInstruction<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'p [ToolOut<'a>; 1]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_config: Option<&'p ToolConfig<'a>>,
-    ttl: String,
-}
-
-/// The explicit cache for a request whose first system message marks a text part with
-/// `cache_control` (OpenRouter convention), or `None`. Models whose profile sets
-/// `min_cache_tokens: 0` never get one. `creds` supply the Vertex project of the model's
-/// resource name (Vertex caches name the model by its full path).
-pub fn cache_plan(
-    req: &RawRequest<'_>,
-    target: &Target<'_>,
-    creds: &Credentials,
-) -> Result<Option<CachePlan>, GatewayError> {
-    let profile = &target.model.profile;
-    if target.op != Operation::Chat || profile.min_cache_tokens == 0 {
-        return Ok(None);
-    }
-    let t = translate(req, profile)?;
-    let (Some(ttl), Some(system)) = (&t.cache_mark, &t.system) else {
-        return Ok(None);
-    };
-    let ttl = ttl_seconds(ttl.as_deref())?;
-    let model = match target.route.kind {
-        RouteKind::GeminiApi => format!("models/{}", target.model.upstream_model),
-        _ => vertex_model(target, creds)?,
-    };
-    let system_json = to_bytes(system)?;
-    let tools_json = t
-        .tools
-        .as_ref()
-        .map(to_bytes)
-        .transpose()?
-        .unwrap_or_default();
-    let config_json = t
-        .tool_config
-        .as_ref()
-        .map(to_bytes)
-        .transpose()?
-        .unwrap_or_default();
-    let mut hash = Sha256::new();
-    for piece in [
-        target.model.upstream_model.as_bytes(),
-        &system_json,
-        &tools_json,
-        &config_json,
-    ] {
-        hash.update(piece);
-        hash.update([0u8]);
-    }
-    let system_bytes: usize = system.parts.iter().map(|p| p.text.len()).sum();
-    let create = CreateCache {
-        model: &model,
-        system_instruction: system,
-        tools: t.tools.as_ref(),
-        tool_config: t.tool_config.as_ref(),
-        ttl: format!("{ttl}s"),
-    };
-    Ok(Some(CachePlan {
-        key: hex::encode(hash.finalize()),
-        create_body: to_bytes(&create)?,
-        estimated_tokens: u32::try_from((system_bytes + tools_json.len()) / 4).unwrap_or(u32::MAX),
-    }))
-}
-
-/// `cache_control.ttl` in seconds: `"5m"`, `"1h"`, `"300s"` or a bare number of seconds;
-/// absent → 300 (Anthropic's and OpenRouter's default).
-fn ttl_seconds(ttl: Option<&str>) -> Result<u64, GatewayError> {
-    let Some(ttl) = ttl else { return Ok(300) };
-    let (digits, unit) = match ttl.strip_suffix(['s', 'm', 'h']) {
-        Some(d) => (d, &ttl[d.len()..]),
-        None => (ttl, "s"),
-    };
-    let n: u64 = digits.parse().map_err(|_| {
-        GatewayError::invalid(format!("invalid value for cache_control.ttl: {ttl:?}"))
-    })?;
-    let scale = match unit {
-        "m" => 60,
-        "h" => 3600,
-        _ => 1,
-    };
-    Ok(n.saturating_mul(scale))
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::test_support::*;
     use super::*;
-    use crate::catalog::Model;
+    use crate::catalog::RouteKind;
     use crate::providers::Adapter;
     use serde_json::{json, Value};
-
-    fn try_body(req: &Value, profile: Profile) -> Result<Value, GatewayError> {
-        let bytes = serde_json::to_vec(req).unwrap();
-        let raw = RawRequest::parse(&bytes, Operation::Chat)?;
-        let m = model(profile);
-        let r = route(RouteKind::GeminiApi, None);
-        let built = build(&raw, &target(&m, &r, false))?;
-        Ok(serde_json::from_slice(&built.body).unwrap())
-    }
-
-    fn body(req: Value, profile: Profile) -> Value {
-        try_body(&req, profile).unwrap()
-    }
-
-    fn err(req: Value, profile: Profile) -> String {
-        try_body(&req, profile).unwrap_err().to_string()
-    }
-
-    fn chat(messages: Value) -> Value {
-        json!({"model": "google/gemini-test", "messages": messages})
-    }
-
-    fn with(extra: Value) -> Value {
-        let mut req = chat(json!([{"role": "user", "content": "hi"}]));
-        for (k, v) in extra.as_object().unwrap() {
-            req[k] = v.clone();
-        }
-        req
-    }
 
     #[test]
     fn roles_system_and_merging() {
@@ -1690,261 +1365,6 @@ mod tests {
             assert!(e.starts_with(want), "{extra}: {e}");
         }
     }
-
-    fn thinking(extra: Value, profile: Profile) -> Value {
-        body(with(extra), profile)["generationConfig"]["thinkingConfig"].clone()
-    }
-
-    #[test]
-    fn thinking_budget_is_clamped_per_profile() {
-        let flash = profile_25_flash;
-        let pro = profile_25_pro;
-        let cases = [
-            (
-                json!({"reasoning": {"max_tokens": 2000}}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 2000}),
-            ),
-            (
-                json!({"reasoning": {"max_tokens": 99999}}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 24576}),
-            ),
-            (
-                json!({"reasoning": {"max_tokens": 0}}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 0}),
-            ),
-            (
-                json!({"reasoning": {"max_tokens": 0}}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": 128}),
-            ),
-            (
-                json!({"reasoning": {"max_tokens": 50}}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": 128}),
-            ),
-            (
-                json!({"reasoning": {"max_tokens": 99999}}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": 32768}),
-            ),
-            (
-                json!({"reasoning": {"max_tokens": -1}}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": -1}),
-            ),
-            (
-                json!({"reasoning": {"effort": "none"}}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 0}),
-            ),
-            (
-                json!({"reasoning_effort": "none"}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": 128}),
-            ),
-            (
-                json!({"reasoning_effort": "minimal"}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 512}),
-            ),
-            (
-                json!({"reasoning_effort": "low"}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 1024}),
-            ),
-            (
-                json!({"reasoning_effort": "medium"}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 8192}),
-            ),
-            (
-                json!({"reasoning_effort": "high"}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 24576}),
-            ),
-            (
-                json!({"reasoning_effort": "xhigh"}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 24576}),
-            ),
-            (
-                json!({"reasoning_effort": "xhigh"}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": 32768}),
-            ),
-            (
-                json!({"reasoning": {"effort": "low", "max_tokens": 3000}}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 3000}),
-            ),
-            (
-                json!({"reasoning": {"effort": "high"}, "reasoning_effort": "low"}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 24576}),
-            ),
-            (
-                json!({"reasoning": {"enabled": true}}),
-                pro(),
-                json!({"includeThoughts": true, "thinkingBudget": -1}),
-            ),
-            (
-                json!({"reasoning": {"enabled": false}}),
-                flash(),
-                json!({"includeThoughts": true, "thinkingBudget": 0}),
-            ),
-            (
-                json!({"reasoning": {"exclude": true, "effort": "low"}}),
-                flash(),
-                json!({"includeThoughts": false, "thinkingBudget": 1024}),
-            ),
-            (
-                json!({"include_reasoning": false, "reasoning_effort": "low"}),
-                flash(),
-                json!({"includeThoughts": false, "thinkingBudget": 1024}),
-            ),
-            (
-                json!({"include_reasoning": true}),
-                flash(),
-                json!({"includeThoughts": true}),
-            ),
-            (
-                json!({"reasoning": {}}),
-                flash(),
-                json!({"includeThoughts": true}),
-            ),
-            (json!({}), flash(), Value::Null),
-            (
-                json!({"reasoning": null, "reasoning_effort": null}),
-                flash(),
-                Value::Null,
-            ),
-            (
-                json!({"reasoning_effort": "high"}),
-                profile_20(),
-                Value::Null,
-            ),
-        ];
-        for (extra, profile, want) in cases {
-            assert_eq!(thinking(extra.clone(), profile), want, "{extra}");
-        }
-    }
-
-    #[test]
-    fn thinking_level_maps_to_the_nearest_allowed_level() {
-        let pro3 = || profile_levels(&["low", "high"]);
-        let flash3 = || profile_levels(&["minimal", "low", "medium", "high"]);
-        let level = |extra: Value, p: Profile| thinking(extra, p)["thinkingLevel"].clone();
-        for (effort, on_pro, on_flash) in [
-            ("none", "low", "minimal"),
-            ("minimal", "low", "minimal"),
-            ("low", "low", "low"),
-            ("medium", "high", "medium"),
-            ("high", "high", "high"),
-            ("xhigh", "high", "high"),
-        ] {
-            assert_eq!(
-                level(json!({"reasoning_effort": effort}), pro3()),
-                on_pro,
-                "{effort} on [low, high]"
-            );
-            assert_eq!(
-                level(json!({"reasoning": {"effort": effort}}), flash3()),
-                on_flash,
-                "{effort} on 3 flash"
-            );
-        }
-        for (tokens, on_pro, on_flash) in [
-            (0, "low", "minimal"),
-            (300, "low", "minimal"),
-            (1000, "low", "low"),
-            (5000, "high", "medium"),
-            (30000, "high", "high"),
-        ] {
-            assert_eq!(
-                level(json!({"reasoning": {"max_tokens": tokens}}), pro3()),
-                on_pro,
-                "{tokens}"
-            );
-            assert_eq!(
-                level(json!({"reasoning": {"max_tokens": tokens}}), flash3()),
-                on_flash,
-                "{tokens}"
-            );
-        }
-        let t = thinking(json!({"reasoning": {"enabled": true}}), pro3());
-        assert_eq!(
-            t,
-            json!({"includeThoughts": true}),
-            "dynamic is the default level; never a budget too"
-        );
-        let t = thinking(
-            json!({"reasoning": {"effort": "low", "exclude": true}}),
-            pro3(),
-        );
-        assert_eq!(t, json!({"includeThoughts": false, "thinkingLevel": "low"}));
-    }
-
-    #[test]
-    fn thinking_inputs_are_type_checked() {
-        for (extra, want) in [
-            (
-                json!({"reasoning_effort": "max"}),
-                "invalid value for reasoning_effort: \"max\"",
-            ),
-            (
-                json!({"reasoning": {"effort": "turbo"}}),
-                "invalid value for reasoning.effort: \"turbo\"",
-            ),
-            (
-                json!({"reasoning": {"max_tokens": -2}}),
-                "invalid value for reasoning.max_tokens",
-            ),
-            (json!({"reasoning": "high"}), "invalid value for reasoning"),
-            (
-                json!({"include_reasoning": "yes"}),
-                "invalid value for include_reasoning",
-            ),
-        ] {
-            let e = err(with(extra.clone()), profile_25_flash());
-            assert!(e.starts_with(want), "{extra}: {e}");
-        }
-        body(with(json!({"reasoning_effort": "max"})), profile_20());
-    }
-
-    fn built(
-        req: &Value,
-        m: &Model,
-        kind: RouteKind,
-        cached: Option<&str>,
-    ) -> (Value, Vec<(String, String)>) {
-        let bytes = serde_json::to_vec(req).unwrap();
-        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
-        let r = route(kind, Some("us-central1"));
-        let mut t = target(m, &r, false);
-        t.cached_content = cached;
-        let creds = crate::providers::Credentials {
-            gemini: Some(crate::providers::Secret::new("k")),
-            vertex_project: Some("p".into()),
-            ..Default::default()
-        };
-        creds
-            .vertex_token
-            .set(Some(crate::providers::Secret::new("t")));
-        let up = super::super::Gemini
-            .build_request(&raw, &t, &creds)
-            .unwrap();
-        let headers = up
-            .headers
-            .iter()
-            .filter(|(k, _)| k.as_str().starts_with("x-vertex"))
-            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
-            .collect();
-        (serde_json::from_slice(&up.body).unwrap(), headers)
-    }
-
     #[test]
     fn service_tier_is_a_vertex_global_header_only() {
         let m = model(profile_25_flash());
@@ -1983,189 +1403,5 @@ mod tests {
             None,
         );
         assert!(headers.is_empty());
-    }
-
-    fn cacheable() -> Value {
-        json!({
-            "model": "google/gemini-test",
-            "messages": [
-                {"role": "system", "content": [
-                    {"type": "text", "text": "You are a librarian. "},
-                    {"type": "text", "text": "BIG STABLE CORPUS", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
-                ]},
-                {"role": "system", "content": "Answer in French."},
-                {"role": "user", "content": "Who wrote it?"}
-            ],
-            "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}],
-            "tool_choice": "auto",
-            "temperature": 0.2
-        })
-    }
-
-    #[test]
-    fn cached_content_leaves_out_what_the_cache_holds() {
-        let m = model(profile_25_flash());
-        let (b, _) = built(
-            &cacheable(),
-            &m,
-            RouteKind::GeminiApi,
-            Some("cachedContents/abc"),
-        );
-        assert_eq!(
-            b,
-            json!({
-                "cachedContent": "cachedContents/abc",
-                "contents": [{"role": "user", "parts": [{"text": "Who wrote it?"}]}],
-                "generationConfig": {"temperature": 0.2}
-            })
-        );
-        let (b, _) = built(&cacheable(), &m, RouteKind::GeminiApi, None);
-        assert!(
-            b.get("systemInstruction").is_some()
-                && b.get("tools").is_some()
-                && b.get("toolConfig").is_some()
-        );
-    }
-
-    fn plan(req: &Value, m: &Model, kind: RouteKind) -> Result<Option<CachePlan>, GatewayError> {
-        let bytes = serde_json::to_vec(req).unwrap();
-        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
-        let r = route(kind, Some("europe-west4"));
-        let creds = Credentials {
-            vertex_project: Some("proj-9".into()),
-            ..Default::default()
-        };
-        cache_plan(&raw, &target(m, &r, false), &creds)
-    }
-
-    #[test]
-    fn cache_plan_for_a_marked_system_prefix() {
-        let m = model(profile_25_flash());
-        let p = plan(&cacheable(), &m, RouteKind::GeminiApi)
-            .unwrap()
-            .unwrap();
-        let create: Value = serde_json::from_slice(&p.create_body).unwrap();
-        let system = json!({"parts": [{"text": "You are a librarian. "}, {"text": "BIG STABLE CORPUS"}, {"text": "Answer in French."}]});
-        let tools = json!([{"functionDeclarations": [{"name": "lookup", "parametersJsonSchema": {"type": "object"}}]}]);
-        let tool_config = json!({"functionCallingConfig": {"mode": "AUTO"}});
-        assert_eq!(
-            create,
-            json!({"model": "models/gemini-test", "systemInstruction": system, "tools": tools, "toolConfig": tool_config, "ttl": "3600s"})
-        );
-        let mut hash = Sha256::new();
-        for piece in [
-            "gemini-test".to_owned(),
-            system.to_string(),
-            tools.to_string(),
-            tool_config.to_string(),
-        ] {
-            hash.update(piece.as_bytes());
-            hash.update([0u8]);
-        }
-        assert_eq!(p.key, hex::encode(hash.finalize()));
-        let system_bytes = "You are a librarian. BIG STABLE CORPUSAnswer in French.".len();
-        assert_eq!(
-            p.estimated_tokens as usize,
-            (system_bytes + tools.to_string().len()) / 4
-        );
-
-        let vertex = plan(&cacheable(), &m, RouteKind::Vertex).unwrap().unwrap();
-        let create: Value = serde_json::from_slice(&vertex.create_body).unwrap();
-        assert_eq!(
-            create["model"],
-            "projects/proj-9/locations/europe-west4/publishers/google/models/gemini-test"
-        );
-        assert_eq!(
-            vertex.key, p.key,
-            "the key names the content, not the surface"
-        );
-
-        let mut other_tools = cacheable();
-        other_tools["tools"][0]["function"]["name"] = json!("search");
-        assert_ne!(
-            plan(&other_tools, &m, RouteKind::GeminiApi)
-                .unwrap()
-                .unwrap()
-                .key,
-            p.key
-        );
-        let mut later_user = cacheable();
-        later_user["messages"][2]["content"] = json!("Something else?");
-        assert_eq!(
-            plan(&later_user, &m, RouteKind::GeminiApi)
-                .unwrap()
-                .unwrap()
-                .key,
-            p.key,
-            "the conversation is not in the key"
-        );
-    }
-
-    #[test]
-    fn cache_plan_ttl_and_absence() {
-        let m = model(profile_25_flash());
-        let ttl_of = |ttl: Value| {
-            let mut req = cacheable();
-            req["messages"][0]["content"][1]["cache_control"] = ttl;
-            plan(&req, &m, RouteKind::GeminiApi).map(|p| {
-                let v: Value = serde_json::from_slice(&p.unwrap().create_body).unwrap();
-                v["ttl"].clone()
-            })
-        };
-        assert_eq!(ttl_of(json!({"type": "ephemeral"})).unwrap(), "300s");
-        assert_eq!(
-            ttl_of(json!({"type": "ephemeral", "ttl": "5m"})).unwrap(),
-            "300s"
-        );
-        assert_eq!(
-            ttl_of(json!({"type": "ephemeral", "ttl": "90s"})).unwrap(),
-            "90s"
-        );
-        assert!(ttl_of(json!({"type": "ephemeral", "ttl": "soon"}))
-            .unwrap_err()
-            .to_string()
-            .contains("cache_control.ttl"));
-
-        let mut string_system = cacheable();
-        string_system["messages"][0]["content"] = json!("You are a librarian.");
-        let mut unmarked = cacheable();
-        unmarked["messages"][0]["content"][1]
-            .as_object_mut()
-            .unwrap()
-            .remove("cache_control");
-        let mut marked_second = unmarked.clone();
-        marked_second["messages"][1]["content"] =
-            json!([{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]);
-        let mut no_system = cacheable();
-        no_system["messages"].as_array_mut().unwrap().drain(..2);
-        for req in [string_system, unmarked, marked_second, no_system] {
-            assert_eq!(plan(&req, &m, RouteKind::GeminiApi).unwrap(), None, "{req}");
-        }
-        let off = model(Profile {
-            min_cache_tokens: 0,
-            ..profile_25_flash()
-        });
-        assert_eq!(
-            plan(&cacheable(), &off, RouteKind::GeminiApi).unwrap(),
-            None
-        );
-        let no_tools = model(Profile {
-            forward: vec![],
-            ..profile_25_flash()
-        });
-        let p = plan(&cacheable(), &no_tools, RouteKind::GeminiApi)
-            .unwrap()
-            .unwrap();
-        let create: Value = serde_json::from_slice(&p.create_body).unwrap();
-        assert!(create.get("tools").is_none() && create.get("toolConfig").is_none());
-        let e = plan(&cacheable(), &m, RouteKind::Vertex);
-        assert!(e.is_ok());
-        let bytes = serde_json::to_vec(&cacheable()).unwrap();
-        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
-        let r = route(RouteKind::VertexGlobal, None);
-        assert_eq!(
-            cache_plan(&raw, &target(&m, &r, false), &Credentials::default()).unwrap_err(),
-            GatewayError::MissingCredentials("vertex project")
-        );
     }
 }

@@ -117,7 +117,8 @@ impl GeminiStream {
 
     fn on_event(&mut self, data: &[u8], out: &mut BytesMut) {
         self.stray.clear();
-        if self.error.is_some() {
+        // An event without data (a bare `event:` line) carries nothing to translate.
+        if self.error.is_some() || data.trim_ascii().is_empty() {
             return;
         }
         let resp: GenerateResponse = match serde_json::from_slice(data) {
@@ -545,6 +546,7 @@ mod tests {
                 "boom (INTERNAL)",
             ),
             (format!("{ok}data: not json\r\n\r\n{ok}"), "upstream sent malformed JSON"),
+            (format!("event: ping\r\n\r\n{ok}"), "upstream stream ended before completion"),
             (ok.to_owned(), "upstream stream ended before completion"),
             (String::new(), "upstream stream ended before completion"),
             (format!("{ok}{{\"error\": {{\"message\": \"bare\"}}}}"), "bare"),
