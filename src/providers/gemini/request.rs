@@ -496,6 +496,8 @@ impl<'a> Conversation<'a> {
                 }
             }
         }
+        // Google rejects empty text parts.
+        self.system.retain(|p| !p.text.is_empty());
         Ok(())
     }
 
@@ -928,6 +930,7 @@ mod tests {
         let b = body(
             chat(json!([
                 {"role": "system", "content": "Be brief."},
+                {"role": "system", "content": ""},
                 {"role": "user", "content": "one"},
                 {"role": "developer", "content": [{"type": "text", "text": "Use metric units."}]},
                 {"role": "user", "content": [{"type": "text", "text": "two"}, {"type": "text", "text": ""}]},
