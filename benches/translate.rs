@@ -7,11 +7,12 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use tollgate::api::Operation;
-use tollgate::providers::{adapter_for, ResponseCx};
+use tollgate::catalog::Family;
+use tollgate::providers::{adapter_for, Adapter, ResponseCx};
+
+const DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
 
 fn main() {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
-    let adapter = adapter_for(tollgate::catalog::Family::OpenAiCompat).unwrap();
     let cx = ResponseCx {
         id: Arc::from("chatcmpl-bench"),
         model_id: Arc::from("acme/bench"),
@@ -19,22 +20,54 @@ fn main() {
         created: 1,
         exclude_reasoning: false,
     };
+    let openai = adapter_for(Family::OpenAiCompat).unwrap();
+    buffered(
+        "openai-compat",
+        openai,
+        &cx,
+        "openai-chat-completion.json",
+        200_000,
+    );
+    stream(
+        "openai-compat",
+        openai,
+        &cx,
+        "openai-chat-stream-text-usage.sse",
+        50_000,
+    );
+    let gemini = adapter_for(Family::Gemini).unwrap();
+    buffered(
+        "gemini",
+        gemini,
+        &cx,
+        "gemini-function-call-thought-signature-2.5-pro-devapi.json",
+        100_000,
+    );
+    stream(
+        "gemini",
+        gemini,
+        &cx,
+        "gemini-stream-thinking-2.5-pro-devapi.sse",
+        10_000,
+    );
+}
 
-    let body = std::fs::read(format!("{dir}openai-chat-completion.json")).unwrap();
-    let n = 200_000;
+fn buffered(label: &str, adapter: &dyn Adapter, cx: &ResponseCx, file: &str, n: u32) {
+    let body = std::fs::read(format!("{DIR}{file}")).unwrap();
     let t = Instant::now();
     for _ in 0..n {
-        std::hint::black_box(adapter.translate_buffered(&body, &cx).unwrap());
+        std::hint::black_box(adapter.translate_buffered(&body, cx).unwrap());
     }
     let per = t.elapsed() / n;
     println!(
-        "openai-compat buffered {} B: {per:?}/response ({:.0}/s on one core)",
+        "{label} buffered {file} ({} B): {per:?}/response ({:.0}/s on one core)",
         body.len(),
         1.0 / per.as_secs_f64()
     );
+}
 
-    let stream = std::fs::read(format!("{dir}openai-chat-stream-text-usage.sse")).unwrap();
-    let n = 50_000;
+fn stream(label: &str, adapter: &dyn Adapter, cx: &ResponseCx, file: &str, n: u32) {
+    let stream = std::fs::read(format!("{DIR}{file}")).unwrap();
     let t = Instant::now();
     for _ in 0..n {
         let mut tr = adapter.stream_translator(cx.clone());
@@ -47,7 +80,7 @@ fn main() {
     }
     let per = t.elapsed() / n;
     println!(
-        "openai-compat stream {} B in 512 B reads: {per:?}/stream ({:.0}/s on one core)",
+        "{label} stream {file} ({} B) in 512 B reads: {per:?}/stream ({:.0}/s on one core)",
         stream.len(),
         1.0 / per.as_secs_f64()
     );

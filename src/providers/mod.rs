@@ -4,9 +4,11 @@
 //! database — so every mapping is a unit test on a fixture.
 //!
 //! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), usage (`api::Usage`).
-//! Families: `openai_compat` (upstreams that already speak the OpenAI wire format). Gemini and
-//! Anthropic arrive with their issues and plug in through [`adapter_for`].
+//! Families: `openai_compat` (upstreams that already speak the OpenAI wire format), `gemini`
+//! (Google Gemini, Developer API and Vertex AI). Anthropic arrives with its issue and plugs in
+//! through [`adapter_for`].
 
+pub mod gemini;
 pub mod openai_compat;
 pub mod sse;
 
@@ -166,7 +168,8 @@ pub trait StreamTranslator: Send + Sync {
 pub fn adapter_for(family: Family) -> Option<&'static dyn Adapter> {
     match family {
         Family::OpenAiCompat => Some(&openai_compat::OpenAiCompat),
-        Family::Gemini | Family::Anthropic => None,
+        Family::Gemini => Some(&gemini::Gemini),
+        Family::Anthropic => None,
     }
 }
 

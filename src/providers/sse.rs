@@ -4,6 +4,11 @@
 //! The parser accepts LF, CRLF and CR line endings (Gemini separates events with `\r\n\r\n`),
 //! skips comments (`: keep-alive`), joins multi-line `data:`, and keeps only the unfinished
 //! tail between calls, so any split of the input yields the same events.
+//!
+//! Lines that are not SSE fields at all (no `data`/`event`/`id`/`retry` name) are ignored by
+//! [`SseFramer::next_event`], as the SSE spec says. [`SseFramer::next_item`] hands them out as
+//! [`SseItem::Stray`] lines instead, for upstreams that break the format to report a failure
+//! (Vertex appends a bare, pretty-printed JSON `{"error": …}` object to a stream).
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
@@ -16,6 +21,14 @@ pub struct SseEvent {
     /// The `event:` name, if any (Anthropic names every event; Gemini and OpenAI do not).
     pub event: Option<Box<str>>,
     pub data: Bytes,
+}
+
+/// What [`SseFramer::next_item`] yields: an event, or one complete line that is not an SSE field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseItem {
+    Event(SseEvent),
+    /// A non-SSE line, without its line ending.
+    Stray(Bytes),
 }
 
 /// Push parser: `push` bytes as they arrive, then drain `next_event` until `None`.
@@ -35,22 +48,45 @@ impl SseFramer {
 
     /// The next complete event, if one has fully arrived.
     pub fn next_event(&mut self) -> Option<SseEvent> {
+        loop {
+            if let SseItem::Event(ev) = self.next_item()? {
+                return Some(ev);
+            }
+        }
+    }
+
+    /// The next complete event or stray line, in input order.
+    pub fn next_item(&mut self) -> Option<SseItem> {
         while let Some((line_end, next)) = find_line_end(&self.buf, self.scan) {
             let start = self.scan;
             self.scan = next;
             if line_end == start {
                 if let Some(ev) = self.take_event(next) {
-                    return Some(ev);
+                    return Some(SseItem::Event(ev));
                 }
                 continue;
             }
-            self.field(start, line_end);
+            if self.field(start, line_end) {
+                return Some(SseItem::Stray(Bytes::copy_from_slice(
+                    &self.buf[start..line_end],
+                )));
+            }
         }
         None
     }
 
     /// The upstream ended: a last event not followed by a blank line still counts.
     pub fn finish(&mut self) -> Option<SseEvent> {
+        self.finish_items().into_iter().find_map(|item| match item {
+            SseItem::Event(ev) => Some(ev),
+            SseItem::Stray(_) => None,
+        })
+    }
+
+    /// Like [`finish`](Self::finish), also yielding an unterminated last stray line
+    /// (after the pending event, whose data lines came first).
+    pub fn finish_items(&mut self) -> Vec<SseItem> {
+        let mut stray = None;
         if self.scan < self.buf.len() {
             let end = self.buf.len();
             let line_end = if self.buf.ends_with(b"\r") {
@@ -58,17 +94,21 @@ impl SseFramer {
             } else {
                 end
             };
-            self.field(self.scan, line_end);
+            if self.field(self.scan, line_end) {
+                stray = Some(Bytes::copy_from_slice(&self.buf[self.scan..line_end]));
+            }
             self.scan = end;
         }
         let end = self.scan;
-        self.take_event(end)
+        let event = self.take_event(end).map(SseItem::Event);
+        event.into_iter().chain(stray.map(SseItem::Stray)).collect()
     }
 
-    fn field(&mut self, start: usize, end: usize) {
+    /// Records one field line; returns true when the line is not an SSE field at all.
+    fn field(&mut self, start: usize, end: usize) -> bool {
         let line = &self.buf[start..end];
         if line.first() == Some(&b':') {
-            return;
+            return false;
         }
         let (name, value_at) = match line.iter().position(|&b| b == b':') {
             Some(i) => (
@@ -81,8 +121,10 @@ impl SseFramer {
         match name {
             b"data" => self.data.push(value),
             b"event" => self.event = Some(value),
-            _ => {}
+            b"id" | b"retry" => {}
+            _ => return true,
         }
+        false
     }
 
     /// Cuts the finished event (everything before `consumed`) off the buffer.
@@ -226,6 +268,46 @@ mod tests {
         assert_eq!(
             events(&[b"data: a\r", b"\n\r", b"\ndata: b\r\n\r\n"]),
             vec![ev(None, "a"), ev(None, "b")]
+        );
+    }
+
+    fn items(parts: &[&[u8]]) -> Vec<SseItem> {
+        let mut f = SseFramer::default();
+        let mut out = Vec::new();
+        for p in parts {
+            f.push(p);
+            while let Some(i) = f.next_item() {
+                out.push(i);
+            }
+        }
+        out.extend(f.finish_items());
+        out
+    }
+
+    #[test]
+    fn stray_lines_are_items_but_not_events() {
+        let input: &[u8] = b"data: a\n\n{\n  \"error\": {\"code\": 1}\nid: 3\ndata: b\n\n}";
+        let stray = |s: &str| SseItem::Stray(Bytes::copy_from_slice(s.as_bytes()));
+        let expected = vec![
+            SseItem::Event(ev(None, "a")),
+            stray("{"),
+            stray("  \"error\": {\"code\": 1}"),
+            SseItem::Event(ev(None, "b")),
+            stray("}"),
+        ];
+        assert_eq!(items(&[input]), expected);
+        for cut in 0..input.len() {
+            assert_eq!(
+                items(&[&input[..cut], &input[cut..]]),
+                expected,
+                "split at {cut}"
+            );
+        }
+        assert_eq!(events(&[input]), vec![ev(None, "a"), ev(None, "b")]);
+        assert_eq!(
+            items(&[b"data: x\r\n}\r"]),
+            vec![SseItem::Event(ev(None, "x")), stray("}")],
+            "an unterminated stray line after a pending event comes last"
         );
     }
 

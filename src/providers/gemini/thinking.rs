@@ -1,0 +1,445 @@
+//! OpenAI / OpenRouter reasoning controls → Gemini `thinkingConfig`, within the model's profile.
+//!
+//! Inputs: `reasoning: {effort, max_tokens, exclude, enabled}` (OpenRouter), top-level
+//! `reasoning_effort` (OpenAI), deprecated `include_reasoning`. Why clamping lives here:
+//! Google rejects out-of-range budgets and unsupported levels with a 400 instead of adjusting
+//! them (gemini.md §3; fixtures `gemini-error-400-thinking-*.json`), so the gateway decides:
+//!
+//! | profile kind | from `max_tokens` | from `effort` | `enabled: true` |
+//! |---|---|---|---|
+//! | budget `[min, max]` | clamped; `0` stays only if `can_disable`, else `min`; `-1` dynamic | none 0, minimal 512, low 1024, medium 8192, high 24576, xhigh 32768, then clamped | `-1` |
+//! | level (lowest first) | mapped to an effort by the same table, then as effort | nearest allowed level, rounding up; `none` → lowest | model default |
+//!
+//! `includeThoughts` is true unless the client excluded reasoning (`reasoning.exclude` or
+//! `include_reasoning: false`). No reasoning field at all → no `thinkingConfig`; a budget and a
+//! level are never sent together (400 `You can only set only one of thinking budget and
+//! thinking level.`).
+
+use serde::{Deserialize, Serialize};
+
+use super::Str;
+use crate::api::{GatewayError, RawRequest};
+use crate::catalog::{Profile, Thinking};
+
+#[derive(Deserialize, Default)]
+struct ReasoningIn<'a> {
+    #[serde(borrow, default)]
+    effort: Option<Str<'a>>,
+    #[serde(default)]
+    max_tokens: Option<i64>,
+    #[serde(default)]
+    exclude: Option<bool>,
+    #[serde(default)]
+    enabled: Option<bool>,
+}
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ThinkingConfig {
+    include_thoughts: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_budget: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    thinking_level: Option<String>,
+}
+
+/// OpenAI / OpenRouter reasoning effort, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Effort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    XHigh,
+}
+
+impl Effort {
+    fn parse(s: &str, field: &str) -> Result<Self, GatewayError> {
+        Ok(match s {
+            "none" => Self::None,
+            "minimal" => Self::Minimal,
+            "low" => Self::Low,
+            "medium" => Self::Medium,
+            "high" => Self::High,
+            "xhigh" => Self::XHigh,
+            other => {
+                return Err(GatewayError::invalid(format!(
+                    "invalid value for {field}: {other:?} (expected none, minimal, low, medium, high or xhigh)"
+                )))
+            }
+        })
+    }
+
+    /// The thinking budget (tokens) an effort stands for.
+    fn budget(self) -> i64 {
+        match self {
+            Self::None => 0,
+            Self::Minimal => 512,
+            Self::Low => 1024,
+            Self::Medium => 8192,
+            Self::High => 24_576,
+            Self::XHigh => 32_768,
+        }
+    }
+
+    /// The effort a budget stands for, by the same table.
+    fn of_budget(tokens: i64) -> Self {
+        match tokens {
+            0 => Self::None,
+            1..=512 => Self::Minimal,
+            513..=1024 => Self::Low,
+            1025..=8192 => Self::Medium,
+            _ => Self::High,
+        }
+    }
+
+    /// The Gemini 3 level name of the same rank.
+    fn level_name(self) -> &'static str {
+        match self {
+            Self::None | Self::Minimal => "minimal",
+            Self::Low => "low",
+            Self::Medium => "medium",
+            Self::High | Self::XHigh => "high",
+        }
+    }
+}
+
+/// What the client asked of thinking, before the profile's limits apply.
+enum Ask {
+    /// Reasoning mentioned, but no amount: the model's default.
+    Default,
+    /// `enabled: true` or `max_tokens: -1`: Gemini's dynamic thinking.
+    Dynamic,
+    Budget(i64),
+    Effort(Effort),
+}
+
+pub(super) fn thinking_config(
+    req: &RawRequest<'_>,
+    p: &Profile,
+) -> Result<Option<ThinkingConfig>, GatewayError> {
+    if !p.forwards("reasoning") || p.thinking == Thinking::None {
+        return Ok(None);
+    }
+    let reasoning = req.typed::<Option<ReasoningIn>>("reasoning")?.flatten();
+    let top_effort = req.typed::<Option<Str>>("reasoning_effort")?.flatten();
+    let include = req.typed::<Option<bool>>("include_reasoning")?.flatten();
+    if reasoning.is_none() && top_effort.is_none() && include.is_none() {
+        return Ok(None);
+    }
+    let r = reasoning.unwrap_or_default();
+    let effort = match (r.effort, top_effort) {
+        (Some(e), _) => Some(Effort::parse(&e, "reasoning.effort")?),
+        (None, Some(e)) => Some(Effort::parse(&e, "reasoning_effort")?),
+        (None, None) => None,
+    };
+    let ask =
+        match (r.max_tokens, effort, r.enabled) {
+            (Some(-1), _, _) => Ask::Dynamic,
+            (Some(n), _, _) if n < 0 => return Err(GatewayError::invalid(
+                "invalid value for reasoning.max_tokens: expected -1 (dynamic) or a token count",
+            )),
+            (Some(n), _, _) => Ask::Budget(n),
+            (None, Some(e), _) => Ask::Effort(e),
+            (None, None, Some(true)) => Ask::Dynamic,
+            (None, None, Some(false)) => Ask::Effort(Effort::None),
+            (None, None, None) => Ask::Default,
+        };
+    let exclude = r.exclude.or(include.map(|i| !i)).unwrap_or(false);
+    let mut config = ThinkingConfig {
+        include_thoughts: !exclude,
+        thinking_budget: None,
+        thinking_level: None,
+    };
+    match &p.thinking {
+        Thinking::None => return Ok(None),
+        Thinking::Budget {
+            min,
+            max,
+            can_disable,
+        } => {
+            config.thinking_budget = budget(ask).map(|b| clamp_budget(b, *min, *max, *can_disable));
+        }
+        Thinking::Level { levels } => {
+            config.thinking_level = level_effort(ask).and_then(|e| pick_level(levels, e));
+        }
+    }
+    Ok(Some(config))
+}
+
+fn budget(ask: Ask) -> Option<i64> {
+    match ask {
+        Ask::Default => None,
+        Ask::Dynamic => Some(-1),
+        Ask::Budget(n) => Some(n),
+        Ask::Effort(e) => Some(e.budget()),
+    }
+}
+
+/// Into the model's accepted range: Google rejects out-of-range budgets instead of clamping.
+fn clamp_budget(budget: i64, min: u32, max: u32, can_disable: bool) -> i64 {
+    match budget {
+        -1 => -1,
+        0 if can_disable => 0,
+        b => b.max(i64::from(min)).min(i64::from(max)),
+    }
+}
+
+fn level_effort(ask: Ask) -> Option<Effort> {
+    match ask {
+        Ask::Default | Ask::Dynamic => None,
+        Ask::Budget(n) => Some(Effort::of_budget(n)),
+        Ask::Effort(e) => Some(e),
+    }
+}
+
+/// The allowed level nearest to `effort`, rounding up (`minimal` → `low` where there is no
+/// `minimal`, `medium` → `high`); `none` is the lowest level (thinking cannot be turned off).
+fn pick_level(levels: &[String], effort: Effort) -> Option<String> {
+    if effort == Effort::None {
+        return levels.first().cloned();
+    }
+    let rank = |name: &str| {
+        ["minimal", "low", "medium", "high"]
+            .iter()
+            .position(|l| *l == name)
+    };
+    let want = rank(effort.level_name());
+    levels
+        .iter()
+        .find(|l| rank(l) >= want)
+        .or(levels.last())
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use serde_json::{json, Value};
+
+    use crate::catalog::Profile;
+
+    fn thinking(extra: Value, profile: Profile) -> Value {
+        body(with(extra), profile)["generationConfig"]["thinkingConfig"].clone()
+    }
+
+    #[test]
+    fn thinking_budget_is_clamped_per_profile() {
+        let flash = profile_25_flash;
+        let pro = profile_25_pro;
+        let cases = [
+            (
+                json!({"reasoning": {"max_tokens": 2000}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 2000}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 99999}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 0}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 0}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 128}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 50}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 128}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 99999}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 32768}),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": -1}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": -1}),
+            ),
+            (
+                json!({"reasoning": {"effort": "none"}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+            ),
+            (
+                json!({"reasoning_effort": "none"}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 128}),
+            ),
+            (
+                json!({"reasoning_effort": "minimal"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 512}),
+            ),
+            (
+                json!({"reasoning_effort": "low"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 1024}),
+            ),
+            (
+                json!({"reasoning_effort": "medium"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 8192}),
+            ),
+            (
+                json!({"reasoning_effort": "high"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning_effort": "xhigh"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning_effort": "xhigh"}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": 32768}),
+            ),
+            (
+                json!({"reasoning": {"effort": "low", "max_tokens": 3000}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 3000}),
+            ),
+            (
+                json!({"reasoning": {"effort": "high"}, "reasoning_effort": "low"}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 24576}),
+            ),
+            (
+                json!({"reasoning": {"enabled": true}}),
+                pro(),
+                json!({"includeThoughts": true, "thinkingBudget": -1}),
+            ),
+            (
+                json!({"reasoning": {"enabled": false}}),
+                flash(),
+                json!({"includeThoughts": true, "thinkingBudget": 0}),
+            ),
+            (
+                json!({"reasoning": {"exclude": true, "effort": "low"}}),
+                flash(),
+                json!({"includeThoughts": false, "thinkingBudget": 1024}),
+            ),
+            (
+                json!({"include_reasoning": false, "reasoning_effort": "low"}),
+                flash(),
+                json!({"includeThoughts": false, "thinkingBudget": 1024}),
+            ),
+            (
+                json!({"include_reasoning": true}),
+                flash(),
+                json!({"includeThoughts": true}),
+            ),
+            (
+                json!({"reasoning": {}}),
+                flash(),
+                json!({"includeThoughts": true}),
+            ),
+            (json!({}), flash(), Value::Null),
+            (
+                json!({"reasoning": null, "reasoning_effort": null}),
+                flash(),
+                Value::Null,
+            ),
+            (
+                json!({"reasoning_effort": "high"}),
+                profile_20(),
+                Value::Null,
+            ),
+        ];
+        for (extra, profile, want) in cases {
+            assert_eq!(thinking(extra.clone(), profile), want, "{extra}");
+        }
+    }
+
+    #[test]
+    fn thinking_level_maps_to_the_nearest_allowed_level() {
+        let pro3 = || profile_levels(&["low", "high"]);
+        let flash3 = || profile_levels(&["minimal", "low", "medium", "high"]);
+        let level = |extra: Value, p: Profile| thinking(extra, p)["thinkingLevel"].clone();
+        for (effort, on_pro, on_flash) in [
+            ("none", "low", "minimal"),
+            ("minimal", "low", "minimal"),
+            ("low", "low", "low"),
+            ("medium", "high", "medium"),
+            ("high", "high", "high"),
+            ("xhigh", "high", "high"),
+        ] {
+            assert_eq!(
+                level(json!({"reasoning_effort": effort}), pro3()),
+                on_pro,
+                "{effort} on [low, high]"
+            );
+            assert_eq!(
+                level(json!({"reasoning": {"effort": effort}}), flash3()),
+                on_flash,
+                "{effort} on 3 flash"
+            );
+        }
+        for (tokens, on_pro, on_flash) in [
+            (0, "low", "minimal"),
+            (300, "low", "minimal"),
+            (1000, "low", "low"),
+            (5000, "high", "medium"),
+            (30000, "high", "high"),
+        ] {
+            assert_eq!(
+                level(json!({"reasoning": {"max_tokens": tokens}}), pro3()),
+                on_pro,
+                "{tokens}"
+            );
+            assert_eq!(
+                level(json!({"reasoning": {"max_tokens": tokens}}), flash3()),
+                on_flash,
+                "{tokens}"
+            );
+        }
+        let t = thinking(json!({"reasoning": {"enabled": true}}), pro3());
+        assert_eq!(
+            t,
+            json!({"includeThoughts": true}),
+            "dynamic is the default level; never a budget too"
+        );
+        let t = thinking(
+            json!({"reasoning": {"effort": "low", "exclude": true}}),
+            pro3(),
+        );
+        assert_eq!(t, json!({"includeThoughts": false, "thinkingLevel": "low"}));
+    }
+
+    #[test]
+    fn thinking_inputs_are_type_checked() {
+        for (extra, want) in [
+            (
+                json!({"reasoning_effort": "max"}),
+                "invalid value for reasoning_effort: \"max\"",
+            ),
+            (
+                json!({"reasoning": {"effort": "turbo"}}),
+                "invalid value for reasoning.effort: \"turbo\"",
+            ),
+            (
+                json!({"reasoning": {"max_tokens": -2}}),
+                "invalid value for reasoning.max_tokens",
+            ),
+            (json!({"reasoning": "high"}), "invalid value for reasoning"),
+            (
+                json!({"include_reasoning": "yes"}),
+                "invalid value for include_reasoning",
+            ),
+        ] {
+            let e = err(with(extra.clone()), profile_25_flash());
+            assert!(e.starts_with(want), "{extra}: {e}");
+        }
+        body(with(json!({"reasoning_effort": "max"})), profile_20());
+    }
+}
