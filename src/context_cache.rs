@@ -47,15 +47,26 @@ impl Default for ContextCaches {
 
 impl ContextCaches {
     pub fn new(timeout: Duration) -> Self {
-        let client = reqwest::Client::builder().timeout(timeout).build().unwrap_or_default();
-        let entries = Cache::builder().max_capacity(MAX_ENTRIES).expire_after(ByTtl).build();
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .unwrap_or_default();
+        let entries = Cache::builder()
+            .max_capacity(MAX_ENTRIES)
+            .expire_after(ByTtl)
+            .build();
         ContextCaches { client, entries }
     }
 
-    /// The cache's resource name for `key`, creating it with `create` (sent to `endpoint`) when
-    /// there is none. `None` when creation failed: send the request uncached.
-    pub async fn name_for(&self, key: &str, endpoint: &Endpoint, ttl: Duration, create: impl FnOnce() -> UpstreamRequest) -> Option<Arc<str>> {
-        let request = create();
+    /// The cache's resource name for `key`, creating it with `request` (sent to `endpoint`)
+    /// when there is none. `None` when creation failed: send the request uncached.
+    pub async fn name_for(
+        &self,
+        key: &str,
+        endpoint: &Endpoint,
+        ttl: Duration,
+        request: UpstreamRequest,
+    ) -> Option<Arc<str>> {
         let made = self
             .entries
             .try_get_with(key.to_owned(), async {
@@ -73,7 +84,11 @@ impl ContextCaches {
         }
     }
 
-    async fn create(&self, endpoint: &Endpoint, request: UpstreamRequest) -> Result<Arc<str>, String> {
+    async fn create(
+        &self,
+        endpoint: &Endpoint,
+        request: UpstreamRequest,
+    ) -> Result<Arc<str>, String> {
         let scheme = if endpoint.tls { "https" } else { "http" };
         let url = format!("{scheme}://{}{}", endpoint.authority(), request.path);
         let mut call = self.client.post(url).body(request.body);

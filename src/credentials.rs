@@ -20,7 +20,10 @@ const EARLY: Duration = Duration::from_secs(300);
 #[derive(Debug, thiserror::Error)]
 pub enum CredentialError {
     #[error("cannot read the Vertex service-account key {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("invalid Vertex service-account key {path}: {message}")]
     Invalid { path: String, message: String },
 }
@@ -32,17 +35,38 @@ pub struct VertexAccount {
 }
 
 impl VertexAccount {
-    pub fn from_env(conf: &VertexConf, env: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, CredentialError> {
+    pub fn from_env(
+        conf: &VertexConf,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, CredentialError> {
         let Some(path) = env(&conf.credentials_env).filter(|p| !p.is_empty()) else {
             return Ok(None);
         };
-        let text = std::fs::read_to_string(&path).map_err(|source| CredentialError::Read { path: path.clone(), source })?;
-        let invalid = |message: String| CredentialError::Invalid { path: path.clone(), message };
-        let mut key: serde_json::Value = serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
-        let obj = key.as_object_mut().ok_or_else(|| invalid("not a JSON object".into()))?;
-        obj.insert("token_uri".into(), serde_json::Value::String(conf.token_url.clone()));
-        let project_id = obj.get("project_id").and_then(|p| p.as_str()).map(str::to_owned);
-        let account = VertexAccount { key_json: key.to_string(), project_id };
+        let text = std::fs::read_to_string(&path).map_err(|source| CredentialError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let invalid = |message: String| CredentialError::Invalid {
+            path: path.clone(),
+            message,
+        };
+        let mut key: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| invalid(e.to_string()))?;
+        let obj = key
+            .as_object_mut()
+            .ok_or_else(|| invalid("not a JSON object".into()))?;
+        obj.insert(
+            "token_uri".into(),
+            serde_json::Value::String(conf.token_url.clone()),
+        );
+        let project_id = obj
+            .get("project_id")
+            .and_then(|p| p.as_str())
+            .map(str::to_owned);
+        let account = VertexAccount {
+            key_json: key.to_string(),
+            project_id,
+        };
         account.provider().map_err(|e| invalid(e.to_string()))?;
         Ok(Some(account))
     }
@@ -59,7 +83,11 @@ impl VertexAccount {
     }
 
     /// Keeps `cell` fresh until `shutdown` resolves.
-    pub async fn refresh_forever(&self, cell: Arc<TokenCell>, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn refresh_forever(
+        &self,
+        cell: Arc<TokenCell>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         let provider = match self.provider() {
             Ok(p) => p,

@@ -37,27 +37,44 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
     let mut credentials = Credentials::from_env(&t.providers, env);
     let vertex = VertexAccount::from_env(&t.providers.vertex, env)?;
     if let Some(v) = &vertex {
-        credentials.vertex_project = credentials.vertex_project.take().or_else(|| v.project_id.clone());
+        credentials.vertex_project = credentials
+            .vertex_project
+            .take()
+            .or_else(|| v.project_id.clone());
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let follower = runtime.block_on(async {
         let store = store::open(&store_url).await?;
         crate::cli::prepare_store(store.as_ref(), &t.catalog_file).await?;
         if let Some(v) = &vertex {
-            let first = tokio::time::timeout(Duration::from_secs(10), v.fetch_once(&credentials.vertex_token)).await;
+            let first = tokio::time::timeout(
+                Duration::from_secs(10),
+                v.fetch_once(&credentials.vertex_token),
+            )
+            .await;
             if !matches!(first, Ok(Ok(_))) {
                 tracing::warn!("no Vertex token at start ({first:?}); the refresher keeps trying");
             }
         }
-        Ok::<_, CliError>(Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?)
+        Ok::<_, CliError>(
+            Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?,
+        )
     })?;
     drop(runtime);
 
-    let vertex_refresher = vertex.map(|account| VertexRefresher { account, cell: credentials.vertex_token.clone() });
+    let vertex_refresher = vertex.map(|account| VertexRefresher {
+        account,
+        cell: credentials.vertex_token.clone(),
+    });
     let gateway = Gateway {
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         credentials,
+        caches: crate::context_cache::ContextCaches::new(
+            t.upstream.connect_timeout + Duration::from_secs(30),
+        ),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
     };

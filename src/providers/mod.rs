@@ -130,8 +130,29 @@ pub struct Translated {
     pub usage: Usage,
 }
 
+/// An explicit context cache the request can use (Gemini): create it once with `request`,
+/// reuse it under `key` for `ttl`.
+#[derive(Debug)]
+pub struct CacheCreate {
+    pub key: String,
+    pub request: UpstreamRequest,
+    pub ttl: std::time::Duration,
+}
+
 /// One provider family.
 pub trait Adapter: Send + Sync {
+    /// The explicit cache this request's cacheable prefix should live in, if the family has
+    /// explicit caching and the prefix is worth one. The proxy creates or reuses it and passes
+    /// its name back in `Target::cached_content`.
+    fn context_cache(
+        &self,
+        _req: &RawRequest<'_>,
+        _target: &Target<'_>,
+        _creds: &Credentials,
+    ) -> Result<Option<CacheCreate>, GatewayError> {
+        Ok(None)
+    }
+
     fn build_request(
         &self,
         req: &RawRequest<'_>,

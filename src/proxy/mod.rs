@@ -38,6 +38,8 @@ pub struct Gateway {
     pub catalog: Arc<Catalog>,
     pub keys: Arc<KeyCache>,
     pub credentials: Credentials,
+    /// Explicit context caches created upstream (Gemini), by prefix.
+    pub caches: crate::context_cache::ContextCaches,
     pub max_request_body: u64,
     pub upstream: UpstreamConf,
 }
@@ -110,7 +112,7 @@ impl Gateway {
         let key = self.authenticate(session)?;
         let body = body::read_bounded(session, self.max_request_body).await?;
         ctx.body_read = true;
-        let admitted = self.route(&body, op, key)?;
+        let admitted = self.route(&body, op, key).await?;
         if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
             return Ok(Admission::HandOff(Box::new(admitted)));
         }
@@ -118,8 +120,9 @@ impl Gateway {
         Ok(Admission::Proxy)
     }
 
-    /// Parses the body and decides model, route and upstream request. Pure, no I/O.
-    fn route(
+    /// Parses the body and decides model, route and upstream request. The only I/O is the
+    /// creation of an explicit context cache, the first time a cacheable prefix is seen.
+    async fn route(
         &self,
         body: &[u8],
         op: Operation,
@@ -153,13 +156,22 @@ impl Gateway {
             .find(|r| r.addr.is_some())
             .cloned()
             .ok_or_else(|| GatewayError::NoRoute(model.id.as_ref().into()))?;
-        let target = Target {
+        let mut target = Target {
             model: &model,
             route: &route,
             op,
             stream: req.stream,
             cached_content: None,
         };
+        let cached = match adapter.context_cache(&req, &target, &self.credentials)? {
+            Some(c) => {
+                self.caches
+                    .name_for(&c.key, &route.endpoint, c.ttl, c.request)
+                    .await
+            }
+            None => None,
+        };
+        target.cached_content = cached.as_deref();
         let upstream = adapter.build_request(&req, &target, &self.credentials)?;
         let prefix = if op == Operation::Chat {
             "chatcmpl"

@@ -146,7 +146,10 @@ async fn every_auth_failure_has_its_envelope() {
 #[tokio::test]
 async fn gateway_errors_are_envelopes_with_the_right_status() {
     let sim = FakeUpstream::start().await;
-    let gw = Gateway::builder().fake_openai(&sim).max_body("64KiB").start();
+    let gw = Gateway::builder()
+        .fake_openai(&sim)
+        .max_body("64KiB")
+        .start();
     let (_, key) = gw.workspace_with_key();
     let client = reqwest::Client::new();
     let post = |path: &str, body: String| {

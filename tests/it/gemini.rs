@@ -36,19 +36,32 @@ impl Env {
     }
 
     async fn last_upstream(&self) -> Value {
-        self.sim.requests().await.pop().expect("the simulator saw no request")
+        self.sim
+            .requests()
+            .await
+            .pop()
+            .expect("the simulator saw no request")
     }
 }
 
 fn chunks(frames: &[String]) -> Vec<Value> {
-    assert_eq!(frames.last().map(String::as_str), Some("[DONE]"), "{frames:?}");
-    frames[..frames.len() - 1].iter().map(|f| serde_json::from_str(f).unwrap()).collect()
+    assert_eq!(
+        frames.last().map(String::as_str),
+        Some("[DONE]"),
+        "{frames:?}"
+    );
+    frames[..frames.len() - 1]
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect()
 }
 
 #[tokio::test]
 async fn developer_api_buffered() {
     let e = env().await;
-    let (status, v) = e.chat(json!({"model": "google/gemini-2.5-flash", "messages": user("hello gemini")})).await;
+    let (status, v) = e
+        .chat(json!({"model": "google/gemini-2.5-flash", "messages": user("hello gemini")}))
+        .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["object"], "chat.completion");
     assert_eq!(v["model"], "google/gemini-2.5-flash");
@@ -56,16 +69,28 @@ async fn developer_api_buffered() {
     assert_eq!(v["choices"][0]["message"]["content"], "Echo: hello gemini");
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
     let u = &v["usage"];
-    assert_eq!(u["total_tokens"], u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap());
+    assert_eq!(
+        u["total_tokens"],
+        u["prompt_tokens"].as_u64().unwrap() + u["completion_tokens"].as_u64().unwrap()
+    );
     assert!(u["completion_tokens_details"]["reasoning_tokens"].is_u64());
     assert!(u["prompt_tokens_details"]["cached_tokens"].is_u64());
 
     let r = e.last_upstream().await;
     assert_eq!(r["path"], "/v1beta/models/gemini-2.5-flash:generateContent");
     assert_eq!(r["headers"]["x-goog-api-key"], "sim-gemini-key");
-    assert!(r["headers"].get("authorization").is_none(), "the client's key must not travel");
-    assert_eq!(r["body"]["systemInstruction"]["parts"][0]["text"], "Be brief.");
-    assert_eq!(r["body"]["contents"], json!([{"role": "user", "parts": [{"text": "hello gemini"}]}]));
+    assert!(
+        r["headers"].get("authorization").is_none(),
+        "the client's key must not travel"
+    );
+    assert_eq!(
+        r["body"]["systemInstruction"]["parts"][0]["text"],
+        "Be brief."
+    );
+    assert_eq!(
+        r["body"]["contents"],
+        json!([{"role": "user", "parts": [{"text": "hello gemini"}]}])
+    );
 }
 
 #[tokio::test]
@@ -74,75 +99,142 @@ async fn developer_api_streamed() {
     let (status, frames) = e.stream(json!({"model": "google/gemini-2.5-flash", "stream": true, "messages": user("stream me please")})).await;
     assert_eq!(status, 200);
     let c = chunks(&frames);
-    assert_eq!(c[0]["choices"][0]["delta"]["role"], "assistant", "the first delta carries the role");
-    let text: String = c.iter().filter_map(|x| x["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(
+        c[0]["choices"][0]["delta"]["role"], "assistant",
+        "the first delta carries the role"
+    );
+    let text: String = c
+        .iter()
+        .filter_map(|x| x["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(text, "Echo: stream me please");
-    let finish: Vec<&Value> = c.iter().filter(|x| !x["choices"][0]["finish_reason"].is_null() && x["choices"] != json!([])).collect();
+    let finish: Vec<&Value> = c
+        .iter()
+        .filter(|x| !x["choices"][0]["finish_reason"].is_null() && x["choices"] != json!([]))
+        .collect();
     assert_eq!(finish.len(), 1);
     assert_eq!(finish[0]["choices"][0]["finish_reason"], "stop");
     let last = c.last().unwrap();
     assert_eq!(last["choices"], json!([]));
     assert!(last["usage"]["total_tokens"].as_u64().unwrap() > 0);
-    assert_eq!(e.last_upstream().await["path"], "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse");
+    assert_eq!(
+        e.last_upstream().await["path"],
+        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    );
 }
 
 #[tokio::test]
 async fn vertex_regional_buffered_and_streamed() {
     let e = env().await;
-    let (status, v) = e.chat(json!({"model": "vertex/gemini-2.5-flash", "messages": user("via vertex")})).await;
+    let (status, v) = e
+        .chat(json!({"model": "vertex/gemini-2.5-flash", "messages": user("via vertex")}))
+        .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["message"]["content"], "Echo: via vertex");
     let r = e.last_upstream().await;
     assert_eq!(r["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent");
-    assert!(r["headers"]["authorization"].as_str().unwrap().starts_with("Bearer sim-"), "an OAuth token from the token endpoint");
+    assert!(
+        r["headers"]["authorization"]
+            .as_str()
+            .unwrap()
+            .starts_with("Bearer sim-"),
+        "an OAuth token from the token endpoint"
+    );
 
     let (status, frames) = e.stream(json!({"model": "vertex/gemini-2.5-flash", "stream": true, "messages": user("vertex stream")})).await;
     assert_eq!(status, 200);
     let c = chunks(&frames);
-    let text: String = c.iter().filter_map(|x| x["choices"][0]["delta"]["content"].as_str()).collect();
+    let text: String = c
+        .iter()
+        .filter_map(|x| x["choices"][0]["delta"]["content"].as_str())
+        .collect();
     assert_eq!(text, "Echo: vertex stream");
-    assert!(c.last().unwrap()["usage"]["prompt_tokens"].as_u64().unwrap() > 0, "usage from the final Vertex chunk");
+    assert!(
+        c.last().unwrap()["usage"]["prompt_tokens"]
+            .as_u64()
+            .unwrap()
+            > 0,
+        "usage from the final Vertex chunk"
+    );
 }
 
 #[tokio::test]
 async fn thinking_maps_to_a_clamped_budget_on_2_5() {
     let e = env().await;
     let cases = [
-        (json!({"reasoning": {"effort": "high"}}), json!({"thinkingBudget": 24576, "includeThoughts": true})),
-        (json!({"reasoning": {"max_tokens": 100000}}), json!({"thinkingBudget": 24576, "includeThoughts": true})),
-        (json!({"reasoning_effort": "low"}), json!({"thinkingBudget": 1024, "includeThoughts": true})),
-        (json!({"reasoning": {"effort": "none"}}), json!({"thinkingBudget": 0, "includeThoughts": true})),
-        (json!({"reasoning": {"effort": "low", "exclude": true}}), json!({"thinkingBudget": 1024, "includeThoughts": false})),
-        (json!({"reasoning_effort": "medium", "include_reasoning": false}), json!({"thinkingBudget": 8192, "includeThoughts": false})),
+        (
+            json!({"reasoning": {"effort": "high"}}),
+            json!({"thinkingBudget": 24576, "includeThoughts": true}),
+        ),
+        (
+            json!({"reasoning": {"max_tokens": 100000}}),
+            json!({"thinkingBudget": 24576, "includeThoughts": true}),
+        ),
+        (
+            json!({"reasoning_effort": "low"}),
+            json!({"thinkingBudget": 1024, "includeThoughts": true}),
+        ),
+        (
+            json!({"reasoning": {"effort": "none"}}),
+            json!({"thinkingBudget": 0, "includeThoughts": true}),
+        ),
+        (
+            json!({"reasoning": {"effort": "low", "exclude": true}}),
+            json!({"thinkingBudget": 1024, "includeThoughts": false}),
+        ),
+        (
+            json!({"reasoning_effort": "medium", "include_reasoning": false}),
+            json!({"thinkingBudget": 8192, "includeThoughts": false}),
+        ),
     ];
     for (extra, expected) in cases {
         let mut body = json!({"model": "google/gemini-2.5-flash", "messages": user("think")});
-        body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        body.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
         let (status, v) = e.chat(body).await;
         assert_eq!(status, 200, "{extra}: {v}");
         let sent = &e.last_upstream().await["body"]["generationConfig"]["thinkingConfig"];
         assert_eq!(sent, &expected, "for {extra}");
         let reasoning = &v["choices"][0]["message"]["reasoning"];
         if expected["includeThoughts"] == true && expected["thinkingBudget"] != 0 {
-            assert!(reasoning.as_str().is_some_and(|r| !r.is_empty()), "thought text returns as reasoning: {v}");
+            assert!(
+                reasoning.as_str().is_some_and(|r| !r.is_empty()),
+                "thought text returns as reasoning: {v}"
+            );
         } else {
-            assert!(reasoning.is_null(), "excluded reasoning must not appear: {v}");
+            assert!(
+                reasoning.is_null(),
+                "excluded reasoning must not appear: {v}"
+            );
         }
     }
     // 2.5 Pro cannot turn thinking off: 0 becomes its minimum.
     let (status, _) = e.chat(json!({"model": "google/gemini-2.5-pro", "messages": user("x"), "reasoning": {"effort": "none"}})).await;
     assert_eq!(status, 200);
-    assert_eq!(e.last_upstream().await["body"]["generationConfig"]["thinkingConfig"]["thinkingBudget"], 128);
+    assert_eq!(
+        e.last_upstream().await["body"]["generationConfig"]["thinkingConfig"]["thinkingBudget"],
+        128
+    );
 }
 
 #[tokio::test]
 async fn thinking_maps_to_a_level_on_gemini_3() {
     let e = env().await;
-    for (effort, level) in [("low", "low"), ("medium", "high"), ("high", "high"), ("minimal", "low")] {
+    for (effort, level) in [
+        ("low", "low"),
+        ("medium", "high"),
+        ("high", "high"),
+        ("minimal", "low"),
+    ] {
         let (status, v) = e.chat(json!({"model": "google/gemini-3-pro-preview", "messages": user("think"), "reasoning_effort": effort})).await;
         assert_eq!(status, 200, "{effort}: {v}");
         let sent = &e.last_upstream().await["body"]["generationConfig"]["thinkingConfig"];
-        assert_eq!(sent, &json!({"thinkingLevel": level, "includeThoughts": true}), "effort {effort}");
+        assert_eq!(
+            sent,
+            &json!({"thinkingLevel": level, "includeThoughts": true}),
+            "effort {effort}"
+        );
     }
 }
 
@@ -154,28 +246,64 @@ async fn unsupported_parameters_are_dropped_per_generation() {
         "user": "u", "temperature": 0.3, "top_p": 0.9, "top_k": 20, "max_tokens": 300, "stop": ["END"]});
     let with = |model: &str| {
         let mut b = json!({"model": model, "messages": user("params")});
-        b.as_object_mut().unwrap().extend(extras.as_object().unwrap().clone());
+        b.as_object_mut()
+            .unwrap()
+            .extend(extras.as_object().unwrap().clone());
         b
     };
     let (status, v) = e.chat(with("google/gemini-2.5-flash")).await;
-    assert_eq!(status, 200, "2.5 must not see the penalties it rejects: {v}");
+    assert_eq!(
+        status, 200,
+        "2.5 must not see the penalties it rejects: {v}"
+    );
     let body = e.last_upstream().await["body"].clone();
     let g = &body["generationConfig"];
-    assert_eq!((g["temperature"].as_f64(), g["topP"].as_f64(), g["topK"].as_u64()), (Some(0.3), Some(0.9), Some(20)));
+    assert_eq!(
+        (
+            g["temperature"].as_f64(),
+            g["topP"].as_f64(),
+            g["topK"].as_u64()
+        ),
+        (Some(0.3), Some(0.9), Some(20))
+    );
     assert_eq!(g["maxOutputTokens"], 300);
     assert_eq!(g["stopSequences"], json!(["END"]));
-    for dropped in ["frequencyPenalty", "presencePenalty", "seed", "logprobs", "responseLogprobs"] {
-        assert!(g.get(dropped).is_none(), "{dropped} must be dropped on 2.5: {g}");
+    for dropped in [
+        "frequencyPenalty",
+        "presencePenalty",
+        "seed",
+        "logprobs",
+        "responseLogprobs",
+    ] {
+        assert!(
+            g.get(dropped).is_none(),
+            "{dropped} must be dropped on 2.5: {g}"
+        );
     }
     let text = body.to_string();
-    for dropped in ["top_a", "min_p", "repetition", "logit", "verbosity", "\"u\""] {
+    for dropped in [
+        "top_a",
+        "min_p",
+        "repetition",
+        "logit",
+        "verbosity",
+        "\"u\"",
+    ] {
         assert!(!text.contains(dropped), "{dropped} leaked upstream: {text}");
     }
 
     let (status, v) = e.chat(with("google/gemini-2.0-flash")).await;
     assert_eq!(status, 200, "{v}");
     let g = e.last_upstream().await["body"]["generationConfig"].clone();
-    assert_eq!((g["frequencyPenalty"].as_f64(), g["presencePenalty"].as_f64(), g["seed"].as_u64()), (Some(0.5), Some(0.25), Some(7)), "2.0 forwards them: {g}");
+    assert_eq!(
+        (
+            g["frequencyPenalty"].as_f64(),
+            g["presencePenalty"].as_f64(),
+            g["seed"].as_u64()
+        ),
+        (Some(0.5), Some(0.25), Some(7)),
+        "2.0 forwards them: {g}"
+    );
 }
 
 fn weather_tools() -> Value {
@@ -186,8 +314,15 @@ fn weather_tools() -> Value {
 #[tokio::test]
 async fn tool_calls_round_trip_with_thought_signatures() {
     let e = env().await;
-    for model in ["google/gemini-3-pro-preview", "vertex/gemini-3-pro-preview", "google/gemini-2.5-flash"] {
-        let mut messages = user("weather in Paris? [sim:call=get_weather]").as_array().unwrap().clone();
+    for model in [
+        "google/gemini-3-pro-preview",
+        "vertex/gemini-3-pro-preview",
+        "google/gemini-2.5-flash",
+    ] {
+        let mut messages = user("weather in Paris? [sim:call=get_weather]")
+            .as_array()
+            .unwrap()
+            .clone();
         let (status, v) = e.chat(json!({"model": model, "messages": messages, "tools": weather_tools(), "tool_choice": "auto"})).await;
         assert_eq!(status, 200, "{model}: {v}");
         let choice = &v["choices"][0];
@@ -195,22 +330,39 @@ async fn tool_calls_round_trip_with_thought_signatures() {
         let call = &choice["message"]["tool_calls"][0];
         assert_eq!(call["type"], "function");
         assert_eq!(call["function"]["name"], "get_weather");
-        let args: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+        let args: Value =
+            serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
         assert!(args.is_object());
         let decl = &e.last_upstream().await["body"]["tools"][0]["functionDeclarations"][0];
         assert_eq!(decl["name"], "get_weather");
 
         // The client sends the assistant turn back as it got it, plus the tool result.
         messages.push(choice["message"].clone());
-        messages.push(json!({"role": "tool", "tool_call_id": call["id"], "content": "{\"temp_c\": 21}"}));
-        let (status, v) = e.chat(json!({"model": model, "messages": messages, "tools": weather_tools()})).await;
-        assert_eq!(status, 200, "{model}: the follow-up must be accepted upstream (signature intact): {v}");
+        messages.push(
+            json!({"role": "tool", "tool_call_id": call["id"], "content": "{\"temp_c\": 21}"}),
+        );
+        let (status, v) = e
+            .chat(json!({"model": model, "messages": messages, "tools": weather_tools()}))
+            .await;
+        assert_eq!(
+            status, 200,
+            "{model}: the follow-up must be accepted upstream (signature intact): {v}"
+        );
         let sent = e.last_upstream().await["body"].clone();
         let model_turn = &sent["contents"][1];
         assert_eq!(model_turn["role"], "model");
-        assert_eq!(model_turn["parts"][0]["functionCall"]["name"], "get_weather");
-        assert_eq!(sent["contents"][2]["parts"][0]["functionResponse"]["name"], "get_weather");
-        assert_eq!(sent["contents"][2]["parts"][0]["functionResponse"]["response"], json!({"temp_c": 21}));
+        assert_eq!(
+            model_turn["parts"][0]["functionCall"]["name"],
+            "get_weather"
+        );
+        assert_eq!(
+            sent["contents"][2]["parts"][0]["functionResponse"]["name"],
+            "get_weather"
+        );
+        assert_eq!(
+            sent["contents"][2]["parts"][0]["functionResponse"]["response"],
+            json!({"temp_c": 21})
+        );
     }
 }
 
@@ -218,9 +370,18 @@ async fn tool_calls_round_trip_with_thought_signatures() {
 async fn tool_choice_modes_reach_upstream() {
     let e = env().await;
     let cases = [
-        (json!("none"), json!({"functionCallingConfig": {"mode": "NONE"}})),
-        (json!("required"), json!({"functionCallingConfig": {"mode": "ANY"}})),
-        (json!({"type": "function", "function": {"name": "get_weather"}}), json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}})),
+        (
+            json!("none"),
+            json!({"functionCallingConfig": {"mode": "NONE"}}),
+        ),
+        (
+            json!("required"),
+            json!({"functionCallingConfig": {"mode": "ANY"}}),
+        ),
+        (
+            json!({"type": "function", "function": {"name": "get_weather"}}),
+            json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["get_weather"]}}),
+        ),
     ];
     for (choice, expected) in cases {
         let (status, v) = e.chat(json!({"model": "google/gemini-2.5-flash", "messages": user("w"), "tools": weather_tools(), "tool_choice": choice})).await;
@@ -235,24 +396,54 @@ async fn streamed_tool_call() {
     let (status, frames) = e.stream(json!({"model": "google/gemini-2.5-flash", "stream": true, "messages": user("w [sim:call=get_weather]"), "tools": weather_tools()})).await;
     assert_eq!(status, 200);
     let c = chunks(&frames);
-    let call = c.iter().find_map(|x| x["choices"][0]["delta"]["tool_calls"][0].as_object().cloned()).expect("a tool call delta");
+    let call = c
+        .iter()
+        .find_map(|x| {
+            x["choices"][0]["delta"]["tool_calls"][0]
+                .as_object()
+                .cloned()
+        })
+        .expect("a tool call delta");
     assert_eq!(call["function"]["name"], "get_weather");
     assert!(call["id"].as_str().unwrap().starts_with("call_"));
-    assert!(c.iter().any(|x| x["choices"][0]["finish_reason"] == "tool_calls"));
+    assert!(c
+        .iter()
+        .any(|x| x["choices"][0]["finish_reason"] == "tool_calls"));
 }
 
 #[tokio::test]
 async fn flex_is_a_header_and_only_on_the_global_route() {
     let e = env().await;
-    for (model, flex) in [("global/gemini-2.5-flash", true), ("vertex/gemini-2.5-flash", false), ("google/gemini-2.5-flash", false)] {
-        let (status, v) = e.chat(json!({"model": model, "messages": user("cheap"), "service_tier": "flex"})).await;
+    for (model, flex) in [
+        ("global/gemini-2.5-flash", true),
+        ("vertex/gemini-2.5-flash", false),
+        ("google/gemini-2.5-flash", false),
+    ] {
+        let (status, v) = e
+            .chat(json!({"model": model, "messages": user("cheap"), "service_tier": "flex"}))
+            .await;
         assert_eq!(status, 200, "{model}: {v}");
         let r = e.last_upstream().await;
-        assert_eq!(r["headers"].get("x-vertex-ai-llm-shared-request-type").and_then(Value::as_str) == Some("flex"), flex, "{model}: {}", r["headers"]);
+        assert_eq!(
+            r["headers"]
+                .get("x-vertex-ai-llm-shared-request-type")
+                .and_then(Value::as_str)
+                == Some("flex"),
+            flex,
+            "{model}: {}",
+            r["headers"]
+        );
         let body = r["body"].to_string();
-        assert!(!body.contains("serviceTier") && !body.contains("service_tier"), "never a body field: {body}");
+        assert!(
+            !body.contains("serviceTier") && !body.contains("service_tier"),
+            "never a body field: {body}"
+        );
     }
-    assert_eq!(e.sim.stats().await["vertex_flex_requests"], 1, "exactly one request was served as flex");
+    assert_eq!(
+        e.sim.stats().await["vertex_flex_requests"],
+        1,
+        "exactly one request was served as flex"
+    );
 }
 
 #[tokio::test]
@@ -260,11 +451,19 @@ async fn upstream_failures_keep_their_status() {
     let e = env().await;
     for (fault, status) in [("429", 429), ("500", 500), ("503", 503)] {
         for model in ["google/gemini-2.5-flash", "vertex/gemini-2.5-flash"] {
-            let (got, v) = e.chat(json!({"model": model, "messages": user(&format!("x [sim:fault={fault}]"))})).await;
+            let (got, v) = e
+                .chat(json!({"model": model, "messages": user(&format!("x [sim:fault={fault}]"))}))
+                .await;
             assert_eq!(got, status, "{model}: {v}");
             assert_eq!(v["error"]["type"], "upstream_error");
             assert_eq!(v["error"]["code"], "upstream_error");
-            assert!(v["error"]["message"].as_str().unwrap().contains(&status.to_string()), "{v}");
+            assert!(
+                v["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&status.to_string()),
+                "{v}"
+            );
         }
     }
 }
@@ -277,8 +476,14 @@ async fn broken_stream_ends_with_error_frame_then_done() {
         assert_eq!(status, 200);
         assert_eq!(frames.last().unwrap(), "[DONE]", "{fault}: {frames:?}");
         let err: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
-        assert_eq!(err["error"]["type"], "upstream_error", "{fault}: {frames:?}");
-        assert!(!frames.iter().any(|f| f.contains("\"choices\":[]")), "no usage chunk after an error: {frames:?}");
+        assert_eq!(
+            err["error"]["type"], "upstream_error",
+            "{fault}: {frames:?}"
+        );
+        assert!(
+            !frames.iter().any(|f| f.contains("\"choices\":[]")),
+            "no usage chunk after an error: {frames:?}"
+        );
     }
 }
 
@@ -296,11 +501,32 @@ async fn cache_control_creates_and_reuses_an_explicit_cache() {
         let (status, v) = e.chat(body).await;
         assert_eq!(status, 200, "round {round}: {v}");
         let sent = e.last_upstream().await;
-        assert!(sent["body"]["cachedContent"].as_str().is_some_and(|n| n.starts_with("cachedContents/")), "round {round}: {}", sent["body"]);
-        assert!(sent["body"].get("systemInstruction").is_none(), "the prefix lives in the cache");
-        assert!(v["usage"]["prompt_tokens_details"]["cached_tokens"].as_u64().unwrap() > 2000, "cached tokens are reported: {v}");
+        assert!(
+            sent["body"]["cachedContent"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("cachedContents/")),
+            "round {round}: {}",
+            sent["body"]
+        );
+        assert!(
+            sent["body"].get("systemInstruction").is_none(),
+            "the prefix lives in the cache"
+        );
+        assert!(
+            v["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap()
+                > 2000,
+            "cached tokens are reported: {v}"
+        );
     }
-    let creations = e.sim.requests().await.iter().filter(|r| r["route"] == "gemini.cache").count();
+    let creations = e
+        .sim
+        .requests()
+        .await
+        .iter()
+        .filter(|r| r["route"] == "gemini.cache")
+        .count();
     assert_eq!(creations, 1, "one cache for one prefix, reused");
 }
 
@@ -312,6 +538,17 @@ async fn short_cacheable_prefix_falls_back_to_implicit_caching() {
     assert_eq!(status, 200, "{v}");
     let sent = e.last_upstream().await;
     assert!(sent["body"].get("cachedContent").is_none());
-    assert_eq!(sent["body"]["systemInstruction"]["parts"][0]["text"], "Short system prompt.");
-    assert_eq!(e.sim.requests().await.iter().filter(|r| r["route"] == "gemini.cache").count(), 0);
+    assert_eq!(
+        sent["body"]["systemInstruction"]["parts"][0]["text"],
+        "Short system prompt."
+    );
+    assert_eq!(
+        e.sim
+            .requests()
+            .await
+            .iter()
+            .filter(|r| r["route"] == "gemini.cache")
+            .count(),
+        0
+    );
 }

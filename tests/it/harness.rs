@@ -24,27 +24,52 @@ impl Sim {
     pub fn start_with(args: &[&str]) -> Sim {
         use std::io::{BufRead, BufReader};
         let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-sim"))
-            .args(["--listen", "127.0.0.1:0", "--vertex-project", "tollgate-test"])
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--vertex-project",
+                "tollgate-test",
+            ])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
         let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-        assert!(url.starts_with("http://127.0.0.1:"), "unexpected sim banner {line:?}");
-        Sim { url, _child: ChildGuard(child) }
+        assert!(
+            url.starts_with("http://127.0.0.1:"),
+            "unexpected sim banner {line:?}"
+        );
+        Sim {
+            url,
+            _child: ChildGuard(child),
+        }
     }
 
     /// Model requests the simulator received (control and token requests left out).
     pub async fn requests(&self) -> Vec<Value> {
-        let all: Vec<Value> = ::reqwest::get(format!("{}/_sim/requests", self.url)).await.unwrap().json().await.unwrap();
-        all.into_iter().filter(|r| r["route"] != "oauth.token").collect()
+        let all: Vec<Value> = ::reqwest::get(format!("{}/_sim/requests", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        all.into_iter()
+            .filter(|r| r["route"] != "oauth.token")
+            .collect()
     }
 
     pub async fn stats(&self) -> Value {
-        ::reqwest::get(format!("{}/_sim/stats", self.url)).await.unwrap().json().await.unwrap()
+        ::reqwest::get(format!("{}/_sim/stats", self.url))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
     }
 }
 
@@ -195,7 +220,11 @@ impl Gateway {
             .env("TEST_GEMINI_KEY", "sim-gemini-key")
             .env("TEST_ANTHROPIC_KEY", "sim-anthropic-key")
             .env("TEST_VERTEX_PROJECT", "tollgate-test")
-            .env("TEST_VERTEX_CREDENTIALS", Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/test-service-account.json"))
+            .env(
+                "TEST_VERTEX_CREDENTIALS",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/test-service-account.json"),
+            )
             .env(
                 "RUST_LOG",
                 std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into()),

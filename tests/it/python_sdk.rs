@@ -9,7 +9,10 @@ use crate::harness::{Gateway, Sim};
 async fn official_python_sdk_chats_through_the_gateway() {
     let python = std::env::var("TOLLGATE_PYTHON")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python").to_owned());
-    assert!(std::path::Path::new(&python).exists(), "{python} missing: run `make venv` (make test does)");
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "{python} missing: run `make venv` (make test does)"
+    );
     let sim = Sim::start();
     let gw = Gateway::builder().simulator(&sim).start();
     let (_, key) = gw.workspace_with_key();
@@ -28,6 +31,12 @@ async fn official_python_sdk_chats_through_the_gateway() {
     .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "SDK script failed:\n{stdout}\n{stderr}");
-    assert!(stdout.contains("ok: models, buffered, streamed, errors"), "{stdout}");
+    assert!(
+        out.status.success(),
+        "SDK script failed:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("ok: models, buffered, streamed, errors"),
+        "{stdout}"
+    );
 }

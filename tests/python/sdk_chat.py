@@ -47,6 +47,6 @@ try:
     check(False, "unknown model must raise")
 except Exception as e:  # the SDK maps 400 to BadRequestError
     check(getattr(e, "status_code", None) == 400, f"unknown model status {e}")
-    check("model_not_found" in str(e), f"unknown model code {e}")
+    check(getattr(e, "code", None) == "model_not_found", f"unknown model code {e}")
 
 print("ok: models, buffered, streamed, errors")

@@ -35,6 +35,8 @@ pub struct CachePlan {
     pub create_body: Bytes,
     /// Rough size of the cached prefix (bytes / 4), to compare with the profile's minimum.
     pub estimated_tokens: u32,
+    /// How long the upstream keeps the cache (`cache_control.ttl`, default 300 s).
+    pub ttl_seconds: u64,
 }
 
 #[derive(Serialize)]
@@ -106,6 +108,7 @@ pub fn cache_plan(
         key: hex::encode(hash.finalize()),
         create_body: to_bytes(&create)?,
         estimated_tokens: u32::try_from((system_bytes + tools_json.len()) / 4).unwrap_or(u32::MAX),
+        ttl_seconds: ttl,
     }))
 }
 

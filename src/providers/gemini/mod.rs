@@ -44,8 +44,8 @@ use std::ops::Deref;
 use serde::Deserialize;
 
 use super::{
-    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
-    UpstreamRequest,
+    header, Adapter, CacheCreate, Credentials, ResponseCx, StreamTranslator, Target,
+    TranslateError, Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
@@ -56,6 +56,34 @@ pub use cache::{cache_plan, CachePlan};
 pub struct Gemini;
 
 impl Adapter for Gemini {
+    /// A cache when the plan's prefix reaches the profile's minimum; below it the request goes
+    /// as is and Gemini's implicit caching applies.
+    fn context_cache(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<Option<CacheCreate>, GatewayError> {
+        let Some(plan) = cache_plan(req, target, creds)? else {
+            return Ok(None);
+        };
+        if plan.estimated_tokens < target.model.profile.min_cache_tokens {
+            return Ok(None);
+        }
+        let mut headers = vec![header("content-type", "application/json")?];
+        let path = cache_path(target, creds, &mut headers)?;
+        Ok(Some(CacheCreate {
+            // Caches live per surface and location: the path keeps them apart.
+            key: format!("{path} {}", plan.key),
+            request: UpstreamRequest {
+                path,
+                headers,
+                body: plan.create_body,
+            },
+            ttl: std::time::Duration::from_secs(plan.ttl_seconds),
+        }))
+    }
+
     fn build_request(
         &self,
         req: &RawRequest<'_>,
@@ -128,6 +156,19 @@ fn transport(
         &format!("Bearer {}", token.expose()),
     )?);
     Ok(format!("{base}/v1/{resource}:{method}"))
+}
+
+/// Where the route's surface creates caches; pushes the credential header.
+fn cache_path(
+    target: &Target<'_>,
+    creds: &Credentials,
+    headers: &mut Vec<(http::HeaderName, http::HeaderValue)>,
+) -> Result<String, GatewayError> {
+    let model_path = transport(target, creds, "x", headers)?;
+    Ok(match model_path.split_once("/publishers/") {
+        Some((location, _)) => format!("{location}/cachedContents"),
+        None => format!("{}/v1beta/cachedContents", target.route.endpoint.base_path),
+    })
 }
 
 /// `projects/{p}/locations/{l}/publishers/google/models/{m}`: a Vertex model's resource name.
