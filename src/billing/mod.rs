@@ -5,5 +5,6 @@
 //! - `cost`: the cost of one request from its token buckets and the prices in force.
 //! - `window`: the UTC calendar windows of per-key spend limits.
 pub mod cost;
+pub mod gates;
 pub mod money;
 pub mod window;

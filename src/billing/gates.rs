@@ -1,0 +1,223 @@
+//! The credit gate (402) and the per-key spend gate (429), answered from memory.
+//!
+//! Each workspace balance and each limited key's window spend is two atomics: `committed` (the
+//! last value known to be in the database) and `pending` (charges this process has made that
+//! are not committed yet). A gate reads `committed − pending`: no lock, no database. The ledger
+//! writer moves a charge from pending to committed when its batch commits; the change-feed
+//! follower overwrites `committed` with the database's value whenever any replica changes it,
+//! which is how exhaustion on one replica reaches the others within about a second.
+//!
+//! Overdraft bound: a request is admitted while the balance is positive and charged when it
+//! finishes, so a workspace can end below zero by at most the cost of the requests in flight
+//! when it crossed zero, plus what other replicas admitted during the feed's delay (~1 s of
+//! that workspace's traffic). The same bound applies to a key's spend limit.
+//!
+//! Order: the credit gate answers first; a key over its limit in a workspace without credit
+//! gets 402.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering::Relaxed};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use chrono::{DateTime, Utc};
+
+use super::money::Usd;
+use super::window::window_start;
+use crate::api::GatewayError;
+use crate::store::ApiKey;
+
+#[derive(Debug, Default)]
+struct Cell {
+    committed: AtomicI64,
+    pending: AtomicI64,
+}
+
+impl Cell {
+    fn value(&self) -> i64 {
+        self.committed.load(Relaxed).saturating_sub(self.pending.load(Relaxed))
+    }
+}
+
+/// A key's spend in one window (`window` = its start, unix seconds).
+#[derive(Debug, Default)]
+struct Spend {
+    window: AtomicI64,
+    cell: Cell,
+}
+
+type Map<T> = ArcSwap<HashMap<Box<str>, Arc<T>>>;
+
+#[derive(Default)]
+pub struct Accounts {
+    balances: Map<Cell>,
+    spends: Map<Spend>,
+}
+
+/// The map's cell for `id`, created (copy-on-write) the first time it is needed.
+fn entry<T: Default>(map: &Map<T>, id: &str) -> Arc<T> {
+    if let Some(e) = map.load().get(id) {
+        return e.clone();
+    }
+    let mut made = None;
+    map.rcu(|current| {
+        let mut next = HashMap::clone(current);
+        let e = next.entry(id.into()).or_insert_with(|| Arc::new(T::default())).clone();
+        made = Some(e);
+        next
+    });
+    made.unwrap_or_default()
+}
+
+impl Accounts {
+    /// 402 when the workspace has no credit left (unknown workspaces have none).
+    pub fn check_credit(&self, workspace_id: &str) -> Result<(), GatewayError> {
+        let balance = self.balances.load().get(workspace_id).map_or(0, |c| c.value());
+        if balance > 0 {
+            Ok(())
+        } else {
+            Err(GatewayError::InsufficientCredit)
+        }
+    }
+
+    /// 429 when the key has a spend limit and its current window's spend has reached it.
+    pub fn check_spend(&self, key: &ApiKey, now: DateTime<Utc>) -> Result<(), GatewayError> {
+        let (Some(limit), Some(reset)) = (key.spend_limit, key.limit_reset) else {
+            return Ok(());
+        };
+        let window = window_start(reset, now).timestamp();
+        let spent = match self.spends.load().get(key.id.as_str()) {
+            Some(s) if s.window.load(Relaxed) == window => s.cell.value(),
+            _ => 0,
+        };
+        // Spend is stored negated (as a charge against zero), so `-value` is what was spent.
+        if spent.saturating_neg() >= limit.pico() {
+            Err(GatewayError::SpendLimitExceeded)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A finished request's cost, charged at once (before it is committed).
+    pub fn charge(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
+        entry(&self.balances, workspace_id).pending.fetch_add(cost.pico(), Relaxed);
+        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
+            s.cell.pending.fetch_add(cost.pico(), Relaxed);
+        }
+    }
+
+    /// The charge's batch committed: it is part of the database's values now.
+    pub fn committed(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
+        let b = entry(&self.balances, workspace_id);
+        b.pending.fetch_sub(cost.pico(), Relaxed);
+        b.committed.fetch_sub(cost.pico(), Relaxed);
+        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
+            s.cell.pending.fetch_sub(cost.pico(), Relaxed);
+            s.cell.committed.fetch_sub(cost.pico(), Relaxed);
+        }
+    }
+
+    /// The database's balance for a workspace (start-up and change feed).
+    pub fn set_balance(&self, workspace_id: &str, balance: Usd) {
+        entry(&self.balances, workspace_id).committed.store(balance.pico(), Relaxed);
+    }
+
+    /// The database's spend for a key in the window starting at `window`.
+    pub fn set_spend(&self, key_id: &str, window: DateTime<Utc>, spent: Usd) {
+        if let Some(s) = self.spend_in(key_id, window.timestamp()) {
+            s.cell.committed.store(spent.pico().saturating_neg(), Relaxed);
+        }
+    }
+
+    /// The key's spend cell for `window`, emptied when `window` is newer than the one it holds;
+    /// `None` for a window older than the current one (its charges no longer gate anything).
+    fn spend_in(&self, key_id: &str, window: i64) -> Option<Arc<Spend>> {
+        let s = entry(&self.spends, key_id);
+        loop {
+            let current = s.window.load(Relaxed);
+            if current == window {
+                return Some(s);
+            }
+            if current > window {
+                return None;
+            }
+            if s.window.compare_exchange(current, window, Relaxed, Relaxed).is_ok() {
+                s.cell.committed.store(0, Relaxed);
+                s.cell.pending.store(0, Relaxed);
+                return Some(s);
+            }
+        }
+    }
+
+    /// The balance this process sees (committed minus pending), for status and tests.
+    pub fn balance(&self, workspace_id: &str) -> Usd {
+        Usd::from_pico(self.balances.load().get(workspace_id).map_or(0, |c| c.value()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::billing::money::usd;
+    use crate::store::LimitReset;
+    use chrono::TimeZone;
+
+    fn key(limit: Option<Usd>) -> ApiKey {
+        ApiKey {
+            id: "key_1".into(),
+            workspace_id: "ws_1".into(),
+            name: None,
+            secret_hash: String::new(),
+            hint: String::new(),
+            created_at: Utc::now(),
+            expires_at: None,
+            revoked_at: None,
+            spend_limit: limit,
+            limit_reset: limit.map(|_| LimitReset::Daily),
+        }
+    }
+
+    #[test]
+    fn credit_gate_follows_balance_charges_and_commits() {
+        let a = Accounts::default();
+        assert_eq!(a.check_credit("ws_1"), Err(GatewayError::InsufficientCredit), "unknown = no credit");
+        a.set_balance("ws_1", usd(1));
+        assert_eq!(a.check_credit("ws_1"), Ok(()));
+        a.charge("ws_1", None, usd(1));
+        assert_eq!(a.check_credit("ws_1"), Err(GatewayError::InsufficientCredit), "a pending charge counts at once");
+        a.committed("ws_1", None, usd(1));
+        assert_eq!(a.balance("ws_1"), Usd::ZERO);
+        a.set_balance("ws_1", Usd::from_pico(1));
+        assert_eq!(a.check_credit("ws_1"), Ok(()), "the database's value wins");
+    }
+
+    #[test]
+    fn spend_gate_counts_the_window_and_resets_with_it() {
+        let a = Accounts::default();
+        let k = key(Some(usd(2)));
+        let day1 = Utc.with_ymd_and_hms(2026, 3, 1, 10, 0, 0).unwrap();
+        let w1 = window_start(LimitReset::Daily, day1);
+        assert_eq!(a.check_spend(&k, day1), Ok(()));
+        a.charge("ws_1", Some(("key_1", w1)), usd(1));
+        assert_eq!(a.check_spend(&k, day1), Ok(()), "below the limit");
+        a.charge("ws_1", Some(("key_1", w1)), usd(1));
+        assert_eq!(a.check_spend(&k, day1), Err(GatewayError::SpendLimitExceeded), "reached");
+        let day2 = day1 + chrono::Duration::days(1);
+        assert_eq!(a.check_spend(&k, day2), Ok(()), "a new window starts empty");
+        assert_eq!(a.check_spend(&key(None), day1), Ok(()), "no limit, no gate");
+        a.set_spend("key_1", w1, usd(5));
+        assert_eq!(a.check_spend(&k, day1), Err(GatewayError::SpendLimitExceeded));
+    }
+
+    #[test]
+    fn late_charges_do_not_reset_a_newer_window() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 0, 0, 1).unwrap();
+        let k = key(Some(usd(2)));
+        let today = window_start(LimitReset::Daily, now);
+        a.charge("ws_1", Some(("key_1", today)), usd(1));
+        a.charge("ws_1", Some(("key_1", today - chrono::Duration::days(1))), usd(3));
+        assert_eq!(a.check_spend(&k, now), Ok(()), "yesterday's charge does not count today");
+        assert_eq!(a.balance("ws_1"), Usd::from_pico(-usd(4).pico()), "but the balance pays for both");
+    }
+}
