@@ -1,0 +1,217 @@
+//! The ledger writer: usage records leave the response path through a bounded channel and are
+//! committed in batches (group commit), each record with its ledger debit, in one transaction.
+//!
+//! Nothing that must be billed is lost:
+//! - `LedgerSink::submit` never waits; when the queue is full the record goes straight to the
+//!   spool file.
+//! - When the database refuses a batch (outage), the batch is appended to the spool and fsync'd
+//!   before the writer moves on; the charges stay pending in the gates meanwhile.
+//! - The spool is replayed every second while it is not empty. Replay is idempotent (a record id
+//!   is written at most once by the store), so a crash during replay double-charges nobody.
+//! - On shutdown the queue is drained and committed, or spooled.
+
+use std::collections::HashSet;
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use super::gates::Accounts;
+use crate::store::{Store, UsageRecord};
+
+/// Records per transaction at most.
+const BATCH: usize = 512;
+/// Queue depth: about a second of the gateway's peak rate.
+const QUEUE: usize = 16_384;
+const REPLAY_EVERY: Duration = Duration::from_secs(1);
+
+/// The gateway's handle: submit a finished request's record.
+#[derive(Clone)]
+pub struct LedgerSink {
+    tx: mpsc::Sender<UsageRecord>,
+    spool: Arc<Spool>,
+    accounts: Arc<Accounts>,
+}
+
+/// The writer's end, run as a background service.
+pub struct LedgerWriter {
+    rx: mpsc::Receiver<UsageRecord>,
+    spool: Arc<Spool>,
+    accounts: Arc<Accounts>,
+}
+
+pub fn ledger(spool_path: &Path, accounts: Arc<Accounts>) -> std::io::Result<(LedgerSink, LedgerWriter)> {
+    let spool = Arc::new(Spool::open(spool_path)?);
+    let (tx, rx) = mpsc::channel(QUEUE);
+    let sink = LedgerSink { tx, spool: spool.clone(), accounts: accounts.clone() };
+    Ok((sink, LedgerWriter { rx, spool, accounts }))
+}
+
+fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
+    r.spend_window_start.map(|w| (r.key_id.as_str(), w))
+}
+
+impl LedgerSink {
+    /// Charges the gates at once and queues the record; never waits.
+    pub fn submit(&self, record: UsageRecord) {
+        self.accounts.charge(&record.workspace_id, window_of(&record), record.cost);
+        if let Err(e) = self.tx.try_send(record) {
+            let record = match e {
+                mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => r,
+            };
+            tracing::warn!(id = %record.id, "ledger queue full or closed: spooling");
+            if let Err(e) = self.spool.append(std::slice::from_ref(&record)) {
+                tracing::error!(id = %record.id, "CANNOT SPOOL A USAGE RECORD: {e}");
+            }
+        }
+    }
+}
+
+impl LedgerWriter {
+    /// Commits batches until `shutdown` resolves, then drains the queue.
+    pub async fn run(mut self, store: Arc<dyn Store>, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut tick = tokio::time::interval(REPLAY_EVERY);
+        loop {
+            tokio::select! {
+                n = self.rx.recv_many(&mut batch, BATCH) => {
+                    if n == 0 {
+                        break;
+                    }
+                    self.commit(store.as_ref(), &mut batch).await;
+                }
+                _ = tick.tick() => self.replay(store.as_ref()).await,
+                _ = &mut shutdown => break,
+            }
+        }
+        self.rx.close();
+        while self.rx.recv_many(&mut batch, BATCH).await > 0 {
+            self.commit(store.as_ref(), &mut batch).await;
+        }
+        self.replay(store.as_ref()).await;
+    }
+
+    async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {
+        match store.record_usage(batch).await {
+            Ok(_) => {
+                for r in batch.iter() {
+                    self.accounts.committed(&r.workspace_id, window_of(r), r.cost);
+                }
+            }
+            Err(e) => {
+                tracing::warn!(records = batch.len(), "ledger commit failed, spooling: {e}");
+                if let Err(e) = self.spool.append(batch) {
+                    tracing::error!(records = batch.len(), "CANNOT SPOOL USAGE RECORDS: {e}");
+                }
+            }
+        }
+        batch.clear();
+    }
+
+    /// Replays the spool into the store; keeps whatever does not commit.
+    async fn replay(&self, store: &dyn Store) {
+        let (records, read_to) = match self.spool.read() {
+            Ok(Some(found)) => found,
+            Ok(None) => return,
+            Err(e) => return tracing::error!("cannot read the ledger spool: {e}"),
+        };
+        for chunk in records.chunks(BATCH) {
+            if let Err(e) = store.record_usage(chunk).await {
+                return tracing::warn!(spooled = records.len(), "spool replay deferred: {e}");
+            }
+        }
+        // Charges this process spooled become committed; older ones arrive via the feed.
+        for r in records.iter().filter(|r| self.spool.was_ours(&r.id)) {
+            self.accounts.committed(&r.workspace_id, window_of(r), r.cost);
+        }
+        match self.spool.consume(read_to) {
+            Ok(()) => tracing::info!(records = records.len(), "ledger spool replayed"),
+            Err(e) => tracing::error!("cannot trim the ledger spool: {e}"),
+        }
+    }
+}
+
+/// An append-only file of JSON lines, fsync'd on every append.
+pub struct Spool {
+    path: PathBuf,
+    file: Mutex<File>,
+    /// Ids this process spooled (their charges are pending in the gates).
+    ours: Mutex<HashSet<String>>,
+}
+
+impl Spool {
+    pub fn open(path: &Path) -> std::io::Result<Spool> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).read(true).append(true).open(path)?;
+        Ok(Spool { path: path.to_owned(), file: Mutex::new(file), ours: Mutex::new(HashSet::new()) })
+    }
+
+    fn lock(&self) -> std::io::Result<std::sync::MutexGuard<'_, File>> {
+        self.file.lock().map_err(|_| std::io::Error::other("spool lock poisoned"))
+    }
+
+    pub fn append(&self, records: &[UsageRecord]) -> std::io::Result<()> {
+        let mut text = Vec::new();
+        for r in records {
+            serde_json::to_writer(&mut text, r)?;
+            text.push(b'\n');
+        }
+        let mut file = self.lock()?;
+        file.write_all(&text)?;
+        file.sync_data()?;
+        if let Ok(mut ours) = self.ours.lock() {
+            ours.extend(records.iter().map(|r| r.id.clone()));
+        }
+        Ok(())
+    }
+
+    fn was_ours(&self, id: &str) -> bool {
+        self.ours.lock().is_ok_and(|mut ours| ours.remove(id))
+    }
+
+    /// Every complete record and the byte length they span; `None` when the spool is empty.
+    /// A torn last line (a crash mid-append) is left for the next read.
+    pub fn read(&self) -> std::io::Result<Option<(Vec<UsageRecord>, u64)>> {
+        let mut file = self.lock()?;
+        let len = file.seek(SeekFrom::End(0))?;
+        if len == 0 {
+            return Ok(None);
+        }
+        file.seek(SeekFrom::Start(0))?;
+        let mut reader = BufReader::new(&*file);
+        let (mut records, mut read_to, mut line) = (Vec::new(), 0u64, String::new());
+        loop {
+            line.clear();
+            let n = reader.read_line(&mut line)?;
+            if n == 0 || !line.ends_with('\n') {
+                break;
+            }
+            read_to += n as u64;
+            match serde_json::from_str(line.trim_end()) {
+                Ok(r) => records.push(r),
+                Err(e) => tracing::error!(path = %self.path.display(), "unreadable spool line skipped: {e}"),
+            }
+        }
+        Ok(Some((records, read_to)))
+    }
+
+    /// Drops the first `read_to` bytes (replayed), keeping anything appended since.
+    fn consume(&self, read_to: u64) -> std::io::Result<()> {
+        let mut file = self.lock()?;
+        let len = file.seek(SeekFrom::End(0))?;
+        let mut rest = Vec::new();
+        if len > read_to {
+            file.seek(SeekFrom::Start(read_to))?;
+            std::io::Read::read_to_end(&mut *file, &mut rest)?;
+        }
+        file.set_len(0)?;
+        file.write_all(&rest)?;
+        file.sync_data()
+    }
+}
