@@ -109,7 +109,7 @@ CREATE TABLE usage_records (
     -- Start of the key's spend window the cost was added to (NULL: the key has no limit).
     spend_window_start       INTEGER,
     FOREIGN KEY (key_id, workspace_id) REFERENCES api_keys (id, workspace_id),
-    CHECK (reasoning_tokens <= output_tokens),
+    CONSTRAINT usage_records_reasoning_in_output CHECK (reasoning_tokens <= output_tokens),
     -- An overflowing product turns into a REAL, which is never equal to the INTEGER cost.
     CONSTRAINT usage_records_cost_exact CHECK (cost_pico =
         input_tokens * input_price_micro
