@@ -125,7 +125,7 @@ impl Follower {
                     }
                 }
                 ChangeKind::Catalog => catalog_dirty = true,
-                ChangeKind::Workspace | ChangeKind::Balance => {}
+                ChangeKind::Workspace | ChangeKind::Balance | ChangeKind::Spend => {}
             }
         }
         self.cursor = newest;

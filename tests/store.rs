@@ -5,19 +5,24 @@
 //! cannot drift apart. An unreachable PostgreSQL fails the `pg::` cases unless
 //! `TOLLGATE_SKIP_PG=1`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, TimeZone, Utc};
 use tokio_postgres::NoTls;
+use tollgate::api::usage::Usage;
+use tollgate::billing::cost::cost;
 use tollgate::billing::money::{Price, Usd};
+use tollgate::billing::window::window_start;
+use tollgate::catalog::Pricing;
 use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
     CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, Store,
-    StoreError, StoreResult,
+    StoreError, StoreResult, UsageEndpoint, UsageOutcome, UsageRecord,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -191,6 +196,13 @@ suite!(
     catalog_import,
     change_feed,
     wait_for_change_wakes_on_another_instance,
+    usage_is_recorded_exactly,
+    replaying_usage_applies_nothing_twice,
+    usage_records_are_immutable,
+    invalid_usage_fails_the_whole_batch,
+    ledger_verify_agrees,
+    usage_batch_commit_time,
+    concurrent_writers_apply_each_id_once,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -719,6 +731,899 @@ async fn wait_for_change_wakes_on_another_instance(b: Arc<Backend>) {
     let quiet = Instant::now();
     s.wait_for_change(Duration::from_millis(100)).await;
     assert!(quiet.elapsed() <= Duration::from_secs(1));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Billing: usage records, ledger debits, balances, key spend
+// ---------------------------------------------------------------------------------------------
+
+/// Anthropic-shaped prices with odd micro digits, so costs have odd pico values:
+/// 3.000001 in, 15.000003 out, 0.300007 cache read, 3.750001 cache write.
+fn odd_pricing() -> Pricing {
+    Pricing {
+        input: price("3.000001"),
+        output: price("15.000003"),
+        cache_read: Some(price("0.300007")),
+        cache_write: Some(price("3.750001")),
+    }
+}
+
+fn tokens(input: u64, cache_read: u64, cache_write: u64, output: u64, reasoning: u64) -> Usage {
+    Usage {
+        input,
+        cache_read,
+        cache_write,
+        output,
+        reasoning,
+    }
+}
+
+/// A usage record priced with `billing::cost`, finished at `finished`.
+fn record(
+    id: &str,
+    (workspace, key): (&str, &str),
+    pricing: Pricing,
+    u: Usage,
+    finished: DateTime<Utc>,
+    window: Option<DateTime<Utc>>,
+) -> UsageRecord {
+    UsageRecord {
+        id: id.to_owned(),
+        workspace_id: workspace.to_owned(),
+        key_id: key.to_owned(),
+        model_id: "claude-sonnet".to_owned(),
+        route: "anthropic".to_owned(),
+        endpoint: UsageEndpoint::Chat,
+        stream: true,
+        input_tokens: u.input,
+        cache_read_tokens: u.cache_read,
+        cache_write_tokens: u.cache_write,
+        output_tokens: u.output,
+        reasoning_tokens: u.reasoning,
+        input_price: pricing.input,
+        output_price: pricing.output,
+        cache_read_price: pricing.cache_read,
+        cache_write_price: pricing.cache_write,
+        cost: cost(&u, &pricing).unwrap(),
+        outcome: UsageOutcome::Complete,
+        started_at: finished - chrono::Duration::microseconds(1_234_567),
+        finished_at: finished,
+        upstream_latency_us: Some(210_001),
+        ttft_us: Some(350_003),
+        spend_window_start: window,
+    }
+}
+
+fn limited_key(id: &str, workspace: &str, reset: LimitReset) -> NewKey {
+    let mut k = new_key(id, workspace, &format!("hash-{id}"));
+    k.spend_limit = Some(usd("5"));
+    k.limit_reset = Some(reset);
+    k
+}
+
+fn pico(n: i64) -> Usd {
+    Usd::from_pico(n)
+}
+
+fn sum(costs: impl IntoIterator<Item = Usd>) -> Usd {
+    costs
+        .into_iter()
+        .fold(Usd::ZERO, |a, c| a.checked_add(c).unwrap())
+}
+
+/// Workspaces w1 (keys k1: daily limit, k2: no limit) and w2 (key k3: weekly limit).
+async fn billing_fixture(s: &dyn Store) {
+    s.create_workspace("w1", "one").await.unwrap();
+    s.create_workspace("w2", "two").await.unwrap();
+    s.create_key(limited_key("k1", "w1", LimitReset::Daily))
+        .await
+        .unwrap();
+    s.create_key(new_key("k2", "w1", "hash-k2")).await.unwrap();
+    s.create_key(limited_key("k3", "w2", LimitReset::Weekly))
+        .await
+        .unwrap();
+}
+
+async fn usage_is_recorded_exactly(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("top-up", "w1", usd("10"), None).await.unwrap();
+
+    let day = at(1_767_225_600, 0); // 2026-01-01T00:00:00Z, a Thursday
+    let t1 = day + chrono::Duration::microseconds(3_600_000_001);
+    let t2 = t1 + chrono::Duration::seconds(7);
+    let t3 = t2 + chrono::Duration::seconds(7);
+    let before_day = day - chrono::Duration::microseconds(1);
+    let daily = |t| Some(window_start(LimitReset::Daily, t));
+    let weekly = |t| Some(window_start(LimitReset::Weekly, t));
+
+    // 3 uncached + 3211 read + 115 written, 53 out (7 reasoning):
+    // 3 × 3,000,001 + 3211 × 300,007 + 115 × 3,750,001 + 53 × 15,000,003 pico.
+    let a = record(
+        "chatcmpl-a",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(3, 3_211, 115, 53, 7),
+        t1,
+        daily(t1),
+    );
+    assert_eq!(a.cost, pico(2_198_572_754));
+    let b_ = record(
+        "chatcmpl-b",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(1, 0, 0, 1, 0),
+        t2,
+        daily(t2),
+    );
+    assert_eq!(b_.cost, pico(3_000_001 + 15_000_003));
+    // The previous day's window of the same key.
+    let c = record(
+        "chatcmpl-c",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(0, 0, 0, 0, 0),
+        before_day,
+        daily(before_day),
+    );
+    assert_eq!(c.cost, Usd::ZERO);
+    // No limit on k2: no window; an embeddings record with no cache prices.
+    let mut d = record(
+        "emb-d",
+        ("w1", "k2"),
+        Pricing {
+            input: price("0.025"),
+            output: price("0"),
+            cache_read: None,
+            cache_write: None,
+        },
+        tokens(1_001, 0, 0, 0, 0),
+        t3,
+        None,
+    );
+    d.endpoint = UsageEndpoint::Embeddings;
+    d.stream = false;
+    d.ttft_us = None;
+    d.upstream_latency_us = None;
+    assert_eq!(d.cost, pico(25_025_000));
+    // Workspace w2 has no credit at all: its balance goes negative (overdraft is bounded
+    // by the gate, not the store).
+    let mut e = record(
+        "chatcmpl-e",
+        ("w2", "k3"),
+        odd_pricing(),
+        tokens(999_999, 1, 1, 77_777, 77_000),
+        t2,
+        weekly(t2),
+    );
+    e.outcome = UsageOutcome::ClientDisconnected;
+    assert_eq!(
+        e.cost,
+        pico(999_999 * 3_000_001 + 300_007 + 3_750_001 + 77_777 * 15_000_003)
+    );
+
+    let before = s.latest_change().await.unwrap();
+    // Given out of order: the store sorts.
+    let batch = vec![e.clone(), d.clone(), a.clone(), c.clone(), b_.clone()];
+    assert_eq!(s.record_usage(&batch).await.unwrap(), 5);
+
+    let w1_costs = sum([a.cost, b_.cost, c.cost, d.cost]);
+    assert_eq!(
+        s.balance("w1").await.unwrap(),
+        usd("10").checked_sub(w1_costs).unwrap()
+    );
+    // 10 USD − (2,198,572,754 + 18,000,004 + 0 + 25,025,000) pico.
+    assert_eq!(s.balance("w1").await.unwrap(), usd("9.997758402242"));
+    assert_eq!(
+        s.balance("w2").await.unwrap(),
+        Usd::ZERO.checked_sub(e.cost).unwrap()
+    );
+    assert!(s.balance("w2").await.unwrap() < Usd::ZERO);
+    assert_eq!(
+        s.balances().await.unwrap(),
+        vec![
+            ("w1".to_owned(), usd("9.997758402242")),
+            ("w2".to_owned(), Usd::ZERO.checked_sub(e.cost).unwrap()),
+        ]
+    );
+
+    // Window spend: exact, per (key, window start); zero where nothing was spent.
+    let spends = s
+        .key_spends(&[
+            ("k1".to_owned(), day),
+            ("k1".to_owned(), window_start(LimitReset::Daily, before_day)),
+            ("k3".to_owned(), window_start(LimitReset::Weekly, t2)),
+            ("k2".to_owned(), day),
+            ("k3".to_owned(), day),
+            ("ghost".to_owned(), day),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        spends,
+        vec![
+            ("k1".to_owned(), pico(2_198_572_754 + 18_000_004)),
+            ("k1".to_owned(), Usd::ZERO),
+            ("k3".to_owned(), e.cost),
+            ("k2".to_owned(), Usd::ZERO),
+            ("k3".to_owned(), Usd::ZERO),
+            ("ghost".to_owned(), Usd::ZERO),
+        ]
+    );
+    assert!(s.key_spends(&[]).await.unwrap().is_empty());
+
+    // One debit per record: −cost, linked to it, dated when the request finished.
+    let ledger = s.ledger("w1").await.unwrap();
+    assert_eq!(ledger.len(), 5);
+    assert_eq!(
+        ledger
+            .iter()
+            .filter(|l| l.kind == LedgerKind::Credit)
+            .count(),
+        1
+    );
+    for r in [&a, &b_, &c, &d] {
+        let debit = ledger
+            .iter()
+            .find(|l| l.usage_id.as_deref() == Some(r.id.as_str()))
+            .unwrap_or_else(|| panic!("no debit for {}", r.id));
+        assert_eq!(debit.kind, LedgerKind::Debit);
+        assert_eq!(debit.amount, Usd::ZERO.checked_sub(r.cost).unwrap());
+        assert_eq!(debit.note, None);
+        assert_eq!(debit.created_at, r.finished_at);
+        assert_eq!(debit.workspace_id, "w1");
+    }
+    assert!(ledger
+        .iter()
+        .all(|l| (l.kind == LedgerKind::Debit) == l.usage_id.is_some()));
+
+    // Records read back exactly, oldest (finished) first.
+    assert_eq!(
+        s.usage("w1", None).await.unwrap(),
+        vec![c.clone(), a.clone(), b_.clone(), d.clone()]
+    );
+    assert_eq!(
+        s.usage("w1", Some(t2)).await.unwrap(),
+        vec![b_.clone(), d.clone()]
+    );
+    assert_eq!(s.usage("w2", None).await.unwrap(), vec![e.clone()]);
+    assert!(s.usage("nobody", None).await.unwrap().is_empty());
+    // Serde round trip of a record (money as exact JSON numbers).
+    let json = serde_json::to_string(&a).unwrap();
+    assert!(json.contains(r#""cost":0.002198572754"#), "{json}");
+    assert_eq!(serde_json::from_str::<UsageRecord>(&json).unwrap(), a);
+
+    // The change feed: a Spend change per key written, a Balance change per workspace.
+    let changes = s.changes_since(before).await.unwrap();
+    let kinds: Vec<_> = changes
+        .iter()
+        .map(|c| (c.kind, c.ref_id.as_str()))
+        .collect();
+    for expected in [
+        (ChangeKind::Spend, "k1"),
+        (ChangeKind::Spend, "k2"),
+        (ChangeKind::Spend, "k3"),
+        (ChangeKind::Balance, "w1"),
+        (ChangeKind::Balance, "w2"),
+    ] {
+        assert!(
+            kinds.contains(&expected),
+            "{expected:?} missing from {kinds:?}"
+        );
+    }
+    if b.is_pg() {
+        // Statement-level trigger: one Spend change per key per batch.
+        let k1 = changes
+            .iter()
+            .filter(|c| c.kind == ChangeKind::Spend && c.ref_id == "k1")
+            .count();
+        assert_eq!(k1, 1, "{changes:?}");
+    }
+}
+
+async fn replaying_usage_applies_nothing_twice(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("top-up", "w1", usd("1"), None).await.unwrap();
+    let t0 = at(1_767_225_600, 0);
+    let mk = |i: i64, key: &str| {
+        let t = t0 + chrono::Duration::seconds(i);
+        let window = (key != "k2").then(|| window_start(LimitReset::Daily, t));
+        record(
+            &format!("r{i:03}"),
+            ("w1", key),
+            odd_pricing(),
+            tokens(100 + i as u64, 7 * i as u64, 3, 11 + i as u64, 0),
+            t,
+            window,
+        )
+    };
+    let first: Vec<_> = (0..10)
+        .map(|i| mk(i, if i % 3 == 0 { "k2" } else { "k1" }))
+        .collect();
+    assert_eq!(s.record_usage(&first).await.unwrap(), 10);
+
+    let snapshot = || async {
+        (
+            s.balances().await.unwrap(),
+            s.ledger("w1").await.unwrap(),
+            s.usage("w1", None).await.unwrap(),
+            s.key_spends(&[("k1".to_owned(), t0)]).await.unwrap(),
+            s.latest_change().await.unwrap(),
+        )
+    };
+    let after_first = snapshot().await;
+    let first_cost = sum(first.iter().map(|r| r.cost));
+    assert_eq!(
+        after_first.0,
+        vec![("w1".to_owned(), usd("1").checked_sub(first_cost).unwrap())]
+    );
+
+    // The same batch again (a spool replay after a crash): nothing applied, nothing changed —
+    // not even a change-feed row.
+    assert_eq!(s.record_usage(&first).await.unwrap(), 0);
+    assert_eq!(snapshot().await, after_first);
+    // Replaying a part of it, reversed.
+    let mut part: Vec<_> = first[3..7].to_vec();
+    part.reverse();
+    assert_eq!(s.record_usage(&part).await.unwrap(), 0);
+    assert_eq!(snapshot().await, after_first);
+    assert_eq!(s.record_usage(&[]).await.unwrap(), 0);
+
+    // A batch mixing old and new ids applies only the new ones. A repeated id within the
+    // batch counts once: the first occurrence wins.
+    let new_a = mk(10, "k1");
+    let new_b = mk(11, "k2");
+    let mut new_a_again = mk(10, "k1");
+    new_a_again.input_tokens += 1_000_000;
+    new_a_again.cost = cost(
+        &tokens(
+            new_a_again.input_tokens,
+            new_a_again.cache_read_tokens,
+            new_a_again.cache_write_tokens,
+            new_a_again.output_tokens,
+            0,
+        ),
+        &odd_pricing(),
+    )
+    .unwrap();
+    let mixed = vec![
+        first[2].clone(),
+        new_a.clone(),
+        first[9].clone(),
+        new_b.clone(),
+        new_a_again,
+        first[0].clone(),
+    ];
+    assert_eq!(s.record_usage(&mixed).await.unwrap(), 2);
+    assert_eq!(s.record_usage(&mixed).await.unwrap(), 0);
+    let all_cost = sum(first.iter().chain([&new_a, &new_b]).map(|r| r.cost));
+    assert_eq!(
+        s.balance("w1").await.unwrap(),
+        usd("1").checked_sub(all_cost).unwrap()
+    );
+    let usage = s.usage("w1", None).await.unwrap();
+    assert_eq!(usage.len(), 12);
+    assert_eq!(usage.iter().find(|r| r.id == "r010"), Some(&new_a));
+    let ids: BTreeSet<_> = usage.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(ids.len(), 12, "each id once");
+    let ledger = s.ledger("w1").await.unwrap();
+    assert_eq!(ledger.len(), 13, "one credit and one debit per record");
+    let k1_cost = sum(first
+        .iter()
+        .chain([&new_a])
+        .filter(|r| r.key_id == "k1")
+        .map(|r| r.cost));
+    assert_eq!(
+        s.key_spends(&[("k1".to_owned(), t0)]).await.unwrap(),
+        vec![("k1".to_owned(), k1_cost)]
+    );
+    let checks = s.ledger_verify().await.unwrap();
+    assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+}
+
+async fn usage_records_are_immutable(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let t = at(1_767_225_600, 0);
+    let r = record(
+        "chatcmpl-x",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(10, 20, 30, 40, 5),
+        t,
+        Some(t),
+    );
+    assert_eq!(s.record_usage(std::slice::from_ref(&r)).await.unwrap(), 1);
+
+    let refused = [
+        "UPDATE usage_records SET cost_pico = 0",
+        "UPDATE usage_records SET outcome = 'upstream_failed' WHERE id = 'chatcmpl-x'",
+        "DELETE FROM usage_records",
+        "DELETE FROM usage_records WHERE id = 'chatcmpl-x'",
+        // The debit is just as fixed.
+        "UPDATE ledger_entries SET amount_pico = 0 WHERE usage_id = 'chatcmpl-x'",
+        "DELETE FROM ledger_entries WHERE usage_id = 'chatcmpl-x'",
+    ];
+    for sql in refused {
+        match b.execute_raw(sql).await {
+            Err(e) => assert!(e.to_string().contains("append-only"), "{sql}: {e}"),
+            Ok(n) => panic!("{sql} was accepted ({n} rows)"),
+        }
+    }
+    if b.is_pg() {
+        assert!(b
+            .execute_raw("TRUNCATE usage_records CASCADE")
+            .await
+            .is_err());
+        assert!(b
+            .execute_raw("DELETE FROM usage_records WHERE id = 'nothing'")
+            .await
+            .is_err());
+    }
+    // A debit without a usage record, a second debit of the same record, or a debit of a
+    // record that does not exist is refused.
+    for (sql, why) in [
+        (
+            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at) \
+             VALUES ('manual', 'w1', 'debit', -5, 0)",
+            "check",
+        ),
+        (
+            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id) \
+             VALUES ('again', 'w1', 'debit', -5, 0, 'chatcmpl-x')",
+            "unique",
+        ),
+        (
+            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id) \
+             VALUES ('ghost', 'w1', 'debit', -5, 0, 'no-such-record')",
+            "foreign key",
+        ),
+    ] {
+        let sql = if b.is_pg() {
+            sql.replace(", 0)", ", now())").replace(", 0, ", ", now(), ")
+        } else {
+            sql.to_owned()
+        };
+        match b.execute_raw(&sql).await {
+            Err(e) => assert!(e.to_string().to_lowercase().contains(why), "{sql}: {e}"),
+            Ok(n) => panic!("{sql} was accepted ({n} rows)"),
+        }
+    }
+    assert_eq!(s.usage("w1", None).await.unwrap(), vec![r.clone()]);
+    assert_eq!(
+        s.balance("w1").await.unwrap(),
+        Usd::ZERO.checked_sub(r.cost).unwrap()
+    );
+    assert_eq!(s.ledger("w1").await.unwrap().len(), 1);
+}
+
+async fn invalid_usage_fails_the_whole_batch(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("top-up", "w1", usd("2"), None).await.unwrap();
+    let t = at(1_767_225_600, 0);
+    let good = record(
+        "good",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(1, 2, 3, 4, 0),
+        t,
+        Some(t),
+    );
+    let state = || async {
+        (
+            s.balances().await.unwrap(),
+            s.usage("w1", None).await.unwrap(),
+            s.ledger("w1").await.unwrap().len(),
+            s.key_spends(&[("k1".to_owned(), t)]).await.unwrap(),
+        )
+    };
+    let before = state().await;
+
+    // The database refuses a cost that is not exactly tokens × prices.
+    let mut wrong_cost = record(
+        "wrong",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(1, 0, 0, 0, 0),
+        t,
+        None,
+    );
+    wrong_cost.cost = wrong_cost.cost.checked_add(pico(1)).unwrap();
+    // A cached bucket without its own price must be billed at the input price.
+    let mut cheap_cache = record(
+        "cheap",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(0, 1_000, 0, 0, 0),
+        t,
+        None,
+    );
+    cheap_cache.cache_read_price = None;
+    // Reasoning is a part of output.
+    let mut reasoning = record(
+        "think",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(1, 0, 0, 2, 0),
+        t,
+        None,
+    );
+    reasoning.reasoning_tokens = 3;
+    // A key of another workspace.
+    let foreign = record(
+        "foreign",
+        ("w1", "k3"),
+        odd_pricing(),
+        tokens(1, 0, 0, 0, 0),
+        t,
+        None,
+    );
+    // A count no BIGINT holds.
+    let mut huge = record(
+        "huge",
+        ("w1", "k1"),
+        odd_pricing(),
+        tokens(0, 0, 0, 0, 0),
+        t,
+        None,
+    );
+    huge.ttft_us = Some(u64::MAX);
+
+    for (bad, conflict, why) in [
+        (wrong_cost, true, "usage_records_cost_exact"),
+        (cheap_cache, true, "usage_records_cost_exact"),
+        (reasoning, true, "usage_records_reasoning_in_output"),
+        (foreign, false, "foreign key"),
+        (huge, true, "ttft_us"),
+    ] {
+        let result = s.record_usage(&[good.clone(), bad.clone()]).await;
+        match (&result, conflict) {
+            (Err(e @ StoreError::Conflict(_)), true)
+            | (Err(e @ StoreError::NotFound(_)), false) => {
+                assert!(
+                    e.to_string().to_lowercase().contains(why),
+                    "{}: {e}",
+                    bad.id
+                );
+            }
+            _ => panic!("{}: {result:?}", bad.id),
+        }
+        assert_eq!(state().await, before, "{}: nothing applied", bad.id);
+    }
+    // The good record alone goes through.
+    assert_eq!(s.record_usage(&[good]).await.unwrap(), 1);
+}
+
+async fn ledger_verify_agrees(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.create_workspace("idle", "no activity").await.unwrap();
+    let t0 = at(1_767_225_600, 0);
+    let mut expected: BTreeMap<&str, (i128, i128)> = BTreeMap::new(); // (credits, costs)
+    for round in 0..4i64 {
+        let credit = pico(1_000_000_007 * (round + 1));
+        s.add_credit(&format!("c{round}"), "w1", credit, Some("top-up"))
+            .await
+            .unwrap();
+        expected.entry("w1").or_default().0 += i128::from(credit.pico());
+        let batch: Vec<_> = (0..25)
+            .map(|i| {
+                let n = round * 100 + i;
+                let t = t0 + chrono::Duration::hours(n);
+                let (ws, key, window) = match n % 3 {
+                    0 => ("w1", "k1", Some(window_start(LimitReset::Daily, t))),
+                    1 => ("w1", "k2", None),
+                    _ => ("w2", "k3", Some(window_start(LimitReset::Weekly, t))),
+                };
+                record(
+                    &format!("v{n}"),
+                    (ws, key),
+                    odd_pricing(),
+                    tokens(n as u64 * 13, n as u64 * 7 % 5, 1, n as u64 % 17, 0),
+                    t,
+                    window,
+                )
+            })
+            .collect();
+        assert_eq!(s.record_usage(&batch).await.unwrap(), 25);
+        for r in &batch {
+            let ws = if r.workspace_id == "w1" { "w1" } else { "w2" };
+            expected.entry(ws).or_default().1 += i128::from(r.cost.pico());
+        }
+    }
+    let checks = s.ledger_verify().await.unwrap();
+    assert_eq!(
+        checks
+            .iter()
+            .map(|c| c.workspace_id.as_str())
+            .collect::<Vec<_>>(),
+        vec!["idle", "w1", "w2"]
+    );
+    for c in &checks {
+        assert!(c.is_consistent(), "{c:?}");
+        let (credits, costs) = expected
+            .get(c.workspace_id.as_str())
+            .copied()
+            .unwrap_or_default();
+        assert_eq!(i128::from(c.usage_cost_sum.pico()), costs, "{c:?}");
+        assert_eq!(i128::from(c.debit_sum.pico()), -costs, "{c:?}");
+        assert_eq!(i128::from(c.ledger_sum.pico()), credits - costs, "{c:?}");
+        assert_eq!(c.balance_row, s.balance(&c.workspace_id).await.unwrap());
+    }
+
+    // Sums whose running total leaves i64 although the result fits: credits of i64::MAX and
+    // of a debit's amount, a debit in between. Exact on both backends (no REAL, no error).
+    s.create_workspace("big", "big").await.unwrap();
+    s.create_key(new_key("kb", "big", "hash-kb")).await.unwrap();
+    s.add_credit("max", "big", pico(i64::MAX), None)
+        .await
+        .unwrap();
+    let r = record(
+        "big-1",
+        ("big", "kb"),
+        odd_pricing(),
+        tokens(5, 0, 0, 9, 0),
+        t0,
+        None,
+    );
+    assert_eq!(s.record_usage(std::slice::from_ref(&r)).await.unwrap(), 1);
+    s.add_credit("refill", "big", r.cost, None).await.unwrap();
+    let big = s
+        .ledger_verify()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.workspace_id == "big")
+        .unwrap();
+    assert_eq!(big.balance_row, pico(i64::MAX));
+    assert_eq!(big.ledger_sum, pico(i64::MAX));
+    assert_eq!(big.usage_cost_sum, r.cost);
+    assert_eq!(big.debit_sum, Usd::ZERO.checked_sub(r.cost).unwrap());
+    assert!(big.is_consistent());
+
+    // A tampered balance row (the cache is mutable; the ledger is not) is caught.
+    b.execute_raw("UPDATE balances SET balance_pico = balance_pico + 1 WHERE workspace_id = 'w2'")
+        .await
+        .unwrap();
+    let w2 = s
+        .ledger_verify()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.workspace_id == "w2")
+        .unwrap();
+    assert!(!w2.is_consistent());
+    assert_eq!(w2.balance_row.pico() - w2.ledger_sum.pico(), 1);
+}
+
+/// Group-commit cost: one transaction of 500 new records, then the same 500 replayed.
+/// Prints the timings; asserts nothing about them.
+async fn usage_batch_commit_time(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("top-up", "w1", usd("1000"), None)
+        .await
+        .unwrap();
+    let t0 = at(1_767_225_600, 0);
+    let backend = if b.is_pg() { "postgres" } else { "sqlite" };
+    let mut times = Vec::new();
+    for round in 0..5 {
+        let batch: Vec<_> = (0..500)
+            .map(|i| {
+                let t = t0 + chrono::Duration::milliseconds(round * 1_000 + i);
+                let (key, window) = match i % 4 {
+                    0 => ("k2", None),
+                    _ => ("k1", Some(window_start(LimitReset::Daily, t))),
+                };
+                record(
+                    &format!("chatcmpl-{round}-{i:04}"),
+                    ("w1", key),
+                    odd_pricing(),
+                    tokens(1_000 + i as u64, 50, 5, 200 + i as u64, 20),
+                    t,
+                    window,
+                )
+            })
+            .collect();
+        let started = Instant::now();
+        assert_eq!(s.record_usage(&batch).await.unwrap(), 500);
+        let fresh = started.elapsed();
+        let started = Instant::now();
+        assert_eq!(s.record_usage(&batch).await.unwrap(), 0);
+        let replay = started.elapsed();
+        times.push((fresh, replay));
+    }
+    for (round, (fresh, replay)) in times.iter().enumerate() {
+        eprintln!(
+            "record_usage[{backend}] round {round}: 500 new records committed in {:.2} ms; \
+             replayed (0 applied) in {:.2} ms",
+            fresh.as_secs_f64() * 1e3,
+            replay.as_secs_f64() * 1e3
+        );
+    }
+    let mut fresh: Vec<_> = times.iter().map(|t| t.0).collect();
+    fresh.sort();
+    println!(
+        "record_usage[{backend}]: batch of 500 — median {:.2} ms, best {:.2} ms",
+        fresh[fresh.len() / 2].as_secs_f64() * 1e3,
+        fresh[0].as_secs_f64() * 1e3
+    );
+    let checks = s.ledger_verify().await.unwrap();
+    assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+}
+
+/// A deterministic number from an id (FNV-1a), so a record's content depends only on its id
+/// and every writer of a duplicate id writes the same record.
+fn id_hash(id: &str) -> u64 {
+    id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Two store instances (two replicas) write 20 overlapping batches of 50 concurrently, ~30%
+/// of the ids shared across tasks and instances, each batch in a random order: each id is
+/// written once, the books agree to the last pico, no deadlock.
+async fn concurrent_writers_apply_each_id_once(b: Arc<Backend>) {
+    use rand::seq::SliceRandom;
+
+    let s = b.ready().await;
+    s.create_workspace("cw1", "one").await.unwrap();
+    s.create_workspace("cw2", "two").await.unwrap();
+    s.create_key(limited_key("ck1", "cw1", LimitReset::Daily))
+        .await
+        .unwrap();
+    s.create_key(new_key("ck2", "cw1", "hash-ck2"))
+        .await
+        .unwrap();
+    s.create_key(limited_key("ck3", "cw2", LimitReset::Monthly))
+        .await
+        .unwrap();
+    s.create_key(new_key("ck4", "cw2", "hash-ck4"))
+        .await
+        .unwrap();
+    s.add_credit("seed-1", "cw1", usd("3.000000000001"), None)
+        .await
+        .unwrap();
+    let before = s.latest_change().await.unwrap();
+
+    let t0 = at(1_767_268_800, 0); // 2026-01-01T12:00:00Z
+    let make = |id: &str| {
+        let h = id_hash(id);
+        let (ws, key, reset) = match h % 4 {
+            0 => ("cw1", "ck1", Some(LimitReset::Daily)),
+            1 => ("cw1", "ck2", None),
+            2 => ("cw2", "ck3", Some(LimitReset::Monthly)),
+            _ => ("cw2", "ck4", None),
+        };
+        // Spread over two days, so ck1 has two daily windows.
+        let t = t0 + chrono::Duration::microseconds((h % 86_400_000_000) as i64 + 1);
+        record(
+            id,
+            (ws, key),
+            odd_pricing(),
+            tokens(
+                h % 5_000 + 1,
+                (h >> 8) % 3_000,
+                (h >> 16) % 700,
+                (h >> 24) % 2_000,
+                0,
+            ),
+            t,
+            reset.map(|r| window_start(r, t)),
+        )
+    };
+    let instances = [b.another().await, b.another().await];
+    let shared: Vec<String> = (0..60).map(|i| format!("shared-{i:02}")).collect();
+    let mut tasks = Vec::new();
+    let mut all_ids = BTreeSet::new();
+    let barrier = Arc::new(tokio::sync::Barrier::new(20));
+    for task in 0..20usize {
+        let mut rng = rand::thread_rng();
+        let mut ids: Vec<String> = (0..35).map(|i| format!("t{task:02}-{i:02}")).collect();
+        ids.extend(shared.choose_multiple(&mut rng, 15).cloned());
+        ids.shuffle(&mut rng);
+        all_ids.extend(ids.iter().cloned());
+        let batch: Vec<UsageRecord> = ids.iter().map(|id| make(id)).collect();
+        let store = Arc::clone(&instances[task % 2]);
+        let barrier = Arc::clone(&barrier);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let first = store.record_usage(&batch).await.unwrap();
+            // And once more, racing the others: nothing new.
+            let again = store.record_usage(&batch).await.unwrap();
+            assert_eq!(again, 0);
+            first
+        }));
+    }
+    let started = Instant::now();
+    let mut applied = 0;
+    for t in tasks {
+        applied += tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("a writer is stuck (deadlock?)")
+            .unwrap();
+    }
+    let elapsed = started.elapsed();
+    eprintln!(
+        "concurrent record_usage: 20 tasks x 50 records on 2 instances, {} distinct ids, \
+         in {:.1} ms",
+        all_ids.len(),
+        elapsed.as_secs_f64() * 1e3
+    );
+    assert_eq!(
+        applied,
+        all_ids.len() as u64,
+        "applied once per distinct id"
+    );
+
+    // Each id exactly once; the books agree to the last pico.
+    let mut stored = Vec::new();
+    for ws in ["cw1", "cw2"] {
+        stored.extend(s.usage(ws, None).await.unwrap());
+    }
+    let stored_ids: Vec<_> = stored.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(stored_ids.len(), all_ids.len());
+    assert_eq!(stored_ids.iter().cloned().collect::<BTreeSet<_>>(), all_ids);
+    for r in &stored {
+        assert_eq!(r, &make(&r.id));
+    }
+    let mut costs: BTreeMap<&str, Usd> = BTreeMap::new();
+    let mut spend: BTreeMap<(String, DateTime<Utc>), Usd> = BTreeMap::new();
+    for id in &all_ids {
+        let r = make(id);
+        let c = costs
+            .entry(if r.workspace_id == "cw1" {
+                "cw1"
+            } else {
+                "cw2"
+            })
+            .or_default();
+        *c = c.checked_add(r.cost).unwrap();
+        if let Some(w) = r.spend_window_start {
+            let e = spend.entry((r.key_id.clone(), w)).or_default();
+            *e = e.checked_add(r.cost).unwrap();
+        }
+    }
+    let cw1 = usd("3.000000000001").checked_sub(costs["cw1"]).unwrap();
+    let cw2 = Usd::ZERO.checked_sub(costs["cw2"]).unwrap();
+    assert_eq!(s.balance("cw1").await.unwrap(), cw1);
+    assert_eq!(s.balance("cw2").await.unwrap(), cw2);
+    for c in s.ledger_verify().await.unwrap() {
+        assert!(c.is_consistent(), "{c:?}");
+        let expected_cost = costs[c.workspace_id.as_str()];
+        assert_eq!(c.usage_cost_sum, expected_cost);
+        assert_eq!(c.debit_sum, Usd::ZERO.checked_sub(expected_cost).unwrap());
+        assert_eq!(c.ledger_sum, c.balance_row);
+    }
+    for ws in ["cw1", "cw2"] {
+        let ledger = s.ledger(ws).await.unwrap();
+        let debits: BTreeSet<_> = ledger.iter().filter_map(|l| l.usage_id.clone()).collect();
+        assert_eq!(
+            debits.len(),
+            ledger
+                .iter()
+                .filter(|l| l.kind == LedgerKind::Debit)
+                .count()
+        );
+    }
+    let wanted: Vec<(String, DateTime<Utc>)> = spend.keys().cloned().collect();
+    assert!(wanted.iter().any(|(k, _)| k == "ck1") && wanted.iter().any(|(k, _)| k == "ck3"));
+    let got = s.key_spends(&wanted).await.unwrap();
+    let expected: Vec<(String, Usd)> = spend.iter().map(|((k, _), v)| (k.clone(), *v)).collect();
+    assert_eq!(got, expected);
+
+    // The change feed shows Spend for every key written, seen from either instance.
+    let changes = instances[1].changes_since(before).await.unwrap();
+    for key in ["ck1", "ck2", "ck3", "ck4"] {
+        assert!(
+            changes
+                .iter()
+                .any(|c| c.kind == ChangeKind::Spend && c.ref_id == key),
+            "no Spend change for {key}"
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,12 @@
 -- by an overflowing integer sum) is refused instead of stored.
 --
 -- Change feed: every insert/update/delete of a key, workspace, balance or catalog row appends
--- to change_log. SQLite has no NOTIFY; followers poll change_log.
+-- to change_log, and so does every inserted usage record (kind 'spend', ref: its key). SQLite
+-- has no NOTIFY; followers poll change_log.
+--
+-- Billing: usage_records and ledger_entries are append-only (triggers refuse UPDATE and
+-- DELETE). balances and key_spend are derived caches of them, updated in the same
+-- transaction, and checkable against the sums at any time (`ledger verify`).
 
 CREATE TABLE workspaces (
     id          TEXT PRIMARY KEY NOT NULL,
@@ -24,7 +29,10 @@ CREATE TABLE api_keys (
     expires_at        INTEGER,
     revoked_at        INTEGER,
     spend_limit_pico  INTEGER CHECK (spend_limit_pico >= 0),
-    limit_reset       TEXT CHECK (limit_reset IN ('daily', 'weekly', 'monthly'))
+    limit_reset       TEXT CHECK (limit_reset IN ('daily', 'weekly', 'monthly')),
+    -- Target of usage_records' (key_id, workspace_id) reference: a record's key belongs to
+    -- its workspace.
+    UNIQUE (id, workspace_id)
 ) STRICT;
 CREATE INDEX api_keys_workspace_idx ON api_keys (workspace_id);
 
@@ -65,6 +73,62 @@ CREATE TABLE routes (
 ) STRICT;
 CREATE INDEX routes_model_idx ON routes (model_id, seq);
 
+-- One row per successful request, written once (id = the completion id) and never changed.
+-- The prices are those in force when the request was made; cost_pico is exactly
+-- tokens × prices (a cached bucket without its own price is billed at the input price), and
+-- the CHECK below makes the database refuse a record whose cost disagrees with its own
+-- tokens and prices. output_tokens includes reasoning_tokens.
+CREATE TABLE usage_records (
+    -- Insertion order: the tie-break between records with the same finished_at. (The record
+    -- id is the logical key; it is UNIQUE NOT NULL.)
+    seq                      INTEGER PRIMARY KEY,
+    id                       TEXT NOT NULL UNIQUE,
+    -- (key_id, workspace_id) references the key below, which implies the workspace exists.
+    workspace_id             TEXT NOT NULL,
+    key_id                   TEXT NOT NULL,
+    model_id                 TEXT NOT NULL,
+    route                    TEXT NOT NULL,
+    endpoint                 TEXT NOT NULL CHECK (endpoint IN ('chat', 'embeddings')),
+    stream                   INTEGER NOT NULL CHECK (stream IN (0, 1)),
+    input_tokens             INTEGER NOT NULL CHECK (input_tokens >= 0),
+    cache_read_tokens        INTEGER NOT NULL CHECK (cache_read_tokens >= 0),
+    cache_write_tokens       INTEGER NOT NULL CHECK (cache_write_tokens >= 0),
+    output_tokens            INTEGER NOT NULL CHECK (output_tokens >= 0),
+    reasoning_tokens         INTEGER NOT NULL CHECK (reasoning_tokens >= 0),
+    input_price_micro        INTEGER NOT NULL CHECK (input_price_micro >= 0),
+    output_price_micro       INTEGER NOT NULL CHECK (output_price_micro >= 0),
+    cache_read_price_micro   INTEGER CHECK (cache_read_price_micro >= 0),
+    cache_write_price_micro  INTEGER CHECK (cache_write_price_micro >= 0),
+    cost_pico                INTEGER NOT NULL CHECK (cost_pico >= 0),
+    outcome                  TEXT NOT NULL
+        CHECK (outcome IN ('complete', 'client_disconnected', 'upstream_failed')),
+    started_at               INTEGER NOT NULL,
+    finished_at              INTEGER NOT NULL,
+    upstream_latency_us      INTEGER CHECK (upstream_latency_us >= 0),
+    ttft_us                  INTEGER CHECK (ttft_us >= 0),
+    -- Start of the key's spend window the cost was added to (NULL: the key has no limit).
+    spend_window_start       INTEGER,
+    FOREIGN KEY (key_id, workspace_id) REFERENCES api_keys (id, workspace_id),
+    CONSTRAINT usage_records_reasoning_in_output CHECK (reasoning_tokens <= output_tokens),
+    -- An overflowing product turns into a REAL, which is never equal to the INTEGER cost.
+    CONSTRAINT usage_records_cost_exact CHECK (cost_pico =
+        input_tokens * input_price_micro
+        + cache_read_tokens * COALESCE(cache_read_price_micro, input_price_micro)
+        + cache_write_tokens * COALESCE(cache_write_price_micro, input_price_micro)
+        + output_tokens * output_price_micro)
+) STRICT;
+CREATE INDEX usage_records_workspace_idx ON usage_records (workspace_id, finished_at, seq);
+
+-- Usage records are append-only: the database itself refuses UPDATE and DELETE.
+CREATE TRIGGER usage_records_no_update BEFORE UPDATE ON usage_records
+BEGIN
+    SELECT RAISE(ABORT, 'usage_records is append-only: UPDATE refused');
+END;
+CREATE TRIGGER usage_records_no_delete BEFORE DELETE ON usage_records
+BEGIN
+    SELECT RAISE(ABORT, 'usage_records is append-only: DELETE refused');
+END;
+
 CREATE TABLE ledger_entries (
     -- Insertion order: the tie-break between entries with the same created_at. (The entry id
     -- is the logical key; it is UNIQUE NOT NULL.)
@@ -75,7 +139,11 @@ CREATE TABLE ledger_entries (
     amount_pico   INTEGER NOT NULL,
     note          TEXT,
     created_at    INTEGER NOT NULL,
-    CHECK ((kind = 'credit' AND amount_pico > 0) OR (kind = 'debit' AND amount_pico <= 0))
+    -- A debit charges exactly one usage record, and a usage record is charged at most once
+    -- (UNIQUE); credits reference none.
+    usage_id      TEXT UNIQUE REFERENCES usage_records (id),
+    CHECK ((kind = 'credit' AND amount_pico > 0) OR (kind = 'debit' AND amount_pico <= 0)),
+    CHECK ((kind = 'debit') = (usage_id IS NOT NULL))
 ) STRICT;
 CREATE INDEX ledger_entries_workspace_idx ON ledger_entries (workspace_id, created_at, seq);
 
@@ -89,15 +157,26 @@ BEGIN
     SELECT RAISE(ABORT, 'ledger_entries is append-only: DELETE refused');
 END;
 
+-- Derived cache: balance_pico = the sum of the workspace's ledger entries. May be negative
+-- (bounded overdraft: requests in flight when the credit runs out still complete).
 CREATE TABLE balances (
     workspace_id  TEXT PRIMARY KEY NOT NULL REFERENCES workspaces (id),
     balance_pico  INTEGER NOT NULL
 ) STRICT;
 
+-- Derived cache: a key's spend in one window (window_start from billing::window, Unix µs) =
+-- the sum of cost_pico of its usage records with that spend_window_start.
+CREATE TABLE key_spend (
+    key_id        TEXT NOT NULL REFERENCES api_keys (id),
+    window_start  INTEGER NOT NULL,
+    spend_pico    INTEGER NOT NULL CHECK (spend_pico >= 0),
+    PRIMARY KEY (key_id, window_start)
+) STRICT;
+
 CREATE TABLE change_log (
     -- AUTOINCREMENT: a seq is never reused, even after old rows are pruned.
     seq         INTEGER PRIMARY KEY AUTOINCREMENT,
-    kind        TEXT NOT NULL CHECK (kind IN ('key', 'workspace', 'balance', 'catalog')),
+    kind        TEXT NOT NULL CHECK (kind IN ('key', 'workspace', 'balance', 'catalog', 'spend')),
     ref_id      TEXT NOT NULL,
     created_at  INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER))
 ) STRICT;
@@ -191,4 +270,11 @@ END;
 CREATE TRIGGER profiles_log_delete AFTER DELETE ON profiles
 BEGIN
     INSERT INTO change_log (kind, ref_id) VALUES ('catalog', OLD.name);
+END;
+
+-- usage_records -> 'spend' (ref: key id). SQLite has no statement triggers: one row per
+-- record. (Inserts only: the table refuses updates and deletes.)
+CREATE TRIGGER usage_records_log_spend AFTER INSERT ON usage_records
+BEGIN
+    INSERT INTO change_log (kind, ref_id) VALUES ('spend', NEW.key_id);
 END;

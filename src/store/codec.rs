@@ -1,12 +1,16 @@
 //! Value conversions both backends share, so the two cannot drift apart: timestamps at
 //! microsecond precision, enum columns as text, capabilities as a JSON array, and the checks
-//! made before anything is written.
+//! made before anything is written. Also the batch preparation of `record_usage` (dedup,
+//! order, exact aggregation), so both backends apply a batch identically.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, SubsecRound, Utc};
 
-use super::{CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult};
+use super::{
+    CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint,
+    UsageOutcome, UsageRecord,
+};
 use crate::billing::money::Usd;
 
 /// Both databases keep microseconds; every timestamp the store writes or returns is
@@ -36,6 +40,7 @@ pub(crate) fn change_kind_from(text: &str) -> StoreResult<ChangeKind> {
         "workspace" => Ok(ChangeKind::Workspace),
         "balance" => Ok(ChangeKind::Balance),
         "catalog" => Ok(ChangeKind::Catalog),
+        "spend" => Ok(ChangeKind::Spend),
         other => Err(StoreError::Corrupt(format!(
             "unknown change kind {other:?}"
         ))),
@@ -103,6 +108,175 @@ pub(crate) fn check_credit(amount: Usd) -> StoreResult<()> {
     }
 }
 
+pub(crate) fn endpoint_str(e: UsageEndpoint) -> &'static str {
+    match e {
+        UsageEndpoint::Chat => "chat",
+        UsageEndpoint::Embeddings => "embeddings",
+    }
+}
+
+pub(crate) fn endpoint_from(text: &str) -> StoreResult<UsageEndpoint> {
+    match text {
+        "chat" => Ok(UsageEndpoint::Chat),
+        "embeddings" => Ok(UsageEndpoint::Embeddings),
+        other => Err(StoreError::Corrupt(format!("unknown endpoint {other:?}"))),
+    }
+}
+
+pub(crate) fn outcome_str(o: UsageOutcome) -> &'static str {
+    match o {
+        UsageOutcome::Complete => "complete",
+        UsageOutcome::ClientDisconnected => "client_disconnected",
+        UsageOutcome::UpstreamFailed => "upstream_failed",
+    }
+}
+
+pub(crate) fn outcome_from(text: &str) -> StoreResult<UsageOutcome> {
+    match text {
+        "complete" => Ok(UsageOutcome::Complete),
+        "client_disconnected" => Ok(UsageOutcome::ClientDisconnected),
+        "upstream_failed" => Ok(UsageOutcome::UpstreamFailed),
+        other => Err(StoreError::Corrupt(format!("unknown outcome {other:?}"))),
+    }
+}
+
+/// A token count or duration as the BIGINT column holds it; beyond `i64` the record is
+/// refused (it could never have been priced).
+fn count_to_db(id: &str, what: &str, v: u64) -> StoreResult<i64> {
+    i64::try_from(v).map_err(|_| {
+        StoreError::Conflict(format!(
+            "usage record {id}: {what} {v} does not fit a BIGINT"
+        ))
+    })
+}
+
+/// A BIGINT column read back as a count; a negative value is a corrupt row (the schema's
+/// CHECKs forbid it).
+pub(crate) fn count_from_db(what: &str, v: i64) -> StoreResult<u64> {
+    u64::try_from(v).map_err(|_| StoreError::Corrupt(format!("{what} {v} is negative")))
+}
+
+pub(crate) fn opt_count_from_db(what: &str, v: Option<i64>) -> StoreResult<Option<u64>> {
+    v.map(|n| count_from_db(what, n)).transpose()
+}
+
+/// A usage record's integer columns, converted and checked once for both backends.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UsageInts {
+    pub input_tokens: i64,
+    pub cache_read_tokens: i64,
+    pub cache_write_tokens: i64,
+    pub output_tokens: i64,
+    pub reasoning_tokens: i64,
+    pub upstream_latency_us: Option<i64>,
+    pub ttft_us: Option<i64>,
+}
+
+impl UsageInts {
+    pub(crate) fn of(r: &UsageRecord) -> StoreResult<Self> {
+        let id = r.id.as_str();
+        let opt = |what: &str, v: Option<u64>| v.map(|n| count_to_db(id, what, n)).transpose();
+        Ok(Self {
+            input_tokens: count_to_db(id, "input_tokens", r.input_tokens)?,
+            cache_read_tokens: count_to_db(id, "cache_read_tokens", r.cache_read_tokens)?,
+            cache_write_tokens: count_to_db(id, "cache_write_tokens", r.cache_write_tokens)?,
+            output_tokens: count_to_db(id, "output_tokens", r.output_tokens)?,
+            reasoning_tokens: count_to_db(id, "reasoning_tokens", r.reasoning_tokens)?,
+            upstream_latency_us: opt("upstream_latency_us", r.upstream_latency_us)?,
+            ttft_us: opt("ttft_us", r.ttft_us)?,
+        })
+    }
+}
+
+/// The records of a batch to attempt, in the order every writer inserts them: the first
+/// occurrence of each id, sorted by id (a consistent lock order between concurrent writers),
+/// with timestamps truncated to storage precision. Fails on a record that cannot be stored
+/// (a count beyond BIGINT, a negative cost) before anything is written.
+pub(crate) fn prepare_batch(batch: &[UsageRecord]) -> StoreResult<Vec<(UsageRecord, UsageInts)>> {
+    let mut seen = HashSet::with_capacity(batch.len());
+    let mut out = Vec::with_capacity(batch.len());
+    for r in batch {
+        if !seen.insert(r.id.as_str()) {
+            continue;
+        }
+        if r.cost.pico() < 0 {
+            return Err(StoreError::Conflict(format!(
+                "usage record {}: negative cost {} USD",
+                r.id, r.cost
+            )));
+        }
+        let ints = UsageInts::of(r)?;
+        let mut r = r.clone();
+        r.started_at = trunc(r.started_at);
+        r.finished_at = trunc(r.finished_at);
+        r.spend_window_start = r.spend_window_start.map(trunc);
+        out.push((r, ints));
+    }
+    // Byte order, like the `COLLATE "C"` the PostgreSQL backend sorts with.
+    out.sort_by(|a, b| a.0.id.as_bytes().cmp(b.0.id.as_bytes()));
+    Ok(out)
+}
+
+/// The ledger entry id of the debit for usage record `usage_id` (the PostgreSQL backend
+/// builds the same id in SQL: `'debit:' || id`).
+pub(crate) fn debit_id(usage_id: &str) -> String {
+    format!("debit:{usage_id}")
+}
+
+/// What the newly inserted records of a batch add up to, exactly: the debit per workspace and
+/// the spend per (key, window), each sorted — the order rows are locked in.
+#[derive(Debug, Default)]
+pub(crate) struct BatchTotals {
+    pub by_workspace: BTreeMap<String, i64>,
+    pub by_key_window: BTreeMap<(String, DateTime<Utc>), i64>,
+}
+
+impl BatchTotals {
+    pub(crate) fn of<'a>(new: impl IntoIterator<Item = &'a UsageRecord>) -> StoreResult<Self> {
+        let mut t = BatchTotals::default();
+        let overflow = |what: &str| {
+            StoreError::Conflict(format!("the batch's total cost for {what} overflows i64"))
+        };
+        for r in new {
+            let cost = r.cost.pico();
+            let w = t.by_workspace.entry(r.workspace_id.clone()).or_insert(0);
+            *w = w
+                .checked_add(cost)
+                .ok_or_else(|| overflow(&format!("workspace {}", r.workspace_id)))?;
+            if let Some(start) = r.spend_window_start {
+                let k = t
+                    .by_key_window
+                    .entry((r.key_id.clone(), start))
+                    .or_insert(0);
+                *k = k
+                    .checked_add(cost)
+                    .ok_or_else(|| overflow(&format!("key {}", r.key_id)))?;
+            }
+        }
+        Ok(t)
+    }
+}
+
+/// An exact decimal integer as PostgreSQL prints a NUMERIC sum, as `Usd`.
+pub(crate) fn sum_from_text(what: &str, text: &str) -> StoreResult<Usd> {
+    let n: i128 = text
+        .parse()
+        .map_err(|e| StoreError::Corrupt(format!("{what} {text:?} is not an integer: {e}")))?;
+    i64::try_from(n)
+        .map(Usd::from_pico)
+        .map_err(|_| StoreError::Corrupt(format!("{what} {n} pico-USD is out of range")))
+}
+
+/// A sum SQLite computed in two parts, `SUM(x >> 32)` and `SUM(x & 0xFFFFFFFF)` (each exact
+/// in INTEGER for up to 2^31 rows; SQLite raises "integer overflow" rather than rounding
+/// beyond that), put back together exactly.
+pub(crate) fn sum_from_parts(what: &str, hi: i64, lo: i64) -> StoreResult<Usd> {
+    let n = (i128::from(hi) << 32) + i128::from(lo);
+    i64::try_from(n)
+        .map(Usd::from_pico)
+        .map_err(|_| StoreError::Corrupt(format!("{what} {n} pico-USD is out of range")))
+}
+
 /// Every model id whose routes `import_catalog` replaces: those of the models and the routes.
 pub(crate) fn catalog_model_ids(rows: &CatalogRows) -> BTreeSet<&str> {
     rows.models
@@ -148,6 +322,26 @@ mod tests {
             check_credit(Usd::from_pico(-1)),
             Err(StoreError::Conflict(_))
         ));
+    }
+
+    #[test]
+    fn split_sums_are_exact() {
+        for xs in [
+            vec![i64::MAX, 1, -2],
+            vec![i64::MIN + 1, -1, 5, 4_294_967_295, -4_294_967_296],
+            vec![-1, -1, -1],
+            vec![123_456_789_012_345, -98_765_432_109],
+        ] {
+            let hi: i64 = xs.iter().map(|x| x >> 32).sum();
+            let lo: i64 = xs.iter().map(|x| x & 0xFFFF_FFFF).sum();
+            let exact: i128 = xs.iter().map(|&x| i128::from(x)).sum();
+            let got = sum_from_parts("t", hi, lo).unwrap();
+            assert_eq!(i128::from(got.pico()), exact, "{xs:?}");
+        }
+        assert!(sum_from_parts("t", i64::MAX >> 31, 0).is_err());
+        assert_eq!(sum_from_text("t", "-42").unwrap(), Usd::from_pico(-42));
+        assert!(sum_from_text("t", "9223372036854775808").is_err());
+        assert!(sum_from_text("t", "1.5").is_err());
     }
 
     #[test]

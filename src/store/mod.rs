@@ -7,9 +7,18 @@
 //! idempotent. Both backends pass the same suite (`tests/store.rs`).
 //!
 //! Change feed: triggers append a row to `change_log` whenever a key, workspace, balance or
-//! catalog row changes. Replicas follow it with `changes_since` (PostgreSQL also NOTIFYs on
-//! channel `tollgate_changes`, so `wait_for_change` wakes at once; SQLite polls), which is how
-//! a revocation made by the CLI on one machine reaches every running gateway.
+//! catalog row changes, and when usage records are inserted (`Spend`, ref: the key).
+//! Replicas follow it with `changes_since` (PostgreSQL also NOTIFYs on channel
+//! `tollgate_changes`, so `wait_for_change` wakes at once; SQLite polls), which is how a
+//! revocation made by the CLI on one machine reaches every running gateway.
+//!
+//! Billing: `usage_records` (one per successful request) and `ledger_entries` (credits, and
+//! one debit per usage record, `usage_id` UNIQUE) are append-only — the database refuses
+//! UPDATE and DELETE. `balances` and `key_spend` are derived caches of them, updated in the
+//! same transaction as the rows they summarise, and `ledger_verify` recomputes the sums to
+//! check them. `record_usage` is idempotent by record id: a replayed or racing batch writes
+//! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
+//! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 
 mod codec;
 pub mod migrations;
@@ -124,6 +133,9 @@ pub struct LedgerEntry {
     pub amount: Usd,
     pub note: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// For a debit: the usage record it charges (each record is charged at most once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_id: Option<String>,
 }
 
 /// A catalog model row. Prices are USD per 1M tokens; `None` cache prices mean "no distinct
@@ -197,6 +209,8 @@ pub enum ChangeKind {
     Workspace,
     Balance,
     Catalog,
+    /// Usage records of this key (ref id) were written: its window spend changed.
+    Spend,
 }
 
 /// One row of the change feed: what changed, by id.
@@ -205,6 +219,92 @@ pub struct Change {
     pub seq: i64,
     pub kind: ChangeKind,
     pub ref_id: String,
+}
+
+/// Which billed endpoint a usage record is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UsageEndpoint {
+    Chat,
+    Embeddings,
+}
+
+/// How the request ended. Every outcome is billed for the tokens the upstream reported (or,
+/// for a stream cut short, the tokens received so far).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageOutcome {
+    /// The response was delivered in full.
+    Complete,
+    /// The client went away mid-response; the upstream still produced (and billed) tokens.
+    ClientDisconnected,
+    /// The upstream failed after producing billable tokens.
+    UpstreamFailed,
+}
+
+/// One successful request's bill: written once (idempotent by `id`), never changed.
+///
+/// Invariants (the database refuses a record breaking them): `cost` is exactly the tokens ×
+/// the prices recorded here (cached buckets without their own price at the input price —
+/// see `billing::cost`), `reasoning_tokens <= output_tokens`, and the key belongs to the
+/// workspace.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageRecord {
+    /// The completion id returned to the client.
+    pub id: String,
+    pub workspace_id: String,
+    pub key_id: String,
+    pub model_id: String,
+    pub route: String,
+    pub endpoint: UsageEndpoint,
+    pub stream: bool,
+    /// Input tokens neither read from nor written to a cache.
+    pub input_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    /// All output tokens, reasoning included.
+    pub output_tokens: u64,
+    /// The part of `output_tokens` spent thinking.
+    pub reasoning_tokens: u64,
+    /// Prices in force at the time of the request (USD per 1M tokens).
+    pub input_price: Price,
+    pub output_price: Price,
+    pub cache_read_price: Option<Price>,
+    pub cache_write_price: Option<Price>,
+    pub cost: Usd,
+    pub outcome: UsageOutcome,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// Microseconds from sending the upstream request to its response head.
+    pub upstream_latency_us: Option<u64>,
+    /// Microseconds from the client's request to the first byte of the response body.
+    pub ttft_us: Option<u64>,
+    /// Start of the key's spend window (`billing::window::window_start`) this cost counts
+    /// towards; `None` when the key has no spend limit (no `key_spend` row is touched).
+    pub spend_window_start: Option<DateTime<Utc>>,
+}
+
+/// One workspace's books, every sum computed by the database: consistent when
+/// `balance_row == ledger_sum` and `-debit_sum == usage_cost_sum`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LedgerCheck {
+    pub workspace_id: String,
+    /// The cached balance row (zero when the workspace has none).
+    pub balance_row: Usd,
+    /// Sum of every ledger entry (credits and debits).
+    pub ledger_sum: Usd,
+    /// Sum of `cost` over the workspace's usage records.
+    pub usage_cost_sum: Usd,
+    /// Sum of the debits (negative or zero).
+    pub debit_sum: Usd,
+}
+
+impl LedgerCheck {
+    /// Whether the balance row equals the ledger and the debits equal the usage costs.
+    pub fn is_consistent(&self) -> bool {
+        self.balance_row == self.ledger_sum
+            && Usd::ZERO.checked_sub(self.debit_sum) == Some(self.usage_cost_sum)
+    }
 }
 
 #[async_trait]
@@ -236,6 +336,33 @@ pub trait Store: Send + Sync + 'static {
     /// The workspace's balance row (zero when it has none).
     async fn balance(&self, workspace_id: &str) -> StoreResult<Usd>;
     async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>>;
+
+    /// Writes a batch of usage records in ONE transaction (group commit). For each record
+    /// whose id is not yet stored: inserts it, appends its ledger debit (`-cost`, `usage_id`
+    /// = the record id, dated `finished_at`), subtracts the cost from the workspace's balance
+    /// row (created if missing; it may go negative) and, when `spend_window_start` is set,
+    /// adds it to the key's spend in that window. Records already stored — replays, or a
+    /// repeated id within the batch (the first occurrence wins) — are skipped, so each id is
+    /// written and debited at most once, even with several writers racing. Returns how many
+    /// records were newly applied. Any invalid record fails the whole batch, changing nothing.
+    async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64>;
+    /// The workspace's usage records finished at or after `since` (all when `None`), oldest
+    /// first.
+    async fn usage(
+        &self,
+        workspace_id: &str,
+        since: Option<DateTime<Utc>>,
+    ) -> StoreResult<Vec<UsageRecord>>;
+    /// Every balance row, by workspace id: what the in-memory credit gate starts from.
+    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>>;
+    /// The spend of each (key id, window start), in the order asked; zero when absent.
+    async fn key_spends(
+        &self,
+        since_window_starts: &[(String, DateTime<Utc>)],
+    ) -> StoreResult<Vec<(String, Usd)>>;
+    /// Every workspace's balance row against the sums of its ledger and usage records, by
+    /// workspace id, computed exactly by the database in one snapshot.
+    async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>>;
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows>;
     /// Upserts profiles (by name) and models (by id) and replaces the routes of every model

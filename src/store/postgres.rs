@@ -6,6 +6,15 @@
 //! row, at commit), so `wait_for_change` wakes as soon as any replica — or the CLI — commits a
 //! change. That connection is re-established with backoff if it drops, and the task that
 //! owns it ends when the `PgStore` is dropped.
+//!
+//! `record_usage` is built for several replicas writing at once: a batch is one transaction
+//! of three array-parameter statements (records + debits, balances, window spend), whatever
+//! its size. Idempotency rests on the primary key of `usage_records` (`ON CONFLICT DO
+//! NOTHING`; a racing writer of the same id waits for the other's commit, then skips it), and
+//! debits, balances and spend are derived only from the ids actually inserted. Every writer
+//! takes its row locks in one global order — usage ids, then balance rows by workspace id,
+//! then spend rows by (key, window), each sorted in byte order — so writers wait for each
+//! other but never deadlock.
 
 use std::future::poll_fn;
 use std::sync::Arc;
@@ -26,8 +35,8 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socke
 use super::codec;
 use super::migrations::{self, Dialect};
 use super::{
-    ApiKey, CatalogRows, Change, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow, Store,
-    StoreError, StoreResult, Workspace,
+    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow,
+    Store, StoreError, StoreResult, UsageRecord, Workspace,
 };
 use crate::billing::money::{Price, Usd};
 
@@ -118,6 +127,112 @@ const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
                           input_price_micro, output_price_micro, cache_read_price_micro, \
                           cache_write_price_micro, capabilities, max_output_tokens, active";
 
+const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, stream, \
+                          input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, \
+                          reasoning_tokens, input_price_micro, output_price_micro, \
+                          cache_read_price_micro, cache_write_price_micro, cost_pico, outcome, \
+                          started_at, finished_at, upstream_latency_us, ttft_us, \
+                          spend_window_start";
+
+/// Inserts the batch's records (arrays in `USAGE_COLS` order, sorted by id so concurrent
+/// writers lock ids in the same order) and, in the same statement, the debit of each record
+/// actually inserted. Ids already stored — or being inserted by a concurrent transaction,
+/// which this one then waits for — are skipped by `ON CONFLICT DO NOTHING`. Returns the ids
+/// newly applied.
+const INSERT_USAGE: &str = "WITH new AS (
+    INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint, stream,
+        input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+        input_price_micro, output_price_micro, cache_read_price_micro, cache_write_price_micro,
+        cost_pico, outcome, started_at, finished_at, upstream_latency_us, ttft_us,
+        spend_window_start)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
+        $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[],
+        $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
+        $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[])
+        AS t(id)
+    ORDER BY id COLLATE \"C\"
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id, workspace_id, cost_pico, finished_at
+), debits AS (
+    INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
+    SELECT 'debit:' || id, workspace_id, 'debit', -cost_pico, NULL, finished_at, id FROM new
+    ORDER BY id COLLATE \"C\"
+    RETURNING usage_id
+)
+SELECT usage_id FROM debits";
+
+/// Subtracts each workspace's total from its balance row (creating it), locking the rows in
+/// workspace-id order.
+const DEBIT_BALANCES: &str = "INSERT INTO balances (workspace_id, balance_pico)
+    SELECT w, -d FROM unnest($1::text[], $2::int8[]) AS t(w, d) ORDER BY w COLLATE \"C\"
+    ON CONFLICT (workspace_id) DO UPDATE
+    SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico";
+
+/// Adds each (key, window)'s total to its spend row (creating it), in (key, window) order.
+const ADD_KEY_SPEND: &str = "INSERT INTO key_spend (key_id, window_start, spend_pico)
+    SELECT k, w, s FROM unnest($1::text[], $2::timestamptz[], $3::int8[]) AS t(k, w, s)
+    ORDER BY k COLLATE \"C\", w
+    ON CONFLICT (key_id, window_start) DO UPDATE
+    SET spend_pico = key_spend.spend_pico + EXCLUDED.spend_pico";
+
+fn usage_from_row(r: &Row) -> StoreResult<UsageRecord> {
+    let count = |name: &str| codec::count_from_db(name, col(r, name)?);
+    let opt_count = |name: &str| codec::opt_count_from_db(name, col(r, name)?);
+    Ok(UsageRecord {
+        id: col(r, "id")?,
+        workspace_id: col(r, "workspace_id")?,
+        key_id: col(r, "key_id")?,
+        model_id: col(r, "model_id")?,
+        route: col(r, "route")?,
+        endpoint: codec::endpoint_from(col(r, "endpoint")?)?,
+        stream: col(r, "stream")?,
+        input_tokens: count("input_tokens")?,
+        cache_read_tokens: count("cache_read_tokens")?,
+        cache_write_tokens: count("cache_write_tokens")?,
+        output_tokens: count("output_tokens")?,
+        reasoning_tokens: count("reasoning_tokens")?,
+        input_price: Price::from_micro_per_mtok(col(r, "input_price_micro")?),
+        output_price: Price::from_micro_per_mtok(col(r, "output_price_micro")?),
+        cache_read_price: col::<Option<i64>>(r, "cache_read_price_micro")?
+            .map(Price::from_micro_per_mtok),
+        cache_write_price: col::<Option<i64>>(r, "cache_write_price_micro")?
+            .map(Price::from_micro_per_mtok),
+        cost: Usd::from_pico(col(r, "cost_pico")?),
+        outcome: codec::outcome_from(col(r, "outcome")?)?,
+        started_at: col(r, "started_at")?,
+        finished_at: col(r, "finished_at")?,
+        upstream_latency_us: opt_count("upstream_latency_us")?,
+        ttft_us: opt_count("ttft_us")?,
+        spend_window_start: col(r, "spend_window_start")?,
+    })
+}
+
+/// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
+/// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
+/// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
+fn usage_err(e: tokio_postgres::Error) -> StoreError {
+    let refused = e.as_db_error().map(|db| {
+        let mut msg = format!("usage batch refused: {}", db.message());
+        if let Some(detail) = db.detail() {
+            msg.push_str(": ");
+            msg.push_str(detail);
+        }
+        (db.code().clone(), msg)
+    });
+    match refused {
+        Some((code, msg)) if code == SqlState::FOREIGN_KEY_VIOLATION => StoreError::NotFound(msg),
+        Some((code, msg))
+            if code == SqlState::CHECK_VIOLATION
+                || code == SqlState::NOT_NULL_VIOLATION
+                || code == SqlState::UNIQUE_VIOLATION
+                || code == SqlState::NUMERIC_VALUE_OUT_OF_RANGE =>
+        {
+            StoreError::Conflict(msg)
+        }
+        _ => pg_err(e),
+    }
+}
+
 fn workspace_from_row(r: &Row) -> StoreResult<Workspace> {
     Ok(Workspace {
         id: col(r, "id")?,
@@ -149,6 +264,7 @@ fn ledger_from_row(r: &Row) -> StoreResult<LedgerEntry> {
         amount: Usd::from_pico(col(r, "amount_pico")?),
         note: col(r, "note")?,
         created_at: col(r, "created_at")?,
+        usage_id: col(r, "usage_id")?,
     })
 }
 
@@ -567,6 +683,7 @@ impl Store for PgStore {
             amount,
             note: note.map(str::to_owned),
             created_at: codec::now(),
+            usage_id: None,
         };
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -628,13 +745,251 @@ impl Store for PgStore {
         let rows = self
             .query_rows(
                 &format!(
-                    "SELECT {LEDGER_COLS} FROM ledger_entries WHERE workspace_id = $1
+                    "SELECT {LEDGER_COLS}, usage_id FROM ledger_entries WHERE workspace_id = $1
                      ORDER BY created_at, seq"
                 ),
                 &[&workspace_id],
             )
             .await?;
         all(rows, ledger_from_row)
+    }
+
+    async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
+        let records = codec::prepare_batch(batch)?;
+        if records.is_empty() {
+            return Ok(0);
+        }
+        let n = records.len();
+        let mut ids = Vec::with_capacity(n);
+        let mut workspaces = Vec::with_capacity(n);
+        let mut keys = Vec::with_capacity(n);
+        let mut models = Vec::with_capacity(n);
+        let mut routes = Vec::with_capacity(n);
+        let mut endpoints = Vec::with_capacity(n);
+        let mut streams = Vec::with_capacity(n);
+        let mut input = Vec::with_capacity(n);
+        let mut cache_read = Vec::with_capacity(n);
+        let mut cache_write = Vec::with_capacity(n);
+        let mut output = Vec::with_capacity(n);
+        let mut reasoning = Vec::with_capacity(n);
+        let mut input_price = Vec::with_capacity(n);
+        let mut output_price = Vec::with_capacity(n);
+        let mut cache_read_price = Vec::with_capacity(n);
+        let mut cache_write_price = Vec::with_capacity(n);
+        let mut costs = Vec::with_capacity(n);
+        let mut outcomes = Vec::with_capacity(n);
+        let mut started = Vec::with_capacity(n);
+        let mut finished = Vec::with_capacity(n);
+        let mut latency = Vec::with_capacity(n);
+        let mut ttft = Vec::with_capacity(n);
+        let mut windows = Vec::with_capacity(n);
+        for (r, ints) in &records {
+            ids.push(r.id.as_str());
+            workspaces.push(r.workspace_id.as_str());
+            keys.push(r.key_id.as_str());
+            models.push(r.model_id.as_str());
+            routes.push(r.route.as_str());
+            endpoints.push(codec::endpoint_str(r.endpoint));
+            streams.push(r.stream);
+            input.push(ints.input_tokens);
+            cache_read.push(ints.cache_read_tokens);
+            cache_write.push(ints.cache_write_tokens);
+            output.push(ints.output_tokens);
+            reasoning.push(ints.reasoning_tokens);
+            input_price.push(r.input_price.micro_per_mtok());
+            output_price.push(r.output_price.micro_per_mtok());
+            cache_read_price.push(r.cache_read_price.map(Price::micro_per_mtok));
+            cache_write_price.push(r.cache_write_price.map(Price::micro_per_mtok));
+            costs.push(r.cost.pico());
+            outcomes.push(codec::outcome_str(r.outcome));
+            started.push(r.started_at);
+            finished.push(r.finished_at);
+            latency.push(ints.upstream_latency_us);
+            ttft.push(ints.ttft_us);
+            windows.push(r.spend_window_start);
+        }
+
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // 1. Records and their debits, in id order: the unique index on usage_records.id is
+        //    the idempotency guard (a concurrent writer of the same id makes us wait for its
+        //    commit, then skip the id).
+        let insert = tx.prepare_cached(INSERT_USAGE).await?;
+        let inserted = tx
+            .query(
+                &insert,
+                &[
+                    &ids,
+                    &workspaces,
+                    &keys,
+                    &models,
+                    &routes,
+                    &endpoints,
+                    &streams,
+                    &input,
+                    &cache_read,
+                    &cache_write,
+                    &output,
+                    &reasoning,
+                    &input_price,
+                    &output_price,
+                    &cache_read_price,
+                    &cache_write_price,
+                    &costs,
+                    &outcomes,
+                    &started,
+                    &finished,
+                    &latency,
+                    &ttft,
+                    &windows,
+                ],
+            )
+            .await
+            .map_err(usage_err)?;
+        let new_ids = inserted
+            .iter()
+            .map(|row| col::<String>(row, "usage_id"))
+            .collect::<StoreResult<std::collections::HashSet<String>>>()?;
+        if new_ids.is_empty() {
+            // Nothing new: commit anyway (nothing was written), no balance row is locked.
+            tx.commit().await?;
+            return Ok(0);
+        }
+        let totals = codec::BatchTotals::of(
+            records
+                .iter()
+                .map(|(r, _)| r)
+                .filter(|r| new_ids.contains(&r.id)),
+        )?;
+        // 2. Balances, one row per workspace in id order (after every usage-id lock: all
+        //    writers take locks in the same global order, so they cannot deadlock).
+        let (ws, debits): (Vec<&str>, Vec<i64>) = totals
+            .by_workspace
+            .iter()
+            .map(|(w, d)| (w.as_str(), *d))
+            .unzip();
+        let stmt = tx.prepare_cached(DEBIT_BALANCES).await?;
+        tx.execute(&stmt, &[&ws, &debits])
+            .await
+            .map_err(usage_err)?;
+        // 3. Window spend, one row per (key, window) in that order.
+        if !totals.by_key_window.is_empty() {
+            let mut k = Vec::with_capacity(totals.by_key_window.len());
+            let mut w = Vec::with_capacity(totals.by_key_window.len());
+            let mut amounts = Vec::with_capacity(totals.by_key_window.len());
+            for ((key, start), spend) in &totals.by_key_window {
+                k.push(key.as_str());
+                w.push(*start);
+                amounts.push(*spend);
+            }
+            let stmt = tx.prepare_cached(ADD_KEY_SPEND).await?;
+            tx.execute(&stmt, &[&k, &w, &amounts])
+                .await
+                .map_err(usage_err)?;
+        }
+        tx.commit().await?;
+        Ok(new_ids.len() as u64)
+    }
+
+    async fn usage(
+        &self,
+        workspace_id: &str,
+        since: Option<DateTime<Utc>>,
+    ) -> StoreResult<Vec<UsageRecord>> {
+        let rows = self
+            .query_rows(
+                &format!(
+                    "SELECT {USAGE_COLS} FROM usage_records
+                     WHERE workspace_id = $1 AND ($2::timestamptz IS NULL OR finished_at >= $2)
+                     ORDER BY finished_at, seq"
+                ),
+                &[&workspace_id, &since.map(codec::trunc)],
+            )
+            .await?;
+        all(rows, usage_from_row)
+    }
+
+    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
+        let rows = self
+            .query_rows(
+                "SELECT workspace_id, balance_pico FROM balances ORDER BY workspace_id COLLATE \"C\"",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    col(r, "workspace_id")?,
+                    Usd::from_pico(col(r, "balance_pico")?),
+                ))
+            })
+            .collect()
+    }
+
+    async fn key_spends(
+        &self,
+        since_window_starts: &[(String, DateTime<Utc>)],
+    ) -> StoreResult<Vec<(String, Usd)>> {
+        if since_window_starts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (keys, starts): (Vec<&str>, Vec<DateTime<Utc>>) = since_window_starts
+            .iter()
+            .map(|(k, w)| (k.as_str(), codec::trunc(*w)))
+            .unzip();
+        let rows = self
+            .query_rows(
+                "SELECT t.key_id, COALESCE(s.spend_pico, 0) AS spend_pico
+                 FROM unnest($1::text[], $2::timestamptz[]) WITH ORDINALITY AS t(key_id, ws, ord)
+                 LEFT JOIN key_spend s ON s.key_id = t.key_id AND s.window_start = t.ws
+                 ORDER BY t.ord",
+                &[&keys, &starts],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok((col(r, "key_id")?, Usd::from_pico(col(r, "spend_pico")?))))
+            .collect()
+    }
+
+    async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
+        // One statement, one snapshot. SUM over BIGINT is NUMERIC (exact, unbounded): read as
+        // text and converted exactly.
+        let rows = self
+            .query_rows(
+                "SELECT w.id AS workspace_id,
+                        COALESCE(b.balance_pico, 0) AS balance_pico,
+                        COALESCE(l.total, 0)::text AS ledger_sum,
+                        COALESCE(l.debits, 0)::text AS debit_sum,
+                        COALESCE(u.total, 0)::text AS usage_cost_sum
+                 FROM workspaces w
+                 LEFT JOIN balances b ON b.workspace_id = w.id
+                 LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
+                                   SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
+                            FROM ledger_entries GROUP BY workspace_id) l
+                        ON l.workspace_id = w.id
+                 LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
+                            FROM usage_records GROUP BY workspace_id) u
+                        ON u.workspace_id = w.id
+                 ORDER BY w.id COLLATE \"C\"",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                let workspace_id: String = col(r, "workspace_id")?;
+                let sum = |name: &str| -> StoreResult<Usd> {
+                    let text: String = col(r, name)?;
+                    codec::sum_from_text(&format!("{name} of {workspace_id}"), &text)
+                };
+                Ok(LedgerCheck {
+                    balance_row: Usd::from_pico(col(r, "balance_pico")?),
+                    ledger_sum: sum("ledger_sum")?,
+                    usage_cost_sum: sum("usage_cost_sum")?,
+                    debit_sum: sum("debit_sum")?,
+                    workspace_id,
+                })
+            })
+            .collect()
     }
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {

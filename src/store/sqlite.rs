@@ -6,6 +6,11 @@
 //! transactions start `IMMEDIATE`, so two processes sharing a file queue on `busy_timeout`
 //! instead of failing mid-transaction. SQLite has no NOTIFY: `wait_for_change` sleeps briefly
 //! and followers poll `changes_since`.
+//!
+//! `record_usage` runs a batch as one `IMMEDIATE` transaction of cached prepared statements:
+//! a record whose id is already stored inserts nothing (`ON CONFLICT DO NOTHING`) and gets no
+//! debit; balances and window spend are then updated once per workspace and per (key,
+//! window) from the records actually inserted.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,8 +23,8 @@ use rusqlite::{ffi, params, Connection, OptionalExtension, Row, Transaction, Tra
 use super::codec;
 use super::migrations::{self, Dialect};
 use super::{
-    ApiKey, CatalogRows, Change, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow, Store,
-    StoreError, StoreResult, Workspace,
+    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow,
+    Store, StoreError, StoreResult, UsageRecord, Workspace,
 };
 use crate::billing::money::{Price, Usd};
 
@@ -65,6 +70,61 @@ const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
                           input_price_micro, output_price_micro, cache_read_price_micro, \
                           cache_write_price_micro, capabilities, max_output_tokens, active";
 
+const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, stream, \
+                          input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, \
+                          reasoning_tokens, input_price_micro, output_price_micro, \
+                          cache_read_price_micro, cache_write_price_micro, cost_pico, outcome, \
+                          started_at, finished_at, upstream_latency_us, ttft_us, \
+                          spend_window_start";
+
+fn usage_from_row(r: &Row<'_>) -> StoreResult<UsageRecord> {
+    let count = |i: usize, name: &str| codec::count_from_db(name, r.get(i)?);
+    let opt_count = |i: usize, name: &str| codec::opt_count_from_db(name, r.get(i)?);
+    Ok(UsageRecord {
+        id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        key_id: r.get(2)?,
+        model_id: r.get(3)?,
+        route: r.get(4)?,
+        endpoint: codec::endpoint_from(&r.get::<_, String>(5)?)?,
+        stream: r.get(6)?,
+        input_tokens: count(7, "input_tokens")?,
+        cache_read_tokens: count(8, "cache_read_tokens")?,
+        cache_write_tokens: count(9, "cache_write_tokens")?,
+        output_tokens: count(10, "output_tokens")?,
+        reasoning_tokens: count(11, "reasoning_tokens")?,
+        input_price: Price::from_micro_per_mtok(r.get(12)?),
+        output_price: Price::from_micro_per_mtok(r.get(13)?),
+        cache_read_price: r.get::<_, Option<i64>>(14)?.map(Price::from_micro_per_mtok),
+        cache_write_price: r.get::<_, Option<i64>>(15)?.map(Price::from_micro_per_mtok),
+        cost: Usd::from_pico(r.get(16)?),
+        outcome: codec::outcome_from(&r.get::<_, String>(17)?)?,
+        started_at: codec::from_micros(r.get(18)?)?,
+        finished_at: codec::from_micros(r.get(19)?)?,
+        upstream_latency_us: opt_count(20, "upstream_latency_us")?,
+        ttft_us: opt_count(21, "ttft_us")?,
+        spend_window_start: opt_time(r.get(22)?)?,
+    })
+}
+
+/// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
+/// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
+/// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
+fn usage_err(e: rusqlite::Error) -> StoreError {
+    match extended_code(&e) {
+        Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => {
+            StoreError::NotFound(format!("usage batch refused: {e}"))
+        }
+        Some(
+            ffi::SQLITE_CONSTRAINT_CHECK
+            | ffi::SQLITE_CONSTRAINT_NOTNULL
+            | ffi::SQLITE_CONSTRAINT_UNIQUE
+            | ffi::SQLITE_CONSTRAINT_DATATYPE,
+        ) => StoreError::Conflict(format!("usage batch refused: {e}")),
+        _ => e.into(),
+    }
+}
+
 fn workspace_from_row(r: &Row<'_>) -> StoreResult<Workspace> {
     Ok(Workspace {
         id: r.get(0)?,
@@ -100,6 +160,7 @@ fn ledger_from_row(r: &Row<'_>) -> StoreResult<LedgerEntry> {
         amount: Usd::from_pico(r.get(3)?),
         note: r.get(4)?,
         created_at: codec::from_micros(r.get(5)?)?,
+        usage_id: r.get(6)?,
     })
 }
 
@@ -450,6 +511,7 @@ impl Store for SqliteStore {
             amount,
             note: note.map(str::to_owned),
             created_at: codec::now(),
+            usage_id: None,
         };
         self.run(move |conn| {
             let tx = write_tx(conn)?;
@@ -508,11 +570,221 @@ impl Store for SqliteStore {
             query_all(
                 conn,
                 &format!(
-                    "SELECT {LEDGER_COLS} FROM ledger_entries WHERE workspace_id = ?1
+                    "SELECT {LEDGER_COLS}, usage_id FROM ledger_entries WHERE workspace_id = ?1
                      ORDER BY created_at, seq"
                 ),
                 [&ws],
                 ledger_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
+        let records = codec::prepare_batch(batch)?;
+        if records.is_empty() {
+            return Ok(0);
+        }
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let mut new = Vec::with_capacity(records.len());
+            {
+                // The id's UNIQUE index is the idempotency guard: a stored id inserts nothing.
+                let mut insert = tx.prepare_cached(&format!(
+                    "INSERT INTO usage_records ({USAGE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6,
+                     ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
+                     ?22, ?23)
+                     ON CONFLICT (id) DO NOTHING"
+                ))?;
+                let mut debit = tx.prepare_cached(
+                    "INSERT INTO ledger_entries
+                        (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
+                     VALUES (?1, ?2, 'debit', ?3, NULL, ?4, ?5)",
+                )?;
+                for (r, ints) in &records {
+                    let finished = codec::to_micros(r.finished_at);
+                    let inserted = insert
+                        .execute(params![
+                            r.id,
+                            r.workspace_id,
+                            r.key_id,
+                            r.model_id,
+                            r.route,
+                            codec::endpoint_str(r.endpoint),
+                            r.stream,
+                            ints.input_tokens,
+                            ints.cache_read_tokens,
+                            ints.cache_write_tokens,
+                            ints.output_tokens,
+                            ints.reasoning_tokens,
+                            r.input_price.micro_per_mtok(),
+                            r.output_price.micro_per_mtok(),
+                            r.cache_read_price.map(Price::micro_per_mtok),
+                            r.cache_write_price.map(Price::micro_per_mtok),
+                            r.cost.pico(),
+                            codec::outcome_str(r.outcome),
+                            codec::to_micros(r.started_at),
+                            finished,
+                            ints.upstream_latency_us,
+                            ints.ttft_us,
+                            r.spend_window_start.map(codec::to_micros),
+                        ])
+                        .map_err(usage_err)?;
+                    if inserted == 0 {
+                        continue;
+                    }
+                    debit
+                        .execute(params![
+                            codec::debit_id(&r.id),
+                            r.workspace_id,
+                            -r.cost.pico(),
+                            finished,
+                            r.id,
+                        ])
+                        .map_err(usage_err)?;
+                    new.push(r);
+                }
+                let totals = codec::BatchTotals::of(new.iter().copied())?;
+                // STRICT tables: an overflowing sum (which SQLite turns into a REAL) is refused.
+                let mut balance = tx.prepare_cached(
+                    "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
+                     ON CONFLICT (workspace_id) DO UPDATE
+                     SET balance_pico = balances.balance_pico + excluded.balance_pico",
+                )?;
+                for (w, total) in &totals.by_workspace {
+                    balance.execute(params![w, -total]).map_err(usage_err)?;
+                }
+                let mut spend = tx.prepare_cached(
+                    "INSERT INTO key_spend (key_id, window_start, spend_pico) VALUES (?1, ?2, ?3)
+                     ON CONFLICT (key_id, window_start) DO UPDATE
+                     SET spend_pico = key_spend.spend_pico + excluded.spend_pico",
+                )?;
+                for ((key, start), total) in &totals.by_key_window {
+                    spend
+                        .execute(params![key, codec::to_micros(*start), total])
+                        .map_err(usage_err)?;
+                }
+            }
+            let applied = new.len() as u64;
+            tx.commit()?;
+            Ok(applied)
+        })
+        .await
+    }
+
+    async fn usage(
+        &self,
+        workspace_id: &str,
+        since: Option<DateTime<Utc>>,
+    ) -> StoreResult<Vec<UsageRecord>> {
+        let ws = workspace_id.to_owned();
+        let since = since.map(|t| codec::to_micros(codec::trunc(t)));
+        self.run(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {USAGE_COLS} FROM usage_records
+                     WHERE workspace_id = ?1 AND (?2 IS NULL OR finished_at >= ?2)
+                     ORDER BY finished_at, seq"
+                ),
+                params![ws, since],
+                usage_from_row,
+            )
+        })
+        .await
+    }
+
+    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
+        self.run(|conn| {
+            query_all(
+                conn,
+                "SELECT workspace_id, balance_pico FROM balances ORDER BY workspace_id",
+                [],
+                |r| Ok((r.get(0)?, Usd::from_pico(r.get(1)?))),
+            )
+        })
+        .await
+    }
+
+    async fn key_spends(
+        &self,
+        since_window_starts: &[(String, DateTime<Utc>)],
+    ) -> StoreResult<Vec<(String, Usd)>> {
+        let wanted: Vec<(String, i64)> = since_window_starts
+            .iter()
+            .map(|(k, w)| (k.clone(), codec::to_micros(codec::trunc(*w))))
+            .collect();
+        self.run(move |conn| {
+            // One read transaction: every answer from the same snapshot.
+            let tx = conn.transaction()?;
+            let mut out = Vec::with_capacity(wanted.len());
+            {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT spend_pico FROM key_spend WHERE key_id = ?1 AND window_start = ?2",
+                )?;
+                for (key, start) in wanted {
+                    let spend: Option<i64> = stmt
+                        .query_row(params![key, start], |r| r.get(0))
+                        .optional()?;
+                    out.push((key, Usd::from_pico(spend.unwrap_or(0))));
+                }
+            }
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
+        self.run(|conn| {
+            // SQLite's SUM over INTEGER raises "integer overflow" as soon as a running total
+            // leaves i64 (it never silently turns REAL here: the STRICT columns hold only
+            // integers), even when the final sum would fit. So every sum is taken in two
+            // exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
+            query_all(
+                conn,
+                "SELECT w.id,
+                        COALESCE(b.balance_pico, 0),
+                        COALESCE(l.hi, 0), COALESCE(l.lo, 0),
+                        COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
+                        COALESCE(u.hi, 0), COALESCE(u.lo, 0)
+                 FROM workspaces w
+                 LEFT JOIN balances b ON b.workspace_id = w.id
+                 LEFT JOIN (SELECT workspace_id,
+                                   SUM(amount_pico >> 32) AS hi,
+                                   SUM(amount_pico & 4294967295) AS lo,
+                                   SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
+                                       AS debit_hi,
+                                   SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
+                                       AS debit_lo
+                            FROM ledger_entries GROUP BY workspace_id) l
+                        ON l.workspace_id = w.id
+                 LEFT JOIN (SELECT workspace_id,
+                                   SUM(cost_pico >> 32) AS hi,
+                                   SUM(cost_pico & 4294967295) AS lo
+                            FROM usage_records GROUP BY workspace_id) u
+                        ON u.workspace_id = w.id
+                 ORDER BY w.id",
+                [],
+                |r| {
+                    let workspace_id: String = r.get(0)?;
+                    let what = |name: &str| format!("{name} of {workspace_id}");
+                    Ok(LedgerCheck {
+                        balance_row: Usd::from_pico(r.get(1)?),
+                        ledger_sum: codec::sum_from_parts(
+                            &what("ledger_sum"),
+                            r.get(2)?,
+                            r.get(3)?,
+                        )?,
+                        debit_sum: codec::sum_from_parts(&what("debit_sum"), r.get(4)?, r.get(5)?)?,
+                        usage_cost_sum: codec::sum_from_parts(
+                            &what("usage_cost_sum"),
+                            r.get(6)?,
+                            r.get(7)?,
+                        )?,
+                        workspace_id,
+                    })
+                },
             )
         })
         .await
