@@ -74,6 +74,29 @@ pub enum Command {
     Credit(CreditCmd),
     #[command(subcommand)]
     Catalog(CatalogCmd),
+    /// A workspace's usage records (oldest first).
+    Usage {
+        #[arg(long)]
+        workspace: String,
+        /// Only records finished at or after this RFC 3339 time.
+        #[arg(long)]
+        since: Option<DateTime<Utc>>,
+    },
+    /// A workspace's ledger and balance, or `ledger verify` for every workspace.
+    #[command(args_conflicts_with_subcommands = true)]
+    Ledger {
+        #[arg(long)]
+        workspace: Option<String>,
+        #[command(subcommand)]
+        verify: Option<LedgerCmd>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCmd {
+    /// Check every balance row against the sum of its ledger and its usage records; exits 1
+    /// on any disagreement.
+    Verify,
 }
 
 #[derive(Debug, Subcommand)]
@@ -255,6 +278,74 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
                 &text,
             )
         }
+        Command::Usage { workspace, since } => {
+            let records = store.usage(&workspace, since).await?;
+            let text = records
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}  {}  {:<32} {:<16} in {} cached {} written {} out {} (reasoning {})  {} USD  {:?}",
+                        r.finished_at.to_rfc3339(), r.id, r.model_id, r.route, r.input_tokens, r.cache_read_tokens,
+                        r.cache_write_tokens, r.output_tokens, r.reasoning_tokens, r.cost, r.outcome
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            print(json, &records, &text)
+        }
+        Command::Ledger {
+            verify: Some(LedgerCmd::Verify),
+            ..
+        } => {
+            let checks = store.ledger_verify().await?;
+            let bad: Vec<_> = checks.iter().filter(|c| !c.is_consistent()).collect();
+            let text = format!(
+                "{} workspace(s) checked, {} inconsistent",
+                checks.len(),
+                bad.len()
+            );
+            print(
+                json,
+                &serde_json::json!({ "checked": checks.len(), "inconsistent": bad }),
+                &text,
+            )?;
+            if bad.is_empty() {
+                Ok(())
+            } else {
+                Err(CliError::Usage("the ledger does not balance".into()))
+            }
+        }
+        Command::Ledger {
+            workspace: Some(workspace),
+            verify: None,
+        } => {
+            let entries = store.ledger(&workspace).await?;
+            let balance = store.balance(&workspace).await?;
+            let mut text: Vec<String> = entries
+                .iter()
+                .map(|e| {
+                    format!(
+                        "{}  {:<6} {:>24} USD  {}",
+                        e.created_at.to_rfc3339(),
+                        format!("{:?}", e.kind).to_lowercase(),
+                        e.amount,
+                        e.note.as_deref().or(e.usage_id.as_deref()).unwrap_or("")
+                    )
+                })
+                .collect();
+            text.push(format!("balance {balance} USD"));
+            print(
+                json,
+                &serde_json::json!({ "entries": entries, "balance": balance }),
+                &text.join("\n"),
+            )
+        }
+        Command::Ledger {
+            workspace: None,
+            verify: None,
+        } => Err(CliError::Usage(
+            "ledger needs --workspace ID, or: ledger verify".into(),
+        )),
         Command::Catalog(CatalogCmd::List) => {
             let rows = store.load_catalog().await?;
             let text = rows

@@ -68,7 +68,13 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
         account,
         cell: credentials.vertex_token.clone(),
     });
+    let (ledger, writer) = crate::billing::writer::ledger(
+        std::path::Path::new(&t.ledger_spool),
+        follower.accounts.clone(),
+    )?;
     let gateway = Gateway {
+        accounts: follower.accounts.clone(),
+        ledger,
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         credentials,
@@ -104,12 +110,19 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
         "follower",
         SyncService {
             follower: std::sync::Mutex::new(Some(follower)),
-            store_url,
+            store_url: store_url.clone(),
         },
     );
     server.add_service(proxy);
     server.add_service(admin_service);
     server.add_service(sync);
+    server.add_service(background_service(
+        "ledger writer",
+        WriterService {
+            writer: std::sync::Mutex::new(Some(writer)),
+            store_url,
+        },
+    ));
     if let Some(refresher) = vertex_refresher {
         server.add_service(background_service("vertex token", refresher));
     }
@@ -128,23 +141,58 @@ impl BackgroundService for SyncService {
         let Some(follower) = self.follower.lock().ok().and_then(|mut f| f.take()) else {
             return;
         };
-        let store = loop {
-            match store::open(&self.store_url).await {
-                Ok(s) => break s,
-                Err(e) => {
-                    tracing::warn!("follower cannot open the store yet: {e}");
-                    tokio::select! {
-                        _ = shutdown.changed() => return,
-                        _ = tokio::time::sleep(std::time::Duration::from_secs(1)) => {}
-                    }
-                }
-            }
+        let Some(store) = open_store_until(&self.store_url, &mut shutdown).await else {
+            return;
         };
         follower
             .run(store, async move {
                 let _ = shutdown.changed().await;
             })
             .await;
+    }
+}
+
+/// Runs the ledger writer on its own runtime with its own store connection; on shutdown it
+/// drains the queue into the database (or the spool).
+struct WriterService {
+    writer: std::sync::Mutex<Option<crate::billing::writer::LedgerWriter>>,
+    store_url: String,
+}
+
+#[async_trait]
+impl BackgroundService for WriterService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) else {
+            return;
+        };
+        let store = match open_store_until(&self.store_url, &mut shutdown).await {
+            Some(s) => s,
+            None => return,
+        };
+        writer
+            .run(store, async move {
+                let _ = shutdown.changed().await;
+            })
+            .await;
+    }
+}
+
+/// Opens the store, retrying every second (an outage at start must not stop the gateway).
+async fn open_store_until(
+    url: &str,
+    shutdown: &mut ShutdownWatch,
+) -> Option<std::sync::Arc<dyn store::Store>> {
+    loop {
+        match store::open(url).await {
+            Ok(s) => return Some(s),
+            Err(e) => {
+                tracing::warn!("cannot open the store yet: {e}");
+                tokio::select! {
+                    _ = shutdown.changed() => return None,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
     }
 }
 

@@ -11,6 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::auth::KeyCache;
+use crate::billing::gates::Accounts;
+use crate::billing::window::window_start;
 use crate::catalog::{self, Catalog};
 use crate::config::ProvidersConf;
 use crate::store::{ChangeKind, Store, StoreResult};
@@ -26,6 +28,8 @@ const LOOKBACK: i64 = 256;
 
 pub struct Follower {
     pub keys: Arc<KeyCache>,
+    /// Balances and key spend for the gates.
+    pub accounts: Arc<Accounts>,
     pub catalog: Arc<Catalog>,
     pub providers: ProvidersConf,
     pub catalog_refresh: Duration,
@@ -47,10 +51,23 @@ impl Follower {
         let cursor = store.latest_change().await?;
         let keys = Arc::new(KeyCache::default());
         keys.replace_all(store.all_keys().await?);
+        let accounts = Arc::new(Accounts::default());
+        for (workspace, balance) in store.balances().await? {
+            accounts.set_balance(&workspace, balance);
+        }
+        let limited: Vec<String> = store
+            .all_keys()
+            .await?
+            .into_iter()
+            .filter(|k| k.spend_limit.is_some())
+            .map(|k| k.id)
+            .collect();
+        load_spends(store, &accounts, &limited).await?;
         let mut resolver = catalog::Resolver::default();
         let snapshot = catalog::load(store, &providers, &mut resolver).await?;
         Ok(Follower {
             keys,
+            accounts,
             catalog: Arc::new(Catalog::new(snapshot)),
             providers,
             catalog_refresh,
@@ -110,6 +127,7 @@ impl Follower {
             .changes_since(self.cursor.saturating_sub(LOOKBACK))
             .await?;
         let mut catalog_dirty = catalog_due;
+        let (mut balances, mut spends) = (BTreeSet::new(), BTreeSet::new());
         let newest = changes
             .last()
             .map_or(self.cursor, |c| c.seq.max(self.cursor));
@@ -125,9 +143,25 @@ impl Follower {
                     }
                 }
                 ChangeKind::Catalog => catalog_dirty = true,
-                ChangeKind::Workspace | ChangeKind::Balance | ChangeKind::Spend => {}
+                ChangeKind::Balance => {
+                    balances.insert(change.ref_id.clone());
+                }
+                ChangeKind::Spend => {
+                    spends.insert(change.ref_id.clone());
+                }
+                ChangeKind::Workspace => {}
             }
         }
+        for workspace in &balances {
+            self.accounts
+                .set_balance(workspace, store.balance(workspace).await?);
+        }
+        load_spends(
+            store,
+            &self.accounts,
+            &spends.into_iter().collect::<Vec<_>>(),
+        )
+        .await?;
         self.cursor = newest;
         tracing::debug!(
             changes = changes.len(),
@@ -144,4 +178,26 @@ impl Follower {
         }
         Ok(catalog_dirty)
     }
+}
+
+/// The current window's spend of each of `key_ids` that has a spend limit, into `accounts`.
+async fn load_spends(
+    store: &dyn Store,
+    accounts: &Accounts,
+    key_ids: &[String],
+) -> StoreResult<()> {
+    let now = chrono::Utc::now();
+    let mut wanted = Vec::new();
+    for id in key_ids {
+        if let Some(reset) = store.get_key(id).await?.and_then(|k| k.limit_reset) {
+            wanted.push((id.clone(), window_start(reset, now)));
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    for ((id, window), (_, spent)) in wanted.iter().zip(store.key_spends(&wanted).await?) {
+        accounts.set_spend(id, *window, spent);
+    }
+    Ok(())
 }

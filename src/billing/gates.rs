@@ -35,7 +35,9 @@ struct Cell {
 
 impl Cell {
     fn value(&self) -> i64 {
-        self.committed.load(Relaxed).saturating_sub(self.pending.load(Relaxed))
+        self.committed
+            .load(Relaxed)
+            .saturating_sub(self.pending.load(Relaxed))
     }
 }
 
@@ -62,7 +64,10 @@ fn entry<T: Default>(map: &Map<T>, id: &str) -> Arc<T> {
     let mut made = None;
     map.rcu(|current| {
         let mut next = HashMap::clone(current);
-        let e = next.entry(id.into()).or_insert_with(|| Arc::new(T::default())).clone();
+        let e = next
+            .entry(id.into())
+            .or_insert_with(|| Arc::new(T::default()))
+            .clone();
         made = Some(e);
         next
     });
@@ -72,7 +77,11 @@ fn entry<T: Default>(map: &Map<T>, id: &str) -> Arc<T> {
 impl Accounts {
     /// 402 when the workspace has no credit left (unknown workspaces have none).
     pub fn check_credit(&self, workspace_id: &str) -> Result<(), GatewayError> {
-        let balance = self.balances.load().get(workspace_id).map_or(0, |c| c.value());
+        let balance = self
+            .balances
+            .load()
+            .get(workspace_id)
+            .map_or(0, |c| c.value());
         if balance > 0 {
             Ok(())
         } else {
@@ -100,7 +109,9 @@ impl Accounts {
 
     /// A finished request's cost, charged at once (before it is committed).
     pub fn charge(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id).pending.fetch_add(cost.pico(), Relaxed);
+        entry(&self.balances, workspace_id)
+            .pending
+            .fetch_add(cost.pico(), Relaxed);
         if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
             s.cell.pending.fetch_add(cost.pico(), Relaxed);
         }
@@ -117,15 +128,29 @@ impl Accounts {
         }
     }
 
+    /// The charge will never commit (its record was refused): forget it.
+    pub fn release(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
+        entry(&self.balances, workspace_id)
+            .pending
+            .fetch_sub(cost.pico(), Relaxed);
+        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
+            s.cell.pending.fetch_sub(cost.pico(), Relaxed);
+        }
+    }
+
     /// The database's balance for a workspace (start-up and change feed).
     pub fn set_balance(&self, workspace_id: &str, balance: Usd) {
-        entry(&self.balances, workspace_id).committed.store(balance.pico(), Relaxed);
+        entry(&self.balances, workspace_id)
+            .committed
+            .store(balance.pico(), Relaxed);
     }
 
     /// The database's spend for a key in the window starting at `window`.
     pub fn set_spend(&self, key_id: &str, window: DateTime<Utc>, spent: Usd) {
         if let Some(s) = self.spend_in(key_id, window.timestamp()) {
-            s.cell.committed.store(spent.pico().saturating_neg(), Relaxed);
+            s.cell
+                .committed
+                .store(spent.pico().saturating_neg(), Relaxed);
         }
     }
 
@@ -141,7 +166,10 @@ impl Accounts {
             if current > window {
                 return None;
             }
-            if s.window.compare_exchange(current, window, Relaxed, Relaxed).is_ok() {
+            if s.window
+                .compare_exchange(current, window, Relaxed, Relaxed)
+                .is_ok()
+            {
                 s.cell.committed.store(0, Relaxed);
                 s.cell.pending.store(0, Relaxed);
                 return Some(s);
@@ -151,7 +179,12 @@ impl Accounts {
 
     /// The balance this process sees (committed minus pending), for status and tests.
     pub fn balance(&self, workspace_id: &str) -> Usd {
-        Usd::from_pico(self.balances.load().get(workspace_id).map_or(0, |c| c.value()))
+        Usd::from_pico(
+            self.balances
+                .load()
+                .get(workspace_id)
+                .map_or(0, |c| c.value()),
+        )
     }
 }
 
@@ -180,11 +213,19 @@ mod tests {
     #[test]
     fn credit_gate_follows_balance_charges_and_commits() {
         let a = Accounts::default();
-        assert_eq!(a.check_credit("ws_1"), Err(GatewayError::InsufficientCredit), "unknown = no credit");
+        assert_eq!(
+            a.check_credit("ws_1"),
+            Err(GatewayError::InsufficientCredit),
+            "unknown = no credit"
+        );
         a.set_balance("ws_1", usd(1));
         assert_eq!(a.check_credit("ws_1"), Ok(()));
         a.charge("ws_1", None, usd(1));
-        assert_eq!(a.check_credit("ws_1"), Err(GatewayError::InsufficientCredit), "a pending charge counts at once");
+        assert_eq!(
+            a.check_credit("ws_1"),
+            Err(GatewayError::InsufficientCredit),
+            "a pending charge counts at once"
+        );
         a.committed("ws_1", None, usd(1));
         assert_eq!(a.balance("ws_1"), Usd::ZERO);
         a.set_balance("ws_1", Usd::from_pico(1));
@@ -201,12 +242,19 @@ mod tests {
         a.charge("ws_1", Some(("key_1", w1)), usd(1));
         assert_eq!(a.check_spend(&k, day1), Ok(()), "below the limit");
         a.charge("ws_1", Some(("key_1", w1)), usd(1));
-        assert_eq!(a.check_spend(&k, day1), Err(GatewayError::SpendLimitExceeded), "reached");
+        assert_eq!(
+            a.check_spend(&k, day1),
+            Err(GatewayError::SpendLimitExceeded),
+            "reached"
+        );
         let day2 = day1 + chrono::Duration::days(1);
         assert_eq!(a.check_spend(&k, day2), Ok(()), "a new window starts empty");
         assert_eq!(a.check_spend(&key(None), day1), Ok(()), "no limit, no gate");
         a.set_spend("key_1", w1, usd(5));
-        assert_eq!(a.check_spend(&k, day1), Err(GatewayError::SpendLimitExceeded));
+        assert_eq!(
+            a.check_spend(&k, day1),
+            Err(GatewayError::SpendLimitExceeded)
+        );
     }
 
     #[test]
@@ -216,8 +264,20 @@ mod tests {
         let k = key(Some(usd(2)));
         let today = window_start(LimitReset::Daily, now);
         a.charge("ws_1", Some(("key_1", today)), usd(1));
-        a.charge("ws_1", Some(("key_1", today - chrono::Duration::days(1))), usd(3));
-        assert_eq!(a.check_spend(&k, now), Ok(()), "yesterday's charge does not count today");
-        assert_eq!(a.balance("ws_1"), Usd::from_pico(-usd(4).pico()), "but the balance pays for both");
+        a.charge(
+            "ws_1",
+            Some(("key_1", today - chrono::Duration::days(1))),
+            usd(3),
+        );
+        assert_eq!(
+            a.check_spend(&k, now),
+            Ok(()),
+            "yesterday's charge does not count today"
+        );
+        assert_eq!(
+            a.balance("ws_1"),
+            Usd::from_pico(-usd(4).pico()),
+            "but the balance pays for both"
+        );
     }
 }

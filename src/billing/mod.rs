@@ -10,5 +10,6 @@
 pub mod cost;
 pub mod gates;
 pub mod money;
+pub mod record;
 pub mod window;
 pub mod writer;

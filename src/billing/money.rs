@@ -150,18 +150,27 @@ impl fmt::Display for Price {
     }
 }
 
-/// Both types serialise as exact JSON numbers (`0.025`), written from their decimal text.
-macro_rules! decimal_serde {
-    ($t:ty) => {
-        impl Serialize for $t {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                let text = self.to_string();
-                match serde_json::value::RawValue::from_string(text) {
-                    Ok(raw) => raw.serialize(s),
-                    Err(e) => Err(serde::ser::Error::custom(e)),
-                }
-            }
+/// Prices serialise as exact JSON numbers (`0.025`, written from their decimal text: at most
+/// six decimals, which any JSON reader's double keeps exact). Amounts serialise as decimal
+/// strings (`"12.000000000001"`): twelve decimals do not survive a double, and a spooled or
+/// exported amount must come back to the last pico.
+impl Serialize for Price {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match serde_json::value::RawValue::from_string(self.to_string()) {
+            Ok(raw) => raw.serialize(s),
+            Err(e) => Err(serde::ser::Error::custom(e)),
         }
+    }
+}
+
+impl Serialize for Usd {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+macro_rules! decimal_deserialize {
+    ($t:ty) => {
         impl<'de> Deserialize<'de> for $t {
             /// Accepts a string (`"1.25"`) or a number; a number is read from its shortest
             /// decimal text, which for prices with at most six decimals is the literal written.
@@ -183,8 +192,8 @@ macro_rules! decimal_serde {
         }
     };
 }
-decimal_serde!(Usd);
-decimal_serde!(Price);
+decimal_deserialize!(Usd);
+decimal_deserialize!(Price);
 
 /// Convenience for tests and literals: whole dollars.
 pub const fn usd(dollars: i64) -> Usd {
@@ -252,6 +261,14 @@ mod tests {
         let p: Price = "0.025".parse().unwrap();
         assert_eq!(p.cost(1_000), Some(Usd::from_pico(25_000_000)));
         assert_eq!(p.cost(1_000_000).unwrap().to_string(), "0.025");
+    }
+
+    #[test]
+    fn amounts_round_trip_through_json_exactly() {
+        let v: Usd = "1234567.123456789012".parse().unwrap();
+        let text = serde_json::to_string(&v).unwrap();
+        assert_eq!(text, "\"1234567.123456789012\"");
+        assert_eq!(serde_json::from_str::<Usd>(&text).unwrap(), v);
     }
 
     #[test]

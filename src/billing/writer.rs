@@ -9,6 +9,9 @@
 //! - The spool is replayed every second while it is not empty. Replay is idempotent (a record id
 //!   is written at most once by the store), so a crash during replay double-charges nobody.
 //! - On shutdown the queue is drained and committed, or spooled.
+//! - A record the database refuses for good (it breaks a schema rule, e.g. a cost that does not
+//!   match its prices — a gateway bug) is isolated by retrying its batch record by record, set
+//!   aside in `<spool>.refused` for an operator, and logged as an error; the others commit.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -20,7 +23,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::gates::Accounts;
-use crate::store::{Store, UsageRecord};
+use crate::store::{Store, StoreError, UsageRecord};
 
 /// Records per transaction at most.
 const BATCH: usize = 512;
@@ -43,11 +46,25 @@ pub struct LedgerWriter {
     accounts: Arc<Accounts>,
 }
 
-pub fn ledger(spool_path: &Path, accounts: Arc<Accounts>) -> std::io::Result<(LedgerSink, LedgerWriter)> {
+pub fn ledger(
+    spool_path: &Path,
+    accounts: Arc<Accounts>,
+) -> std::io::Result<(LedgerSink, LedgerWriter)> {
     let spool = Arc::new(Spool::open(spool_path)?);
     let (tx, rx) = mpsc::channel(QUEUE);
-    let sink = LedgerSink { tx, spool: spool.clone(), accounts: accounts.clone() };
-    Ok((sink, LedgerWriter { rx, spool, accounts }))
+    let sink = LedgerSink {
+        tx,
+        spool: spool.clone(),
+        accounts: accounts.clone(),
+    };
+    Ok((
+        sink,
+        LedgerWriter {
+            rx,
+            spool,
+            accounts,
+        },
+    ))
 }
 
 fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
@@ -57,7 +74,8 @@ fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
 impl LedgerSink {
     /// Charges the gates at once and queues the record; never waits.
     pub fn submit(&self, record: UsageRecord) {
-        self.accounts.charge(&record.workspace_id, window_of(&record), record.cost);
+        self.accounts
+            .charge(&record.workspace_id, window_of(&record), record.cost);
         if let Err(e) = self.tx.try_send(record) {
             let record = match e {
                 mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => r,
@@ -72,7 +90,11 @@ impl LedgerSink {
 
 impl LedgerWriter {
     /// Commits batches until `shutdown` resolves, then drains the queue.
-    pub async fn run(mut self, store: Arc<dyn Store>, shutdown: impl std::future::Future<Output = ()>) {
+    pub async fn run(
+        mut self,
+        store: Arc<dyn Store>,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
         tokio::pin!(shutdown);
         let mut batch = Vec::with_capacity(BATCH);
         let mut tick = tokio::time::interval(REPLAY_EVERY);
@@ -96,10 +118,15 @@ impl LedgerWriter {
     }
 
     async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {
-        match store.record_usage(batch).await {
-            Ok(_) => {
-                for r in batch.iter() {
-                    self.accounts.committed(&r.workspace_id, window_of(r), r.cost);
+        match self.write(store, batch).await {
+            Ok(refused) => {
+                for (i, r) in batch.iter().enumerate() {
+                    if refused.contains(&i) {
+                        self.accounts.release(&r.workspace_id, window_of(r), r.cost);
+                    } else {
+                        self.accounts
+                            .committed(&r.workspace_id, window_of(r), r.cost);
+                    }
                 }
             }
             Err(e) => {
@@ -112,6 +139,36 @@ impl LedgerWriter {
         batch.clear();
     }
 
+    /// Writes `records`; returns the indexes refused for good (set aside), or the error to
+    /// retry the whole slice later with.
+    async fn write(
+        &self,
+        store: &dyn Store,
+        records: &[UsageRecord],
+    ) -> Result<Vec<usize>, StoreError> {
+        match store.record_usage(records).await {
+            Ok(_) => Ok(Vec::new()),
+            Err(e) if e.is_retryable() => Err(e),
+            Err(_) => {
+                let mut refused = Vec::new();
+                for (i, r) in records.iter().enumerate() {
+                    match store.record_usage(std::slice::from_ref(r)).await {
+                        Ok(_) => {}
+                        Err(e) if e.is_retryable() => return Err(e),
+                        Err(e) => {
+                            tracing::error!(id = %r.id, "usage record refused by the database, set aside: {e}");
+                            if let Err(io) = self.spool.set_aside(r) {
+                                tracing::error!(id = %r.id, "CANNOT SET ASIDE A REFUSED RECORD: {io}");
+                            }
+                            refused.push(i);
+                        }
+                    }
+                }
+                Ok(refused)
+            }
+        }
+    }
+
     /// Replays the spool into the store; keeps whatever does not commit.
     async fn replay(&self, store: &dyn Store) {
         let (records, read_to) = match self.spool.read() {
@@ -119,14 +176,27 @@ impl LedgerWriter {
             Ok(None) => return,
             Err(e) => return tracing::error!("cannot read the ledger spool: {e}"),
         };
-        for chunk in records.chunks(BATCH) {
-            if let Err(e) = store.record_usage(chunk).await {
-                return tracing::warn!(spooled = records.len(), "spool replay deferred: {e}");
+        let mut refused = HashSet::new();
+        for (n, chunk) in records.chunks(BATCH).enumerate() {
+            match self.write(store, chunk).await {
+                Ok(bad) => refused.extend(bad.into_iter().map(|i| n * BATCH + i)),
+                Err(e) => {
+                    return tracing::warn!(spooled = records.len(), "spool replay deferred: {e}")
+                }
             }
         }
-        // Charges this process spooled become committed; older ones arrive via the feed.
-        for r in records.iter().filter(|r| self.spool.was_ours(&r.id)) {
-            self.accounts.committed(&r.workspace_id, window_of(r), r.cost);
+        // Charges this process spooled settle now; older ones arrive via the change feed.
+        for (i, r) in records
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| self.spool.was_ours(&r.id))
+        {
+            if refused.contains(&i) {
+                self.accounts.release(&r.workspace_id, window_of(r), r.cost);
+            } else {
+                self.accounts
+                    .committed(&r.workspace_id, window_of(r), r.cost);
+            }
         }
         match self.spool.consume(read_to) {
             Ok(()) => tracing::info!(records = records.len(), "ledger spool replayed"),
@@ -148,12 +218,22 @@ impl Spool {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).read(true).append(true).open(path)?;
-        Ok(Spool { path: path.to_owned(), file: Mutex::new(file), ours: Mutex::new(HashSet::new()) })
+        let file = OpenOptions::new()
+            .create(true)
+            .read(true)
+            .append(true)
+            .open(path)?;
+        Ok(Spool {
+            path: path.to_owned(),
+            file: Mutex::new(file),
+            ours: Mutex::new(HashSet::new()),
+        })
     }
 
     fn lock(&self) -> std::io::Result<std::sync::MutexGuard<'_, File>> {
-        self.file.lock().map_err(|_| std::io::Error::other("spool lock poisoned"))
+        self.file
+            .lock()
+            .map_err(|_| std::io::Error::other("spool lock poisoned"))
     }
 
     pub fn append(&self, records: &[UsageRecord]) -> std::io::Result<()> {
@@ -169,6 +249,17 @@ impl Spool {
             ours.extend(records.iter().map(|r| r.id.clone()));
         }
         Ok(())
+    }
+
+    /// Keeps a record the database refused, for an operator to look at.
+    fn set_aside(&self, record: &UsageRecord) -> std::io::Result<()> {
+        let mut path = self.path.clone().into_os_string();
+        path.push(".refused");
+        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
+        let mut line = serde_json::to_vec(record)?;
+        line.push(b'\n');
+        file.write_all(&line)?;
+        file.sync_data()
     }
 
     fn was_ours(&self, id: &str) -> bool {
@@ -195,7 +286,9 @@ impl Spool {
             read_to += n as u64;
             match serde_json::from_str(line.trim_end()) {
                 Ok(r) => records.push(r),
-                Err(e) => tracing::error!(path = %self.path.display(), "unreadable spool line skipped: {e}"),
+                Err(e) => {
+                    tracing::error!(path = %self.path.display(), "unreadable spool line skipped: {e}")
+                }
             }
         }
         Ok(Some((records, read_to)))

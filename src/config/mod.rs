@@ -55,6 +55,8 @@ pub struct TollgateConf {
     pub catalog_refresh: Duration,
     /// Largest request body accepted; larger ones get 413.
     pub max_request_body: ByteSize,
+    /// Where usage records wait, fsync'd, while the database is unreachable.
+    pub ledger_spool: String,
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
@@ -142,6 +144,7 @@ impl Default for TollgateConf {
             catalog_file: "conf/catalog.yaml".into(),
             catalog_refresh: Duration::from_secs(30),
             max_request_body: ByteSize::mib(32),
+            ledger_spool: "data/ledger.spool".into(),
             upstream: UpstreamConf::default(),
             providers: ProvidersConf::default(),
             log: LogConf::default(),

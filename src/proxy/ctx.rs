@@ -39,6 +39,12 @@ pub enum Translation {
 
 pub struct Ctx {
     pub started: Instant,
+    /// Wall-clock start, for the usage record.
+    pub started_at: chrono::DateTime<chrono::Utc>,
+    /// When the upstream call began (peer chosen), for the upstream latency.
+    pub upstream_at: Option<Instant>,
+    /// When the first response body byte went to the client (time to first token).
+    pub first_body_at: Option<Instant>,
     pub admitted: Option<Admitted>,
     pub translation: Translation,
     /// The failure the client was answered with, if any (logged once, in `logging`).
@@ -57,6 +63,9 @@ impl Default for Ctx {
     fn default() -> Self {
         Ctx {
             started: Instant::now(),
+            started_at: chrono::Utc::now(),
+            upstream_at: None,
+            first_body_at: None,
             admitted: None,
             translation: Translation::None,
             error: None,

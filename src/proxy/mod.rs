@@ -38,6 +38,10 @@ pub struct Gateway {
     pub catalog: Arc<Catalog>,
     pub keys: Arc<KeyCache>,
     pub credentials: Credentials,
+    /// Balances and key spend, for the credit and spend-limit gates.
+    pub accounts: Arc<crate::billing::gates::Accounts>,
+    /// Where finished requests' usage records go (group-committed off the response path).
+    pub ledger: crate::billing::writer::LedgerSink,
     /// Explicit context caches created upstream (Gemini), by prefix.
     pub caches: crate::context_cache::ContextCaches,
     pub max_request_body: u64,
@@ -147,6 +151,11 @@ impl Gateway {
         }
         if op == Operation::Embeddings && req.stream {
             return Err(GatewayError::invalid("embeddings cannot be streamed"));
+        }
+        // The gates: credit first (every billed endpoint), then the key's spend (chat only).
+        self.accounts.check_credit(&key.workspace_id)?;
+        if op == Operation::Chat {
+            self.accounts.check_spend(&key, chrono::Utc::now())?;
         }
         let adapter = adapter_for(model.family)
             .ok_or(GatewayError::FamilyUnavailable(model.family.as_str()))?;
@@ -391,6 +400,9 @@ impl ProxyHttp for Gateway {
                     }
                 }
                 ctx.usage = t.usage();
+                if ctx.first_body_at.is_none() && !out.is_empty() {
+                    ctx.first_body_at = Some(Instant::now());
+                }
                 *body = Some(out.freeze());
             }
             Translation::Buffered(buf) | Translation::UpstreamError(buf) => {
@@ -398,6 +410,7 @@ impl ProxyHttp for Gateway {
                     buf.extend_from_slice(&chunk);
                 }
                 if end_of_stream {
+                    ctx.first_body_at = Some(Instant::now());
                     let whole = std::mem::take(buf).freeze();
                     *body = Some(self.finish_buffered(
                         a,
@@ -452,16 +465,61 @@ impl ProxyHttp for Gateway {
         }
     }
 
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Ctx) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         if ctx.handed_off {
             return; // the subrequest logged and accounted this request
         }
+        self.bill(e, ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         access_log(session.req_header().uri.path(), status, ctx);
     }
 }
 
 impl Gateway {
+    /// Hands a finished request's usage record to the ledger. Billed: requests the upstream
+    /// answered (complete), streams the client left early (what was received), and streams
+    /// the upstream broke after producing tokens (what was received). Not billed: anything
+    /// that failed before the upstream answered, and answers without usage.
+    fn bill(&self, e: Option<&Error>, ctx: &Ctx) {
+        use crate::store::{UsageEndpoint, UsageOutcome};
+        let Some(a) = ctx.admitted.as_ref() else {
+            return;
+        };
+        let outcome = match (&ctx.error, e) {
+            (None, None) => UsageOutcome::Complete,
+            (None, Some(err)) if matches!(err.esource(), ErrorSource::Downstream) => {
+                UsageOutcome::ClientDisconnected
+            }
+            (Some(GatewayError::Upstream { status: 200, .. }), _) => UsageOutcome::UpstreamFailed,
+            _ => return,
+        };
+        if ctx.usage.is_zero() {
+            return;
+        }
+        let micros = |from: Instant, to: Option<Instant>| to.map(|t| (t - from).as_micros() as u64);
+        let charge = crate::billing::record::Charge {
+            id: &a.response_cx.id,
+            key: &a.key,
+            model: &a.model,
+            route: a.route.kind.as_str(),
+            endpoint: match a.op {
+                Operation::Chat => UsageEndpoint::Chat,
+                Operation::Embeddings => UsageEndpoint::Embeddings,
+            },
+            stream: a.stream,
+            usage: ctx.usage,
+            outcome,
+            started_at: ctx.started_at,
+            finished_at: chrono::Utc::now(),
+            upstream_latency_us: ctx.upstream_at.and_then(|u| micros(u, ctx.first_byte_at)),
+            ttft_us: micros(ctx.started, ctx.first_body_at),
+        };
+        match crate::billing::record::usage_record(charge) {
+            Ok(record) => self.ledger.submit(record),
+            Err(err) => tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}"),
+        }
+    }
+
     /// The end of a buffered (or upstream-error) body: the client's bytes.
     fn finish_buffered(
         &self,

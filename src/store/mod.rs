@@ -48,6 +48,16 @@ pub enum StoreError {
     Corrupt(String),
 }
 
+impl StoreError {
+    /// Whether trying again later may succeed (an outage), rather than never (a refused row).
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Backend(_) => true,
+            Self::BadUrl(_) | Self::NotFound(_) | Self::Conflict(_) | Self::Corrupt(_) => false,
+        }
+    }
+}
+
 pub type StoreResult<T> = Result<T, StoreError>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

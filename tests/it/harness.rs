@@ -172,6 +172,7 @@ impl Gateway {
     pub fn workspace_with_key(&self) -> (String, String) {
         let ws = self.cli_json(&["workspace", "create", "--name", "test"]);
         let ws_id = ws["id"].as_str().unwrap().to_owned();
+        self.cli(&["credit", "add", "--workspace", &ws_id, "--usd", "100"]);
         (ws_id.clone(), self.key(&ws_id, &[]))
     }
 
