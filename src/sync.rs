@@ -127,7 +127,8 @@ impl Follower {
             .changes_since(self.cursor.saturating_sub(LOOKBACK))
             .await?;
         let mut catalog_dirty = catalog_due;
-        let (mut balances, mut spends) = (BTreeSet::new(), BTreeSet::new());
+        let (mut keys, mut balances, mut spends) =
+            (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
         let newest = changes
             .last()
             .map_or(self.cursor, |c| c.seq.max(self.cursor));
@@ -138,9 +139,7 @@ impl Follower {
             }
             match change.kind {
                 ChangeKind::Key => {
-                    if let Some(key) = store.get_key(&change.ref_id).await? {
-                        self.keys.upsert(key);
-                    }
+                    keys.insert(change.ref_id.clone());
                 }
                 ChangeKind::Catalog => catalog_dirty = true,
                 ChangeKind::Balance => {
@@ -162,6 +161,12 @@ impl Follower {
             &spends.into_iter().collect::<Vec<_>>(),
         )
         .await?;
+        // Keys last: a new key becomes usable only once its workspace's credit is known.
+        for id in &keys {
+            if let Some(key) = store.get_key(id).await? {
+                self.keys.upsert(key);
+            }
+        }
         self.cursor = newest;
         tracing::debug!(
             changes = changes.len(),

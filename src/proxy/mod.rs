@@ -426,7 +426,19 @@ impl ProxyHttp for Gateway {
         Ok(None)
     }
 
+    /// Clients hanging up are routine, not errors worth an error log line.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, error: &Error) -> bool {
+        matches!(error.esource(), ErrorSource::Downstream)
+    }
+
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
+        if matches!(e.esource(), ErrorSource::Downstream) {
+            // The client went away: nothing to write, and nothing the upstream did wrong.
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
         let mid_stream = session.response_written().is_some();
         if mid_stream || session.as_downstream().is_subrequest() && ctx.first_byte_at.is_some() {
             // The client already has a 200: close the stream the specified way.
@@ -450,12 +462,8 @@ impl ProxyHttp for Gateway {
             };
         }
         let ge = upstream_failure(e);
-        let code = if matches!(e.esource(), ErrorSource::Downstream) {
-            0
-        } else {
-            ge.status()
-        };
-        if code != 0 && !session.as_downstream().is_subrequest() {
+        let code = ge.status();
+        if !session.as_downstream().is_subrequest() {
             let _ = respond::error(session, &ge).await;
         }
         ctx.error = Some(ge);
@@ -563,6 +571,7 @@ fn upstream_failure(e: &Error) -> GatewayError {
         HTTPStatus(code) => (*code, "upstream failed"),
         _ => match e.esource() {
             ErrorSource::Upstream => (502, "upstream failed"),
+            // Client failures never get here (fail_to_proxy returns early); keep it total.
             ErrorSource::Downstream => (400, "client request failed"),
             ErrorSource::Internal | ErrorSource::Unset => (500, "gateway failed"),
         },

@@ -95,12 +95,14 @@ mod reqwest {
     }
 }
 
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Two distinct free ports (both held while choosing, so they cannot coincide).
+fn two_free_ports() -> (u16, u16) {
+    let a = TcpListener::bind("127.0.0.1:0").unwrap();
+    let b = TcpListener::bind("127.0.0.1:0").unwrap();
+    (
+        a.local_addr().unwrap().port(),
+        b.local_addr().unwrap().port(),
+    )
 }
 
 /// Kills the child when dropped.
@@ -168,7 +170,15 @@ impl Gateway {
         serde_json::from_str(&self.cli(&all)).unwrap()
     }
 
-    /// Creates a workspace and a key; returns (workspace id, secret).
+    /// Creates a workspace with no credit; returns its id.
+    pub fn workspace(&self) -> String {
+        self.cli_json(&["workspace", "create", "--name", "test"])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// Creates a workspace (with 100 USD credit) and a key; returns (workspace id, secret).
     pub fn workspace_with_key(&self) -> (String, String) {
         let ws = self.cli_json(&["workspace", "create", "--name", "test"]);
         let ws_id = ws["id"].as_str().unwrap().to_owned();
@@ -291,7 +301,7 @@ impl GatewayBuilder {
     /// Writes the conf, migrates, imports catalogs; does not start serving.
     pub fn build(self) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
-        let (port, admin_port) = (free_port(), free_port());
+        let (port, admin_port) = two_free_ports();
         let store_url = self
             .store_url
             .unwrap_or_else(|| format!("sqlite://{}/tollgate.db", dir.path().display()));
@@ -301,7 +311,7 @@ impl GatewayBuilder {
             "threads: 2\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
              upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
-             \x20 catalog_file: {catalog}\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n\
+             \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
