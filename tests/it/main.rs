@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod bodies;
+mod embeddings;
 mod fake_upstream;
 mod foundation;
 mod gemini;
