@@ -83,11 +83,9 @@ impl FanOutClient {
     }
 
     async fn send(&self, endpoint: &Endpoint, call: UpstreamRequest) -> Result<Bytes, PartFailure> {
-        let scheme = if endpoint.tls { "https" } else { "http" };
-        let url = format!("{scheme}://{}{}", endpoint.authority(), call.path);
         let mut request = self
             .client
-            .post(url)
+            .post(endpoint.url(&call.path))
             .header(http::header::ACCEPT, "application/json")
             .body(call.body);
         for (name, value) in call.headers {
