@@ -72,18 +72,14 @@ pub const VERTEX_MAX_INSTANCES: usize = 250;
 pub const VERTEX_MAX_TOKENS: u64 = 20_000;
 
 /// Task types every Gemini embedding model accepts (Vertex spelling; the Developer API enum
-/// also has `TASK_TYPE_UNSPECIFIED`, which means the same as sending none).
-pub const TASK_TYPES: &[&str] = &[
-    "RETRIEVAL_QUERY",
-    "RETRIEVAL_DOCUMENT",
-    "SEMANTIC_SIMILARITY",
-    "CLASSIFICATION",
-    "CLUSTERING",
-    "QUESTION_ANSWERING",
-    "FACT_VERIFICATION",
-];
+/// also has `TASK_TYPE_UNSPECIFIED`, which means the same as sending none): all of
+/// [`TASK_TYPES_WITH_CODE`] but its last, `CODE_RETRIEVAL_QUERY`.
+pub const TASK_TYPES: &[&str] = TASK_TYPES_WITH_CODE
+    .split_at(TASK_TYPES_WITH_CODE.len() - 1)
+    .0;
 
-const TASK_TYPES_WITH_CODE: &[&str] = &[
+/// The task types of the newer models (text-embedding-005, gemini-embedding-001).
+pub const TASK_TYPES_WITH_CODE: &[&str] = &[
     "RETRIEVAL_QUERY",
     "RETRIEVAL_DOCUMENT",
     "SEMANTIC_SIMILARITY",
@@ -708,6 +704,29 @@ mod tests {
             .collect()
     }
 
+    /// The inputs each call carries (Developer API `requests`, Vertex `instances`).
+    fn call_texts(f: &FanOut) -> Vec<Vec<String>> {
+        bodies(f)
+            .iter()
+            .map(|b| {
+                let (items, text) = match b.get("requests") {
+                    Some(r) => (r, "/content/parts/0/text"),
+                    None => (&b["instances"], "/content"),
+                };
+                items
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| i.pointer(text).unwrap().as_str().unwrap().to_owned())
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn call_sizes(f: &FanOut) -> Vec<usize> {
+        call_texts(f).iter().map(Vec::len).collect()
+    }
+
     fn texts(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("text number {i}")).collect()
     }
@@ -820,22 +839,12 @@ mod tests {
                 "text-embedding-004",
                 RouteKind::GeminiApi,
             );
-            let got: Vec<usize> = bodies(&f)
-                .iter()
-                .map(|b| b["requests"].as_array().unwrap().len())
-                .collect();
-            assert_eq!(got, want, "{n} inputs");
-            let all: Vec<String> = bodies(&f)
-                .iter()
-                .flat_map(|b| b["requests"].as_array().unwrap().clone())
-                .map(|r| {
-                    r["content"]["parts"][0]["text"]
-                        .as_str()
-                        .unwrap()
-                        .to_owned()
-                })
-                .collect();
-            assert_eq!(all, texts(n), "inputs in order across calls");
+            assert_eq!(call_sizes(&f), want, "{n} inputs");
+            assert_eq!(
+                call_texts(&f).concat(),
+                texts(n),
+                "inputs in order across calls"
+            );
         }
     }
 
@@ -847,11 +856,12 @@ mod tests {
                 "text-embedding-004",
                 RouteKind::Vertex,
             );
-            let got: Vec<usize> = bodies(&f)
-                .iter()
-                .map(|b| b["instances"].as_array().unwrap().len())
-                .collect();
-            assert_eq!(got, want, "{n} inputs");
+            assert_eq!(call_sizes(&f), want, "{n} inputs");
+            assert_eq!(
+                call_texts(&f).concat(),
+                texts(n),
+                "inputs in order across calls"
+            );
         }
         // 30 inputs of 8 KiB (2,048 tokens each): 9 a call.
         let big = vec!["y".repeat(8192); 30];
@@ -860,11 +870,7 @@ mod tests {
             "text-embedding-004",
             RouteKind::Vertex,
         );
-        let got: Vec<usize> = bodies(&f)
-            .iter()
-            .map(|b| b["instances"].as_array().unwrap().len())
-            .collect();
-        assert_eq!(got, [9, 9, 9, 3]);
+        assert_eq!(call_sizes(&f), [9, 9, 9, 3]);
         // gemini-embedding-001 takes one instance per call on Vertex.
         let f = plan(
             json!({"model": ID, "input": ["a", "b", "c"]}),
