@@ -42,12 +42,6 @@ pub struct FanOutClient {
     client: reqwest::Client,
 }
 
-impl Default for FanOutClient {
-    fn default() -> Self {
-        Self::new(&UpstreamConf::default())
-    }
-}
-
 impl FanOutClient {
     pub fn new(conf: &UpstreamConf) -> Self {
         let client = reqwest::Client::builder()
