@@ -89,9 +89,10 @@ impl ContextCaches {
         endpoint: &Endpoint,
         request: UpstreamRequest,
     ) -> Result<Arc<str>, String> {
-        let scheme = if endpoint.tls { "https" } else { "http" };
-        let url = format!("{scheme}://{}{}", endpoint.authority(), request.path);
-        let mut call = self.client.post(url).body(request.body);
+        let mut call = self
+            .client
+            .post(endpoint.url(&request.path))
+            .body(request.body);
         for (name, value) in request.headers {
             call = call.header(name, value);
         }

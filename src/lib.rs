@@ -12,6 +12,7 @@ pub mod cli;
 pub mod config;
 pub mod context_cache;
 pub mod credentials;
+pub mod fan_out;
 pub mod providers;
 pub mod proxy;
 pub mod server;

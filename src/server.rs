@@ -81,6 +81,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
         caches: crate::context_cache::ContextCaches::new(
             t.upstream.connect_timeout + Duration::from_secs(30),
         ),
+        fan_out: crate::fan_out::FanOutClient::new(&t.upstream),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
     };

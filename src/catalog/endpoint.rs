@@ -62,6 +62,13 @@ impl Endpoint {
             format!("{}:{}", self.host, self.port)
         }
     }
+
+    /// The absolute URL of `path_and_query` (which already carries the base path), for the
+    /// gateway's own HTTP calls (context caches, fan-outs).
+    pub fn url(&self, path_and_query: &str) -> String {
+        let scheme = if self.tls { "https" } else { "http" };
+        format!("{scheme}://{}{path_and_query}", self.authority())
+    }
 }
 
 #[cfg(test)]
@@ -78,6 +85,9 @@ mod tests {
         let e = Endpoint::parse("http://127.0.0.1:8000").unwrap();
         assert_eq!((e.tls, e.port, e.base_path.as_str()), (false, 8000, ""));
         assert_eq!(e.authority(), "127.0.0.1:8000");
+        assert_eq!(e.url("/v1/x?alt=sse"), "http://127.0.0.1:8000/v1/x?alt=sse");
+        let e = Endpoint::parse("https://h.example/base").unwrap();
+        assert_eq!(e.url("/base/v1"), "https://h.example/base/v1");
         assert!(Endpoint::parse("ftp://x").is_err());
         assert!(Endpoint::parse("http://:80").is_err());
         assert!(Endpoint::parse("http://h:notaport").is_err());

@@ -3,6 +3,10 @@
 //! upstream error. Pure: bytes and structs in, bytes and structs out — no I/O, no clock, no
 //! database — so every mapping is a unit test on a fixture.
 //!
+//! Requests that need several upstream calls (Gemini embeddings batches) are described by a
+//! [`FanOut`] from [`Adapter::fan_out`]: the calls, and a pure joiner of their answers; the
+//! proxy does the sending.
+//!
 //! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), usage (`api::Usage`).
 //! Families: `openai_compat` (upstreams that already speak the OpenAI wire format), `gemini`
 //! (Google Gemini, Developer API and Vertex AI). Anthropic arrives with its issue and plugs in
@@ -139,6 +143,27 @@ pub struct CacheCreate {
     pub ttl: std::time::Duration,
 }
 
+/// Joins the answers of a [`FanOut`]'s calls, in call order, into the client's body and usage.
+pub type Joiner =
+    Box<dyn FnOnce(&[Bytes], &ResponseCx) -> Result<Translated, TranslateError> + Send + Sync>;
+
+/// A client request served by several upstream calls (e.g. an embeddings batch larger than the
+/// upstream's per-call limit). The proxy sends `calls` to the route's endpoint itself,
+/// concurrently with a small bound; when every call answered 2xx it hands their bodies, in call
+/// order, to `join` and answers the client locally. Any failing call fails the whole request.
+pub struct FanOut {
+    pub calls: Vec<UpstreamRequest>,
+    pub join: Joiner,
+}
+
+impl fmt::Debug for FanOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FanOut")
+            .field("calls", &self.calls)
+            .finish_non_exhaustive()
+    }
+}
+
 /// One provider family.
 pub trait Adapter: Send + Sync {
     /// The explicit cache this request's cacheable prefix should live in, if the family has
@@ -150,6 +175,17 @@ pub trait Adapter: Send + Sync {
         _target: &Target<'_>,
         _creds: &Credentials,
     ) -> Result<Option<CacheCreate>, GatewayError> {
+        Ok(None)
+    }
+
+    /// Requests that need several upstream calls: the calls and how to join their answers.
+    /// `None` (the default) means one call, built by [`Adapter::build_request`] and proxied.
+    fn fan_out(
+        &self,
+        _req: &RawRequest<'_>,
+        _target: &Target<'_>,
+        _creds: &Credentials,
+    ) -> Result<Option<FanOut>, GatewayError> {
         Ok(None)
     }
 

@@ -19,8 +19,18 @@ pub struct Admitted {
     pub route: Route,
     pub adapter: &'static dyn Adapter,
     pub stream: bool,
-    pub upstream: UpstreamRequest,
+    pub upstream: Upstream,
     pub response_cx: ResponseCx,
+}
+
+/// How the request reaches its upstream.
+#[derive(Debug)]
+pub enum Upstream {
+    /// One request, sent and answered through Pingora's upstream phases.
+    Proxied(UpstreamRequest),
+    /// Several requests the gateway sent itself (`Adapter::fan_out`), answered locally in
+    /// `request_filter`; nothing is left for Pingora to send.
+    FannedOut,
 }
 
 /// How the upstream's response body is being turned into the client's.

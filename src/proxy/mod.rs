@@ -6,6 +6,12 @@
 //! `upstream_peer` / `upstream_request_filter` / `request_body_filter` send it;
 //! `response_filter` / `response_body_filter` translate back; `logging` records the outcome;
 //! `fail_to_proxy` finishes cleanly when the upstream fails.
+//!
+//! A request whose adapter asks for several upstream calls (`Adapter::fan_out`, e.g. Gemini
+//! embeddings batches) never reaches Pingora's upstream phases: `request_filter` sends the
+//! calls itself through the shared [`FanOutClient`], joins the answers with the adapter's
+//! joiner and answers locally, leaving `ctx.admitted`, `ctx.usage` and `ctx.error` as a proxied
+//! request would for `logging`.
 
 mod body;
 pub mod ctx;
@@ -26,8 +32,9 @@ use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::catalog::{Catalog, ModelKind};
 use crate::config::UpstreamConf;
-use crate::providers::{adapter_for, sse, Credentials, ResponseCx, Target};
-use ctx::{Admitted, Ctx, Translation};
+use crate::fan_out::{FanOutClient, PartFailure};
+use crate::providers::{adapter_for, sse, Adapter, Credentials, FanOut, ResponseCx, Target};
+use ctx::{Admitted, Ctx, Translation, Upstream};
 
 /// Pingora's replay buffer; bodies above it take the subrequest path.
 const REPLAY_LIMIT: usize = 64 * 1024;
@@ -44,6 +51,8 @@ pub struct Gateway {
     pub ledger: crate::billing::writer::LedgerSink,
     /// Explicit context caches created upstream (Gemini), by prefix.
     pub caches: crate::context_cache::ContextCaches,
+    /// Sends the calls of requests that need several upstream calls (`Adapter::fan_out`).
+    pub fan_out: FanOutClient,
     pub max_request_body: u64,
     pub upstream: UpstreamConf,
 }
@@ -116,7 +125,11 @@ impl Gateway {
         let key = self.authenticate(session)?;
         let body = body::read_bounded(session, self.max_request_body).await?;
         ctx.body_read = true;
-        let admitted = self.route(&body, op, key).await?;
+        let (admitted, fan_out) = self.route(&body, op, key).await?;
+        if let Some(plan) = fan_out {
+            self.run_fan_out(session, ctx, admitted, plan).await;
+            return Ok(Admission::Answered);
+        }
         if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
             return Ok(Admission::HandOff(Box::new(admitted)));
         }
@@ -124,14 +137,15 @@ impl Gateway {
         Ok(Admission::Proxy)
     }
 
-    /// Parses the body and decides model, route and upstream request. The only I/O is the
-    /// creation of an explicit context cache, the first time a cacheable prefix is seen.
+    /// Parses the body and decides model, route and upstream request(s): one to proxy, or a
+    /// fan-out to run. The only I/O is the creation of an explicit context cache, the first
+    /// time a cacheable prefix is seen.
     async fn route(
         &self,
         body: &[u8],
         op: Operation,
         key: Arc<crate::store::ApiKey>,
-    ) -> Result<Admitted, GatewayError> {
+    ) -> Result<(Admitted, Option<FanOut>), GatewayError> {
         let req = RawRequest::parse(body, op)?;
         let snapshot = self.catalog.snapshot();
         let model = snapshot
@@ -181,7 +195,13 @@ impl Gateway {
             None => None,
         };
         target.cached_content = cached.as_deref();
-        let upstream = adapter.build_request(&req, &target, &self.credentials)?;
+        let (upstream, fan_out) = match adapter.fan_out(&req, &target, &self.credentials)? {
+            Some(plan) => (Upstream::FannedOut, Some(plan)),
+            None => (
+                Upstream::Proxied(adapter.build_request(&req, &target, &self.credentials)?),
+                None,
+            ),
+        };
         let prefix = if op == Operation::Chat {
             "chatcmpl"
         } else {
@@ -194,7 +214,7 @@ impl Gateway {
             created: chrono::Utc::now().timestamp(),
             exclude_reasoning: req.excludes_reasoning(),
         };
-        Ok(Admitted {
+        let admitted = Admitted {
             op,
             key,
             stream: req.stream,
@@ -203,7 +223,59 @@ impl Gateway {
             adapter,
             upstream,
             response_cx,
-        })
+        };
+        Ok((admitted, fan_out))
+    }
+
+    /// Sends a fan-out's calls, joins their answers and answers the client; records in `ctx`
+    /// what a proxied request records (the decision, upstream status, usage or error).
+    async fn run_fan_out(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        admitted: Admitted,
+        plan: FanOut,
+    ) {
+        let answers = self.fan_out.run(&admitted.route.endpoint, plan.calls).await;
+        ctx.first_byte_at = Some(Instant::now());
+        let mut retry_after = None;
+        let outcome = match answers {
+            Ok(bodies) => {
+                ctx.upstream_status = Some(200);
+                (plan.join)(&bodies, &admitted.response_cx).map_err(|e| GatewayError::Upstream {
+                    status: 502,
+                    message: e.to_string().into(),
+                })
+            }
+            Err(failure) => {
+                if let PartFailure::Status { status, .. } = &failure {
+                    ctx.upstream_status = Some(*status);
+                }
+                let (e, after) = part_failure(admitted.adapter, failure);
+                retry_after = after;
+                Err(e)
+            }
+        };
+        let id = admitted.response_cx.id.clone();
+        ctx.admitted = Some(admitted);
+        let mut headers = vec![("x-request-id", id.as_ref())];
+        let written = match outcome {
+            Ok(t) => {
+                ctx.usage = t.usage;
+                respond::json(session, 200, t.body, &headers).await
+            }
+            Err(e) => {
+                if let Some(after) = retry_after.as_deref() {
+                    headers.push(("retry-after", after));
+                }
+                let written = respond::json(session, e.status(), e.envelope(), &headers).await;
+                ctx.error = Some(e);
+                written
+            }
+        };
+        if let Err(e) = written {
+            tracing::debug!("writing fan-out answer failed: {e}");
+        }
     }
 
     async fn answer(&self, session: &mut Session, body: Bytes) {
@@ -290,8 +362,13 @@ impl ProxyHttp for Gateway {
                 "no upstream request",
             ));
         };
+        let Upstream::Proxied(up) = &a.upstream else {
+            return Err(Error::explain(
+                ErrorType::InternalError,
+                "request was answered by a fan-out",
+            ));
+        };
         // A fresh header: nothing of the client's (its key, cookies, encodings) leaks upstream.
-        let up = &a.upstream;
         let mut fresh =
             RequestHeader::build("POST", up.path.as_bytes(), Some(up.headers.len() + 4))?;
         fresh.insert_header("host", a.route.endpoint.authority())?;
@@ -322,10 +399,10 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<()> {
-        if let Some(a) = ctx.admitted.as_ref() {
+        if let Some(Upstream::Proxied(up)) = ctx.admitted.as_ref().map(|a| &a.upstream) {
             // Never `None` mid-body: that would end the upstream body early.
             *body = Some(if end_of_stream {
-                a.upstream.body.clone()
+                up.body.clone()
             } else {
                 Bytes::new()
             });
@@ -558,6 +635,34 @@ impl Gateway {
         let body = failure.envelope();
         *error = Some(failure);
         body
+    }
+}
+
+/// A failed fan-out call as the gateway's error (statuses as [`upstream_failure`] gives them),
+/// and the `Retry-After` the upstream asked for.
+fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, Option<String>) {
+    match failure {
+        PartFailure::Status {
+            status,
+            body,
+            retry_after,
+        } => (
+            GatewayError::Upstream {
+                status,
+                message: adapter.upstream_error_message(status, &body).into(),
+            },
+            retry_after,
+        ),
+        PartFailure::Timeout => (transport_failure(504, "upstream timed out"), None),
+        PartFailure::Connect => (transport_failure(502, "cannot connect to upstream"), None),
+        PartFailure::Broken => (transport_failure(502, "upstream failed"), None),
+    }
+}
+
+fn transport_failure(status: u16, message: &'static str) -> GatewayError {
+    GatewayError::Upstream {
+        status,
+        message: message.into(),
     }
 }
 

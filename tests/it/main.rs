@@ -4,6 +4,7 @@
 
 mod billing;
 mod bodies;
+mod embeddings;
 mod fake_upstream;
 mod foundation;
 mod gemini;

@@ -7,7 +7,9 @@
 //! Files: `request.rs` (OpenAI body → `GenerateContentRequest`), `thinking.rs` (reasoning
 //! controls → `thinkingConfig` per profile), `cache.rs` (the explicit context-cache plan),
 //! `response.rs` (buffered `GenerateContentResponse` → `chat.completion`), `stream.rs`
-//! (`alt=sse` events → `chat.completion.chunk` frames), `error.rs` (Google error bodies).
+//! (`alt=sse` events → `chat.completion.chunk` frames), `error.rs` (Google error bodies),
+//! `embed.rs` (`/v1/embeddings` → batched `batchEmbedContents` / `:predict` calls, a
+//! [`FanOut`], with the per-model embedding limits).
 //! Wire notes: `shared/wire/gemini.md`; fixtures: `tests/fixtures/gemini-*` (`SOURCES.md`).
 //!
 //! ## Tool-call ids carry thought signatures
@@ -32,6 +34,7 @@
 //! stream) are not carried: Google enforces signatures on function calls only.
 
 mod cache;
+pub mod embed;
 mod error;
 mod request;
 mod response;
@@ -44,7 +47,7 @@ use std::ops::Deref;
 use serde::Deserialize;
 
 use super::{
-    header, Adapter, CacheCreate, Credentials, ResponseCx, StreamTranslator, Target,
+    header, Adapter, CacheCreate, Credentials, FanOut, ResponseCx, StreamTranslator, Target,
     TranslateError, Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
@@ -84,6 +87,19 @@ impl Adapter for Gemini {
         }))
     }
 
+    /// Embeddings: one call per batch the route's surface allows (`embed.rs`).
+    fn fan_out(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<Option<FanOut>, GatewayError> {
+        if target.op != Operation::Embeddings {
+            return Ok(None);
+        }
+        embed::fan_out(req, target, creds).map(Some)
+    }
+
     fn build_request(
         &self,
         req: &RawRequest<'_>,
@@ -91,7 +107,9 @@ impl Adapter for Gemini {
         creds: &Credentials,
     ) -> Result<UpstreamRequest, GatewayError> {
         if target.op == Operation::Embeddings {
-            return Err(GatewayError::FamilyUnavailable("gemini embeddings"));
+            return Err(GatewayError::Internal(
+                "gemini embeddings are sent through fan_out".into(),
+            ));
         }
         let built = request::build(req, target)?;
         let method = if target.stream {
@@ -575,19 +593,30 @@ mod tests {
     }
 
     #[test]
-    fn embeddings_are_not_served_yet() {
-        let req =
-            RawRequest::parse(br#"{"model":"m","input":"x"}"#, Operation::Embeddings).unwrap();
+    fn embeddings_fan_out_and_chat_does_not() {
+        let c = creds(true, true, true);
         let m = model(profile_25_flash());
         let r = route(RouteKind::GeminiApi, None);
         let mut t = target(&m, &r, false);
+        let chat = RawRequest::parse(
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+            Operation::Chat,
+        )
+        .unwrap();
+        assert!(Gemini.fan_out(&chat, &t, &c).unwrap().is_none());
         t.op = Operation::Embeddings;
+        let req =
+            RawRequest::parse(br#"{"model":"m","input":"x"}"#, Operation::Embeddings).unwrap();
+        let f = Gemini.fan_out(&req, &t, &c).unwrap().unwrap();
+        assert_eq!(f.calls.len(), 1);
         assert_eq!(
-            Gemini
-                .build_request(&req, &t, &creds(true, true, true))
-                .unwrap_err(),
-            GatewayError::FamilyUnavailable("gemini embeddings")
+            f.calls[0].path,
+            "/base/v1beta/models/gemini-test:batchEmbedContents"
         );
+        assert!(matches!(
+            Gemini.build_request(&req, &t, &c).unwrap_err(),
+            GatewayError::Internal(_)
+        ));
     }
 
     #[test]

@@ -1,0 +1,119 @@
+//! Sends the calls of an adapter's [`FanOut`](crate::providers::FanOut) (a request that needs
+//! several upstream calls, e.g. an embeddings batch above the upstream's per-call limit) and
+//! collects their answers in call order. The proxy runs it in `request_filter` and answers the
+//! client itself; the adapter's pure joiner turns the answers into the client's body.
+//!
+//! Invariants: at most [`MAX_IN_FLIGHT`] calls of one request are in flight at once; the first
+//! failure (non-2xx answer or transport error) ends the run and drops the calls still in
+//! flight — one failing part fails the whole request, so nothing is joined or billed. One
+//! `reqwest::Client` (its connection pool) is shared by every request, with the upstream
+//! timeouts of the config.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt};
+
+use crate::catalog::Endpoint;
+use crate::config::UpstreamConf;
+use crate::providers::UpstreamRequest;
+
+/// Calls of one request sent at the same time.
+pub const MAX_IN_FLIGHT: usize = 4;
+
+/// Why a fan-out did not produce every answer.
+#[derive(Debug)]
+pub enum PartFailure {
+    /// A call answered non-2xx: its status, body and `Retry-After`, for the error envelope.
+    Status {
+        status: u16,
+        body: Bytes,
+        retry_after: Option<String>,
+    },
+    /// A call timed out (connect or read).
+    Timeout,
+    /// A call could not connect.
+    Connect,
+    /// A call's connection failed after connecting, or its answer could not be read.
+    Broken,
+}
+
+pub struct FanOutClient {
+    client: reqwest::Client,
+}
+
+impl FanOutClient {
+    pub fn new(conf: &UpstreamConf) -> Self {
+        let client = reqwest::Client::builder()
+            .connect_timeout(conf.connect_timeout)
+            .read_timeout(conf.read_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .unwrap_or_default();
+        FanOutClient { client }
+    }
+
+    /// Every call's answer body, in call order, or the first failure.
+    pub async fn run(
+        &self,
+        endpoint: &Endpoint,
+        calls: Vec<UpstreamRequest>,
+    ) -> Result<Vec<Bytes>, PartFailure> {
+        let count = calls.len();
+        let mut answers: Vec<Option<Bytes>> = vec![None; count];
+        let mut pending = stream::iter(calls.into_iter().enumerate())
+            .map(|(i, call)| async move { (i, self.send(endpoint, call).await) })
+            .buffer_unordered(MAX_IN_FLIGHT);
+        while let Some((i, answer)) = pending.next().await {
+            if let Some(slot) = answers.get_mut(i) {
+                *slot = Some(answer?);
+            }
+        }
+        answers
+            .into_iter()
+            .collect::<Option<Vec<Bytes>>>()
+            .ok_or(PartFailure::Broken)
+    }
+
+    async fn send(&self, endpoint: &Endpoint, call: UpstreamRequest) -> Result<Bytes, PartFailure> {
+        let mut request = self
+            .client
+            .post(endpoint.url(&call.path))
+            .header(http::header::ACCEPT, "application/json")
+            .body(call.body);
+        for (name, value) in call.headers {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response.bytes().await.map_err(transport)?;
+        if status.is_success() {
+            Ok(body)
+        } else {
+            Err(PartFailure::Status {
+                status: status.as_u16(),
+                body,
+                retry_after,
+            })
+        }
+    }
+}
+
+/// The kind of a transport failure; the details go to the log, not to the client.
+fn transport(e: reqwest::Error) -> PartFailure {
+    let kind = if e.is_timeout() {
+        PartFailure::Timeout
+    } else if e.is_connect() {
+        PartFailure::Connect
+    } else {
+        PartFailure::Broken
+    };
+    tracing::warn!("fan-out call failed: {}", e.without_url());
+    kind
+}
