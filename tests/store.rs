@@ -988,9 +988,10 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     );
     assert_eq!(s.usage("w2", None).await.unwrap(), vec![e.clone()]);
     assert!(s.usage("nobody", None).await.unwrap().is_empty());
-    // Serde round trip of a record (money as exact JSON numbers).
+    // Serde round trip of a record: amounts as exact decimal strings, prices as numbers.
     let json = serde_json::to_string(&a).unwrap();
-    assert!(json.contains(r#""cost":0.002198572754"#), "{json}");
+    assert!(json.contains(r#""cost":"0.002198572754""#), "{json}");
+    assert!(json.contains(r#""input_price":3.000001"#), "{json}");
     assert_eq!(serde_json::from_str::<UsageRecord>(&json).unwrap(), a);
 
     // The change feed: a Spend change per key written, a Balance change per workspace.

@@ -290,3 +290,38 @@ async fn two_gateways_on_one_postgres_agree_to_the_pico() {
     let verify = gw1.cli_json(&["ledger", "verify"]);
     assert_eq!(verify["inconsistent"], json!([]), "{verify}");
 }
+
+#[tokio::test]
+async fn embeddings_are_billed_for_input_only() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    let res = reqwest::Client::new().post(gw.url("/v1/embeddings")).bearer_auth(&key).json(&json!({"model": "google/text-embedding-004", "input": ["one input", "another input here"]})).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    let tokens = v["usage"]["prompt_tokens"].as_i64().unwrap() as i128;
+    let recs = records(&gw, &ws, 1).await;
+    assert_eq!(recs[0]["endpoint"], "embeddings");
+    assert_eq!(recs[0]["output_tokens"], 0);
+    assert_eq!(
+        pico(&recs[0]["cost"]),
+        tokens * 25_000,
+        "0.025 USD per 1M input tokens, exactly"
+    );
+
+    let poor = gw.workspace();
+    let poor_key = gw.key(&poor, &[]);
+    let res = reqwest::Client::new()
+        .post(gw.url("/v1/embeddings"))
+        .bearer_auth(&poor_key)
+        .json(&json!({"model": "google/text-embedding-004", "input": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 402);
+    assert_eq!(
+        sim.requests().await.len(),
+        1,
+        "the refused request never reached the upstream"
+    );
+}
