@@ -10,6 +10,7 @@ mod foundation;
 mod gemini;
 mod harness;
 mod openai_compat;
+mod outage;
 mod python_sdk;
 mod raw;
 mod sync;
