@@ -49,6 +49,7 @@ lint: check-deps
 ## Speed and memory numbers (never asserted in tests).
 bench: check-deps
 	$(CARGO) bench --bench translate
+	$(CARGO) bench --bench ledger
 
 ## Debian packages a fresh machine needs (run as root).
 deps:

@@ -1,0 +1,101 @@
+//! Ledger writer throughput: how many usage records (each with its debit, balance and key-spend
+//! update) one writer commits per second in 512-record transactions, on SQLite and on
+//! PostgreSQL (`TOLLGATE_TEST_PG_URL`, default the local test database). Printed, not asserted.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::time::Instant;
+
+use chrono::Utc;
+use sha2::Digest;
+use tollgate::billing::money::Price;
+use tollgate::store::{self, NewKey, Store, UsageEndpoint, UsageOutcome, UsageRecord};
+
+const RECORDS: usize = 20_480;
+const BATCH: usize = 512;
+
+fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
+    let now = Utc::now();
+    UsageRecord {
+        id: format!(
+            "bench-{}-{i}",
+            now.timestamp_nanos_opt().unwrap_or_default()
+        ),
+        workspace_id: ws.into(),
+        key_id: key.into(),
+        model_id: "google/gemini-2.5-flash".into(),
+        route: "gemini-api".into(),
+        endpoint: UsageEndpoint::Chat,
+        stream: i % 2 == 0,
+        input_tokens: 100,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        output_tokens: 200,
+        reasoning_tokens: 50,
+        input_price: Price::from_micro_per_mtok(300_000),
+        output_price: Price::from_micro_per_mtok(2_500_000),
+        cache_read_price: None,
+        cache_write_price: None,
+        cost: tollgate::billing::money::Usd::from_pico(100 * 300_000 + 200 * 2_500_000),
+        outcome: UsageOutcome::Complete,
+        started_at: now,
+        finished_at: now,
+        upstream_latency_us: Some(1000),
+        ttft_us: Some(1500),
+        spend_window_start: None,
+    }
+}
+
+async fn bench(name: &str, store: &dyn Store) {
+    store.migrate().await.unwrap();
+    let ws = store
+        .create_workspace(
+            &format!(
+                "ws_bench_{}",
+                Utc::now().timestamp_nanos_opt().unwrap_or_default()
+            ),
+            "bench",
+        )
+        .await
+        .unwrap();
+    let key_id = format!("key_{}", ws.id);
+    store
+        .create_key(NewKey {
+            id: key_id.clone(),
+            workspace_id: ws.id.clone(),
+            name: None,
+            secret_hash: hex::encode(sha2::Sha256::digest(ws.id.as_bytes())),
+            hint: String::new(),
+            expires_at: None,
+            spend_limit: None,
+            limit_reset: None,
+        })
+        .await
+        .unwrap();
+    let records: Vec<UsageRecord> = (0..RECORDS).map(|i| record(i, &ws.id, &key_id)).collect();
+    let start = Instant::now();
+    for chunk in records.chunks(BATCH) {
+        assert_eq!(store.record_usage(chunk).await.unwrap(), chunk.len() as u64);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!("ledger writer, {name}: {RECORDS} records in {:.2}s = {:.0} records/s ({:.1} ms per {BATCH}-record commit)", secs, RECORDS as f64 / secs, secs * 1e3 / (RECORDS / BATCH) as f64);
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let dir = tempfile::tempdir().unwrap();
+        let sqlite = store::open(&format!("sqlite://{}/bench.db", dir.path().display()))
+            .await
+            .unwrap();
+        bench("SQLite", sqlite.as_ref()).await;
+        let url = std::env::var("TOLLGATE_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+        match store::open(&url).await {
+            Ok(pg) => bench("PostgreSQL", pg.as_ref()).await,
+            Err(e) => println!("ledger writer, PostgreSQL: skipped ({e})"),
+        }
+    });
+}
