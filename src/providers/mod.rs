@@ -15,6 +15,8 @@
 pub mod gemini;
 pub mod openai_compat;
 pub mod sse;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 use std::fmt;
 use std::sync::Arc;

@@ -289,6 +289,7 @@ impl StreamTranslator for OpenAiStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::providers::test_support::{self, fixture, frames};
     use std::sync::Arc;
 
     fn cx() -> ResponseCx {
@@ -301,39 +302,8 @@ mod tests {
         }
     }
 
-    fn fixture(name: &str) -> Vec<u8> {
-        std::fs::read(format!(
-            "{}/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-        .unwrap()
-    }
-
-    fn frames(out: &[u8]) -> Vec<serde_json::Value> {
-        let text = std::str::from_utf8(out).unwrap();
-        text.split("\n\n")
-            .filter(|f| !f.is_empty())
-            .map(|f| {
-                let data = f.strip_prefix("data: ").unwrap();
-                if data == "[DONE]" {
-                    serde_json::Value::String("[DONE]".into())
-                } else {
-                    serde_json::from_str(data).unwrap()
-                }
-            })
-            .collect()
-    }
-
     fn run_stream(input: &[u8], cuts: &[usize]) -> Vec<u8> {
-        let mut t = OpenAiCompat.stream_translator(cx());
-        let mut out = BytesMut::new();
-        let mut last = 0;
-        for &c in cuts.iter().chain([&input.len()]) {
-            t.feed(&input[last..c], &mut out);
-            last = c;
-        }
-        t.finish(&mut out);
-        out.to_vec()
+        test_support::run_stream(&OpenAiCompat, cx(), input, cuts)
     }
 
     #[test]
