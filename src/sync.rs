@@ -17,7 +17,7 @@ use crate::catalog::{self, Catalog};
 use crate::config::ProvidersConf;
 use crate::store::{ChangeKind, Store, StoreResult};
 
-/// A full key reload this often, whatever the feed said.
+/// A full reload of keys, balances and spend this often, whatever the feed said.
 const FULL_RELOAD: Duration = Duration::from_secs(300);
 /// Longest wait for the store's change signal before polling anyway.
 const MAX_WAIT: Duration = Duration::from_secs(1);
@@ -49,20 +49,11 @@ impl Follower {
     ) -> StoreResult<Self> {
         // Read the cursor first: a change made during the load is then replayed, never lost.
         let cursor = store.latest_change().await?;
-        let keys = Arc::new(KeyCache::default());
-        keys.replace_all(store.all_keys().await?);
+        let all_keys = store.all_keys().await?;
         let accounts = Arc::new(Accounts::default());
-        for (workspace, balance) in store.balances().await? {
-            accounts.set_balance(&workspace, balance);
-        }
-        let limited: Vec<String> = store
-            .all_keys()
-            .await?
-            .into_iter()
-            .filter(|k| k.spend_limit.is_some())
-            .map(|k| k.id)
-            .collect();
-        load_spends(store, &accounts, &limited).await?;
+        load_accounts(store, &accounts, &all_keys).await?;
+        let keys = Arc::new(KeyCache::default());
+        keys.replace_all(all_keys);
         let mut resolver = catalog::Resolver::default();
         let snapshot = catalog::load(store, &providers, &mut resolver).await?;
         Ok(Follower {
@@ -87,6 +78,8 @@ impl Follower {
         let mut next_catalog = Instant::now() + self.catalog_refresh;
         let mut next_full = Instant::now() + FULL_RELOAD;
         let mut backoff = Duration::from_millis(100);
+        // After losing touch with the store, resync everything: the feed may have been pruned.
+        let mut resync = false;
         loop {
             let wait = MAX_WAIT.min(next_catalog.saturating_duration_since(Instant::now()));
             tokio::select! {
@@ -94,11 +87,10 @@ impl Follower {
                 _ = store.wait_for_change(wait) => {}
             }
             let due = Instant::now() >= next_catalog;
-            match self
-                .step(store.as_ref(), due, Instant::now() >= next_full)
-                .await
-            {
+            let full = resync || Instant::now() >= next_full;
+            match self.step(store.as_ref(), due || resync, full).await {
                 Ok(reloaded_catalog) => {
+                    resync = false;
                     backoff = Duration::from_millis(100);
                     if reloaded_catalog {
                         next_catalog = Instant::now() + self.catalog_refresh;
@@ -108,6 +100,7 @@ impl Follower {
                     }
                 }
                 Err(e) => {
+                    resync = true;
                     tracing::warn!("store unreachable, serving from memory: {e}");
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(5));
@@ -175,7 +168,9 @@ impl Follower {
             "change feed step"
         );
         if full_keys {
-            self.keys.replace_all(store.all_keys().await?);
+            let keys = store.all_keys().await?;
+            load_accounts(store, &self.accounts, &keys).await?;
+            self.keys.replace_all(keys);
         }
         if catalog_dirty {
             let snapshot = catalog::load(store, &self.providers, &mut self.resolver).await?;
@@ -183,6 +178,23 @@ impl Follower {
         }
         Ok(catalog_dirty)
     }
+}
+
+/// Every balance, and the current window's spend of every limited key among `keys`.
+async fn load_accounts(
+    store: &dyn Store,
+    accounts: &Accounts,
+    keys: &[crate::store::ApiKey],
+) -> StoreResult<()> {
+    for (workspace, balance) in store.balances().await? {
+        accounts.set_balance(&workspace, balance);
+    }
+    let limited: Vec<String> = keys
+        .iter()
+        .filter(|k| k.spend_limit.is_some())
+        .map(|k| k.id.clone())
+        .collect();
+    load_spends(store, accounts, &limited).await
 }
 
 /// The current window's spend of each of `key_ids` that has a spend limit, into `accounts`.

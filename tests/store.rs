@@ -195,6 +195,7 @@ suite!(
     ledger_is_append_only,
     catalog_import,
     change_feed,
+    pruning_keeps_recent_changes,
     wait_for_change_wakes_on_another_instance,
     usage_is_recorded_exactly,
     replaying_usage_applies_nothing_twice,
@@ -624,6 +625,31 @@ async fn catalog_import(b: Arc<Backend>) {
         .await
         .is_err());
     assert_eq!(s.load_catalog().await.unwrap(), expected);
+}
+
+async fn pruning_keeps_recent_changes(b: Arc<Backend>) {
+    let s = b.ready().await;
+    s.create_workspace("w-prune", "w").await.unwrap();
+    let latest = s.latest_change().await.unwrap();
+    assert_eq!(
+        s.prune_changes(Utc::now() - chrono::Duration::minutes(10))
+            .await
+            .unwrap(),
+        0,
+        "recent rows stay"
+    );
+    assert!(!s.changes_since(0).await.unwrap().is_empty());
+    let pruned = s
+        .prune_changes(Utc::now() + chrono::Duration::seconds(1))
+        .await
+        .unwrap();
+    assert!(pruned > 0, "older rows go");
+    assert!(s.changes_since(0).await.unwrap().is_empty());
+    s.create_workspace("w-prune-2", "w").await.unwrap();
+    assert!(
+        s.latest_change().await.unwrap() > latest,
+        "seqs are never reused after pruning"
+    );
 }
 
 async fn change_feed(b: Arc<Backend>) {

@@ -30,6 +30,10 @@ const BATCH: usize = 512;
 /// Queue depth: about a second of the gateway's peak rate.
 const QUEUE: usize = 16_384;
 const REPLAY_EVERY: Duration = Duration::from_secs(1);
+/// How much change feed to keep, and how often to trim it (the writer owns the chore because
+/// it is the one steady source of feed rows: balances and spend change with every batch).
+const FEED_KEPT: Duration = Duration::from_secs(600);
+const PRUNE_EVERY: u32 = 60;
 
 /// The gateway's handle: submit a finished request's record.
 #[derive(Clone)]
@@ -98,6 +102,7 @@ impl LedgerWriter {
         tokio::pin!(shutdown);
         let mut batch = Vec::with_capacity(BATCH);
         let mut tick = tokio::time::interval(REPLAY_EVERY);
+        let mut ticks = 0u32;
         loop {
             tokio::select! {
                 n = self.rx.recv_many(&mut batch, BATCH) => {
@@ -106,7 +111,13 @@ impl LedgerWriter {
                     }
                     self.commit(store.as_ref(), &mut batch).await;
                 }
-                _ = tick.tick() => self.replay(store.as_ref()).await,
+                _ = tick.tick() => {
+                    self.replay(store.as_ref()).await;
+                    ticks = ticks.wrapping_add(1);
+                    if ticks % PRUNE_EVERY == 0 {
+                        prune_feed(store.as_ref()).await;
+                    }
+                }
                 _ = &mut shutdown => break,
             }
         }
@@ -202,6 +213,17 @@ impl LedgerWriter {
             Ok(()) => tracing::info!(records = records.len(), "ledger spool replayed"),
             Err(e) => tracing::error!("cannot trim the ledger spool: {e}"),
         }
+    }
+}
+
+async fn prune_feed(store: &dyn Store) {
+    let Ok(kept) = chrono::Duration::from_std(FEED_KEPT) else {
+        return;
+    };
+    match store.prune_changes(chrono::Utc::now() - kept).await {
+        Ok(n) if n > 0 => tracing::debug!(rows = n, "change feed pruned"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!("change feed pruning failed: {e}"),
     }
 }
 

@@ -382,6 +382,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Change-feed rows with `seq > after`, oldest first.
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>>;
+    /// Deletes change-feed rows older than `before`; returns how many. Followers resync fully
+    /// after losing touch, so the feed only needs to cover the gaps between their steps.
+    async fn prune_changes(&self, before: DateTime<Utc>) -> StoreResult<u64>;
     /// The newest change seq (0 when none): where a fresh follower starts.
     async fn latest_change(&self) -> StoreResult<i64>;
     /// Returns when a change may have happened or after `max` at the latest.

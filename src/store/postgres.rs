@@ -1152,6 +1152,14 @@ impl Store for PgStore {
             .collect()
     }
 
+    async fn prune_changes(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached("DELETE FROM change_log WHERE created_at < $1")
+            .await?;
+        Ok(client.execute(&stmt, &[&before]).await?)
+    }
+
     async fn latest_change(&self) -> StoreResult<i64> {
         let rows = self
             .query_rows(

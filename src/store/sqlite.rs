@@ -935,6 +935,17 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn prune_changes(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let before = codec::to_micros(before);
+        self.run(move |conn| {
+            let n = conn
+                .prepare_cached("DELETE FROM change_log WHERE created_at < ?1")?
+                .execute([before])?;
+            Ok(n as u64)
+        })
+        .await
+    }
+
     async fn latest_change(&self) -> StoreResult<i64> {
         self.run(|conn| {
             Ok(conn
