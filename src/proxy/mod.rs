@@ -15,7 +15,9 @@
 
 mod body;
 pub mod ctx;
+mod fan_out;
 mod large;
+mod outcome;
 mod respond;
 
 use std::sync::Arc;
@@ -30,10 +32,10 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
-use crate::catalog::{Catalog, ModelKind};
+use crate::catalog::{Catalog, Model, ModelKind};
 use crate::config::UpstreamConf;
-use crate::fan_out::{FanOutClient, PartFailure};
-use crate::providers::{adapter_for, sse, Adapter, Credentials, FanOut, ResponseCx, Target};
+use crate::fan_out::FanOutClient;
+use crate::providers::{adapter_for, sse, Credentials, FanOut, ResponseCx, Target};
 use ctx::{Admitted, Ctx, Translation, Upstream};
 
 /// Pingora's replay buffer; bodies above it take the subrequest path.
@@ -147,30 +149,8 @@ impl Gateway {
         key: Arc<crate::store::ApiKey>,
     ) -> Result<(Admitted, Option<FanOut>), GatewayError> {
         let req = RawRequest::parse(body, op)?;
-        let snapshot = self.catalog.snapshot();
-        let model = snapshot
-            .model(&req.model)
-            .ok_or_else(|| GatewayError::ModelNotFound(req.model.as_ref().into()))?
-            .clone();
-        match (op, model.kind) {
-            (Operation::Embeddings, ModelKind::Chat) => {
-                return Err(GatewayError::EmbeddingsUnsupported(
-                    model.id.as_ref().into(),
-                ))
-            }
-            (Operation::Chat, ModelKind::Embedding) => {
-                return Err(GatewayError::ChatUnsupported(model.id.as_ref().into()))
-            }
-            _ => {}
-        }
-        if op == Operation::Embeddings && req.stream {
-            return Err(GatewayError::invalid("embeddings cannot be streamed"));
-        }
-        // The gates: credit first (every billed endpoint), then the key's spend (chat only).
-        self.accounts.check_credit(&key.workspace_id)?;
-        if op == Operation::Chat {
-            self.accounts.check_spend(&key, chrono::Utc::now())?;
-        }
+        let model = self.model_for(&req, op)?;
+        self.gates(&key, op)?;
         let adapter = adapter_for(model.family)
             .ok_or(GatewayError::FamilyUnavailable(model.family.as_str()))?;
         let route = model
@@ -202,13 +182,8 @@ impl Gateway {
                 None,
             ),
         };
-        let prefix = if op == Operation::Chat {
-            "chatcmpl"
-        } else {
-            "emb"
-        };
         let response_cx = ResponseCx {
-            id: new_id(prefix).replacen('_', "-", 1).into(),
+            id: completion_id(op),
             model_id: model.id.clone(),
             op,
             created: chrono::Utc::now().timestamp(),
@@ -227,55 +202,35 @@ impl Gateway {
         Ok((admitted, fan_out))
     }
 
-    /// Sends a fan-out's calls, joins their answers and answers the client; records in `ctx`
-    /// what a proxied request records (the decision, upstream status, usage or error).
-    async fn run_fan_out(
-        &self,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        admitted: Admitted,
-        plan: FanOut,
-    ) {
-        let answers = self.fan_out.run(&admitted.route.endpoint, plan.calls).await;
-        ctx.first_byte_at = Some(Instant::now());
-        let mut retry_after = None;
-        let outcome = match answers {
-            Ok(bodies) => {
-                ctx.upstream_status = Some(200);
-                (plan.join)(&bodies, &admitted.response_cx).map_err(|e| GatewayError::Upstream {
-                    status: 502,
-                    message: e.to_string().into(),
-                })
+    /// The catalog model the request names, if it serves this endpoint.
+    fn model_for(&self, req: &RawRequest<'_>, op: Operation) -> Result<Arc<Model>, GatewayError> {
+        let model = self
+            .catalog
+            .snapshot()
+            .model(&req.model)
+            .ok_or_else(|| GatewayError::ModelNotFound(req.model.as_ref().into()))?
+            .clone();
+        match (op, model.kind) {
+            (Operation::Embeddings, ModelKind::Chat) => Err(GatewayError::EmbeddingsUnsupported(
+                model.id.as_ref().into(),
+            )),
+            (Operation::Chat, ModelKind::Embedding) => {
+                Err(GatewayError::ChatUnsupported(model.id.as_ref().into()))
             }
-            Err(failure) => {
-                if let PartFailure::Status { status, .. } = &failure {
-                    ctx.upstream_status = Some(*status);
-                }
-                let (e, after) = part_failure(admitted.adapter, failure);
-                retry_after = after;
-                Err(e)
+            (Operation::Embeddings, _) if req.stream => {
+                Err(GatewayError::invalid("embeddings cannot be streamed"))
             }
-        };
-        let id = admitted.response_cx.id.clone();
-        ctx.admitted = Some(admitted);
-        let mut headers = vec![("x-request-id", id.as_ref())];
-        let written = match outcome {
-            Ok(t) => {
-                ctx.usage = t.usage;
-                respond::json(session, 200, t.body, &headers).await
-            }
-            Err(e) => {
-                if let Some(after) = retry_after.as_deref() {
-                    headers.push(("retry-after", after));
-                }
-                let written = respond::json(session, e.status(), e.envelope(), &headers).await;
-                ctx.error = Some(e);
-                written
-            }
-        };
-        if let Err(e) = written {
-            tracing::debug!("writing fan-out answer failed: {e}");
+            _ => Ok(model),
         }
+    }
+
+    /// The gates: credit first (every billed endpoint), then the key's spend (chat only).
+    fn gates(&self, key: &crate::store::ApiKey, op: Operation) -> Result<(), GatewayError> {
+        self.accounts.check_credit(&key.workspace_id)?;
+        if op == Operation::Chat {
+            self.accounts.check_spend(key, chrono::Utc::now())?;
+        }
+        Ok(())
     }
 
     async fn answer(&self, session: &mut Session, body: Bytes) {
@@ -556,55 +511,11 @@ impl ProxyHttp for Gateway {
         }
         self.bill(e, ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        access_log(session.req_header().uri.path(), status, ctx);
+        outcome::access_log(session.req_header().uri.path(), status, ctx);
     }
 }
 
 impl Gateway {
-    /// Hands a finished request's usage record to the ledger. Billed: requests the upstream
-    /// answered (complete), streams the client left early (what was received), and streams
-    /// the upstream broke after producing tokens (what was received). Not billed: anything
-    /// that failed before the upstream answered, and answers without usage.
-    fn bill(&self, e: Option<&Error>, ctx: &Ctx) {
-        use crate::store::{UsageEndpoint, UsageOutcome};
-        let Some(a) = ctx.admitted.as_ref() else {
-            return;
-        };
-        let outcome = match (&ctx.error, e) {
-            (None, None) => UsageOutcome::Complete,
-            (None, Some(err)) if matches!(err.esource(), ErrorSource::Downstream) => {
-                UsageOutcome::ClientDisconnected
-            }
-            (Some(GatewayError::Upstream { status: 200, .. }), _) => UsageOutcome::UpstreamFailed,
-            _ => return,
-        };
-        if ctx.usage.is_zero() {
-            return;
-        }
-        let micros = |from: Instant, to: Option<Instant>| to.map(|t| (t - from).as_micros() as u64);
-        let charge = crate::billing::record::Charge {
-            id: &a.response_cx.id,
-            key: &a.key,
-            model: &a.model,
-            route: a.route.kind.as_str(),
-            endpoint: match a.op {
-                Operation::Chat => UsageEndpoint::Chat,
-                Operation::Embeddings => UsageEndpoint::Embeddings,
-            },
-            stream: a.stream,
-            usage: ctx.usage,
-            outcome,
-            started_at: ctx.started_at,
-            finished_at: chrono::Utc::now(),
-            upstream_latency_us: ctx.upstream_at.and_then(|u| micros(u, ctx.first_byte_at)),
-            ttft_us: micros(ctx.started, ctx.first_body_at),
-        };
-        match crate::billing::record::usage_record(charge) {
-            Ok(record) => self.ledger.submit(record),
-            Err(err) => tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}"),
-        }
-    }
-
     /// The end of a buffered (or upstream-error) body: the client's bytes.
     fn finish_buffered(
         &self,
@@ -638,32 +549,13 @@ impl Gateway {
     }
 }
 
-/// A failed fan-out call as the gateway's error (statuses as [`upstream_failure`] gives them),
-/// and the `Retry-After` the upstream asked for.
-fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, Option<String>) {
-    match failure {
-        PartFailure::Status {
-            status,
-            body,
-            retry_after,
-        } => (
-            GatewayError::Upstream {
-                status,
-                message: adapter.upstream_error_message(status, &body).into(),
-            },
-            retry_after,
-        ),
-        PartFailure::Timeout => (transport_failure(504, "upstream timed out"), None),
-        PartFailure::Connect => (transport_failure(502, "cannot connect to upstream"), None),
-        PartFailure::Broken => (transport_failure(502, "upstream failed"), None),
-    }
-}
-
-fn transport_failure(status: u16, message: &'static str) -> GatewayError {
-    GatewayError::Upstream {
-        status,
-        message: message.into(),
-    }
+/// A fresh completion id such as `chatcmpl-3fK…` (also the usage record's id).
+fn completion_id(op: Operation) -> Arc<str> {
+    let prefix = match op {
+        Operation::Chat => "chatcmpl",
+        Operation::Embeddings => "emb",
+    };
+    new_id(prefix).replacen('_', "-", 1).into()
 }
 
 /// A Pingora failure before any response byte, as the gateway's error.
@@ -688,45 +580,5 @@ fn upstream_failure(e: &Error) -> GatewayError {
             status,
             message: format!("{what}: {}", e.etype().as_str()).into(),
         }
-    }
-}
-
-/// Exactly one access event per request, at a level set by who was to blame.
-fn access_log(path: &str, status: u16, ctx: &Ctx) {
-    let a = ctx.admitted.as_ref();
-    let total_ms = ctx.started.elapsed().as_secs_f64() * 1e3;
-    let ttfb_ms = ctx
-        .first_byte_at
-        .map(|t| (t - ctx.started).as_secs_f64() * 1e3);
-    let code = ctx.error.as_ref().map_or("", GatewayError::code);
-    let blame = ctx.error.as_ref().map(GatewayError::blame);
-    let u = ctx.usage;
-    macro_rules! event {
-        ($level:ident) => {
-            tracing::$level!(
-                target: "tollgate::access",
-                path,
-                status,
-                code,
-                request_id = a.map_or("", |a| &a.response_cx.id),
-                key = a.map_or("", |a| &a.key.id),
-                model = a.map_or("", |a| &a.model.id),
-                route = a.map_or("", |a| a.route.kind.as_str()),
-                stream = a.is_some_and(|a| a.stream),
-                upstream_status = ctx.upstream_status,
-                ttfb_ms,
-                total_ms,
-                input = u.input,
-                cache_read = u.cache_read,
-                cache_write = u.cache_write,
-                output = u.output,
-                reasoning = u.reasoning,
-            )
-        };
-    }
-    match blame {
-        None | Some(crate::api::error::Blame::Client) => event!(info),
-        Some(crate::api::error::Blame::Upstream) => event!(warn),
-        Some(crate::api::error::Blame::Gateway) => event!(error),
     }
 }

@@ -1,0 +1,95 @@
+//! Running a fan-out: a request whose adapter asked for several upstream calls (Gemini
+//! embeddings batches) is answered from `request_filter`, through the shared
+//! [`FanOutClient`](crate::fan_out::FanOutClient), leaving in the context what a proxied request
+//! leaves for `logging` (the decision, upstream status, usage or error).
+
+use std::time::Instant;
+
+use pingora_proxy::Session;
+
+use super::ctx::{Admitted, Ctx};
+use super::{respond, Gateway};
+use crate::api::GatewayError;
+use crate::fan_out::PartFailure;
+use crate::providers::{Adapter, FanOut};
+
+impl Gateway {
+    /// Sends a fan-out's calls, joins their answers and answers the client; records in `ctx`
+    /// what a proxied request records (the decision, upstream status, usage or error).
+    pub(super) async fn run_fan_out(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        admitted: Admitted,
+        plan: FanOut,
+    ) {
+        let answers = self.fan_out.run(&admitted.route.endpoint, plan.calls).await;
+        ctx.first_byte_at = Some(Instant::now());
+        let mut retry_after = None;
+        let outcome = match answers {
+            Ok(bodies) => {
+                ctx.upstream_status = Some(200);
+                (plan.join)(&bodies, &admitted.response_cx).map_err(|e| GatewayError::Upstream {
+                    status: 502,
+                    message: e.to_string().into(),
+                })
+            }
+            Err(failure) => {
+                if let PartFailure::Status { status, .. } = &failure {
+                    ctx.upstream_status = Some(*status);
+                }
+                let (e, after) = part_failure(admitted.adapter, failure);
+                retry_after = after;
+                Err(e)
+            }
+        };
+        let id = admitted.response_cx.id.clone();
+        ctx.admitted = Some(admitted);
+        let mut headers = vec![("x-request-id", id.as_ref())];
+        let written = match outcome {
+            Ok(t) => {
+                ctx.usage = t.usage;
+                respond::json(session, 200, t.body, &headers).await
+            }
+            Err(e) => {
+                if let Some(after) = retry_after.as_deref() {
+                    headers.push(("retry-after", after));
+                }
+                let written = respond::json(session, e.status(), e.envelope(), &headers).await;
+                ctx.error = Some(e);
+                written
+            }
+        };
+        if let Err(e) = written {
+            tracing::debug!("writing fan-out answer failed: {e}");
+        }
+    }
+}
+
+/// A failed fan-out call as the gateway's error (statuses as [`upstream_failure`] gives them),
+/// and the `Retry-After` the upstream asked for.
+fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, Option<String>) {
+    match failure {
+        PartFailure::Status {
+            status,
+            body,
+            retry_after,
+        } => (
+            GatewayError::Upstream {
+                status,
+                message: adapter.upstream_error_message(status, &body).into(),
+            },
+            retry_after,
+        ),
+        PartFailure::Timeout => (transport_failure(504, "upstream timed out"), None),
+        PartFailure::Connect => (transport_failure(502, "cannot connect to upstream"), None),
+        PartFailure::Broken => (transport_failure(502, "upstream failed"), None),
+    }
+}
+
+fn transport_failure(status: u16, message: &'static str) -> GatewayError {
+    GatewayError::Upstream {
+        status,
+        message: message.into(),
+    }
+}
