@@ -478,3 +478,236 @@ fn image(url: Cow<'_, str>) -> Option<Block<'_>> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::*;
+    use super::temperature;
+    use crate::catalog::RouteKind;
+    use serde_json::{json, Value};
+
+    fn with(extra: Value) -> Value {
+        let mut req = json!({"model": "anthropic/claude-test", "messages": [{"role": "user", "content": "hi"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        req
+    }
+
+    fn err(req: Value) -> crate::api::GatewayError {
+        try_body(&req).unwrap_err()
+    }
+
+    #[test]
+    fn messages_system_and_merging() {
+        let b = body(json!({"model": "m", "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "developer", "content": [{"type": "text", "text": "Use English."}, {"type": "text", "text": ""}]},
+            {"role": "user", "content": "one"},
+            {"role": "user", "content": [{"type": "text", "text": "two"}, {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]},
+            {"role": "assistant", "content": "three"},
+            {"role": "assistant", "content": [{"type": "text", "text": "four"}, {"type": "refusal", "refusal": "no"}]},
+            {"role": "system", "content": "Late rule."},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://x.test/a.jpg"}}]},
+            {"role": "assistant", "content": null},
+            {"role": "user", "content": ""}
+        ]}));
+        assert_eq!(
+            b["system"],
+            json!([{"type": "text", "text": "Be brief."}, {"type": "text", "text": "Use English."}, {"type": "text", "text": "Late rule."}])
+        );
+        assert_eq!(
+            b["messages"],
+            json!([
+                {"role": "user", "content": [
+                    {"type": "text", "text": "one"},
+                    {"type": "text", "text": "two"},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "three"}, {"type": "text", "text": "four"}]},
+                {"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://x.test/a.jpg"}}]}
+            ])
+        );
+        assert_eq!(b["model"], "claude-test");
+        assert_eq!(b["max_tokens"], 64000, "the model's cap by default");
+        assert!(b.get("stream").is_none());
+        for bad in [
+            json!([{"role": "system", "content": "only system"}]),
+            json!([{"role": "wizard", "content": "x"}]),
+            json!([{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "x", "format": "wav"}}]}]),
+            json!([{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "ftp://x"}}]}]),
+            json!([{"role": "user", "content": 5}]),
+        ] {
+            let e = err(json!({"model": "m", "messages": bad}));
+            assert_eq!(e.status(), 400, "{bad}: {e}");
+            assert_eq!(e.code(), "invalid_request_error", "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn sampling_parameters_map_and_the_rest_is_dropped() {
+        let b = body(with(json!({
+            "temperature": 1.4, "top_k": 40, "stop": ["END", "STOP"], "max_tokens": 500,
+            "frequency_penalty": 0.5, "presence_penalty": 0.1, "seed": 7, "top_a": 0.1, "min_p": 0.1,
+            "repetition_penalty": 1.1, "logit_bias": {"1": 2}, "logprobs": true, "top_logprobs": 2,
+            "verbosity": "low", "user": "u1", "service_tier": "priority", "n": 2,
+            "response_format": {"type": "json_object"}, "parallel_tool_calls": false,
+            "stream_options": {"include_usage": true}, "metadata": {"a": "b"}
+        })));
+        let keys: Vec<&str> = b.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut keys = keys;
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            ["max_tokens", "messages", "model", "stop_sequences", "temperature", "top_k"]
+        );
+        assert_eq!(b["temperature"], 0.7);
+        assert_eq!(b["top_k"], 40);
+        assert_eq!(b["stop_sequences"], json!(["END", "STOP"]));
+        assert_eq!(b["max_tokens"], 500);
+
+        let b = body(with(json!({"top_p": 0.9, "stop": "X", "top_k": 0, "max_completion_tokens": 300, "max_tokens": 900})));
+        assert_eq!(b["top_p"], 0.9);
+        assert_eq!(b["stop_sequences"], json!(["X"]));
+        assert!(b.get("top_k").is_none(), "top_k 0 means off");
+        assert_eq!(b["max_tokens"], 300, "max_completion_tokens wins");
+        let b = body(with(json!({"temperature": 0.2, "top_p": 0.9})));
+        assert_eq!(b["temperature"], 0.1);
+        assert!(b.get("top_p").is_none(), "Claude 4.1+ rejects both together");
+        let b = body(with(json!({"max_tokens": 999_999, "temperature": null, "stop": []})));
+        assert_eq!(b["max_tokens"], 64000, "capped at the model's output cap");
+        assert!(b.get("temperature").is_none() && b.get("stop_sequences").is_none());
+        let e = err(with(json!({"temperature": "hot"})));
+        assert!(e.to_string().starts_with("invalid value for temperature"), "{e}");
+
+        let m = model(None);
+        let (_, _, b) = try_built(&with(json!({})), &m, RouteKind::Anthropic, None, false).unwrap();
+        assert_eq!(b["max_tokens"], 4096, "fallback without a catalog cap");
+    }
+
+    #[test]
+    fn temperature_rule() {
+        for (openai, want) in [(0.0, 0.0), (0.5, 0.25), (1.0, 0.5), (2.0, 1.0), (3.0, 1.0), (-1.0, 0.0)] {
+            assert!((temperature(openai) - want).abs() < f64::EPSILON, "{openai}");
+        }
+    }
+
+    fn thinking(extra: Value) -> (Value, Value) {
+        let b = body(with(extra));
+        (b["thinking"].clone(), b["max_tokens"].clone())
+    }
+
+    #[test]
+    fn thinking_budget_is_clamped_and_fits_below_max_tokens() {
+        let on = |n: u32| json!({"type": "enabled", "budget_tokens": n});
+        for (extra, want, max_tokens) in [
+            (json!({"reasoning": {"max_tokens": 2000}, "max_tokens": 8000}), on(2000), json!(8000)),
+            (json!({"reasoning": {"max_tokens": 100}, "max_tokens": 8000}), on(1024), json!(8000)),
+            (json!({"reasoning": {"max_tokens": 99999}}), on(63999), json!(64000)),
+            (json!({"reasoning": {"max_tokens": 5000}, "max_tokens": 1000}), on(5000), json!(5001)),
+            (json!({"reasoning": {"max_tokens": 2000}, "max_tokens": 2000}), on(2000), json!(2001)),
+            (json!({"reasoning_effort": "low", "max_tokens": 100}), on(1024), json!(1025)),
+            (json!({"reasoning_effort": "medium"}), on(8192), json!(64000)),
+            (json!({"reasoning": {"effort": "high"}, "max_tokens": 30000}), on(24576), json!(30000)),
+            (json!({"reasoning_effort": "xhigh"}), on(32768), json!(64000)),
+            (json!({"reasoning_effort": "minimal"}), on(1024), json!(64000)),
+            (json!({"reasoning": {}}), on(8192), json!(64000)),
+            (json!({"reasoning": {"enabled": true}}), on(8192), json!(64000)),
+            (json!({"include_reasoning": true}), on(8192), json!(64000)),
+            (json!({"reasoning": {"exclude": true, "effort": "low"}}), on(1024), json!(64000)),
+            (json!({"reasoning": {"exclude": true}}), Value::Null, json!(64000)),
+            (json!({"include_reasoning": false}), Value::Null, json!(64000)),
+            (json!({"reasoning_effort": "none"}), Value::Null, json!(64000)),
+            (json!({"reasoning": {"max_tokens": 0}}), Value::Null, json!(64000)),
+            (json!({"reasoning": {"enabled": false}}), Value::Null, json!(64000)),
+            (json!({}), Value::Null, json!(64000)),
+        ] {
+            assert_eq!(thinking(extra.clone()), (want, max_tokens), "{extra}");
+        }
+        // A model cap leaves the budget below it.
+        let m = model(Some(2000));
+        let (_, _, b) = try_built(
+            &with(json!({"reasoning": {"max_tokens": 5000}})),
+            &m,
+            RouteKind::Anthropic,
+            None,
+            false,
+        )
+        .unwrap();
+        assert_eq!(b["thinking"], on(1999));
+        assert_eq!(b["max_tokens"], 2000);
+        // With thinking on, modified temperature and top_k are not allowed; top_p ≥ 0.95 is.
+        let b = body(with(json!({"reasoning_effort": "low", "temperature": 0.3, "top_k": 5, "top_p": 0.97})));
+        assert!(b.get("temperature").is_none() && b.get("top_k").is_none());
+        assert_eq!(b["top_p"], 0.97);
+        let b = body(with(json!({"reasoning_effort": "low", "top_p": 0.5})));
+        assert!(b.get("top_p").is_none());
+        let e = err(with(json!({"reasoning_effort": "max"})));
+        assert!(e.to_string().starts_with("invalid value for reasoning_effort"), "{e}");
+    }
+
+    #[test]
+    fn cache_control_on_the_system_message_marks_the_last_system_block() {
+        let b = body(json!({"model": "m", "messages": [
+            {"role": "system", "content": [
+                {"type": "text", "text": "long doc", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+                {"type": "text", "text": "rules"}]},
+            {"role": "user", "content": "q"}
+        ]}));
+        assert_eq!(
+            b["system"],
+            json!([{"type": "text", "text": "long doc"},
+                   {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])
+        );
+        let b = body(json!({"model": "m", "messages": [
+            {"role": "system", "content": "doc", "cache_control": {"type": "ephemeral"}},
+            {"role": "system", "content": "more"},
+            {"role": "user", "content": "q"}
+        ]}));
+        assert_eq!(
+            b["system"],
+            json!([{"type": "text", "text": "doc"},
+                   {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}}])
+        );
+        let b = body(json!({"model": "m", "messages": [{"role": "system", "content": "doc"}, {"role": "user", "content": "q"}]}));
+        assert_eq!(b["system"], json!([{"type": "text", "text": "doc"}]));
+        let b = body(json!({"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "big", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]}));
+        assert_eq!(
+            b["messages"][0]["content"][0]["cache_control"],
+            json!({"type": "ephemeral", "ttl": "5m"})
+        );
+    }
+
+    #[test]
+    fn tools_are_refused_naming_the_parameter() {
+        let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
+        for (extra, param) in [
+            (json!({"tools": tool}), "tools"),
+            (json!({"tools": []}), "tools"),
+            (json!({"tool_choice": "auto"}), "tool_choice"),
+        ] {
+            let e = err(with(extra.clone()));
+            assert_eq!(e.status(), 400);
+            assert_eq!(e.code(), "unsupported_parameter");
+            assert_eq!(
+                e.to_string(),
+                format!("{param} is not supported by model \"anthropic/claude-test\""),
+                "{extra}"
+            );
+        }
+        body(with(json!({"tools": null, "tool_choice": null})));
+        // History from another family: ids with characters outside [A-Za-z0-9_-] must not
+        // break anything — tool calls are refused the same way.
+        for messages in [
+            json!([{"role": "user", "content": "hi"},
+                   {"role": "assistant", "content": null, "tool_calls": [{"id": "call_Ab3x_0.CiIB+/9a8w==", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                   {"role": "tool", "tool_call_id": "call_Ab3x_0.CiIB+/9a8w==", "content": "ok"}]),
+            json!([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "a.b/c", "content": "ok"}]),
+        ] {
+            let e = err(json!({"model": "m", "messages": messages}));
+            assert_eq!(e.code(), "unsupported_parameter", "{e}");
+            assert!(e.to_string().starts_with("tool_calls is not supported"), "{e}");
+        }
+        body(json!({"model": "m", "messages": [{"role": "assistant", "content": "x", "tool_calls": []}, {"role": "user", "content": "y"}]}));
+    }
+}

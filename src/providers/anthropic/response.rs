@@ -202,3 +202,93 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
         usage,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{cx, fixture};
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn run(name: &str, exclude: bool) -> (Value, Usage) {
+        let mut c = cx();
+        c.exclude_reasoning = exclude;
+        let t = translate(&fixture(name), &c).unwrap();
+        (serde_json::from_slice(&t.body).unwrap(), t.usage)
+    }
+
+    #[test]
+    fn fixtures() {
+        let (v, u) = run("anthropic-message-text.json", false);
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["id"], "chatcmpl-gw7");
+        assert_eq!(v["model"], "anthropic/claude-test");
+        assert_eq!(v["created"], 1_700_000_000);
+        let m = &v["choices"][0]["message"];
+        assert_eq!(m["role"], "assistant");
+        assert!(m["content"].as_str().unwrap().starts_with("Hello! I'm doing well"));
+        assert!(m.get("reasoning").is_none());
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(
+            u,
+            Usage {
+                input: 12,
+                output: 29,
+                ..Usage::default()
+            }
+        );
+        assert_eq!(v["usage"]["total_tokens"], 41);
+
+        let (v, u) = run("anthropic-message-cache-read-and-write.json", false);
+        assert_eq!(
+            u,
+            Usage {
+                input: 3,
+                cache_read: 1111,
+                cache_write: 418,
+                output: 33,
+                reasoning: 0
+            }
+        );
+        assert_eq!(
+            v["usage"],
+            json!({"prompt_tokens": 1532, "completion_tokens": 33, "total_tokens": 1565,
+                   "prompt_tokens_details": {"cached_tokens": 1111, "cache_write_tokens": 418},
+                   "completion_tokens_details": {"reasoning_tokens": 0}})
+        );
+
+        let (v, u) = run("anthropic-message-thinking.json", false);
+        let m = &v["choices"][0]["message"];
+        assert_eq!(m["reasoning"], "925 divided by 5 = 185");
+        assert_eq!(m["content"], "925 ÷ 5 = 185");
+        assert_eq!((u.input, u.output), (69, 33));
+        let (v, _) = run("anthropic-message-thinking.json", true);
+        assert!(v["choices"][0]["message"].get("reasoning").is_none());
+        assert_eq!(v["choices"][0]["message"]["content"], "925 ÷ 5 = 185");
+    }
+
+    #[test]
+    fn stop_reasons_and_details() {
+        for (reason, want) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("pause_turn", "stop"),
+            ("max_tokens", "length"),
+            ("model_context_window_exceeded", "length"),
+            ("refusal", "content_filter"),
+            ("tool_use", "tool_calls"),
+        ] {
+            let body = json!({"content": [{"type": "text", "text": ""}], "stop_reason": reason,
+                "usage": {"input_tokens": 1, "output_tokens": 9, "output_tokens_details": {"thinking_tokens": 4}}});
+            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx()).unwrap();
+            let v: Value = serde_json::from_slice(&t.body).unwrap();
+            assert_eq!(v["choices"][0]["finish_reason"], want, "{reason}");
+            assert!(v["choices"][0]["message"]["content"].is_null());
+            assert_eq!(t.usage.reasoning, 4);
+            assert_eq!(v["usage"]["completion_tokens_details"]["reasoning_tokens"], 4);
+        }
+        assert!(matches!(
+            translate(b"{oops", &cx()),
+            Err(TranslateError::Json(_))
+        ));
+    }
+}

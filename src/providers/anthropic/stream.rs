@@ -338,3 +338,241 @@ impl StreamTranslator for AnthropicStream {
         self.error.as_deref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{cx, fixture, frames, run_stream};
+    use super::super::Anthropic;
+    use serde_json::{json, Value};
+
+    /// The upstream bytes of a stream fixture; `.chunks.jsonl` lines become named SSE events.
+    fn stream_bytes(name: &str) -> Vec<u8> {
+        let raw = fixture(name);
+        if !name.ends_with(".chunks.jsonl") {
+            return raw;
+        }
+        let text = String::from_utf8(raw).unwrap();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .flat_map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                format!("event: {}\ndata: {l}\n\n", v["type"].as_str().unwrap()).into_bytes()
+            })
+            .collect()
+    }
+
+    /// The Anthropic events of a fixture, parsed independently of the translator.
+    fn events(bytes: &[u8]) -> Vec<Value> {
+        std::str::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    }
+
+    fn deltas(evs: &[Value], kind: &str, field: &str) -> String {
+        evs.iter()
+            .filter(|e| e["type"] == "content_block_delta" && e["delta"]["type"] == kind)
+            .filter_map(|e| e["delta"][field].as_str())
+            .collect()
+    }
+
+    fn joined(frames: &[Value], field: &str) -> String {
+        frames
+            .iter()
+            .filter_map(|f| f["choices"][0]["delta"][field].as_str())
+            .collect()
+    }
+
+    const STREAMS: &[&str] = &[
+        "anthropic-stream-thinking.sse",
+        "anthropic-stream-thinking.chunks.jsonl",
+        "anthropic-stream-tool-use.chunks.jsonl",
+        "anthropic-stream-prompt-cache-server-tool.chunks.jsonl",
+        "anthropic-vertex-stream-cache-write.sse",
+        "anthropic-vertex-stream-cache-hit.sse",
+    ];
+
+    #[test]
+    fn every_fixture_translates_the_same_at_every_split() {
+        for name in STREAMS {
+            let input = stream_bytes(name);
+            let whole = run_stream(&Anthropic, cx(), &input, &[]);
+            for cut in 0..=input.len() {
+                assert_eq!(
+                    run_stream(&Anthropic, cx(), &input, &[cut]),
+                    whole,
+                    "{name} split at {cut}"
+                );
+            }
+            let out = frames(&whole);
+            let evs = events(&input);
+            assert_eq!(out.last().unwrap(), "[DONE]", "{name}");
+            assert_eq!(out[0]["choices"][0]["delta"]["role"], "assistant", "{name}");
+            assert!(out.iter().all(|f| f.get("error").is_none()), "{name}");
+            assert_eq!(
+                joined(&out, "content"),
+                deltas(&evs, "text_delta", "text"),
+                "{name}"
+            );
+            assert_eq!(
+                joined(&out, "reasoning"),
+                deltas(&evs, "thinking_delta", "thinking"),
+                "{name}"
+            );
+            for f in &out[..out.len() - 1] {
+                assert_eq!(f["id"], "chatcmpl-gw7");
+                assert_eq!(f["model"], "anthropic/claude-test");
+                assert_eq!(f["object"], "chat.completion.chunk");
+            }
+            // Expected usage: input side from message_start, overwritten by what
+            // message_delta repeats; output from message_delta.
+            let start = &evs.iter().find(|e| e["type"] == "message_start").unwrap()["message"]
+                ["usage"];
+            let delta = &evs.iter().find(|e| e["type"] == "message_delta").unwrap()["usage"];
+            let pick = |k: &str| delta[k].as_u64().or(start[k].as_u64()).unwrap_or(0);
+            let (input, read, write) = (
+                pick("input_tokens"),
+                pick("cache_read_input_tokens"),
+                pick("cache_creation_input_tokens"),
+            );
+            let usage = &out[out.len() - 2];
+            assert_eq!(usage["choices"], json!([]), "{name}");
+            assert_eq!(
+                usage["usage"]["prompt_tokens"],
+                input + read + write,
+                "{name}"
+            );
+            assert_eq!(usage["usage"]["prompt_tokens_details"]["cached_tokens"], read);
+            assert_eq!(
+                usage["usage"]["prompt_tokens_details"]["cache_write_tokens"],
+                write
+            );
+            assert_eq!(usage["usage"]["completion_tokens"], pick("output_tokens"));
+            let finish = &out[out.len() - 3]["choices"][0];
+            let want = match evs.iter().find(|e| e["type"] == "message_delta").unwrap()["delta"]
+                ["stop_reason"]
+                .as_str()
+                .unwrap()
+            {
+                "tool_use" => "tool_calls",
+                _ => "stop",
+            };
+            assert_eq!(finish["finish_reason"], want, "{name}");
+            assert_eq!(finish["delta"], json!({}));
+        }
+    }
+
+    #[test]
+    fn known_fixture_values() {
+        let out = frames(&run_stream(
+            &Anthropic,
+            cx(),
+            &stream_bytes("anthropic-vertex-stream-cache-write.sse"),
+            &[],
+        ));
+        let u = &out[out.len() - 2]["usage"];
+        assert_eq!(u["prompt_tokens"], 10 + 28804);
+        assert_eq!(u["prompt_tokens_details"]["cache_write_tokens"], 28804);
+        assert_eq!(u["completion_tokens"], 4, "message_delta replaces the provisional 1");
+        let out = frames(&run_stream(
+            &Anthropic,
+            cx(),
+            &stream_bytes("anthropic-vertex-stream-cache-hit.sse"),
+            &[],
+        ));
+        assert_eq!(
+            out[out.len() - 2]["usage"]["prompt_tokens_details"]["cached_tokens"],
+            28804
+        );
+        let out = frames(&run_stream(
+            &Anthropic,
+            cx(),
+            &stream_bytes("anthropic-stream-prompt-cache-server-tool.chunks.jsonl"),
+            &[],
+        ));
+        let u = &out[out.len() - 2]["usage"];
+        assert_eq!(u["prompt_tokens"], 6 + 3337 + 6289, "message_delta wins: {u}");
+        assert_eq!(u["completion_tokens"], 198);
+    }
+
+    #[test]
+    fn tool_use_becomes_one_indexed_tool_call() {
+        let input = stream_bytes("anthropic-stream-tool-use.chunks.jsonl");
+        let out = frames(&run_stream(&Anthropic, cx(), &input, &[]));
+        let calls: Vec<&Value> = out
+            .iter()
+            .filter_map(|f| f["choices"][0]["delta"].get("tool_calls"))
+            .collect();
+        assert_eq!(calls[0][0]["id"], "toolu_01KFbKqPYSuAKujiL6mTfzYA");
+        assert_eq!(calls[0][0]["function"]["name"], "json");
+        assert!(calls.iter().all(|c| c[0]["index"] == 0));
+        let args: String = calls
+            .iter()
+            .filter_map(|c| c[0]["function"]["arguments"].as_str())
+            .collect();
+        assert_eq!(args, deltas(&events(&input), "input_json_delta", "partial_json"));
+        serde_json::from_str::<Value>(&args).unwrap();
+    }
+
+    #[test]
+    fn excluded_reasoning_is_left_out() {
+        let mut c = cx();
+        c.exclude_reasoning = true;
+        let out = frames(&run_stream(
+            &Anthropic,
+            c,
+            &stream_bytes("anthropic-stream-thinking.sse"),
+            &[],
+        ));
+        assert_eq!(joined(&out, "reasoning"), "");
+        assert!(!joined(&out, "content").is_empty());
+        assert_eq!(out[0]["choices"][0]["delta"]["role"], "assistant");
+    }
+
+    #[test]
+    fn error_event_is_an_error_frame_then_done() {
+        let input = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: ping\ndata: {\"type\": \"ping\"}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
+event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ignored\"}}\n\n";
+        let whole = run_stream(&Anthropic, cx(), input, &[]);
+        for cut in 0..=input.len() {
+            assert_eq!(run_stream(&Anthropic, cx(), input, &[cut]), whole);
+        }
+        let out = frames(&whole);
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out[0]["choices"][0]["delta"]["content"], "Hi");
+        assert_eq!(
+            out[1],
+            json!({"error": {"message": "Overloaded (overloaded_error)", "type": "upstream_error", "code": "upstream_error"}})
+        );
+        assert_eq!(out[2], "[DONE]");
+        let mut t = crate::providers::Adapter::stream_translator(&Anthropic, cx());
+        let mut buf = bytes::BytesMut::new();
+        t.feed(input, &mut buf);
+        assert_eq!(t.failed(), Some("Overloaded (overloaded_error)"));
+        assert_eq!(t.usage().input, 5);
+    }
+
+    #[test]
+    fn truncated_or_garbled_streams_fail() {
+        let full = stream_bytes("anthropic-stream-thinking.sse");
+        let text = std::str::from_utf8(&full).unwrap();
+        let cut = text.find("event: message_delta").unwrap();
+        let out = frames(&run_stream(&Anthropic, cx(), &full[..cut], &[]));
+        assert_eq!(
+            out[out.len() - 2]["error"]["message"],
+            "upstream stream ended before completion"
+        );
+        let out = frames(&run_stream(&Anthropic, cx(), b"data: {nope\n\n", &[]));
+        assert!(out[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream sent malformed JSON"));
+        assert_eq!(out.len(), 2);
+    }
+}
