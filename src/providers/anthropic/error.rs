@@ -106,12 +106,26 @@ mod tests {
             "upstream answered HTTP 404: model: claude-does-not-exist (not_found_error; request req_011CVEA3SF7rnb3DuBZytqQa)"
         );
         let m = upstream_error_message(400, &fixture("anthropic-error-400-invalid-effort.json"));
-        assert!(m.starts_with("upstream answered HTTP 400: This model does not support effort level 'xhigh'."), "{m}");
-        assert!(m.ends_with("(invalid_request_error; request req_011Ca7jT9AHpgXgdv8igm4z9)"), "{m}");
+        assert!(
+            m.starts_with(
+                "upstream answered HTTP 400: This model does not support effort level 'xhigh'."
+            ),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("(invalid_request_error; request req_011Ca7jT9AHpgXgdv8igm4z9)"),
+            "{m}"
+        );
         let m = upstream_error_message(400, &fixture("anthropic-error-400-invalid-request.json"));
-        assert!(m.contains("unexpected `tool_use_id`") && m.contains("invalid_request_error"), "{m}");
+        assert!(
+            m.contains("unexpected `tool_use_id`") && m.contains("invalid_request_error"),
+            "{m}"
+        );
         assert_eq!(
-            upstream_error_message(529, br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+            upstream_error_message(
+                529,
+                br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
             "upstream answered HTTP 529: Overloaded (overloaded_error)"
         );
         assert_eq!(
@@ -122,7 +136,13 @@ mod tests {
             upstream_error_message(429, br#"[{"error":{"code":429,"message":"Quota exceeded","status":"RESOURCE_EXHAUSTED"}}]"#),
             "upstream answered HTTP 429: Quota exceeded (RESOURCE_EXHAUSTED)"
         );
-        assert_eq!(upstream_error_message(502, b""), "upstream answered HTTP 502");
-        assert_eq!(upstream_error_message(500, b" oops \n"), "upstream answered HTTP 500: oops");
+        assert_eq!(
+            upstream_error_message(502, b""),
+            "upstream answered HTTP 502"
+        );
+        assert_eq!(
+            upstream_error_message(500, b" oops \n"),
+            "upstream answered HTTP 500: oops"
+        );
     }
 }

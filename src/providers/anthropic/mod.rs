@@ -21,8 +21,8 @@ mod response;
 mod stream;
 
 use super::{
-    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError,
-    Translated, UpstreamRequest,
+    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
+    UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
@@ -141,10 +141,17 @@ pub(super) mod test_support {
     /// Like conf/catalog.yaml `claude`.
     pub fn profile() -> Profile {
         Profile {
-            forward: ["temperature", "top_p", "top_k", "max_tokens", "stop", "reasoning"]
-                .iter()
-                .map(|s| (*s).to_owned())
-                .collect(),
+            forward: [
+                "temperature",
+                "top_p",
+                "top_k",
+                "max_tokens",
+                "stop",
+                "reasoning",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
             thinking: Thinking::Budget {
                 min: 1024,
                 max: 63999,

@@ -165,7 +165,10 @@ pub(super) fn build(
     let model = target.model;
     let p = &model.profile;
     let (system, messages) = conversation(req, target)?;
-    let cap = model.max_output_tokens.unwrap_or(FALLBACK_MAX_TOKENS).max(1);
+    let cap = model
+        .max_output_tokens
+        .unwrap_or(FALLBACK_MAX_TOKENS)
+        .max(1);
     let asked = match forwarded::<u32>(req, p, "max_tokens", "max_completion_tokens")? {
         Some(n) => Some(n),
         None => forwarded::<u32>(req, p, "max_tokens", "max_tokens")?,
@@ -437,9 +440,9 @@ fn block<'a>(
         }
         ("refusal", "assistant") => Ok(None),
         ("image_url", "user") => {
-            let url = p
-                .image_url
-                .ok_or_else(|| GatewayError::invalid(format!("{}: image_url.url is required", at())))?;
+            let url = p.image_url.ok_or_else(|| {
+                GatewayError::invalid(format!("{}: image_url.url is required", at()))
+            })?;
             image(url.url.0).map(Some).ok_or_else(|| {
                 GatewayError::invalid(format!(
                     "{}: image_url.url must be a base64 data: URL or an http(s) URL",
@@ -465,7 +468,10 @@ fn image(url: Cow<'_, str>) -> Option<Block<'_>> {
                     Cow::Borrowed(&u[start..]),
                 )
             }
-            Cow::Owned(_) => (Cow::Owned(media_type.to_owned()), Cow::Owned(data.to_owned())),
+            Cow::Owned(_) => (
+                Cow::Owned(media_type.to_owned()),
+                Cow::Owned(data.to_owned()),
+            ),
         };
         return Some(Block::Image {
             source: ImageSource::Base64 { media_type, data },
@@ -558,26 +564,43 @@ mod tests {
         keys.sort_unstable();
         assert_eq!(
             keys,
-            ["max_tokens", "messages", "model", "stop_sequences", "temperature", "top_k"]
+            [
+                "max_tokens",
+                "messages",
+                "model",
+                "stop_sequences",
+                "temperature",
+                "top_k"
+            ]
         );
         assert_eq!(b["temperature"], 0.7);
         assert_eq!(b["top_k"], 40);
         assert_eq!(b["stop_sequences"], json!(["END", "STOP"]));
         assert_eq!(b["max_tokens"], 500);
 
-        let b = body(with(json!({"top_p": 0.9, "stop": "X", "top_k": 0, "max_completion_tokens": 300, "max_tokens": 900})));
+        let b = body(with(
+            json!({"top_p": 0.9, "stop": "X", "top_k": 0, "max_completion_tokens": 300, "max_tokens": 900}),
+        ));
         assert_eq!(b["top_p"], 0.9);
         assert_eq!(b["stop_sequences"], json!(["X"]));
         assert!(b.get("top_k").is_none(), "top_k 0 means off");
         assert_eq!(b["max_tokens"], 300, "max_completion_tokens wins");
         let b = body(with(json!({"temperature": 0.2, "top_p": 0.9})));
         assert_eq!(b["temperature"], 0.1);
-        assert!(b.get("top_p").is_none(), "Claude 4.1+ rejects both together");
-        let b = body(with(json!({"max_tokens": 999_999, "temperature": null, "stop": []})));
+        assert!(
+            b.get("top_p").is_none(),
+            "Claude 4.1+ rejects both together"
+        );
+        let b = body(with(
+            json!({"max_tokens": 999_999, "temperature": null, "stop": []}),
+        ));
         assert_eq!(b["max_tokens"], 64000, "capped at the model's output cap");
         assert!(b.get("temperature").is_none() && b.get("stop_sequences").is_none());
         let e = err(with(json!({"temperature": "hot"})));
-        assert!(e.to_string().starts_with("invalid value for temperature"), "{e}");
+        assert!(
+            e.to_string().starts_with("invalid value for temperature"),
+            "{e}"
+        );
 
         let m = model(None);
         let (_, _, b) = try_built(&with(json!({})), &m, RouteKind::Anthropic, None, false).unwrap();
@@ -586,8 +609,18 @@ mod tests {
 
     #[test]
     fn temperature_rule() {
-        for (openai, want) in [(0.0, 0.0), (0.5, 0.25), (1.0, 0.5), (2.0, 1.0), (3.0, 1.0), (-1.0, 0.0)] {
-            assert!((temperature(openai) - want).abs() < f64::EPSILON, "{openai}");
+        for (openai, want) in [
+            (0.0, 0.0),
+            (0.5, 0.25),
+            (1.0, 0.5),
+            (2.0, 1.0),
+            (3.0, 1.0),
+            (-1.0, 0.0),
+        ] {
+            assert!(
+                (temperature(openai) - want).abs() < f64::EPSILON,
+                "{openai}"
+            );
         }
     }
 
@@ -600,25 +633,93 @@ mod tests {
     fn thinking_budget_is_clamped_and_fits_below_max_tokens() {
         let on = |n: u32| json!({"type": "enabled", "budget_tokens": n});
         for (extra, want, max_tokens) in [
-            (json!({"reasoning": {"max_tokens": 2000}, "max_tokens": 8000}), on(2000), json!(8000)),
-            (json!({"reasoning": {"max_tokens": 100}, "max_tokens": 8000}), on(1024), json!(8000)),
-            (json!({"reasoning": {"max_tokens": 99999}}), on(63999), json!(64000)),
-            (json!({"reasoning": {"max_tokens": 5000}, "max_tokens": 1000}), on(5000), json!(5001)),
-            (json!({"reasoning": {"max_tokens": 2000}, "max_tokens": 2000}), on(2000), json!(2001)),
-            (json!({"reasoning_effort": "low", "max_tokens": 100}), on(1024), json!(1025)),
-            (json!({"reasoning_effort": "medium"}), on(8192), json!(64000)),
-            (json!({"reasoning": {"effort": "high"}, "max_tokens": 30000}), on(24576), json!(30000)),
-            (json!({"reasoning_effort": "xhigh"}), on(32768), json!(64000)),
-            (json!({"reasoning_effort": "minimal"}), on(1024), json!(64000)),
+            (
+                json!({"reasoning": {"max_tokens": 2000}, "max_tokens": 8000}),
+                on(2000),
+                json!(8000),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 100}, "max_tokens": 8000}),
+                on(1024),
+                json!(8000),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 99999}}),
+                on(63999),
+                json!(64000),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 5000}, "max_tokens": 1000}),
+                on(5000),
+                json!(5001),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 2000}, "max_tokens": 2000}),
+                on(2000),
+                json!(2001),
+            ),
+            (
+                json!({"reasoning_effort": "low", "max_tokens": 100}),
+                on(1024),
+                json!(1025),
+            ),
+            (
+                json!({"reasoning_effort": "medium"}),
+                on(8192),
+                json!(64000),
+            ),
+            (
+                json!({"reasoning": {"effort": "high"}, "max_tokens": 30000}),
+                on(24576),
+                json!(30000),
+            ),
+            (
+                json!({"reasoning_effort": "xhigh"}),
+                on(32768),
+                json!(64000),
+            ),
+            (
+                json!({"reasoning_effort": "minimal"}),
+                on(1024),
+                json!(64000),
+            ),
             (json!({"reasoning": {}}), on(8192), json!(64000)),
-            (json!({"reasoning": {"enabled": true}}), on(8192), json!(64000)),
+            (
+                json!({"reasoning": {"enabled": true}}),
+                on(8192),
+                json!(64000),
+            ),
             (json!({"include_reasoning": true}), on(8192), json!(64000)),
-            (json!({"reasoning": {"exclude": true, "effort": "low"}}), on(1024), json!(64000)),
-            (json!({"reasoning": {"exclude": true}}), Value::Null, json!(64000)),
-            (json!({"include_reasoning": false}), Value::Null, json!(64000)),
-            (json!({"reasoning_effort": "none"}), Value::Null, json!(64000)),
-            (json!({"reasoning": {"max_tokens": 0}}), Value::Null, json!(64000)),
-            (json!({"reasoning": {"enabled": false}}), Value::Null, json!(64000)),
+            (
+                json!({"reasoning": {"exclude": true, "effort": "low"}}),
+                on(1024),
+                json!(64000),
+            ),
+            (
+                json!({"reasoning": {"exclude": true}}),
+                Value::Null,
+                json!(64000),
+            ),
+            (
+                json!({"include_reasoning": false}),
+                Value::Null,
+                json!(64000),
+            ),
+            (
+                json!({"reasoning_effort": "none"}),
+                Value::Null,
+                json!(64000),
+            ),
+            (
+                json!({"reasoning": {"max_tokens": 0}}),
+                Value::Null,
+                json!(64000),
+            ),
+            (
+                json!({"reasoning": {"enabled": false}}),
+                Value::Null,
+                json!(64000),
+            ),
             (json!({}), Value::Null, json!(64000)),
         ] {
             assert_eq!(thinking(extra.clone()), (want, max_tokens), "{extra}");
@@ -636,13 +737,19 @@ mod tests {
         assert_eq!(b["thinking"], on(1999));
         assert_eq!(b["max_tokens"], 2000);
         // With thinking on, modified temperature and top_k are not allowed; top_p ≥ 0.95 is.
-        let b = body(with(json!({"reasoning_effort": "low", "temperature": 0.3, "top_k": 5, "top_p": 0.97})));
+        let b = body(with(
+            json!({"reasoning_effort": "low", "temperature": 0.3, "top_k": 5, "top_p": 0.97}),
+        ));
         assert!(b.get("temperature").is_none() && b.get("top_k").is_none());
         assert_eq!(b["top_p"], 0.97);
         let b = body(with(json!({"reasoning_effort": "low", "top_p": 0.5})));
         assert!(b.get("top_p").is_none());
         let e = err(with(json!({"reasoning_effort": "max"})));
-        assert!(e.to_string().starts_with("invalid value for reasoning_effort"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("invalid value for reasoning_effort"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -668,10 +775,14 @@ mod tests {
             json!([{"type": "text", "text": "doc"},
                    {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}}])
         );
-        let b = body(json!({"model": "m", "messages": [{"role": "system", "content": "doc"}, {"role": "user", "content": "q"}]}));
+        let b = body(
+            json!({"model": "m", "messages": [{"role": "system", "content": "doc"}, {"role": "user", "content": "q"}]}),
+        );
         assert_eq!(b["system"], json!([{"type": "text", "text": "doc"}]));
-        let b = body(json!({"model": "m", "messages": [{"role": "user", "content": [
-            {"type": "text", "text": "big", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]}));
+        let b = body(
+            json!({"model": "m", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "big", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]}),
+        );
         assert_eq!(
             b["messages"][0]["content"][0]["cache_control"],
             json!({"type": "ephemeral", "ttl": "5m"})
@@ -706,8 +817,13 @@ mod tests {
         ] {
             let e = err(json!({"model": "m", "messages": messages}));
             assert_eq!(e.code(), "unsupported_parameter", "{e}");
-            assert!(e.to_string().starts_with("tool_calls is not supported"), "{e}");
+            assert!(
+                e.to_string().starts_with("tool_calls is not supported"),
+                "{e}"
+            );
         }
-        body(json!({"model": "m", "messages": [{"role": "assistant", "content": "x", "tool_calls": []}, {"role": "user", "content": "y"}]}));
+        body(
+            json!({"model": "m", "messages": [{"role": "assistant", "content": "x", "tool_calls": []}, {"role": "user", "content": "y"}]}),
+        );
     }
 }

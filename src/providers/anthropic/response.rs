@@ -168,16 +168,15 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
                 kind: Some("function"),
                 function: FunctionOut {
                     name: b.name.as_deref(),
-                    arguments: b.input.map_or_else(|| "{}".to_owned(), |i| i.get().to_owned()),
+                    arguments: b
+                        .input
+                        .map_or_else(|| "{}".to_owned(), |i| i.get().to_owned()),
                 },
             }),
             _ => {}
         }
     }
-    let finish = resp
-        .stop_reason
-        .as_deref()
-        .map_or("stop", finish_reason);
+    let finish = resp.stop_reason.as_deref().map_or("stop", finish_reason);
     let completion = Completion {
         id: &cx.id,
         object: "chat.completion",
@@ -225,7 +224,10 @@ mod tests {
         assert_eq!(v["created"], 1_700_000_000);
         let m = &v["choices"][0]["message"];
         assert_eq!(m["role"], "assistant");
-        assert!(m["content"].as_str().unwrap().starts_with("Hello! I'm doing well"));
+        assert!(m["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Hello! I'm doing well"));
         assert!(m.get("reasoning").is_none());
         assert_eq!(v["choices"][0]["finish_reason"], "stop");
         assert_eq!(
@@ -284,7 +286,10 @@ mod tests {
             assert_eq!(v["choices"][0]["finish_reason"], want, "{reason}");
             assert!(v["choices"][0]["message"]["content"].is_null());
             assert_eq!(t.usage.reasoning, 4);
-            assert_eq!(v["usage"]["completion_tokens_details"]["reasoning_tokens"], 4);
+            assert_eq!(
+                v["usage"]["completion_tokens_details"]["reasoning_tokens"],
+                4
+            );
         }
         assert!(matches!(
             translate(b"{oops", &cx()),

@@ -428,8 +428,8 @@ mod tests {
             }
             // Expected usage: input side from message_start, overwritten by what
             // message_delta repeats; output from message_delta.
-            let start = &evs.iter().find(|e| e["type"] == "message_start").unwrap()["message"]
-                ["usage"];
+            let start =
+                &evs.iter().find(|e| e["type"] == "message_start").unwrap()["message"]["usage"];
             let delta = &evs.iter().find(|e| e["type"] == "message_delta").unwrap()["usage"];
             let pick = |k: &str| delta[k].as_u64().or(start[k].as_u64()).unwrap_or(0);
             let (input, read, write) = (
@@ -444,7 +444,10 @@ mod tests {
                 input + read + write,
                 "{name}"
             );
-            assert_eq!(usage["usage"]["prompt_tokens_details"]["cached_tokens"], read);
+            assert_eq!(
+                usage["usage"]["prompt_tokens_details"]["cached_tokens"],
+                read
+            );
             assert_eq!(
                 usage["usage"]["prompt_tokens_details"]["cache_write_tokens"],
                 write
@@ -475,7 +478,10 @@ mod tests {
         let u = &out[out.len() - 2]["usage"];
         assert_eq!(u["prompt_tokens"], 10 + 28804);
         assert_eq!(u["prompt_tokens_details"]["cache_write_tokens"], 28804);
-        assert_eq!(u["completion_tokens"], 4, "message_delta replaces the provisional 1");
+        assert_eq!(
+            u["completion_tokens"], 4,
+            "message_delta replaces the provisional 1"
+        );
         let out = frames(&run_stream(
             &Anthropic,
             cx(),
@@ -493,7 +499,11 @@ mod tests {
             &[],
         ));
         let u = &out[out.len() - 2]["usage"];
-        assert_eq!(u["prompt_tokens"], 6 + 3337 + 6289, "message_delta wins: {u}");
+        assert_eq!(
+            u["prompt_tokens"],
+            6 + 3337 + 6289,
+            "message_delta wins: {u}"
+        );
         assert_eq!(u["completion_tokens"], 198);
     }
 
@@ -512,7 +522,10 @@ mod tests {
             .iter()
             .filter_map(|c| c[0]["function"]["arguments"].as_str())
             .collect();
-        assert_eq!(args, deltas(&events(&input), "input_json_delta", "partial_json"));
+        assert_eq!(
+            args,
+            deltas(&events(&input), "input_json_delta", "partial_json")
+        );
         serde_json::from_str::<Value>(&args).unwrap();
     }
 
