@@ -202,6 +202,9 @@ pub(super) mod test_support {
         c
     }
 
+    /// An upstream request as the tests read it: path, headers, JSON body.
+    pub type Built = (String, Vec<(String, String)>, Value);
+
     /// The upstream request (path, headers, body) for `req` on a route of `kind`.
     pub fn try_built(
         req: &Value,
@@ -209,7 +212,7 @@ pub(super) mod test_support {
         kind: RouteKind,
         region: Option<&str>,
         stream: bool,
-    ) -> Result<(String, Vec<(String, String)>, Value), GatewayError> {
+    ) -> Result<Built, GatewayError> {
         let bytes = serde_json::to_vec(req).unwrap();
         let raw = RawRequest::parse(&bytes, Operation::Chat)?;
         let r = route(kind, region);
