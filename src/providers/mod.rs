@@ -9,9 +9,12 @@
 //!
 //! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), usage (`api::Usage`).
 //! Families: `openai_compat` (upstreams that already speak the OpenAI wire format), `gemini`
-//! (Google Gemini, Developer API and Vertex AI). Anthropic arrives with its issue and plugs in
-//! through [`adapter_for`].
+//! (Google Gemini, Developer API and Vertex AI), `anthropic` (Claude, direct and on Vertex AI),
+//! all plugged in through [`adapter_for`]. Family-neutral translation pieces (the borrowed
+//! string `Str`, the client's reasoning controls) live in `common`.
 
+pub mod anthropic;
+pub(crate) mod common;
 pub mod gemini;
 pub mod openai_compat;
 pub mod sse;
@@ -228,7 +231,7 @@ pub fn adapter_for(family: Family) -> Option<&'static dyn Adapter> {
     match family {
         Family::OpenAiCompat => Some(&openai_compat::OpenAiCompat),
         Family::Gemini => Some(&gemini::Gemini),
-        Family::Anthropic => None,
+        Family::Anthropic => Some(&anthropic::Anthropic),
     }
 }
 

@@ -13,7 +13,7 @@ fn hello(model: &str, text: &str) -> Value {
 }
 
 /// Waits until the workspace has `n` usage records; returns them.
-async fn records(gw: &Gateway, ws: &str, n: usize) -> Vec<Value> {
+pub(crate) async fn records(gw: &Gateway, ws: &str, n: usize) -> Vec<Value> {
     let found = eventually(Duration::from_secs(10), || async {
         gw.cli_json(&["usage", "--workspace", ws])
             .as_array()
@@ -29,7 +29,7 @@ async fn records(gw: &Gateway, ws: &str, n: usize) -> Vec<Value> {
         .clone()
 }
 
-fn pico(usd: &Value) -> i128 {
+pub(crate) fn pico(usd: &Value) -> i128 {
     let text = usd
         .as_str()
         .unwrap_or_else(|| panic!("amounts are decimal strings: {usd}"));

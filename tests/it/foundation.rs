@@ -262,17 +262,3 @@ async fn gateway_errors_are_envelopes_with_the_right_status() {
         "no failed request reached the upstream"
     );
 }
-
-#[tokio::test]
-async fn families_not_built_yet_say_so() {
-    // Gemini is served; Anthropic is the family still to come.
-    let gw = Gateway::builder().start();
-    let (_, key) = gw.workspace_with_key();
-    let res = gw.chat(&key, json!({"model": "anthropic/claude-sonnet-4-5", "messages": [{"role": "user", "content": "hi"}]})).await;
-    assert_eq!(res.status(), 501);
-    assert_error(
-        &res.json().await.unwrap(),
-        "server_error",
-        "family_unavailable",
-    );
-}

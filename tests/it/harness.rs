@@ -463,10 +463,12 @@ const ROUTE_CATALOG: &str = "models:
   - {id: global/gemini-2.5-flash, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 0.30, output_price: 2.50, cache_read_price: 0.03}
   - {id: devapi/text-embedding-004, provider: google, family: gemini, kind: embedding, upstream_model: text-embedding-004, profile: embedding, input_price: 0.025, output_price: 0.0, capabilities: [embeddings]}
   - {id: devapi/gemini-embedding-001, provider: google, family: gemini, kind: embedding, upstream_model: gemini-embedding-001, profile: embedding, input_price: 0.15, output_price: 0.0, capabilities: [embeddings]}
+  - {id: vertex/claude-sonnet-4-5, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-sonnet-4-5@20250929, profile: claude, input_price: 3, output_price: 15, cache_read_price: 0.30, cache_write_price: 3.75, max_output_tokens: 64000}
 routes:
   - {model_id: vertex/gemini-2.5-flash, kind: vertex, region: us-central1}
   - {model_id: vertex/gemini-3-pro-preview, kind: vertex, region: us-central1}
   - {model_id: global/gemini-2.5-flash, kind: vertex-global, region: global}
   - {model_id: devapi/text-embedding-004, kind: gemini-api}
   - {model_id: devapi/gemini-embedding-001, kind: gemini-api}
+  - {model_id: vertex/claude-sonnet-4-5, kind: vertex-anthropic, region: us-east5}
 ";

@@ -2,6 +2,7 @@
 //! loopback HTTP. One binary; every test starts its own simulator and gateway.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod anthropic;
 mod billing;
 mod bodies;
 mod embeddings;

@@ -41,17 +41,13 @@ mod response;
 mod stream;
 mod thinking;
 
-use std::borrow::Cow;
-use std::ops::Deref;
-
-use serde::Deserialize;
-
 use super::{
     header, Adapter, CacheCreate, Credentials, FanOut, ResponseCx, StreamTranslator, Target,
     TranslateError, Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
+pub(crate) use crate::providers::common::Str;
 
 pub use cache::{cache_plan, CachePlan};
 
@@ -206,19 +202,6 @@ fn vertex_model(target: &Target<'_>, creds: &Credentials) -> Result<String, Gate
         "projects/{project}/locations/{location}/publishers/google/models/{}",
         target.model.upstream_model
     ))
-}
-
-/// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
-/// this newtype does, so unescaped strings stay slices of the request or response bytes.
-#[derive(Debug, Deserialize)]
-#[serde(transparent)]
-struct Str<'a>(#[serde(borrow)] Cow<'a, str>);
-
-impl Deref for Str<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
 }
 
 /// The tool-call id of the `k`-th call of the response `cx_id`, carrying `signature`.
@@ -594,13 +577,5 @@ mod tests {
         assert_eq!(call_id_signature("call_Ab3x_0"), None);
         assert_eq!(call_id_signature("tool.a+b"), None, "not url-safe base64");
         assert_eq!(call_id_signature("x."), None);
-    }
-
-    #[test]
-    fn strings_borrow_when_unescaped() {
-        let s: Str = serde_json::from_str(r#""plain""#).unwrap();
-        assert!(matches!(s.0, Cow::Borrowed("plain")));
-        let s: Option<Str> = serde_json::from_str(r#""a\nb""#).unwrap();
-        assert_eq!(s.as_deref(), Some("a\nb"));
     }
 }

@@ -15,23 +15,11 @@
 //! level are never sent together (400 `You can only set only one of thinking budget and
 //! thinking level.`).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use super::Str;
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::{Profile, Thinking};
-
-#[derive(Deserialize, Default)]
-struct ReasoningIn<'a> {
-    #[serde(borrow, default)]
-    effort: Option<Str<'a>>,
-    #[serde(default)]
-    max_tokens: Option<i64>,
-    #[serde(default)]
-    exclude: Option<bool>,
-    #[serde(default)]
-    enabled: Option<bool>,
-}
+use crate::providers::common::{reasoning_ask, Ask, Effort};
 
 #[derive(Serialize, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -43,76 +31,14 @@ pub(super) struct ThinkingConfig {
     thinking_level: Option<String>,
 }
 
-/// OpenAI / OpenRouter reasoning effort, lowest first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Effort {
-    None,
-    Minimal,
-    Low,
-    Medium,
-    High,
-    XHigh,
-}
-
-impl Effort {
-    fn parse(s: &str, field: &str) -> Result<Self, GatewayError> {
-        Ok(match s {
-            "none" => Self::None,
-            "minimal" => Self::Minimal,
-            "low" => Self::Low,
-            "medium" => Self::Medium,
-            "high" => Self::High,
-            "xhigh" => Self::XHigh,
-            other => {
-                return Err(GatewayError::invalid(format!(
-                    "invalid value for {field}: {other:?} (expected none, minimal, low, medium, high or xhigh)"
-                )))
-            }
-        })
+/// The Gemini 3 level name of an effort's rank.
+fn level_name(effort: Effort) -> &'static str {
+    match effort {
+        Effort::None | Effort::Minimal => "minimal",
+        Effort::Low => "low",
+        Effort::Medium => "medium",
+        Effort::High | Effort::XHigh => "high",
     }
-
-    /// The thinking budget (tokens) an effort stands for.
-    fn budget(self) -> i64 {
-        match self {
-            Self::None => 0,
-            Self::Minimal => 512,
-            Self::Low => 1024,
-            Self::Medium => 8192,
-            Self::High => 24_576,
-            Self::XHigh => 32_768,
-        }
-    }
-
-    /// The effort a budget stands for, by the same table.
-    fn of_budget(tokens: i64) -> Self {
-        match tokens {
-            0 => Self::None,
-            1..=512 => Self::Minimal,
-            513..=1024 => Self::Low,
-            1025..=8192 => Self::Medium,
-            _ => Self::High,
-        }
-    }
-
-    /// The Gemini 3 level name of the same rank.
-    fn level_name(self) -> &'static str {
-        match self {
-            Self::None | Self::Minimal => "minimal",
-            Self::Low => "low",
-            Self::Medium => "medium",
-            Self::High | Self::XHigh => "high",
-        }
-    }
-}
-
-/// What the client asked of thinking, before the profile's limits apply.
-enum Ask {
-    /// Reasoning mentioned, but no amount: the model's default.
-    Default,
-    /// `enabled: true` or `max_tokens: -1`: Gemini's dynamic thinking.
-    Dynamic,
-    Budget(i64),
-    Effort(Effort),
 }
 
 pub(super) fn thinking_config(
@@ -122,31 +48,10 @@ pub(super) fn thinking_config(
     if !p.forwards("reasoning") || p.thinking == Thinking::None {
         return Ok(None);
     }
-    let reasoning = req.typed::<Option<ReasoningIn>>("reasoning")?.flatten();
-    let top_effort = req.typed::<Option<Str>>("reasoning_effort")?.flatten();
-    let include = req.typed::<Option<bool>>("include_reasoning")?.flatten();
-    if reasoning.is_none() && top_effort.is_none() && include.is_none() {
+    let Some(asked) = reasoning_ask(req)? else {
         return Ok(None);
-    }
-    let r = reasoning.unwrap_or_default();
-    let effort = match (r.effort, top_effort) {
-        (Some(e), _) => Some(Effort::parse(&e, "reasoning.effort")?),
-        (None, Some(e)) => Some(Effort::parse(&e, "reasoning_effort")?),
-        (None, None) => None,
     };
-    let ask =
-        match (r.max_tokens, effort, r.enabled) {
-            (Some(-1), _, _) => Ask::Dynamic,
-            (Some(n), _, _) if n < 0 => return Err(GatewayError::invalid(
-                "invalid value for reasoning.max_tokens: expected -1 (dynamic) or a token count",
-            )),
-            (Some(n), _, _) => Ask::Budget(n),
-            (None, Some(e), _) => Ask::Effort(e),
-            (None, None, Some(true)) => Ask::Dynamic,
-            (None, None, Some(false)) => Ask::Effort(Effort::None),
-            (None, None, None) => Ask::Default,
-        };
-    let exclude = r.exclude.or(include.map(|i| !i)).unwrap_or(false);
+    let (ask, exclude) = (asked.ask, asked.exclude);
     let mut config = ThinkingConfig {
         include_thoughts: !exclude,
         thinking_budget: None,
@@ -205,7 +110,7 @@ fn pick_level(levels: &[String], effort: Effort) -> Option<String> {
             .iter()
             .position(|l| *l == name)
     };
-    let want = rank(effort.level_name());
+    let want = rank(level_name(effort));
     levels
         .iter()
         .find(|l| rank(l) >= want)

@@ -1,0 +1,317 @@
+//! Family "anthropic": Claude behind the OpenAI chat wire, on both surfaces it is served from —
+//! the Messages API (`POST {base}/v1/messages`, `x-api-key` + `anthropic-version` headers) and
+//! Vertex AI (`{base}/v1/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict`
+//! or `:streamRawPredict`, OAuth bearer token, `anthropic_version: "vertex-2023-10-16"` in the
+//! body and no `model`). The body and the response/stream formats are otherwise identical, so
+//! only the transport is decided here from the route kind.
+//!
+//! Files: `request.rs` (OpenAI body → Messages API body, thinking and caching included),
+//! `response.rs` (buffered message → `chat.completion`, shared usage/stop mappings),
+//! `stream.rs` (Messages SSE events → `chat.completion.chunk` frames), `error.rs` (Anthropic and
+//! Google error bodies). Wire notes: `shared/wire/anthropic.md`; fixtures:
+//! `tests/fixtures/anthropic-*` (`SOURCES.md`).
+//!
+//! Tools are not offered on this family (catalog profile `claude` does not forward them): a
+//! request with `tools`, `tool_choice` or tool-call history is refused with 400
+//! `unsupported_parameter` before anything is sent upstream.
+
+mod error;
+mod request;
+mod response;
+mod stream;
+
+use super::{
+    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
+    UpstreamRequest,
+};
+use crate::api::{GatewayError, Operation, RawRequest};
+use crate::catalog::RouteKind;
+
+/// The `anthropic_version` Vertex expects in the body.
+pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
+
+/// The Anthropic adapter (Messages API and Claude on Vertex AI).
+pub struct Anthropic;
+
+impl Adapter for Anthropic {
+    fn build_request(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        if target.op != Operation::Chat {
+            return Err(GatewayError::EmbeddingsUnsupported(
+                target.model.id.as_ref().into(),
+            ));
+        }
+        let vertex = target.route.kind == RouteKind::VertexAnthropic;
+        let body = request::build(req, target, vertex)?;
+        let mut headers = vec![header("content-type", "application/json")?];
+        let path = transport(target, creds, &mut headers)?;
+        Ok(UpstreamRequest {
+            path,
+            headers,
+            body,
+        })
+    }
+
+    fn translate_buffered(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+    ) -> Result<Translated, TranslateError> {
+        response::translate(body, cx)
+    }
+
+    fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
+        Box::new(stream::AnthropicStream::new(cx))
+    }
+
+    fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
+        error::upstream_error_message(status, body)
+    }
+}
+
+/// The request path on the route's surface; pushes the credential (and version) headers.
+fn transport(
+    target: &Target<'_>,
+    creds: &Credentials,
+    headers: &mut Vec<(http::HeaderName, http::HeaderValue)>,
+) -> Result<String, GatewayError> {
+    let base = &target.route.endpoint.base_path;
+    if target.route.kind != RouteKind::VertexAnthropic {
+        let key = creds
+            .anthropic
+            .as_ref()
+            .ok_or(GatewayError::MissingCredentials("anthropic"))?;
+        headers.push(header("x-api-key", key.expose())?);
+        headers.push(header("anthropic-version", &creds.anthropic_version)?);
+        return Ok(format!("{base}/v1/messages"));
+    }
+    let project = creds
+        .vertex_project
+        .as_deref()
+        .ok_or(GatewayError::MissingCredentials("vertex project"))?;
+    let token = creds
+        .vertex_token
+        .current()
+        .ok_or(GatewayError::MissingCredentials("vertex"))?;
+    headers.push(header(
+        "authorization",
+        &format!("Bearer {}", token.expose()),
+    )?);
+    let location = target.route.region.as_deref().unwrap_or("global");
+    let method = if target.stream {
+        "streamRawPredict"
+    } else {
+        "rawPredict"
+    };
+    Ok(format!(
+        "{base}/v1/projects/{project}/locations/{location}/publishers/anthropic/models/{}:{method}",
+        target.model.upstream_model
+    ))
+}
+
+/// Shared by the tests of every file here: targets, models and fixtures.
+#[cfg(test)]
+pub(super) mod test_support {
+    use std::sync::Arc;
+
+    use serde_json::Value;
+
+    use crate::api::{GatewayError, Operation, RawRequest};
+    use crate::catalog::{
+        Endpoint, Family, Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking,
+    };
+    use crate::providers::{Adapter, Credentials, ResponseCx, Secret, Target};
+
+    pub use crate::providers::test_support::{fixture, frames, run_stream};
+
+    pub fn cx() -> ResponseCx {
+        ResponseCx {
+            id: Arc::from("chatcmpl-gw7"),
+            model_id: Arc::from("anthropic/claude-test"),
+            op: Operation::Chat,
+            created: 1_700_000_000,
+            exclude_reasoning: false,
+        }
+    }
+
+    /// Like conf/catalog.yaml `claude`.
+    pub fn profile() -> Profile {
+        Profile {
+            forward: [
+                "temperature",
+                "top_p",
+                "top_k",
+                "max_tokens",
+                "stop",
+                "reasoning",
+            ]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+            thinking: Thinking::Budget {
+                min: 1024,
+                max: 63999,
+                can_disable: true,
+            },
+            min_cache_tokens: 1024,
+        }
+    }
+
+    pub fn model(max_output_tokens: Option<u32>) -> Model {
+        Model {
+            id: Arc::from("anthropic/claude-test"),
+            provider: "anthropic".into(),
+            family: Family::Anthropic,
+            kind: ModelKind::Chat,
+            upstream_model: "claude-test".into(),
+            profile_name: "claude".into(),
+            profile: Arc::new(profile()),
+            pricing: Pricing {
+                input: Default::default(),
+                output: Default::default(),
+                cache_read: None,
+                cache_write: None,
+            },
+            capabilities: Vec::new(),
+            max_output_tokens,
+            routes: Vec::new(),
+        }
+    }
+
+    pub fn route(kind: RouteKind, region: Option<&str>) -> Route {
+        Route {
+            kind,
+            endpoint: Endpoint::parse("https://upstream.test/base").unwrap(),
+            region: region.map(str::to_owned),
+            addr: None,
+        }
+    }
+
+    pub fn creds() -> Credentials {
+        let c = Credentials {
+            anthropic: Some(Secret::new("ak-test")),
+            anthropic_version: "2023-06-01".into(),
+            vertex_project: Some("proj".into()),
+            ..Credentials::default()
+        };
+        c.vertex_token.set(Some(Secret::new("vtok")));
+        c
+    }
+
+    /// An upstream request as the tests read it: path, headers, JSON body.
+    pub type Built = (String, Vec<(String, String)>, Value);
+
+    /// The upstream request (path, headers, body) for `req` on a route of `kind`.
+    pub fn try_built(
+        req: &Value,
+        m: &Model,
+        kind: RouteKind,
+        region: Option<&str>,
+        stream: bool,
+    ) -> Result<Built, GatewayError> {
+        let bytes = serde_json::to_vec(req).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat)?;
+        let r = route(kind, region);
+        let t = Target {
+            model: m,
+            route: &r,
+            op: Operation::Chat,
+            stream,
+            cached_content: None,
+        };
+        let up = super::Anthropic.build_request(&raw, &t, &creds())?;
+        let headers = up
+            .headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+            .collect();
+        Ok((up.path, headers, serde_json::from_slice(&up.body).unwrap()))
+    }
+
+    /// The body sent on the direct route for a model with a 64000-token output cap.
+    pub fn try_body(req: &Value) -> Result<Value, GatewayError> {
+        try_built(req, &model(Some(64000)), RouteKind::Anthropic, None, false).map(|(_, _, b)| b)
+    }
+
+    pub fn body(req: Value) -> Value {
+        try_body(&req).unwrap()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::test_support::*;
+    use crate::api::GatewayError;
+    use crate::catalog::RouteKind;
+    use crate::providers::Credentials;
+
+    fn hello() -> serde_json::Value {
+        json!({"model": "anthropic/claude-test", "messages": [{"role": "user", "content": "hi"}]})
+    }
+
+    #[test]
+    fn direct_transport() {
+        let m = model(Some(64000));
+        let (path, headers, body) =
+            try_built(&hello(), &m, RouteKind::Anthropic, None, true).unwrap();
+        assert_eq!(path, "/base/v1/messages");
+        let h = |n: &str| headers.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+        assert_eq!(h("x-api-key").as_deref(), Some("ak-test"));
+        assert_eq!(h("anthropic-version").as_deref(), Some("2023-06-01"));
+        assert_eq!(h("content-type").as_deref(), Some("application/json"));
+        assert_eq!(h("authorization"), None);
+        assert_eq!(body["model"], "claude-test");
+        assert_eq!(body["stream"], true);
+        assert!(body.get("anthropic_version").is_none());
+    }
+
+    #[test]
+    fn vertex_transport() {
+        let m = model(Some(64000));
+        for (region, stream, want) in [
+            (Some("us-east5"), false, "/base/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-test:rawPredict"),
+            (Some("us-east5"), true, "/base/v1/projects/proj/locations/us-east5/publishers/anthropic/models/claude-test:streamRawPredict"),
+            (None, false, "/base/v1/projects/proj/locations/global/publishers/anthropic/models/claude-test:rawPredict"),
+        ] {
+            let (path, headers, body) =
+                try_built(&hello(), &m, RouteKind::VertexAnthropic, region, stream).unwrap();
+            assert_eq!(path, want);
+            assert!(headers.contains(&("authorization".into(), "Bearer vtok".into())));
+            assert!(!headers.iter().any(|(k, _)| k == "x-api-key" || k == "anthropic-version"));
+            assert_eq!(body["anthropic_version"], "vertex-2023-10-16");
+            assert!(body.get("model").is_none(), "{body}");
+            assert_eq!(body.get("stream").is_some(), stream);
+        }
+    }
+
+    #[test]
+    fn missing_credentials() {
+        let m = model(Some(64000));
+        let bytes = serde_json::to_vec(&hello()).unwrap();
+        let raw = crate::api::RawRequest::parse(&bytes, crate::api::Operation::Chat).unwrap();
+        for kind in [RouteKind::Anthropic, RouteKind::VertexAnthropic] {
+            let r = route(kind, None);
+            let t = crate::providers::Target {
+                model: &m,
+                route: &r,
+                op: crate::api::Operation::Chat,
+                stream: false,
+                cached_content: None,
+            };
+            let e = crate::providers::Adapter::build_request(
+                &super::Anthropic,
+                &raw,
+                &t,
+                &Credentials::default(),
+            )
+            .unwrap_err();
+            assert!(matches!(e, GatewayError::MissingCredentials(_)), "{e}");
+        }
+    }
+}

@@ -1,0 +1,299 @@
+//! Buffered Messages API response → OpenAI `chat.completion`, plus the mappings the stream
+//! translator shares (usage, stop reasons).
+//!
+//! - content blocks: `text` → `content` (joined; null when empty), `thinking` → `reasoning`
+//!   (left out when the client excluded reasoning), `tool_use` → `tool_calls` (only seen if an
+//!   upstream answers with one; this family does not send tools); others ignored;
+//! - `stop_reason`: `end_turn` / `stop_sequence` / `pause_turn` → `stop`, `max_tokens` /
+//!   `model_context_window_exceeded` → `length`, `refusal` → `content_filter`, `tool_use` →
+//!   `tool_calls`;
+//! - usage (anthropic.md §3): `input = input_tokens`, `cache_read = cache_read_input_tokens`,
+//!   `cache_write = cache_creation_input_tokens`, `output = output_tokens` (thinking
+//!   included), `reasoning = output_tokens_details.thinking_tokens` when present (Anthropic
+//!   does not split it otherwise).
+//!
+//! Fixtures: `anthropic-message-*.json` (table test below).
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::api::usage::OpenAiUsage;
+use crate::api::Usage;
+use crate::providers::common::Str;
+use crate::providers::{ResponseCx, TranslateError, Translated};
+
+#[derive(Deserialize)]
+struct MessageResponse<'a> {
+    #[serde(borrow, default)]
+    content: Vec<BlockIn<'a>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Str<'a>>,
+    #[serde(default)]
+    usage: Option<UsageIn>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct BlockIn<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default)]
+    pub text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub thinking: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub input: Option<&'a RawValue>,
+}
+
+/// Anthropic's usage object; every count optional (Vertex's `message_delta` has only
+/// `output_tokens`).
+#[derive(Deserialize, Default)]
+pub(super) struct UsageIn {
+    pub input_tokens: Option<u64>,
+    pub cache_creation_input_tokens: Option<u64>,
+    pub cache_read_input_tokens: Option<u64>,
+    pub output_tokens: Option<u64>,
+    #[serde(default)]
+    pub output_tokens_details: Option<OutputDetails>,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct OutputDetails {
+    pub thinking_tokens: Option<u64>,
+}
+
+impl UsageIn {
+    /// Overwrites the buckets this object carries (counts are cumulative, never added up).
+    pub fn apply(&self, u: &mut Usage) {
+        if let Some(n) = self.input_tokens {
+            u.input = n;
+        }
+        if let Some(n) = self.cache_read_input_tokens {
+            u.cache_read = n;
+        }
+        if let Some(n) = self.cache_creation_input_tokens {
+            u.cache_write = n;
+        }
+        if let Some(n) = self.output_tokens {
+            u.output = n;
+        }
+        if let Some(n) = self
+            .output_tokens_details
+            .as_ref()
+            .and_then(|d| d.thinking_tokens)
+        {
+            u.reasoning = n;
+        }
+    }
+}
+
+/// The OpenAI `finish_reason` of an Anthropic `stop_reason`.
+pub(super) fn finish_reason(stop_reason: &str) -> &'static str {
+    match stop_reason {
+        "max_tokens" | "model_context_window_exceeded" => "length",
+        "refusal" => "content_filter",
+        "tool_use" => "tool_calls",
+        _ => "stop",
+    }
+}
+
+/// One OpenAI tool call; `index` is set in stream deltas only.
+#[derive(Serialize)]
+pub(super) struct ToolCallOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<&'a str>,
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    pub function: FunctionOut<'a>,
+}
+
+#[derive(Serialize)]
+pub(super) struct FunctionOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    pub arguments: String,
+}
+
+#[derive(Serialize)]
+struct Completion<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: [Choice<'a>; 1],
+    usage: OpenAiUsage,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u32,
+    message: MessageOut<'a>,
+    logprobs: Option<()>,
+    finish_reason: &'static str,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    role: &'static str,
+    content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCallOut<'a>>,
+}
+
+pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
+    let resp: MessageResponse =
+        serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
+    let mut usage = Usage::default();
+    if let Some(u) = &resp.usage {
+        u.apply(&mut usage);
+    }
+    let mut text = String::new();
+    let mut thoughts = String::new();
+    let mut tool_calls = Vec::new();
+    for b in &resp.content {
+        match &*b.kind {
+            "text" => text.push_str(b.text.as_deref().unwrap_or("")),
+            "thinking" => thoughts.push_str(b.thinking.as_deref().unwrap_or("")),
+            "tool_use" => tool_calls.push(ToolCallOut {
+                index: None,
+                id: b.id.as_deref(),
+                kind: Some("function"),
+                function: FunctionOut {
+                    name: b.name.as_deref(),
+                    arguments: b
+                        .input
+                        .map_or_else(|| "{}".to_owned(), |i| i.get().to_owned()),
+                },
+            }),
+            _ => {}
+        }
+    }
+    let finish = resp.stop_reason.as_deref().map_or("stop", finish_reason);
+    let completion = Completion {
+        id: &cx.id,
+        object: "chat.completion",
+        created: cx.created,
+        model: &cx.model_id,
+        choices: [Choice {
+            index: 0,
+            message: MessageOut {
+                role: "assistant",
+                content: (!text.is_empty()).then_some(text),
+                reasoning: (!thoughts.is_empty() && !cx.exclude_reasoning).then_some(thoughts),
+                tool_calls,
+            },
+            logprobs: None,
+            finish_reason: finish,
+        }],
+        usage: usage.to_openai(),
+    };
+    let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
+    Ok(Translated {
+        body: Bytes::from(body),
+        usage,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{cx, fixture};
+    use super::*;
+    use serde_json::{json, Value};
+
+    fn run(name: &str, exclude: bool) -> (Value, Usage) {
+        let mut c = cx();
+        c.exclude_reasoning = exclude;
+        let t = translate(&fixture(name), &c).unwrap();
+        (serde_json::from_slice(&t.body).unwrap(), t.usage)
+    }
+
+    #[test]
+    fn fixtures() {
+        let (v, u) = run("anthropic-message-text.json", false);
+        assert_eq!(v["object"], "chat.completion");
+        assert_eq!(v["id"], "chatcmpl-gw7");
+        assert_eq!(v["model"], "anthropic/claude-test");
+        assert_eq!(v["created"], 1_700_000_000);
+        let m = &v["choices"][0]["message"];
+        assert_eq!(m["role"], "assistant");
+        assert!(m["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Hello! I'm doing well"));
+        assert!(m.get("reasoning").is_none());
+        assert_eq!(v["choices"][0]["finish_reason"], "stop");
+        assert_eq!(
+            u,
+            Usage {
+                input: 12,
+                output: 29,
+                ..Usage::default()
+            }
+        );
+        assert_eq!(v["usage"]["total_tokens"], 41);
+
+        let (v, u) = run("anthropic-message-cache-read-and-write.json", false);
+        assert_eq!(
+            u,
+            Usage {
+                input: 3,
+                cache_read: 1111,
+                cache_write: 418,
+                output: 33,
+                reasoning: 0
+            }
+        );
+        assert_eq!(
+            v["usage"],
+            json!({"prompt_tokens": 1532, "completion_tokens": 33, "total_tokens": 1565,
+                   "prompt_tokens_details": {"cached_tokens": 1111, "cache_write_tokens": 418},
+                   "completion_tokens_details": {"reasoning_tokens": 0}})
+        );
+
+        let (v, u) = run("anthropic-message-thinking.json", false);
+        let m = &v["choices"][0]["message"];
+        assert_eq!(m["reasoning"], "925 divided by 5 = 185");
+        assert_eq!(m["content"], "925 ÷ 5 = 185");
+        assert_eq!((u.input, u.output), (69, 33));
+        let (v, _) = run("anthropic-message-thinking.json", true);
+        assert!(v["choices"][0]["message"].get("reasoning").is_none());
+        assert_eq!(v["choices"][0]["message"]["content"], "925 ÷ 5 = 185");
+    }
+
+    #[test]
+    fn stop_reasons_and_details() {
+        for (reason, want) in [
+            ("end_turn", "stop"),
+            ("stop_sequence", "stop"),
+            ("pause_turn", "stop"),
+            ("max_tokens", "length"),
+            ("model_context_window_exceeded", "length"),
+            ("refusal", "content_filter"),
+            ("tool_use", "tool_calls"),
+        ] {
+            let body = json!({"content": [{"type": "text", "text": ""}], "stop_reason": reason,
+                "usage": {"input_tokens": 1, "output_tokens": 9, "output_tokens_details": {"thinking_tokens": 4}}});
+            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx()).unwrap();
+            let v: Value = serde_json::from_slice(&t.body).unwrap();
+            assert_eq!(v["choices"][0]["finish_reason"], want, "{reason}");
+            assert!(v["choices"][0]["message"]["content"].is_null());
+            assert_eq!(t.usage.reasoning, 4);
+            assert_eq!(
+                v["usage"]["completion_tokens_details"]["reasoning_tokens"],
+                4
+            );
+        }
+        assert!(matches!(
+            translate(b"{oops", &cx()),
+            Err(TranslateError::Json(_))
+        ));
+    }
+}

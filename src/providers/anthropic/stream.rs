@@ -1,0 +1,591 @@
+//! Messages API SSE events → OpenAI `chat.completion.chunk` frames.
+//!
+//! Events are read by their JSON `type` (the `event:` name repeats it; anthropic.md §4):
+//! - `message_start`: usage of the input side (`input_tokens`, cache read/write) and a
+//!   provisional `output_tokens`, which later counts replace;
+//! - `content_block_start` / `content_block_delta`: `text_delta` → `delta.content`,
+//!   `thinking_delta` → `delta.reasoning` (unless the client excluded reasoning),
+//!   `signature_delta` ignored, a `tool_use` block → one `tool_calls` entry (id and name at its
+//!   start, `input_json_delta` fragments as `arguments`) numbered by a running counter;
+//!   the first delta carries `role: "assistant"`;
+//! - `message_delta`: the `stop_reason` and cumulative usage (first-party repeats the input
+//!   counts there, Vertex sends only `output_tokens`: whatever is present overwrites);
+//! - `message_stop`: the clean end → the finish chunk, one `choices: []` usage chunk and
+//!   `data: [DONE]` (written when the upstream body ends);
+//! - `error` (e.g. `overloaded_error` inside a 200 stream): one error-envelope frame, then only
+//!   `[DONE]`; `ping` and unknown events are ignored. A stream that ends without
+//!   `message_stop` (or `stop_reason`) is an error frame, then `[DONE]`.
+//!
+//! Output never depends on how the upstream bytes were cut (tests split every fixture at every
+//! offset).
+
+use bytes::BytesMut;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::error::in_stream_message;
+use super::response::{finish_reason, BlockIn, FunctionOut, ToolCallOut, UsageIn};
+use crate::api::Usage;
+use crate::providers::common::Str;
+use crate::providers::sse::{self, SseFramer};
+use crate::providers::{ResponseCx, StreamTranslator};
+
+/// Content blocks per message are few; more is a malformed stream.
+const MAX_BLOCKS: usize = 4096;
+
+pub(super) struct AnthropicStream {
+    cx: ResponseCx,
+    framer: SseFramer,
+    usage: Usage,
+    started: bool,
+    /// Per block index seen: the OpenAI tool-call index of a `tool_use` block.
+    blocks: Vec<(u64, Option<u32>)>,
+    tool_calls: u32,
+    finish: Option<&'static str>,
+    stopped: bool,
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct EventIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    message: Option<MessageStart<'a>>,
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    content_block: Option<BlockIn<'a>>,
+    #[serde(borrow, default)]
+    delta: Option<DeltaIn<'a>>,
+    #[serde(default)]
+    usage: Option<UsageIn>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MessageStart<'a> {
+    #[serde(default)]
+    usage: Option<UsageIn>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaIn<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    thinking: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    partial_json: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    stop_reason: Option<Str<'a>>,
+}
+
+#[derive(Serialize)]
+struct Chunk<'a> {
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: [ChunkChoice<'a>; 1],
+}
+
+#[derive(Serialize)]
+struct ChunkChoice<'a> {
+    index: u32,
+    delta: Delta<'a>,
+    finish_reason: Option<&'static str>,
+}
+
+#[derive(Serialize, Default)]
+struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_calls: Option<[ToolCallOut<'a>; 1]>,
+}
+
+impl AnthropicStream {
+    pub fn new(cx: ResponseCx) -> Self {
+        Self {
+            cx,
+            framer: SseFramer::default(),
+            usage: Usage::default(),
+            started: false,
+            blocks: Vec::new(),
+            tool_calls: 0,
+            finish: None,
+            stopped: false,
+            error: None,
+        }
+    }
+
+    fn on_event(&mut self, data: &[u8], out: &mut BytesMut) {
+        if self.error.is_some() || self.stopped || data.trim_ascii().is_empty() {
+            return;
+        }
+        let ev: EventIn = match serde_json::from_slice(data) {
+            Ok(ev) => ev,
+            Err(e) => return self.fail(format!("upstream sent malformed JSON: {e}"), out),
+        };
+        match &*ev.kind {
+            "message_start" => {
+                if let Some(m) = ev.message {
+                    if let Some(u) = m.usage {
+                        u.apply(&mut self.usage);
+                    }
+                    if let Some(r) = m.stop_reason.as_deref() {
+                        self.finish = Some(finish_reason(r));
+                    }
+                }
+            }
+            "content_block_start" => {
+                let (Some(index), Some(block)) = (ev.index, ev.content_block) else {
+                    return;
+                };
+                self.on_block_start(index, &block, out);
+            }
+            "content_block_delta" => {
+                let (Some(index), Some(delta)) = (ev.index, ev.delta) else {
+                    return;
+                };
+                self.on_delta(index, &delta, out);
+            }
+            "message_delta" => {
+                if let Some(r) = ev.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
+                    self.finish = Some(finish_reason(r));
+                }
+                if let Some(u) = ev.usage {
+                    u.apply(&mut self.usage);
+                }
+            }
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let message = ev.error.map_or_else(
+                    || "upstream reported an error".to_owned(),
+                    in_stream_message,
+                );
+                self.fail(message, out);
+            }
+            // `ping`, `content_block_stop` and event types added later carry nothing to say.
+            _ => {}
+        }
+    }
+
+    fn on_block_start(&mut self, index: u64, block: &BlockIn<'_>, out: &mut BytesMut) {
+        if self.blocks.len() >= MAX_BLOCKS {
+            return self.fail("upstream sent too many content blocks".into(), out);
+        }
+        match &*block.kind {
+            "tool_use" => {
+                let k = self.tool_calls;
+                self.tool_calls += 1;
+                self.blocks.push((index, Some(k)));
+                let delta = Delta {
+                    tool_calls: Some([ToolCallOut {
+                        index: Some(k),
+                        id: block.id.as_deref(),
+                        kind: Some("function"),
+                        function: FunctionOut {
+                            name: block.name.as_deref(),
+                            arguments: String::new(),
+                        },
+                    }]),
+                    ..Delta::default()
+                };
+                self.write_delta(delta, out);
+            }
+            _ => {
+                self.blocks.push((index, None));
+                // A start block may already hold text (it is normally empty).
+                let text = block.text.as_deref().filter(|t| !t.is_empty());
+                let thinking = block.thinking.as_deref().filter(|t| !t.is_empty());
+                if let Some(t) = text {
+                    self.write_delta(
+                        Delta {
+                            content: Some(t),
+                            ..Delta::default()
+                        },
+                        out,
+                    );
+                } else if let (Some(t), false) = (thinking, self.cx.exclude_reasoning) {
+                    self.write_delta(
+                        Delta {
+                            reasoning: Some(t),
+                            ..Delta::default()
+                        },
+                        out,
+                    );
+                }
+            }
+        }
+    }
+
+    fn on_delta(&mut self, index: u64, d: &DeltaIn<'_>, out: &mut BytesMut) {
+        let mut delta = Delta::default();
+        match d.kind.as_deref() {
+            Some("text_delta") => match d.text.as_deref().filter(|t| !t.is_empty()) {
+                Some(t) => delta.content = Some(t),
+                None => return,
+            },
+            Some("thinking_delta") if !self.cx.exclude_reasoning => {
+                match d.thinking.as_deref().filter(|t| !t.is_empty()) {
+                    Some(t) => delta.reasoning = Some(t),
+                    None => return,
+                }
+            }
+            Some("input_json_delta") => {
+                let call = self
+                    .blocks
+                    .iter()
+                    .rev()
+                    .find(|(i, _)| *i == index)
+                    .and_then(|(_, k)| *k);
+                let (Some(k), Some(json)) =
+                    (call, d.partial_json.as_deref().filter(|j| !j.is_empty()))
+                else {
+                    return;
+                };
+                delta.tool_calls = Some([ToolCallOut {
+                    index: Some(k),
+                    id: None,
+                    kind: None,
+                    function: FunctionOut {
+                        name: None,
+                        arguments: json.to_owned(),
+                    },
+                }]);
+            }
+            _ => return,
+        }
+        self.write_delta(delta, out);
+    }
+
+    /// Writes one delta chunk; the first one names the role.
+    fn write_delta(&mut self, mut delta: Delta<'_>, out: &mut BytesMut) {
+        if !self.started {
+            self.started = true;
+            delta.role = Some("assistant");
+        }
+        self.write_chunk(delta, None, out);
+    }
+
+    fn write_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>, out: &mut BytesMut) {
+        sse::write_json(
+            out,
+            &Chunk {
+                id: &self.cx.id,
+                object: "chat.completion.chunk",
+                created: self.cx.created,
+                model: &self.cx.model_id,
+                choices: [ChunkChoice {
+                    index: 0,
+                    delta,
+                    finish_reason: finish,
+                }],
+            },
+        );
+    }
+
+    fn fail(&mut self, message: String, out: &mut BytesMut) {
+        sse::write_error(out, &message);
+        self.error = Some(message);
+    }
+}
+
+impl StreamTranslator for AnthropicStream {
+    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+        self.framer.push(chunk);
+        while let Some(ev) = self.framer.next_event() {
+            self.on_event(&ev.data, out);
+        }
+    }
+
+    fn finish(&mut self, out: &mut BytesMut) {
+        if let Some(ev) = self.framer.finish() {
+            self.on_event(&ev.data, out);
+        }
+        if self.error.is_none() {
+            match (self.stopped, self.finish) {
+                (true, finish) | (false, finish @ Some(_)) => {
+                    let reason = finish.unwrap_or("stop");
+                    self.write_chunk(Delta::default(), Some(reason), out);
+                    let cx = &self.cx;
+                    sse::write_usage_chunk(out, &cx.id, cx.created, &cx.model_id, &self.usage);
+                }
+                (false, None) => {
+                    self.fail("upstream stream ended before completion".into(), out);
+                }
+            }
+        }
+        sse::write_done(out);
+    }
+
+    fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    fn failed(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{cx, fixture, frames, run_stream};
+    use super::super::Anthropic;
+    use serde_json::{json, Value};
+
+    /// The upstream bytes of a stream fixture; `.chunks.jsonl` lines become named SSE events.
+    fn stream_bytes(name: &str) -> Vec<u8> {
+        let raw = fixture(name);
+        if !name.ends_with(".chunks.jsonl") {
+            return raw;
+        }
+        let text = String::from_utf8(raw).unwrap();
+        text.lines()
+            .filter(|l| !l.trim().is_empty())
+            .flat_map(|l| {
+                let v: Value = serde_json::from_str(l).unwrap();
+                format!("event: {}\ndata: {l}\n\n", v["type"].as_str().unwrap()).into_bytes()
+            })
+            .collect()
+    }
+
+    /// The Anthropic events of a fixture, parsed independently of the translator.
+    fn events(bytes: &[u8]) -> Vec<Value> {
+        std::str::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(|d| serde_json::from_str(d).unwrap())
+            .collect()
+    }
+
+    fn deltas(evs: &[Value], kind: &str, field: &str) -> String {
+        evs.iter()
+            .filter(|e| e["type"] == "content_block_delta" && e["delta"]["type"] == kind)
+            .filter_map(|e| e["delta"][field].as_str())
+            .collect()
+    }
+
+    fn joined(frames: &[Value], field: &str) -> String {
+        frames
+            .iter()
+            .filter_map(|f| f["choices"][0]["delta"][field].as_str())
+            .collect()
+    }
+
+    const STREAMS: &[&str] = &[
+        "anthropic-stream-thinking.sse",
+        "anthropic-stream-thinking.chunks.jsonl",
+        "anthropic-stream-tool-use.chunks.jsonl",
+        "anthropic-stream-prompt-cache-server-tool.chunks.jsonl",
+        "anthropic-vertex-stream-cache-write.sse",
+        "anthropic-vertex-stream-cache-hit.sse",
+    ];
+
+    #[test]
+    fn every_fixture_translates_the_same_at_every_split() {
+        for name in STREAMS {
+            let input = stream_bytes(name);
+            let whole = run_stream(&Anthropic, cx(), &input, &[]);
+            for cut in 0..=input.len() {
+                assert_eq!(
+                    run_stream(&Anthropic, cx(), &input, &[cut]),
+                    whole,
+                    "{name} split at {cut}"
+                );
+            }
+            let out = frames(&whole);
+            let evs = events(&input);
+            assert_eq!(out.last().unwrap(), "[DONE]", "{name}");
+            assert_eq!(out[0]["choices"][0]["delta"]["role"], "assistant", "{name}");
+            assert!(out.iter().all(|f| f.get("error").is_none()), "{name}");
+            assert_eq!(
+                joined(&out, "content"),
+                deltas(&evs, "text_delta", "text"),
+                "{name}"
+            );
+            assert_eq!(
+                joined(&out, "reasoning"),
+                deltas(&evs, "thinking_delta", "thinking"),
+                "{name}"
+            );
+            for f in &out[..out.len() - 1] {
+                assert_eq!(f["id"], "chatcmpl-gw7");
+                assert_eq!(f["model"], "anthropic/claude-test");
+                assert_eq!(f["object"], "chat.completion.chunk");
+            }
+            // Expected usage: input side from message_start, overwritten by what
+            // message_delta repeats; output from message_delta.
+            let start =
+                &evs.iter().find(|e| e["type"] == "message_start").unwrap()["message"]["usage"];
+            let delta = &evs.iter().find(|e| e["type"] == "message_delta").unwrap()["usage"];
+            let pick = |k: &str| delta[k].as_u64().or(start[k].as_u64()).unwrap_or(0);
+            let (input, read, write) = (
+                pick("input_tokens"),
+                pick("cache_read_input_tokens"),
+                pick("cache_creation_input_tokens"),
+            );
+            let usage = &out[out.len() - 2];
+            assert_eq!(usage["choices"], json!([]), "{name}");
+            assert_eq!(
+                usage["usage"]["prompt_tokens"],
+                input + read + write,
+                "{name}"
+            );
+            assert_eq!(
+                usage["usage"]["prompt_tokens_details"]["cached_tokens"],
+                read
+            );
+            assert_eq!(
+                usage["usage"]["prompt_tokens_details"]["cache_write_tokens"],
+                write
+            );
+            assert_eq!(usage["usage"]["completion_tokens"], pick("output_tokens"));
+            let finish = &out[out.len() - 3]["choices"][0];
+            let want = match evs.iter().find(|e| e["type"] == "message_delta").unwrap()["delta"]
+                ["stop_reason"]
+                .as_str()
+                .unwrap()
+            {
+                "tool_use" => "tool_calls",
+                _ => "stop",
+            };
+            assert_eq!(finish["finish_reason"], want, "{name}");
+            assert_eq!(finish["delta"], json!({}));
+        }
+    }
+
+    #[test]
+    fn known_fixture_values() {
+        let out = frames(&run_stream(
+            &Anthropic,
+            cx(),
+            &stream_bytes("anthropic-vertex-stream-cache-write.sse"),
+            &[],
+        ));
+        let u = &out[out.len() - 2]["usage"];
+        assert_eq!(u["prompt_tokens"], 10 + 28804);
+        assert_eq!(u["prompt_tokens_details"]["cache_write_tokens"], 28804);
+        assert_eq!(
+            u["completion_tokens"], 4,
+            "message_delta replaces the provisional 1"
+        );
+        let out = frames(&run_stream(
+            &Anthropic,
+            cx(),
+            &stream_bytes("anthropic-vertex-stream-cache-hit.sse"),
+            &[],
+        ));
+        assert_eq!(
+            out[out.len() - 2]["usage"]["prompt_tokens_details"]["cached_tokens"],
+            28804
+        );
+        let out = frames(&run_stream(
+            &Anthropic,
+            cx(),
+            &stream_bytes("anthropic-stream-prompt-cache-server-tool.chunks.jsonl"),
+            &[],
+        ));
+        let u = &out[out.len() - 2]["usage"];
+        assert_eq!(
+            u["prompt_tokens"],
+            6 + 3337 + 6289,
+            "message_delta wins: {u}"
+        );
+        assert_eq!(u["completion_tokens"], 198);
+    }
+
+    #[test]
+    fn tool_use_becomes_one_indexed_tool_call() {
+        let input = stream_bytes("anthropic-stream-tool-use.chunks.jsonl");
+        let out = frames(&run_stream(&Anthropic, cx(), &input, &[]));
+        let calls: Vec<&Value> = out
+            .iter()
+            .filter_map(|f| f["choices"][0]["delta"].get("tool_calls"))
+            .collect();
+        assert_eq!(calls[0][0]["id"], "toolu_01KFbKqPYSuAKujiL6mTfzYA");
+        assert_eq!(calls[0][0]["function"]["name"], "json");
+        assert!(calls.iter().all(|c| c[0]["index"] == 0));
+        let args: String = calls
+            .iter()
+            .filter_map(|c| c[0]["function"]["arguments"].as_str())
+            .collect();
+        assert_eq!(
+            args,
+            deltas(&events(&input), "input_json_delta", "partial_json")
+        );
+        serde_json::from_str::<Value>(&args).unwrap();
+    }
+
+    #[test]
+    fn excluded_reasoning_is_left_out() {
+        let mut c = cx();
+        c.exclude_reasoning = true;
+        let out = frames(&run_stream(
+            &Anthropic,
+            c,
+            &stream_bytes("anthropic-stream-thinking.sse"),
+            &[],
+        ));
+        assert_eq!(joined(&out, "reasoning"), "");
+        assert!(!joined(&out, "content").is_empty());
+        assert_eq!(out[0]["choices"][0]["delta"]["role"], "assistant");
+    }
+
+    #[test]
+    fn error_event_is_an_error_frame_then_done() {
+        let input = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: ping\ndata: {\"type\": \"ping\"}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
+event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"ignored\"}}\n\n";
+        let whole = run_stream(&Anthropic, cx(), input, &[]);
+        for cut in 0..=input.len() {
+            assert_eq!(run_stream(&Anthropic, cx(), input, &[cut]), whole);
+        }
+        let out = frames(&whole);
+        assert_eq!(out.len(), 3, "{out:?}");
+        assert_eq!(out[0]["choices"][0]["delta"]["content"], "Hi");
+        assert_eq!(
+            out[1],
+            json!({"error": {"message": "Overloaded (overloaded_error)", "type": "upstream_error", "code": "upstream_error"}})
+        );
+        assert_eq!(out[2], "[DONE]");
+        let mut t = crate::providers::Adapter::stream_translator(&Anthropic, cx());
+        let mut buf = bytes::BytesMut::new();
+        t.feed(input, &mut buf);
+        assert_eq!(t.failed(), Some("Overloaded (overloaded_error)"));
+        assert_eq!(t.usage().input, 5);
+    }
+
+    #[test]
+    fn truncated_or_garbled_streams_fail() {
+        let full = stream_bytes("anthropic-stream-thinking.sse");
+        let text = std::str::from_utf8(&full).unwrap();
+        let cut = text.find("event: message_delta").unwrap();
+        let out = frames(&run_stream(&Anthropic, cx(), &full[..cut], &[]));
+        assert_eq!(
+            out[out.len() - 2]["error"]["message"],
+            "upstream stream ended before completion"
+        );
+        let out = frames(&run_stream(&Anthropic, cx(), b"data: {nope\n\n", &[]));
+        assert!(out[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream sent malformed JSON"));
+        assert_eq!(out.len(), 2);
+    }
+}
