@@ -20,7 +20,7 @@ fn main() {
         created: 1,
         exclude_reasoning: false,
     };
-    let openai = adapter_for(Family::OpenAiCompat).unwrap();
+    let openai = adapter_for(Family::OpenAiCompat);
     buffered(
         "openai-compat",
         openai,
@@ -35,7 +35,7 @@ fn main() {
         "openai-chat-stream-text-usage.sse",
         50_000,
     );
-    let gemini = adapter_for(Family::Gemini).unwrap();
+    let gemini = adapter_for(Family::Gemini);
     buffered(
         "gemini",
         gemini,

@@ -99,7 +99,7 @@ fn cx(exclude_reasoning: bool) -> ResponseCx {
 /// Sends an OpenAI chat body through the adapter to the simulator; returns the client's view
 /// (the `chat.completion` object, or the stream's frames) or the simulator's error.
 async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)> {
-    let adapter = adapter_for(Family::Gemini).unwrap();
+    let adapter = adapter_for(Family::Gemini);
     let bytes = serde_json::to_vec(body).unwrap();
     let req = RawRequest::parse(&bytes, Operation::Chat).unwrap();
     let route = Route {

@@ -49,8 +49,6 @@ pub enum GatewayError {
         method: Box<str>,
         allow: &'static str,
     },
-    #[error("models of provider family {0} are not served by this gateway version")]
-    FamilyUnavailable(&'static str),
     #[error("model \"{0}\" has no reachable route")]
     NoRoute(Box<str>),
     #[error("credentials for {0} are not configured on this gateway")]
@@ -79,7 +77,6 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => 413,
             Self::NotFound(_) => 404,
             Self::MethodNotAllowed { .. } => 405,
-            Self::FamilyUnavailable(_) => 501,
             Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
             Self::Upstream { status, .. } => *status,
             Self::Internal(_) => 500,
@@ -100,10 +97,7 @@ impl GatewayError {
             | Self::NotFound(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
             Self::Upstream { .. } => "upstream_error",
-            Self::FamilyUnavailable(_)
-            | Self::NoRoute(_)
-            | Self::MissingCredentials(_)
-            | Self::Internal(_) => "server_error",
+            Self::NoRoute(_) | Self::MissingCredentials(_) | Self::Internal(_) => "server_error",
         }
     }
 
@@ -122,7 +116,6 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => "request_too_large",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
-            Self::FamilyUnavailable(_) => "family_unavailable",
             Self::NoRoute(_) => "no_route",
             Self::MissingCredentials(_) => "upstream_unconfigured",
             Self::Upstream { .. } => "upstream_error",
@@ -133,10 +126,7 @@ impl GatewayError {
     pub fn blame(&self) -> Blame {
         match self {
             Self::Upstream { .. } => Blame::Upstream,
-            Self::FamilyUnavailable(_)
-            | Self::NoRoute(_)
-            | Self::MissingCredentials(_)
-            | Self::Internal(_) => Blame::Gateway,
+            Self::NoRoute(_) | Self::MissingCredentials(_) | Self::Internal(_) => Blame::Gateway,
             Self::MissingAuth
             | Self::InvalidKey
             | Self::ExpiredKey

@@ -226,12 +226,12 @@ pub trait StreamTranslator: Send + Sync {
     fn failed(&self) -> Option<&str>;
 }
 
-/// The adapter of a family, or `None` when this build does not serve it yet.
-pub fn adapter_for(family: Family) -> Option<&'static dyn Adapter> {
+/// The adapter of a family.
+pub fn adapter_for(family: Family) -> &'static dyn Adapter {
     match family {
-        Family::OpenAiCompat => Some(&openai_compat::OpenAiCompat),
-        Family::Gemini => Some(&gemini::Gemini),
-        Family::Anthropic => Some(&anthropic::Anthropic),
+        Family::OpenAiCompat => &openai_compat::OpenAiCompat,
+        Family::Gemini => &gemini::Gemini,
+        Family::Anthropic => &anthropic::Anthropic,
     }
 }
 

@@ -151,8 +151,7 @@ impl Gateway {
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
         self.gates(&key, op)?;
-        let adapter = adapter_for(model.family)
-            .ok_or(GatewayError::FamilyUnavailable(model.family.as_str()))?;
+        let adapter = adapter_for(model.family);
         let route = model
             .routes
             .iter()
