@@ -1,5 +1,5 @@
 //! Family-neutral pieces of request and response translation: the borrowed JSON string
-//! [`Str`], and the client's reasoning controls (OpenRouter `reasoning`, OpenAI
+//! [`Str`], the wording of upstream failures ([`upstream_message`], [`quote`]), and the client's reasoning controls (OpenRouter `reasoning`, OpenAI
 //! `reasoning_effort`, deprecated `include_reasoning`) read into one [`ReasoningAsk`] that each
 //! family then maps onto its own thinking knobs (Gemini `thinkingConfig`, Anthropic
 //! `thinking.budget_tokens`).
@@ -22,6 +22,27 @@ impl Deref for Str<'_> {
     fn deref(&self) -> &str {
         &self.0
     }
+}
+
+/// How much of an unreadable upstream error body an error message quotes.
+pub(crate) const QUOTE_LIMIT: usize = 512;
+
+/// `upstream answered HTTP 429: <detail>`: how every family words an upstream failure.
+pub(crate) fn upstream_message(status: u16, detail: &str) -> String {
+    if detail.is_empty() {
+        format!("upstream answered HTTP {status}")
+    } else {
+        format!("upstream answered HTTP {status}: {detail}")
+    }
+}
+
+/// The start of an upstream body that is not a known error shape, for a message.
+pub(crate) fn quote(body: &[u8]) -> String {
+    String::from_utf8_lossy(body)
+        .trim()
+        .chars()
+        .take(QUOTE_LIMIT)
+        .collect()
 }
 
 #[derive(Deserialize, Default)]

@@ -13,6 +13,7 @@ use bytes::{Bytes, BytesMut};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::common::{quote, upstream_message};
 use super::sse::{self, SseFramer};
 use super::{
     header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
@@ -110,15 +111,9 @@ impl Adapter for OpenAiCompat {
             Ok(Envelope {
                 error: ErrorField::Object { message } | ErrorField::Text(message),
             }) => message.into_owned(),
-            Err(_) => String::from_utf8_lossy(&body[..body.len().min(512)])
-                .trim()
-                .to_owned(),
+            Err(_) => quote(body),
         };
-        if detail.is_empty() {
-            format!("upstream answered HTTP {status}")
-        } else {
-            format!("upstream answered HTTP {status}: {detail}")
-        }
+        upstream_message(status, &detail)
     }
 }
 

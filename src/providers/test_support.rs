@@ -13,6 +13,26 @@ pub fn fixture(name: &str) -> Vec<u8> {
     .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
 }
 
+/// The upstream bytes of a stream fixture. `.chunks.jsonl` fixtures hold one event's JSON a
+/// line (the recorder stripped the SSE framing): each becomes a `data:` event ended by
+/// `separator`, named after its `type` field when `named` (Anthropic names its events).
+pub fn stream_fixture(name: &str, named: bool, separator: &str) -> Vec<u8> {
+    let raw = fixture(name);
+    if !name.ends_with(".chunks.jsonl") {
+        return raw;
+    }
+    let text = String::from_utf8(raw).unwrap();
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        if named {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            out.push_str(&format!("event: {}\n", v["type"].as_str().unwrap()));
+        }
+        out.push_str(&format!("data: {line}{separator}"));
+    }
+    out.into_bytes()
+}
+
 /// The frames a whole upstream stream becomes, fed to `adapter` in pieces cut at `cuts`.
 pub fn run_stream(adapter: &dyn Adapter, cx: ResponseCx, input: &[u8], cuts: &[usize]) -> Vec<u8> {
     let mut t = adapter.stream_translator(cx);

@@ -10,10 +10,9 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::providers::common::Str;
+use crate::providers::common::{quote, upstream_message, Str, QUOTE_LIMIT};
 
 /// How much of a body that is in neither shape is quoted back.
-const QUOTE_LIMIT: usize = 512;
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -36,12 +35,7 @@ struct ErrorIn<'a> {
 
 /// `upstream answered HTTP 529: Overloaded (overloaded_error; request req_…)`.
 pub(super) fn upstream_error_message(status: u16, body: &[u8]) -> String {
-    let detail = parse(body).unwrap_or_else(|| quote(body));
-    if detail.is_empty() {
-        format!("upstream answered HTTP {status}")
-    } else {
-        format!("upstream answered HTTP {status}: {detail}")
-    }
+    upstream_message(status, &parse(body).unwrap_or_else(|| quote(body)))
 }
 
 /// The line for the `error` object of an in-stream `error` event.
@@ -84,14 +78,6 @@ fn describe(e: &ErrorIn, request_id: Option<&str>) -> String {
         line.push(')');
     }
     line
-}
-
-fn quote(body: &[u8]) -> String {
-    String::from_utf8_lossy(body)
-        .trim()
-        .chars()
-        .take(QUOTE_LIMIT)
-        .collect()
 }
 
 #[cfg(test)]

@@ -341,24 +341,12 @@ impl StreamTranslator for AnthropicStream {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{cx, fixture, frames, run_stream};
+    use super::super::test_support::{cx, frames, run_stream};
     use super::super::Anthropic;
     use serde_json::{json, Value};
 
-    /// The upstream bytes of a stream fixture; `.chunks.jsonl` lines become named SSE events.
     fn stream_bytes(name: &str) -> Vec<u8> {
-        let raw = fixture(name);
-        if !name.ends_with(".chunks.jsonl") {
-            return raw;
-        }
-        let text = String::from_utf8(raw).unwrap();
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .flat_map(|l| {
-                let v: Value = serde_json::from_str(l).unwrap();
-                format!("event: {}\ndata: {l}\n\n", v["type"].as_str().unwrap()).into_bytes()
-            })
-            .collect()
+        crate::providers::test_support::stream_fixture(name, true, "\n\n")
     }
 
     /// The Anthropic events of a fixture, parsed independently of the translator.

@@ -10,9 +10,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Str;
+use crate::providers::common::{quote, upstream_message, QUOTE_LIMIT};
 
 /// How much of a body that is not Google's error shape is quoted back.
-const QUOTE_LIMIT: usize = 512;
 
 #[derive(Deserialize)]
 struct Envelope<'a> {
@@ -40,12 +40,7 @@ struct Detail<'a> {
 
 /// `upstream answered HTTP 429: <message> (RESOURCE_EXHAUSTED); retry after 34.4s`.
 pub(super) fn upstream_error_message(status: u16, body: &[u8]) -> String {
-    let detail = parse(body).unwrap_or_else(|| quote(body));
-    if detail.is_empty() {
-        format!("upstream answered HTTP {status}")
-    } else {
-        format!("upstream answered HTTP {status}: {detail}")
-    }
+    upstream_message(status, &parse(body).unwrap_or_else(|| quote(body)))
 }
 
 /// The line for an `error` object met inside a stream (no HTTP status to report).
@@ -87,11 +82,6 @@ fn describe(e: &GoogleError) -> String {
         line.push_str(delay);
     }
     line
-}
-
-fn quote(body: &[u8]) -> String {
-    let cut = &body[..body.len().min(QUOTE_LIMIT)];
-    String::from_utf8_lossy(cut).trim().to_owned()
 }
 
 #[cfg(test)]

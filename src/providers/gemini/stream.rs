@@ -305,17 +305,8 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::{json, Value};
 
-    /// The upstream bytes of a stream fixture; `.chunks.jsonl` lines become `data:` events.
     fn stream_bytes(name: &str) -> Vec<u8> {
-        let raw = fixture(name);
-        if !name.ends_with(".chunks.jsonl") {
-            return raw;
-        }
-        let text = String::from_utf8(raw).unwrap();
-        text.lines()
-            .filter(|l| !l.trim().is_empty())
-            .flat_map(|l| format!("data: {l}\r\n\r\n").into_bytes())
-            .collect()
+        crate::providers::test_support::stream_fixture(name, false, "\r\n\r\n")
     }
 
     /// The Gemini events of a fixture, parsed independently of the translator.
