@@ -5,23 +5,13 @@
 use serde_json::{json, Value};
 
 use crate::billing::{pico, records};
-use crate::harness::{sse_data, Gateway, Sim};
+use crate::harness::{chunks, SimEnv};
 
 /// The same model on both routes: direct (catalog default) and pinned to Vertex.
 const MODELS: [&str; 2] = ["anthropic/claude-sonnet-4-5", "vertex/claude-sonnet-4-5"];
 
-struct Env {
-    sim: Sim,
-    gw: Gateway,
-    ws: String,
-    key: String,
-}
-
-async fn env() -> Env {
-    let sim = Sim::start();
-    let gw = Gateway::builder().simulator(&sim).start();
-    let (ws, key) = gw.workspace_with_key();
-    Env { sim, gw, ws, key }
+async fn env() -> SimEnv {
+    SimEnv::start()
 }
 
 fn user(model: &str, text: &str) -> Value {
@@ -32,27 +22,7 @@ fn vertex(model: &str) -> bool {
     model.starts_with("vertex/")
 }
 
-impl Env {
-    async fn chat(&self, body: Value) -> (u16, Value) {
-        let res = self.gw.chat(&self.key, body).await;
-        let status = res.status().as_u16();
-        (status, res.json().await.unwrap())
-    }
-
-    async fn stream(&self, body: Value) -> (u16, Vec<String>) {
-        let res = self.gw.chat(&self.key, body).await;
-        let status = res.status().as_u16();
-        (status, sse_data(&res.text().await.unwrap()))
-    }
-
-    async fn last_upstream(&self) -> Value {
-        self.sim
-            .requests()
-            .await
-            .pop()
-            .expect("the simulator saw no request")
-    }
-
+impl SimEnv {
     /// Asserts transport details of the last upstream request and returns its body.
     async fn check_upstream(&self, model: &str, stream: bool) -> Value {
         let r = self.last_upstream().await;
@@ -85,18 +55,6 @@ impl Env {
         }
         r["body"].clone()
     }
-}
-
-fn chunks(frames: &[String]) -> Vec<Value> {
-    assert_eq!(
-        frames.last().map(String::as_str),
-        Some("[DONE]"),
-        "{frames:?}"
-    );
-    frames[..frames.len() - 1]
-        .iter()
-        .map(|f| serde_json::from_str(f).unwrap())
-        .collect()
 }
 
 fn joined(c: &[Value], field: &str) -> String {

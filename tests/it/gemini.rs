@@ -3,57 +3,14 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{sse_data, Gateway, Sim};
+use crate::harness::{chunks, SimEnv};
 
-struct Env {
-    sim: Sim,
-    gw: Gateway,
-    key: String,
-}
-
-async fn env() -> Env {
-    let sim = Sim::start();
-    let gw = Gateway::builder().simulator(&sim).start();
-    let (_, key) = gw.workspace_with_key();
-    Env { sim, gw, key }
+async fn env() -> SimEnv {
+    SimEnv::start()
 }
 
 fn user(text: &str) -> Value {
     json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": text}])
-}
-
-impl Env {
-    async fn chat(&self, body: Value) -> (u16, Value) {
-        let res = self.gw.chat(&self.key, body).await;
-        let status = res.status().as_u16();
-        (status, res.json().await.unwrap())
-    }
-
-    async fn stream(&self, body: Value) -> (u16, Vec<String>) {
-        let res = self.gw.chat(&self.key, body).await;
-        let status = res.status().as_u16();
-        (status, sse_data(&res.text().await.unwrap()))
-    }
-
-    async fn last_upstream(&self) -> Value {
-        self.sim
-            .requests()
-            .await
-            .pop()
-            .expect("the simulator saw no request")
-    }
-}
-
-fn chunks(frames: &[String]) -> Vec<Value> {
-    assert_eq!(
-        frames.last().map(String::as_str),
-        Some("[DONE]"),
-        "{frames:?}"
-    );
-    frames[..frames.len() - 1]
-        .iter()
-        .map(|f| serde_json::from_str(f).unwrap())
-        .collect()
 }
 
 #[tokio::test]

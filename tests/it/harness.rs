@@ -472,3 +472,54 @@ routes:
   - {model_id: devapi/gemini-embedding-001, kind: gemini-api}
   - {model_id: vertex/claude-sonnet-4-5, kind: vertex-anthropic, region: us-east5}
 ";
+
+/// A simulator, a gateway wired to it, and a funded workspace with a key: the setting of
+/// every provider-family test.
+pub struct SimEnv {
+    pub sim: Sim,
+    pub gw: Gateway,
+    pub ws: String,
+    pub key: String,
+}
+
+impl SimEnv {
+    pub fn start() -> SimEnv {
+        let sim = Sim::start();
+        let gw = Gateway::builder().simulator(&sim).start();
+        let (ws, key) = gw.workspace_with_key();
+        SimEnv { sim, gw, ws, key }
+    }
+
+    pub async fn chat(&self, body: Value) -> (u16, Value) {
+        let res = self.gw.chat(&self.key, body).await;
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap())
+    }
+
+    pub async fn stream(&self, body: Value) -> (u16, Vec<String>) {
+        let res = self.gw.chat(&self.key, body).await;
+        let status = res.status().as_u16();
+        (status, sse_data(&res.text().await.unwrap()))
+    }
+
+    pub async fn last_upstream(&self) -> Value {
+        self.sim
+            .requests()
+            .await
+            .pop()
+            .expect("the simulator saw no request")
+    }
+}
+
+/// The chunks of a streamed answer, which must end with `[DONE]`.
+pub fn chunks(frames: &[String]) -> Vec<Value> {
+    assert_eq!(
+        frames.last().map(String::as_str),
+        Some("[DONE]"),
+        "{frames:?}"
+    );
+    frames[..frames.len() - 1]
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect()
+}
