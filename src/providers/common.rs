@@ -8,8 +8,10 @@ use std::borrow::Cow;
 use std::ops::Deref;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::api::{GatewayError, RawRequest};
+use crate::catalog::Profile;
 
 /// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
 /// this newtype does, so unescaped strings stay slices of the request or response bytes.
@@ -43,6 +45,68 @@ pub(crate) fn quote(body: &[u8]) -> String {
         .chars()
         .take(QUOTE_LIMIT)
         .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request pieces every family reads the same way
+// ---------------------------------------------------------------------------------------------
+
+/// An `image_url` content part's URL.
+#[derive(Deserialize)]
+pub(crate) struct UrlIn<'a> {
+    #[serde(borrow)]
+    pub url: Str<'a>,
+}
+
+/// A `cache_control` breakpoint (OpenRouter convention); only its TTL matters upstream.
+#[derive(Deserialize)]
+pub(crate) struct CacheControlIn<'a> {
+    #[serde(borrow, default)]
+    pub ttl: Option<Str<'a>>,
+}
+
+/// The request's `field` if the profile forwards `profile_field`; otherwise it is dropped.
+pub(crate) fn forwarded<'a, T: Deserialize<'a>>(
+    req: &RawRequest<'a>,
+    profile: &Profile,
+    profile_field: &str,
+    field: &str,
+) -> Result<Option<T>, GatewayError> {
+    if !profile.forwards(profile_field) {
+        return Ok(None);
+    }
+    Ok(req.typed::<Option<T>>(field)?.flatten())
+}
+
+/// `stop` as a list (a string or an array of strings), when the profile forwards it.
+pub(crate) fn stop<'a>(
+    req: &RawRequest<'a>,
+    p: &Profile,
+) -> Result<Option<Vec<Cow<'a, str>>>, GatewayError> {
+    let Some(raw) = forwarded::<&'a RawValue>(req, p, "stop", "stop")? else {
+        return Ok(None);
+    };
+    let bad = |e: serde_json::Error| GatewayError::invalid(format!("invalid value for stop: {e}"));
+    let stops: Vec<Cow<'a, str>> = if raw.get().starts_with('[') {
+        let list: Vec<Str<'a>> = serde_json::from_str(raw.get()).map_err(bad)?;
+        list.into_iter().map(|s| s.0).collect()
+    } else {
+        vec![serde_json::from_str::<Str<'a>>(raw.get()).map_err(bad)?.0]
+    };
+    Ok(Some(stops).filter(|s| !s.is_empty()))
+}
+
+/// The text of content part `j` of message `i`, which must have one.
+pub(crate) fn part_text<'a>(
+    i: usize,
+    j: usize,
+    text: Option<Str<'a>>,
+) -> Result<Cow<'a, str>, GatewayError> {
+    text.map(|t| t.0).ok_or_else(|| {
+        GatewayError::invalid(format!(
+            "messages[{i}].content[{j}]: a text part needs text"
+        ))
+    })
 }
 
 #[derive(Deserialize, Default)]

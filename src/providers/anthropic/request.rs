@@ -38,7 +38,9 @@ use serde_json::value::RawValue;
 
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::{Profile, Thinking};
-use crate::providers::common::{reasoning_ask, Ask, Effort, Str};
+use crate::providers::common::{
+    forwarded, part_text, reasoning_ask, stop, Ask, CacheControlIn, Effort, Str, UrlIn,
+};
 use crate::providers::Target;
 
 /// `max_tokens` when neither the client nor the catalog names one.
@@ -68,18 +70,6 @@ struct PartIn<'a> {
     image_url: Option<UrlIn<'a>>,
     #[serde(borrow, default)]
     cache_control: Option<CacheControlIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct UrlIn<'a> {
-    #[serde(borrow)]
-    url: Str<'a>,
-}
-
-#[derive(Deserialize)]
-struct CacheControlIn<'a> {
-    #[serde(borrow, default)]
-    ttl: Option<Str<'a>>,
 }
 
 // ----- what Anthropic receives ---------------------------------------------------------------
@@ -220,33 +210,6 @@ fn refuse_tools(req: &RawRequest<'_>, target: &Target<'_>) -> Result<(), Gateway
         }
     }
     Ok(())
-}
-
-/// A forwarded field read as `T` (`None` when the profile drops it or it is absent / null).
-fn forwarded<'a, T: Deserialize<'a>>(
-    req: &RawRequest<'a>,
-    p: &Profile,
-    profile_field: &str,
-    field: &str,
-) -> Result<Option<T>, GatewayError> {
-    if !p.forwards(profile_field) {
-        return Ok(None);
-    }
-    Ok(req.typed::<Option<T>>(field)?.flatten())
-}
-
-fn stop<'a>(req: &RawRequest<'a>, p: &Profile) -> Result<Option<Vec<Cow<'a, str>>>, GatewayError> {
-    let Some(raw) = forwarded::<&'a RawValue>(req, p, "stop", "stop")? else {
-        return Ok(None);
-    };
-    let bad = |e: serde_json::Error| GatewayError::invalid(format!("invalid value for stop: {e}"));
-    let stops: Vec<Cow<'a, str>> = if raw.get().starts_with('[') {
-        let list: Vec<Str<'a>> = serde_json::from_str(raw.get()).map_err(bad)?;
-        list.into_iter().map(|s| s.0).collect()
-    } else {
-        vec![serde_json::from_str::<Str<'a>>(raw.get()).map_err(bad)?.0]
-    };
-    Ok(Some(stops).filter(|s| !s.is_empty()))
 }
 
 /// `thinking` from the reasoning controls; adjusts `max_tokens` so the budget fits below it.
@@ -409,14 +372,6 @@ fn content<'a>(i: usize, raw: Option<&'a RawValue>) -> Result<Vec<PartIn<'a>>, G
             cache_control: None,
         }])
     }
-}
-
-fn part_text<'a>(i: usize, j: usize, text: Option<Str<'a>>) -> Result<Cow<'a, str>, GatewayError> {
-    text.map(|t| t.0).ok_or_else(|| {
-        GatewayError::invalid(format!(
-            "messages[{i}].content[{j}]: a text part needs text"
-        ))
-    })
 }
 
 /// One content block; `None` for parts that carry nothing (empty text, assistant refusals).

@@ -31,6 +31,7 @@ use super::thinking::{thinking_config, ThinkingConfig};
 use super::{call_id_signature, Str};
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::Profile;
+use crate::providers::common::{forwarded, part_text, stop, CacheControlIn, UrlIn};
 use crate::providers::Target;
 
 // ---------------------------------------------------------------------------------------------
@@ -73,12 +74,6 @@ struct PartIn<'a> {
 }
 
 #[derive(Deserialize)]
-struct UrlIn<'a> {
-    #[serde(borrow)]
-    url: Str<'a>,
-}
-
-#[derive(Deserialize)]
 struct AudioIn<'a> {
     #[serde(borrow)]
     data: Str<'a>,
@@ -90,12 +85,6 @@ struct AudioIn<'a> {
 struct FileIn<'a> {
     #[serde(borrow, default)]
     file_data: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-struct CacheControlIn<'a> {
-    #[serde(borrow, default)]
-    ttl: Option<Str<'a>>,
 }
 
 #[derive(Deserialize)]
@@ -597,14 +586,6 @@ impl<'a> Conversation<'a> {
     }
 }
 
-fn part_text<'a>(i: usize, j: usize, text: Option<Str<'a>>) -> Result<Cow<'a, str>, GatewayError> {
-    text.map(|t| t.0).ok_or_else(|| {
-        GatewayError::invalid(format!(
-            "messages[{i}].content[{j}]: a text part needs text"
-        ))
-    })
-}
-
 fn joined_text<'a>(i: usize, parts: Vec<PartIn<'a>>) -> Result<Cow<'a, str>, GatewayError> {
     let mut texts = Vec::with_capacity(parts.len());
     for (j, p) in parts.into_iter().enumerate() {
@@ -839,19 +820,6 @@ fn tool_choice<'a>(req: &RawRequest<'a>) -> Result<Option<ToolConfig<'a>>, Gatew
 
 // ----- generation config ---------------------------------------------------------------------
 
-/// A top-level field, typed, when the profile forwards `profile_name`.
-fn forwarded<'a, T: Deserialize<'a>>(
-    req: &RawRequest<'a>,
-    profile: &Profile,
-    profile_name: &str,
-    field: &str,
-) -> Result<Option<T>, GatewayError> {
-    if !profile.forwards(profile_name) {
-        return Ok(None);
-    }
-    Ok(req.typed::<Option<T>>(field)?.flatten())
-}
-
 fn generation_config<'a>(
     req: &RawRequest<'a>,
     p: &Profile,
@@ -892,20 +860,6 @@ fn generation_config<'a>(
         };
     }
     Ok(g)
-}
-
-fn stop<'a>(req: &RawRequest<'a>, p: &Profile) -> Result<Option<Vec<Cow<'a, str>>>, GatewayError> {
-    let Some(raw) = forwarded::<&'a RawValue>(req, p, "stop", "stop")? else {
-        return Ok(None);
-    };
-    let bad = |e: serde_json::Error| GatewayError::invalid(format!("invalid value for stop: {e}"));
-    let stops: Vec<Cow<'a, str>> = if raw.get().starts_with('[') {
-        let list: Vec<Str<'a>> = serde_json::from_str(raw.get()).map_err(bad)?;
-        list.into_iter().map(|s| s.0).collect()
-    } else {
-        vec![serde_json::from_str::<Str<'a>>(raw.get()).map_err(bad)?.0]
-    };
-    Ok(Some(stops).filter(|s| !s.is_empty()))
 }
 
 fn service_tier(req: &RawRequest<'_>, p: &Profile) -> Result<Option<&'static str>, GatewayError> {
