@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use chrono::Utc;
 use sha2::Digest;
-use tollgate::billing::money::Price;
+use tollgate::money::Price;
 use tollgate::store::{self, NewKey, Store, UsageEndpoint, UsageOutcome, UsageRecord};
 
 const RECORDS: usize = 20_480;
@@ -35,7 +35,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         output_price: Price::from_micro_per_mtok(2_500_000),
         cache_read_price: None,
         cache_write_price: None,
-        cost: tollgate::billing::money::Usd::from_pico(100 * 300_000 + 200 * 2_500_000),
+        cost: tollgate::money::Usd::from_pico(100 * 300_000 + 200 * 2_500_000),
         outcome: UsageOutcome::Complete,
         started_at: now,
         finished_at: now,

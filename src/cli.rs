@@ -8,9 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
 use crate::auth::{mint_secret, new_id};
-use crate::billing::money::{MoneyError, Usd};
 use crate::catalog::import::{self, ImportError};
 use crate::config::{Config, ConfigError};
+use crate::money::{MoneyError, Usd};
 use crate::store::{self, LimitReset, NewKey, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -24,7 +24,7 @@ pub enum CliError {
     #[error(transparent)]
     Money(#[from] MoneyError),
     #[error(transparent)]
-    Credentials(#[from] crate::credentials::CredentialError),
+    Credentials(#[from] crate::upstream::credentials::CredentialError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
     #[error("{0}")]

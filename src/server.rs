@@ -19,11 +19,11 @@ use pingora_core::services::listening::Service;
 use crate::admin::Admin;
 use crate::cli::CliError;
 use crate::config::Config;
-use crate::credentials::VertexAccount;
 use crate::providers::Credentials;
 use crate::proxy::Gateway;
 use crate::store;
 use crate::sync::Follower;
+use crate::upstream::credentials::VertexAccount;
 
 pub struct ServeOptions {
     pub upgrade: bool,
@@ -78,10 +78,10 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         credentials,
-        caches: crate::context_cache::ContextCaches::new(
+        caches: crate::upstream::context_cache::ContextCaches::new(
             t.upstream.connect_timeout + Duration::from_secs(30),
         ),
-        fan_out: crate::fan_out::FanOutClient::new(&t.upstream),
+        fan_out: crate::upstream::fan_out::FanOutClient::new(&t.upstream),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
     };

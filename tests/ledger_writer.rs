@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use tollgate::billing::gates::Accounts;
-use tollgate::billing::money::{Price, Usd};
 use tollgate::billing::writer::ledger;
+use tollgate::money::{Price, Usd};
 use tollgate::store::{self, NewKey, Store, UsageEndpoint, UsageOutcome, UsageRecord};
 
 fn record(i: usize) -> UsageRecord {

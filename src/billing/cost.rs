@@ -23,8 +23,8 @@
 //!   own tokens and prices cannot be stored.
 
 use crate::api::usage::Usage;
-use crate::billing::money::{Price, Usd};
 use crate::catalog::Pricing;
+use crate::money::{Price, Usd};
 
 /// Why a cost could not be computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -22,9 +22,9 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 
-use super::money::Usd;
 use super::window::window_start;
 use crate::api::GatewayError;
+use crate::money::Usd;
 use crate::store::ApiKey;
 
 #[derive(Debug, Default)]
@@ -191,7 +191,7 @@ impl Accounts {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::billing::money::usd;
+    use crate::money::usd;
     use crate::store::LimitReset;
     use chrono::TimeZone;
 

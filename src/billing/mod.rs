@@ -1,7 +1,6 @@
-//! Billing: exact money, the cost formula, spend windows, the in-memory gates and the ledger
-//! writer.
+//! Billing: the cost formula, spend windows, the in-memory gates and the ledger writer.
+//! Exact amounts and prices live in the leaf module [`crate::money`].
 //!
-//! - `money`: exact USD (`Usd`, pico-dollars) and prices (`Price`, micro-USD per 1M tokens).
 //! - `cost`: the cost of one request from its token buckets and the prices in force.
 //! - `window`: the UTC calendar windows of per-key spend limits.
 //! - `gates`: the credit (402) and spend-limit (429) checks, answered from memory.
@@ -9,7 +8,6 @@
 //!   spool for database outages.
 pub mod cost;
 pub mod gates;
-pub mod money;
 pub mod record;
 pub mod window;
 pub mod writer;

@@ -5,7 +5,6 @@
 //! (`refresh`) reloads rows from the store every `catalog_refresh`, resolves route hosts
 //! off the hot path, and publishes. The `/v1/models` body is rendered once per snapshot.
 
-mod endpoint;
 pub mod import;
 pub mod profile;
 
@@ -17,11 +16,11 @@ use arc_swap::ArcSwap;
 use bytes::Bytes;
 use serde::Serialize;
 
-pub use endpoint::{Endpoint, EndpointError};
+pub use crate::config::endpoint::{Endpoint, EndpointError};
 pub use profile::{Profile, Thinking};
 
-use crate::billing::money::Price;
 use crate::config::ProvidersConf;
+use crate::money::Price;
 use crate::store::{CatalogRows, ModelRow, RouteRow, Store, StoreResult};
 
 /// Which translator speaks to the model's upstream.

@@ -6,6 +6,8 @@
 //! problem at once. Every setting has a default, so an empty file is a valid configuration.
 //! Secrets are never in the file: providers name the environment variables that hold them.
 
+pub mod endpoint;
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::Path;
@@ -295,7 +297,7 @@ impl Config {
             ("vertex.token_url", &t.providers.vertex.token_url),
         ];
         for (name, url) in urls {
-            if let Err(e) = crate::catalog::Endpoint::parse(&url.replace("{region}", "r")) {
+            if let Err(e) = endpoint::Endpoint::parse(&url.replace("{region}", "r")) {
                 problems.push(format!("tollgate.providers.{name}: {e}"));
             }
         }

@@ -1,6 +1,6 @@
 //! Running a fan-out: a request whose adapter asked for several upstream calls (Gemini
 //! embeddings batches) is answered from `request_filter`, through the shared
-//! [`FanOutClient`](crate::fan_out::FanOutClient), leaving in the context what a proxied request
+//! [`FanOutClient`](crate::upstream::fan_out::FanOutClient), leaving in the context what a proxied request
 //! leaves for `logging` (the decision, upstream status, usage or error).
 
 use std::time::Instant;
@@ -10,8 +10,8 @@ use pingora_proxy::Session;
 use super::ctx::{Admitted, Ctx};
 use super::{respond, Gateway};
 use crate::api::GatewayError;
-use crate::fan_out::PartFailure;
 use crate::providers::{Adapter, FanOut};
+use crate::upstream::fan_out::PartFailure;
 
 impl Gateway {
     /// Sends a fan-out's calls, joins their answers and answers the client; records in `ctx`

@@ -34,8 +34,8 @@ use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::catalog::{Catalog, Model, ModelKind};
 use crate::config::UpstreamConf;
-use crate::fan_out::FanOutClient;
 use crate::providers::{adapter_for, sse, Credentials, FanOut, ResponseCx, Target};
+use crate::upstream::fan_out::FanOutClient;
 use ctx::{Admitted, Ctx, Translation, Upstream};
 
 /// Pingora's replay buffer; bodies above it take the subrequest path.
@@ -52,7 +52,7 @@ pub struct Gateway {
     /// Where finished requests' usage records go (group-committed off the response path).
     pub ledger: crate::billing::writer::LedgerSink,
     /// Explicit context caches created upstream (Gemini), by prefix.
-    pub caches: crate::context_cache::ContextCaches,
+    pub caches: crate::upstream::context_cache::ContextCaches,
     /// Sends the calls of requests that need several upstream calls (`Adapter::fan_out`).
     pub fan_out: FanOutClient,
     pub max_request_body: u64,

@@ -11,7 +11,7 @@ use super::{
     CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint,
     UsageOutcome, UsageRecord,
 };
-use crate::billing::money::Usd;
+use crate::money::Usd;
 
 /// Both databases keep microseconds; every timestamp the store writes or returns is
 /// truncated to that, so what `create_*` returns equals what a later read returns.

@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::billing::money::{Price, Usd};
+use crate::money::{Price, Usd};
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

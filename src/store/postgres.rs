@@ -38,7 +38,7 @@ use super::{
     ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow,
     Store, StoreError, StoreResult, UsageRecord, Workspace,
 };
-use crate::billing::money::{Price, Usd};
+use crate::money::{Price, Usd};
 
 /// The NOTIFY channel the schema's `change_log` trigger announces on.
 const CHANNEL: &str = "tollgate_changes";

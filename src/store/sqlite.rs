@@ -26,7 +26,7 @@ use super::{
     ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow,
     Store, StoreError, StoreResult, UsageRecord, Workspace,
 };
-use crate::billing::money::{Price, Usd};
+use crate::money::{Price, Usd};
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
