@@ -4,6 +4,7 @@
 //! into `api`, `providers`, `auth`, `catalog` and `billing`, which sit on `store`. Arrows point
 //! one way; nothing imports `proxy`.
 pub mod admin;
+pub mod admission;
 pub mod api;
 pub mod auth;
 pub mod billing;

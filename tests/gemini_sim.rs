@@ -12,7 +12,7 @@ use bytes::BytesMut;
 use serde_json::{json, Value};
 use tollgate::api::{Operation, RawRequest};
 use tollgate::catalog::{Endpoint, Family, Model, ModelKind, Pricing, Profile, Route, RouteKind};
-use tollgate::providers::{adapter_for, Credentials, ResponseCx, Secret, Target};
+use tollgate::providers::{adapter_for, Credentials, Plan, ResponseCx, Secret, Target};
 
 const GKEY: &str = "sim-gemini-key";
 
@@ -113,13 +113,14 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
         route: &route,
         op: Operation::Chat,
         stream: req.stream,
-        cached_content: None,
     };
     let creds = Credentials {
         gemini: Some(Secret::new(GKEY)),
         ..Credentials::default()
     };
-    let up = adapter.build_request(&req, &target, &creds).unwrap();
+    let Plan::Proxy { request: up, .. } = adapter.plan(&req, &target, &creds).unwrap() else {
+        panic!("gemini chat is one proxied request");
+    };
     let mut rb = reqwest::Client::new().post(format!("{}{}", sim.base, up.path));
     for (k, v) in &up.headers {
         rb = rb.header(k.as_str(), v.to_str().unwrap());

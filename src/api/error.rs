@@ -15,6 +15,14 @@ pub enum Blame {
     Upstream,
 }
 
+/// How an upstream call failed below HTTP (see [`GatewayError::transport`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Timeout,
+    Connect,
+    Broken,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GatewayError {
     #[error("missing or malformed Authorization header (expected: Bearer <API_KEY>)")]
@@ -55,6 +63,10 @@ pub enum GatewayError {
     MissingCredentials(&'static str),
     #[error("{message}")]
     Upstream { status: u16, message: Box<str> },
+    /// The upstream failed after the client's 200 and part of the answer were sent: the
+    /// stream ends with an error frame; its status is never sent.
+    #[error("{0}")]
+    MidStream(Box<str>),
     #[error("internal error: {0}")]
     Internal(Box<str>),
 }
@@ -62,6 +74,21 @@ pub enum GatewayError {
 impl GatewayError {
     pub fn invalid(message: impl Into<Box<str>>) -> Self {
         Self::InvalidRequest(message.into())
+    }
+
+    /// An upstream call that failed below HTTP, with no answer to relay: 504 when it timed
+    /// out, else 502. `detail` (what the transport reported) follows the one wording.
+    pub fn transport(failure: Transport, detail: Option<&str>) -> Self {
+        let (status, what) = match failure {
+            Transport::Timeout => (504, "upstream timed out"),
+            Transport::Connect => (502, "cannot connect to upstream"),
+            Transport::Broken => (502, "upstream failed"),
+        };
+        let message = match detail {
+            Some(d) => format!("{what}: {d}").into(),
+            None => what.into(),
+        };
+        Self::Upstream { status, message }
     }
 
     pub fn status(&self) -> u16 {
@@ -79,6 +106,7 @@ impl GatewayError {
             Self::MethodNotAllowed { .. } => 405,
             Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
             Self::Upstream { status, .. } => *status,
+            Self::MidStream(_) => 502,
             Self::Internal(_) => 500,
         }
     }
@@ -96,7 +124,7 @@ impl GatewayError {
             | Self::BodyTooLarge { .. }
             | Self::NotFound(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
-            Self::Upstream { .. } => "upstream_error",
+            Self::Upstream { .. } | Self::MidStream(_) => "upstream_error",
             Self::NoRoute(_) | Self::MissingCredentials(_) | Self::Internal(_) => "server_error",
         }
     }
@@ -118,14 +146,14 @@ impl GatewayError {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NoRoute(_) => "no_route",
             Self::MissingCredentials(_) => "upstream_unconfigured",
-            Self::Upstream { .. } => "upstream_error",
+            Self::Upstream { .. } | Self::MidStream(_) => "upstream_error",
             Self::Internal(_) => "internal_error",
         }
     }
 
     pub fn blame(&self) -> Blame {
         match self {
-            Self::Upstream { .. } => Blame::Upstream,
+            Self::Upstream { .. } | Self::MidStream(_) => Blame::Upstream,
             Self::NoRoute(_) | Self::MissingCredentials(_) | Self::Internal(_) => Blame::Gateway,
             Self::MissingAuth
             | Self::InvalidKey
@@ -253,5 +281,29 @@ mod tests {
         assert_eq!(e.status(), 529);
         assert_eq!(parse(&e)["error"]["type"], "upstream_error");
         assert_eq!(e.blame(), Blame::Upstream);
+    }
+
+    #[test]
+    fn transport_failures_have_one_wording() {
+        let t = GatewayError::transport(Transport::Timeout, None);
+        assert_eq!(
+            (t.status(), t.to_string().as_str()),
+            (504, "upstream timed out")
+        );
+        let c = GatewayError::transport(Transport::Connect, Some("ConnectRefused"));
+        assert_eq!(
+            (c.status(), c.to_string().as_str()),
+            (502, "cannot connect to upstream: ConnectRefused")
+        );
+        let b = GatewayError::transport(Transport::Broken, None);
+        assert_eq!((b.status(), b.code()), (502, "upstream_error"));
+    }
+
+    #[test]
+    fn a_mid_stream_failure_is_its_own_variant() {
+        let e = GatewayError::MidStream("upstream failed mid-response: ReadError".into());
+        assert_eq!(e.code(), "upstream_error");
+        assert_eq!(e.blame(), Blame::Upstream);
+        assert_ne!(e.status(), 200, "never the client's 200");
     }
 }

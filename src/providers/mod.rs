@@ -1,11 +1,12 @@
-//! Provider families behind one small adapter trait: build the upstream request from the parsed
+//! Provider families behind one small adapter trait: plan the upstream request(s) from the parsed
 //! OpenAI body, translate a buffered response, translate a stream incrementally, explain an
 //! upstream error. Pure: bytes and structs in, bytes and structs out — no I/O, no clock, no
 //! database — so every mapping is a unit test on a fixture.
 //!
-//! Requests that need several upstream calls (Gemini embeddings batches) are described by a
-//! [`FanOut`] from [`Adapter::fan_out`]: the calls, and a pure joiner of their answers; the
-//! proxy does the sending.
+//! Each request gets one [`Plan`] from [`Adapter::plan`], translating the body once: a single
+//! upstream request (optionally preceded by an explicit context-cache step), or — for requests
+//! that need several upstream calls (Gemini embeddings batches) — a [`FanOut`]: the calls and a
+//! pure joiner of their answers. The proxy and `upstream` do the sending.
 //!
 //! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), usage (`api::Usage`).
 //! Families: `openai_compat` (upstreams that already speak the OpenAI wire format), `gemini`
@@ -97,8 +98,6 @@ pub struct Target<'a> {
     pub route: &'a Route,
     pub op: Operation,
     pub stream: bool,
-    /// An explicit context cache holding the request's cacheable prefix (Gemini), if one exists.
-    pub cached_content: Option<&'a str>,
 }
 
 /// The request to send upstream, fully built before the proxy connects.
@@ -139,13 +138,51 @@ pub struct Translated {
     pub usage: Usage,
 }
 
-/// An explicit context cache the request can use (Gemini): create it once with `request`,
-/// reuse it under `key` for `ttl`.
+/// What an adapter sends upstream for one client request, translated once from the parsed
+/// body before the proxy connects.
 #[derive(Debug)]
-pub struct CacheCreate {
+pub enum Plan {
+    /// One upstream request, proxied; `cache`, when present, is an explicit context cache to
+    /// create (or reuse) first, and then use in place of `request`'s body.
+    Proxy {
+        request: UpstreamRequest,
+        cache: Option<CacheStep>,
+    },
+    /// Several upstream calls the gateway sends itself and joins into one answer.
+    FanOut(FanOut),
+}
+
+impl Plan {
+    /// One upstream request, no cache step.
+    pub fn single(request: UpstreamRequest) -> Self {
+        Plan::Proxy {
+            request,
+            cache: None,
+        }
+    }
+}
+
+/// Builds the upstream body that uses the named cache instead of sending the cached prefix.
+pub type CachedBody = Box<dyn FnOnce(&str) -> Bytes + Send + Sync>;
+
+/// An explicit context cache the request can use (Gemini): created once with `create` and
+/// reused under `key` for `ttl`; once it exists, `body_using(name)` is the upstream body.
+/// When creation fails the plan's own request (the whole prefix inline) is sent as is.
+pub struct CacheStep {
     pub key: String,
-    pub request: UpstreamRequest,
+    pub create: UpstreamRequest,
     pub ttl: std::time::Duration,
+    pub body_using: CachedBody,
+}
+
+impl fmt::Debug for CacheStep {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CacheStep")
+            .field("key", &self.key)
+            .field("create", &self.create)
+            .field("ttl", &self.ttl)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Joins the answers of a [`FanOut`]'s calls, in call order, into the client's body and usage.
@@ -171,35 +208,13 @@ impl fmt::Debug for FanOut {
 
 /// One provider family.
 pub trait Adapter: Send + Sync {
-    /// The explicit cache this request's cacheable prefix should live in, if the family has
-    /// explicit caching and the prefix is worth one. The proxy creates or reuses it and passes
-    /// its name back in `Target::cached_content`.
-    fn context_cache(
-        &self,
-        _req: &RawRequest<'_>,
-        _target: &Target<'_>,
-        _creds: &Credentials,
-    ) -> Result<Option<CacheCreate>, GatewayError> {
-        Ok(None)
-    }
-
-    /// Requests that need several upstream calls: the calls and how to join their answers.
-    /// `None` (the default) means one call, built by [`Adapter::build_request`] and proxied.
-    fn fan_out(
-        &self,
-        _req: &RawRequest<'_>,
-        _target: &Target<'_>,
-        _creds: &Credentials,
-    ) -> Result<Option<FanOut>, GatewayError> {
-        Ok(None)
-    }
-
-    fn build_request(
+    /// Everything to send for `req`: one request (maybe after a cache step) or a fan-out.
+    fn plan(
         &self,
         req: &RawRequest<'_>,
         target: &Target<'_>,
         creds: &Credentials,
-    ) -> Result<UpstreamRequest, GatewayError>;
+    ) -> Result<Plan, GatewayError>;
 
     fn translate_buffered(
         &self,

@@ -16,8 +16,8 @@ use serde_json::value::RawValue;
 use super::common::{quote, upstream_message};
 use super::sse::{self, SseFramer};
 use super::{
-    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
-    UpstreamRequest,
+    header, Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError,
+    Translated, UpstreamRequest,
 };
 use crate::api::request::{object_fields, write_object};
 use crate::api::usage::OpenAiUsageIn;
@@ -26,12 +26,12 @@ use crate::api::{GatewayError, Operation, RawRequest, Usage};
 pub struct OpenAiCompat;
 
 impl Adapter for OpenAiCompat {
-    fn build_request(
+    fn plan(
         &self,
         req: &RawRequest<'_>,
         target: &Target<'_>,
         creds: &Credentials,
-    ) -> Result<UpstreamRequest, GatewayError> {
+    ) -> Result<Plan, GatewayError> {
         let suffix = match target.op {
             Operation::Chat => "/chat/completions",
             Operation::Embeddings => "/embeddings",
@@ -65,11 +65,12 @@ impl Adapter for OpenAiCompat {
                 &format!("Bearer {}", key.expose()),
             )?);
         }
-        Ok(UpstreamRequest {
+        let request = UpstreamRequest {
             path: format!("{}{suffix}", target.route.endpoint.base_path),
             headers,
             body: Bytes::from(body),
-        })
+        };
+        Ok(Plan::single(request))
     }
 
     fn translate_buffered(

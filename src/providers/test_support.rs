@@ -65,3 +65,14 @@ pub fn frames(out: &[u8]) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The one upstream request of a plan that has no cache step and no fan-out.
+pub fn single(plan: crate::providers::Plan) -> crate::providers::UpstreamRequest {
+    match plan {
+        crate::providers::Plan::Proxy {
+            request,
+            cache: None,
+        } => request,
+        other => panic!("expected one plain request, got {other:?}"),
+    }
+}

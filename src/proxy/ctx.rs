@@ -1,37 +1,12 @@
 //! Everything a request carries from `request_filter` to `logging`.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
 
-use crate::api::{GatewayError, Operation, Usage};
-use crate::catalog::{Model, Route};
-use crate::providers::{Adapter, ResponseCx, StreamTranslator, UpstreamRequest};
-use crate::store::ApiKey;
-
-/// The routing decision made in `request_filter`; moved whole into a subrequest when the body
-/// is too large for Pingora's replay buffer.
-pub struct Admitted {
-    pub op: Operation,
-    pub key: Arc<ApiKey>,
-    pub model: Arc<Model>,
-    pub route: Route,
-    pub adapter: &'static dyn Adapter,
-    pub stream: bool,
-    pub upstream: Upstream,
-    pub response_cx: ResponseCx,
-}
-
-/// How the request reaches its upstream.
-#[derive(Debug)]
-pub enum Upstream {
-    /// One request, sent and answered through Pingora's upstream phases.
-    Proxied(UpstreamRequest),
-    /// Several requests the gateway sent itself (`Adapter::fan_out`), answered locally in
-    /// `request_filter`; nothing is left for Pingora to send.
-    FannedOut,
-}
+use crate::admission::Admitted;
+use crate::api::{GatewayError, Usage};
+use crate::providers::{StreamTranslator, UpstreamRequest};
 
 /// How the upstream's response body is being turned into the client's.
 #[derive(Default)]
@@ -47,20 +22,31 @@ pub enum Translation {
     UpstreamError(BytesMut),
 }
 
+/// An admitted request bound for Pingora's upstream phases, and the one request it sends.
+/// Moved whole into a subrequest when the body is too large to replay.
+pub struct Proxied {
+    pub admitted: Admitted,
+    pub request: UpstreamRequest,
+}
+
 pub struct Ctx {
     pub started: Instant,
     /// Wall-clock start, for the usage record.
     pub started_at: chrono::DateTime<chrono::Utc>,
     /// When the upstream call began (peer chosen), for the upstream latency.
     pub upstream_at: Option<Instant>,
+    /// When the upstream's response header arrived.
+    pub first_byte_at: Option<Instant>,
     /// When the first response body byte went to the client (time to first token).
     pub first_body_at: Option<Instant>,
+    /// The admitted request (also set for fan-outs, which never reach the upstream phases).
     pub admitted: Option<Admitted>,
+    /// The request Pingora sends upstream.
+    pub upstream: Option<UpstreamRequest>,
     pub translation: Translation,
     /// The failure the client was answered with, if any (logged once, in `logging`).
     pub error: Option<GatewayError>,
     pub upstream_status: Option<u16>,
-    pub first_byte_at: Option<Instant>,
     pub usage: Usage,
     /// This request's body was too large to replay: a subrequest carried it and does the
     /// accounting; the parent only pipes bytes.
@@ -69,18 +55,27 @@ pub struct Ctx {
     pub body_read: bool,
 }
 
+impl Ctx {
+    /// The request is bound for the upstream phases.
+    pub fn proxy(&mut self, p: Proxied) {
+        self.admitted = Some(p.admitted);
+        self.upstream = Some(p.request);
+    }
+}
+
 impl Default for Ctx {
     fn default() -> Self {
         Ctx {
             started: Instant::now(),
             started_at: chrono::Utc::now(),
             upstream_at: None,
+            first_byte_at: None,
             first_body_at: None,
             admitted: None,
+            upstream: None,
             translation: Translation::None,
             error: None,
             upstream_status: None,
-            first_byte_at: None,
             usage: Usage::default(),
             handed_off: false,
             body_read: false,

@@ -7,8 +7,10 @@ use std::time::Instant;
 
 use pingora_proxy::Session;
 
-use super::ctx::{Admitted, Ctx};
+use super::ctx::Ctx;
 use super::{respond, Gateway};
+use crate::admission::Admitted;
+use crate::api::error::Transport;
 use crate::api::GatewayError;
 use crate::providers::{Adapter, FanOut};
 use crate::upstream::fan_out::PartFailure;
@@ -23,6 +25,7 @@ impl Gateway {
         admitted: Admitted,
         plan: FanOut,
     ) {
+        ctx.upstream_at = Some(Instant::now());
         let answers = self.fan_out.run(&admitted.route.endpoint, plan.calls).await;
         ctx.first_byte_at = Some(Instant::now());
         let mut retry_after = None;
@@ -66,7 +69,7 @@ impl Gateway {
     }
 }
 
-/// A failed fan-out call as the gateway's error (statuses as [`upstream_failure`] gives them),
+/// A failed fan-out call as the gateway's error (the transport wording of every upstream call),
 /// and the `Retry-After` the upstream asked for.
 fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, Option<String>) {
     match failure {
@@ -81,15 +84,8 @@ fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, O
             },
             retry_after,
         ),
-        PartFailure::Timeout => (transport_failure(504, "upstream timed out"), None),
-        PartFailure::Connect => (transport_failure(502, "cannot connect to upstream"), None),
-        PartFailure::Broken => (transport_failure(502, "upstream failed"), None),
-    }
-}
-
-fn transport_failure(status: u16, message: &'static str) -> GatewayError {
-    GatewayError::Upstream {
-        status,
-        message: message.into(),
+        PartFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
+        PartFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
+        PartFailure::Broken => (GatewayError::transport(Transport::Broken, None), None),
     }
 }

@@ -7,21 +7,19 @@
 //! and does the accounting; the parent pipes its output to the client. The subrequest API is
 //! marked alpha in Pingora 0.9; this is its only user, kept to one file.
 
-use bytes::BytesMut;
 use pingora_proxy::subrequest::pipe::{pipe_subrequest, InputBody, InputBodyType};
 use pingora_proxy::subrequest::{BodyMode, Ctx as SubrequestCtx};
 use pingora_proxy::Session;
 
-use super::ctx::Admitted;
-use super::respond;
+use super::ctx::Proxied;
+use super::{convert, respond};
 use crate::api::GatewayError;
-use crate::providers::sse;
 
-/// Runs `admitted` as a subrequest and pipes its response to the client.
-pub async fn hand_off(session: &mut Session, admitted: Admitted) -> pingora_error::Result<()> {
-    let stream = admitted.stream;
+/// Runs `proxied` as a subrequest and pipes its response to the client.
+pub async fn hand_off(session: &mut Session, proxied: Proxied) -> pingora_error::Result<()> {
+    let stream = proxied.admitted.stream;
     let sub_ctx = SubrequestCtx::builder()
-        .user_ctx(Box::new(Some(admitted)))
+        .user_ctx(Box::new(Some(proxied)))
         .body_mode(BodyMode::NoBody)
         .build();
     let Some(spawner) = session.subrequest_spawner.as_ref() else {
@@ -41,32 +39,22 @@ pub async fn hand_off(session: &mut Session, admitted: Admitted) -> pingora_erro
         return Ok(());
     };
     // The subrequest failed; it has done its own accounting. Finish the client's response.
-    let message = format!("upstream failed: {}", failure.error.etype().as_str());
-    if failure.state.header_received {
-        if stream {
-            let mut out = BytesMut::new();
-            sse::write_error(&mut out, &message);
-            sse::write_done(&mut out);
-            session
-                .write_response_body(Some(out.freeze()), true)
-                .await?;
-        }
-        session.finish_body().await.map(|_| ())
+    if !failure.state.header_received {
+        return respond::error(session, &convert::before_answer(&failure.error)).await;
+    }
+    if stream {
+        respond::stream_error(session, &convert::mid_stream(&failure.error)).await
     } else {
-        let e = GatewayError::Upstream {
-            status: 502,
-            message: message.into(),
-        };
-        respond::error(session, &e).await
+        session.finish_body().await.map(|_| ())
     }
 }
 
-/// In a subrequest: the routing decision its parent handed over, if any.
-pub fn take_handoff(session: &mut Session) -> Option<Admitted> {
+/// In a subrequest: the request its parent handed over, if any.
+pub fn take_handoff(session: &mut Session) -> Option<Proxied> {
     session
         .subrequest_ctx
         .as_mut()?
         .user_ctx_mut()?
-        .downcast_mut::<Option<Admitted>>()?
+        .downcast_mut::<Option<Proxied>>()?
         .take()
 }

@@ -1,23 +1,26 @@
-//! The Pingora `ProxyHttp` implementation: each phase is a few lines that call into the other
-//! rooms. This is the only room (with `server`) that imports Pingora.
+//! The Pingora `ProxyHttp` implementation: each phase is a few lines that turn the session into
+//! plain values and call into the other rooms. This is the only room (with `server`) that
+//! imports Pingora.
 //!
-//! A request's walk: `request_filter` answers local endpoints and errors itself, or reads the
-//! body, authenticates, resolves model and route and builds the upstream request (`admit`);
-//! `upstream_peer` / `upstream_request_filter` / `request_body_filter` send it;
-//! `response_filter` / `response_body_filter` translate back; `logging` records the outcome;
+//! A request's walk: `request_filter` asks [`admission`](crate::admission) about the head
+//! (local answers and auth), reads the body, and asks again for the decision and the upstream
+//! plan; a cache step is resolved through [`ContextCaches`]; then
+//! `upstream_peer` / `upstream_request_filter` / `request_body_filter` send the one request;
+//! `response_filter` / `response_body_filter` translate back; `logging` bills the outcome
+//! ([`admission::outcome`](crate::admission::outcome)) and writes the access event;
 //! `fail_to_proxy` finishes cleanly when the upstream fails.
 //!
-//! A request whose adapter asks for several upstream calls (`Adapter::fan_out`, e.g. Gemini
-//! embeddings batches) never reaches Pingora's upstream phases: `request_filter` sends the
-//! calls itself through the shared [`FanOutClient`], joins the answers with the adapter's
-//! joiner and answers locally, leaving `ctx.admitted`, `ctx.usage` and `ctx.error` as a proxied
-//! request would for `logging`.
+//! A plan that fans out (e.g. Gemini embeddings batches) never reaches Pingora's upstream
+//! phases: `request_filter` sends the calls itself through the shared [`FanOutClient`], joins
+//! the answers with the adapter's joiner and answers locally, leaving `ctx.admitted`,
+//! `ctx.usage` and `ctx.error` as a proxied request would for `logging`.
 
 mod body;
+mod convert;
 pub mod ctx;
 mod fan_out;
 mod large;
-mod outcome;
+mod logging;
 mod respond;
 
 use std::sync::Arc;
@@ -30,17 +33,20 @@ use pingora_error::{Error, ErrorSource, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
-use crate::api::{GatewayError, Operation, RawRequest};
-use crate::auth::{bearer_token, new_id, KeyCache};
-use crate::catalog::{Catalog, Model, ModelKind};
+use crate::admission::{Admission, Admitted, Decision, HeadDecision};
+use crate::api::GatewayError;
+use crate::auth::KeyCache;
+use crate::billing::gates::Accounts;
+use crate::billing::writer::LedgerSink;
+use crate::catalog::{Catalog, Route, Snapshot};
 use crate::config::UpstreamConf;
-use crate::providers::{adapter_for, sse, Credentials, FanOut, ResponseCx, Target};
+use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
+use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::fan_out::FanOutClient;
-use ctx::{Admitted, Ctx, Translation, Upstream};
+use ctx::{Ctx, Proxied, Translation};
 
 /// Pingora's replay buffer; bodies above it take the subrequest path.
 const REPLAY_LIMIT: usize = 64 * 1024;
-const HEALTH_BODY: &[u8] = br#"{"status":"ok"}"#;
 
 /// Shared, read-mostly state of the proxy.
 pub struct Gateway {
@@ -48,188 +54,83 @@ pub struct Gateway {
     pub keys: Arc<KeyCache>,
     pub credentials: Credentials,
     /// Balances and key spend, for the credit and spend-limit gates.
-    pub accounts: Arc<crate::billing::gates::Accounts>,
+    pub accounts: Arc<Accounts>,
     /// Where finished requests' usage records go (group-committed off the response path).
-    pub ledger: crate::billing::writer::LedgerSink,
+    pub ledger: LedgerSink,
     /// Explicit context caches created upstream (Gemini), by prefix.
-    pub caches: crate::upstream::context_cache::ContextCaches,
-    /// Sends the calls of requests that need several upstream calls (`Adapter::fan_out`).
+    pub caches: ContextCaches,
+    /// Sends the calls of plans that fan out.
     pub fan_out: FanOutClient,
     pub max_request_body: u64,
     pub upstream: UpstreamConf,
 }
 
-/// What a request path and method ask for.
-enum Endpoint {
-    Health,
-    Models,
-    Proxied(Operation),
-}
-
-fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError> {
-    let (endpoint, allow) = match path {
-        "/health" => (Endpoint::Health, "GET, HEAD"),
-        "/v1/models" => (Endpoint::Models, "GET, HEAD"),
-        "/v1/chat/completions" => (Endpoint::Proxied(Operation::Chat), "POST"),
-        "/v1/embeddings" => (Endpoint::Proxied(Operation::Embeddings), "POST"),
-        other => return Err(GatewayError::NotFound(other.into())),
-    };
-    let ok = match endpoint {
-        Endpoint::Proxied(_) => method == http::Method::POST,
-        _ => method == http::Method::GET || method == http::Method::HEAD,
-    };
-    if ok {
-        Ok(endpoint)
-    } else {
-        Err(GatewayError::MethodNotAllowed {
-            method: method.as_str().into(),
-            allow,
-        })
-    }
-}
-
-/// How `admit` ended.
-enum Admission {
+/// Where `request_filter` goes next.
+enum Next {
     /// Answered locally; the request is over.
     Answered,
-    /// Ready to proxy (decision stored in the context).
-    Proxy,
-    /// Ready to proxy, but the body is too large to replay: hand off to a subrequest.
-    HandOff(Box<Admitted>),
+    /// Proxy through the upstream phases.
+    Proxy(Box<Proxied>),
+    /// Proxy, but the body is too large to replay: hand off to a subrequest.
+    HandOff(Box<Proxied>),
 }
 
 impl Gateway {
-    fn authenticate(&self, session: &Session) -> Result<Arc<crate::store::ApiKey>, GatewayError> {
-        let header = session
-            .req_header()
-            .headers
-            .get(http::header::AUTHORIZATION);
-        let token = bearer_token(header.map(|h| h.as_bytes()))?;
-        self.keys.authenticate(token, chrono::Utc::now())
+    fn admission<'a>(&'a self, catalog: &'a Snapshot) -> Admission<'a> {
+        Admission {
+            catalog,
+            keys: &self.keys,
+            accounts: &self.accounts,
+            credentials: &self.credentials,
+        }
     }
 
-    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Admission, GatewayError> {
-        let header = session.req_header();
-        let endpoint = classify(&header.method, header.uri.path())?;
-        let op = match endpoint {
-            Endpoint::Health => {
-                self.answer(session, Bytes::from_static(HEALTH_BODY)).await;
-                return Ok(Admission::Answered);
+    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Next, GatewayError> {
+        let catalog = self.catalog.snapshot();
+        let admission = self.admission(&catalog);
+        let (op, key) = match admission.head(&convert::head(session), chrono::Utc::now())? {
+            HeadDecision::Answer(body) => {
+                self.answer(session, body).await;
+                return Ok(Next::Answered);
             }
-            Endpoint::Models => {
-                self.authenticate(session)?;
-                self.answer(session, self.catalog.snapshot().models_json())
-                    .await;
-                return Ok(Admission::Answered);
-            }
-            Endpoint::Proxied(op) => op,
+            HeadDecision::ReadBody { op, key } => (op, key),
         };
-        let key = self.authenticate(session)?;
         let body = body::read_bounded(session, self.max_request_body).await?;
         ctx.body_read = true;
-        let (admitted, fan_out) = self.route(&body, op, key).await?;
-        if let Some(plan) = fan_out {
-            self.run_fan_out(session, ctx, admitted, plan).await;
-            return Ok(Admission::Answered);
-        }
+        let Decision { admitted, plan } = admission.admit(key, op, &body, chrono::Utc::now())?;
+        let request = match plan {
+            Plan::FanOut(plan) => {
+                self.run_fan_out(session, ctx, admitted, plan).await;
+                return Ok(Next::Answered);
+            }
+            Plan::Proxy { request, cache } => self.use_cache(request, cache, &admitted.route).await,
+        };
+        let proxied = Proxied { admitted, request };
         if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
-            return Ok(Admission::HandOff(Box::new(admitted)));
+            return Ok(Next::HandOff(Box::new(proxied)));
         }
-        ctx.admitted = Some(admitted);
-        Ok(Admission::Proxy)
+        Ok(Next::Proxy(Box::new(proxied)))
     }
 
-    /// Parses the body and decides model, route and upstream request(s): one to proxy, or a
-    /// fan-out to run. The only I/O is the creation of an explicit context cache, the first
-    /// time a cacheable prefix is seen.
-    async fn route(
+    /// Creates (or reuses) the plan's explicit context cache and sends the body naming it; if
+    /// creation failed the request goes as planned, its prefix inline.
+    async fn use_cache(
         &self,
-        body: &[u8],
-        op: Operation,
-        key: Arc<crate::store::ApiKey>,
-    ) -> Result<(Admitted, Option<FanOut>), GatewayError> {
-        let req = RawRequest::parse(body, op)?;
-        let model = self.model_for(&req, op)?;
-        self.gates(&key, op)?;
-        let adapter = adapter_for(model.family);
-        let route = model
-            .routes
-            .iter()
-            .find(|r| r.addr.is_some())
-            .cloned()
-            .ok_or_else(|| GatewayError::NoRoute(model.id.as_ref().into()))?;
-        let mut target = Target {
-            model: &model,
-            route: &route,
-            op,
-            stream: req.stream,
-            cached_content: None,
+        mut request: UpstreamRequest,
+        cache: Option<CacheStep>,
+        route: &Route,
+    ) -> UpstreamRequest {
+        let Some(step) = cache else {
+            return request;
         };
-        let cached = match adapter.context_cache(&req, &target, &self.credentials)? {
-            Some(c) => {
-                self.caches
-                    .name_for(&c.key, &route.endpoint, c.ttl, c.request)
-                    .await
-            }
-            None => None,
-        };
-        target.cached_content = cached.as_deref();
-        let (upstream, fan_out) = match adapter.fan_out(&req, &target, &self.credentials)? {
-            Some(plan) => (Upstream::FannedOut, Some(plan)),
-            None => (
-                Upstream::Proxied(adapter.build_request(&req, &target, &self.credentials)?),
-                None,
-            ),
-        };
-        let response_cx = ResponseCx {
-            id: completion_id(op),
-            model_id: model.id.clone(),
-            op,
-            created: chrono::Utc::now().timestamp(),
-            exclude_reasoning: req.excludes_reasoning(),
-        };
-        let admitted = Admitted {
-            op,
-            key,
-            stream: req.stream,
-            model,
-            route,
-            adapter,
-            upstream,
-            response_cx,
-        };
-        Ok((admitted, fan_out))
-    }
-
-    /// The catalog model the request names, if it serves this endpoint.
-    fn model_for(&self, req: &RawRequest<'_>, op: Operation) -> Result<Arc<Model>, GatewayError> {
-        let model = self
-            .catalog
-            .snapshot()
-            .model(&req.model)
-            .ok_or_else(|| GatewayError::ModelNotFound(req.model.as_ref().into()))?
-            .clone();
-        match (op, model.kind) {
-            (Operation::Embeddings, ModelKind::Chat) => Err(GatewayError::EmbeddingsUnsupported(
-                model.id.as_ref().into(),
-            )),
-            (Operation::Chat, ModelKind::Embedding) => {
-                Err(GatewayError::ChatUnsupported(model.id.as_ref().into()))
-            }
-            (Operation::Embeddings, _) if req.stream => {
-                Err(GatewayError::invalid("embeddings cannot be streamed"))
-            }
-            _ => Ok(model),
+        let name = self
+            .caches
+            .name_for(&step.key, &route.endpoint, step.ttl, step.create)
+            .await;
+        if let Some(name) = name {
+            request.body = (step.body_using)(&name);
         }
-    }
-
-    /// The gates: credit first (every billed endpoint), then the key's spend (chat only).
-    fn gates(&self, key: &crate::store::ApiKey, op: Operation) -> Result<(), GatewayError> {
-        self.accounts.check_credit(&key.workspace_id)?;
-        if op == Operation::Chat {
-            self.accounts.check_spend(key, chrono::Utc::now())?;
-        }
-        Ok(())
+        request
     }
 
     async fn answer(&self, session: &mut Session, body: Bytes) {
@@ -256,16 +157,19 @@ impl ProxyHttp for Gateway {
         session: &mut Session,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<bool> {
-        if let Some(admitted) = large::take_handoff(session) {
-            ctx.admitted = Some(admitted);
+        if let Some(proxied) = large::take_handoff(session) {
+            ctx.proxy(proxied);
             return Ok(false);
         }
         match self.admit(session, ctx).await {
-            Ok(Admission::Proxy) => Ok(false),
-            Ok(Admission::Answered) => Ok(true),
-            Ok(Admission::HandOff(admitted)) => {
+            Ok(Next::Proxy(proxied)) => {
+                ctx.proxy(*proxied);
+                Ok(false)
+            }
+            Ok(Next::Answered) => Ok(true),
+            Ok(Next::HandOff(proxied)) => {
                 ctx.handed_off = true;
-                large::hand_off(session, *admitted).await?;
+                large::hand_off(session, *proxied).await?;
                 Ok(true)
             }
             Err(e) => {
@@ -301,6 +205,7 @@ impl ProxyHttp for Gateway {
         o.read_timeout = Some(self.upstream.read_timeout);
         o.write_timeout = Some(self.upstream.write_timeout);
         o.idle_timeout = Some(Duration::from_secs(60));
+        ctx.upstream_at = Some(Instant::now());
         Ok(Box::new(peer))
     }
 
@@ -310,16 +215,10 @@ impl ProxyHttp for Gateway {
         req: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<()> {
-        let Some(a) = ctx.admitted.as_ref() else {
+        let (Some(a), Some(up)) = (ctx.admitted.as_ref(), ctx.upstream.as_ref()) else {
             return Err(Error::explain(
                 ErrorType::InternalError,
                 "no upstream request",
-            ));
-        };
-        let Upstream::Proxied(up) = &a.upstream else {
-            return Err(Error::explain(
-                ErrorType::InternalError,
-                "request was answered by a fan-out",
             ));
         };
         // A fresh header: nothing of the client's (its key, cookies, encodings) leaks upstream.
@@ -353,7 +252,7 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<()> {
-        if let Some(Upstream::Proxied(up)) = ctx.admitted.as_ref().map(|a| &a.upstream) {
+        if let Some(up) = ctx.upstream.as_ref() {
             // Never `None` mid-body: that would end the upstream body early.
             *body = Some(if end_of_stream {
                 up.body.clone()
@@ -424,10 +323,7 @@ impl ProxyHttp for Gateway {
                 if end_of_stream {
                     t.finish(&mut out);
                     if let Some(message) = t.failed() {
-                        ctx.error = Some(GatewayError::Upstream {
-                            status: 200,
-                            message: message.into(),
-                        });
+                        ctx.error = Some(GatewayError::MidStream(message.into()));
                     }
                 }
                 ctx.usage = t.usage();
@@ -473,31 +369,24 @@ impl ProxyHttp for Gateway {
         let mid_stream = session.response_written().is_some();
         if mid_stream || session.as_downstream().is_subrequest() && ctx.first_byte_at.is_some() {
             // The client already has a 200: close the stream the specified way.
-            let message = format!("upstream failed mid-response: {}", e.etype().as_str());
+            let failure = convert::mid_stream(e);
             if matches!(ctx.translation, Translation::Stream(_))
                 && !session.as_downstream().is_subrequest()
             {
-                let mut out = BytesMut::new();
-                sse::write_error(&mut out, &message);
-                sse::write_done(&mut out);
-                let _ = session.write_response_body(Some(out.freeze()), true).await;
-                let _ = session.finish_body().await;
+                let _ = respond::stream_error(session, &failure).await;
             }
-            ctx.error = Some(GatewayError::Upstream {
-                status: 200,
-                message: message.into(),
-            });
+            ctx.error = Some(failure);
             return FailToProxy {
                 error_code: 0,
                 can_reuse_downstream: false,
             };
         }
-        let ge = upstream_failure(e);
-        let code = ge.status();
+        let failure = convert::before_answer(e);
+        let code = failure.status();
         if !session.as_downstream().is_subrequest() {
-            let _ = respond::error(session, &ge).await;
+            let _ = respond::error(session, &failure).await;
         }
-        ctx.error = Some(ge);
+        ctx.error = Some(failure);
         FailToProxy {
             error_code: code,
             can_reuse_downstream: false,
@@ -508,9 +397,9 @@ impl ProxyHttp for Gateway {
         if ctx.handed_off {
             return; // the subrequest logged and accounted this request
         }
-        self.bill(e, ctx);
+        self.bill(e.map(convert::blame), ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        outcome::access_log(session.req_header().uri.path(), status, ctx);
+        logging::access_log(session.req_header().uri.path(), status, ctx);
     }
 }
 
@@ -545,39 +434,5 @@ impl Gateway {
         let body = failure.envelope();
         *error = Some(failure);
         body
-    }
-}
-
-/// A fresh completion id such as `chatcmpl-3fK…` (also the usage record's id).
-fn completion_id(op: Operation) -> Arc<str> {
-    let prefix = match op {
-        Operation::Chat => "chatcmpl",
-        Operation::Embeddings => "emb",
-    };
-    new_id(prefix).replacen('_', "-", 1).into()
-}
-
-/// A Pingora failure before any response byte, as the gateway's error.
-fn upstream_failure(e: &Error) -> GatewayError {
-    use ErrorType::*;
-    let (status, what) = match e.etype() {
-        ConnectTimedout | ReadTimedout | WriteTimedout => (504, "upstream timed out"),
-        ConnectRefused | ConnectNoRoute | ConnectError | TLSHandshakeFailure
-        | ConnectProxyFailure => (502, "cannot connect to upstream"),
-        HTTPStatus(code) => (*code, "upstream failed"),
-        _ => match e.esource() {
-            ErrorSource::Upstream => (502, "upstream failed"),
-            // Client failures never get here (fail_to_proxy returns early); keep it total.
-            ErrorSource::Downstream => (400, "client request failed"),
-            ErrorSource::Internal | ErrorSource::Unset => (500, "gateway failed"),
-        },
-    };
-    if status == 500 {
-        GatewayError::Internal(format!("{what}: {}", e.etype().as_str()).into())
-    } else {
-        GatewayError::Upstream {
-            status,
-            message: format!("{what}: {}", e.etype().as_str()).into(),
-        }
     }
 }

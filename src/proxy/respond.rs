@@ -1,10 +1,11 @@
 //! Answers the gateway writes itself: local endpoints and every gateway-made error.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use pingora_http::ResponseHeader;
 use pingora_proxy::Session;
 
 use crate::api::GatewayError;
+use crate::providers::sse;
 
 /// Writes a complete JSON response.
 pub async fn json(
@@ -35,4 +36,15 @@ pub async fn error(session: &mut Session, e: &GatewayError) -> pingora_error::Re
         allow.as_ref().map_or(&[], |a| &a[..]),
     )
     .await
+}
+
+/// Ends a stream whose 200 is already out: the error frame, `data: [DONE]`, a clean end.
+pub async fn stream_error(session: &mut Session, e: &GatewayError) -> pingora_error::Result<()> {
+    let mut out = BytesMut::new();
+    sse::write_error(&mut out, &e.to_string());
+    sse::write_done(&mut out);
+    session
+        .write_response_body(Some(out.freeze()), true)
+        .await?;
+    session.finish_body().await.map(|_| ())
 }

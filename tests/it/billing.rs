@@ -125,6 +125,14 @@ async fn every_success_leaves_an_exact_record_and_debit() {
         assert_eq!(pico(&r["cost"]), expected, "exact cost: {r}");
         assert_eq!(r["input_price"], 0.3);
         assert_eq!(r["outcome"], "complete");
+        // Buffered and streamed alike: the upstream's latency and the time to first token.
+        for timing in ["upstream_latency_us", "ttft_us"] {
+            assert!(
+                r[timing].as_u64().is_some_and(|us| us > 0),
+                "{timing} recorded (stream: {}): {r}",
+                r["stream"]
+            );
+        }
         total += expected;
     }
     let u = &buffered["usage"];

@@ -21,8 +21,8 @@ mod response;
 mod stream;
 
 use super::{
-    header, Adapter, Credentials, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
-    UpstreamRequest,
+    header, Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError,
+    Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
@@ -34,12 +34,12 @@ pub const VERTEX_VERSION: &str = "vertex-2023-10-16";
 pub struct Anthropic;
 
 impl Adapter for Anthropic {
-    fn build_request(
+    fn plan(
         &self,
         req: &RawRequest<'_>,
         target: &Target<'_>,
         creds: &Credentials,
-    ) -> Result<UpstreamRequest, GatewayError> {
+    ) -> Result<Plan, GatewayError> {
         if target.op != Operation::Chat {
             return Err(GatewayError::EmbeddingsUnsupported(
                 target.model.id.as_ref().into(),
@@ -49,11 +49,11 @@ impl Adapter for Anthropic {
         let body = request::build(req, target, vertex)?;
         let mut headers = vec![header("content-type", "application/json")?];
         let path = transport(target, creds, &mut headers)?;
-        Ok(UpstreamRequest {
+        Ok(Plan::single(UpstreamRequest {
             path,
             headers,
             body,
-        })
+        }))
     }
 
     fn translate_buffered(
@@ -221,9 +221,9 @@ pub(super) mod test_support {
             route: &r,
             op: Operation::Chat,
             stream,
-            cached_content: None,
         };
-        let up = super::Anthropic.build_request(&raw, &t, &creds())?;
+        let up =
+            crate::providers::test_support::single(super::Anthropic.plan(&raw, &t, &creds())?);
         let headers = up
             .headers
             .iter()
@@ -302,9 +302,8 @@ mod tests {
                 route: &r,
                 op: crate::api::Operation::Chat,
                 stream: false,
-                cached_content: None,
             };
-            let e = crate::providers::Adapter::build_request(
+            let e = crate::providers::Adapter::plan(
                 &super::Anthropic,
                 &raw,
                 &t,

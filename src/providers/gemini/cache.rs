@@ -5,9 +5,9 @@
 //! instruction, tools and tool config; a request that names a cache must leave those three
 //! out. So: if the first system message is in part form and one of its text parts carries
 //! `cache_control`, the plan is to cache the whole system instruction plus tools and tool
-//! config. The caller creates the cache with `create_body` (or reuses one under the same
-//! `key`) and passes its name as `Target.cached_content`; `request.rs` then leaves the cached
-//! parts out of the body.
+//! config. The adapter turns it into the plan's cache step: create the cache with
+//! `create_body` (or reuse one under the same `key`), then send the body that names it and
+//! leaves the cached parts out (`request::naming_cache`).
 //!
 //! The key hashes the upstream model and the JSON of what is cached, each followed by a 0 byte,
 //! so the conversation after the prefix never changes it. A model whose profile says
@@ -18,14 +18,14 @@ use bytes::Bytes;
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::request::{to_bytes, translate, SystemInstruction, ToolConfig, ToolOut};
+use super::request::{to_bytes, SystemInstruction, ToolConfig, ToolOut, Translation};
 use super::vertex_model;
-use crate::api::{GatewayError, Operation, RawRequest};
+use crate::api::{GatewayError, Operation};
 use crate::catalog::RouteKind;
 use crate::providers::{Credentials, Target};
 
 /// An explicit context cache the request could use: create it with `create_body` (POST to the
-/// surface's `cachedContents`), then send the request with `Target.cached_content` = its name.
+/// surface's `cachedContents`), then send the request naming it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachePlan {
     /// Hex SHA-256 of the upstream model and the cached parts (system instruction, tools, tool
@@ -51,20 +51,18 @@ struct CreateCache<'p, 'a> {
     ttl: String,
 }
 
-/// The explicit cache for a request whose first system message marks a text part with
-/// `cache_control` (OpenRouter convention), or `None`. Models whose profile sets
+/// The explicit cache for a translated request whose first system message marks a text part
+/// with `cache_control` (OpenRouter convention), or `None`. Models whose profile sets
 /// `min_cache_tokens: 0` never get one. `creds` supply the Vertex project of the model's
 /// resource name (Vertex caches name the model by its full path).
-pub fn cache_plan(
-    req: &RawRequest<'_>,
+pub(super) fn cache_plan(
+    t: &Translation<'_>,
     target: &Target<'_>,
     creds: &Credentials,
 ) -> Result<Option<CachePlan>, GatewayError> {
-    let profile = &target.model.profile;
-    if target.op != Operation::Chat || profile.min_cache_tokens == 0 {
+    if target.op != Operation::Chat || target.model.profile.min_cache_tokens == 0 {
         return Ok(None);
     }
-    let t = translate(req, profile)?;
     let (Some(ttl), Some(system)) = (&t.cache_mark, &t.system) else {
         return Ok(None);
     };
@@ -133,8 +131,10 @@ fn ttl_seconds(ttl: Option<&str>) -> Result<u64, GatewayError> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::request::translate;
     use super::super::test_support::*;
     use super::*;
+    use crate::api::RawRequest;
     use crate::catalog::{Model, Profile};
     use serde_json::{json, Value};
 
@@ -157,7 +157,9 @@ mod tests {
 
     #[test]
     fn cached_content_leaves_out_what_the_cache_holds() {
-        let m = model(profile_25_flash());
+        let mut profile = profile_25_flash();
+        profile.min_cache_tokens = 1;
+        let m = model(profile);
         let (b, _) = built(
             &cacheable(),
             &m,
@@ -183,12 +185,13 @@ mod tests {
     fn plan(req: &Value, m: &Model, kind: RouteKind) -> Result<Option<CachePlan>, GatewayError> {
         let bytes = serde_json::to_vec(req).unwrap();
         let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let t = translate(&raw, &m.profile)?;
         let r = route(kind, Some("europe-west4"));
         let creds = Credentials {
             vertex_project: Some("proj-9".into()),
             ..Default::default()
         };
-        cache_plan(&raw, &target(m, &r, false), &creds)
+        cache_plan(&t, &target(m, &r, false), &creds)
     }
 
     #[test]
@@ -315,9 +318,10 @@ mod tests {
         assert!(e.is_ok());
         let bytes = serde_json::to_vec(&cacheable()).unwrap();
         let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let t = translate(&raw, &m.profile).unwrap();
         let r = route(RouteKind::VertexGlobal, None);
         assert_eq!(
-            cache_plan(&raw, &target(&m, &r, false), &Credentials::default()).unwrap_err(),
+            cache_plan(&t, &target(&m, &r, false), &Credentials::default()).unwrap_err(),
             GatewayError::MissingCredentials("vertex project")
         );
     }

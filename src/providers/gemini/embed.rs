@@ -680,11 +680,11 @@ mod tests {
             route: &r,
             op: Operation::Embeddings,
             stream: false,
-            cached_content: None,
         };
-        Ok(super::super::Gemini
-            .fan_out(&raw, &t, &creds())?
-            .expect("embeddings fan out"))
+        match super::super::Gemini.plan(&raw, &t, &creds())? {
+            crate::providers::Plan::FanOut(f) => Ok(f),
+            other => panic!("embeddings fan out, got {other:?}"),
+        }
     }
 
     fn plan(req: Value, upstream: &str, kind: RouteKind) -> FanOut {
@@ -1341,10 +1341,9 @@ mod tests {
                 route: &r,
                 op: Operation::Embeddings,
                 stream: false,
-                cached_content: None,
             };
             let e = super::super::Gemini
-                .fan_out(&raw, &t, &Credentials::default())
+                .plan(&raw, &t, &Credentials::default())
                 .unwrap_err();
             assert_eq!(e, GatewayError::MissingCredentials(want));
         }

@@ -42,87 +42,34 @@ mod stream;
 mod thinking;
 
 use super::{
-    header, Adapter, CacheCreate, Credentials, FanOut, ResponseCx, StreamTranslator, Target,
+    header, Adapter, CacheStep, Credentials, Plan, ResponseCx, StreamTranslator, Target,
     TranslateError, Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
 pub(crate) use crate::providers::common::Str;
 
-pub use cache::{cache_plan, CachePlan};
+use cache::cache_plan;
 
 /// The Gemini adapter (Developer API and Vertex AI).
 pub struct Gemini;
 
 impl Adapter for Gemini {
-    /// A cache when the plan's prefix reaches the profile's minimum; below it the request goes
-    /// as is and Gemini's implicit caching applies.
-    fn context_cache(
+    /// Embeddings fan out (`embed.rs`); chat is translated once into the upstream request and,
+    /// when the client marked a cacheable prefix, a cache step.
+    fn plan(
         &self,
         req: &RawRequest<'_>,
         target: &Target<'_>,
         creds: &Credentials,
-    ) -> Result<Option<CacheCreate>, GatewayError> {
-        let Some(plan) = cache_plan(req, target, creds)? else {
-            return Ok(None);
-        };
-        if plan.estimated_tokens < target.model.profile.min_cache_tokens {
-            return Ok(None);
-        }
-        let mut headers = vec![header("content-type", "application/json")?];
-        let path = cache_path(target, creds, &mut headers)?;
-        Ok(Some(CacheCreate {
-            // Caches live per surface and location: the path keeps them apart.
-            key: format!("{path} {}", plan.key),
-            request: UpstreamRequest {
-                path,
-                headers,
-                body: plan.create_body,
-            },
-            ttl: std::time::Duration::from_secs(plan.ttl_seconds),
-        }))
-    }
-
-    /// Embeddings: one call per batch the route's surface allows (`embed.rs`).
-    fn fan_out(
-        &self,
-        req: &RawRequest<'_>,
-        target: &Target<'_>,
-        creds: &Credentials,
-    ) -> Result<Option<FanOut>, GatewayError> {
-        if target.op != Operation::Embeddings {
-            return Ok(None);
-        }
-        embed::fan_out(req, target, creds).map(Some)
-    }
-
-    fn build_request(
-        &self,
-        req: &RawRequest<'_>,
-        target: &Target<'_>,
-        creds: &Credentials,
-    ) -> Result<UpstreamRequest, GatewayError> {
+    ) -> Result<Plan, GatewayError> {
         if target.op == Operation::Embeddings {
-            return Err(GatewayError::Internal(
-                "gemini embeddings are sent through fan_out".into(),
-            ));
+            return embed::fan_out(req, target, creds).map(Plan::FanOut);
         }
-        let built = request::build(req, target)?;
-        let method = if target.stream {
-            "streamGenerateContent?alt=sse"
-        } else {
-            "generateContent"
-        };
-        let mut headers = vec![header("content-type", "application/json")?];
-        let path = transport(target, creds, method, &mut headers)?;
-        if let (RouteKind::VertexGlobal, Some(tier)) = (target.route.kind, built.service_tier) {
-            headers.push(header("x-vertex-ai-llm-request-type", "shared")?);
-            headers.push(header("x-vertex-ai-llm-shared-request-type", tier)?);
-        }
-        Ok(UpstreamRequest {
-            path,
-            headers,
-            body: built.body,
+        let t = request::translate(req, &target.model.profile)?;
+        Ok(Plan::Proxy {
+            request: chat_request(&t, target, creds)?,
+            cache: cache_step(&t, target, creds)?,
         })
     }
 
@@ -143,6 +90,59 @@ impl Adapter for Gemini {
     }
 }
 
+/// The `generateContent` (or streaming) request carrying the whole translation.
+fn chat_request(
+    t: &request::Translation<'_>,
+    target: &Target<'_>,
+    creds: &Credentials,
+) -> Result<UpstreamRequest, GatewayError> {
+    let method = if target.stream {
+        "streamGenerateContent?alt=sse"
+    } else {
+        "generateContent"
+    };
+    let mut headers = vec![header("content-type", "application/json")?];
+    let path = transport(target, creds, method, &mut headers)?;
+    if let (RouteKind::VertexGlobal, Some(tier)) = (target.route.kind, t.service_tier) {
+        headers.push(header("x-vertex-ai-llm-request-type", "shared")?);
+        headers.push(header("x-vertex-ai-llm-shared-request-type", tier)?);
+    }
+    Ok(UpstreamRequest {
+        path,
+        headers,
+        body: request::whole_body(t)?,
+    })
+}
+
+/// The explicit cache step when the client marked a prefix that reaches the profile's minimum;
+/// below it the request goes as is and Gemini's implicit caching applies.
+fn cache_step(
+    t: &request::Translation<'_>,
+    target: &Target<'_>,
+    creds: &Credentials,
+) -> Result<Option<CacheStep>, GatewayError> {
+    let Some(plan) = cache_plan(t, target, creds)? else {
+        return Ok(None);
+    };
+    if plan.estimated_tokens < target.model.profile.min_cache_tokens {
+        return Ok(None);
+    }
+    let mut headers = vec![header("content-type", "application/json")?];
+    let path = cache_path(target, creds, &mut headers)?;
+    let lean = request::lean_body(t)?;
+    Ok(Some(CacheStep {
+        // Caches live per surface and location: the path keeps them apart.
+        key: format!("{path} {}", plan.key),
+        create: UpstreamRequest {
+            path,
+            headers,
+            body: plan.create_body,
+        },
+        ttl: std::time::Duration::from_secs(plan.ttl_seconds),
+        body_using: Box::new(move |name| request::naming_cache(name, &lean)),
+    }))
+}
+
 /// The request path of `method` on the route's surface; pushes the credential header.
 fn transport(
     target: &Target<'_>,
@@ -151,16 +151,33 @@ fn transport(
     headers: &mut Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<String, GatewayError> {
     let base = &target.route.endpoint.base_path;
-    let model = &target.model.upstream_model;
+    let path = match target.route.kind {
+        RouteKind::GeminiApi => {
+            format!(
+                "{base}/v1beta/models/{}:{method}",
+                target.model.upstream_model
+            )
+        }
+        _ => format!("{base}/v1/{}:{method}", vertex_model(target, creds)?),
+    };
+    credential(target, creds, headers)?;
+    Ok(path)
+}
+
+/// The surface's credential header: the API key, or the Vertex access token.
+fn credential(
+    target: &Target<'_>,
+    creds: &Credentials,
+    headers: &mut Vec<(http::HeaderName, http::HeaderValue)>,
+) -> Result<(), GatewayError> {
     if target.route.kind == RouteKind::GeminiApi {
         let key = creds
             .gemini
             .as_ref()
             .ok_or(GatewayError::MissingCredentials("gemini"))?;
         headers.push(header("x-goog-api-key", key.expose())?);
-        return Ok(format!("{base}/v1beta/models/{model}:{method}"));
+        return Ok(());
     }
-    let resource = vertex_model(target, creds)?;
     let token = creds
         .vertex_token
         .current()
@@ -169,24 +186,39 @@ fn transport(
         "authorization",
         &format!("Bearer {}", token.expose()),
     )?);
-    Ok(format!("{base}/v1/{resource}:{method}"))
+    Ok(())
 }
 
-/// Where the route's surface creates caches; pushes the credential header.
+/// Where the route's surface creates caches (`cachedContents` of the API, or of the Vertex
+/// project and location); pushes the credential header.
 fn cache_path(
     target: &Target<'_>,
     creds: &Credentials,
     headers: &mut Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<String, GatewayError> {
-    let model_path = transport(target, creds, "x", headers)?;
-    Ok(match model_path.split_once("/publishers/") {
-        Some((location, _)) => format!("{location}/cachedContents"),
-        None => format!("{}/v1beta/cachedContents", target.route.endpoint.base_path),
-    })
+    let base = &target.route.endpoint.base_path;
+    let path = match target.route.kind {
+        RouteKind::GeminiApi => format!("{base}/v1beta/cachedContents"),
+        _ => format!(
+            "{base}/v1/{}/cachedContents",
+            vertex_location(target, creds)?
+        ),
+    };
+    credential(target, creds, headers)?;
+    Ok(path)
 }
 
 /// `projects/{p}/locations/{l}/publishers/google/models/{m}`: a Vertex model's resource name.
 fn vertex_model(target: &Target<'_>, creds: &Credentials) -> Result<String, GatewayError> {
+    Ok(format!(
+        "{}/publishers/google/models/{}",
+        vertex_location(target, creds)?,
+        target.model.upstream_model
+    ))
+}
+
+/// `projects/{p}/locations/{l}`: where the route's Vertex resources live.
+fn vertex_location(target: &Target<'_>, creds: &Credentials) -> Result<String, GatewayError> {
     let project = creds
         .vertex_project
         .as_deref()
@@ -198,10 +230,7 @@ fn vertex_model(target: &Target<'_>, creds: &Credentials) -> Result<String, Gate
         // Same default as the catalog's regional base URL.
         (_, None) => "us-central1",
     };
-    Ok(format!(
-        "projects/{project}/locations/{location}/publishers/google/models/{}",
-        target.model.upstream_model
-    ))
+    Ok(format!("projects/{project}/locations/{location}"))
 }
 
 /// The tool-call id of the `k`-th call of the response `cx_id`, carrying `signature`.
@@ -249,7 +278,7 @@ pub(super) mod test_support {
 
     use serde_json::{json, Value};
 
-    use super::request::build;
+    use super::request;
     use super::Gemini;
     use crate::api::{GatewayError, Operation, RawRequest};
     use crate::catalog::{
@@ -362,17 +391,14 @@ pub(super) mod test_support {
             route,
             op: Operation::Chat,
             stream,
-            cached_content: None,
         }
     }
 
     pub fn try_body(req: &Value, profile: Profile) -> Result<Value, GatewayError> {
         let bytes = serde_json::to_vec(req).unwrap();
         let raw = RawRequest::parse(&bytes, Operation::Chat)?;
-        let m = model(profile);
-        let r = route(RouteKind::GeminiApi, None);
-        let built = build(&raw, &target(&m, &r, false))?;
-        Ok(serde_json::from_slice(&built.body).unwrap())
+        let t = request::translate(&raw, &profile)?;
+        Ok(serde_json::from_slice(&request::whole_body(&t)?).unwrap())
     }
 
     pub fn body(req: Value, profile: Profile) -> Value {
@@ -395,6 +421,8 @@ pub(super) mod test_support {
         req
     }
 
+    /// The planned request's body (or, with `cached`, the body naming that cache) and its
+    /// Vertex headers.
     pub fn built(
         req: &Value,
         m: &Model,
@@ -404,8 +432,7 @@ pub(super) mod test_support {
         let bytes = serde_json::to_vec(req).unwrap();
         let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
         let r = route(kind, Some("us-central1"));
-        let mut t = target(m, &r, false);
-        t.cached_content = cached;
+        let t = target(m, &r, false);
         let creds = crate::providers::Credentials {
             gemini: Some(crate::providers::Secret::new("k")),
             vertex_project: Some("p".into()),
@@ -414,7 +441,13 @@ pub(super) mod test_support {
         creds
             .vertex_token
             .set(Some(crate::providers::Secret::new("t")));
-        let up = Gemini.build_request(&raw, &t, &creds).unwrap();
+        let (mut up, cache) = match Gemini.plan(&raw, &t, &creds).unwrap() {
+            crate::providers::Plan::Proxy { request, cache } => (request, cache),
+            other => panic!("chat must be one request: {other:?}"),
+        };
+        if let Some(name) = cached {
+            up.body = (cache.expect("a cache step").body_using)(name);
+        }
         let headers = up
             .headers
             .iter()
@@ -469,7 +502,9 @@ mod tests {
         let m = model(profile_25_flash());
         let r = route(kind, region);
         let t = target(&m, &r, stream);
-        Gemini.build_request(&req, &t, c)
+        Gemini
+            .plan(&req, &t, c)
+            .map(crate::providers::test_support::single)
     }
 
     #[test]
@@ -551,20 +586,21 @@ mod tests {
             Operation::Chat,
         )
         .unwrap();
-        assert!(Gemini.fan_out(&chat, &t, &c).unwrap().is_none());
+        assert!(matches!(
+            Gemini.plan(&chat, &t, &c).unwrap(),
+            Plan::Proxy { .. }
+        ));
         t.op = Operation::Embeddings;
         let req =
             RawRequest::parse(br#"{"model":"m","input":"x"}"#, Operation::Embeddings).unwrap();
-        let f = Gemini.fan_out(&req, &t, &c).unwrap().unwrap();
+        let Plan::FanOut(f) = Gemini.plan(&req, &t, &c).unwrap() else {
+            panic!("embeddings fan out")
+        };
         assert_eq!(f.calls.len(), 1);
         assert_eq!(
             f.calls[0].path,
             "/base/v1beta/models/gemini-test:batchEmbedContents"
         );
-        assert!(matches!(
-            Gemini.build_request(&req, &t, &c).unwrap_err(),
-            GatewayError::Internal(_)
-        ));
     }
 
     #[test]

@@ -32,7 +32,6 @@ use super::{call_id_signature, Str};
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::Profile;
 use crate::providers::common::{forwarded, part_text, stop, CacheControlIn, UrlIn};
-use crate::providers::Target;
 
 // ---------------------------------------------------------------------------------------------
 // What the client sends (OpenAI chat, OpenRouter extensions)
@@ -326,30 +325,45 @@ pub(super) struct Translation<'a> {
     pub tools: Option<[ToolOut<'a>; 1]>,
     pub tool_config: Option<ToolConfig<'a>>,
     generation_config: Option<GenerationConfig<'a>>,
-    service_tier: Option<&'static str>,
-}
-
-/// The upstream body, and the service tier the caller may turn into Vertex headers.
-pub(super) struct Built {
-    pub body: Bytes,
     pub service_tier: Option<&'static str>,
 }
 
-pub(super) fn build(req: &RawRequest<'_>, target: &Target<'_>) -> Result<Built, GatewayError> {
-    let t = translate(req, &target.model.profile)?;
-    let cached = target.cached_content;
-    let body = GenerateContentRequest {
-        cached_content: cached,
+/// The upstream body carrying the whole translation.
+pub(super) fn whole_body(t: &Translation<'_>) -> Result<Bytes, GatewayError> {
+    to_bytes(&GenerateContentRequest {
+        cached_content: None,
         contents: &t.contents,
-        system_instruction: t.system.as_ref().filter(|_| cached.is_none()),
-        tools: t.tools.as_ref().filter(|_| cached.is_none()),
-        tool_config: t.tool_config.as_ref().filter(|_| cached.is_none()),
+        system_instruction: t.system.as_ref(),
+        tools: t.tools.as_ref(),
+        tool_config: t.tool_config.as_ref(),
         generation_config: t.generation_config.as_ref(),
-    };
-    Ok(Built {
-        body: to_bytes(&body)?,
-        service_tier: t.service_tier,
     })
+}
+
+/// The upstream body without what an explicit cache holds (system instruction, tools, tool
+/// config), still without `cachedContent`: [`naming_cache`] adds it once the cache exists.
+pub(super) fn lean_body(t: &Translation<'_>) -> Result<Bytes, GatewayError> {
+    to_bytes(&GenerateContentRequest {
+        cached_content: None,
+        contents: &t.contents,
+        system_instruction: None,
+        tools: None,
+        tool_config: None,
+        generation_config: t.generation_config.as_ref(),
+    })
+}
+
+/// `lean` (from [`lean_body`]) with `"cachedContent": name` in front — the
+/// bytes serde writes for `cached_content: Some(name)`, since that field serialises first and
+/// `contents` always follows it.
+pub(super) fn naming_cache(name: &str, lean: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(lean.len() + name.len() + 20);
+    out.extend_from_slice(br#"{"cachedContent":"#);
+    // A &str always serialises.
+    let _ = serde_json::to_writer(&mut out, name);
+    out.push(b',');
+    out.extend_from_slice(lean.get(1..).unwrap_or_default());
+    Bytes::from(out)
 }
 
 pub(super) fn translate<'a>(

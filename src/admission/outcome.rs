@@ -1,0 +1,95 @@
+//! What a finished request is billed: decided from how it ended and the usage it produced,
+//! with no Pingora types, so every case is a unit test.
+//!
+//! Billed: a complete answer; an answer the client left early (what was received so far); a
+//! stream the upstream broke after producing tokens (what was received). Not billed: anything
+//! that failed before the upstream answered, an upstream error answer, and usage of zero.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::Admitted;
+use crate::api::error::Blame;
+use crate::api::{GatewayError, Operation, Usage};
+use crate::billing::cost::CostError;
+use crate::billing::record::{usage_record, Charge};
+use crate::store::{UsageEndpoint, UsageOutcome, UsageRecord};
+
+/// How a request that was admitted ended, as far as billing cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ending {
+    /// The upstream answered and the answer was delivered.
+    Complete,
+    /// The client went away (or its connection failed) while being answered.
+    ClientLeft,
+    /// The upstream failed after the answer had begun (a broken or errored stream).
+    BrokeMidStream,
+    /// The request failed before a successful answer began.
+    Failed,
+}
+
+impl Ending {
+    /// From the error the client was answered with (if any) and who, if anyone, made the
+    /// proxy's own I/O fail.
+    pub fn of(answered_with: Option<&GatewayError>, proxy_failure: Option<Blame>) -> Ending {
+        match (answered_with, proxy_failure) {
+            (None, None) => Ending::Complete,
+            (None, Some(Blame::Client)) => Ending::ClientLeft,
+            (Some(GatewayError::MidStream(_)), _) => Ending::BrokeMidStream,
+            _ => Ending::Failed,
+        }
+    }
+}
+
+/// The outcome billed for a request that ended so with `usage`; `None`: nothing is billed.
+pub fn billed(ending: Ending, usage: &Usage) -> Option<UsageOutcome> {
+    if usage.is_zero() {
+        return None;
+    }
+    match ending {
+        Ending::Complete => Some(UsageOutcome::Complete),
+        Ending::ClientLeft => Some(UsageOutcome::ClientDisconnected),
+        Ending::BrokeMidStream => Some(UsageOutcome::UpstreamFailed),
+        Ending::Failed => None,
+    }
+}
+
+/// When things happened, for the usage record.
+#[derive(Debug, Clone, Copy)]
+pub struct Timings {
+    pub started_at: DateTime<Utc>,
+    pub finished_at: DateTime<Utc>,
+    /// From sending the upstream request to its response header.
+    pub upstream_latency: Option<Duration>,
+    /// From receiving the request to the first body byte sent to the client.
+    pub ttft: Option<Duration>,
+}
+
+/// The usage record of a finished request, or `None` when nothing is billed.
+pub fn usage_record_for(
+    a: &Admitted,
+    ending: Ending,
+    usage: Usage,
+    t: Timings,
+) -> Option<Result<UsageRecord, CostError>> {
+    let outcome = billed(ending, &usage)?;
+    let micros = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+    Some(usage_record(Charge {
+        id: &a.response_cx.id,
+        key: &a.key,
+        model: &a.model,
+        route: a.route.kind.as_str(),
+        endpoint: match a.op {
+            Operation::Chat => UsageEndpoint::Chat,
+            Operation::Embeddings => UsageEndpoint::Embeddings,
+        },
+        stream: a.stream,
+        usage,
+        outcome,
+        started_at: t.started_at,
+        finished_at: t.finished_at,
+        upstream_latency_us: micros(t.upstream_latency),
+        ttft_us: micros(t.ttft),
+    }))
+}

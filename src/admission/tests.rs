@@ -1,0 +1,427 @@
+//! Every branch of admission and of the billing outcome, without a socket.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+
+use super::outcome::{billed, usage_record_for, Ending, Timings};
+use super::*;
+use crate::api::error::Blame;
+use crate::api::Usage;
+use crate::auth::{mint_secret, MintedKey};
+use crate::config::ProvidersConf;
+use crate::money::{usd, Usd};
+use crate::store::CatalogRows;
+use crate::store::{LimitReset, UsageOutcome};
+
+const CATALOG: &str = r#"
+profiles:
+  - {name: g, spec: {forward: [temperature]}}
+models:
+  - {id: acme/llama, provider: acme, family: openai, kind: chat, upstream_model: llama-3,
+     input_price: 1, output_price: 2}
+  - {id: acme/embed, provider: acme, family: openai, kind: embedding, upstream_model: e-1,
+     input_price: 1, output_price: 0}
+  - {id: acme/down, provider: acme, family: openai, kind: chat, upstream_model: d,
+     input_price: 1, output_price: 1}
+routes:
+  - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:9/v1", priority: 1}
+  - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:8/v1", priority: 2}
+  - {model_id: acme/embed, kind: openai, base_url: "http://127.0.0.1:8/v1"}
+  - {model_id: acme/down, kind: openai, base_url: "http://127.0.0.1:9/v1"}
+"#;
+
+fn now() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap()
+}
+
+/// The test world: a catalog where only port 8 resolved, one workspace, one key.
+struct World {
+    catalog: Snapshot,
+    keys: KeyCache,
+    accounts: Accounts,
+    credentials: Credentials,
+    minted: MintedKey,
+}
+
+impl World {
+    fn new() -> World {
+        Self::with_key(|_| {})
+    }
+
+    fn with_key(edit: impl FnOnce(&mut ApiKey)) -> World {
+        let rows: CatalogRows = serde_yaml::from_str(CATALOG).unwrap();
+        let addr: SocketAddr = "127.0.0.1:8".parse().unwrap();
+        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 8), addr)]);
+        let catalog = Snapshot::build(&rows, &ProvidersConf::default(), &addrs);
+        let minted = mint_secret("sk-tg-");
+        let mut key = ApiKey {
+            id: "key_1".into(),
+            workspace_id: "ws_1".into(),
+            name: None,
+            secret_hash: minted.hash_hex.clone(),
+            hint: minted.hint.clone(),
+            created_at: now() - chrono::Duration::days(1),
+            expires_at: None,
+            revoked_at: None,
+            spend_limit: None,
+            limit_reset: None,
+        };
+        edit(&mut key);
+        let keys = KeyCache::default();
+        keys.replace_all(vec![key]);
+        let accounts = Accounts::default();
+        accounts.set_balance("ws_1", usd(10));
+        World {
+            catalog,
+            keys,
+            accounts,
+            credentials: Credentials::default(),
+            minted,
+        }
+    }
+
+    fn admission(&self) -> Admission<'_> {
+        Admission {
+            catalog: &self.catalog,
+            keys: &self.keys,
+            accounts: &self.accounts,
+            credentials: &self.credentials,
+        }
+    }
+
+    fn bearer(&self) -> String {
+        format!("Bearer {}", self.minted.secret)
+    }
+
+    fn head(
+        &self,
+        method: http::Method,
+        path: &str,
+        auth: Option<&str>,
+    ) -> Result<HeadDecision, GatewayError> {
+        let head = RequestHead {
+            method: &method,
+            path,
+            authorization: auth.map(str::as_bytes),
+        };
+        self.admission().head(&head, now())
+    }
+
+    /// Head and body of an authenticated POST to `path`.
+    fn post(&self, path: &str, body: &str) -> Result<Decision, GatewayError> {
+        let bearer = self.bearer();
+        match self.head(http::Method::POST, path, Some(&bearer))? {
+            HeadDecision::ReadBody { op, key } => {
+                self.admission().admit(key, op, body.as_bytes(), now())
+            }
+            HeadDecision::Answer(_) => panic!("{path} must read a body"),
+        }
+    }
+
+    fn chat(&self, model: &str) -> Result<Decision, GatewayError> {
+        let body =
+            format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]}}"#);
+        self.post("/v1/chat/completions", &body)
+    }
+}
+
+fn code<T>(r: Result<T, GatewayError>) -> &'static str {
+    match r {
+        Ok(_) => "admitted",
+        Err(e) => e.code(),
+    }
+}
+
+// ----- the head ------------------------------------------------------------------------------
+
+#[test]
+fn health_needs_no_key_and_answers_locally() {
+    let w = World::new();
+    let HeadDecision::Answer(body) = w.head(http::Method::GET, "/health", None).unwrap() else {
+        panic!("/health is answered locally");
+    };
+    assert_eq!(&body[..], br#"{"status":"ok"}"#);
+}
+
+#[test]
+fn unknown_paths_and_wrong_methods_are_refused_before_auth() {
+    let w = World::new();
+    assert_eq!(code(w.head(http::Method::GET, "/v2/x", None)), "not_found");
+    let e = w
+        .head(http::Method::GET, "/v1/chat/completions", None)
+        .unwrap_err();
+    assert_eq!((e.code(), e.allow()), ("method_not_allowed", Some("POST")));
+    let e = w.head(http::Method::POST, "/v1/models", None).unwrap_err();
+    assert_eq!(e.allow(), Some("GET, HEAD"));
+}
+
+#[test]
+fn each_auth_failure_has_its_code() {
+    let w = World::new();
+    let chat = |auth: Option<&str>| code(w.head(http::Method::POST, "/v1/chat/completions", auth));
+    assert_eq!(chat(None), "missing_auth");
+    assert_eq!(chat(Some("Basic abc")), "missing_auth");
+    assert_eq!(chat(Some("Bearer ")), "missing_auth");
+    assert_eq!(chat(Some("Bearer sk-tg-unknown")), "invalid_key");
+    assert_eq!(chat(Some(&w.bearer())), "admitted");
+
+    let expired = World::with_key(|k| k.expires_at = Some(now()));
+    let r = expired.head(
+        http::Method::POST,
+        "/v1/embeddings",
+        Some(&expired.bearer()),
+    );
+    assert_eq!(code(r), "expired_key");
+    let revoked = World::with_key(|k| k.revoked_at = Some(now() - chrono::Duration::seconds(1)));
+    let r = revoked.head(
+        http::Method::POST,
+        "/v1/embeddings",
+        Some(&revoked.bearer()),
+    );
+    assert_eq!(code(r), "invalid_key", "a revoked key is simply invalid");
+}
+
+#[test]
+fn the_model_list_needs_a_key() {
+    let w = World::new();
+    assert_eq!(
+        code(w.head(http::Method::GET, "/v1/models", None)),
+        "missing_auth"
+    );
+    let HeadDecision::Answer(body) = w
+        .head(http::Method::GET, "/v1/models", Some(&w.bearer()))
+        .unwrap()
+    else {
+        panic!("/v1/models is answered locally");
+    };
+    assert_eq!(body, w.catalog.models_json());
+}
+
+#[test]
+fn the_head_names_the_operation() {
+    let w = World::new();
+    let ops = [
+        ("/v1/chat/completions", Operation::Chat),
+        ("/v1/embeddings", Operation::Embeddings),
+    ];
+    for (path, want) in ops {
+        match w.head(http::Method::POST, path, Some(&w.bearer())).unwrap() {
+            HeadDecision::ReadBody { op, key } => {
+                assert_eq!(op, want);
+                assert_eq!(key.id, "key_1");
+            }
+            HeadDecision::Answer(_) => panic!("{path} reads a body"),
+        }
+    }
+}
+
+// ----- the body: model, gates, route, plan ----------------------------------------------------
+
+#[test]
+fn malformed_bodies_are_400() {
+    let w = World::new();
+    let r = w.post("/v1/chat/completions", "{");
+    assert_eq!(code(r), "invalid_request_error");
+    let r = w.post(
+        "/v1/chat/completions",
+        r#"{"model":"acme/llama","messages":[]}"#,
+    );
+    assert_eq!(code(r), "invalid_request_error");
+}
+
+#[test]
+fn model_resolution() {
+    let w = World::new();
+    assert_eq!(code(w.chat("acme/nope")), "model_not_found");
+    assert_eq!(code(w.chat("acme/embed")), "chat_unsupported");
+    let r = w.post("/v1/embeddings", r#"{"model":"acme/llama","input":"x"}"#);
+    assert_eq!(code(r), "embeddings_unsupported");
+    let r = w.post(
+        "/v1/embeddings",
+        r#"{"model":"acme/embed","input":"x","stream":true}"#,
+    );
+    assert_eq!(code(r), "invalid_request_error", "embeddings cannot stream");
+    let r = w.post("/v1/embeddings", r#"{"model":"acme/embed","input":"x"}"#);
+    assert_eq!(code(r), "admitted");
+}
+
+#[test]
+fn the_credit_gate_refuses_without_credit_on_every_endpoint() {
+    let w = World::new();
+    w.accounts.set_balance("ws_1", Usd::ZERO);
+    assert_eq!(code(w.chat("acme/llama")), "insufficient_credit");
+    let r = w.post("/v1/embeddings", r#"{"model":"acme/embed","input":"x"}"#);
+    assert_eq!(code(r), "insufficient_credit");
+    w.accounts.set_balance("ws_1", Usd::from_pico(1));
+    assert_eq!(
+        code(w.chat("acme/llama")),
+        "admitted",
+        "any credit left admits"
+    );
+}
+
+#[test]
+fn a_model_is_resolved_before_the_gates() {
+    let w = World::new();
+    w.accounts.set_balance("ws_1", Usd::ZERO);
+    assert_eq!(code(w.chat("acme/nope")), "model_not_found");
+}
+
+#[test]
+fn the_spend_gate_is_chat_only_and_after_credit() {
+    let w = World::with_key(|k| {
+        k.spend_limit = Some(usd(1));
+        k.limit_reset = Some(LimitReset::Daily);
+    });
+    let today = Utc.with_ymd_and_hms(2026, 11, 24, 0, 0, 0).unwrap();
+    w.accounts.set_spend("key_1", today, usd(1));
+    assert_eq!(code(w.chat("acme/llama")), "spend_limit_exceeded");
+    let r = w.post("/v1/embeddings", r#"{"model":"acme/embed","input":"x"}"#);
+    assert_eq!(code(r), "admitted", "embeddings are not spend-limited");
+    w.accounts.set_balance("ws_1", Usd::ZERO);
+    assert_eq!(
+        code(w.chat("acme/llama")),
+        "insufficient_credit",
+        "credit answers first"
+    );
+
+    let yesterday = World::with_key(|k| {
+        k.spend_limit = Some(usd(1));
+        k.limit_reset = Some(LimitReset::Daily);
+    });
+    yesterday
+        .accounts
+        .set_spend("key_1", today - chrono::Duration::days(1), usd(5));
+    assert_eq!(
+        code(yesterday.chat("acme/llama")),
+        "admitted",
+        "a new window starts empty"
+    );
+}
+
+#[test]
+fn the_first_resolved_route_is_chosen() {
+    let w = World::new();
+    let d = w.chat("acme/llama").unwrap();
+    assert_eq!(d.admitted.route.endpoint.port, 8, "port 9 did not resolve");
+    assert_eq!(code(w.chat("acme/down")), "no_route");
+}
+
+#[test]
+fn an_admitted_request_carries_its_plan_and_identity() {
+    let w = World::new();
+    let body =
+        r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+    let d = w.post("/v1/chat/completions", body).unwrap();
+    let a = &d.admitted;
+    assert_eq!(
+        (a.op, a.stream, a.key.id.as_str()),
+        (Operation::Chat, true, "key_1")
+    );
+    assert!(
+        a.response_cx.id.starts_with("chatcmpl-"),
+        "{}",
+        a.response_cx.id
+    );
+    assert_eq!(a.response_cx.created, now().timestamp());
+    assert_eq!(a.response_cx.model_id.as_ref(), "acme/llama");
+    let Plan::Proxy { request, cache } = d.plan else {
+        panic!("an OpenAI-compatible chat is one proxied request");
+    };
+    assert!(cache.is_none());
+    assert_eq!(request.path, "/v1/chat/completions");
+    let sent: serde_json::Value = serde_json::from_slice(&request.body).unwrap();
+    assert_eq!(sent["model"], "llama-3", "the upstream model name is sent");
+    let e = w
+        .post("/v1/embeddings", r#"{"model":"acme/embed","input":"x"}"#)
+        .unwrap();
+    assert!(e.admitted.response_cx.id.starts_with("emb-"));
+}
+
+// ----- the billing outcome --------------------------------------------------------------------
+
+#[test]
+fn how_a_request_ended() {
+    let mid = GatewayError::MidStream("upstream failed mid-response".into());
+    let upstream = GatewayError::Upstream {
+        status: 503,
+        message: "overloaded".into(),
+    };
+    let cases = [
+        (None, None, Ending::Complete),
+        (None, Some(Blame::Client), Ending::ClientLeft),
+        (None, Some(Blame::Upstream), Ending::Failed),
+        (Some(&mid), None, Ending::BrokeMidStream),
+        (Some(&mid), Some(Blame::Upstream), Ending::BrokeMidStream),
+        (Some(&upstream), None, Ending::Failed),
+        (Some(&upstream), Some(Blame::Upstream), Ending::Failed),
+    ];
+    for (error, failure, want) in cases {
+        assert_eq!(Ending::of(error, failure), want, "{error:?} / {failure:?}");
+    }
+}
+
+#[test]
+fn what_each_ending_bills() {
+    let used = Usage {
+        input: 10,
+        output: 5,
+        ..Usage::default()
+    };
+    assert_eq!(
+        billed(Ending::Complete, &used),
+        Some(UsageOutcome::Complete)
+    );
+    assert_eq!(
+        billed(Ending::ClientLeft, &used),
+        Some(UsageOutcome::ClientDisconnected)
+    );
+    assert_eq!(
+        billed(Ending::BrokeMidStream, &used),
+        Some(UsageOutcome::UpstreamFailed)
+    );
+    assert_eq!(
+        billed(Ending::Failed, &used),
+        None,
+        "failed before the answer"
+    );
+    assert_eq!(
+        billed(Ending::Complete, &Usage::default()),
+        None,
+        "nothing used"
+    );
+}
+
+#[test]
+fn the_usage_record_carries_cost_and_timings() {
+    let w = World::new();
+    let d = w.chat("acme/llama").unwrap();
+    let usage = Usage {
+        input: 1_000_000,
+        output: 500_000,
+        ..Usage::default()
+    };
+    let t = Timings {
+        started_at: now(),
+        finished_at: now() + chrono::Duration::seconds(2),
+        upstream_latency: Some(Duration::from_micros(1_234)),
+        ttft: Some(Duration::from_micros(2_345)),
+    };
+    let r = usage_record_for(&d.admitted, Ending::Complete, usage, t)
+        .expect("billed")
+        .unwrap();
+    assert_eq!(r.cost, usd(2), "1M input at 1 USD + 0.5M output at 2 USD");
+    assert_eq!(
+        (r.upstream_latency_us, r.ttft_us),
+        (Some(1_234), Some(2_345))
+    );
+    assert_eq!(r.id, d.admitted.response_cx.id.as_ref());
+    assert_eq!(
+        (r.key_id.as_str(), r.workspace_id.as_str()),
+        ("key_1", "ws_1")
+    );
+    assert!(usage_record_for(&d.admitted, Ending::Failed, usage, t).is_none());
+}
