@@ -19,11 +19,10 @@ use pingora_core::services::listening::Service;
 use crate::admin::Admin;
 use crate::cli::CliError;
 use crate::config::Config;
-use crate::providers::Credentials;
 use crate::proxy::Gateway;
 use crate::store;
 use crate::sync::Follower;
-use crate::upstream::credentials::VertexAccount;
+use crate::upstream::credentials::{self, VertexAccount};
 
 pub struct ServeOptions {
     pub upgrade: bool,
@@ -34,7 +33,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
     let t = config.tollgate.clone();
     let store_url = config.store_url(|k| std::env::var(k).ok());
     let env = |k: &str| std::env::var(k).ok();
-    let mut credentials = Credentials::from_env(&t.providers, env);
+    let mut credentials = credentials::from_env(&t.providers, env);
     let vertex = VertexAccount::from_env(&t.providers.vertex, env)?;
     if let Some(v) = &vertex {
         credentials.vertex_project = credentials

@@ -30,7 +30,6 @@ use http::{HeaderName, HeaderValue};
 
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
 use crate::catalog::{Family, Model, Route};
-use crate::config::ProvidersConf;
 
 /// A credential read from the environment at start; never printed.
 #[derive(Clone)]
@@ -65,7 +64,7 @@ impl TokenCell {
     }
 }
 
-/// Upstream credentials, resolved once at start from the env var names in the config.
+/// Upstream credentials, resolved once at start (`upstream::credentials::from_env`).
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
     pub openai: Option<Secret>,
@@ -76,20 +75,6 @@ pub struct Credentials {
     pub vertex_token: Arc<TokenCell>,
     /// GCP project for Vertex URLs (env var, else the key file's `project_id`).
     pub vertex_project: Option<String>,
-}
-
-impl Credentials {
-    pub fn from_env(p: &ProvidersConf, env: impl Fn(&str) -> Option<String>) -> Self {
-        let read = |name: &str| env(name).filter(|v| !v.is_empty()).map(Secret::new);
-        Credentials {
-            openai: read(&p.openai.api_key_env),
-            gemini: read(&p.gemini.api_key_env),
-            anthropic: read(&p.anthropic.api_key_env),
-            anthropic_version: p.anthropic.version.clone(),
-            vertex_token: Arc::new(TokenCell::default()),
-            vertex_project: env(&p.vertex.project_env).filter(|v| !v.is_empty()),
-        }
-    }
 }
 
 /// Where a request goes: the resolved model and route, and what the client asked for.

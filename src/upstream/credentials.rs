@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use gcp_auth::{CustomServiceAccount, TokenProvider};
 
-use crate::config::VertexConf;
-use crate::providers::{Secret, TokenCell};
+use crate::config::{ProvidersConf, VertexConf};
+use crate::providers::{Credentials, Secret, TokenCell};
 
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// Refresh this long before the token expires.
@@ -26,6 +26,19 @@ pub enum CredentialError {
     },
     #[error("invalid Vertex service-account key {path}: {message}")]
     Invalid { path: String, message: String },
+}
+
+/// The static credentials, read once from the environment variables the config names.
+pub fn from_env(p: &ProvidersConf, env: impl Fn(&str) -> Option<String>) -> Credentials {
+    let read = |name: &str| env(name).filter(|v| !v.is_empty()).map(Secret::new);
+    Credentials {
+        openai: read(&p.openai.api_key_env),
+        gemini: read(&p.gemini.api_key_env),
+        anthropic: read(&p.anthropic.api_key_env),
+        anthropic_version: p.anthropic.version.clone(),
+        vertex_token: Arc::new(TokenCell::default()),
+        vertex_project: env(&p.vertex.project_env).filter(|v| !v.is_empty()),
+    }
 }
 
 /// The Vertex service account, if the conf's `credentials_env` names a key file.
