@@ -15,6 +15,7 @@
 //! the answers with the adapter's joiner and answers locally, leaving `ctx.admitted`,
 //! `ctx.usage` and `ctx.error` as a proxied request would for `logging`.
 
+mod answer;
 mod body;
 mod convert;
 pub mod ctx;
@@ -27,13 +28,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorSource, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
-use crate::admission::{Admission, Admitted, Decision, HeadDecision};
+use crate::admission::{Admission, Decision, HeadDecision};
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
@@ -269,37 +270,12 @@ impl ProxyHttp for Gateway {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<()> {
-        let Some(a) = ctx.admitted.as_ref() else {
+        let status = resp.status.as_u16();
+        let Some(streaming) = ctx.begin_answer(status, Instant::now()) else {
             return Ok(());
         };
-        let status = resp.status.as_u16();
-        ctx.upstream_status = Some(status);
-        ctx.first_byte_at = Some(Instant::now());
-        let ok = (200..300).contains(&status);
-        ctx.translation = match (ok, a.stream) {
-            (false, _) => Translation::UpstreamError(BytesMut::new()),
-            (true, true) => Translation::Stream(a.adapter.stream_translator(a.response_cx.clone())),
-            (true, false) => Translation::Buffered(BytesMut::new()),
-        };
-        let streaming = ok && a.stream;
-        let mut fresh = ResponseHeader::build(status, Some(5))?;
-        fresh.insert_header(
-            "content-type",
-            if streaming {
-                "text/event-stream"
-            } else {
-                "application/json"
-            },
-        )?;
-        fresh.insert_header("transfer-encoding", "chunked")?;
-        if streaming {
-            fresh.insert_header("cache-control", "no-cache")?;
-        }
-        if let Some(retry_after) = resp.headers.get("retry-after") {
-            fresh.insert_header("retry-after", retry_after.clone())?;
-        }
-        fresh.insert_header("x-request-id", a.response_cx.id.as_ref())?;
-        *resp = fresh;
+        let id = ctx.admitted.as_ref().map_or("", |a| &a.response_cx.id);
+        *resp = respond::answer_header(status, streaming, resp.headers.get("retry-after"), id)?;
         Ok(())
     }
 
@@ -310,46 +286,7 @@ impl ProxyHttp for Gateway {
         end_of_stream: bool,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<Option<Duration>> {
-        let Some(a) = ctx.admitted.as_ref() else {
-            return Ok(None);
-        };
-        match &mut ctx.translation {
-            Translation::None => {}
-            Translation::Stream(t) => {
-                let mut out = BytesMut::new();
-                if let Some(chunk) = body.as_ref() {
-                    t.feed(chunk, &mut out);
-                }
-                if end_of_stream {
-                    t.finish(&mut out);
-                    if let Some(message) = t.failed() {
-                        ctx.error = Some(GatewayError::MidStream(message.into()));
-                    }
-                }
-                ctx.usage = t.usage();
-                if ctx.first_body_at.is_none() && !out.is_empty() {
-                    ctx.first_body_at = Some(Instant::now());
-                }
-                *body = Some(out.freeze());
-            }
-            Translation::Buffered(buf) | Translation::UpstreamError(buf) => {
-                if let Some(chunk) = body.take() {
-                    buf.extend_from_slice(&chunk);
-                }
-                if end_of_stream {
-                    ctx.first_body_at = Some(Instant::now());
-                    let whole = std::mem::take(buf).freeze();
-                    *body = Some(self.finish_buffered(
-                        a,
-                        &ctx.translation,
-                        &whole,
-                        &mut ctx.usage,
-                        &mut ctx.error,
-                        ctx.upstream_status,
-                    ));
-                }
-            }
-        }
+        *body = ctx.translate_body(body.take(), end_of_stream, Instant::now());
         Ok(None)
     }
 
@@ -400,39 +337,5 @@ impl ProxyHttp for Gateway {
         self.bill(e.map(convert::blame), ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         logging::access_log(session.req_header().uri.path(), status, ctx);
-    }
-}
-
-impl Gateway {
-    /// The end of a buffered (or upstream-error) body: the client's bytes.
-    fn finish_buffered(
-        &self,
-        a: &Admitted,
-        translation: &Translation,
-        whole: &[u8],
-        usage: &mut crate::api::Usage,
-        error: &mut Option<GatewayError>,
-        upstream_status: Option<u16>,
-    ) -> Bytes {
-        let status = upstream_status.unwrap_or(502);
-        let failure = match translation {
-            Translation::UpstreamError(_) => GatewayError::Upstream {
-                status,
-                message: a.adapter.upstream_error_message(status, whole).into(),
-            },
-            _ => match a.adapter.translate_buffered(whole, &a.response_cx) {
-                Ok(t) => {
-                    *usage = t.usage;
-                    return t.body;
-                }
-                Err(e) => GatewayError::Upstream {
-                    status,
-                    message: e.to_string().into(),
-                },
-            },
-        };
-        let body = failure.envelope();
-        *error = Some(failure);
-        body
     }
 }

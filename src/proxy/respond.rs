@@ -26,6 +26,32 @@ pub async fn json(
     session.write_response_body(Some(body), true).await
 }
 
+/// The client's header for an upstream answer: the status kept, the body re-framed as chunked
+/// (its length changes in translation), only the headers the gateway vouches for.
+pub fn answer_header(
+    status: u16,
+    streaming: bool,
+    retry_after: Option<&http::HeaderValue>,
+    request_id: &str,
+) -> pingora_error::Result<ResponseHeader> {
+    let mut fresh = ResponseHeader::build(status, Some(5))?;
+    let content_type = if streaming {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    fresh.insert_header("content-type", content_type)?;
+    fresh.insert_header("transfer-encoding", "chunked")?;
+    if streaming {
+        fresh.insert_header("cache-control", "no-cache")?;
+    }
+    if let Some(retry_after) = retry_after {
+        fresh.insert_header("retry-after", retry_after.clone())?;
+    }
+    fresh.insert_header("x-request-id", request_id)?;
+    Ok(fresh)
+}
+
 /// Writes the error envelope with the error's status (and `Allow` on a 405).
 pub async fn error(session: &mut Session, e: &GatewayError) -> pingora_error::Result<()> {
     let allow = e.allow().map(|a| [("allow", a)]);

@@ -1,0 +1,296 @@
+//! Turning the upstream's answer into the client's, on the request's context: which translation
+//! an answer gets, and each body chunk through it. No Pingora types here (the phases hand in
+//! plain bytes), so every path is a unit test below.
+
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+
+use super::ctx::{Ctx, Translation};
+use crate::admission::Admitted;
+use crate::api::GatewayError;
+
+impl Ctx {
+    /// The upstream's response header arrived with `status`: choose the translation. Returns
+    /// whether the client gets a stream (an SSE answer), or `None` if the request is not ours.
+    pub fn begin_answer(&mut self, status: u16, at: Instant) -> Option<bool> {
+        let a = self.admitted.as_ref()?;
+        self.upstream_status = Some(status);
+        self.first_byte_at = Some(at);
+        let ok = (200..300).contains(&status);
+        self.translation = match (ok, a.stream) {
+            (false, _) => Translation::UpstreamError(BytesMut::new()),
+            (true, true) => Translation::Stream(a.adapter.stream_translator(a.response_cx.clone())),
+            (true, false) => Translation::Buffered(BytesMut::new()),
+        };
+        Some(ok && a.stream)
+    }
+
+    /// One upstream body chunk (`None` at a bare end) through the translation: the client's
+    /// bytes for it. Buffered answers give `None` until their end; usage and a failure the
+    /// client is told about are recorded on the context.
+    pub fn translate_body(
+        &mut self,
+        chunk: Option<Bytes>,
+        end: bool,
+        now: Instant,
+    ) -> Option<Bytes> {
+        let Some(a) = self.admitted.as_ref() else {
+            return chunk;
+        };
+        match &mut self.translation {
+            Translation::None => chunk,
+            Translation::Stream(t) => {
+                let mut out = BytesMut::new();
+                if let Some(chunk) = chunk {
+                    t.feed(&chunk, &mut out);
+                }
+                if end {
+                    t.finish(&mut out);
+                    if let Some(message) = t.failed() {
+                        self.error = Some(GatewayError::MidStream(message.into()));
+                    }
+                }
+                self.usage = t.usage();
+                if self.first_body_at.is_none() && !out.is_empty() {
+                    self.first_body_at = Some(now);
+                }
+                Some(out.freeze())
+            }
+            Translation::Buffered(buf) | Translation::UpstreamError(buf) => {
+                if let Some(chunk) = chunk {
+                    buf.extend_from_slice(&chunk);
+                }
+                if !end {
+                    return None;
+                }
+                self.first_body_at = Some(now);
+                let whole = std::mem::take(buf).freeze();
+                let failed = matches!(self.translation, Translation::UpstreamError(_));
+                let status = self.upstream_status.unwrap_or(502);
+                Some(match whole_answer(a, failed, status, &whole) {
+                    Ok((body, usage)) => {
+                        self.usage = usage;
+                        body
+                    }
+                    Err(e) => {
+                        let body = e.envelope();
+                        self.error = Some(e);
+                        body
+                    }
+                })
+            }
+        }
+    }
+}
+
+/// A whole buffered answer: the client's body and usage, or the failure to answer with (the
+/// upstream's status kept).
+fn whole_answer(
+    a: &Admitted,
+    failed: bool,
+    status: u16,
+    whole: &[u8],
+) -> Result<(Bytes, crate::api::Usage), GatewayError> {
+    if failed {
+        return Err(GatewayError::Upstream {
+            status,
+            message: a.adapter.upstream_error_message(status, whole).into(),
+        });
+    }
+    a.adapter
+        .translate_buffered(whole, &a.response_cx)
+        .map(|t| (t.body, t.usage))
+        .map_err(|e| GatewayError::Upstream {
+            status,
+            message: e.to_string().into(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::admission::{Admission, HeadDecision, RequestHead};
+    use crate::api::Usage;
+    use crate::auth::{mint_secret, KeyCache};
+    use crate::billing::gates::Accounts;
+    use crate::catalog::Snapshot;
+    use crate::config::ProvidersConf;
+    use crate::money::usd;
+    use crate::providers::Credentials;
+    use crate::store::{ApiKey, CatalogRows};
+
+    /// A context admitted for an OpenAI-compatible model (its translator rewrites ids and
+    /// model names and reads OpenAI usage).
+    fn admitted_ctx(stream: bool) -> Ctx {
+        let rows: CatalogRows = serde_yaml::from_str(
+            r#"
+models:
+  - {id: acme/llama, provider: acme, family: openai, kind: chat, upstream_model: llama-3,
+     input_price: 1, output_price: 2}
+routes:
+  - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:8/v1"}
+"#,
+        )
+        .unwrap();
+        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 8), "127.0.0.1:8".parse().unwrap())]);
+        let catalog = Snapshot::build(&rows, &ProvidersConf::default(), &addrs);
+        let minted = mint_secret("sk-tg-");
+        let keys = KeyCache::default();
+        keys.replace_all(vec![ApiKey {
+            id: "key_1".into(),
+            workspace_id: "ws_1".into(),
+            name: None,
+            secret_hash: minted.hash_hex.clone(),
+            hint: minted.hint,
+            created_at: chrono::Utc::now(),
+            expires_at: None,
+            revoked_at: None,
+            spend_limit: None,
+            limit_reset: None,
+        }]);
+        let accounts = Accounts::default();
+        accounts.set_balance("ws_1", usd(1));
+        let credentials = Credentials::default();
+        let admission = Admission {
+            catalog: &catalog,
+            keys: &keys,
+            accounts: &accounts,
+            credentials: &credentials,
+        };
+        let bearer = format!("Bearer {}", minted.secret);
+        let head = RequestHead {
+            method: &http::Method::POST,
+            path: "/v1/chat/completions",
+            authorization: Some(bearer.as_bytes()),
+        };
+        let HeadDecision::ReadBody { op, key } = admission.head(&head, chrono::Utc::now()).unwrap()
+        else {
+            panic!("a chat request reads its body");
+        };
+        let body = format!(
+            r#"{{"model":"acme/llama","stream":{stream},"messages":[{{"role":"user","content":"hi"}}]}}"#
+        );
+        let decision = admission
+            .admit(key, op, body.as_bytes(), chrono::Utc::now())
+            .unwrap();
+        Ctx {
+            admitted: Some(decision.admitted),
+            ..Ctx::default()
+        }
+    }
+
+    fn id(ctx: &Ctx) -> Arc<str> {
+        ctx.admitted.as_ref().unwrap().response_cx.id.clone()
+    }
+
+    const COMPLETION: &str = r#"{"id":"up-1","object":"chat.completion","created":1,"model":"llama-3","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#;
+
+    #[test]
+    fn a_buffered_answer_is_held_back_then_translated_whole() {
+        let mut ctx = admitted_ctx(false);
+        assert_eq!(ctx.begin_answer(200, Instant::now()), Some(false));
+        let (head, tail) = COMPLETION.split_at(40);
+        let now = Instant::now();
+        assert_eq!(
+            ctx.translate_body(Some(Bytes::from(head)), false, now),
+            None,
+            "held back"
+        );
+        let out = ctx
+            .translate_body(Some(Bytes::from(tail)), true, now)
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["id"],
+            id(&ctx).as_ref(),
+            "the gateway's id replaces the upstream's"
+        );
+        assert_eq!(v["model"], "acme/llama");
+        assert_eq!((ctx.usage.input, ctx.usage.output), (3, 2));
+        assert!(ctx.error.is_none());
+        assert_eq!(ctx.first_body_at, Some(now));
+    }
+
+    #[test]
+    fn an_upstream_error_keeps_its_status_in_the_envelope() {
+        let mut ctx = admitted_ctx(true);
+        assert_eq!(
+            ctx.begin_answer(429, Instant::now()),
+            Some(false),
+            "no stream"
+        );
+        let body = Bytes::from(r#"{"error":{"message":"slow down"}}"#);
+        let out = ctx
+            .translate_body(Some(body), true, Instant::now())
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["error"]["type"], "upstream_error");
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("slow down"),
+            "{v}"
+        );
+        assert_eq!(ctx.error.as_ref().map(GatewayError::status), Some(429));
+        assert_eq!(ctx.usage, Usage::default(), "an error answer uses nothing");
+    }
+
+    #[test]
+    fn a_malformed_buffered_answer_is_the_upstreams_failure() {
+        let mut ctx = admitted_ctx(false);
+        ctx.begin_answer(200, Instant::now());
+        let out = ctx
+            .translate_body(Some(Bytes::from("{not json")), true, Instant::now())
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["error"]["code"], "upstream_error");
+        assert_eq!(ctx.error.as_ref().map(GatewayError::status), Some(200));
+    }
+
+    #[test]
+    fn a_stream_is_translated_as_it_arrives_and_an_in_band_error_is_mid_stream() {
+        let mut ctx = admitted_ctx(true);
+        assert_eq!(ctx.begin_answer(200, Instant::now()), Some(true));
+        let first = Bytes::from(
+            "data: {\"id\":\"up\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"llama-3\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n",
+        );
+        let out = ctx
+            .translate_body(Some(first), false, Instant::now())
+            .unwrap();
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(
+            text.starts_with("data: ") && text.contains("acme/llama"),
+            "{text}"
+        );
+        assert!(ctx.first_body_at.is_some());
+        let error = Bytes::from("data: {\"error\":{\"message\":\"overloaded\"}}\n\n");
+        let out = ctx
+            .translate_body(Some(error), true, Instant::now())
+            .unwrap();
+        let text = String::from_utf8(out.to_vec()).unwrap();
+        assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+        assert!(
+            matches!(&ctx.error, Some(GatewayError::MidStream(m)) if m.contains("overloaded")),
+            "{:?}",
+            ctx.error
+        );
+    }
+
+    #[test]
+    fn answers_that_are_not_ours_pass_through() {
+        let mut ctx = Ctx::default();
+        assert_eq!(ctx.begin_answer(200, Instant::now()), None);
+        let chunk = Bytes::from("as is");
+        assert_eq!(
+            ctx.translate_body(Some(chunk.clone()), true, Instant::now()),
+            Some(chunk)
+        );
+    }
+}
