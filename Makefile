@@ -16,7 +16,7 @@ run: check-deps
 DEMO_ENV = DEMO_GEMINI_KEY=sim-gemini-key DEMO_ANTHROPIC_KEY=sim-anthropic-key DEMO_OPENAI_KEY=sim-openai-key \
 	DEMO_VERTEX_PROJECT=tollgate-test DEMO_VERTEX_CREDENTIALS=$(CURDIR)/tests/fixtures/test-service-account.json
 demo: check-deps
-	$(CARGO) build --bins
+	$(CARGO) build --workspace --bins
 	mkdir -p data && rm -f data/demo.db*
 	./target/debug/tollgate-sim --listen 127.0.0.1:18000 --vertex-project tollgate-test > data/demo-sim.log & echo $$! > data/demo-sim.pid
 	@ws=$$(./target/debug/tollgate -c conf/demo.yaml --json workspace create --name demo | sed -n 's/.*"id": "\(ws_[^"]*\)".*/\1/p' | head -n1); \
@@ -29,11 +29,12 @@ demo: check-deps
 	$(DEMO_ENV) ./target/debug/tollgate -c conf/demo.yaml serve
 
 build: check-deps
-	$(CARGO) build --release --bins
+	$(CARGO) build --release --workspace --bins
 
-## Everything the project tests: unit, store suite (SQLite and PostgreSQL), integration.
+## Everything the project tests: unit, the simulator's own tests, and the one integration binary
+## (store suite on SQLite and PostgreSQL, the gateway end to end).
 test: check-deps check-pg venv
-	TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test --lib --bins --tests -- --test-threads=2
+	TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test --workspace --lib --bins --tests -- --test-threads=2
 
 ## The official OpenAI Python SDK in a local venv (used by the SDK integration test).
 venv: .venv/.stamp
@@ -44,7 +45,7 @@ venv: .venv/.stamp
 
 lint: check-deps
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## Speed and memory numbers (never asserted in tests).
 bench: check-deps

@@ -10,10 +10,11 @@ use serde_json::Value;
 
 pub use crate::fake_upstream::{FakeUpstream, FAKE_KEY};
 
-/// The provider simulator (`tollgate-sim`) on a free port; killed on drop.
+/// The provider simulator (`tollgate-sim`), in-process on its own thread and runtime, on a
+/// free port; stopped on drop.
 pub struct Sim {
     pub url: String,
-    _child: ChildGuard,
+    _running: tollgate_sim::Running,
 }
 
 impl Sim {
@@ -21,32 +22,14 @@ impl Sim {
         Self::start_with(&[])
     }
 
+    /// A simulator with extra flags of the `tollgate-sim` binary (e.g. `--latency-ms 50`).
     pub fn start_with(args: &[&str]) -> Sim {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-sim"))
-            .args([
-                "--listen",
-                "127.0.0.1:0",
-                "--vertex-project",
-                "tollgate-test",
-            ])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line.trim().rsplit(' ').next().unwrap().to_owned();
-        assert!(
-            url.starts_with("http://127.0.0.1:"),
-            "unexpected sim banner {line:?}"
-        );
+        let mut all = vec!["--vertex-project", "tollgate-test"];
+        all.extend_from_slice(args);
+        let running = tollgate_sim::spawn(&all).expect("start the simulator");
         Sim {
-            url,
-            _child: ChildGuard(child),
+            url: running.url.clone(),
+            _running: running,
         }
     }
 

@@ -1,5 +1,8 @@
-//! Integration tests: the real `tollgate serve` process against the upstream simulator, over
-//! loopback HTTP. One binary; every test starts its own simulator and gateway.
+//! Integration tests, in one binary with one harness (`harness.rs`): the real `tollgate serve`
+//! process against the upstream simulator (in-process, `tollgate_sim::spawn`) over loopback
+//! HTTP, every test with its own simulator and gateway on free ports; the store suite on
+//! SQLite and PostgreSQL (`store.rs`); the ledger writer against a real store; the Gemini
+//! adapter against the simulator's request validation (`gemini_adapter.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod anthropic;
@@ -9,9 +12,12 @@ mod embeddings;
 mod fake_upstream;
 mod foundation;
 mod gemini;
+mod gemini_adapter;
 mod harness;
+mod ledger_writer;
 mod openai_compat;
 mod outage;
 mod python_sdk;
 mod raw;
+mod store;
 mod sync;

@@ -1,11 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The Gemini adapter against `tollgate-sim`, which validates request bodies the way Google
 //! does (unknown fields, roles, thinking ranges per model, thought signatures on replayed
 //! calls). Requests are built and answers translated by the library's adapter; only the
 //! transport is done here, so a translator bug shows up as the simulator's 400.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::Arc;
 
 use bytes::BytesMut;
@@ -14,42 +11,9 @@ use tollgate::api::{Operation, RawRequest};
 use tollgate::catalog::{Endpoint, Family, Model, ModelKind, Pricing, Profile, Route, RouteKind};
 use tollgate::providers::{adapter_for, Credentials, Plan, ResponseCx, Secret, Target};
 
+use crate::harness::Sim;
+
 const GKEY: &str = "sim-gemini-key";
-
-struct Sim {
-    child: Child,
-    _stdout: BufReader<ChildStdout>,
-    base: String,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_sim() -> Sim {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-sim"))
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("spawn tollgate-sim");
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("tollgate-sim listening on ")
-        .unwrap()
-        .to_owned();
-    Sim {
-        child,
-        _stdout: out,
-        base,
-    }
-}
 
 /// The profiles of conf/catalog.yaml, by name.
 fn catalog_profile(name: &str) -> Profile {
@@ -104,7 +68,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
     let req = RawRequest::parse(&bytes, Operation::Chat).unwrap();
     let route = Route {
         kind: RouteKind::GeminiApi,
-        endpoint: Endpoint::parse(&sim.base).unwrap(),
+        endpoint: Endpoint::parse(&sim.url).unwrap(),
         region: None,
         addr: None,
     };
@@ -121,7 +85,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
     let Plan::Proxy { request: up, .. } = adapter.plan(&req, &target, &creds).unwrap() else {
         panic!("gemini chat is one proxied request");
     };
-    let mut rb = reqwest::Client::new().post(format!("{}{}", sim.base, up.path));
+    let mut rb = reqwest::Client::new().post(format!("{}{}", sim.url, up.path));
     for (k, v) in &up.headers {
         rb = rb.header(k.as_str(), v.to_str().unwrap());
     }
@@ -172,7 +136,7 @@ fn replay(call: &Value) -> Value {
 
 #[tokio::test]
 async fn gemini3_tool_call_round_trips_its_signature() {
-    let sim = start_sim();
+    let sim = Sim::start();
     let m = model("gemini-3-pro-preview", "gemini-3-pro");
     for stream in [false, true] {
         let ask = json!({"model": "x", "stream": stream, "tools": weather_tools(), "tool_choice": "required",
@@ -216,7 +180,7 @@ async fn gemini3_tool_call_round_trips_its_signature() {
 
 #[tokio::test]
 async fn thinking_and_parameters_are_accepted_per_model() {
-    let sim = start_sim();
+    let sim = Sim::start();
     let everything = |extra: Value| {
         let mut v = json!({"model": "x", "messages": [{"role": "user", "content": "Why?"}],
             "temperature": 0.3, "top_p": 0.9, "top_k": 20, "max_tokens": 4000, "stop": ["\n\n\n"], "n": 1,
@@ -313,7 +277,7 @@ async fn thinking_and_parameters_are_accepted_per_model() {
 
 #[tokio::test]
 async fn images_and_multi_turn_history_are_accepted() {
-    let sim = start_sim();
+    let sim = Sim::start();
     let m = model("gemini-2.5-flash", "gemini-2.5-flash");
     let body = json!({"model": "x", "messages": [
         {"role": "developer", "content": "Describe images."},

@@ -1,7 +1,6 @@
 //! The ledger writer against a real store: a shutdown drains the queue into the database, and
 //! records the database refuses for good are set aside for an operator (spooling during an
 //! outage and its replay are covered end to end by `tests/it/outage.rs`).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 

@@ -85,8 +85,6 @@ mod record;
 mod respond;
 mod vertex;
 
-use std::io::Write as _;
-use std::process::ExitCode;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,45 +102,46 @@ use crate::faults::{Fault, FaultQueue, StreamFault, Surface};
 use crate::record::{Recorder, Route, Stats};
 use crate::respond::{LatencyOverride, JSON_PLAIN};
 
+/// The simulator's flags (also what [`spawn`] takes, as command-line words).
 #[derive(Parser, Debug)]
 #[command(
     name = "tollgate-sim",
     about = "Upstream simulator for the tollgate gateway (Gemini, Vertex, Anthropic, OpenAI)"
 )]
-struct Cli {
+pub struct Options {
     /// Address to listen on; port 0 picks a free port.
     #[arg(long, default_value = "127.0.0.1:0")]
-    listen: String,
+    pub listen: String,
     #[arg(long, default_value = "sim-gemini-key")]
-    gemini_key: String,
+    pub gemini_key: String,
     #[arg(long, default_value = "sim-anthropic-key")]
-    anthropic_key: String,
+    pub anthropic_key: String,
     #[arg(long, default_value = "sim-openai-key")]
-    openai_key: String,
+    pub openai_key: String,
     /// `expires_in` of issued OAuth tokens (and their real lifetime).
     #[arg(long, default_value_t = 3600)]
-    token_ttl_secs: u64,
+    pub token_ttl_secs: u64,
     /// Delay before response headers.
     #[arg(long, default_value_t = 0)]
-    latency_ms: u64,
+    pub latency_ms: u64,
     /// Delay between stream events.
     #[arg(long, default_value_t = 0)]
-    chunk_delay_ms: u64,
+    pub chunk_delay_ms: u64,
     /// Number of content events a streamed answer is split into.
     #[arg(long, default_value_t = 3)]
-    chunks: usize,
+    pub chunks: usize,
     /// Do not record requests (for load benches).
     #[arg(long)]
-    no_record: bool,
+    pub no_record: bool,
     /// Keep at most this many recorded requests.
     #[arg(long, default_value_t = 100_000)]
-    record_max: usize,
+    pub record_max: usize,
     /// Tokio worker threads (1 = current-thread runtime).
     #[arg(long, default_value_t = 1)]
-    threads: usize,
+    pub threads: usize,
     /// Only this Vertex project is authorised (others get the IAM 403).
     #[arg(long)]
-    vertex_project: Option<String>,
+    pub vertex_project: Option<String>,
 }
 
 pub struct Config {
@@ -461,54 +460,20 @@ fn control(sim: &Sim, method: &Method, path: &str, query: &str, body: &Bytes) ->
     }
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let rt = if cli.threads <= 1 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(cli.threads)
-            .enable_all()
-            .build()
-    };
-    match rt {
-        Ok(rt) => rt.block_on(run(cli)),
-        Err(e) => {
-            eprintln!("tollgate-sim: cannot start runtime: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run(cli: Cli) -> ExitCode {
-    let listener = match tokio::net::TcpListener::bind(&cli.listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("tollgate-sim: cannot listen on {}: {e}", cli.listen);
-            return ExitCode::FAILURE;
-        }
-    };
-    let addr = match listener.local_addr() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("tollgate-sim: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
+/// Serves the simulator on `listener`.
+pub async fn serve(listener: tokio::net::TcpListener, opts: Options) -> std::io::Result<()> {
     let sim = Arc::new(Sim {
         cfg: Config {
-            gemini_key: cli.gemini_key,
-            anthropic_key: cli.anthropic_key,
-            openai_key: cli.openai_key,
-            token_ttl_secs: cli.token_ttl_secs,
-            latency_ms: cli.latency_ms,
-            chunk_delay_ms: cli.chunk_delay_ms,
-            chunks: cli.chunks.max(1),
-            vertex_project: cli.vertex_project,
+            gemini_key: opts.gemini_key,
+            anthropic_key: opts.anthropic_key,
+            openai_key: opts.openai_key,
+            token_ttl_secs: opts.token_ttl_secs,
+            latency_ms: opts.latency_ms,
+            chunk_delay_ms: opts.chunk_delay_ms,
+            chunks: opts.chunks.max(1),
+            vertex_project: opts.vertex_project,
         },
-        rec: Recorder::new(!cli.no_record, cli.record_max),
+        rec: Recorder::new(!opts.no_record, opts.record_max),
         stats: Stats::default(),
         faults: FaultQueue::default(),
         tokens: oauth::TokenStore::default(),
@@ -516,20 +481,77 @@ async fn run(cli: Cli) -> ExitCode {
         pcache: anthropic::PromptCache::default(),
     });
     let app = Router::new().fallback(dispatch).with_state(sim);
-    {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "tollgate-sim listening on http://{addr}");
-        let _ = out.flush();
-    }
     use axum::serve::ListenerExt as _;
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
     });
-    match axum::serve(listener, app).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("tollgate-sim: server error: {e}");
-            ExitCode::FAILURE
+    axum::serve(listener, app).await
+}
+
+/// A simulator running on its own thread and runtime, for tests in other crates: it listens
+/// on a free loopback port and stops (connections and all) when dropped.
+pub struct Running {
+    pub url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts a simulator with `args` (the binary's flags, e.g. `["--latency-ms", "50"]`) on
+/// `127.0.0.1:0`.
+pub fn spawn(args: &[&str]) -> Result<Running, String> {
+    let opts = Options::try_parse_from(std::iter::once("tollgate-sim").chain(args.iter().copied()))
+        .map_err(|e| e.to_string())?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    listener.set_nonblocking(true).map_err(|e| e.to_string())?;
+    let url = format!(
+        "http://{}",
+        listener.local_addr().map_err(|e| e.to_string())?
+    );
+    let runtime = runtime(opts.threads).map_err(|e| e.to_string())?;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name("tollgate-sim".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    return;
+                };
+                tokio::spawn(serve(listener, opts));
+                let _ = stopped.await;
+            });
+            // Dropping the runtime ends the server and every connection still open (a
+            // stalled stream included), so a dropped simulator is gone at once.
+            drop(runtime);
+        })
+        .map_err(|e| e.to_string())?;
+    Ok(Running {
+        url,
+        stop: Some(stop),
+        thread: Some(thread),
+    })
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// A current-thread runtime for one worker, else a multi-thread one.
+pub fn runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads <= 1 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
     }
 }

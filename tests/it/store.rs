@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The one store suite: every case is written once and runs against both backends —
 //! `sqlite::<case>` on a temporary database file, `pg::<case>` in a fresh PostgreSQL schema
 //! (at `TOLLGATE_TEST_PG_URL`, default `postgres://postgres@127.0.0.1:5432/test`), so the two
@@ -170,7 +169,7 @@ macro_rules! suite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    crate::run_sqlite(super::$case).await;
+                    crate::store::run_sqlite(super::$case).await;
                 }
             )*
         }
@@ -178,7 +177,7 @@ macro_rules! suite {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    crate::run_pg(super::$case).await;
+                    crate::store::run_pg(super::$case).await;
                 }
             )*
         }
