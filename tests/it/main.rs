@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod anthropic;
+mod architecture;
 mod billing;
 mod bodies;
 mod embeddings;
@@ -19,5 +20,6 @@ mod openai_compat;
 mod outage;
 mod python_sdk;
 mod raw;
+mod shipped;
 mod store;
 mod sync;

@@ -1,0 +1,210 @@
+//! The layout's rules, checked on the source: Pingora stays in the proxy and the server wiring,
+//! the rooms of `src/` import each other one way only, and providers stay pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Where Pingora may be named: the proxy, the server wiring, and the configuration's copy of
+/// Pingora's own server settings (`ServerConf`).
+const PINGORA_ALLOWED: &[&str] = &["src/proxy/", "src/server.rs", "src/config/mod.rs"];
+
+/// What the provider families may import: pure translation over the wire types and catalog.
+const PROVIDERS_MAY_IMPORT: &[&str] = &["api", "catalog", "money"];
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `(path relative to the crate, code lines)` of every source file; comments left out.
+fn code() -> Vec<(String, Vec<String>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    sources(&root.join("src"), &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let rel = path
+                .strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines = text
+                .lines()
+                .map(str::trim_start)
+                .filter(|l| !l.starts_with("//"))
+                .map(str::to_owned)
+                .collect();
+            (rel, lines)
+        })
+        .collect()
+}
+
+/// `src/proxy/mod.rs` → `proxy`, `src/server.rs` → `server`.
+fn room(rel: &str) -> String {
+    let tail = rel.trim_start_matches("src/");
+    let first = tail.split('/').next().unwrap();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// The rooms each line names through `crate::<room>`.
+fn named_rooms(line: &str) -> impl Iterator<Item = String> + '_ {
+    line.match_indices("crate::").map(move |(i, _)| {
+        line[i + "crate::".len()..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    })
+}
+
+fn room_graph() -> Graph {
+    let mut graph = Graph::new();
+    for (rel, lines) in code() {
+        let from = room(&rel);
+        let edges = graph.entry(from.clone()).or_default();
+        for line in &lines {
+            edges.extend(named_rooms(line).filter(|to| !to.is_empty() && *to != from));
+        }
+    }
+    graph
+}
+
+/// Whether the line names a Pingora crate path (`pingora::…`, `pingora_core::…`, …).
+fn names_pingora(line: &str) -> bool {
+    line.match_indices("pingora").any(|(i, _)| {
+        let before = line[..i].chars().next_back();
+        let word: String = line[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        !before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
+            && line[i + word.len()..].starts_with("::")
+    })
+}
+
+#[test]
+fn pingora_stays_in_the_proxy_and_the_server_wiring() {
+    let mut offenders = Vec::new();
+    for (rel, lines) in code() {
+        let allowed = PINGORA_ALLOWED.iter().any(|a| rel.starts_with(a));
+        for line in lines.iter().filter(|l| names_pingora(l)) {
+            let config_server_conf = rel == "src/config/mod.rs" && line.contains("ServerConf");
+            if !allowed || (rel == "src/config/mod.rs" && !config_server_conf) {
+                offenders.push(format!("{rel}: {line}"));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "Pingora named outside src/proxy/ and src/server.rs (config may name only ServerConf):\n{}",
+        offenders.join("\n")
+    );
+}
+
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// An import circle in `graph`, as the path that closes it, if there is one.
+fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &Graph,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(i) = path.iter().position(|p| p == node) {
+            let mut cycle = path[i..].to_vec();
+            cycle.push(node.to_owned());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, graph, path, done) {
+                return Some(cycle);
+            }
+        }
+        path.pop();
+        done.insert(node.to_owned());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|start| visit(start, graph, &mut Vec::new(), &mut done))
+}
+
+#[test]
+fn rooms_import_each_other_one_way() {
+    let graph = room_graph();
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import circle between rooms: {}", cycle.join(" → "));
+    }
+    assert!(
+        graph.contains_key("proxy") && graph.contains_key("admission"),
+        "{graph:?}"
+    );
+    for (room, edges) in graph.iter().filter(|(room, _)| *room != "server") {
+        assert!(
+            !edges.contains("proxy"),
+            "{room} imports proxy: only the server wiring may"
+        );
+    }
+}
+
+#[test]
+fn the_cycle_check_finds_circles() {
+    let edge = |a: &str, b: &[&str]| (a.to_owned(), b.iter().map(|s| (*s).to_owned()).collect());
+    let one_way: Graph = [edge("proxy", &["store"]), edge("store", &["money"])].into();
+    assert_eq!(find_cycle(&one_way), None);
+    let circle: Graph = [
+        edge("store", &["billing"]),
+        edge("billing", &["money", "store"]),
+        edge("money", &[]),
+    ]
+    .into();
+    assert_eq!(
+        find_cycle(&circle).unwrap(),
+        ["billing", "store", "billing"],
+        "the path that closes the circle"
+    );
+}
+
+#[test]
+fn the_pingora_check_sees_paths_not_words() {
+    assert!(names_pingora("use pingora_proxy::Session;"));
+    assert!(names_pingora(
+        "let s = pingora_core::server::Server::new(None);"
+    ));
+    assert!(!names_pingora("fn reject_unknown_pingora_keys(map)"));
+    assert!(!names_pingora("Pingora's replay buffer"));
+}
+
+#[test]
+fn providers_import_only_wire_types_catalog_and_money() {
+    let graph = room_graph();
+    let extra: Vec<&String> = graph["providers"]
+        .iter()
+        .filter(|r| !PROVIDERS_MAY_IMPORT.contains(&r.as_str()))
+        .collect();
+    assert!(extra.is_empty(), "providers import {extra:?}");
+}
+
+#[test]
+fn the_money_leaf_imports_no_room() {
+    let graph = room_graph();
+    assert!(
+        graph["money"].is_empty(),
+        "money imports {:?}",
+        graph["money"]
+    );
+}
