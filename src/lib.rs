@@ -10,6 +10,7 @@ pub mod auth;
 pub mod billing;
 pub mod catalog;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod money;
 pub mod providers;

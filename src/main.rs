@@ -20,7 +20,7 @@ fn run(cli: Cli) -> Result<(), CliError> {
     init_logging(&config.tollgate.log.level, config.tollgate.log.format);
     match cli.command {
         Command::Serve { upgrade, daemon } => {
-            server::serve(config, ServeOptions { upgrade, daemon })
+            Ok(server::serve(config, ServeOptions { upgrade, daemon })?)
         }
         _ => tokio::runtime::Builder::new_current_thread()
             .enable_all()

@@ -17,19 +17,32 @@ use pingora_core::services::background::{background_service, BackgroundService};
 use pingora_core::services::listening::Service;
 
 use crate::admin::Admin;
-use crate::cli::CliError;
+use crate::commands::{self, CommandError};
 use crate::config::Config;
 use crate::proxy::Gateway;
 use crate::store;
 use crate::sync::Follower;
 use crate::upstream::credentials::{self, VertexAccount};
 
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Setup(#[from] CommandError),
+    #[error(transparent)]
+    Credentials(#[from] crate::upstream::credentials::CredentialError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
 pub struct ServeOptions {
     pub upgrade: bool,
     pub daemon: bool,
 }
 
-pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
+pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let t = config.tollgate.clone();
     let store_url = config.store_url(|k| std::env::var(k).ok());
     let env = |k: &str| std::env::var(k).ok();
@@ -46,7 +59,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
         .build()?;
     let follower = runtime.block_on(async {
         let store = store::open(&store_url).await?;
-        crate::cli::prepare_store(store.as_ref(), &t.catalog_file).await?;
+        commands::prepare_store(store.as_ref(), &t.catalog_file).await?;
         if let Some(v) = &vertex {
             let first = tokio::time::timeout(
                 Duration::from_secs(10),
@@ -57,7 +70,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), CliError> {
                 tracing::warn!("no Vertex token at start ({first:?}); the refresher keeps trying");
             }
         }
-        Ok::<_, CliError>(
+        Ok::<_, ServeError>(
             Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?,
         )
     })?;

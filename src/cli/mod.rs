@@ -1,0 +1,260 @@
+//! The `tollgate` command line: argument types, and a `run` that maps each subcommand to one
+//! operation of [`commands`](crate::commands) and one rendering (`render`). The operations
+//! are shared with the admin API; nothing here changes the store itself.
+
+mod render;
+
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands::{self, CommandError, KeyRequest};
+use crate::config::{Config, ConfigError};
+use crate::server::ServeError;
+use crate::store::{self, LimitReset, StoreError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Command(#[from] CommandError),
+    #[error(transparent)]
+    Serve(#[from] ServeError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Usage(String),
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "tollgate",
+    version,
+    about = "OpenAI-compatible LLM gateway on Pingora"
+)]
+pub struct Cli {
+    /// Configuration file.
+    #[arg(
+        short = 'c',
+        long = "conf",
+        global = true,
+        default_value = "conf/tollgate.yaml"
+    )]
+    pub conf: PathBuf,
+    /// Machine-readable JSON output.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway (migrates the store and imports the catalog first).
+    Serve {
+        /// Take over the listeners of a running instance (graceful upgrade).
+        #[arg(short = 'u', long)]
+        upgrade: bool,
+        /// Run in the background.
+        #[arg(short = 'd', long)]
+        daemon: bool,
+    },
+    /// Apply pending schema migrations.
+    Migrate,
+    #[command(subcommand)]
+    Workspace(WorkspaceCmd),
+    #[command(subcommand)]
+    Key(KeyCmd),
+    #[command(subcommand)]
+    Credit(CreditCmd),
+    #[command(subcommand)]
+    Catalog(CatalogCmd),
+    /// A workspace's usage records (oldest first).
+    Usage {
+        #[arg(long)]
+        workspace: String,
+        /// Only records finished at or after this RFC 3339 time.
+        #[arg(long)]
+        since: Option<DateTime<Utc>>,
+    },
+    /// A workspace's ledger and balance, or `ledger verify` for every workspace.
+    #[command(args_conflicts_with_subcommands = true)]
+    Ledger {
+        #[arg(long)]
+        workspace: Option<String>,
+        #[command(subcommand)]
+        verify: Option<LedgerCmd>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LedgerCmd {
+    /// Check every balance row against the sum of its ledger and its usage records; exits 1
+    /// on any disagreement.
+    Verify,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum WorkspaceCmd {
+    Create {
+        #[arg(long)]
+        name: String,
+    },
+    List,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeyCmd {
+    /// Create a key; its secret is printed once and never again.
+    Create(KeyCreate),
+    List {
+        #[arg(long)]
+        workspace: String,
+    },
+    Revoke {
+        id: String,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct KeyCreate {
+    #[arg(long)]
+    workspace: String,
+    #[arg(long)]
+    name: Option<String>,
+    /// RFC 3339 time after which the key is expired.
+    #[arg(long)]
+    expires_at: Option<DateTime<Utc>>,
+    /// Spend cap in USD per window (exact decimal).
+    #[arg(long, requires = "limit_reset")]
+    spend_limit_usd: Option<String>,
+    #[arg(long, value_enum, requires = "spend_limit_usd")]
+    limit_reset: Option<LimitReset>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CreditCmd {
+    /// Add prepaid credit (a ledger credit) to a workspace.
+    Add {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        usd: String,
+        #[arg(long)]
+        note: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CatalogCmd {
+    /// Upsert models and routes from a catalog file.
+    Import {
+        file: PathBuf,
+    },
+    List,
+}
+
+/// Loads the conf; the default path may be absent (all defaults), an explicit one may not.
+pub fn load_config(path: &Path) -> Result<Config, CliError> {
+    if !path.exists() && path == Path::new("conf/tollgate.yaml") {
+        return Ok(Config::parse("")?);
+    }
+    Ok(Config::load(path)?)
+}
+
+/// Runs an operator command (everything but `serve`): one command call, one rendering.
+pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
+    let store = store::open(&config.store_url(|k| std::env::var(k).ok())).await?;
+    let store = store.as_ref();
+    let json = cli.json;
+    if let Command::Migrate = cli.command {
+        let done = commands::migrate(store).await?;
+        return render::print(json, &done, &render::migrated(&done));
+    }
+    commands::migrate(store).await?;
+    match cli.command {
+        Command::Serve { .. } | Command::Migrate => Ok(()),
+        Command::Workspace(WorkspaceCmd::Create { name }) => {
+            let ws = commands::create_workspace(store, &name).await?;
+            render::print(json, &ws, &render::workspace_created(&ws))
+        }
+        Command::Workspace(WorkspaceCmd::List) => {
+            let list = commands::list_workspaces(store).await?;
+            render::print(json, &list, &render::workspaces(&list))
+        }
+        Command::Key(KeyCmd::Create(args)) => {
+            let created =
+                commands::create_key(store, &config.tollgate.key_prefix, args.into()).await?;
+            render::print(json, &created, &render::key_created(&created))
+        }
+        Command::Key(KeyCmd::List { workspace }) => {
+            let keys = commands::list_keys(store, &workspace).await?;
+            render::print(json, &keys, &render::keys(&keys))
+        }
+        Command::Key(KeyCmd::Revoke { id }) => {
+            let revoked = commands::revoke_key(store, &id, Utc::now()).await?;
+            render::print(json, &revoked, &render::revoked(&revoked))
+        }
+        Command::Credit(CreditCmd::Add {
+            workspace,
+            usd,
+            note,
+        }) => {
+            let credited = commands::add_credit(store, &workspace, &usd, note.as_deref()).await?;
+            render::print(json, &credited, &render::credited(&credited, &workspace))
+        }
+        Command::Catalog(CatalogCmd::Import { file }) => {
+            let imported = commands::import_catalog(store, &file).await?;
+            render::print(json, &imported, &render::imported(&imported))
+        }
+        Command::Catalog(CatalogCmd::List) => {
+            let rows = commands::list_catalog(store).await?;
+            render::print(json, &rows, &render::catalog(&rows))
+        }
+        Command::Usage { workspace, since } => {
+            let records = commands::usage(store, &workspace, since).await?;
+            render::print(json, &records, &render::usage(&records))
+        }
+        Command::Ledger {
+            verify: Some(LedgerCmd::Verify),
+            ..
+        } => {
+            let verified = commands::verify_ledger(store).await?;
+            render::print(json, &verified, &render::verified(&verified))?;
+            if verified.inconsistent.is_empty() {
+                Ok(())
+            } else {
+                Err(CliError::Usage("the ledger does not balance".into()))
+            }
+        }
+        Command::Ledger {
+            workspace: Some(workspace),
+            verify: None,
+        } => {
+            let ledger = commands::ledger(store, &workspace).await?;
+            render::print(json, &ledger, &render::ledger(&ledger))
+        }
+        Command::Ledger {
+            workspace: None,
+            verify: None,
+        } => Err(CliError::Usage(
+            "ledger needs --workspace ID, or: ledger verify".into(),
+        )),
+    }
+}
+
+impl From<KeyCreate> for KeyRequest {
+    fn from(a: KeyCreate) -> Self {
+        KeyRequest {
+            workspace: a.workspace,
+            name: a.name,
+            expires_at: a.expires_at,
+            spend_limit_usd: a.spend_limit_usd,
+            limit_reset: a.limit_reset,
+        }
+    }
+}

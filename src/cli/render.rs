@@ -1,0 +1,162 @@
+//! How command results look on a terminal; `--json` prints the results themselves.
+
+use chrono::Utc;
+use serde::Serialize;
+
+use super::CliError;
+use crate::commands::{CreatedKey, Credited, Imported, Ledger, Migrated, Revoked, Verified};
+use crate::store::{ApiKey, CatalogRows, UsageRecord, Workspace};
+
+/// Prints `value` as pretty JSON, or `text` (if any).
+pub fn print<T: Serialize>(json: bool, value: &T, text: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if json {
+        serde_json::to_writer_pretty(&mut out, value)
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        writeln!(out)?;
+    } else if !text.is_empty() {
+        writeln!(out, "{text}")?;
+    }
+    Ok(())
+}
+
+pub fn migrated(m: &Migrated) -> String {
+    format!("{} migration(s) applied", m.applied)
+}
+
+pub fn workspace_created(ws: &Workspace) -> String {
+    format!("workspace {} created ({})", ws.id, ws.name)
+}
+
+pub fn workspaces(list: &[Workspace]) -> String {
+    lines(list, |w| {
+        format!("{}  {}  {}", w.id, w.created_at.to_rfc3339(), w.name)
+    })
+}
+
+pub fn key_created(c: &CreatedKey) -> String {
+    format!(
+        "{}\nsecret (shown once, store it now): {}",
+        key(&c.key),
+        c.secret
+    )
+}
+
+pub fn keys(keys: &[ApiKey]) -> String {
+    lines(keys, key)
+}
+
+pub fn revoked(r: &Revoked) -> String {
+    if r.changed {
+        format!("key {} revoked", r.id)
+    } else {
+        format!("key {} was already revoked", r.id)
+    }
+}
+
+pub fn credited(c: &Credited, workspace: &str) -> String {
+    format!(
+        "credited {} USD to {workspace}; balance {} USD",
+        c.entry.amount, c.balance
+    )
+}
+
+pub fn imported(i: &Imported) -> String {
+    format!("imported {} model(s), {} route(s)", i.models, i.routes)
+}
+
+pub fn catalog(rows: &CatalogRows) -> String {
+    lines(&rows.models, |m| {
+        let routes: Vec<String> = rows
+            .routes
+            .iter()
+            .filter(|r| r.model_id == m.id)
+            .map(|r| format!("{}{}", r.kind, if r.active { "" } else { "(off)" }))
+            .collect();
+        format!(
+            "{:<36} {:<9} in {:>8} out {:>8}  {}{}",
+            m.id,
+            m.kind,
+            m.input_price,
+            m.output_price,
+            routes.join(","),
+            if m.active { "" } else { "  [inactive]" }
+        )
+    })
+}
+
+pub fn usage(records: &[UsageRecord]) -> String {
+    lines(records, |r| {
+        format!(
+            "{}  {}  {:<32} {:<16} in {} cached {} written {} out {} (reasoning {})  {} USD  {:?}",
+            r.finished_at.to_rfc3339(),
+            r.id,
+            r.model_id,
+            r.route,
+            r.input_tokens,
+            r.cache_read_tokens,
+            r.cache_write_tokens,
+            r.output_tokens,
+            r.reasoning_tokens,
+            r.cost,
+            r.outcome
+        )
+    })
+}
+
+pub fn verified(v: &Verified) -> String {
+    format!(
+        "{} workspace(s) checked, {} inconsistent",
+        v.checked,
+        v.inconsistent.len()
+    )
+}
+
+pub fn ledger(l: &Ledger) -> String {
+    let mut text: Vec<String> = l
+        .entries
+        .iter()
+        .map(|e| {
+            format!(
+                "{}  {:<6} {:>24} USD  {}",
+                e.created_at.to_rfc3339(),
+                format!("{:?}", e.kind).to_lowercase(),
+                e.amount,
+                e.note.as_deref().or(e.usage_id.as_deref()).unwrap_or("")
+            )
+        })
+        .collect();
+    text.push(format!("balance {} USD", l.balance));
+    text.join("\n")
+}
+
+/// One line per key: id, hint, state, name, expiry and limit.
+fn key(k: &ApiKey) -> String {
+    let state = match (k.revoked_at, k.expires_at) {
+        (Some(_), _) => "revoked".to_owned(),
+        (None, Some(at)) if at <= Utc::now() => "expired".to_owned(),
+        _ => "active".to_owned(),
+    };
+    let limit = match (k.spend_limit, k.limit_reset) {
+        (Some(l), Some(r)) => format!("  limit {l} USD/{}", r.as_str()),
+        _ => String::new(),
+    };
+    let expires = k
+        .expires_at
+        .map(|e| format!("  expires {}", e.to_rfc3339()))
+        .unwrap_or_default();
+    format!(
+        "{}  {}  {}  {}{}{}",
+        k.id,
+        k.hint,
+        state,
+        k.name.as_deref().unwrap_or("-"),
+        expires,
+        limit
+    )
+}
+
+fn lines<T>(items: &[T], line: impl Fn(&T) -> String) -> String {
+    items.iter().map(line).collect::<Vec<_>>().join("\n")
+}

@@ -1,0 +1,54 @@
+//! Getting a store ready (schema, first catalog) and the catalog commands.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::CommandResult;
+use crate::catalog::import;
+use crate::store::{CatalogRows, Store};
+
+/// How many schema migrations ran.
+#[derive(Debug, Serialize)]
+pub struct Migrated {
+    pub applied: usize,
+}
+
+/// How much of a catalog file was imported.
+#[derive(Debug, Serialize)]
+pub struct Imported {
+    pub models: usize,
+    pub routes: usize,
+}
+
+/// Migrations, then the default catalog if the catalog is empty. Idempotent.
+pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResult<()> {
+    let Migrated { applied } = migrate(store).await?;
+    if applied > 0 {
+        tracing::info!(applied, "schema migrations applied");
+    }
+    if store.catalog_is_empty().await? && Path::new(catalog_file).exists() {
+        let Imported { models, .. } = import_catalog(store, Path::new(catalog_file)).await?;
+        tracing::info!(models, file = catalog_file, "default catalog imported");
+    }
+    Ok(())
+}
+
+pub async fn migrate(store: &dyn Store) -> CommandResult<Migrated> {
+    let applied = store.migrate().await?;
+    Ok(Migrated { applied })
+}
+
+/// Upserts the models and routes of a catalog file (validated first).
+pub async fn import_catalog(store: &dyn Store, file: &Path) -> CommandResult<Imported> {
+    let rows = import::read_file(file)?;
+    store.import_catalog(&rows).await?;
+    Ok(Imported {
+        models: rows.models.len(),
+        routes: rows.routes.len(),
+    })
+}
+
+pub async fn list_catalog(store: &dyn Store) -> CommandResult<CatalogRows> {
+    Ok(store.load_catalog().await?)
+}

@@ -1,0 +1,171 @@
+//! The operations against a real (temporary SQLite) store, as the CLI and the admin API use them.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::Utc;
+
+use super::*;
+use crate::money::usd;
+use crate::store::{self, LimitReset, Store};
+
+/// A migrated store in a temporary directory (kept alive by the returned guard).
+async fn store() -> (Arc<dyn Store>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("t.db").display());
+    let store = store::open(&url).await.unwrap();
+    migrate(store.as_ref()).await.unwrap();
+    (store, dir)
+}
+
+fn catalog_file() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/conf/catalog.yaml"))
+}
+
+fn invalid(e: CommandError) -> String {
+    match e {
+        CommandError::Invalid(m) => m,
+        other => panic!("expected an invalid input, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn workspaces_are_created_and_listed() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    assert!(ws.id.starts_with("ws_"), "{}", ws.id);
+    let list = list_workspaces(s.as_ref()).await.unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        (list[0].id.as_str(), list[0].name.as_str()),
+        (ws.id.as_str(), "acme")
+    );
+}
+
+#[tokio::test]
+async fn a_key_is_minted_with_the_prefix_and_only_its_hash_kept() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let req = KeyRequest {
+        workspace: ws.id.clone(),
+        name: Some("ci".into()),
+        spend_limit_usd: Some("2.50".into()),
+        limit_reset: Some(LimitReset::Daily),
+        ..KeyRequest::default()
+    };
+    let created = create_key(s.as_ref(), "sk-test-", req).await.unwrap();
+    assert!(created.secret.starts_with("sk-test-"));
+    assert!(!created.key.secret_hash.contains(&created.secret));
+    assert_eq!(created.key.spend_limit, Some("2.5".parse().unwrap()));
+    let json = serde_json::to_value(&created).unwrap();
+    assert_eq!(
+        json["secret"],
+        created.secret.as_str(),
+        "the secret beside the key's fields"
+    );
+    assert_eq!(
+        json["id"],
+        created.key.id.as_str(),
+        "the key's fields are flattened"
+    );
+    let keys = list_keys(s.as_ref(), &ws.id).await.unwrap();
+    assert_eq!(keys.len(), 1);
+    assert_eq!(keys[0].name.as_deref(), Some("ci"));
+}
+
+#[tokio::test]
+async fn key_inputs_are_checked() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let with_limit = |usd: &str, reset: Option<LimitReset>| KeyRequest {
+        workspace: ws.id.clone(),
+        spend_limit_usd: Some(usd.into()),
+        limit_reset: reset,
+        ..KeyRequest::default()
+    };
+    let e = create_key(s.as_ref(), "sk-", with_limit("0", Some(LimitReset::Weekly)))
+        .await
+        .unwrap_err();
+    assert_eq!(invalid(e), "--spend-limit-usd must be positive");
+    let e = create_key(s.as_ref(), "sk-", with_limit("1", None))
+        .await
+        .unwrap_err();
+    assert!(invalid(e).contains("reset period"));
+    let e = create_key(
+        s.as_ref(),
+        "sk-",
+        with_limit("1.2.3", Some(LimitReset::Daily)),
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(e, CommandError::Money(_)), "{e:?}");
+    assert!(
+        list_keys(s.as_ref(), &ws.id).await.unwrap().is_empty(),
+        "nothing created"
+    );
+}
+
+#[tokio::test]
+async fn revoking_twice_changes_once() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let req = KeyRequest {
+        workspace: ws.id,
+        ..KeyRequest::default()
+    };
+    let key = create_key(s.as_ref(), "sk-", req).await.unwrap().key;
+    let first = revoke_key(s.as_ref(), &key.id, Utc::now()).await.unwrap();
+    let again = revoke_key(s.as_ref(), &key.id, Utc::now()).await.unwrap();
+    assert!(first.revoked && first.changed);
+    assert!(again.revoked && !again.changed);
+}
+
+#[tokio::test]
+async fn credit_is_exact_and_positive_and_the_books_balance() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let e = add_credit(s.as_ref(), &ws.id, "0", None).await.unwrap_err();
+    assert_eq!(invalid(e), "--usd must be positive");
+    let e = add_credit(s.as_ref(), &ws.id, "-3", None)
+        .await
+        .unwrap_err();
+    assert_eq!(invalid(e), "--usd must be positive");
+    add_credit(s.as_ref(), &ws.id, "7", Some("first"))
+        .await
+        .unwrap();
+    let c = add_credit(s.as_ref(), &ws.id, "3.000000000001", None)
+        .await
+        .unwrap();
+    assert_eq!(c.balance.pico(), usd(10).pico() + 1, "to the pico");
+    let l = ledger(s.as_ref(), &ws.id).await.unwrap();
+    assert_eq!((l.entries.len(), l.balance), (2, c.balance));
+    assert_eq!(l.entries[0].note.as_deref(), Some("first"));
+    let v = verify_ledger(s.as_ref()).await.unwrap();
+    assert_eq!((v.checked, v.inconsistent.len()), (1, 0));
+    assert!(usage(s.as_ref(), &ws.id, None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn the_default_catalog_is_imported_once_into_an_empty_store() {
+    let (s, _dir) = store().await;
+    let file = catalog_file().to_str().unwrap();
+    prepare_store(s.as_ref(), file).await.unwrap();
+    let rows = list_catalog(s.as_ref()).await.unwrap();
+    assert!(!rows.models.is_empty(), "imported at first start");
+    let imported = import_catalog(s.as_ref(), catalog_file()).await.unwrap();
+    assert_eq!(
+        imported.models,
+        rows.models.len(),
+        "a re-import upserts the same models"
+    );
+    prepare_store(s.as_ref(), file).await.unwrap();
+    assert_eq!(
+        list_catalog(s.as_ref()).await.unwrap().models.len(),
+        rows.models.len()
+    );
+    assert_eq!(
+        migrate(s.as_ref()).await.unwrap().applied,
+        0,
+        "migrations are idempotent"
+    );
+}
