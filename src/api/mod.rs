@@ -1,9 +1,17 @@
-//! The OpenAI-shaped wire the clients speak: the parsed request, usage, and the one place a
-//! gateway error becomes a status and an error envelope.
+//! The OpenAI wire format the clients speak, both directions, written once for every provider
+//! family: the request's top-level fields (`request`) and its messages, parts and tools
+//! (`chat`); the buffered completion (`completion`), the stream chunk (`chunk`), the
+//! embeddings answer (`embeddings`), `Usage` (`usage`), and the one place a gateway error
+//! becomes a status and an error envelope (`error`). Families keep only their upstream's types.
+pub mod chat;
+pub mod chunk;
+pub mod completion;
+pub mod embeddings;
 pub mod error;
 pub mod request;
 pub mod usage;
 
+pub use chat::Str;
 pub use error::GatewayError;
 pub use request::RawRequest;
 pub use usage::Usage;

@@ -1,11 +1,11 @@
-//! Family-neutral pieces of request and response translation: the borrowed JSON string
-//! [`Str`], the wording of upstream failures ([`upstream_message`], [`quote`]), and the client's reasoning controls (OpenRouter `reasoning`, OpenAI
-//! `reasoning_effort`, deprecated `include_reasoning`) read into one [`ReasoningAsk`] that each
-//! family then maps onto its own thinking knobs (Gemini `thinkingConfig`, Anthropic
-//! `thinking.budget_tokens`).
+//! Family-neutral pieces of request and response translation: the wording of upstream failures
+//! ([`upstream_message`], [`quote`]), request fields every family reads the same way
+//! ([`forwarded`], [`stop`], [`part_text`]), and the client's reasoning controls (OpenRouter
+//! `reasoning`, OpenAI `reasoning_effort`, deprecated `include_reasoning`) read into one
+//! [`ReasoningAsk`] that each family then maps onto its own thinking knobs (Gemini
+//! `thinkingConfig`, Anthropic `thinking.budget_tokens`). The wire types themselves are `api`'s.
 
 use std::borrow::Cow;
-use std::ops::Deref;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -13,18 +13,7 @@ use serde_json::value::RawValue;
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::Profile;
 
-/// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
-/// this newtype does, so unescaped strings stay slices of the request or response bytes.
-#[derive(Debug, Deserialize)]
-#[serde(transparent)]
-pub(crate) struct Str<'a>(#[serde(borrow)] pub Cow<'a, str>);
-
-impl Deref for Str<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
+pub(crate) use crate::api::Str;
 
 /// How much of an unreadable upstream error body an error message quotes.
 pub(crate) const QUOTE_LIMIT: usize = 512;
@@ -50,20 +39,6 @@ pub(crate) fn quote(body: &[u8]) -> String {
 // ---------------------------------------------------------------------------------------------
 // Request pieces every family reads the same way
 // ---------------------------------------------------------------------------------------------
-
-/// An `image_url` content part's URL.
-#[derive(Deserialize)]
-pub(crate) struct UrlIn<'a> {
-    #[serde(borrow)]
-    pub url: Str<'a>,
-}
-
-/// A `cache_control` breakpoint (OpenRouter convention); only its TTL matters upstream.
-#[derive(Deserialize)]
-pub(crate) struct CacheControlIn<'a> {
-    #[serde(borrow, default)]
-    pub ttl: Option<Str<'a>>,
-}
 
 /// The request's `field` if the profile forwards `profile_field`; otherwise it is dropped.
 pub(crate) fn forwarded<'a, T: Deserialize<'a>>(

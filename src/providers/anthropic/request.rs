@@ -33,44 +33,17 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::api::{GatewayError, RawRequest};
+use crate::api::chat::{MessageIn, PartIn};
+use crate::api::{GatewayError, RawRequest, Str};
 use crate::catalog::{Profile, Thinking};
-use crate::providers::common::{
-    forwarded, part_text, reasoning_ask, stop, Ask, CacheControlIn, Effort, Str, UrlIn,
-};
+use crate::providers::common::{forwarded, part_text, reasoning_ask, stop, Ask, Effort};
 use crate::providers::Target;
 
 /// `max_tokens` when neither the client nor the catalog names one.
 const FALLBACK_MAX_TOKENS: u32 = 4096;
-
-// ----- what the client sends -----------------------------------------------------------------
-
-#[derive(Deserialize)]
-struct MessageIn<'a> {
-    #[serde(borrow)]
-    role: Str<'a>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tool_calls: Option<Vec<&'a RawValue>>,
-    #[serde(borrow, default)]
-    cache_control: Option<CacheControlIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct PartIn<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Str<'a>,
-    #[serde(borrow, default)]
-    text: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    image_url: Option<UrlIn<'a>>,
-    #[serde(borrow, default)]
-    cache_control: Option<CacheControlIn<'a>>,
-}
 
 // ----- what Anthropic receives ---------------------------------------------------------------
 
@@ -365,12 +338,7 @@ fn content<'a>(i: usize, raw: Option<&'a RawValue>) -> Result<Vec<PartIn<'a>>, G
         serde_json::from_str(raw.get()).map_err(bad)
     } else {
         let text: Str<'a> = serde_json::from_str(raw.get()).map_err(bad)?;
-        Ok(vec![PartIn {
-            kind: Str(Cow::Borrowed("text")),
-            text: Some(text),
-            image_url: None,
-            cache_control: None,
-        }])
+        Ok(vec![PartIn::text(text)])
     }
 }
 

@@ -14,11 +14,13 @@
 //!
 //! Fixtures: `anthropic-message-*.json` (table test below).
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::api::usage::OpenAiUsage;
+use crate::api::completion::{Choice, Completion, FunctionCall, Message, ToolCall};
 use crate::api::Usage;
 use crate::providers::common::Str;
 use crate::providers::{ResponseCx, TranslateError, Translated};
@@ -101,53 +103,6 @@ pub(super) fn finish_reason(stop_reason: &str) -> &'static str {
     }
 }
 
-/// One OpenAI tool call; `index` is set in stream deltas only.
-#[derive(Serialize)]
-pub(super) struct ToolCallOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub index: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub id: Option<&'a str>,
-    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
-    pub kind: Option<&'static str>,
-    pub function: FunctionOut<'a>,
-}
-
-#[derive(Serialize)]
-pub(super) struct FunctionOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub name: Option<&'a str>,
-    pub arguments: String,
-}
-
-#[derive(Serialize)]
-struct Completion<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: [Choice<'a>; 1],
-    usage: OpenAiUsage,
-}
-
-#[derive(Serialize)]
-struct Choice<'a> {
-    index: u32,
-    message: MessageOut<'a>,
-    logprobs: Option<()>,
-    finish_reason: &'static str,
-}
-
-#[derive(Serialize)]
-struct MessageOut<'a> {
-    role: &'static str,
-    content: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<ToolCallOut<'a>>,
-}
-
 pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
     let resp: MessageResponse =
         serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
@@ -162,11 +117,11 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
         match &*b.kind {
             "text" => text.push_str(b.text.as_deref().unwrap_or("")),
             "thinking" => thoughts.push_str(b.thinking.as_deref().unwrap_or("")),
-            "tool_use" => tool_calls.push(ToolCallOut {
+            "tool_use" => tool_calls.push(ToolCall {
                 index: None,
-                id: b.id.as_deref(),
+                id: b.id.as_deref().map(Cow::Borrowed),
                 kind: Some("function"),
-                function: FunctionOut {
+                function: FunctionCall {
                     name: b.name.as_deref(),
                     arguments: b
                         .input
@@ -177,24 +132,24 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
         }
     }
     let finish = resp.stop_reason.as_deref().map_or("stop", finish_reason);
-    let completion = Completion {
-        id: &cx.id,
-        object: "chat.completion",
-        created: cx.created,
-        model: &cx.model_id,
-        choices: [Choice {
-            index: 0,
-            message: MessageOut {
-                role: "assistant",
-                content: (!text.is_empty()).then_some(text),
-                reasoning: (!thoughts.is_empty() && !cx.exclude_reasoning).then_some(thoughts),
-                tool_calls,
-            },
-            logprobs: None,
-            finish_reason: finish,
-        }],
-        usage: usage.to_openai(),
+    let choice = Choice {
+        index: 0,
+        message: Message {
+            role: "assistant",
+            content: (!text.is_empty()).then_some(text),
+            reasoning: (!thoughts.is_empty() && !cx.exclude_reasoning).then_some(thoughts),
+            tool_calls,
+        },
+        logprobs: None,
+        finish_reason: finish,
     };
+    let completion = Completion::new(
+        &cx.id,
+        cx.created,
+        &cx.model_id,
+        vec![choice],
+        usage.to_openai(),
+    );
     let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
     Ok(Translated {
         body: Bytes::from(body),

@@ -19,12 +19,16 @@
 //! Output never depends on how the upstream bytes were cut (tests split every fixture at every
 //! offset).
 
+use std::borrow::Cow;
+
 use bytes::BytesMut;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
-use super::response::{finish_reason, BlockIn, FunctionOut, ToolCallOut, UsageIn};
+use super::response::{finish_reason, BlockIn, UsageIn};
+use crate::api::chunk::{Chunk, ChunkChoice, Delta};
+use crate::api::completion::{FunctionCall, ToolCall};
 use crate::api::Usage;
 use crate::providers::common::Str;
 use crate::providers::sse::{self, SseFramer};
@@ -84,34 +88,6 @@ struct DeltaIn<'a> {
     partial_json: Option<Str<'a>>,
     #[serde(borrow, default)]
     stop_reason: Option<Str<'a>>,
-}
-
-#[derive(Serialize)]
-struct Chunk<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: [ChunkChoice<'a>; 1],
-}
-
-#[derive(Serialize)]
-struct ChunkChoice<'a> {
-    index: u32,
-    delta: Delta<'a>,
-    finish_reason: Option<&'static str>,
-}
-
-#[derive(Serialize, Default)]
-struct Delta<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_calls: Option<[ToolCallOut<'a>; 1]>,
 }
 
 impl AnthropicStream {
@@ -191,11 +167,11 @@ impl AnthropicStream {
                 self.tool_calls += 1;
                 self.blocks.push((index, Some(k)));
                 let delta = Delta {
-                    tool_calls: Some([ToolCallOut {
+                    tool_calls: Some([ToolCall {
                         index: Some(k),
-                        id: block.id.as_deref(),
+                        id: block.id.as_deref().map(Cow::Borrowed),
                         kind: Some("function"),
-                        function: FunctionOut {
+                        function: FunctionCall {
                             name: block.name.as_deref(),
                             arguments: String::new(),
                         },
@@ -255,11 +231,11 @@ impl AnthropicStream {
                 else {
                     return;
                 };
-                delta.tool_calls = Some([ToolCallOut {
+                delta.tool_calls = Some([ToolCall {
                     index: Some(k),
                     id: None,
                     kind: None,
-                    function: FunctionOut {
+                    function: FunctionCall {
                         name: None,
                         arguments: json.to_owned(),
                     },

@@ -51,13 +51,12 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use base64::Engine as _;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{header, transport, Str};
-use crate::api::{GatewayError, RawRequest, Usage};
+use crate::api::{embeddings, GatewayError, RawRequest, Usage};
 use crate::catalog::RouteKind;
 use crate::providers::{
     Credentials, FanOut, ResponseCx, Target, TranslateError, Translated, UpstreamRequest,
@@ -547,7 +546,8 @@ impl JoinPlan {
                 )));
             }
         }
-        let body = render(&vectors, self.base64, &cx.model_id, tokens)?;
+        let body = embeddings::render(&vectors, self.base64, &cx.model_id, tokens)
+            .map_err(|e| TranslateError::Shape(e.to_string()))?;
         Ok(Translated {
             body,
             usage: Usage {
@@ -556,76 +556,6 @@ impl JoinPlan {
             },
         })
     }
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Vector<'a> {
-    Float(&'a [f32]),
-    Base64(String),
-}
-
-#[derive(Serialize)]
-struct Item<'a> {
-    object: &'static str,
-    index: usize,
-    embedding: Vector<'a>,
-}
-
-#[derive(Serialize)]
-struct EmbeddingUsage {
-    prompt_tokens: u64,
-    /// Always 0: clients that read it (chat-shaped usage readers) see no output.
-    completion_tokens: u64,
-    total_tokens: u64,
-}
-
-#[derive(Serialize)]
-struct List<'a> {
-    object: &'static str,
-    data: Vec<Item<'a>>,
-    model: &'a str,
-    usage: EmbeddingUsage,
-}
-
-/// Little-endian `f32` bytes in standard padded base64, as the OpenAI API encodes vectors.
-pub fn base64_vector(v: &[f32]) -> String {
-    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-    base64::engine::general_purpose::STANDARD.encode(bytes)
-}
-
-fn render(
-    vectors: &[Vec<f32>],
-    base64: bool,
-    model: &str,
-    tokens: u64,
-) -> Result<Bytes, TranslateError> {
-    let data = vectors
-        .iter()
-        .enumerate()
-        .map(|(index, v)| Item {
-            object: "embedding",
-            index,
-            embedding: if base64 {
-                Vector::Base64(base64_vector(v))
-            } else {
-                Vector::Float(v)
-            },
-        })
-        .collect();
-    let list = List {
-        object: "list",
-        data,
-        model,
-        usage: EmbeddingUsage {
-            prompt_tokens: tokens,
-            completion_tokens: 0,
-            total_tokens: tokens,
-        },
-    };
-    serde_json::to_vec(&list)
-        .map(Bytes::from)
-        .map_err(|e| TranslateError::Shape(e.to_string()))
 }
 
 #[cfg(test)]
@@ -765,6 +695,7 @@ mod tests {
     }
 
     fn decode(b64: &Value) -> Vec<f32> {
+        use base64::Engine as _;
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(b64.as_str().unwrap())
             .unwrap();
@@ -1148,8 +1079,8 @@ mod tests {
 
     #[test]
     fn base64_is_little_endian_f32() {
-        assert_eq!(base64_vector(&[1.0, -2.0]), "AACAPwAAAMA=");
-        assert_eq!(base64_vector(&[]), "");
+        assert_eq!(embeddings::base64_vector(&[1.0, -2.0]), "AACAPwAAAMA=");
+        assert_eq!(embeddings::base64_vector(&[]), "");
     }
 
     #[test]

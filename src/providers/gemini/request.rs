@@ -24,126 +24,20 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::thinking::{thinking_config, ThinkingConfig};
 use super::{call_id_signature, Str};
+use crate::api::chat::{MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, ToolCallIn, ToolIn};
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::Profile;
-use crate::providers::common::{forwarded, part_text, stop, CacheControlIn, UrlIn};
+use crate::providers::common::{forwarded, part_text, stop};
 
-// ---------------------------------------------------------------------------------------------
-// What the client sends (OpenAI chat, OpenRouter extensions)
-// ---------------------------------------------------------------------------------------------
-
-#[derive(Deserialize)]
-struct MessageIn<'a> {
-    #[serde(borrow)]
-    role: Str<'a>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    name: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    tool_calls: Option<Vec<ToolCallIn<'a>>>,
-    #[serde(borrow, default)]
-    tool_call_id: Option<Str<'a>>,
-}
-
+/// A message's content: a string, or parts (the client's wire types are `api::chat`'s).
 enum ContentIn<'a> {
     Text(Str<'a>),
     Parts(Vec<PartIn<'a>>),
-}
-
-#[derive(Deserialize)]
-struct PartIn<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Str<'a>,
-    #[serde(borrow, default)]
-    text: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    image_url: Option<UrlIn<'a>>,
-    #[serde(borrow, default)]
-    input_audio: Option<AudioIn<'a>>,
-    #[serde(borrow, default)]
-    file: Option<FileIn<'a>>,
-    #[serde(borrow, default)]
-    cache_control: Option<CacheControlIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct AudioIn<'a> {
-    #[serde(borrow)]
-    data: Str<'a>,
-    #[serde(borrow)]
-    format: Str<'a>,
-}
-
-#[derive(Deserialize)]
-struct FileIn<'a> {
-    #[serde(borrow, default)]
-    file_data: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ToolCallIn<'a> {
-    #[serde(borrow)]
-    id: Str<'a>,
-    #[serde(borrow)]
-    function: FunctionCallIn<'a>,
-}
-
-#[derive(Deserialize)]
-struct FunctionCallIn<'a> {
-    #[serde(borrow)]
-    name: Str<'a>,
-    #[serde(borrow, default)]
-    arguments: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ToolIn<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Str<'a>,
-    #[serde(borrow, default)]
-    function: Option<FunctionDeclIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct FunctionDeclIn<'a> {
-    #[serde(borrow)]
-    name: Str<'a>,
-    #[serde(borrow, default)]
-    description: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    parameters: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct NamedFunctionIn<'a> {
-    #[serde(borrow)]
-    function: NameIn<'a>,
-}
-
-#[derive(Deserialize)]
-struct NameIn<'a> {
-    #[serde(borrow)]
-    name: Str<'a>,
-}
-
-#[derive(Deserialize)]
-struct ResponseFormatIn<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Str<'a>,
-    #[serde(borrow, default)]
-    json_schema: Option<JsonSchemaIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct JsonSchemaIn<'a> {
-    #[serde(borrow, default)]
-    schema: Option<&'a RawValue>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -16,12 +16,15 @@
 //! Fixtures: `gemini-generate-*.json`, `gemini-function-call-*.json`,
 //! `gemini-prompt-blocked-safety-vertex.json` (table test below).
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::{mint_call_id, Str};
-use crate::api::usage::OpenAiUsage;
+use crate::api;
+use crate::api::completion::{Choice, Completion, Message, ToolCall};
 use crate::api::Usage;
 use crate::providers::{ResponseCx, TranslateError, Translated};
 
@@ -173,37 +176,28 @@ impl Finish {
     }
 }
 
-/// One OpenAI tool call; `index` is set in stream deltas only.
-#[derive(Serialize)]
-pub(super) struct ToolCallOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub index: Option<u32>,
-    pub id: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    pub function: FunctionOut<'a>,
-}
-
-#[derive(Serialize)]
-pub(super) struct FunctionOut<'a> {
-    pub name: &'a str,
-    pub arguments: String,
-}
-
-impl<'a> ToolCallOut<'a> {
-    /// The `k`-th call of response `cx_id`, from a `functionCall` part.
-    pub fn new(cx_id: &str, k: usize, call: &'a FunctionCall<'_>, part: &Part<'_>) -> Self {
-        Self {
-            index: None,
-            id: mint_call_id(cx_id, k, part.thought_signature.as_deref()),
-            kind: "function",
-            function: FunctionOut {
-                name: &call.name,
-                arguments: call
-                    .args
-                    .map_or_else(|| "{}".to_owned(), |a| compact(a.get())),
-            },
-        }
+/// The `k`-th tool call of response `cx_id`, from a `functionCall` part (its id minted, the
+/// part's thought signature inside it).
+pub(super) fn tool_call<'a>(
+    cx_id: &str,
+    k: usize,
+    call: &'a FunctionCall<'_>,
+    part: &Part<'_>,
+) -> ToolCall<'a> {
+    ToolCall {
+        index: None,
+        id: Some(Cow::Owned(mint_call_id(
+            cx_id,
+            k,
+            part.thought_signature.as_deref(),
+        ))),
+        kind: Some("function"),
+        function: api::completion::FunctionCall {
+            name: Some(&call.name),
+            arguments: call
+                .args
+                .map_or_else(|| "{}".to_owned(), |a| compact(a.get())),
+        },
     }
 }
 
@@ -229,34 +223,6 @@ pub(super) fn compact(json: &str) -> String {
     out
 }
 
-#[derive(Serialize)]
-struct Completion<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: Vec<Choice<'a>>,
-    usage: OpenAiUsage,
-}
-
-#[derive(Serialize)]
-struct Choice<'a> {
-    index: u32,
-    message: Message<'a>,
-    logprobs: Option<()>,
-    finish_reason: &'static str,
-}
-
-#[derive(Serialize)]
-struct Message<'a> {
-    role: &'static str,
-    content: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<String>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<ToolCallOut<'a>>,
-}
-
 pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
     let resp: GenerateResponse =
         serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
@@ -279,14 +245,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
     } else {
         choices(&resp.candidates, cx)
     };
-    let completion = Completion {
-        id: &cx.id,
-        object: "chat.completion",
-        created: cx.created,
-        model: &cx.model_id,
-        choices,
-        usage: usage.to_openai(),
-    };
+    let completion = Completion::new(&cx.id, cx.created, &cx.model_id, choices, usage.to_openai());
     let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
     Ok(Translated {
         body: Bytes::from(body),
@@ -318,7 +277,7 @@ fn choices<'a>(candidates: &'a [Candidate<'a>], cx: &ResponseCx) -> Vec<Choice<'
         let mut tool_calls = Vec::new();
         for part in cand.parts() {
             if let Some(call) = &part.function_call {
-                tool_calls.push(ToolCallOut::new(&cx.id, calls, call, part));
+                tool_calls.push(tool_call(&cx.id, calls, call, part));
                 calls += 1;
             } else if let Some(t) = part.text.as_deref() {
                 let into = if part.thought {

@@ -23,11 +23,12 @@
 //! by the tests), `gemini-stream-error-mid-stream-vertex.txt`.
 
 use bytes::BytesMut;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
-use super::response::{Finish, GenerateResponse, Part, ToolCallOut, UsageMetadata};
+use super::response::{tool_call, Finish, GenerateResponse, Part, UsageMetadata};
+use crate::api::chunk::{Chunk, ChunkChoice, Delta};
 use crate::api::Usage;
 use crate::providers::sse::{self, SseFramer, SseItem};
 use crate::providers::{ResponseCx, StreamTranslator};
@@ -57,34 +58,6 @@ struct ChoiceState {
     started: bool,
     tool_calls: u32,
     finish: Option<Finish>,
-}
-
-#[derive(Serialize)]
-struct Chunk<'a> {
-    id: &'a str,
-    object: &'static str,
-    created: i64,
-    model: &'a str,
-    choices: [ChunkChoice<'a>; 1],
-}
-
-#[derive(Serialize)]
-struct ChunkChoice<'a> {
-    index: u32,
-    delta: Delta<'a>,
-    finish_reason: Option<&'static str>,
-}
-
-#[derive(Serialize, Default)]
-struct Delta<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    role: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    content: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_calls: Option<[ToolCallOut<'a>; 1]>,
 }
 
 /// A JSON object written outside the SSE format; only its `error` matters.
@@ -150,7 +123,7 @@ impl GeminiStream {
     fn on_part(&mut self, index: u32, part: &Part<'_>, out: &mut BytesMut) {
         let mut delta = Delta::default();
         if let Some(call) = &part.function_call {
-            let mut tc = ToolCallOut::new(&self.cx.id, self.calls, call, part);
+            let mut tc = tool_call(&self.cx.id, self.calls, call, part);
             self.calls += 1;
             let Some(state) = self.choice(index) else {
                 return;

@@ -1,0 +1,171 @@
+//! The client's chat request, below its top-level fields ([`RawRequest`](super::RawRequest)):
+//! messages, content parts, tool calls and declarations, `response_format` — OpenAI's shapes
+//! with OpenRouter's extensions (`cache_control` on messages and parts, `file` parts).
+//!
+//! Read on demand by the provider family that translates them, borrowed from the request bytes
+//! ([`Str`], raw slices for what is forwarded untouched, like tool schemas). The types carry
+//! every field any family reads; each family decides what it accepts and how it refuses the
+//! rest (Anthropic refuses tools, Gemini reads audio and files).
+
+use std::borrow::Cow;
+use std::ops::Deref;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
+/// this newtype does, so unescaped strings stay slices of the request or response bytes.
+#[derive(Debug, Deserialize)]
+#[serde(transparent)]
+pub struct Str<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+impl Deref for Str<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// One entry of `messages`; `content` stays raw (a string, an array of parts, or null).
+#[derive(Deserialize)]
+pub struct MessageIn<'a> {
+    #[serde(borrow)]
+    pub role: Str<'a>,
+    #[serde(borrow, default)]
+    pub content: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub tool_calls: Option<Vec<ToolCallIn<'a>>>,
+    #[serde(borrow, default)]
+    pub tool_call_id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub cache_control: Option<CacheControlIn<'a>>,
+}
+
+/// One content part (`text`, `image_url`, `input_audio`, `file`).
+#[derive(Deserialize)]
+pub struct PartIn<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default)]
+    pub text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub image_url: Option<UrlIn<'a>>,
+    #[serde(borrow, default)]
+    pub input_audio: Option<AudioIn<'a>>,
+    #[serde(borrow, default)]
+    pub file: Option<FileIn<'a>>,
+    #[serde(borrow, default)]
+    pub cache_control: Option<CacheControlIn<'a>>,
+}
+
+impl<'a> PartIn<'a> {
+    /// A text part (what a string `content` stands for).
+    pub fn text(text: Str<'a>) -> Self {
+        PartIn {
+            kind: Str(Cow::Borrowed("text")),
+            text: Some(text),
+            image_url: None,
+            input_audio: None,
+            file: None,
+            cache_control: None,
+        }
+    }
+}
+
+/// An `image_url` content part's URL.
+#[derive(Deserialize)]
+pub struct UrlIn<'a> {
+    #[serde(borrow)]
+    pub url: Str<'a>,
+}
+
+/// An `input_audio` part: base64 data and its format (`wav`, `mp3`, …).
+#[derive(Deserialize)]
+pub struct AudioIn<'a> {
+    #[serde(borrow)]
+    pub data: Str<'a>,
+    #[serde(borrow)]
+    pub format: Str<'a>,
+}
+
+/// A `file` part (a data URL or a URL in `file_data`).
+#[derive(Deserialize)]
+pub struct FileIn<'a> {
+    #[serde(borrow, default)]
+    pub file_data: Option<Str<'a>>,
+}
+
+/// A `cache_control` breakpoint (OpenRouter convention); only its TTL matters upstream.
+#[derive(Deserialize)]
+pub struct CacheControlIn<'a> {
+    #[serde(borrow, default)]
+    pub ttl: Option<Str<'a>>,
+}
+
+/// A tool call in an assistant message of the history.
+#[derive(Deserialize)]
+pub struct ToolCallIn<'a> {
+    #[serde(borrow)]
+    pub id: Str<'a>,
+    #[serde(borrow)]
+    pub function: FunctionCallIn<'a>,
+}
+
+#[derive(Deserialize)]
+pub struct FunctionCallIn<'a> {
+    #[serde(borrow)]
+    pub name: Str<'a>,
+    /// The arguments as the JSON text the model produced.
+    #[serde(borrow, default)]
+    pub arguments: Option<Str<'a>>,
+}
+
+/// One entry of `tools`.
+#[derive(Deserialize)]
+pub struct ToolIn<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default)]
+    pub function: Option<FunctionDeclIn<'a>>,
+}
+
+#[derive(Deserialize)]
+pub struct FunctionDeclIn<'a> {
+    #[serde(borrow)]
+    pub name: Str<'a>,
+    #[serde(borrow, default)]
+    pub description: Option<Str<'a>>,
+    /// The JSON schema, forwarded as written.
+    #[serde(borrow, default)]
+    pub parameters: Option<&'a RawValue>,
+}
+
+/// A `tool_choice` naming one function: `{"type":"function","function":{"name":…}}`.
+#[derive(Deserialize)]
+pub struct NamedFunctionIn<'a> {
+    #[serde(borrow)]
+    pub function: NameIn<'a>,
+}
+
+#[derive(Deserialize)]
+pub struct NameIn<'a> {
+    #[serde(borrow)]
+    pub name: Str<'a>,
+}
+
+/// `response_format`: `text`, `json_object`, or `json_schema` with its schema.
+#[derive(Deserialize)]
+pub struct ResponseFormatIn<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default)]
+    pub json_schema: Option<JsonSchemaIn<'a>>,
+}
+
+#[derive(Deserialize)]
+pub struct JsonSchemaIn<'a> {
+    #[serde(borrow, default)]
+    pub schema: Option<&'a RawValue>,
+}

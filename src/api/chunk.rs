@@ -1,0 +1,37 @@
+//! The `chat.completion.chunk` a stream is made of, written by every family's stream
+//! translator (one choice per chunk). The final usage chunk and the error frame are written
+//! by `providers::sse`.
+
+use serde::Serialize;
+
+use super::completion::ToolCall;
+
+#[derive(Serialize)]
+pub struct Chunk<'a> {
+    pub id: &'a str,
+    /// Always `chat.completion.chunk`.
+    pub object: &'static str,
+    pub created: i64,
+    pub model: &'a str,
+    pub choices: [ChunkChoice<'a>; 1],
+}
+
+#[derive(Serialize)]
+pub struct ChunkChoice<'a> {
+    pub index: u32,
+    pub delta: Delta<'a>,
+    pub finish_reason: Option<&'static str>,
+}
+
+/// What one chunk adds; only the fields it carries are written.
+#[derive(Serialize, Default)]
+pub struct Delta<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<[ToolCall<'a>; 1]>,
+}

@@ -1,0 +1,76 @@
+//! The `/v1/embeddings` answer: a `list` of `embedding` objects in input order, each vector as
+//! JSON numbers (`float`) or as little-endian `f32` bytes in standard padded base64
+//! (`base64`), and usage with input tokens only.
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::Serialize;
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Vector<'a> {
+    Float(&'a [f32]),
+    Base64(String),
+}
+
+#[derive(Serialize)]
+struct Item<'a> {
+    object: &'static str,
+    index: usize,
+    embedding: Vector<'a>,
+}
+
+#[derive(Serialize)]
+struct EmbeddingUsage {
+    prompt_tokens: u64,
+    /// Always 0: clients that read it (chat-shaped usage readers) see no output.
+    completion_tokens: u64,
+    total_tokens: u64,
+}
+
+#[derive(Serialize)]
+struct List<'a> {
+    object: &'static str,
+    data: Vec<Item<'a>>,
+    model: &'a str,
+    usage: EmbeddingUsage,
+}
+
+/// Little-endian `f32` bytes in standard padded base64, as the OpenAI API encodes vectors.
+pub fn base64_vector(v: &[f32]) -> String {
+    let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// The client's body for `vectors` (in input order) of `model`, having used `tokens`.
+pub fn render(
+    vectors: &[Vec<f32>],
+    base64: bool,
+    model: &str,
+    tokens: u64,
+) -> Result<Bytes, serde_json::Error> {
+    let data = vectors
+        .iter()
+        .enumerate()
+        .map(|(index, v)| Item {
+            object: "embedding",
+            index,
+            embedding: if base64 {
+                Vector::Base64(base64_vector(v))
+            } else {
+                Vector::Float(v)
+            },
+        })
+        .collect();
+    let list = List {
+        object: "list",
+        data,
+        model,
+        usage: EmbeddingUsage {
+            prompt_tokens: tokens,
+            completion_tokens: 0,
+            total_tokens: tokens,
+        },
+    };
+    serde_json::to_vec(&list).map(Bytes::from)
+}
