@@ -23,6 +23,7 @@
 mod codec;
 pub mod migrations;
 pub mod postgres;
+mod rows;
 pub mod sqlite;
 
 use std::sync::Arc;

@@ -34,9 +34,12 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socke
 
 use super::codec;
 use super::migrations::{self, Dialect};
+use super::rows::{
+    self, DbRow, KEY_COLS, LEDGER_COLS, MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+};
 use super::{
-    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow,
-    Store, StoreError, StoreResult, UsageRecord, Workspace,
+    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -119,21 +122,6 @@ fn col<'a, T: FromSql<'a>>(row: &'a Row, col: &str) -> StoreResult<T> {
         .map_err(|e| StoreError::Corrupt(format!("column {col}: {e}")))
 }
 
-const WORKSPACE_COLS: &str = "id, name, created_at";
-const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, expires_at, \
-                        revoked_at, spend_limit_pico, limit_reset";
-const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
-const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
-                          input_price_micro, output_price_micro, cache_read_price_micro, \
-                          cache_write_price_micro, capabilities, max_output_tokens, active";
-
-const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, stream, \
-                          input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, \
-                          reasoning_tokens, input_price_micro, output_price_micro, \
-                          cache_read_price_micro, cache_write_price_micro, cost_pico, outcome, \
-                          started_at, finished_at, upstream_latency_us, ttft_us, \
-                          spend_window_start";
-
 /// Inserts the batch's records (arrays in `USAGE_COLS` order, sorted by id so concurrent
 /// writers lock ids in the same order) and, in the same statement, the debit of each record
 /// actually inserted. Ids already stored — or being inserted by a concurrent transaction,
@@ -175,38 +163,6 @@ const ADD_KEY_SPEND: &str = "INSERT INTO key_spend (key_id, window_start, spend_
     ON CONFLICT (key_id, window_start) DO UPDATE
     SET spend_pico = key_spend.spend_pico + EXCLUDED.spend_pico";
 
-fn usage_from_row(r: &Row) -> StoreResult<UsageRecord> {
-    let count = |name: &str| codec::count_from_db(name, col(r, name)?);
-    let opt_count = |name: &str| codec::opt_count_from_db(name, col(r, name)?);
-    Ok(UsageRecord {
-        id: col(r, "id")?,
-        workspace_id: col(r, "workspace_id")?,
-        key_id: col(r, "key_id")?,
-        model_id: col(r, "model_id")?,
-        route: col(r, "route")?,
-        endpoint: codec::endpoint_from(col(r, "endpoint")?)?,
-        stream: col(r, "stream")?,
-        input_tokens: count("input_tokens")?,
-        cache_read_tokens: count("cache_read_tokens")?,
-        cache_write_tokens: count("cache_write_tokens")?,
-        output_tokens: count("output_tokens")?,
-        reasoning_tokens: count("reasoning_tokens")?,
-        input_price: Price::from_micro_per_mtok(col(r, "input_price_micro")?),
-        output_price: Price::from_micro_per_mtok(col(r, "output_price_micro")?),
-        cache_read_price: col::<Option<i64>>(r, "cache_read_price_micro")?
-            .map(Price::from_micro_per_mtok),
-        cache_write_price: col::<Option<i64>>(r, "cache_write_price_micro")?
-            .map(Price::from_micro_per_mtok),
-        cost: Usd::from_pico(col(r, "cost_pico")?),
-        outcome: codec::outcome_from(col(r, "outcome")?)?,
-        started_at: col(r, "started_at")?,
-        finished_at: col(r, "finished_at")?,
-        upstream_latency_us: opt_count("upstream_latency_us")?,
-        ttft_us: opt_count("ttft_us")?,
-        spend_window_start: col(r, "spend_window_start")?,
-    })
-}
-
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
@@ -233,74 +189,38 @@ fn usage_err(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
-fn workspace_from_row(r: &Row) -> StoreResult<Workspace> {
-    Ok(Workspace {
-        id: col(r, "id")?,
-        name: col(r, "name")?,
-        created_at: col(r, "created_at")?,
-    })
+/// PostgreSQL keeps `TIMESTAMPTZ` and `BOOLEAN` natively.
+impl DbRow for Row {
+    fn text(&self, i: usize) -> StoreResult<String> {
+        at(self, i)
+    }
+    fn opt_text(&self, i: usize) -> StoreResult<Option<String>> {
+        at(self, i)
+    }
+    fn int(&self, i: usize) -> StoreResult<i64> {
+        at(self, i)
+    }
+    fn opt_int(&self, i: usize) -> StoreResult<Option<i64>> {
+        at(self, i)
+    }
+    fn int32(&self, i: usize) -> StoreResult<i32> {
+        at(self, i)
+    }
+    fn flag(&self, i: usize) -> StoreResult<bool> {
+        at(self, i)
+    }
+    fn time(&self, i: usize) -> StoreResult<DateTime<Utc>> {
+        at(self, i)
+    }
+    fn opt_time(&self, i: usize) -> StoreResult<Option<DateTime<Utc>>> {
+        at(self, i)
+    }
 }
 
-fn key_from_row(r: &Row) -> StoreResult<ApiKey> {
-    Ok(ApiKey {
-        id: col(r, "id")?,
-        workspace_id: col(r, "workspace_id")?,
-        name: col(r, "name")?,
-        secret_hash: col(r, "secret_hash")?,
-        hint: col(r, "hint")?,
-        created_at: col(r, "created_at")?,
-        expires_at: col(r, "expires_at")?,
-        revoked_at: col(r, "revoked_at")?,
-        spend_limit: col::<Option<i64>>(r, "spend_limit_pico")?.map(Usd::from_pico),
-        limit_reset: codec::limit_reset_from(col(r, "limit_reset")?)?,
-    })
-}
-
-fn ledger_from_row(r: &Row) -> StoreResult<LedgerEntry> {
-    Ok(LedgerEntry {
-        id: col(r, "id")?,
-        workspace_id: col(r, "workspace_id")?,
-        kind: codec::ledger_kind_from(col(r, "kind")?)?,
-        amount: Usd::from_pico(col(r, "amount_pico")?),
-        note: col(r, "note")?,
-        created_at: col(r, "created_at")?,
-        usage_id: col(r, "usage_id")?,
-    })
-}
-
-fn model_from_row(r: &Row) -> StoreResult<ModelRow> {
-    Ok(ModelRow {
-        id: col(r, "id")?,
-        provider: col(r, "provider")?,
-        family: col(r, "family")?,
-        kind: col(r, "kind")?,
-        upstream_model: col(r, "upstream_model")?,
-        profile: col(r, "profile")?,
-        input_price: Price::from_micro_per_mtok(col(r, "input_price_micro")?),
-        output_price: Price::from_micro_per_mtok(col(r, "output_price_micro")?),
-        cache_read_price: col::<Option<i64>>(r, "cache_read_price_micro")?
-            .map(Price::from_micro_per_mtok),
-        cache_write_price: col::<Option<i64>>(r, "cache_write_price_micro")?
-            .map(Price::from_micro_per_mtok),
-        capabilities: codec::capabilities_from_db(col(r, "capabilities")?)?,
-        max_output_tokens: codec::max_tokens_from_db(col(r, "max_output_tokens")?)?,
-        active: col(r, "active")?,
-    })
-}
-
-fn route_from_row(r: &Row) -> StoreResult<RouteRow> {
-    Ok(RouteRow {
-        model_id: col(r, "model_id")?,
-        kind: col(r, "kind")?,
-        base_url: col(r, "base_url")?,
-        region: col(r, "region")?,
-        priority: col(r, "priority")?,
-        active: col(r, "active")?,
-    })
-}
-
-fn all<T>(rows: Vec<Row>, f: fn(&Row) -> StoreResult<T>) -> StoreResult<Vec<T>> {
-    rows.iter().map(f).collect()
+/// Reads column `i`, reporting a type mismatch as a corrupt row.
+fn at<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> StoreResult<T> {
+    row.try_get(i)
+        .map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
 }
 
 /// Wakes every current waiter and leaves one permit for the next, so a notification that
@@ -537,7 +457,7 @@ impl Store for PgStore {
                 &[],
             )
             .await?;
-        all(rows, workspace_from_row)
+        rows::all(rows, rows::workspace)
     }
 
     async fn get_workspace(&self, id: &str) -> StoreResult<Option<Workspace>> {
@@ -547,29 +467,15 @@ impl Store for PgStore {
                 &[&id],
             )
             .await?;
-        rows.first().map(workspace_from_row).transpose()
+        rows.first().map(rows::workspace).transpose()
     }
 
     async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
-        let out = ApiKey {
-            id: key.id,
-            workspace_id: key.workspace_id,
-            name: key.name,
-            secret_hash: key.secret_hash,
-            hint: key.hint,
-            created_at: codec::now(),
-            expires_at: key.expires_at.map(codec::trunc),
-            revoked_at: None,
-            spend_limit: key.spend_limit,
-            limit_reset: key.limit_reset,
-        };
+        let out = rows::new_api_key(key);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if !workspace_exists(&tx, &out.workspace_id).await? {
-            return Err(StoreError::NotFound(format!(
-                "workspace {}",
-                out.workspace_id
-            )));
+            return Err(rows::no_workspace(&out.workspace_id));
         }
         let stmt = tx
             .prepare_cached(&format!(
@@ -600,13 +506,9 @@ impl Store for PgStore {
                     .as_db_error()
                     .and_then(|db| db.constraint())
                     .is_some_and(|c| c.contains("secret_hash"));
-                if on_hash {
-                    StoreError::Conflict("a key with this secret hash already exists".to_owned())
-                } else {
-                    StoreError::Conflict(format!("key {} already exists", out.id))
-                }
+                rows::duplicate_key(&out, on_hash)
             } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-                StoreError::NotFound(format!("workspace {}", out.workspace_id))
+                rows::no_workspace(&out.workspace_id)
             } else {
                 pg_err(e)
             }
@@ -622,7 +524,7 @@ impl Store for PgStore {
                 &[&id],
             )
             .await?;
-        rows.first().map(key_from_row).transpose()
+        rows.first().map(rows::api_key).transpose()
     }
 
     async fn list_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
@@ -634,7 +536,7 @@ impl Store for PgStore {
                 &[&workspace_id],
             )
             .await?;
-        all(rows, key_from_row)
+        rows::all(rows, rows::api_key)
     }
 
     async fn all_keys(&self) -> StoreResult<Vec<ApiKey>> {
@@ -644,7 +546,7 @@ impl Store for PgStore {
                 &[],
             )
             .await?;
-        all(rows, key_from_row)
+        rows::all(rows, rows::api_key)
     }
 
     async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
@@ -675,20 +577,11 @@ impl Store for PgStore {
         amount: Usd,
         note: Option<&str>,
     ) -> StoreResult<LedgerEntry> {
-        codec::check_credit(amount)?;
-        let entry = LedgerEntry {
-            id: entry_id.to_owned(),
-            workspace_id: workspace_id.to_owned(),
-            kind: LedgerKind::Credit,
-            amount,
-            note: note.map(str::to_owned),
-            created_at: codec::now(),
-            usage_id: None,
-        };
+        let entry = rows::new_credit(entry_id, workspace_id, amount, note)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if !workspace_exists(&tx, workspace_id).await? {
-            return Err(StoreError::NotFound(format!("workspace {workspace_id}")));
+            return Err(rows::no_workspace(workspace_id));
         }
         let insert = tx
             .prepare_cached(&format!(
@@ -751,7 +644,7 @@ impl Store for PgStore {
                 &[&workspace_id],
             )
             .await?;
-        all(rows, ledger_from_row)
+        rows::all(rows, rows::ledger_entry)
     }
 
     async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
@@ -906,7 +799,7 @@ impl Store for PgStore {
                 &[&workspace_id, &since.map(codec::trunc)],
             )
             .await?;
-        all(rows, usage_from_row)
+        rows::all(rows, rows::usage)
     }
 
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
@@ -1004,14 +897,13 @@ impl Store for PgStore {
         let stmt = tx
             .prepare_cached(&format!("SELECT {MODEL_COLS} FROM models ORDER BY id"))
             .await?;
-        let models = all(tx.query(&stmt, &[]).await?, model_from_row)?;
+        let models = rows::all(tx.query(&stmt, &[]).await?, rows::model)?;
         let stmt = tx
-            .prepare_cached(
-                "SELECT model_id, kind, base_url, region, priority, active FROM routes
-                 ORDER BY model_id, seq",
-            )
+            .prepare_cached(&format!(
+                "SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"
+            ))
             .await?;
-        let routes = all(tx.query(&stmt, &[]).await?, route_from_row)?;
+        let routes = rows::all(tx.query(&stmt, &[]).await?, rows::route)?;
         let stmt = tx
             .prepare_cached("SELECT name, spec FROM profiles ORDER BY name")
             .await?;

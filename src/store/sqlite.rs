@@ -22,9 +22,12 @@ use rusqlite::{ffi, params, Connection, OptionalExtension, Row, Transaction, Tra
 
 use super::codec;
 use super::migrations::{self, Dialect};
+use super::rows::{
+    self, DbRow, KEY_COLS, LEDGER_COLS, MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+};
 use super::{
-    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow,
-    Store, StoreError, StoreResult, UsageRecord, Workspace,
+    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -62,51 +65,6 @@ fn is_fk_violation(e: &rusqlite::Error) -> bool {
     extended_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
 }
 
-const WORKSPACE_COLS: &str = "id, name, created_at";
-const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, expires_at, \
-                        revoked_at, spend_limit_pico, limit_reset";
-const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
-const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
-                          input_price_micro, output_price_micro, cache_read_price_micro, \
-                          cache_write_price_micro, capabilities, max_output_tokens, active";
-
-const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, stream, \
-                          input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, \
-                          reasoning_tokens, input_price_micro, output_price_micro, \
-                          cache_read_price_micro, cache_write_price_micro, cost_pico, outcome, \
-                          started_at, finished_at, upstream_latency_us, ttft_us, \
-                          spend_window_start";
-
-fn usage_from_row(r: &Row<'_>) -> StoreResult<UsageRecord> {
-    let count = |i: usize, name: &str| codec::count_from_db(name, r.get(i)?);
-    let opt_count = |i: usize, name: &str| codec::opt_count_from_db(name, r.get(i)?);
-    Ok(UsageRecord {
-        id: r.get(0)?,
-        workspace_id: r.get(1)?,
-        key_id: r.get(2)?,
-        model_id: r.get(3)?,
-        route: r.get(4)?,
-        endpoint: codec::endpoint_from(&r.get::<_, String>(5)?)?,
-        stream: r.get(6)?,
-        input_tokens: count(7, "input_tokens")?,
-        cache_read_tokens: count(8, "cache_read_tokens")?,
-        cache_write_tokens: count(9, "cache_write_tokens")?,
-        output_tokens: count(10, "output_tokens")?,
-        reasoning_tokens: count(11, "reasoning_tokens")?,
-        input_price: Price::from_micro_per_mtok(r.get(12)?),
-        output_price: Price::from_micro_per_mtok(r.get(13)?),
-        cache_read_price: r.get::<_, Option<i64>>(14)?.map(Price::from_micro_per_mtok),
-        cache_write_price: r.get::<_, Option<i64>>(15)?.map(Price::from_micro_per_mtok),
-        cost: Usd::from_pico(r.get(16)?),
-        outcome: codec::outcome_from(&r.get::<_, String>(17)?)?,
-        started_at: codec::from_micros(r.get(18)?)?,
-        finished_at: codec::from_micros(r.get(19)?)?,
-        upstream_latency_us: opt_count(20, "upstream_latency_us")?,
-        ttft_us: opt_count(21, "ttft_us")?,
-        spend_window_start: opt_time(r.get(22)?)?,
-    })
-}
-
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
@@ -125,72 +83,36 @@ fn usage_err(e: rusqlite::Error) -> StoreError {
     }
 }
 
-fn workspace_from_row(r: &Row<'_>) -> StoreResult<Workspace> {
-    Ok(Workspace {
-        id: r.get(0)?,
-        name: r.get(1)?,
-        created_at: codec::from_micros(r.get(2)?)?,
-    })
+/// SQLite keeps times as microseconds since the epoch and booleans as integers.
+impl DbRow for Row<'_> {
+    fn text(&self, i: usize) -> StoreResult<String> {
+        self.get(i).map_err(|e| corrupt(i, e))
+    }
+    fn opt_text(&self, i: usize) -> StoreResult<Option<String>> {
+        self.get(i).map_err(|e| corrupt(i, e))
+    }
+    fn int(&self, i: usize) -> StoreResult<i64> {
+        self.get(i).map_err(|e| corrupt(i, e))
+    }
+    fn opt_int(&self, i: usize) -> StoreResult<Option<i64>> {
+        self.get(i).map_err(|e| corrupt(i, e))
+    }
+    fn int32(&self, i: usize) -> StoreResult<i32> {
+        self.get(i).map_err(|e| corrupt(i, e))
+    }
+    fn flag(&self, i: usize) -> StoreResult<bool> {
+        self.get(i).map_err(|e| corrupt(i, e))
+    }
+    fn time(&self, i: usize) -> StoreResult<DateTime<Utc>> {
+        codec::from_micros(self.int(i)?)
+    }
+    fn opt_time(&self, i: usize) -> StoreResult<Option<DateTime<Utc>>> {
+        self.opt_int(i)?.map(codec::from_micros).transpose()
+    }
 }
 
-fn opt_time(us: Option<i64>) -> StoreResult<Option<DateTime<Utc>>> {
-    us.map(codec::from_micros).transpose()
-}
-
-fn key_from_row(r: &Row<'_>) -> StoreResult<ApiKey> {
-    Ok(ApiKey {
-        id: r.get(0)?,
-        workspace_id: r.get(1)?,
-        name: r.get(2)?,
-        secret_hash: r.get(3)?,
-        hint: r.get(4)?,
-        created_at: codec::from_micros(r.get(5)?)?,
-        expires_at: opt_time(r.get(6)?)?,
-        revoked_at: opt_time(r.get(7)?)?,
-        spend_limit: r.get::<_, Option<i64>>(8)?.map(Usd::from_pico),
-        limit_reset: codec::limit_reset_from(r.get(9)?)?,
-    })
-}
-
-fn ledger_from_row(r: &Row<'_>) -> StoreResult<LedgerEntry> {
-    Ok(LedgerEntry {
-        id: r.get(0)?,
-        workspace_id: r.get(1)?,
-        kind: codec::ledger_kind_from(&r.get::<_, String>(2)?)?,
-        amount: Usd::from_pico(r.get(3)?),
-        note: r.get(4)?,
-        created_at: codec::from_micros(r.get(5)?)?,
-        usage_id: r.get(6)?,
-    })
-}
-
-fn model_from_row(r: &Row<'_>) -> StoreResult<ModelRow> {
-    Ok(ModelRow {
-        id: r.get(0)?,
-        provider: r.get(1)?,
-        family: r.get(2)?,
-        kind: r.get(3)?,
-        upstream_model: r.get(4)?,
-        profile: r.get(5)?,
-        input_price: Price::from_micro_per_mtok(r.get(6)?),
-        output_price: Price::from_micro_per_mtok(r.get(7)?),
-        cache_read_price: r.get::<_, Option<i64>>(8)?.map(Price::from_micro_per_mtok),
-        cache_write_price: r.get::<_, Option<i64>>(9)?.map(Price::from_micro_per_mtok),
-        capabilities: codec::capabilities_from_db(&r.get::<_, String>(10)?)?,
-        max_output_tokens: codec::max_tokens_from_db(r.get(11)?)?,
-        active: r.get(12)?,
-    })
-}
-
-fn route_from_row(r: &Row<'_>) -> StoreResult<RouteRow> {
-    Ok(RouteRow {
-        model_id: r.get(0)?,
-        kind: r.get(1)?,
-        base_url: r.get(2)?,
-        region: r.get(3)?,
-        priority: r.get(4)?,
-        active: r.get(5)?,
-    })
+fn corrupt(i: usize, e: rusqlite::Error) -> StoreError {
+    StoreError::Corrupt(format!("column {i}: {e}"))
 }
 
 /// Runs `sql` with `params` and converts every row with `f`.
@@ -198,7 +120,7 @@ fn query_all<T, P: rusqlite::Params>(
     conn: &Connection,
     sql: &str,
     params: P,
-    f: fn(&Row<'_>) -> StoreResult<T>,
+    f: impl Fn(&Row<'_>) -> StoreResult<T>,
 ) -> StoreResult<Vec<T>> {
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows = stmt.query(params)?;
@@ -350,7 +272,7 @@ impl Store for SqliteStore {
                 conn,
                 &format!("SELECT {WORKSPACE_COLS} FROM workspaces ORDER BY created_at, id"),
                 [],
-                workspace_from_row,
+                |r| rows::workspace(r),
             )
         })
         .await
@@ -363,7 +285,7 @@ impl Store for SqliteStore {
                 conn,
                 &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
                 [&id],
-                workspace_from_row,
+                |r| rows::workspace(r),
             )?;
             Ok(found.into_iter().next())
         })
@@ -371,25 +293,11 @@ impl Store for SqliteStore {
     }
 
     async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
-        let out = ApiKey {
-            id: key.id,
-            workspace_id: key.workspace_id,
-            name: key.name,
-            secret_hash: key.secret_hash,
-            hint: key.hint,
-            created_at: codec::now(),
-            expires_at: key.expires_at.map(codec::trunc),
-            revoked_at: None,
-            spend_limit: key.spend_limit,
-            limit_reset: key.limit_reset,
-        };
+        let out = rows::new_api_key(key);
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &out.workspace_id)? {
-                return Err(StoreError::NotFound(format!(
-                    "workspace {}",
-                    out.workspace_id
-                )));
+                return Err(rows::no_workspace(&out.workspace_id));
             }
             tx.prepare_cached(&format!(
                 "INSERT INTO api_keys ({KEY_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
@@ -408,15 +316,9 @@ impl Store for SqliteStore {
             ])
             .map_err(|e| {
                 if is_unique_violation(&e) {
-                    if e.to_string().contains("secret_hash") {
-                        StoreError::Conflict(
-                            "a key with this secret hash already exists".to_owned(),
-                        )
-                    } else {
-                        StoreError::Conflict(format!("key {} already exists", out.id))
-                    }
+                    rows::duplicate_key(&out, e.to_string().contains("secret_hash"))
                 } else if is_fk_violation(&e) {
-                    StoreError::NotFound(format!("workspace {}", out.workspace_id))
+                    rows::no_workspace(&out.workspace_id)
                 } else {
                     e.into()
                 }
@@ -434,7 +336,7 @@ impl Store for SqliteStore {
                 conn,
                 &format!("SELECT {KEY_COLS} FROM api_keys WHERE id = ?1"),
                 [&id],
-                key_from_row,
+                |r| rows::api_key(r),
             )?;
             Ok(found.into_iter().next())
         })
@@ -450,7 +352,7 @@ impl Store for SqliteStore {
                     "SELECT {KEY_COLS} FROM api_keys WHERE workspace_id = ?1 ORDER BY created_at, id"
                 ),
                 [&ws],
-                key_from_row,
+                |r| rows::api_key(r),
             )
         })
         .await
@@ -462,7 +364,7 @@ impl Store for SqliteStore {
                 conn,
                 &format!("SELECT {KEY_COLS} FROM api_keys ORDER BY created_at, id"),
                 [],
-                key_from_row,
+                |r| rows::api_key(r),
             )
         })
         .await
@@ -503,23 +405,11 @@ impl Store for SqliteStore {
         amount: Usd,
         note: Option<&str>,
     ) -> StoreResult<LedgerEntry> {
-        codec::check_credit(amount)?;
-        let entry = LedgerEntry {
-            id: entry_id.to_owned(),
-            workspace_id: workspace_id.to_owned(),
-            kind: LedgerKind::Credit,
-            amount,
-            note: note.map(str::to_owned),
-            created_at: codec::now(),
-            usage_id: None,
-        };
+        let entry = rows::new_credit(entry_id, workspace_id, amount, note)?;
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &entry.workspace_id)? {
-                return Err(StoreError::NotFound(format!(
-                    "workspace {}",
-                    entry.workspace_id
-                )));
+                return Err(rows::no_workspace(&entry.workspace_id));
             }
             tx.prepare_cached(&format!(
                 "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
@@ -574,7 +464,7 @@ impl Store for SqliteStore {
                      ORDER BY created_at, seq"
                 ),
                 [&ws],
-                ledger_from_row,
+                |r| rows::ledger_entry(r),
             )
         })
         .await
@@ -688,7 +578,7 @@ impl Store for SqliteStore {
                      ORDER BY finished_at, seq"
                 ),
                 params![ws, since],
-                usage_from_row,
+                |r| rows::usage(r),
             )
         })
         .await
@@ -798,14 +688,13 @@ impl Store for SqliteStore {
                 &tx,
                 &format!("SELECT {MODEL_COLS} FROM models ORDER BY id"),
                 [],
-                model_from_row,
+                |r| rows::model(r),
             )?;
             let routes = query_all(
                 &tx,
-                "SELECT model_id, kind, base_url, region, priority, active FROM routes
-                 ORDER BY model_id, seq",
+                &format!("SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"),
                 [],
-                route_from_row,
+                |r| rows::route(r),
             )?;
             let profiles = query_all(
                 &tx,

@@ -1,0 +1,197 @@
+//! Column lists and row mapping, written once for both backends.
+//!
+//! Every `SELECT` of a record names its table's `*_COLS` list, so a record's columns arrive in
+//! the list's order and [`DbRow`] reads them by position. Each backend implements `DbRow` for
+//! its own row type — the only per-dialect part is how a value is stored (PostgreSQL keeps
+//! `TIMESTAMPTZ` and `BOOLEAN`, SQLite microseconds and integers) — and the mappers below
+//! turn a row into a record the same way for both.
+
+use chrono::{DateTime, Utc};
+
+use super::codec;
+use super::{
+    ApiKey, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow, StoreError, StoreResult,
+    UsageRecord, Workspace,
+};
+use crate::money::{Price, Usd};
+
+pub(crate) const WORKSPACE_COLS: &str = "id, name, created_at";
+pub(crate) const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, \
+                                   expires_at, revoked_at, spend_limit_pico, limit_reset";
+/// Ledger entries are read as `LEDGER_COLS, usage_id` (the usage id is set by debits only).
+pub(crate) const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
+pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
+                                     input_price_micro, output_price_micro, \
+                                     cache_read_price_micro, cache_write_price_micro, \
+                                     capabilities, max_output_tokens, active";
+pub(crate) const ROUTE_COLS: &str = "model_id, kind, base_url, region, priority, active";
+pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
+                                     stream, input_tokens, cache_read_tokens, \
+                                     cache_write_tokens, output_tokens, reasoning_tokens, \
+                                     input_price_micro, output_price_micro, \
+                                     cache_read_price_micro, cache_write_price_micro, cost_pico, \
+                                     outcome, started_at, finished_at, upstream_latency_us, \
+                                     ttft_us, spend_window_start";
+
+/// A result row of either backend, read by column position; a value of the wrong type is a
+/// corrupt row.
+pub(crate) trait DbRow {
+    fn text(&self, i: usize) -> StoreResult<String>;
+    fn opt_text(&self, i: usize) -> StoreResult<Option<String>>;
+    fn int(&self, i: usize) -> StoreResult<i64>;
+    fn opt_int(&self, i: usize) -> StoreResult<Option<i64>>;
+    fn int32(&self, i: usize) -> StoreResult<i32>;
+    fn flag(&self, i: usize) -> StoreResult<bool>;
+    fn time(&self, i: usize) -> StoreResult<DateTime<Utc>>;
+    fn opt_time(&self, i: usize) -> StoreResult<Option<DateTime<Utc>>>;
+}
+
+pub(crate) fn workspace(r: &impl DbRow) -> StoreResult<Workspace> {
+    Ok(Workspace {
+        id: r.text(0)?,
+        name: r.text(1)?,
+        created_at: r.time(2)?,
+    })
+}
+
+pub(crate) fn api_key(r: &impl DbRow) -> StoreResult<ApiKey> {
+    Ok(ApiKey {
+        id: r.text(0)?,
+        workspace_id: r.text(1)?,
+        name: r.opt_text(2)?,
+        secret_hash: r.text(3)?,
+        hint: r.text(4)?,
+        created_at: r.time(5)?,
+        expires_at: r.opt_time(6)?,
+        revoked_at: r.opt_time(7)?,
+        spend_limit: r.opt_int(8)?.map(Usd::from_pico),
+        limit_reset: codec::limit_reset_from(r.opt_text(9)?)?,
+    })
+}
+
+pub(crate) fn ledger_entry(r: &impl DbRow) -> StoreResult<LedgerEntry> {
+    Ok(LedgerEntry {
+        id: r.text(0)?,
+        workspace_id: r.text(1)?,
+        kind: codec::ledger_kind_from(&r.text(2)?)?,
+        amount: Usd::from_pico(r.int(3)?),
+        note: r.opt_text(4)?,
+        created_at: r.time(5)?,
+        usage_id: r.opt_text(6)?,
+    })
+}
+
+pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
+    Ok(ModelRow {
+        id: r.text(0)?,
+        provider: r.text(1)?,
+        family: r.text(2)?,
+        kind: r.text(3)?,
+        upstream_model: r.text(4)?,
+        profile: r.text(5)?,
+        input_price: Price::from_micro_per_mtok(r.int(6)?),
+        output_price: Price::from_micro_per_mtok(r.int(7)?),
+        cache_read_price: r.opt_int(8)?.map(Price::from_micro_per_mtok),
+        cache_write_price: r.opt_int(9)?.map(Price::from_micro_per_mtok),
+        capabilities: codec::capabilities_from_db(&r.text(10)?)?,
+        max_output_tokens: codec::max_tokens_from_db(r.opt_int(11)?)?,
+        active: r.flag(12)?,
+    })
+}
+
+pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
+    Ok(RouteRow {
+        model_id: r.text(0)?,
+        kind: r.text(1)?,
+        base_url: r.opt_text(2)?,
+        region: r.opt_text(3)?,
+        priority: r.int32(4)?,
+        active: r.flag(5)?,
+    })
+}
+
+pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
+    let count = |i: usize, name: &str| codec::count_from_db(name, r.int(i)?);
+    let opt_count = |i: usize, name: &str| codec::opt_count_from_db(name, r.opt_int(i)?);
+    Ok(UsageRecord {
+        id: r.text(0)?,
+        workspace_id: r.text(1)?,
+        key_id: r.text(2)?,
+        model_id: r.text(3)?,
+        route: r.text(4)?,
+        endpoint: codec::endpoint_from(&r.text(5)?)?,
+        stream: r.flag(6)?,
+        input_tokens: count(7, "input_tokens")?,
+        cache_read_tokens: count(8, "cache_read_tokens")?,
+        cache_write_tokens: count(9, "cache_write_tokens")?,
+        output_tokens: count(10, "output_tokens")?,
+        reasoning_tokens: count(11, "reasoning_tokens")?,
+        input_price: Price::from_micro_per_mtok(r.int(12)?),
+        output_price: Price::from_micro_per_mtok(r.int(13)?),
+        cache_read_price: r.opt_int(14)?.map(Price::from_micro_per_mtok),
+        cache_write_price: r.opt_int(15)?.map(Price::from_micro_per_mtok),
+        cost: Usd::from_pico(r.int(16)?),
+        outcome: codec::outcome_from(&r.text(17)?)?,
+        started_at: r.time(18)?,
+        finished_at: r.time(19)?,
+        upstream_latency_us: opt_count(20, "upstream_latency_us")?,
+        ttft_us: opt_count(21, "ttft_us")?,
+        spend_window_start: r.opt_time(22)?,
+    })
+}
+
+/// Every row of a query as records.
+pub(crate) fn all<R: DbRow, T>(
+    rows: impl IntoIterator<Item = R>,
+    map: fn(&R) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    rows.into_iter().map(|r| map(&r)).collect()
+}
+
+/// The key as it is stored: created now, times at the database's microsecond precision.
+pub(crate) fn new_api_key(key: NewKey) -> ApiKey {
+    ApiKey {
+        id: key.id,
+        workspace_id: key.workspace_id,
+        name: key.name,
+        secret_hash: key.secret_hash,
+        hint: key.hint,
+        created_at: codec::now(),
+        expires_at: key.expires_at.map(codec::trunc),
+        revoked_at: None,
+        spend_limit: key.spend_limit,
+        limit_reset: key.limit_reset,
+    }
+}
+
+/// A credit entry as it is stored (a positive amount, created now).
+pub(crate) fn new_credit(
+    id: &str,
+    workspace_id: &str,
+    amount: Usd,
+    note: Option<&str>,
+) -> StoreResult<LedgerEntry> {
+    codec::check_credit(amount)?;
+    Ok(LedgerEntry {
+        id: id.to_owned(),
+        workspace_id: workspace_id.to_owned(),
+        kind: LedgerKind::Credit,
+        amount,
+        note: note.map(str::to_owned),
+        created_at: codec::now(),
+        usage_id: None,
+    })
+}
+
+/// A key insert refused as a duplicate: of its secret's hash, or of its id.
+pub(crate) fn duplicate_key(key: &ApiKey, on_secret_hash: bool) -> StoreError {
+    if on_secret_hash {
+        StoreError::Conflict("a key with this secret hash already exists".to_owned())
+    } else {
+        StoreError::Conflict(format!("key {} already exists", key.id))
+    }
+}
+
+pub(crate) fn no_workspace(id: &str) -> StoreError {
+    StoreError::NotFound(format!("workspace {id}"))
+}
