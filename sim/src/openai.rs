@@ -380,7 +380,7 @@ fn choose_calls(obj: &Map<String, Value>, markers: &Markers) -> Vec<String> {
     name.map(|n0| vec![n0; n]).unwrap_or_default()
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Validates a chat request and answers it, buffered or streamed, with `fault` applied.
 fn chat_answer(
     sim: &Sim,
     obj: &Map<String, Value>,
@@ -390,14 +390,83 @@ fn chat_answer(
     tool_results: usize,
     fault: Option<Fault>,
 ) -> R {
-    for k in obj.keys() {
-        if !CHAT_FIELDS.contains(&k.as_str()) {
-            return Err(fixtures::openai_invalid(
-                &format!("Unrecognized request argument supplied: {k}"),
-                None,
-                None,
-            ));
-        }
+    let model = check_chat(obj, msgs)?;
+    let blocked = matches!(fault, Some(Fault::Blocked));
+    let calls = if blocked {
+        Vec::new()
+    } else {
+        choose_calls(obj, markers)
+    };
+    let subject = content::user_subject(user_text, tool_results);
+    let (text, finish, completion) = if blocked {
+        (Some(String::new()), "content_filter", 0)
+    } else if !calls.is_empty() {
+        (
+            None,
+            "tool_calls",
+            calls.iter().map(|c| call_tokens(c)).sum(),
+        )
+    } else {
+        let (text, finish, tokens) = text_reply(obj, &subject);
+        (Some(text), finish, tokens)
+    };
+    let reply = Reply {
+        id: format!("chatcmpl-{}", random_id(29)),
+        created: unix_secs(),
+        model,
+        text,
+        finish,
+        call_ids: calls
+            .iter()
+            .map(|_| format!("call_{}", random_id(24)))
+            .collect(),
+        calls,
+        usage: chat_usage(prompt_tok(prompt_bytes(obj, msgs)), completion),
+    };
+    let resp = if obj.get("stream").and_then(Value::as_bool).unwrap_or(false) {
+        let include_usage = obj
+            .get("stream_options")
+            .and_then(|s| s.get("include_usage"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let events = stream_events(&reply, include_usage, sim.chunks(markers));
+        respond::sse(faults::deliver(
+            events,
+            sim.delay(markers),
+            stream_fault(fault),
+        ))
+    } else {
+        buffered(&reply, fault.as_ref())?
+    };
+    Ok(respond::with_header(
+        resp,
+        "x-request-id",
+        &format!("req_{}", random_id(32)),
+    ))
+}
+
+/// What the simulated model answers.
+struct Reply<'a> {
+    id: String,
+    created: i64,
+    model: &'a str,
+    /// `None` when the answer is tool calls only.
+    text: Option<String>,
+    finish: &'static str,
+    calls: Vec<String>,
+    call_ids: Vec<String>,
+    usage: Usage,
+}
+
+/// OpenAI's checks, with its messages: known fields, a model, non-empty messages with known
+/// roles. Returns the model.
+fn check_chat<'a>(obj: &'a Map<String, Value>, msgs: &[Value]) -> Result<&'a str, Response> {
+    if let Some(k) = obj.keys().find(|k| !CHAT_FIELDS.contains(&k.as_str())) {
+        return Err(fixtures::openai_invalid(
+            &format!("Unrecognized request argument supplied: {k}"),
+            None,
+            None,
+        ));
     }
     let model = match obj.get("model").and_then(Value::as_str) {
         Some(m) if !m.is_empty() => m,
@@ -423,18 +492,22 @@ fn chat_answer(
             Some("empty_array"),
         ));
     }
+    check_roles(msgs)?;
+    Ok(model)
+}
+
+fn check_roles(msgs: &[Value]) -> Result<(), Response> {
+    const ROLES: [&str; 6] = [
+        "system",
+        "developer",
+        "user",
+        "assistant",
+        "tool",
+        "function",
+    ];
     for (i, m) in msgs.iter().enumerate() {
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-        if ![
-            "system",
-            "developer",
-            "user",
-            "assistant",
-            "tool",
-            "function",
-        ]
-        .contains(&role)
-        {
+        if !ROLES.contains(&role) {
             return Err(fixtures::openai_invalid(
                 &format!("Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', 'tool', and 'developer'."),
                 Some(&format!("messages[{i}].role")),
@@ -442,68 +515,46 @@ fn chat_answer(
             ));
         }
     }
-    let stream = obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    let include_usage = obj
-        .get("stream_options")
-        .and_then(|s| s.get("include_usage"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let prompt = prompt_tok(prompt_bytes(obj, msgs));
-    let subject = content::user_subject(user_text, tool_results);
-    let blocked = matches!(fault, Some(Fault::Blocked));
-    let calls = if blocked {
-        Vec::new()
+    Ok(())
+}
+
+/// The text answer (JSON in JSON mode), cut at a stop sequence or the token cap: the text,
+/// its finish reason and its tokens.
+fn text_reply(obj: &Map<String, Value>, subject: &str) -> (String, &'static str, u64) {
+    let json_mode = obj
+        .get("response_format")
+        .and_then(|f| f.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "json_object" || t == "json_schema");
+    let full = if json_mode {
+        content::reply_json(subject)
     } else {
-        choose_calls(obj, markers)
+        content::reply_text(subject)
     };
-    let call_ids: Vec<String> = calls
-        .iter()
-        .map(|_| format!("call_{}", random_id(24)))
-        .collect();
-    let (text, finish, completion) = if blocked {
-        (Some(String::new()), "content_filter", 0)
-    } else if !calls.is_empty() {
-        (
-            None,
-            "tool_calls",
-            calls.iter().map(|c| call_tokens(c)).sum(),
-        )
-    } else {
-        let json_mode = obj
-            .get("response_format")
-            .and_then(|f| f.get("type"))
-            .and_then(Value::as_str)
-            .is_some_and(|t| t == "json_object" || t == "json_schema");
-        let full = if json_mode {
-            content::reply_json(&subject)
-        } else {
-            content::reply_text(&subject)
-        };
-        let stops: Vec<String> = match obj.get("stop") {
-            Some(Value::String(s)) => vec![s.clone()],
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            _ => Vec::new(),
-        };
-        let (stopped, _) = apply_stop(&full, &stops);
-        let cap = obj
-            .get("max_completion_tokens")
-            .or_else(|| obj.get("max_tokens"))
-            .and_then(Value::as_u64);
-        let (kept, cut) = match cap {
-            Some(c) => cap_tokens(stopped, c),
-            None => (stopped, false),
-        };
-        (
-            Some(kept.to_owned()),
-            if cut { "length" } else { "stop" },
-            tok(kept.len()),
-        )
+    let stops: Vec<String> = match obj.get("stop") {
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => Vec::new(),
     };
-    let usage = Usage {
+    let (stopped, _) = apply_stop(&full, &stops);
+    let cap = obj
+        .get("max_completion_tokens")
+        .or_else(|| obj.get("max_tokens"))
+        .and_then(Value::as_u64);
+    let (kept, cut) = match cap {
+        Some(c) => cap_tokens(stopped, c),
+        None => (stopped, false),
+    };
+    let finish = if cut { "length" } else { "stop" };
+    (kept.to_owned(), finish, tok(kept.len()))
+}
+
+fn chat_usage(prompt: u64, completion: u64) -> Usage {
+    Usage {
         prompt_tokens: prompt,
         completion_tokens: completion,
         total_tokens: prompt + completion,
@@ -517,152 +568,147 @@ fn chat_answer(
             accepted_prediction_tokens: 0,
             rejected_prediction_tokens: 0,
         },
+    }
+}
+
+/// The chunk frame of `delta` (no choice at all when `None`: the usage chunk).
+fn chunk_frame(
+    r: &Reply<'_>,
+    choice: Option<ChunkChoice<'_>>,
+    usage: Option<Option<Usage>>,
+) -> Bytes {
+    respond::sse_data(
+        &Chunk {
+            id: &r.id,
+            object: "chat.completion.chunk",
+            created: r.created,
+            model: r.model,
+            service_tier: "default",
+            system_fingerprint: FINGERPRINT,
+            choices: choice.into_iter().collect(),
+            usage,
+        },
+        "\n\n",
+    )
+}
+
+fn delta_choice<'a>(delta: Delta<'a>, finish_reason: Option<&'static str>) -> ChunkChoice<'a> {
+    ChunkChoice {
+        index: 0,
+        delta,
+        logprobs: None,
+        finish_reason,
+    }
+}
+
+/// Every event of the streamed answer: the content (text pieces, or each call's header and
+/// argument fragments), the finish, the usage chunk if asked for, `[DONE]`.
+fn stream_events(r: &Reply<'_>, include_usage: bool, pieces: usize) -> Vec<Bytes> {
+    // With include_usage, every chunk carries `"usage": null` until the usage chunk.
+    let nu = if include_usage { Some(None) } else { None };
+    let mut events = if r.calls.is_empty() {
+        text_events(r, nu, pieces)
+    } else {
+        call_events(r, nu)
     };
-    let id = format!("chatcmpl-{}", random_id(29));
-    let created = unix_secs();
-    if stream {
-        let chunk = |choices: Vec<ChunkChoice<'_>>, u: Option<Option<Usage>>| -> Bytes {
-            respond::sse_data(
-                &Chunk {
-                    id: &id,
-                    object: "chat.completion.chunk",
-                    created,
-                    model,
-                    service_tier: "default",
-                    system_fingerprint: FINGERPRINT,
-                    choices,
-                    usage: u,
-                },
-                "\n\n",
-            )
+    let finish = delta_choice(Delta::default(), Some(r.finish));
+    events.push(chunk_frame(r, Some(finish), nu));
+    if include_usage {
+        events.push(chunk_frame(r, None, Some(Some(r.usage))));
+    }
+    events.push(Bytes::from_static(b"data: [DONE]\n\n"));
+    events
+}
+
+fn text_events(r: &Reply<'_>, nu: Option<Option<Usage>>, pieces: usize) -> Vec<Bytes> {
+    let first = Delta {
+        role: Some("assistant"),
+        content: Some(Some("")),
+        refusal: Some(None),
+        ..Delta::default()
+    };
+    let mut events = vec![chunk_frame(r, Some(delta_choice(first, None)), nu)];
+    for piece in split_pieces(r.text.as_deref().unwrap_or(""), pieces) {
+        let delta = Delta {
+            content: Some(Some(piece)),
+            ..Delta::default()
         };
-        let nu = if include_usage { Some(None) } else { None };
-        let mut events = Vec::new();
-        if calls.is_empty() {
-            events.push(chunk(
-                vec![ChunkChoice {
-                    index: 0,
-                    delta: Delta {
-                        role: Some("assistant"),
-                        content: Some(Some("")),
-                        refusal: Some(None),
-                        ..Delta::default()
-                    },
-                    logprobs: None,
-                    finish_reason: None,
-                }],
-                nu,
-            ));
-            for piece in split_pieces(text.as_deref().unwrap_or(""), sim.chunks(markers)) {
-                events.push(chunk(
-                    vec![ChunkChoice {
-                        index: 0,
-                        delta: Delta {
-                            content: Some(Some(piece)),
-                            ..Delta::default()
-                        },
-                        logprobs: None,
-                        finish_reason: None,
-                    }],
-                    nu,
-                ));
+        events.push(chunk_frame(r, Some(delta_choice(delta, None)), nu));
+    }
+    events
+}
+
+fn call_events(r: &Reply<'_>, nu: Option<Option<Usage>>) -> Vec<Bytes> {
+    let mut events = Vec::new();
+    for (i, (name, cid)) in r.calls.iter().zip(&r.call_ids).enumerate() {
+        let header = ToolCall {
+            index: Some(i),
+            id: Some(cid),
+            kind: Some("function"),
+            function: FnCall {
+                name: Some(name),
+                arguments: "",
+            },
+        };
+        let delta = if i == 0 {
+            Delta {
+                role: Some("assistant"),
+                content: Some(None),
+                tool_calls: Some(vec![header]),
+                refusal: Some(None),
             }
         } else {
-            for (i, (name, cid)) in calls.iter().zip(&call_ids).enumerate() {
-                let header = ToolCall {
-                    index: Some(i),
-                    id: Some(cid),
-                    kind: Some("function"),
-                    function: FnCall {
-                        name: Some(name),
-                        arguments: "",
-                    },
-                };
-                let delta = if i == 0 {
-                    Delta {
-                        role: Some("assistant"),
-                        content: Some(None),
-                        tool_calls: Some(vec![header]),
-                        refusal: Some(None),
-                    }
-                } else {
-                    Delta {
-                        tool_calls: Some(vec![header]),
-                        ..Delta::default()
-                    }
-                };
-                events.push(chunk(
-                    vec![ChunkChoice {
-                        index: 0,
-                        delta,
-                        logprobs: None,
-                        finish_reason: None,
-                    }],
-                    nu,
-                ));
-                let (a, b) = CALL_ARGS_JSON.split_at(CALL_ARGS_JSON.len() / 2);
-                for frag in [a, b] {
-                    let d = Delta {
-                        tool_calls: Some(vec![ToolCall {
-                            index: Some(i),
-                            id: None,
-                            kind: None,
-                            function: FnCall {
-                                name: None,
-                                arguments: frag,
-                            },
-                        }]),
-                        ..Delta::default()
-                    };
-                    events.push(chunk(
-                        vec![ChunkChoice {
-                            index: 0,
-                            delta: d,
-                            logprobs: None,
-                            finish_reason: None,
-                        }],
-                        nu,
-                    ));
-                }
+            Delta {
+                tool_calls: Some(vec![header]),
+                ..Delta::default()
             }
-        }
-        events.push(chunk(
-            vec![ChunkChoice {
-                index: 0,
-                delta: Delta::default(),
-                logprobs: None,
-                finish_reason: Some(finish),
-            }],
-            nu,
-        ));
-        if include_usage {
-            events.push(chunk(Vec::new(), Some(Some(usage))));
-        }
-        events.push(Bytes::from_static(b"data: [DONE]\n\n"));
-        let sf = match fault {
-            Some(Fault::BreakAfter(k)) => StreamFault::BreakAfter(k),
-            Some(Fault::Stall) => StreamFault::StallAfter(1),
-            Some(Fault::ErrorEvent) => {
-                let err = fixtures::openai_error_value(
-                    "The server had an error while processing your request. Sorry about that!",
-                    "server_error",
-                    None,
-                    None,
-                );
-                StreamFault::ErrorTail(2.min(events.len()), respond::sse_data(&err, "\n\n"))
-            }
-            _ => StreamFault::None,
         };
-        let resp = respond::sse(faults::deliver(events, sim.delay(markers), sf));
-        return Ok(respond::with_header(
-            resp,
-            "x-request-id",
-            &format!("req_{}", random_id(32)),
-        ));
+        events.push(chunk_frame(r, Some(delta_choice(delta, None)), nu));
+        let (a, b) = CALL_ARGS_JSON.split_at(CALL_ARGS_JSON.len() / 2);
+        for frag in [a, b] {
+            let fragment = ToolCall {
+                index: Some(i),
+                id: None,
+                kind: None,
+                function: FnCall {
+                    name: None,
+                    arguments: frag,
+                },
+            };
+            let delta = Delta {
+                tool_calls: Some(vec![fragment]),
+                ..Delta::default()
+            };
+            events.push(chunk_frame(r, Some(delta_choice(delta, None)), nu));
+        }
     }
-    let tool_calls: Vec<ToolCall> = calls
+    events
+}
+
+/// How a stream fault shows in an OpenAI stream.
+fn stream_fault(fault: Option<Fault>) -> StreamFault {
+    match fault {
+        Some(Fault::BreakAfter(k)) => StreamFault::BreakAfter(k),
+        Some(Fault::Stall) => StreamFault::StallAfter(1),
+        Some(Fault::ErrorEvent) => {
+            let err = fixtures::openai_error_value(
+                "The server had an error while processing your request. Sorry about that!",
+                "server_error",
+                None,
+                None,
+            );
+            StreamFault::ErrorTail(2, respond::sse_data(&err, "\n\n"))
+        }
+        _ => StreamFault::None,
+    }
+}
+
+/// The buffered `chat.completion`, with `fault` applied.
+fn buffered(r: &Reply<'_>, fault: Option<&Fault>) -> R {
+    let tool_calls: Vec<ToolCall> = r
+        .calls
         .iter()
-        .zip(&call_ids)
+        .zip(&r.call_ids)
         .map(|(name, cid)| ToolCall {
             index: None,
             id: Some(cid),
@@ -674,37 +720,32 @@ fn chat_answer(
         })
         .collect();
     let body = Completion {
-        id: &id,
+        id: &r.id,
         object: "chat.completion",
-        created,
-        model,
+        created: r.created,
+        model: r.model,
         choices: vec![Choice {
             index: 0,
             message: Message {
                 role: "assistant",
-                content: text.as_deref(),
+                content: r.text.as_deref(),
                 refusal: None,
                 tool_calls,
                 annotations: [],
             },
             logprobs: None,
-            finish_reason: finish,
+            finish_reason: r.finish,
         }],
-        usage,
+        usage: r.usage,
         service_tier: "default",
         system_fingerprint: FINGERPRINT,
     };
     let bytes = serde_json::to_vec(&body).map_err(|e| respond::internal(&e.to_string()))?;
-    let resp = crate::buffered_with_fault(
+    Ok(crate::buffered_with_fault(
         Bytes::from(bytes),
         JSON_PLAIN,
-        fault.as_ref(),
+        fault,
         fixtures::openai_500,
-    );
-    Ok(respond::with_header(
-        resp,
-        "x-request-id",
-        &format!("req_{}", random_id(32)),
     ))
 }
 
