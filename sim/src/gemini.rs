@@ -1426,80 +1426,145 @@ fn generate_validated(
     fault: Option<Fault>,
 ) -> R {
     let vertex = api.vertex.is_some();
-    if !is_generate_model(model) {
-        return Err(match &api.vertex {
-            Some(vi) => fixtures::vertex_model_not_found(vi.project, vi.location, "google", model),
-            None => fixtures::gemini_model_not_found(
-                model,
-                api.version,
-                if stream {
-                    "streamGenerateContent"
-                } else {
-                    "generateContent"
-                },
-            ),
-        });
-    }
+    check_model(api, model, stream)?;
     let unknown = unknown_fields(obj, vertex);
     if !unknown.is_empty() {
         return Err(fixtures::unknown_fields(&unknown));
     }
-    let fam = family(model);
-    let g3 = fam == Family::G3;
+    let g3 = family(model) == Family::G3;
     let gc = field(obj, "generationConfig").and_then(Value::as_object);
-
-    // Explicit cache.
-    let cache = match field(obj, "cachedContent") {
-        None => None,
-        Some(c) => {
-            let name = c.as_str().unwrap_or("");
-            if field(obj, "systemInstruction").is_some()
-                || field(obj, "tools").is_some()
-                || field(obj, "toolConfig").is_some()
-            {
-                return Err(fixtures::invalid_argument(
-                    "CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config.",
-                ));
-            }
-            let e = sim
-                .gcache
-                .get(name)
-                .ok_or_else(|| cache_not_found(name, vertex))?;
-            let cache_model = e.model.rsplit('/').next().unwrap_or(&e.model);
-            if cache_model != model {
-                return Err(fixtures::invalid_argument(&format!(
-                    "Model used by GenerateContent request (models/{model}) and CachedContent ({}) has to be the same.",
-                    e.model
-                )));
-            }
-            Some(e)
-        }
+    let cache = cached_content(sim, obj, model, vertex)?;
+    check_body(obj, model, vertex, g3, cache.is_some())?;
+    let (thinks, include_thoughts) = thinking(model, gc, vertex)?;
+    let service_tier = service_tier(obj, api, vertex)?;
+    let ask = Ask {
+        obj,
+        gc,
+        model,
+        g3,
+        thinks,
+        include_thoughts,
+        subject: content::user_subject(user_text, tool_results),
+        blocked: matches!(fault, Some(Fault::Blocked)),
     };
+    let plan = ask.plan(cache.as_ref(), markers, service_tier);
+    let create_time = api
+        .vertex
+        .as_ref()
+        .map(|_| content::rfc3339_micros(Utc::now()));
+    let response_id = random_id(23);
+    let tier = if vertex {
+        None
+    } else {
+        Some(plan.service_tier.as_deref().unwrap_or("standard"))
+    };
+    let ctx = Render {
+        plan: &plan,
+        model,
+        create_time: create_time.as_deref(),
+        response_id: &response_id,
+        traffic: api.vertex.as_ref().map(|v| v.traffic_type),
+        tier,
+        vertex,
+    };
+    if stream {
+        let sse = crate::query_param(req.query, "alt").is_some_and(|a| a == "sse");
+        return ctx.stream(sim, markers, sse, fault);
+    }
+    let body = serde_json::to_vec_pretty(&ctx.buffered())
+        .map_err(|e| respond::internal(&e.to_string()))?;
+    Ok(crate::buffered_with_fault(
+        Bytes::from(body),
+        JSON_GOOGLE,
+        fault.as_ref(),
+        || fixtures::gemini_500(vertex),
+    ))
+}
 
+/// A model this surface generates with, else the surface's 404.
+fn check_model(api: &GenApi, model: &str, stream: bool) -> Result<(), Response> {
+    if is_generate_model(model) {
+        return Ok(());
+    }
+    Err(match &api.vertex {
+        Some(vi) => fixtures::vertex_model_not_found(vi.project, vi.location, "google", model),
+        None => fixtures::gemini_model_not_found(
+            model,
+            api.version,
+            if stream {
+                "streamGenerateContent"
+            } else {
+                "generateContent"
+            },
+        ),
+    })
+}
+
+/// The explicit cache the request names, checked as Google checks it: it must exist, be for
+/// the same model, and the request must not repeat what it holds.
+fn cached_content(
+    sim: &Sim,
+    obj: &Map<String, Value>,
+    model: &str,
+    vertex: bool,
+) -> Result<Option<CacheEntry>, Response> {
+    let Some(c) = field(obj, "cachedContent") else {
+        return Ok(None);
+    };
+    let name = c.as_str().unwrap_or("");
+    if field(obj, "systemInstruction").is_some()
+        || field(obj, "tools").is_some()
+        || field(obj, "toolConfig").is_some()
+    {
+        return Err(fixtures::invalid_argument(
+            "CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config.",
+        ));
+    }
+    let e = sim
+        .gcache
+        .get(name)
+        .ok_or_else(|| cache_not_found(name, vertex))?;
+    let cache_model = e.model.rsplit('/').next().unwrap_or(&e.model);
+    if cache_model != model {
+        return Err(fixtures::invalid_argument(&format!(
+            "Model used by GenerateContent request (models/{model}) and CachedContent ({}) has to be the same.",
+            e.model
+        )));
+    }
+    Ok(Some(e))
+}
+
+/// Contents (required unless a cache holds the prompt), the system instruction's text parts,
+/// and the Developer API's refusal of penalties from 2.5 on.
+fn check_body(
+    obj: &Map<String, Value>,
+    model: &str,
+    vertex: bool,
+    g3: bool,
+    cached: bool,
+) -> Result<(), Response> {
     match obj.get("contents") {
         Some(Value::Array(cs)) if !cs.is_empty() => validate_contents(cs, vertex, g3, "contents")?,
-        _ if cache.is_some() => {}
+        _ if cached => {}
         _ => {
             return Err(fixtures::invalid_argument(
                 "* GenerateContentRequest.contents: contents is not specified\n",
             ))
         }
     }
-    if let Some(si) = field(obj, "systemInstruction") {
-        if let Some(Value::Array(parts)) = si.get("parts") {
-            for (j, p) in parts.iter().enumerate() {
-                if let Some(t) = p.get("text") {
-                    if !t.is_string() {
-                        return Err(fixtures::invalid_value(
-                            &format!("system_instruction.parts[{j}].text"),
-                            "TYPE_STRING",
-                            t,
-                        ));
-                    }
-                }
-            }
+    let parts = field(obj, "systemInstruction")
+        .and_then(|si| si.get("parts"))
+        .and_then(Value::as_array);
+    for (j, p) in parts.into_iter().flatten().enumerate() {
+        if let Some(t) = p.get("text").filter(|t| !t.is_string()) {
+            return Err(fixtures::invalid_value(
+                &format!("system_instruction.parts[{j}].text"),
+                "TYPE_STRING",
+                t,
+            ));
         }
     }
+    let gc = field(obj, "generationConfig").and_then(Value::as_object);
     if !vertex && version(model) >= 2.5 {
         for name in ["presencePenalty", "frequencyPenalty"] {
             if gc
@@ -1511,112 +1576,144 @@ fn generate_validated(
             }
         }
     }
-    let (thinks, include_thoughts) = thinking(model, gc, vertex)?;
+    Ok(())
+}
 
-    let service_tier =
-        match field(obj, "serviceTier") {
-            None => None,
-            Some(t) => {
-                let s = t.as_str().unwrap_or("");
-                if vertex {
-                    let ok = [
-                        "SERVICE_TIER_UNSPECIFIED",
-                        "SERVICE_TIER_STANDARD",
-                        "SERVICE_TIER_FLEX",
-                        "SERVICE_TIER_PRIORITY",
-                    ];
-                    if !ok.contains(&s) {
-                        return Err(fixtures::invalid_value(
-                            "service_tier",
-                            &format!(
-                                "type.googleapis.com/google.cloud.aiplatform.{}.ServiceTier",
-                                api.version
-                            ),
-                            t,
-                        ));
-                    }
-                    None
-                } else {
-                    let l = s.to_ascii_lowercase();
-                    let l = l.strip_prefix("service_tier_").unwrap_or(&l).to_owned();
-                    match l.as_str() {
-                        "standard" | "flex" | "priority" => Some(l),
-                        "unspecified" => None,
-                        _ => return Err(fixtures::invalid_value(
-                            "service_tier",
-                            "type.googleapis.com/google.ai.generativelanguage.v1beta.ServiceTier",
-                            t,
-                        )),
-                    }
-                }
-            }
-        };
-
-    // Plan the answer.
-    let (bytes, _) = prompt_size(obj);
-    let cached = cache.as_ref().map_or(0, |c| c.tokens);
-    let prompt = prompt_tok(bytes) + cached;
-    let subject = content::user_subject(user_text, tool_results);
-    let (thought_text, thoughts) = if thinks {
-        let t = content::thought_text(&subject);
-        let n = tok(t.len());
-        (include_thoughts.then_some(t), n)
-    } else {
-        (None, 0)
+/// `serviceTier`: checked against the surface's enum; the Developer API echoes the tier it
+/// served (`standard`, `flex`, `priority`), Vertex ignores it (it reads headers).
+fn service_tier(
+    obj: &Map<String, Value>,
+    api: &GenApi,
+    vertex: bool,
+) -> Result<Option<String>, Response> {
+    let Some(t) = field(obj, "serviceTier") else {
+        return Ok(None);
     };
-    let tools = cache
-        .as_ref()
-        .and_then(|c| c.tools.as_ref())
-        .or_else(|| field(obj, "tools"));
-    let tool_config = cache
-        .as_ref()
-        .and_then(|c| c.tool_config.as_ref())
-        .or_else(|| field(obj, "toolConfig"));
-    let blocked = matches!(fault, Some(Fault::Blocked));
-    let calls = if blocked {
-        Vec::new()
-    } else {
-        choose_calls(tools, tool_config, markers)
-    };
-    let n = gc
-        .and_then(|g| field(g, "candidateCount"))
-        .and_then(Value::as_u64)
-        .unwrap_or(1)
-        .clamp(1, 8) as u32;
-    let mut plan = Plan {
-        prompt,
-        cached,
-        thoughts: if blocked { 0 } else { thoughts },
-        thought_text: if blocked { None } else { thought_text },
-        text: None,
-        calls: Vec::new(),
-        candidates: 0,
-        finish: "STOP",
-        blocked,
-        signature: None,
-        call_signature: None,
-        g3,
-        n,
-        service_tier,
-    };
-    if !blocked && !calls.is_empty() {
-        plan.candidates = calls.iter().map(|c| call_tokens(c)).sum();
-        if g3 || thinks {
-            plan.call_signature = Some(content::signature(&format!(
-                "{model}|call|{}",
-                calls.join(",")
-            )));
+    let s = t.as_str().unwrap_or("");
+    if vertex {
+        const VERTEX_TIERS: [&str; 4] = [
+            "SERVICE_TIER_UNSPECIFIED",
+            "SERVICE_TIER_STANDARD",
+            "SERVICE_TIER_FLEX",
+            "SERVICE_TIER_PRIORITY",
+        ];
+        if !VERTEX_TIERS.contains(&s) {
+            return Err(fixtures::invalid_value(
+                "service_tier",
+                &format!(
+                    "type.googleapis.com/google.cloud.aiplatform.{}.ServiceTier",
+                    api.version
+                ),
+                t,
+            ));
         }
-        plan.calls = calls;
-    } else if !blocked {
+        return Ok(None);
+    }
+    let l = s.to_ascii_lowercase();
+    let l = l.strip_prefix("service_tier_").unwrap_or(&l).to_owned();
+    match l.as_str() {
+        "standard" | "flex" | "priority" => Ok(Some(l)),
+        "unspecified" => Ok(None),
+        _ => Err(fixtures::invalid_value(
+            "service_tier",
+            "type.googleapis.com/google.ai.generativelanguage.v1beta.ServiceTier",
+            t,
+        )),
+    }
+}
+
+/// What the answer is planned from.
+struct Ask<'a> {
+    obj: &'a Map<String, Value>,
+    gc: Option<&'a Map<String, Value>>,
+    model: &'a str,
+    g3: bool,
+    thinks: bool,
+    include_thoughts: bool,
+    subject: String,
+    blocked: bool,
+}
+
+impl Ask<'_> {
+    /// The answer: tool calls if the request's tools call for them, else text; nothing when
+    /// blocked.
+    fn plan(
+        &self,
+        cache: Option<&CacheEntry>,
+        markers: &Markers,
+        service_tier: Option<String>,
+    ) -> Plan {
+        let (bytes, _) = prompt_size(self.obj);
+        let cached = cache.map_or(0, |c| c.tokens);
+        let (thought_text, thoughts) = match (self.thinks, self.blocked) {
+            (true, false) => {
+                let t = content::thought_text(&self.subject);
+                let n = tok(t.len());
+                (self.include_thoughts.then_some(t), n)
+            }
+            _ => (None, 0),
+        };
+        let tools = cache
+            .and_then(|c| c.tools.as_ref())
+            .or_else(|| field(self.obj, "tools"));
+        let tool_config = cache
+            .and_then(|c| c.tool_config.as_ref())
+            .or_else(|| field(self.obj, "toolConfig"));
+        let calls = if self.blocked {
+            Vec::new()
+        } else {
+            choose_calls(tools, tool_config, markers)
+        };
+        let n = self
+            .gc
+            .and_then(|g| field(g, "candidateCount"))
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .clamp(1, 8) as u32;
+        let mut plan = Plan {
+            prompt: prompt_tok(bytes) + cached,
+            cached,
+            thoughts,
+            thought_text,
+            text: None,
+            calls: Vec::new(),
+            candidates: 0,
+            finish: "STOP",
+            blocked: self.blocked,
+            signature: None,
+            call_signature: None,
+            g3: self.g3,
+            n,
+            service_tier,
+        };
+        if self.blocked {
+            return plan;
+        }
+        if calls.is_empty() {
+            self.text_answer(&mut plan);
+        } else {
+            plan.candidates = calls.iter().map(|c| call_tokens(c)).sum();
+            if self.g3 || self.thinks {
+                let what = format!("{}|call|{}", self.model, calls.join(","));
+                plan.call_signature = Some(content::signature(&what));
+            }
+            plan.calls = calls;
+        }
+        plan
+    }
+
+    /// The text answer (JSON with a JSON mime type), cut at a stop sequence or what the
+    /// output cap leaves after thinking.
+    fn text_answer(&self, plan: &mut Plan) {
+        let gc = self.gc;
         let json_mode = gc
             .and_then(|g| field(g, "responseMimeType"))
             .and_then(Value::as_str)
             .is_some_and(|m| m == "application/json");
         let full = if json_mode {
-            content::reply_json(&subject)
+            content::reply_json(&self.subject)
         } else {
-            content::reply_text(&subject)
+            content::reply_text(&self.subject)
         };
         let stops: Vec<String> = gc
             .and_then(|g| field(g, "stopSequences"))
@@ -1633,44 +1730,43 @@ fn generate_validated(
             .and_then(|g| field(g, "maxOutputTokens"))
             .and_then(Value::as_u64);
         let (kept, cut) = match cap {
-            Some(c) => cap_tokens(stopped, c.saturating_sub(thoughts)),
+            Some(c) => cap_tokens(stopped, c.saturating_sub(plan.thoughts)),
             None => (stopped, false),
         };
         if cut {
             plan.finish = "MAX_TOKENS";
         }
         plan.candidates = tok(kept.len());
-        if g3 && !kept.is_empty() {
-            plan.signature = Some(content::signature(&format!("{model}|text|{kept}")));
+        if self.g3 && !kept.is_empty() {
+            let what = format!("{}|text|{kept}", self.model);
+            plan.signature = Some(content::signature(&what));
         }
         plan.text = Some(kept.to_owned());
     }
+}
 
-    let create_time = api
-        .vertex
-        .as_ref()
-        .map(|_| content::rfc3339_micros(Utc::now()));
-    let response_id = random_id(23);
-    let traffic = api.vertex.as_ref().map(|v| v.traffic_type);
-    let tier = if vertex {
-        None
-    } else {
-        Some(plan.service_tier.as_deref().unwrap_or("standard"))
-    };
-    let ctx = Render {
-        plan: &plan,
-        model,
-        create_time: create_time.as_deref(),
-        response_id: &response_id,
-        traffic,
-        tier,
-        vertex,
-    };
-    if stream {
-        let sse = crate::query_param(req.query, "alt").is_some_and(|a| a == "sse");
-        let events = ctx.stream_chunks(sim.chunks(markers));
+struct Render<'a> {
+    plan: &'a Plan,
+    model: &'a str,
+    create_time: Option<&'a str>,
+    response_id: &'a str,
+    traffic: Option<&'a str>,
+    tier: Option<&'a str>,
+    vertex: bool,
+}
+
+static ARGS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
+
+fn args() -> &'static Value {
+    ARGS.get_or_init(call_args)
+}
+
+impl<'a> Render<'a> {
+    /// The streamed answer: SSE events (with `alt=sse`), else one JSON array as Google
+    /// streams it without (gemini.md §6); stream faults apply to SSE.
+    fn stream(&self, sim: &Sim, markers: &Markers, sse: bool, fault: Option<Fault>) -> R {
+        let events = self.stream_chunks(sim.chunks(markers));
         if !sse {
-            // Without alt=sse Google streams one JSON array (gemini.md §6).
             let mut out = Vec::with_capacity(1024);
             out.push(b'[');
             for (i, ev) in events.iter().enumerate() {
@@ -1698,42 +1794,13 @@ fn generate_validated(
             }
             _ => StreamFault::None,
         };
-        return Ok(respond::sse(faults::deliver(
+        Ok(respond::sse(faults::deliver(
             rendered,
             sim.delay(markers),
             sf,
-        )));
+        )))
     }
-    let resp = ctx.buffered();
-    let body = match serde_json::to_vec_pretty(&resp) {
-        Ok(b) => Bytes::from(b),
-        Err(e) => return Err(respond::internal(&e.to_string())),
-    };
-    Ok(crate::buffered_with_fault(
-        body,
-        JSON_GOOGLE,
-        fault.as_ref(),
-        || fixtures::gemini_500(vertex),
-    ))
-}
 
-struct Render<'a> {
-    plan: &'a Plan,
-    model: &'a str,
-    create_time: Option<&'a str>,
-    response_id: &'a str,
-    traffic: Option<&'a str>,
-    tier: Option<&'a str>,
-    vertex: bool,
-}
-
-static ARGS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-
-fn args() -> &'static Value {
-    ARGS.get_or_init(call_args)
-}
-
-impl<'a> Render<'a> {
     fn index(&self, i: u32) -> Option<u32> {
         if !self.vertex || self.plan.n > 1 {
             Some(i)
