@@ -380,39 +380,7 @@ fn validate(
     count_only: bool,
 ) -> Result<(), Response> {
     let inv = |m: &str| invalid(m, vertex);
-    for k in obj.keys() {
-        let ok = TOP_FIELDS.contains(&k.as_str()) || (vertex && k == "anthropic_version");
-        if !ok || (vertex && k == "model") {
-            return Err(inv(&format!("{k}: Extra inputs are not permitted")));
-        }
-    }
-    if vertex {
-        match obj.get("anthropic_version") {
-            None => return Err(inv("anthropic_version: Field required")),
-            Some(Value::String(s)) if s == VERTEX_VERSION => {}
-            Some(_) => {
-                return Err(inv(&format!(
-                    "anthropic_version: Input should be '{VERTEX_VERSION}'"
-                )))
-            }
-        }
-    } else if !obj.contains_key("model") {
-        return Err(inv("model: Field required"));
-    }
-    if !count_only {
-        match obj.get("max_tokens") {
-            None => return Err(inv("max_tokens: Field required")),
-            Some(v) => match v.as_i64() {
-                Some(n) if n >= 1 => {}
-                Some(_) => {
-                    return Err(inv(
-                        "max_tokens: Input should be greater than or equal to 1",
-                    ))
-                }
-                None => return Err(inv("max_tokens: Input should be a valid integer")),
-            },
-        }
-    }
+    check_envelope(obj, vertex, count_only).map_err(|m| inv(&m))?;
     let msgs = match obj.get("messages") {
         None => return Err(inv("messages: Field required")),
         Some(Value::Array(a)) => a,
@@ -421,120 +389,9 @@ fn validate(
     if msgs.is_empty() {
         return Err(inv("messages: at least one message is required"));
     }
-    let mut prev_role: Option<&str> = None;
-    let mut cache_blocks = 0usize;
-    for (i, m) in msgs.iter().enumerate() {
-        let role = match m.get("role").and_then(Value::as_str) {
-            Some(r @ ("user" | "assistant")) => r,
-            _ => {
-                return Err(inv(&format!(
-                    "messages.{i}.role: Input should be 'user' or 'assistant'"
-                )))
-            }
-        };
-        if i == 0 && role != "user" {
-            return Err(inv("messages: first message must use the \"user\" role"));
-        }
-        if prev_role == Some(role) {
-            return Err(inv(&format!(
-                "messages: roles must alternate between \"user\" and \"assistant\", but found multiple \"{role}\" roles in a row"
-            )));
-        }
-        prev_role = Some(role);
-        match m.get("content") {
-            Some(Value::String(_)) => {}
-            Some(Value::Array(blocks)) => {
-                for (j, b) in blocks.iter().enumerate() {
-                    let t = b.get("type").and_then(Value::as_str).unwrap_or("");
-                    if !BLOCK_TYPES.contains(&t) {
-                        return Err(inv(&format!(
-                            "messages.{i}.content.{j}: Input tag '{t}' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result', 'thinking', 'redacted_thinking', 'tool_use', 'tool_result', 'server_tool_use', 'web_search_tool_result'"
-                        )));
-                    }
-                    if t == "text" && !b.get("text").is_some_and(Value::is_string) {
-                        return Err(inv(&format!(
-                            "messages.{i}.content.{j}.text.text: Field required"
-                        )));
-                    }
-                    if t == "thinking" {
-                        let sig = b.get("signature").and_then(Value::as_str).unwrap_or("");
-                        if !content::is_sim_signature(sig) {
-                            return Err(inv(&format!(
-                                "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
-                            )));
-                        }
-                    }
-                    if b.get("cache_control").is_some() {
-                        cache_blocks += 1;
-                    }
-                }
-            }
-            None => return Err(inv(&format!("messages.{i}.content: Field required"))),
-            Some(_) => {
-                return Err(inv(&format!(
-                    "messages.{i}.content: Input should be a valid list"
-                )))
-            }
-        }
-    }
-    // tool_use / tool_result pairing.
-    let ids_of = |m: &Value, kind: &str, key: &str| -> Vec<String> {
-        m.get("content")
-            .and_then(Value::as_array)
-            .map(|bs| {
-                bs.iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
-                    .filter_map(|b| b.get(key).and_then(Value::as_str).map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    for (i, m) in msgs.iter().enumerate() {
-        let results = ids_of(m, "tool_result", "tool_use_id");
-        if !results.is_empty() {
-            let prev = i.checked_sub(1).and_then(|k| msgs.get(k));
-            let uses = prev
-                .map(|p| ids_of(p, "tool_use", "id"))
-                .unwrap_or_default();
-            if let Some((j, bad)) = results.iter().enumerate().find(|(_, r)| !uses.contains(r)) {
-                return Err(inv(&format!(
-                    "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {bad}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
-                )));
-            }
-        }
-        let uses = ids_of(m, "tool_use", "id");
-        if !uses.is_empty() && i + 1 < msgs.len() {
-            let answered = msgs
-                .get(i + 1)
-                .map(|n| ids_of(n, "tool_result", "tool_use_id"))
-                .unwrap_or_default();
-            let missing: Vec<&String> = uses.iter().filter(|u| !answered.contains(u)).collect();
-            if !missing.is_empty() {
-                let list: Vec<&str> = missing.iter().map(|s| s.as_str()).collect();
-                return Err(inv(&format!(
-                    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
-                    list.join(", ")
-                )));
-            }
-        }
-    }
-    match obj.get("system") {
-        None | Some(Value::String(_)) => {}
-        Some(Value::Array(blocks)) => {
-            for (j, b) in blocks.iter().enumerate() {
-                if b.get("type").and_then(Value::as_str) != Some("text") {
-                    return Err(inv(&format!("system.{j}.type: Input should be 'text'")));
-                }
-                if !b.get("text").is_some_and(Value::is_string) {
-                    return Err(inv(&format!("system.{j}.text: Field required")));
-                }
-                if b.get("cache_control").is_some() {
-                    cache_blocks += 1;
-                }
-            }
-        }
-        Some(_) => return Err(inv("system: Input should be a valid string")),
-    }
+    let mut cache_blocks = check_messages(msgs).map_err(|m| inv(&m))?;
+    check_tool_pairing(msgs).map_err(|m| inv(&m))?;
+    cache_blocks += check_system(obj).map_err(|m| inv(&m))?;
     if let Some(Value::Array(tools)) = obj.get("tools") {
         cache_blocks += tools
             .iter()
@@ -546,104 +403,301 @@ fn validate(
             "A maximum of 4 blocks with cache_control may be provided. Found {cache_blocks}."
         )));
     }
-    let temperature = obj.get("temperature").and_then(Value::as_f64);
-    if let Some(t) = temperature {
-        if t > 1.0 {
-            return Err(inv("temperature: Input should be less than or equal to 1"));
+    check_sampling(obj).map_err(|m| inv(&m))?;
+    if let Some(th) = obj.get("thinking") {
+        check_thinking(obj, th, msgs, headers, count_only).map_err(|m| inv(&m))?;
+    }
+    Ok(())
+}
+
+/// Top-level fields, `anthropic_version` on Vertex (where the model is in the URL), `model`
+/// and `max_tokens` on the Messages API.
+fn check_envelope(obj: &Map<String, Value>, vertex: bool, count_only: bool) -> Result<(), String> {
+    for k in obj.keys() {
+        let ok = TOP_FIELDS.contains(&k.as_str()) || (vertex && k == "anthropic_version");
+        if !ok || (vertex && k == "model") {
+            return Err(format!("{k}: Extra inputs are not permitted"));
         }
-        if t < 0.0 {
-            return Err(inv(
-                "temperature: Input should be greater than or equal to 0",
+    }
+    if vertex {
+        match obj.get("anthropic_version") {
+            None => return Err("anthropic_version: Field required".into()),
+            Some(Value::String(s)) if s == VERTEX_VERSION => {}
+            Some(_) => {
+                return Err(format!(
+                    "anthropic_version: Input should be '{VERTEX_VERSION}'"
+                ))
+            }
+        }
+    } else if !obj.contains_key("model") {
+        return Err("model: Field required".into());
+    }
+    if count_only {
+        return Ok(());
+    }
+    match obj.get("max_tokens").map(Value::as_i64) {
+        None => Err("max_tokens: Field required".into()),
+        Some(Some(n)) if n >= 1 => Ok(()),
+        Some(Some(_)) => Err("max_tokens: Input should be greater than or equal to 1".into()),
+        Some(None) => Err("max_tokens: Input should be a valid integer".into()),
+    }
+}
+
+/// Roles alternate from `user`; content is a string or known blocks. Returns how many blocks
+/// carry `cache_control`.
+fn check_messages(msgs: &[Value]) -> Result<usize, String> {
+    let mut prev_role: Option<&str> = None;
+    let mut cache_blocks = 0usize;
+    for (i, m) in msgs.iter().enumerate() {
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some(r @ ("user" | "assistant")) => r,
+            _ => {
+                return Err(format!(
+                    "messages.{i}.role: Input should be 'user' or 'assistant'"
+                ))
+            }
+        };
+        if i == 0 && role != "user" {
+            return Err("messages: first message must use the \"user\" role".into());
+        }
+        if prev_role == Some(role) {
+            return Err(format!(
+                "messages: roles must alternate between \"user\" and \"assistant\", but found multiple \"{role}\" roles in a row"
             ));
         }
-    }
-    let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
-    if temperature.is_some() && obj.get("top_p").is_some() && is_newer_sampling_model(model) {
-        return Err(inv("`temperature` and `top_p` cannot both be specified for this model. Please use only one."));
-    }
-    if let Some(Value::Array(stops)) = obj.get("stop_sequences") {
-        if stops.iter().any(|s| !s.is_string()) {
-            return Err(inv("stop_sequences.0: Input should be a valid string"));
-        }
-    }
-    if let Some(th) = obj.get("thinking") {
-        let kind = th.get("type").and_then(Value::as_str).unwrap_or("");
-        match kind {
-            "disabled" | "adaptive" => {}
-            "enabled" => {
-                let budget = match th.get("budget_tokens").and_then(Value::as_i64) {
-                    None => return Err(inv("thinking.enabled.budget_tokens: Field required")),
-                    Some(b) => b,
-                };
-                if budget < 1024 {
-                    return Err(inv("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"));
-                }
-                let interleaved = headers
-                    .get("anthropic-beta")
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(|b| b.contains("interleaved-thinking"));
-                let max = obj.get("max_tokens").and_then(Value::as_i64).unwrap_or(i64::MAX);
-                if !count_only && !interleaved && budget >= max {
-                    return Err(inv("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size"));
-                }
-            }
-            other => {
-                return Err(inv(&format!(
-                    "thinking: Input tag '{other}' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'"
-                )))
+        prev_role = Some(role);
+        match m.get("content") {
+            Some(Value::String(_)) => {}
+            Some(Value::Array(blocks)) => cache_blocks += check_blocks(i, blocks)?,
+            None => return Err(format!("messages.{i}.content: Field required")),
+            Some(_) => {
+                return Err(format!(
+                    "messages.{i}.content: Input should be a valid list"
+                ))
             }
         }
-        if kind != "disabled" {
-            let doc = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility";
-            if temperature.is_some_and(|t| t != 1.0) {
-                return Err(inv(&format!(
-                    "`temperature` may only be set to 1 when thinking is enabled. {doc}"
-                )));
-            }
-            if obj.get("top_k").is_some() {
-                return Err(inv(&format!(
-                    "`top_k` must be unset when thinking is enabled. {doc}"
-                )));
-            }
-            if obj
-                .get("top_p")
-                .and_then(Value::as_f64)
-                .is_some_and(|p| p < 0.95)
-            {
-                return Err(inv(&format!("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {doc}")));
-            }
-            let forced = obj
-                .get("tool_choice")
-                .and_then(|t| t.get("type"))
-                .and_then(Value::as_str)
-                .is_some_and(|t| t == "any" || t == "tool");
-            if forced {
-                return Err(inv(
-                    "Thinking may not be enabled when `tool_choice` forces tool use.",
+    }
+    Ok(cache_blocks)
+}
+
+/// The content blocks of message `i`: known types, text present, thinking signed by us.
+/// Returns how many carry `cache_control`.
+fn check_blocks(i: usize, blocks: &[Value]) -> Result<usize, String> {
+    let mut cache_blocks = 0;
+    for (j, b) in blocks.iter().enumerate() {
+        let t = b.get("type").and_then(Value::as_str).unwrap_or("");
+        if !BLOCK_TYPES.contains(&t) {
+            return Err(format!(
+                "messages.{i}.content.{j}: Input tag '{t}' found using 'type' does not match any of the expected tags: 'text', 'image', 'document', 'search_result', 'thinking', 'redacted_thinking', 'tool_use', 'tool_result', 'server_tool_use', 'web_search_tool_result'"
+            ));
+        }
+        if t == "text" && !b.get("text").is_some_and(Value::is_string) {
+            return Err(format!(
+                "messages.{i}.content.{j}.text.text: Field required"
+            ));
+        }
+        if t == "thinking" {
+            let sig = b.get("signature").and_then(Value::as_str).unwrap_or("");
+            if !content::is_sim_signature(sig) {
+                return Err(format!(
+                    "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
                 ));
             }
-            if let Some(last) = msgs
-                .last()
-                .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
-            {
-                let first = match last.get("content") {
-                    Some(Value::Array(bs)) => bs
-                        .first()
-                        .and_then(|b| b.get("type"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("text"),
-                    _ => "text",
-                };
-                if first != "thinking" && first != "redacted_thinking" {
-                    return Err(inv(&format!(
-                        "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
-                        msgs.len() - 1
-                    )));
-                }
+        }
+        if b.get("cache_control").is_some() {
+            cache_blocks += 1;
+        }
+    }
+    Ok(cache_blocks)
+}
+
+/// The ids of message `m`'s blocks of type `kind`, read from `key`.
+fn block_ids(m: &Value, kind: &str, key: &str) -> Vec<String> {
+    m.get("content")
+        .and_then(Value::as_array)
+        .map(|bs| {
+            bs.iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some(kind))
+                .filter_map(|b| b.get(key).and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every `tool_result` answers a `tool_use` of the message before, and every `tool_use` is
+/// answered in the next message.
+fn check_tool_pairing(msgs: &[Value]) -> Result<(), String> {
+    for (i, m) in msgs.iter().enumerate() {
+        let results = block_ids(m, "tool_result", "tool_use_id");
+        if !results.is_empty() {
+            let prev = i.checked_sub(1).and_then(|k| msgs.get(k));
+            let uses = prev
+                .map(|p| block_ids(p, "tool_use", "id"))
+                .unwrap_or_default();
+            if let Some((j, bad)) = results.iter().enumerate().find(|(_, r)| !uses.contains(r)) {
+                return Err(format!(
+                    "messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` blocks: {bad}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                ));
+            }
+        }
+        let uses = block_ids(m, "tool_use", "id");
+        if !uses.is_empty() && i + 1 < msgs.len() {
+            let answered = msgs
+                .get(i + 1)
+                .map(|n| block_ids(n, "tool_result", "tool_use_id"))
+                .unwrap_or_default();
+            let missing: Vec<&str> = uses
+                .iter()
+                .filter(|u| !answered.contains(u))
+                .map(String::as_str)
+                .collect();
+            if !missing.is_empty() {
+                return Err(format!(
+                    "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {}. Each `tool_use` block must have a corresponding `tool_result` block in the next message.",
+                    missing.join(", ")
+                ));
             }
         }
     }
     Ok(())
+}
+
+/// `system`: a string or text blocks. Returns how many blocks carry `cache_control`.
+fn check_system(obj: &Map<String, Value>) -> Result<usize, String> {
+    match obj.get("system") {
+        None | Some(Value::String(_)) => Ok(0),
+        Some(Value::Array(blocks)) => {
+            let mut cache_blocks = 0;
+            for (j, b) in blocks.iter().enumerate() {
+                if b.get("type").and_then(Value::as_str) != Some("text") {
+                    return Err(format!("system.{j}.type: Input should be 'text'"));
+                }
+                if !b.get("text").is_some_and(Value::is_string) {
+                    return Err(format!("system.{j}.text: Field required"));
+                }
+                if b.get("cache_control").is_some() {
+                    cache_blocks += 1;
+                }
+            }
+            Ok(cache_blocks)
+        }
+        Some(_) => Err("system: Input should be a valid string".into()),
+    }
+}
+
+/// `temperature` in [0, 1], not beside `top_p` on newer models; string stop sequences.
+fn check_sampling(obj: &Map<String, Value>) -> Result<(), String> {
+    let temperature = obj.get("temperature").and_then(Value::as_f64);
+    if let Some(t) = temperature {
+        if t > 1.0 {
+            return Err("temperature: Input should be less than or equal to 1".into());
+        }
+        if t < 0.0 {
+            return Err("temperature: Input should be greater than or equal to 0".into());
+        }
+    }
+    let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
+    if temperature.is_some() && obj.get("top_p").is_some() && is_newer_sampling_model(model) {
+        return Err("`temperature` and `top_p` cannot both be specified for this model. Please use only one.".into());
+    }
+    if let Some(Value::Array(stops)) = obj.get("stop_sequences") {
+        if stops.iter().any(|s| !s.is_string()) {
+            return Err("stop_sequences.0: Input should be a valid string".into());
+        }
+    }
+    Ok(())
+}
+
+/// `thinking`: its type, the budget (at least 1024, below `max_tokens` unless interleaved),
+/// and what thinking forbids.
+fn check_thinking(
+    obj: &Map<String, Value>,
+    th: &Value,
+    msgs: &[Value],
+    headers: &axum::http::HeaderMap,
+    count_only: bool,
+) -> Result<(), String> {
+    let kind = th.get("type").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "disabled" => return Ok(()),
+        "adaptive" => {}
+        "enabled" => {
+            let budget = th
+                .get("budget_tokens")
+                .and_then(Value::as_i64)
+                .ok_or("thinking.enabled.budget_tokens: Field required")?;
+            if budget < 1024 {
+                return Err("thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into());
+            }
+            let interleaved = headers
+                .get("anthropic-beta")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|b| b.contains("interleaved-thinking"));
+            let max = obj.get("max_tokens").and_then(Value::as_i64).unwrap_or(i64::MAX);
+            if !count_only && !interleaved && budget >= max {
+                return Err("`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#max-tokens-and-context-window-size".into());
+            }
+        }
+        other => {
+            return Err(format!(
+                "thinking: Input tag '{other}' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'"
+            ))
+        }
+    }
+    check_thinking_compatible(obj, msgs)
+}
+
+/// With thinking on: temperature 1, no `top_k`, `top_p` ≥ 0.95, no forced tool, and a final
+/// assistant message that starts with a thinking block.
+fn check_thinking_compatible(obj: &Map<String, Value>, msgs: &[Value]) -> Result<(), String> {
+    let doc = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility";
+    let temperature = obj.get("temperature").and_then(Value::as_f64);
+    if temperature.is_some_and(|t| t != 1.0) {
+        return Err(format!(
+            "`temperature` may only be set to 1 when thinking is enabled. {doc}"
+        ));
+    }
+    if obj.get("top_k").is_some() {
+        return Err(format!(
+            "`top_k` must be unset when thinking is enabled. {doc}"
+        ));
+    }
+    if obj
+        .get("top_p")
+        .and_then(Value::as_f64)
+        .is_some_and(|p| p < 0.95)
+    {
+        return Err(format!("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {doc}"));
+    }
+    let forced = obj
+        .get("tool_choice")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "any" || t == "tool");
+    if forced {
+        return Err("Thinking may not be enabled when `tool_choice` forces tool use.".into());
+    }
+    let Some(last) = msgs
+        .last()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+    else {
+        return Ok(());
+    };
+    let first = match last.get("content") {
+        Some(Value::Array(bs)) => bs
+            .first()
+            .and_then(|b| b.get("type"))
+            .and_then(Value::as_str)
+            .unwrap_or("text"),
+        _ => "text",
+    };
+    if first == "thinking" || first == "redacted_thinking" {
+        return Ok(());
+    }
+    Err(format!(
+        "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
+        msgs.len() - 1
+    ))
 }
 
 fn status_fault(f: &Fault, vertex: bool, model: &str) -> Option<Response> {
