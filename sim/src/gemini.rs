@@ -603,13 +603,14 @@ fn choose_calls(
 // Validation
 // ---------------------------------------------------------------------------------------------
 
+/// `contents` as Google checks them: each turn's role and parts, call/response pairing, and on
+/// Gemini 3 the thought signatures of the current turn's calls.
 fn validate_contents(
     contents: &[Value],
     vertex: bool,
     g3: bool,
     path0: &str,
 ) -> Result<(), Response> {
-    let role_err = || fixtures::invalid_argument("Please use a valid role: user, model.");
     // Current turn: after the last user turn that has something other than function responses.
     let mut current_start = 0;
     for (i, c) in contents.iter().enumerate() {
@@ -620,17 +621,7 @@ fn validate_contents(
                 c,
             ));
         };
-        let role = match obj.get("role") {
-            None => {
-                if vertex {
-                    return Err(role_err());
-                }
-                "user"
-            }
-            Some(Value::String(r)) if r == "user" || r == "model" => r.as_str(),
-            Some(Value::String(r)) if r.is_empty() && !vertex => "user",
-            Some(_) => return Err(role_err()),
-        };
+        let role = turn_role(obj, vertex)?;
         let parts = match obj.get("parts") {
             Some(Value::Array(p)) if !p.is_empty() => p,
             _ => {
@@ -639,128 +630,142 @@ fn validate_contents(
             )))
             }
         };
-        let mut calls = 0;
-        let mut responses = 0;
-        let mut other = 0;
-        for (j, p) in parts.iter().enumerate() {
-            let Some(po) = p.as_object() else { continue };
-            let ppath = format!("{path0}[{i}].parts[{j}]");
-            if let Some(t) = po.get("text") {
-                if !t.is_string() {
-                    return Err(fixtures::invalid_value(
-                        &format!("{ppath}.text"),
-                        "TYPE_STRING",
-                        t,
-                    ));
-                }
-            }
-            if let Some(Value::Object(fc)) = field(po, "functionCall") {
-                calls += 1;
-                if let Some(a) = fc.get("args") {
-                    if !a.is_object() {
-                        return Err(fixtures::invalid_value(
-                            &format!("{ppath}.function_call.args"),
-                            "type.googleapis.com/google.protobuf.Struct",
-                            a,
-                        ));
-                    }
-                }
-            } else if let Some(Value::Object(fr)) = field(po, "functionResponse") {
-                responses += 1;
-                if let Some(r) = fr.get("response") {
-                    if !r.is_object() {
-                        return Err(fixtures::invalid_value(
-                            &format!("{ppath}.function_response.response"),
-                            "type.googleapis.com/google.protobuf.Struct",
-                            r,
-                        ));
-                    }
-                }
-            } else {
-                other += 1;
-            }
-            if g3 {
-                if let Some(sig) = field(po, "thoughtSignature").and_then(Value::as_str) {
-                    if sig != SKIP_SIGNATURE && !content::is_sim_signature(sig) {
-                        return Err(fixtures::invalid_argument("Corrupted thought signature."));
-                    }
-                }
-            }
-        }
-        if responses > 0 {
-            let prev_calls = i
-                .checked_sub(1)
-                .and_then(|k| contents.get(k))
-                .filter(|p| p.get("role").and_then(Value::as_str) == Some("model"))
-                .and_then(|p| p.get("parts"))
-                .and_then(Value::as_array)
-                .map(|ps| {
-                    ps.iter()
-                        .filter(|p| {
-                            p.get("functionCall")
-                                .or_else(|| p.get("function_call"))
-                                .is_some()
-                        })
-                        .count()
-                })
-                .unwrap_or(0);
-            if prev_calls == 0 {
-                return Err(fixtures::invalid_argument(
-                    "Please ensure that function response turn comes immediately after a function call turn.",
-                ));
-            }
-            if prev_calls != responses {
-                return Err(fixtures::invalid_argument(
-                    "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.",
-                ));
-            }
-        }
-        if calls > 0 {
-            let prev_user = i
-                .checked_sub(1)
-                .and_then(|k| contents.get(k))
-                .is_some_and(|p| p.get("role").and_then(Value::as_str).unwrap_or("user") == "user");
-            if !prev_user {
-                return Err(fixtures::invalid_argument(
-                    "Please ensure that function call turn comes immediately after a user turn or after a function response turn.",
-                ));
-            }
-        }
-        if role == "user" && other > 0 {
+        let counts = check_parts(parts, g3, &format!("{path0}[{i}]"))?;
+        check_pairing(contents, i, &counts)?;
+        if role == "user" && counts.other > 0 {
             current_start = i;
         }
     }
     if g3 {
-        for (i, c) in contents.iter().enumerate().skip(current_start) {
-            if c.get("role").and_then(Value::as_str) != Some("model") {
-                continue;
-            }
-            let Some(Value::Array(parts)) = c.get("parts") else {
-                continue;
-            };
-            let first_call = parts.iter().find(|p| {
-                p.get("functionCall")
-                    .or_else(|| p.get("function_call"))
-                    .is_some()
+        check_call_signatures(contents, current_start)?;
+    }
+    Ok(())
+}
+
+/// A turn's role: `user` or `model` (absent or empty means `user` on the Developer API).
+fn turn_role(obj: &Map<String, Value>, vertex: bool) -> Result<&str, Response> {
+    let role_err = || fixtures::invalid_argument("Please use a valid role: user, model.");
+    match obj.get("role") {
+        None if vertex => Err(role_err()),
+        None => Ok("user"),
+        Some(Value::String(r)) if r == "user" || r == "model" => Ok(r.as_str()),
+        Some(Value::String(r)) if r.is_empty() && !vertex => Ok("user"),
+        Some(_) => Err(role_err()),
+    }
+}
+
+/// How many parts of a turn are function calls, function responses, or anything else.
+struct PartCounts {
+    calls: usize,
+    responses: usize,
+    other: usize,
+}
+
+/// A turn's parts: string texts, object args and responses, and (Gemini 3) signatures we made.
+fn check_parts(parts: &[Value], g3: bool, path: &str) -> Result<PartCounts, Response> {
+    let mut n = PartCounts {
+        calls: 0,
+        responses: 0,
+        other: 0,
+    };
+    for (j, p) in parts.iter().enumerate() {
+        let Some(po) = p.as_object() else { continue };
+        let ppath = format!("{path}.parts[{j}]");
+        if let Some(t) = po.get("text").filter(|t| !t.is_string()) {
+            return Err(fixtures::invalid_value(
+                &format!("{ppath}.text"),
+                "TYPE_STRING",
+                t,
+            ));
+        }
+        let (inner, what) = if let Some(Value::Object(fc)) = field(po, "functionCall") {
+            n.calls += 1;
+            (fc.get("args"), "function_call.args")
+        } else if let Some(Value::Object(fr)) = field(po, "functionResponse") {
+            n.responses += 1;
+            (fr.get("response"), "function_response.response")
+        } else {
+            n.other += 1;
+            (None, "")
+        };
+        if let Some(v) = inner.filter(|v| !v.is_object()) {
+            return Err(fixtures::invalid_value(
+                &format!("{ppath}.{what}"),
+                "type.googleapis.com/google.protobuf.Struct",
+                v,
+            ));
+        }
+        let sig = field(po, "thoughtSignature").and_then(Value::as_str);
+        if g3 && sig.is_some_and(|s| s != SKIP_SIGNATURE && !content::is_sim_signature(s)) {
+            return Err(fixtures::invalid_argument("Corrupted thought signature."));
+        }
+    }
+    Ok(n)
+}
+
+/// Function responses answer the model turn just before, one for one; function calls follow
+/// a user turn.
+fn check_pairing(contents: &[Value], i: usize, n: &PartCounts) -> Result<(), Response> {
+    let prev = i.checked_sub(1).and_then(|k| contents.get(k));
+    if n.responses > 0 {
+        let prev_calls = prev
+            .filter(|p| p.get("role").and_then(Value::as_str) == Some("model"))
+            .and_then(|p| p.get("parts"))
+            .and_then(Value::as_array)
+            .map_or(0, |ps| {
+                ps.iter().filter(|p| function_call(p).is_some()).count()
             });
-            if let Some(p) = first_call {
-                let has_sig = p
-                    .get("thoughtSignature")
-                    .or_else(|| p.get("thought_signature"))
-                    .is_some();
-                if !has_sig {
-                    let name = p
-                        .get("functionCall")
-                        .or_else(|| p.get("function_call"))
-                        .and_then(|f| f.get("name"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    return Err(fixtures::invalid_argument(&format!(
-                        "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{name}` , position {}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
-                        i + 1
-                    )));
-                }
-            }
+        if prev_calls == 0 {
+            return Err(fixtures::invalid_argument(
+                "Please ensure that function response turn comes immediately after a function call turn.",
+            ));
+        }
+        if prev_calls != n.responses {
+            return Err(fixtures::invalid_argument(
+                "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn.",
+            ));
+        }
+    }
+    let prev_user =
+        prev.is_some_and(|p| p.get("role").and_then(Value::as_str).unwrap_or("user") == "user");
+    if n.calls > 0 && !prev_user {
+        return Err(fixtures::invalid_argument(
+            "Please ensure that function call turn comes immediately after a user turn or after a function response turn.",
+        ));
+    }
+    Ok(())
+}
+
+/// A part's function call, in either spelling.
+fn function_call(p: &Value) -> Option<&Value> {
+    p.get("functionCall").or_else(|| p.get("function_call"))
+}
+
+/// Gemini 3: in the current turn, each model turn's first function call carries a signature.
+fn check_call_signatures(contents: &[Value], current_start: usize) -> Result<(), Response> {
+    for (i, c) in contents.iter().enumerate().skip(current_start) {
+        if c.get("role").and_then(Value::as_str) != Some("model") {
+            continue;
+        }
+        let Some(Value::Array(parts)) = c.get("parts") else {
+            continue;
+        };
+        let Some(p) = parts.iter().find(|p| function_call(p).is_some()) else {
+            continue;
+        };
+        let has_sig = p
+            .get("thoughtSignature")
+            .or_else(|| p.get("thought_signature"))
+            .is_some();
+        if !has_sig {
+            let name = function_call(p)
+                .and_then(|f| f.get("name"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            return Err(fixtures::invalid_argument(&format!(
+                "Function call is missing a thought_signature in functionCall parts. This is required for tools to work correctly, and missing thought_signature may lead to degraded model performance. Additional data, function call `default_api:{name}` , position {}. Please refer to https://ai.google.dev/gemini-api/docs/thought-signatures for more details.",
+                i + 1
+            )));
         }
     }
     Ok(())
