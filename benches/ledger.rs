@@ -25,7 +25,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         model_id: "google/gemini-2.5-flash".into(),
         route: "gemini-api".into(),
         endpoint: UsageEndpoint::Chat,
-        stream: i % 2 == 0,
+        stream: i.is_multiple_of(2),
         input_tokens: 100,
         cache_read_tokens: 0,
         cache_write_tokens: 0,

@@ -9,5 +9,6 @@
 pub mod cost;
 pub mod gates;
 pub mod record;
+pub mod spool;
 pub mod window;
 pub mod writer;

@@ -6,23 +6,23 @@
 //!   spool file.
 //! - When the database refuses a batch (outage), the batch is appended to the spool and fsync'd
 //!   before the writer moves on; the charges stay pending in the gates meanwhile.
-//! - The spool is replayed every second while it is not empty. Replay is idempotent (a record id
-//!   is written at most once by the store), so a crash during replay double-charges nobody.
+//! - The spool (`spool.rs`) is replayed every second while it is not empty. Replay is
+//!   idempotent (a record id is written at most once by the store), so a crash during replay
+//!   double-charges nobody, and two processes replaying one spool lose nothing.
 //! - On shutdown the queue is drained and committed, or spooled.
 //! - A record the database refuses for good (it breaks a schema rule, e.g. a cost that does not
 //!   match its prices — a gateway bug) is isolated by retrying its batch record by record, set
 //!   aside in `<spool>.refused` for an operator, and logged as an error; the others commit.
 
 use std::collections::HashSet;
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::gates::Accounts;
+use super::spool::Spool;
 use crate::store::{Store, StoreError, UsageRecord};
 
 /// Records per transaction at most.
@@ -114,7 +114,7 @@ impl LedgerWriter {
                 _ = tick.tick() => {
                     self.replay(store.as_ref()).await;
                     ticks = ticks.wrapping_add(1);
-                    if ticks % PRUNE_EVERY == 0 {
+                    if ticks.is_multiple_of(PRUNE_EVERY) {
                         prune_feed(store.as_ref()).await;
                     }
                 }
@@ -182,7 +182,7 @@ impl LedgerWriter {
 
     /// Replays the spool into the store; keeps whatever does not commit.
     async fn replay(&self, store: &dyn Store) {
-        let (records, read_to) = match self.spool.read() {
+        let records = match self.spool.read() {
             Ok(Some(found)) => found,
             Ok(None) => return,
             Err(e) => return tracing::error!("cannot read the ledger spool: {e}"),
@@ -209,7 +209,8 @@ impl LedgerWriter {
                     .committed(&r.workspace_id, window_of(r), r.cost);
             }
         }
-        match self.spool.consume(read_to) {
+        let replayed = records.iter().map(|r| r.id.as_str()).collect();
+        match self.spool.consume(&replayed) {
             Ok(()) => tracing::info!(records = records.len(), "ledger spool replayed"),
             Err(e) => tracing::error!("cannot trim the ledger spool: {e}"),
         }
@@ -224,109 +225,5 @@ async fn prune_feed(store: &dyn Store) {
         Ok(n) if n > 0 => tracing::debug!(rows = n, "change feed pruned"),
         Ok(_) => {}
         Err(e) => tracing::warn!("change feed pruning failed: {e}"),
-    }
-}
-
-/// An append-only file of JSON lines, fsync'd on every append.
-pub struct Spool {
-    path: PathBuf,
-    file: Mutex<File>,
-    /// Ids this process spooled (their charges are pending in the gates).
-    ours: Mutex<HashSet<String>>,
-}
-
-impl Spool {
-    pub fn open(path: &Path) -> std::io::Result<Spool> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .read(true)
-            .append(true)
-            .open(path)?;
-        Ok(Spool {
-            path: path.to_owned(),
-            file: Mutex::new(file),
-            ours: Mutex::new(HashSet::new()),
-        })
-    }
-
-    fn lock(&self) -> std::io::Result<std::sync::MutexGuard<'_, File>> {
-        self.file
-            .lock()
-            .map_err(|_| std::io::Error::other("spool lock poisoned"))
-    }
-
-    pub fn append(&self, records: &[UsageRecord]) -> std::io::Result<()> {
-        let mut text = Vec::new();
-        for r in records {
-            serde_json::to_writer(&mut text, r)?;
-            text.push(b'\n');
-        }
-        let mut file = self.lock()?;
-        file.write_all(&text)?;
-        file.sync_data()?;
-        if let Ok(mut ours) = self.ours.lock() {
-            ours.extend(records.iter().map(|r| r.id.clone()));
-        }
-        Ok(())
-    }
-
-    /// Keeps a record the database refused, for an operator to look at.
-    fn set_aside(&self, record: &UsageRecord) -> std::io::Result<()> {
-        let mut path = self.path.clone().into_os_string();
-        path.push(".refused");
-        let mut file = OpenOptions::new().create(true).append(true).open(path)?;
-        let mut line = serde_json::to_vec(record)?;
-        line.push(b'\n');
-        file.write_all(&line)?;
-        file.sync_data()
-    }
-
-    fn was_ours(&self, id: &str) -> bool {
-        self.ours.lock().is_ok_and(|mut ours| ours.remove(id))
-    }
-
-    /// Every complete record and the byte length they span; `None` when the spool is empty.
-    /// A torn last line (a crash mid-append) is left for the next read.
-    pub fn read(&self) -> std::io::Result<Option<(Vec<UsageRecord>, u64)>> {
-        let mut file = self.lock()?;
-        let len = file.seek(SeekFrom::End(0))?;
-        if len == 0 {
-            return Ok(None);
-        }
-        file.seek(SeekFrom::Start(0))?;
-        let mut reader = BufReader::new(&*file);
-        let (mut records, mut read_to, mut line) = (Vec::new(), 0u64, String::new());
-        loop {
-            line.clear();
-            let n = reader.read_line(&mut line)?;
-            if n == 0 || !line.ends_with('\n') {
-                break;
-            }
-            read_to += n as u64;
-            match serde_json::from_str(line.trim_end()) {
-                Ok(r) => records.push(r),
-                Err(e) => {
-                    tracing::error!(path = %self.path.display(), "unreadable spool line skipped: {e}")
-                }
-            }
-        }
-        Ok(Some((records, read_to)))
-    }
-
-    /// Drops the first `read_to` bytes (replayed), keeping anything appended since.
-    fn consume(&self, read_to: u64) -> std::io::Result<()> {
-        let mut file = self.lock()?;
-        let len = file.seek(SeekFrom::End(0))?;
-        let mut rest = Vec::new();
-        if len > read_to {
-            file.seek(SeekFrom::Start(read_to))?;
-            std::io::Read::read_to_end(&mut *file, &mut rest)?;
-        }
-        file.set_len(0)?;
-        file.write_all(&rest)?;
-        file.sync_data()
     }
 }

@@ -265,7 +265,7 @@ fn call_id_signature(id: &str) -> Option<String> {
         '_' => '/',
         c => c,
     }));
-    while sig.len() % 4 != 0 {
+    while !sig.len().is_multiple_of(4) {
         sig.push('=');
     }
     Some(sig)
