@@ -41,10 +41,12 @@ impl Cell {
     }
 }
 
-/// A key's spend in one window (`window` = its start, unix seconds).
+/// A key's spend in one window (`window` = its start, unix seconds). A new window gets a new
+/// `Spend`, swapped into the map whole: a charge always lands in the cell of its own window,
+/// never in one that a rollover is about to empty.
 #[derive(Debug, Default)]
 struct Spend {
-    window: AtomicI64,
+    window: i64,
     cell: Cell,
 }
 
@@ -96,7 +98,7 @@ impl Accounts {
         };
         let window = window_start(reset, now).timestamp();
         let spent = match self.spends.load().get(key.id.as_str()) {
-            Some(s) if s.window.load(Relaxed) == window => s.cell.value(),
+            Some(s) if s.window == window => s.cell.value(),
             _ => 0,
         };
         // Spend is stored negated (as a charge against zero), so `-value` is what was spent.
@@ -154,27 +156,32 @@ impl Accounts {
         }
     }
 
-    /// The key's spend cell for `window`, emptied when `window` is newer than the one it holds;
+    /// The key's spend cell for `window`, a fresh one when `window` is newer than the one held;
     /// `None` for a window older than the current one (its charges no longer gate anything).
     fn spend_in(&self, key_id: &str, window: i64) -> Option<Arc<Spend>> {
-        let s = entry(&self.spends, key_id);
-        loop {
-            let current = s.window.load(Relaxed);
-            if current == window {
-                return Some(s);
-            }
-            if current > window {
-                return None;
-            }
-            if s.window
-                .compare_exchange(current, window, Relaxed, Relaxed)
-                .is_ok()
-            {
-                s.cell.committed.store(0, Relaxed);
-                s.cell.pending.store(0, Relaxed);
-                return Some(s);
-            }
+        match self.spends.load().get(key_id) {
+            Some(s) if s.window == window => return Some(s.clone()),
+            Some(s) if s.window > window => return None,
+            _ => {}
         }
+        let mut found = None;
+        self.spends.rcu(|current| match current.get(key_id) {
+            Some(s) if s.window >= window => {
+                found = (s.window == window).then(|| s.clone());
+                Arc::clone(current)
+            }
+            _ => {
+                let fresh = Arc::new(Spend {
+                    window,
+                    cell: Cell::default(),
+                });
+                found = Some(fresh.clone());
+                let mut next = HashMap::clone(current);
+                next.insert(key_id.into(), fresh);
+                Arc::new(next)
+            }
+        });
+        found
     }
 
     /// The balance this process sees (committed minus pending), for status and tests.
@@ -279,5 +286,36 @@ mod tests {
             Usd::from_pico(-usd(4).pico()),
             "but the balance pays for both"
         );
+    }
+
+    /// The spent amount this process sees for `key_1` in `window` (0 if another window is held).
+    fn spent_in(a: &Accounts, window: DateTime<Utc>) -> i64 {
+        a.spends
+            .load()
+            .get("key_1")
+            .filter(|s| s.window == window.timestamp())
+            .map_or(0, |s| -s.cell.value())
+    }
+
+    #[test]
+    fn a_rollover_never_wipes_a_charge_made_in_the_new_window() {
+        let day1 = Utc.with_ymd_and_hms(2026, 3, 2, 0, 0, 0).unwrap();
+        let day2 = day1 + chrono::Duration::days(1);
+        // Two threads cross into day 2 at once, many times: whichever rolls the window over,
+        // both charges must land in day 2 (a reset after the other's charge would drop it).
+        for round in 0..10_000 {
+            let a = Accounts::default();
+            a.set_spend("key_1", day1, usd(1));
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                for _ in 0..2 {
+                    s.spawn(|| {
+                        start.wait();
+                        a.charge("ws_1", Some(("key_1", day2)), Usd::from_pico(1));
+                    });
+                }
+            });
+            assert_eq!(spent_in(&a, day2), 2, "round {round}: a charge was wiped");
+        }
     }
 }
