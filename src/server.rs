@@ -96,6 +96,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         fan_out: crate::upstream::fan_out::FanOutClient::new(&t.upstream),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
+        fresh: follower.freshness(),
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),

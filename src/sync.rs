@@ -5,10 +5,18 @@
 //! keys in the key cache, and rebuilds the catalog snapshot on catalog changes and at least
 //! every `catalog_refresh`. When the database is unreachable it keeps serving from memory and
 //! retries; a periodic full key reload covers anything a lost feed could hide.
+//!
+//! The proxy can also ask for a feed read at once and wait for it ([`Freshness`]): a key the
+//! cache does not know, or a workspace it believes out of credit, may have been created or
+//! topped up a moment ago. Such reads coalesce — one at a time, shared by every waiter — so
+//! unknown keys cannot multiply the load on the database.
 
 use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::{watch, Notify};
 
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
@@ -38,6 +46,34 @@ pub struct Follower {
     resolver: catalog::Resolver,
     /// Feed rows applied within the look-back window.
     seen: BTreeSet<i64>,
+    steps: Steps,
+}
+
+/// The follower's side of [`Freshness`]: steps are numbered in the order they start.
+struct Steps {
+    asked: Arc<Notify>,
+    started: Arc<AtomicU64>,
+    finished: watch::Sender<u64>,
+}
+
+/// The proxy's handle on the follower: read the feed now, and wait until that read is done.
+#[derive(Clone)]
+pub struct Freshness {
+    asked: Arc<Notify>,
+    started: Arc<AtomicU64>,
+    finished: watch::Receiver<u64>,
+}
+
+impl Freshness {
+    /// Asks for a feed read and waits (at most `within`) until one that started after this
+    /// call has finished, successfully or not. `false` when none finished in time.
+    pub async fn refresh(&self, within: Duration) -> bool {
+        let before = self.started.load(Ordering::SeqCst);
+        let mut finished = self.finished.clone();
+        self.asked.notify_one();
+        let done = async { finished.wait_for(|&n| n > before).await.is_ok() };
+        tokio::time::timeout(within, done).await.unwrap_or(false)
+    }
 }
 
 impl Follower {
@@ -65,7 +101,21 @@ impl Follower {
             cursor,
             resolver,
             seen: BTreeSet::new(),
+            steps: Steps {
+                asked: Arc::new(Notify::new()),
+                started: Arc::new(AtomicU64::new(0)),
+                finished: watch::channel(0).0,
+            },
         })
+    }
+
+    /// The handle the proxy asks for fresh reads with.
+    pub fn freshness(&self) -> Freshness {
+        Freshness {
+            asked: self.steps.asked.clone(),
+            started: self.steps.started.clone(),
+            finished: self.steps.finished.subscribe(),
+        }
     }
 
     /// Follows the feed through `store` until `shutdown` resolves.
@@ -85,10 +135,14 @@ impl Follower {
             tokio::select! {
                 _ = &mut shutdown => return,
                 _ = store.wait_for_change(wait) => {}
+                _ = self.steps.asked.notified() => {}
             }
             let due = Instant::now() >= next_catalog;
             let full = resync || Instant::now() >= next_full;
-            match self.step(store.as_ref(), due || resync, full).await {
+            let step = self.steps.started.fetch_add(1, Ordering::SeqCst) + 1;
+            let result = self.step(store.as_ref(), due || resync, full).await;
+            self.steps.finished.send_replace(step);
+            match result {
                 Ok(reloaded_catalog) => {
                     resync = false;
                     backoff = Duration::from_millis(100);

@@ -42,6 +42,7 @@ use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Route, Snapshot};
 use crate::config::UpstreamConf;
 use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
+use crate::sync::Freshness;
 use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::fan_out::FanOutClient;
 use ctx::{Ctx, Proxied, Translation};
@@ -64,7 +65,13 @@ pub struct Gateway {
     pub fan_out: FanOutClient,
     pub max_request_body: u64,
     pub upstream: UpstreamConf,
+    /// Asks the change-feed follower for an immediate read, before refusing a key it does not
+    /// know or a workspace it thinks has no credit: either may have changed a moment ago.
+    pub fresh: Freshness,
 }
+
+/// How long a request waits for that read before it is refused anyway.
+const FRESH_WAIT: Duration = Duration::from_secs(1);
 
 /// Where `request_filter` goes next.
 enum Next {
@@ -89,7 +96,14 @@ impl Gateway {
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Next, GatewayError> {
         let catalog = self.catalog.snapshot();
         let admission = self.admission(&catalog);
-        let (op, key) = match admission.head(&convert::head(session), chrono::Utc::now())? {
+        let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
+            // A key created a moment ago (`tollgate key create` then use) is not refused.
+            Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
+                admission.head(&convert::head(session), chrono::Utc::now())
+            }
+            head => head,
+        };
+        let (op, key) = match head? {
             HeadDecision::Answer(body) => {
                 self.answer(session, body).await;
                 return Ok(Next::Answered);
@@ -98,7 +112,14 @@ impl Gateway {
         };
         let body = body::read_bounded(session, self.max_request_body).await?;
         ctx.body_read = true;
-        let Decision { admitted, plan } = admission.admit(key, op, &body, chrono::Utc::now())?;
+        let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
+            // Credit added a moment ago admits the next request.
+            Err(GatewayError::InsufficientCredit) if self.fresh.refresh(FRESH_WAIT).await => {
+                admission.admit(key, op, &body, chrono::Utc::now())
+            }
+            decision => decision,
+        };
+        let Decision { admitted, plan } = decision?;
         let request = match plan {
             Plan::FanOut(plan) => {
                 self.run_fan_out(session, ctx, admitted, plan).await;

@@ -16,6 +16,7 @@ mod gemini;
 mod gemini_adapter;
 mod harness;
 mod ledger_writer;
+mod live;
 mod openai_compat;
 mod outage;
 mod python_sdk;
