@@ -7,7 +7,8 @@
 //! 1. [`Admission::head`]: endpoint and method, then the key (`/health` needs none) →
 //!    a local answer, or "read the body".
 //! 2. [`Admission::admit`]: parse the body once → model → gates (credit, then the key's spend
-//!    window for chat) → route → the adapter's [`Plan`] (translated once).
+//!    window for chat), which reserve the request's [`worst_case`] until it ends → route →
+//!    the adapter's [`Plan`] (translated once).
 //!
 //! Every refusal is a [`GatewayError`], rendered by `api::error` alone.
 
@@ -20,8 +21,9 @@ use chrono::{DateTime, Utc};
 
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
-use crate::billing::gates::Accounts;
+use crate::billing::gates::{Accounts, Reservation};
 use crate::catalog::{Model, ModelKind, Route, Snapshot};
+use crate::money::Usd;
 use crate::providers::{adapter_for, Adapter, Credentials, Plan, ResponseCx, Target};
 use crate::store::ApiKey;
 
@@ -55,6 +57,9 @@ pub struct Admitted {
     pub adapter: &'static dyn Adapter,
     pub stream: bool,
     pub response_cx: ResponseCx,
+    /// The request's worst case, held against the gates until the request ends (dropped with
+    /// the context, after `logging` has charged the actual cost).
+    pub reservation: Reservation,
 }
 
 /// An admitted request and what to send upstream for it.
@@ -101,7 +106,10 @@ impl Admission<'_> {
     ) -> Result<Decision, GatewayError> {
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
-        self.gates(&key, op, now)?;
+        let worst = worst_case(&model, &req, body.len(), op);
+        let reservation = self
+            .accounts
+            .reserve(&key, op == Operation::Chat, worst, now)?;
         let route = route_for(&model)?;
         let adapter = adapter_for(model.family);
         let target = Target {
@@ -126,6 +134,7 @@ impl Admission<'_> {
             route,
             adapter,
             response_cx,
+            reservation,
         };
         Ok(Decision { admitted, plan })
     }
@@ -158,15 +167,6 @@ impl Admission<'_> {
             _ => Ok(model.clone()),
         }
     }
-
-    /// The gates: credit first (every billed endpoint), then the key's spend (chat only).
-    fn gates(&self, key: &ApiKey, op: Operation, now: DateTime<Utc>) -> Result<(), GatewayError> {
-        self.accounts.check_credit(&key.workspace_id)?;
-        if op == Operation::Chat {
-            self.accounts.check_spend(key, now)?;
-        }
-        Ok(())
-    }
 }
 
 /// What a request path and method ask for.
@@ -197,6 +197,53 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
             allow,
         })
     }
+}
+
+/// Output tokens assumed when neither the client nor the catalog caps them.
+const DEFAULT_MAX_OUTPUT: u64 = 32_768;
+/// Choices a request may ask for at most (`n`), as the providers cap it.
+const MAX_CHOICES: u64 = 8;
+
+/// The most a request can cost, at the model's prices: every body byte taken as an input token
+/// (an upper bound for text, since a token is at least one byte; images and audio count far
+/// fewer tokens than their bytes) at the dearest input price (cache writes included), plus the
+/// maximum output — the client's `max_completion_tokens`/`max_tokens` within the catalog's cap,
+/// else the cap, else 32,768 — for each of `n` choices. Embeddings produce no output.
+pub fn worst_case(model: &Model, req: &RawRequest<'_>, body_len: usize, op: Operation) -> Usd {
+    let p = &model.pricing;
+    let input_price = p.cache_write.map_or(p.input, |w| w.max(p.input));
+    let input = input_price.cost(body_len as u64);
+    let output = match op {
+        Operation::Embeddings => Some(Usd::ZERO),
+        Operation::Chat => p
+            .output
+            .cost(max_output(model, req).saturating_mul(choices(req))),
+    };
+    input
+        .zip(output)
+        .and_then(|(i, o)| i.checked_add(o))
+        .unwrap_or(Usd::from_pico(i64::MAX))
+}
+
+fn max_output(model: &Model, req: &RawRequest<'_>) -> u64 {
+    let cap = model.max_output_tokens.map(u64::from);
+    let asked = ["max_completion_tokens", "max_tokens"]
+        .iter()
+        .find_map(|f| req.typed::<u64>(f).ok().flatten());
+    match (asked, cap) {
+        (Some(a), Some(c)) => a.min(c),
+        (Some(a), None) => a,
+        (None, Some(c)) => c,
+        (None, None) => DEFAULT_MAX_OUTPUT,
+    }
+}
+
+fn choices(req: &RawRequest<'_>) -> u64 {
+    req.typed::<u64>("n")
+        .ok()
+        .flatten()
+        .unwrap_or(1)
+        .clamp(1, MAX_CHOICES)
 }
 
 /// The best route whose upstream host resolved.

@@ -425,3 +425,66 @@ fn the_usage_record_carries_cost_and_timings() {
     );
     assert!(usage_record_for(&d.admitted, Ending::Failed, usage, t).is_none());
 }
+
+// ----- reservations --------------------------------------------------------------------------
+
+#[test]
+fn the_worst_case_is_every_byte_an_input_token_plus_the_maximum_output() {
+    let w = World::new();
+    let model = w.catalog.model("acme/llama").unwrap().clone(); // 1 USD in, 2 USD out per 1M
+    let worst = |body: &str| {
+        let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
+        worst_case(&model, &req, body.len(), Operation::Chat)
+    };
+    let plain = r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}]}"#;
+    // 66 bytes at 1 µUSD per token, 32,768 default output tokens at 2 µUSD.
+    assert_eq!(
+        worst(plain),
+        Usd::from_pico(66 * 1_000_000 + 32_768 * 2_000_000)
+    );
+    let capped = r#"{"model":"acme/llama","max_tokens":10,"n":3,"messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(
+        worst(capped),
+        Usd::from_pico(capped.len() as i64 * 1_000_000 + 30 * 2_000_000),
+        "the client's cap, for each of n choices"
+    );
+    let embed = r#"{"model":"acme/embed","input":"abc"}"#;
+    let req = RawRequest::parse(embed.as_bytes(), Operation::Embeddings).unwrap();
+    let e = w.catalog.model("acme/embed").unwrap();
+    assert_eq!(
+        worst_case(e, &req, embed.len(), Operation::Embeddings),
+        Usd::from_pico(embed.len() as i64 * 1_000_000),
+        "embeddings: input only"
+    );
+}
+
+#[test]
+fn an_admitted_request_holds_its_worst_case_until_it_ends() {
+    let w = World::new();
+    w.accounts.set_balance("ws_1", Usd::from_pico(1));
+    let first = w.chat("acme/llama").expect("any credit admits");
+    assert!(first.admitted.reservation.amount() > Usd::from_pico(1));
+    assert_eq!(
+        code(w.chat("acme/llama")),
+        "insufficient_credit",
+        "promised to the first"
+    );
+    drop(first);
+    assert_eq!(
+        code(w.chat("acme/llama")),
+        "admitted",
+        "released when it ended"
+    );
+    let refused = w.chat("acme/nope");
+    assert_eq!(code(refused), "model_not_found");
+    assert_eq!(
+        code(w.chat("acme/down")),
+        "no_route",
+        "reserved, then released on refusal"
+    );
+    assert_eq!(
+        code(w.chat("acme/llama")),
+        "admitted",
+        "nothing left reserved"
+    );
+}

@@ -7,10 +7,18 @@
 //! follower overwrites `committed` with the database's value whenever any replica changes it,
 //! which is how exhaustion on one replica reaches the others within about a second.
 //!
-//! Overdraft bound: a request is admitted while the balance is positive and charged when it
-//! finishes, so a workspace can end below zero by at most the cost of the requests in flight
-//! when it crossed zero, plus what other replicas admitted during the feed's delay (~1 s of
-//! that workspace's traffic). The same bound applies to a key's spend limit.
+//! Reservations: admission ([`Accounts::reserve`]) holds a request's worst-case cost against
+//! its workspace (and, for chat, its key's window) in a third atomic, `reserved`, until the
+//! request ends and the returned [`Reservation`] drops; its actual cost is charged just before.
+//! The credit gate admits while `committed − pending − reserved` is positive, so with nothing in
+//! flight any credit left admits, but concurrent requests cannot multiply an overdraft. The
+//! spend gate admits while the window's spend plus the other chat requests' reservations is
+//! below the limit, so the first request of a window is always admitted and the one that
+//! crosses the limit completes. Check and reservation are one compare-and-swap.
+//!
+//! Overdraft bound: on one replica, one request's worst case beyond the credit (the one that
+//! saw the last credit); across replicas, plus what the others admit within the feed's delay
+//! (~1 s). The same bound applies to a key's spend limit.
 //!
 //! Order: the credit gate answers first; a key over its limit in a workspace without credit
 //! gets 402.
@@ -31,6 +39,8 @@ use crate::store::ApiKey;
 struct Cell {
     committed: AtomicI64,
     pending: AtomicI64,
+    /// Worst cases of the requests in flight (pico-USD).
+    reserved: AtomicI64,
 }
 
 impl Cell {
@@ -38,6 +48,49 @@ impl Cell {
         self.committed
             .load(Relaxed)
             .saturating_sub(self.pending.load(Relaxed))
+    }
+
+    /// Reserves `amount` if `admit(value, reserved so far)` allows it, in one step.
+    fn reserve(&self, amount: i64, admit: impl Fn(i64, i64) -> bool) -> bool {
+        let mut held = self.reserved.load(Relaxed);
+        loop {
+            if !admit(self.value(), held) {
+                return false;
+            }
+            match self.reserved.compare_exchange_weak(
+                held,
+                held.saturating_add(amount),
+                Relaxed,
+                Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => held = now,
+            }
+        }
+    }
+}
+
+/// A request's worst case, held against its workspace's balance (and its key's window) while
+/// it is in flight; released when dropped.
+#[derive(Debug)]
+pub struct Reservation {
+    balance: Arc<Cell>,
+    spend: Option<Arc<Spend>>,
+    amount: i64,
+}
+
+impl Reservation {
+    pub fn amount(&self) -> Usd {
+        Usd::from_pico(self.amount)
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.balance.reserved.fetch_sub(self.amount, Relaxed);
+        if let Some(s) = &self.spend {
+            s.cell.reserved.fetch_sub(self.amount, Relaxed);
+        }
     }
 }
 
@@ -77,6 +130,43 @@ fn entry<T: Default>(map: &Map<T>, id: &str) -> Arc<T> {
 }
 
 impl Accounts {
+    /// Admits a request that may cost up to `worst` (see the module doc): 402 when its
+    /// workspace has no credit left that requests in flight have not reserved, then — for chat
+    /// — 429 when its key's window spend and the other chat reservations reach the limit.
+    pub fn reserve(
+        &self,
+        key: &ApiKey,
+        chat: bool,
+        worst: Usd,
+        now: DateTime<Utc>,
+    ) -> Result<Reservation, GatewayError> {
+        let amount = worst.pico().max(0);
+        let balance = entry(&self.balances, &key.workspace_id);
+        if !balance.reserve(amount, |value, held| value.saturating_sub(held) > 0) {
+            return Err(GatewayError::InsufficientCredit);
+        }
+        let mut reservation = Reservation {
+            balance,
+            spend: None,
+            amount,
+        };
+        let (Some(limit), Some(reset), true) = (key.spend_limit, key.limit_reset, chat) else {
+            return Ok(reservation);
+        };
+        let window = window_start(reset, now).timestamp();
+        let Some(spend) = self.spend_in(&key.id, window) else {
+            return Ok(reservation);
+        };
+        // Spend is stored negated (as a charge against zero), so `-value` is what was spent.
+        let under =
+            |value: i64, held: i64| value.saturating_neg().saturating_add(held) < limit.pico();
+        if !spend.cell.reserve(amount, under) {
+            return Err(GatewayError::SpendLimitExceeded); // drops the credit reservation
+        }
+        reservation.spend = Some(spend);
+        Ok(reservation)
+    }
+
     /// 402 when the workspace has no credit left (unknown workspaces have none).
     pub fn check_credit(&self, workspace_id: &str) -> Result<(), GatewayError> {
         let balance = self
@@ -317,5 +407,90 @@ mod tests {
             });
             assert_eq!(spent_in(&a, day2), 2, "round {round}: a charge was wiped");
         }
+    }
+
+    #[test]
+    fn with_nothing_in_flight_any_credit_admits_and_reservations_hold_the_rest_back() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        let k = key(None);
+        a.set_balance("ws_1", Usd::from_pico(1));
+        let first = a
+            .reserve(&k, true, usd(30), now)
+            .expect("a pico of credit admits");
+        assert_eq!(
+            a.reserve(&k, true, usd(1), now).unwrap_err(),
+            GatewayError::InsufficientCredit,
+            "the credit is promised to the request in flight"
+        );
+        drop(first);
+        assert!(
+            a.reserve(&k, false, usd(1), now).is_ok(),
+            "released when it ends"
+        );
+    }
+
+    #[test]
+    fn concurrent_requests_on_a_tiny_balance_admit_one() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        let k = key(None);
+        a.set_balance("ws_1", Usd::from_pico(1));
+        let start = std::sync::Barrier::new(16);
+        let held: Vec<Reservation> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..16)
+                .map(|_| {
+                    s.spawn(|| {
+                        start.wait();
+                        a.reserve(&k, true, usd(1), now).ok()
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .filter_map(|h| h.join().unwrap())
+                .collect()
+        });
+        assert_eq!(
+            held.len(),
+            1,
+            "one admitted, the others refused while it is in flight"
+        );
+    }
+
+    #[test]
+    fn the_spend_gate_counts_other_chat_reservations() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        let k = key(Some(usd(2)));
+        a.set_balance("ws_1", usd(100));
+        let first = a
+            .reserve(&k, true, usd(5), now)
+            .expect("the window's first request");
+        assert_eq!(
+            a.reserve(&k, true, usd(1), now).unwrap_err(),
+            GatewayError::SpendLimitExceeded,
+            "the first request may still spend the whole limit"
+        );
+        let embeddings = a
+            .reserve(&k, false, usd(1), now)
+            .expect("embeddings are not limited");
+        drop((first, embeddings));
+        let w = window_start(LimitReset::Daily, now);
+        a.charge("ws_1", Some(("key_1", w)), usd(1));
+        assert!(
+            a.reserve(&k, true, usd(5), now).is_ok(),
+            "1 of 2 USD spent: admitted"
+        );
+        a.charge("ws_1", Some(("key_1", w)), usd(1));
+        assert_eq!(
+            a.reserve(&k, true, usd(1), now).unwrap_err(),
+            GatewayError::SpendLimitExceeded
+        );
+        assert_eq!(
+            a.balance("ws_1"),
+            usd(98),
+            "a refused spend gate leaves no credit reserved"
+        );
     }
 }

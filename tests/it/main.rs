@@ -21,6 +21,7 @@ mod openai_compat;
 mod outage;
 mod python_sdk;
 mod raw;
+mod reservations;
 mod shipped;
 mod store;
 mod sync;
