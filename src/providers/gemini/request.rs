@@ -770,13 +770,11 @@ fn generation_config<'a>(
     Ok(g)
 }
 
+/// The specification honours `flex` only; `priority` (Vertex Priority PayGo, billed above the
+/// catalog's prices) and anything else are dropped.
 fn service_tier(req: &RawRequest<'_>, p: &Profile) -> Result<Option<&'static str>, GatewayError> {
     let tier = forwarded::<Str>(req, p, "service_tier", "service_tier")?;
-    Ok(match tier.as_deref() {
-        Some("flex") => Some("flex"),
-        Some("priority") => Some("priority"),
-        _ => None,
-    })
+    Ok(tier.filter(|t| &**t == "flex").map(|_| "flex"))
 }
 
 #[cfg(test)]
@@ -1235,7 +1233,7 @@ mod tests {
         let m = model(profile_25_flash());
         for (tier, want) in [
             ("flex", Some("flex")),
-            ("priority", Some("priority")),
+            ("priority", None),
             ("auto", None),
             ("default", None),
         ] {
