@@ -2,10 +2,11 @@
 //!
 //! Each workspace balance and each limited key's window spend is two atomics: `committed` (the
 //! last value known to be in the database) and `pending` (charges this process has made that
-//! are not committed yet). A gate reads `committed − pending`: no lock, no database. The ledger
-//! writer moves a charge from pending to committed when its batch commits; the change-feed
-//! follower overwrites `committed` with the database's value whenever any replica changes it,
-//! which is how exhaustion on one replica reaches the others within about a second.
+//! are not committed yet). A gate reads `committed − pending`: no lock, no database. When a
+//! batch commits, the ledger writer reads the new values back and then settles the batch's
+//! charges out of `pending`; the change-feed follower overwrites `committed` with the
+//! database's value whenever any replica changes it, which is how exhaustion on one replica
+//! reaches the others within about a second.
 //!
 //! Reservations: admission ([`Accounts::reserve`]) holds a request's worst-case cost against
 //! its workspace (and, for chat, its key's window) in a third atomic, `reserved`, until the
@@ -209,14 +210,16 @@ impl Accounts {
         }
     }
 
-    /// The charge's batch committed: it is part of the database's values now.
-    pub fn committed(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        let b = entry(&self.balances, workspace_id);
-        b.pending.fetch_sub(cost.pico(), Relaxed);
-        b.committed.fetch_sub(cost.pico(), Relaxed);
+    /// The charge's batch committed: the database has it, so it stops being pending. The
+    /// database's values, which include it, come from a read made after the commit (the
+    /// writer's own, and the follower's): `committed` is only ever set from the database, so a
+    /// charge can never be subtracted twice, whichever read lands first.
+    pub fn settled(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
+        entry(&self.balances, workspace_id)
+            .pending
+            .fetch_sub(cost.pico(), Relaxed);
         if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
             s.cell.pending.fetch_sub(cost.pico(), Relaxed);
-            s.cell.committed.fetch_sub(cost.pico(), Relaxed);
         }
     }
 
@@ -323,7 +326,8 @@ mod tests {
             Err(GatewayError::InsufficientCredit),
             "a pending charge counts at once"
         );
-        a.committed("ws_1", None, usd(1));
+        a.set_balance("ws_1", Usd::ZERO); // the writer's read after the commit
+        a.settled("ws_1", None, usd(1));
         assert_eq!(a.balance("ws_1"), Usd::ZERO);
         a.set_balance("ws_1", Usd::from_pico(1));
         assert_eq!(a.check_credit("ws_1"), Ok(()), "the database's value wins");
@@ -492,5 +496,30 @@ mod tests {
             usd(98),
             "a refused spend gate leaves no credit reserved"
         );
+    }
+
+    #[test]
+    fn a_committed_charge_is_never_subtracted_twice() {
+        let a = Accounts::default();
+        a.set_balance("ws_1", usd(10));
+        a.charge("ws_1", None, usd(1));
+        // The batch commits (the database now says 9). The follower reads 9 and applies it
+        // before the writer settles; then the writer's own read-back and settle.
+        a.set_balance("ws_1", usd(9));
+        a.set_balance("ws_1", usd(9));
+        a.settled("ws_1", None, usd(1));
+        assert_eq!(
+            a.balance("ws_1"),
+            usd(9),
+            "not 8: a false 402 waiting to happen"
+        );
+        // The other order: the follower's read predates the commit and lands last.
+        a.charge("ws_1", None, usd(1));
+        a.set_balance("ws_1", usd(8));
+        a.settled("ws_1", None, usd(1));
+        a.set_balance("ws_1", usd(9));
+        assert_eq!(a.balance("ws_1"), usd(9), "briefly behind, never below");
+        a.set_balance("ws_1", usd(8));
+        assert_eq!(a.balance("ws_1"), usd(8), "the feed's next read catches up");
     }
 }

@@ -14,7 +14,7 @@
 //!   match its prices — a gateway bug) is isolated by retrying its batch record by record, set
 //!   aside in `<spool>.refused` for an operator, and logged as an error; the others commit.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,13 +131,18 @@ impl LedgerWriter {
     async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {
         match self.write(store, batch).await {
             Ok(refused) => {
+                let settled = batch
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !refused.contains(i));
+                self.read_back(store, settled.clone().map(|(_, r)| r)).await;
                 for (i, r) in batch.iter().enumerate() {
                     if refused.contains(&i) {
                         self.accounts.release(&r.workspace_id, window_of(r), r.cost);
-                    } else {
-                        self.accounts
-                            .committed(&r.workspace_id, window_of(r), r.cost);
                     }
+                }
+                for (_, r) in settled {
+                    self.accounts.settled(&r.workspace_id, window_of(r), r.cost);
                 }
             }
             Err(e) => {
@@ -148,6 +153,42 @@ impl LedgerWriter {
             }
         }
         batch.clear();
+    }
+
+    /// After a commit, sets the gates' values of the records' workspaces and key windows from
+    /// the database, which now includes them (before their charges stop being pending, so the
+    /// gates err on the safe side meanwhile). A failed read leaves it to the change feed.
+    async fn read_back<'a>(
+        &self,
+        store: &dyn Store,
+        records: impl Iterator<Item = &'a UsageRecord>,
+    ) {
+        let mut workspaces = BTreeSet::new();
+        let mut windows = BTreeSet::new();
+        for r in records {
+            workspaces.insert(r.workspace_id.as_str());
+            if let Some(w) = r.spend_window_start {
+                windows.insert((r.key_id.clone(), w));
+            }
+        }
+        for ws in workspaces {
+            match store.balance(ws).await {
+                Ok(balance) => self.accounts.set_balance(ws, balance),
+                Err(e) => tracing::debug!(workspace = ws, "balance read-back failed: {e}"),
+            }
+        }
+        let windows: Vec<_> = windows.into_iter().collect();
+        if windows.is_empty() {
+            return;
+        }
+        match store.key_spends(&windows).await {
+            Ok(spent) => {
+                for ((key, window), (_, amount)) in windows.iter().zip(spent) {
+                    self.accounts.set_spend(key, *window, amount);
+                }
+            }
+            Err(e) => tracing::debug!("spend read-back failed: {e}"),
+        }
     }
 
     /// Writes `records`; returns the indexes refused for good (set aside), or the error to
@@ -197,16 +238,19 @@ impl LedgerWriter {
             }
         }
         // Charges this process spooled settle now; older ones arrive via the change feed.
-        for (i, r) in records
+        let ours: Vec<(usize, &UsageRecord)> = records
             .iter()
             .enumerate()
             .filter(|(_, r)| self.spool.was_ours(&r.id))
-        {
-            if refused.contains(&i) {
+            .collect();
+        let settled = ours.iter().filter(|(i, _)| !refused.contains(i));
+        self.read_back(store, settled.clone().map(|(_, r)| *r))
+            .await;
+        for (i, r) in &ours {
+            if refused.contains(i) {
                 self.accounts.release(&r.workspace_id, window_of(r), r.cost);
             } else {
-                self.accounts
-                    .committed(&r.workspace_id, window_of(r), r.cost);
+                self.accounts.settled(&r.workspace_id, window_of(r), r.cost);
             }
         }
         let replayed = records.iter().map(|r| r.id.as_str()).collect();
