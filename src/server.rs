@@ -97,6 +97,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
         fresh: follower.freshness(),
+        strict_credit: t.strict_credit,
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),

@@ -74,6 +74,8 @@ pub struct Admission<'a> {
     pub keys: &'a KeyCache,
     pub accounts: &'a Accounts,
     pub credentials: &'a Credentials,
+    /// Refuse what the unreserved credit cannot pay for in full (`tollgate.strict_credit`).
+    pub strict_credit: bool,
 }
 
 impl Admission<'_> {
@@ -109,7 +111,16 @@ impl Admission<'_> {
         let worst = worst_case(&model, &req, body.len(), op);
         let reservation = self
             .accounts
-            .reserve(&key, op == Operation::Chat, worst, now)?;
+            .reserve(&key, op == Operation::Chat, worst, self.strict_credit, now)
+            .map_err(|e| match e {
+                GatewayError::InsufficientCredit if self.strict_credit => {
+                    let free = self.accounts.unreserved(&key.workspace_id);
+                    GatewayError::CreditShort {
+                        affordable_output_tokens: affordable_output(&model, &req, body.len(), free),
+                    }
+                }
+                other => other,
+            })?;
         let route = route_for(&model)?;
         let adapter = adapter_for(model.family);
         let target = Target {
@@ -223,6 +234,15 @@ pub fn worst_case(model: &Model, req: &RawRequest<'_>, body_len: usize, op: Oper
         .zip(output)
         .and_then(|(i, o)| i.checked_add(o))
         .unwrap_or(Usd::from_pico(i64::MAX))
+}
+
+/// How many output tokens (per choice) `free` credit pays for once the input's worst case is
+/// paid: what a strict 402 tells the client.
+fn affordable_output(model: &Model, req: &RawRequest<'_>, body_len: usize, free: Usd) -> u64 {
+    let input = worst_case(model, req, body_len, Operation::Embeddings);
+    let left = free.pico().saturating_sub(input.pico()).max(0);
+    let per_token = model.pricing.output.micro_per_mtok().max(1);
+    u64::try_from(left / per_token).unwrap_or(0) / choices(req)
 }
 
 fn max_output(model: &Model, req: &RawRequest<'_>) -> u64 {

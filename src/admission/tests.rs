@@ -39,6 +39,7 @@ fn now() -> DateTime<Utc> {
 
 /// The test world: a catalog where only port 8 resolved, one workspace, one key.
 struct World {
+    strict: bool,
     catalog: Snapshot,
     keys: KeyCache,
     accounts: Accounts,
@@ -75,6 +76,7 @@ impl World {
         let accounts = Accounts::default();
         accounts.set_balance("ws_1", usd(10));
         World {
+            strict: false,
             catalog,
             keys,
             accounts,
@@ -89,6 +91,7 @@ impl World {
             keys: &self.keys,
             accounts: &self.accounts,
             credentials: &self.credentials,
+            strict_credit: self.strict,
         }
     }
 
@@ -486,5 +489,43 @@ fn an_admitted_request_holds_its_worst_case_until_it_ends() {
         code(w.chat("acme/llama")),
         "admitted",
         "nothing left reserved"
+    );
+}
+
+#[test]
+fn strict_credit_refuses_what_the_balance_cannot_pay_and_says_what_it_can() {
+    let mut w = World::new();
+    w.strict = true;
+    // acme/llama: 1 USD in, 2 USD out per 1M; the body is 66 bytes (66 µUSD of input).
+    w.accounts
+        .set_balance("ws_1", Usd::from_pico(66 * 1_000_000 + 100 * 2_000_000));
+    let capped = |n: u32| {
+        format!(
+            r#"{{"model":"acme/llama","max_tokens":{n},"messages":[{{"role":"user","content":"hi"}}]}}"#
+        )
+    };
+    let body = capped(1000);
+    let e = w
+        .post("/v1/chat/completions", &body)
+        .map(|_| ())
+        .unwrap_err();
+    let affordable = (66 * 1_000_000 + 100 * 2_000_000 - body.len() as i64 * 1_000_000) / 2_000_000;
+    assert_eq!(
+        e,
+        GatewayError::CreditShort {
+            affordable_output_tokens: affordable as u64
+        }
+    );
+    assert_eq!(e.status(), 402);
+    let fits = capped(50);
+    assert!(
+        w.post("/v1/chat/completions", &fits).is_ok(),
+        "a smaller max_tokens fits"
+    );
+    w.strict = false;
+    assert_eq!(
+        code(w.chat("acme/llama")),
+        "admitted",
+        "off: any credit admits"
     );
 }

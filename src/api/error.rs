@@ -33,6 +33,10 @@ pub enum GatewayError {
     ExpiredKey,
     #[error("insufficient credit balance")]
     InsufficientCredit,
+    /// Strict credit: the balance cannot pay for the request's worst case. The envelope says
+    /// how many output tokens it can pay for (as OpenRouter tells its users).
+    #[error("insufficient credit balance")]
+    CreditShort { affordable_output_tokens: u64 },
     #[error("api key spend limit exceeded")]
     SpendLimitExceeded,
     #[error("model \"{0}\" not found")]
@@ -94,7 +98,7 @@ impl GatewayError {
     pub fn status(&self) -> u16 {
         match self {
             Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => 401,
-            Self::InsufficientCredit => 402,
+            Self::InsufficientCredit | Self::CreditShort { .. } => 402,
             Self::SpendLimitExceeded => 429,
             Self::ModelNotFound(_)
             | Self::EmbeddingsUnsupported(_)
@@ -115,6 +119,7 @@ impl GatewayError {
         match self {
             Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => "authentication_error",
             Self::InsufficientCredit
+            | Self::CreditShort { .. }
             | Self::SpendLimitExceeded
             | Self::ModelNotFound(_)
             | Self::EmbeddingsUnsupported(_)
@@ -134,7 +139,7 @@ impl GatewayError {
             Self::MissingAuth => "missing_auth",
             Self::InvalidKey => "invalid_key",
             Self::ExpiredKey => "expired_key",
-            Self::InsufficientCredit => "insufficient_credit",
+            Self::InsufficientCredit | Self::CreditShort { .. } => "insufficient_credit",
             Self::SpendLimitExceeded => "spend_limit_exceeded",
             Self::ModelNotFound(_) => "model_not_found",
             Self::EmbeddingsUnsupported(_) => "embeddings_unsupported",
@@ -159,6 +164,7 @@ impl GatewayError {
             | Self::InvalidKey
             | Self::ExpiredKey
             | Self::InsufficientCredit
+            | Self::CreditShort { .. }
             | Self::SpendLimitExceeded
             | Self::ModelNotFound(_)
             | Self::EmbeddingsUnsupported(_)
@@ -181,18 +187,35 @@ impl GatewayError {
 
     /// The JSON error envelope.
     pub fn envelope(&self) -> Bytes {
-        envelope(&self.to_string(), self.error_type(), self.code())
+        let affordable = match self {
+            Self::CreditShort {
+                affordable_output_tokens,
+            } => Some(*affordable_output_tokens),
+            _ => None,
+        };
+        render(
+            &self.to_string(),
+            self.error_type(),
+            self.code(),
+            affordable,
+        )
     }
 }
 
 /// Renders `{"error":{"message","type","code"}}`; the only renderer of the envelope.
 pub fn envelope(message: &str, error_type: &str, code: &str) -> Bytes {
+    render(message, error_type, code, None)
+}
+
+fn render(message: &str, error_type: &str, code: &str, affordable: Option<u64>) -> Bytes {
     #[derive(Serialize)]
     struct Inner<'a> {
         message: &'a str,
         #[serde(rename = "type")]
         error_type: &'a str,
         code: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        affordable_output_tokens: Option<u64>,
     }
     #[derive(Serialize)]
     struct Envelope<'a> {
@@ -203,6 +226,7 @@ pub fn envelope(message: &str, error_type: &str, code: &str) -> Bytes {
             message,
             error_type,
             code,
+            affordable_output_tokens: affordable,
         },
     };
     serde_json::to_vec(&e).map(Bytes::from).unwrap_or_default()
@@ -281,6 +305,18 @@ mod tests {
         assert_eq!(e.status(), 529);
         assert_eq!(parse(&e)["error"]["type"], "upstream_error");
         assert_eq!(e.blame(), Blame::Upstream);
+    }
+
+    #[test]
+    fn a_short_strict_credit_says_what_the_balance_affords() {
+        let e = GatewayError::CreditShort {
+            affordable_output_tokens: 1234,
+        };
+        let v = parse(&e);
+        assert_eq!(e.status(), 402);
+        assert_eq!(v["error"]["message"], "insufficient credit balance");
+        assert_eq!(v["error"]["code"], "insufficient_credit");
+        assert_eq!(v["error"]["affordable_output_tokens"], 1234);
     }
 
     #[test]

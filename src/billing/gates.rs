@@ -134,16 +134,22 @@ impl Accounts {
     /// Admits a request that may cost up to `worst` (see the module doc): 402 when its
     /// workspace has no credit left that requests in flight have not reserved, then — for chat
     /// — 429 when its key's window spend and the other chat reservations reach the limit.
+    /// `strict`: the unreserved credit must cover the whole worst case, not just be positive.
     pub fn reserve(
         &self,
         key: &ApiKey,
         chat: bool,
         worst: Usd,
+        strict: bool,
         now: DateTime<Utc>,
     ) -> Result<Reservation, GatewayError> {
         let amount = worst.pico().max(0);
         let balance = entry(&self.balances, &key.workspace_id);
-        if !balance.reserve(amount, |value, held| value.saturating_sub(held) > 0) {
+        let covered = |value: i64, held: i64| {
+            let free = value.saturating_sub(held);
+            free > 0 && (!strict || free >= amount)
+        };
+        if !balance.reserve(amount, covered) {
             return Err(GatewayError::InsufficientCredit);
         }
         let mut reservation = Reservation {
@@ -275,6 +281,16 @@ impl Accounts {
             }
         });
         found
+    }
+
+    /// The credit requests in flight have not reserved.
+    pub fn unreserved(&self, workspace_id: &str) -> Usd {
+        let free = self
+            .balances
+            .load()
+            .get(workspace_id)
+            .map_or(0, |c| c.value().saturating_sub(c.reserved.load(Relaxed)));
+        Usd::from_pico(free)
     }
 
     /// The balance this process sees (committed minus pending), for status and tests.
@@ -420,16 +436,16 @@ mod tests {
         let k = key(None);
         a.set_balance("ws_1", Usd::from_pico(1));
         let first = a
-            .reserve(&k, true, usd(30), now)
+            .reserve(&k, true, usd(30), false, now)
             .expect("a pico of credit admits");
         assert_eq!(
-            a.reserve(&k, true, usd(1), now).unwrap_err(),
+            a.reserve(&k, true, usd(1), false, now).unwrap_err(),
             GatewayError::InsufficientCredit,
             "the credit is promised to the request in flight"
         );
         drop(first);
         assert!(
-            a.reserve(&k, false, usd(1), now).is_ok(),
+            a.reserve(&k, false, usd(1), false, now).is_ok(),
             "released when it ends"
         );
     }
@@ -446,7 +462,7 @@ mod tests {
                 .map(|_| {
                     s.spawn(|| {
                         start.wait();
-                        a.reserve(&k, true, usd(1), now).ok()
+                        a.reserve(&k, true, usd(1), false, now).ok()
                     })
                 })
                 .collect();
@@ -469,26 +485,26 @@ mod tests {
         let k = key(Some(usd(2)));
         a.set_balance("ws_1", usd(100));
         let first = a
-            .reserve(&k, true, usd(5), now)
+            .reserve(&k, true, usd(5), false, now)
             .expect("the window's first request");
         assert_eq!(
-            a.reserve(&k, true, usd(1), now).unwrap_err(),
+            a.reserve(&k, true, usd(1), false, now).unwrap_err(),
             GatewayError::SpendLimitExceeded,
             "the first request may still spend the whole limit"
         );
         let embeddings = a
-            .reserve(&k, false, usd(1), now)
+            .reserve(&k, false, usd(1), false, now)
             .expect("embeddings are not limited");
         drop((first, embeddings));
         let w = window_start(LimitReset::Daily, now);
         a.charge("ws_1", Some(("key_1", w)), usd(1));
         assert!(
-            a.reserve(&k, true, usd(5), now).is_ok(),
+            a.reserve(&k, true, usd(5), false, now).is_ok(),
             "1 of 2 USD spent: admitted"
         );
         a.charge("ws_1", Some(("key_1", w)), usd(1));
         assert_eq!(
-            a.reserve(&k, true, usd(1), now).unwrap_err(),
+            a.reserve(&k, true, usd(1), false, now).unwrap_err(),
             GatewayError::SpendLimitExceeded
         );
         assert_eq!(
@@ -521,5 +537,29 @@ mod tests {
         assert_eq!(a.balance("ws_1"), usd(9), "briefly behind, never below");
         a.set_balance("ws_1", usd(8));
         assert_eq!(a.balance("ws_1"), usd(8), "the feed's next read catches up");
+    }
+
+    #[test]
+    fn strict_credit_needs_the_whole_worst_case_unreserved() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        let k = key(None);
+        a.set_balance("ws_1", usd(3));
+        assert_eq!(
+            a.reserve(&k, true, usd(4), true, now).unwrap_err(),
+            GatewayError::InsufficientCredit,
+            "3 USD cannot pay for a 4 USD worst case"
+        );
+        let held = a.reserve(&k, true, usd(2), true, now).expect("covered");
+        assert_eq!(a.unreserved("ws_1"), usd(1));
+        assert!(
+            a.reserve(&k, true, usd(2), true, now).is_err(),
+            "only 1 USD left unreserved"
+        );
+        drop(held);
+        assert!(
+            a.reserve(&k, true, usd(3), true, now).is_ok(),
+            "exactly covered"
+        );
     }
 }

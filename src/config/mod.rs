@@ -59,6 +59,10 @@ pub struct TollgateConf {
     pub max_request_body: ByteSize,
     /// Where usage records wait, fsync'd, while the database is unreachable.
     pub ledger_spool: String,
+    /// Refuse (402) a request whose worst case exceeds the credit not yet reserved, so a
+    /// balance never goes below zero on one gateway. Off: any credit left admits (the
+    /// specification's rule).
+    pub strict_credit: bool,
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
@@ -147,6 +151,7 @@ impl Default for TollgateConf {
             catalog_refresh: Duration::from_secs(30),
             max_request_body: ByteSize::mib(32),
             ledger_spool: "data/ledger.spool".into(),
+            strict_credit: false,
             upstream: UpstreamConf::default(),
             providers: ProvidersConf::default(),
             log: LogConf::default(),

@@ -162,6 +162,7 @@ routes:
             keys: &keys,
             accounts: &accounts,
             credentials: &credentials,
+            strict_credit: false,
         };
         let bearer = format!("Bearer {}", minted.secret);
         let head = RequestHead {

@@ -65,6 +65,8 @@ pub struct Gateway {
     pub fan_out: FanOutClient,
     pub max_request_body: u64,
     pub upstream: UpstreamConf,
+    /// `tollgate.strict_credit`: the unreserved credit must cover a request's worst case.
+    pub strict_credit: bool,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -90,6 +92,7 @@ impl Gateway {
             keys: &self.keys,
             accounts: &self.accounts,
             credentials: &self.credentials,
+            strict_credit: self.strict_credit,
         }
     }
 
@@ -114,7 +117,9 @@ impl Gateway {
         ctx.body_read = true;
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
             // Credit added a moment ago admits the next request.
-            Err(GatewayError::InsufficientCredit) if self.fresh.refresh(FRESH_WAIT).await => {
+            Err(GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })
+                if self.fresh.refresh(FRESH_WAIT).await =>
+            {
                 admission.admit(key, op, &body, chrono::Utc::now())
             }
             decision => decision,

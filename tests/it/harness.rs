@@ -113,6 +113,7 @@ pub struct GatewayBuilder {
     max_body: &'static str,
     sim_url: Option<String>,
     provider_sim: Option<String>,
+    strict_credit: bool,
 }
 
 impl Gateway {
@@ -123,6 +124,7 @@ impl Gateway {
             max_body: "32MiB",
             sim_url: None,
             provider_sim: None,
+            strict_credit: false,
         }
     }
 
@@ -264,6 +266,12 @@ impl GatewayBuilder {
         self.catalog_refresh = d;
         self
     }
+    /// `tollgate.strict_credit: true`.
+    pub fn strict_credit(mut self) -> Self {
+        self.strict_credit = true;
+        self
+    }
+
     pub fn max_body(mut self, size: &'static str) -> Self {
         self.max_body = size;
         self
@@ -294,7 +302,7 @@ impl GatewayBuilder {
             "threads: 2\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
              upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
-             \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n\
+             \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
@@ -302,6 +310,7 @@ impl GatewayBuilder {
             catalog = catalog.display(),
             refresh = self.catalog_refresh,
             max = self.max_body,
+            strict = self.strict_credit,
         );
         std::fs::write(&conf, text).unwrap();
         let gw = Gateway {

@@ -62,3 +62,34 @@ async fn a_burst_on_a_tiny_spend_limit_admits_one_chat() {
         "the crossing request completed; the limit holds"
     );
 }
+
+#[tokio::test]
+async fn strict_credit_refuses_what_the_balance_cannot_pay_for() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).strict_credit().start();
+    let ws = gw.workspace();
+    gw.cli(&["credit", "add", "--workspace", &ws, "--usd", "0.01"]);
+    let key = gw.key(&ws, &[]);
+    let ask = |max_tokens: u32| {
+        json!({"model": "anthropic/claude-opus-4-1", "max_tokens": max_tokens,
+               "messages": [{"role": "user", "content": "hi"}]})
+    };
+    let res = gw.chat(&key, ask(32_000)).await;
+    assert_eq!(
+        res.status(),
+        402,
+        "32,000 output tokens cost more than 0.01 USD"
+    );
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["error"]["message"], "insufficient credit balance");
+    assert_eq!(v["error"]["code"], "insufficient_credit");
+    let affordable = v["error"]["affordable_output_tokens"].as_u64().unwrap();
+    assert!(
+        (1..32_000).contains(&affordable),
+        "what 0.01 USD pays for: {v}"
+    );
+    let fits = gw
+        .chat(&key, ask(u32::try_from(affordable / 2).unwrap()))
+        .await;
+    assert_eq!(fits.status(), 200, "a max_tokens the balance can pay for");
+}
