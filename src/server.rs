@@ -98,6 +98,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         upstream: t.upstream.clone(),
         fresh: follower.freshness(),
         strict_credit: t.strict_credit,
+        max_cache_ttl: t.max_cache_ttl,
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),

@@ -76,6 +76,8 @@ pub struct Admission<'a> {
     pub credentials: &'a Credentials,
     /// Refuse what the unreserved credit cannot pay for in full (`tollgate.strict_credit`).
     pub strict_credit: bool,
+    /// The longest an explicit context cache may live (`tollgate.max_cache_ttl`).
+    pub max_cache_ttl: std::time::Duration,
 }
 
 impl Admission<'_> {
@@ -128,6 +130,7 @@ impl Admission<'_> {
             route: &route,
             op,
             stream: req.stream,
+            max_cache_ttl: self.max_cache_ttl,
         };
         let plan = adapter.plan(&req, &target, self.credentials)?;
         let response_cx = ResponseCx {

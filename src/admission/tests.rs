@@ -92,6 +92,7 @@ impl World {
             accounts: &self.accounts,
             credentials: &self.credentials,
             strict_credit: self.strict,
+            max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
         }
     }
 

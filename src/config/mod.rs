@@ -63,6 +63,10 @@ pub struct TollgateConf {
     /// balance never goes below zero on one gateway. Off: any credit left admits (the
     /// specification's rule).
     pub strict_credit: bool,
+    /// The longest an explicit context cache may live; a client's longer `cache_control.ttl`
+    /// is capped to it (the operator pays the upstream's cache storage).
+    #[serde(with = "humantime_serde")]
+    pub max_cache_ttl: Duration,
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
@@ -152,6 +156,7 @@ impl Default for TollgateConf {
             max_request_body: ByteSize::mib(32),
             ledger_spool: "data/ledger.spool".into(),
             strict_credit: false,
+            max_cache_ttl: Duration::from_secs(3600),
             upstream: UpstreamConf::default(),
             providers: ProvidersConf::default(),
             log: LogConf::default(),

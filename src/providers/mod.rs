@@ -83,7 +83,13 @@ pub struct Target<'a> {
     pub route: &'a Route,
     pub op: Operation,
     pub stream: bool,
+    /// The longest an explicit context cache may live (`tollgate.max_cache_ttl`): the client's
+    /// `cache_control.ttl` is capped to it.
+    pub max_cache_ttl: std::time::Duration,
 }
+
+/// `tollgate.max_cache_ttl` by default: one hour.
+pub const DEFAULT_MAX_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The request to send upstream, fully built before the proxy connects.
 #[derive(Debug)]

@@ -163,6 +163,7 @@ routes:
             accounts: &accounts,
             credentials: &credentials,
             strict_credit: false,
+            max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
         };
         let bearer = format!("Bearer {}", minted.secret);
         let head = RequestHead {

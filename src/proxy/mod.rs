@@ -34,12 +34,12 @@ use pingora_error::{Error, ErrorSource, ErrorType};
 use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
-use crate::admission::{Admission, Decision, HeadDecision};
+use crate::admission::{Admission, Admitted, Decision, HeadDecision};
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
-use crate::catalog::{Catalog, Route, Snapshot};
+use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
 use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
 use crate::sync::Freshness;
@@ -67,6 +67,8 @@ pub struct Gateway {
     pub upstream: UpstreamConf,
     /// `tollgate.strict_credit`: the unreserved credit must cover a request's worst case.
     pub strict_credit: bool,
+    /// `tollgate.max_cache_ttl`: the cap on explicit caches' lifetime.
+    pub max_cache_ttl: Duration,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -93,6 +95,7 @@ impl Gateway {
             accounts: &self.accounts,
             credentials: &self.credentials,
             strict_credit: self.strict_credit,
+            max_cache_ttl: self.max_cache_ttl,
         }
     }
 
@@ -130,7 +133,7 @@ impl Gateway {
                 self.run_fan_out(session, ctx, admitted, plan).await;
                 return Ok(Next::Answered);
             }
-            Plan::Proxy { request, cache } => self.use_cache(request, cache, &admitted.route).await,
+            Plan::Proxy { request, cache } => self.use_cache(request, cache, &admitted).await,
         };
         let proxied = Proxied { admitted, request };
         if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
@@ -141,18 +144,21 @@ impl Gateway {
 
     /// Creates (or reuses) the plan's explicit context cache and sends the body naming it; if
     /// creation failed the request goes as planned, its prefix inline.
+    /// Caches are the workspace's own: never shared across workspaces.
     async fn use_cache(
         &self,
         mut request: UpstreamRequest,
         cache: Option<CacheStep>,
-        route: &Route,
+        admitted: &Admitted,
     ) -> UpstreamRequest {
         let Some(step) = cache else {
             return request;
         };
+        let key = format!("{} {}", admitted.key.workspace_id, step.key);
+        let endpoint = &admitted.route.endpoint;
         let name = self
             .caches
-            .name_for(&step.key, &route.endpoint, step.ttl, step.create)
+            .name_for(&key, endpoint, step.ttl, step.create)
             .await;
         if let Some(name) = name {
             request.body = (step.body_using)(&name);

@@ -16,7 +16,8 @@ use moka::future::Cache;
 use crate::catalog::Endpoint;
 use crate::providers::UpstreamRequest;
 
-/// Stop reusing a cache this long before the upstream expires it.
+/// Stop reusing a cache this long before the upstream expires it (a tenth of a short TTL, so
+/// a cache of 30 s or less is still reused rather than re-created per request).
 const MARGIN: Duration = Duration::from_secs(30);
 const MAX_ENTRIES: u64 = 10_000;
 
@@ -71,7 +72,7 @@ impl ContextCaches {
             .entries
             .try_get_with(key.to_owned(), async {
                 let name = self.create(endpoint, request).await?;
-                let reuse_until = Instant::now() + ttl.saturating_sub(MARGIN);
+                let reuse_until = Instant::now() + ttl.saturating_sub(MARGIN.min(ttl / 10));
                 Ok::<_, String>(Entry { name, reuse_until })
             })
             .await;

@@ -509,3 +509,64 @@ async fn short_cacheable_prefix_falls_back_to_implicit_caching() {
         0
     );
 }
+
+fn cached_system_ttl(text: &str, ttl: &str) -> Value {
+    json!({"role": "system", "content": [{"type": "text", "text": text,
+           "cache_control": {"type": "ephemeral", "ttl": ttl}}]})
+}
+
+/// The `cachedContents` creations the simulator saw.
+async fn creations(e: &SimEnv) -> Vec<Value> {
+    e.sim
+        .requests()
+        .await
+        .into_iter()
+        .filter(|r| r["route"] == "gemini.cache" && r["method"] == "POST")
+        .collect()
+}
+
+#[tokio::test]
+async fn explicit_caches_are_capped_reused_and_kept_per_workspace() {
+    let e = env().await;
+    let long = "You are a meticulous assistant. ".repeat(400);
+    let ask = |ttl: &str, q: &str| {
+        json!({"model": "google/gemini-2.5-flash",
+               "messages": [cached_system_ttl(&long, ttl), {"role": "user", "content": q}]})
+    };
+    // A year is asked: the cache is created for the configured hour at most.
+    let (status, v) = e.chat(ask("8760h", "one")).await;
+    assert_eq!(status, 200, "{v}");
+    let made = creations(&e).await;
+    assert_eq!(made.len(), 1);
+    assert_eq!(
+        made[0]["body"]["ttl"], "3600s",
+        "capped: {}",
+        made[0]["body"]
+    );
+
+    // A 10 s cache is reused by the next request, not re-created for each one.
+    let short = "A different, also long, system prompt. ".repeat(300);
+    let short_ask = |q: &str| {
+        json!({"model": "google/gemini-2.5-flash",
+               "messages": [cached_system_ttl(&short, "10s"), {"role": "user", "content": q}]})
+    };
+    for q in ["two", "three"] {
+        let (status, v) = e.chat(short_ask(q)).await;
+        assert_eq!(status, 200, "{v}");
+    }
+    assert_eq!(
+        creations(&e).await.len(),
+        2,
+        "one creation for the 10 s prefix"
+    );
+
+    // Another workspace with the same prefix gets its own cache.
+    let (_, other) = e.gw.workspace_with_key();
+    let res = e.gw.chat(&other, short_ask("four")).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        creations(&e).await.len(),
+        3,
+        "caches are not shared across workspaces"
+    );
+}

@@ -221,6 +221,7 @@ pub(super) mod test_support {
             route: &r,
             op: Operation::Chat,
             stream,
+            max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
         };
         let up =
             crate::providers::test_support::single(super::Anthropic.plan(&raw, &t, &creds())?);
@@ -302,6 +303,7 @@ mod tests {
                 route: &r,
                 op: crate::api::Operation::Chat,
                 stream: false,
+                max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
             };
             let e = crate::providers::Adapter::plan(
                 &super::Anthropic,

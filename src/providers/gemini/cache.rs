@@ -35,7 +35,8 @@ pub struct CachePlan {
     pub create_body: Bytes,
     /// Rough size of the cached prefix (bytes / 4), to compare with the profile's minimum.
     pub estimated_tokens: u32,
-    /// How long the upstream keeps the cache (`cache_control.ttl`, default 300 s).
+    /// How long the upstream keeps the cache (`cache_control.ttl`, default 300 s, at most
+    /// `Target::max_cache_ttl`).
     pub ttl_seconds: u64,
 }
 
@@ -66,7 +67,8 @@ pub(super) fn cache_plan(
     let (Some(ttl), Some(system)) = (&t.cache_mark, &t.system) else {
         return Ok(None);
     };
-    let ttl = ttl_seconds(ttl.as_deref())?;
+    // Capped: the operator pays the upstream for the cache's storage.
+    let ttl = ttl_seconds(ttl.as_deref())?.min(target.max_cache_ttl.as_secs().max(1));
     let model = match target.route.kind {
         RouteKind::GeminiApi => format!("models/{}", target.model.upstream_model),
         _ => vertex_model(target, creds)?,
@@ -192,6 +194,32 @@ mod tests {
             ..Default::default()
         };
         cache_plan(&t, &target(m, &r, false), &creds)
+    }
+
+    #[test]
+    fn a_long_ttl_is_capped() {
+        let m = model(profile_25_flash());
+        let mut year = cacheable();
+        year["messages"][0]["content"][1]["cache_control"]["ttl"] = json!("8760h");
+        let bytes = serde_json::to_vec(&year).unwrap();
+        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        let t = translate(&raw, &m.profile).unwrap();
+        let r = route(RouteKind::GeminiApi, None);
+        let mut target = target(&m, &r, false);
+        let p = cache_plan(&t, &target, &Credentials::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.ttl_seconds, 3600, "a year asked, an hour by default");
+        target.max_cache_ttl = std::time::Duration::from_secs(600);
+        let p = cache_plan(&t, &target, &Credentials::default())
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.ttl_seconds, 600);
+        let create: Value = serde_json::from_slice(&p.create_body).unwrap();
+        assert_eq!(
+            create["ttl"], "600s",
+            "the upstream is asked for the capped TTL"
+        );
     }
 
     #[test]

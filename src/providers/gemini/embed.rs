@@ -610,6 +610,7 @@ mod tests {
             route: &r,
             op: Operation::Embeddings,
             stream: false,
+            max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
         };
         match super::super::Gemini.plan(&raw, &t, &creds())? {
             crate::providers::Plan::FanOut(f) => Ok(f),
@@ -1272,6 +1273,7 @@ mod tests {
                 route: &r,
                 op: Operation::Embeddings,
                 stream: false,
+                max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
             };
             let e = super::super::Gemini
                 .plan(&raw, &t, &Credentials::default())
