@@ -5,7 +5,7 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 
 use crate::billing::{pico, records};
-use crate::harness::{Gateway, Sim};
+use crate::harness::{Gateway, PgDatabase, Sim};
 
 const BURST: usize = 100;
 
@@ -92,4 +92,39 @@ async fn strict_credit_refuses_what_the_balance_cannot_pay_for() {
         .chat(&key, ask(u32::try_from(affordable / 2).unwrap()))
         .await;
     assert_eq!(fits.status(), 200, "a max_tokens the balance can pay for");
+}
+
+#[tokio::test]
+async fn two_gateways_on_one_postgres_admit_at_most_one_each() {
+    let db = PgDatabase::create().await;
+    let sim = Sim::start();
+    let gws = [
+        Gateway::builder()
+            .store(db.url.clone())
+            .simulator(&sim)
+            .start(),
+        Gateway::builder()
+            .store(db.url.clone())
+            .simulator(&sim)
+            .start(),
+    ];
+    let ws = gws[0].workspace();
+    gws[0].cli(&["credit", "add", "--workspace", &ws, "--usd", "0.000001"]);
+    let key = gws[0].key(&ws, &[]);
+    let calls = (0..BURST).map(|i| {
+        let (gw, key) = (&gws[i % 2], &key);
+        async move { gw.chat(key, slow()).await.status().as_u16() }
+    });
+    let statuses = join_all(calls).await;
+    let served = count(&statuses, 200);
+    assert!(
+        (1..=2).contains(&served),
+        "at most one per gateway: {statuses:?}"
+    );
+    assert_eq!(count(&statuses, 402), BURST - served, "{statuses:?}");
+    let recs = records(&gws[0], &ws, served).await;
+    let spent: i128 = recs.iter().map(|r| pico(&r["cost"])).sum();
+    let ledger = gws[0].cli_json(&["ledger", "--workspace", &ws]);
+    assert_eq!(pico(&ledger["balance"]), 1_000_000 - spent, "{recs:?}");
+    assert!(gws[0].cli_raw(&["ledger", "verify"]).status.success());
 }
