@@ -35,6 +35,7 @@ use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use crate::admission::{Admission, Admitted, Decision, HeadDecision};
+use crate::api::error::Blame;
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
@@ -222,22 +223,10 @@ impl ProxyHttp for Gateway {
         _session: &mut Session,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<Box<HttpPeer>> {
-        let Some(route) = ctx.admitted.as_ref().map(|a| &a.route) else {
+        let Some(a) = ctx.admitted.as_ref() else {
             return Err(Error::explain(ErrorType::InternalError, "no route decided"));
         };
-        let Some(addr) = route.addr else {
-            return Err(Error::explain(
-                ErrorType::ConnectNoRoute,
-                "upstream host unresolved",
-            ));
-        };
-        let mut peer = HttpPeer::new(addr, route.endpoint.tls, route.endpoint.host.clone());
-        let o = &mut peer.options;
-        o.connection_timeout = Some(self.upstream.connect_timeout);
-        o.total_connection_timeout = Some(self.upstream.connect_timeout * 2);
-        o.read_timeout = Some(self.upstream.read_timeout);
-        o.write_timeout = Some(self.upstream.write_timeout);
-        o.idle_timeout = Some(Duration::from_secs(60));
+        let peer = convert::peer(&a.route, &self.upstream)?;
         ctx.upstream_at = Some(Instant::now());
         Ok(Box::new(peer))
     }
@@ -254,27 +243,7 @@ impl ProxyHttp for Gateway {
                 "no upstream request",
             ));
         };
-        // A fresh header: nothing of the client's (its key, cookies, encodings) leaks upstream.
-        let mut fresh =
-            RequestHeader::build("POST", up.path.as_bytes(), Some(up.headers.len() + 4))?;
-        fresh.insert_header("host", a.route.endpoint.authority())?;
-        fresh.insert_header("content-length", up.body.len().to_string())?;
-        fresh.insert_header(
-            "accept",
-            if a.stream {
-                "text/event-stream"
-            } else {
-                "application/json"
-            },
-        )?;
-        fresh.insert_header(
-            "user-agent",
-            concat!("tollgate/", env!("CARGO_PKG_VERSION")),
-        )?;
-        for (name, value) in &up.headers {
-            fresh.insert_header(name.clone(), value.clone())?;
-        }
-        *req = fresh;
+        *req = convert::upstream_header(a, up)?;
         Ok(())
     }
 
@@ -328,38 +297,25 @@ impl ProxyHttp for Gateway {
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
-        if matches!(e.esource(), ErrorSource::Downstream) {
+        let subrequest = session.as_downstream().is_subrequest();
+        let answering =
+            session.response_written().is_some() || subrequest && ctx.first_byte_at.is_some();
+        let failure = match convert::blame(e) {
             // The client went away: nothing to write, and nothing the upstream did wrong.
-            return FailToProxy {
-                error_code: 0,
-                can_reuse_downstream: false,
-            };
-        }
-        let mid_stream = session.response_written().is_some();
-        if mid_stream || session.as_downstream().is_subrequest() && ctx.first_byte_at.is_some() {
+            Blame::Client => return convert::closed(0),
             // The client already has a 200: close the stream the specified way.
-            let failure = convert::mid_stream(e);
-            if matches!(ctx.translation, Translation::Stream(_))
-                && !session.as_downstream().is_subrequest()
-            {
-                let _ = respond::stream_error(session, &failure).await;
+            _ if answering => convert::mid_stream(e),
+            _ => convert::before_answer(e),
+        };
+        if !subrequest {
+            let streaming = matches!(ctx.translation, Translation::Stream(_));
+            if let Err(write) = respond::failure(session, &failure, streaming).await {
+                tracing::debug!("writing the failure failed: {write}");
             }
-            ctx.error = Some(failure);
-            return FailToProxy {
-                error_code: 0,
-                can_reuse_downstream: false,
-            };
         }
-        let failure = convert::before_answer(e);
-        let code = failure.status();
-        if !session.as_downstream().is_subrequest() {
-            let _ = respond::error(session, &failure).await;
-        }
+        let code = if answering { 0 } else { failure.status() };
         ctx.error = Some(failure);
-        FailToProxy {
-            error_code: code,
-            can_reuse_downstream: false,
-        }
+        convert::closed(code)
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
