@@ -174,8 +174,10 @@ impl Accounts {
         Ok(reservation)
     }
 
-    /// 402 when the workspace has no credit left (unknown workspaces have none).
-    pub fn check_credit(&self, workspace_id: &str) -> Result<(), GatewayError> {
+    /// 402 when the workspace has no credit left (unknown workspaces have none), reservations
+    /// aside: the gates' bare arithmetic, checked by the tests (admission uses `reserve`).
+    #[cfg(test)]
+    fn check_credit(&self, workspace_id: &str) -> Result<(), GatewayError> {
         let balance = self
             .balances
             .load()
@@ -188,8 +190,10 @@ impl Accounts {
         }
     }
 
-    /// 429 when the key has a spend limit and its current window's spend has reached it.
-    pub fn check_spend(&self, key: &ApiKey, now: DateTime<Utc>) -> Result<(), GatewayError> {
+    /// 429 when the key has a spend limit and its current window's spend has reached it,
+    /// reservations aside (tests only, as `check_credit`).
+    #[cfg(test)]
+    fn check_spend(&self, key: &ApiKey, now: DateTime<Utc>) -> Result<(), GatewayError> {
         let (Some(limit), Some(reset)) = (key.spend_limit, key.limit_reset) else {
             return Ok(());
         };
