@@ -42,6 +42,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         upstream_latency_us: Some(1000),
         ttft_us: Some(1500),
         spend_window_start: None,
+        usage_source: Default::default(),
     }
 }
 

@@ -60,6 +60,9 @@ pub struct Admitted {
     /// The request's worst case, held against the gates until the request ends (dropped with
     /// the context, after `logging` has charged the actual cost).
     pub reservation: Reservation,
+    /// Input tokens estimated from the body (4 bytes a token), billed when a stream is cut
+    /// short before the upstream counted its input.
+    pub input_estimate: u64,
 }
 
 /// An admitted request and what to send upstream for it.
@@ -149,6 +152,7 @@ impl Admission<'_> {
             adapter,
             response_cx,
             reservation,
+            input_estimate: (body.len() as u64).div_ceil(4),
         };
         Ok(Decision { admitted, plan })
     }

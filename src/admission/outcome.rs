@@ -4,6 +4,11 @@
 //! Billed: a complete answer; an answer the client left early (what was received so far); a
 //! stream the upstream broke after producing tokens (what was received). Not billed: anything
 //! that failed before the upstream answered, an upstream error answer, and usage of zero.
+//!
+//! A stream cut short is billed at least what was delivered: where the upstream had not yet
+//! counted it (Anthropic's output arrives at the end, Vertex Gemini's counts too), the output is
+//! raised to the delivered content at 4 bytes a token, and a missing input count to the
+//! request's estimate; the record says `usage_source: estimated`.
 
 use std::time::Duration;
 
@@ -14,7 +19,7 @@ use crate::api::error::Blame;
 use crate::api::{GatewayError, Operation, Usage};
 use crate::billing::cost::CostError;
 use crate::billing::record::{usage_record, Charge};
-use crate::store::{UsageEndpoint, UsageOutcome, UsageRecord};
+use crate::store::{UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
 
 /// How a request that was admitted ended, as far as billing cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +60,35 @@ pub fn billed(ending: Ending, usage: &Usage) -> Option<UsageOutcome> {
     }
 }
 
+/// Content bytes an estimated token stands for (the rule the embeddings estimate uses too).
+const BYTES_PER_TOKEN: u64 = 4;
+
+/// The usage billed for a request that ended so: the upstream's `reported` counts, raised —
+/// when the answer was cut short — to what was delivered (`delivered` content bytes) and to the
+/// request's `input_estimate` where the upstream had counted nothing yet.
+pub fn settle(
+    ending: Ending,
+    reported: Usage,
+    delivered: u64,
+    input_estimate: u64,
+) -> (Usage, UsageSource) {
+    if !matches!(ending, Ending::ClientLeft | Ending::BrokeMidStream) {
+        return (reported, UsageSource::Reported);
+    }
+    let mut usage = reported;
+    let mut source = UsageSource::Reported;
+    let output = delivered.div_ceil(BYTES_PER_TOKEN);
+    if output > usage.output {
+        usage.output = output;
+        source = UsageSource::Estimated;
+    }
+    if usage.prompt_tokens() == 0 && usage.output > 0 {
+        usage.input = input_estimate;
+        source = UsageSource::Estimated;
+    }
+    (usage, source)
+}
+
 /// When things happened, for the usage record.
 #[derive(Debug, Clone, Copy)]
 pub struct Timings {
@@ -66,13 +100,16 @@ pub struct Timings {
     pub ttft: Option<Duration>,
 }
 
-/// The usage record of a finished request, or `None` when nothing is billed.
+/// The usage record of a finished request, or `None` when nothing is billed. `delivered`:
+/// content bytes a stream sent the client (see [`settle`]).
 pub fn usage_record_for(
     a: &Admitted,
     ending: Ending,
-    usage: Usage,
+    reported: Usage,
+    delivered: u64,
     t: Timings,
 ) -> Option<Result<UsageRecord, CostError>> {
+    let (usage, usage_source) = settle(ending, reported, delivered, a.input_estimate);
     let outcome = billed(ending, &usage)?;
     let micros = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     Some(usage_record(Charge {
@@ -91,5 +128,6 @@ pub fn usage_record_for(
         finished_at: t.finished_at,
         upstream_latency_us: micros(t.upstream_latency),
         ttft_us: micros(t.ttft),
+        usage_source,
     }))
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 
-use super::outcome::{billed, usage_record_for, Ending, Timings};
+use super::outcome::{billed, settle, usage_record_for, Ending, Timings};
 use super::*;
 use crate::api::error::Blame;
 use crate::api::Usage;
@@ -14,7 +14,7 @@ use crate::auth::{mint_secret, MintedKey};
 use crate::config::ProvidersConf;
 use crate::money::{usd, Usd};
 use crate::store::CatalogRows;
-use crate::store::{LimitReset, UsageOutcome};
+use crate::store::{LimitReset, UsageOutcome, UsageSource};
 
 const CATALOG: &str = r#"
 profiles:
@@ -414,7 +414,7 @@ fn the_usage_record_carries_cost_and_timings() {
         upstream_latency: Some(Duration::from_micros(1_234)),
         ttft: Some(Duration::from_micros(2_345)),
     };
-    let r = usage_record_for(&d.admitted, Ending::Complete, usage, t)
+    let r = usage_record_for(&d.admitted, Ending::Complete, usage, 0, t)
         .expect("billed")
         .unwrap();
     assert_eq!(r.cost, usd(2), "1M input at 1 USD + 0.5M output at 2 USD");
@@ -427,7 +427,7 @@ fn the_usage_record_carries_cost_and_timings() {
         (r.key_id.as_str(), r.workspace_id.as_str()),
         ("key_1", "ws_1")
     );
-    assert!(usage_record_for(&d.admitted, Ending::Failed, usage, t).is_none());
+    assert!(usage_record_for(&d.admitted, Ending::Failed, usage, 0, t).is_none());
 }
 
 // ----- reservations --------------------------------------------------------------------------
@@ -528,5 +528,43 @@ fn strict_credit_refuses_what_the_balance_cannot_pay_and_says_what_it_can() {
         code(w.chat("acme/llama")),
         "admitted",
         "off: any credit admits"
+    );
+}
+
+#[test]
+fn a_stream_cut_short_is_billed_at_least_what_was_delivered() {
+    // Anthropic: input counted at the start, output only a placeholder until the end.
+    let started = Usage {
+        input: 20,
+        output: 1,
+        ..Usage::default()
+    };
+    let (u, source) = settle(Ending::ClientLeft, started, 400, 99);
+    assert_eq!(
+        (u.input, u.output, source),
+        (20, 100, UsageSource::Estimated)
+    );
+    // Vertex Gemini: nothing counted before the end; the input is the request's estimate.
+    let (u, source) = settle(Ending::BrokeMidStream, Usage::default(), 10, 99);
+    assert_eq!((u.input, u.output, source), (99, 3, UsageSource::Estimated));
+    // The upstream's counts already cover what was delivered: they stand.
+    let counted = Usage {
+        input: 20,
+        output: 500,
+        ..Usage::default()
+    };
+    assert_eq!(
+        settle(Ending::ClientLeft, counted, 400, 99),
+        (counted, UsageSource::Reported)
+    );
+    // Complete answers and failures before the answer are never estimated.
+    assert_eq!(
+        settle(Ending::Complete, started, 400, 99),
+        (started, UsageSource::Reported)
+    );
+    assert_eq!(
+        settle(Ending::ClientLeft, Usage::default(), 0, 99),
+        (Usage::default(), UsageSource::Reported),
+        "nothing delivered, nothing counted: nothing billed"
     );
 }

@@ -35,3 +35,15 @@ pub struct Delta<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<[ToolCall<'a>; 1]>,
 }
+
+impl Delta<'_> {
+    /// Bytes of model output this delta carries (text, reasoning, tool names and arguments):
+    /// what an estimate of delivered tokens counts.
+    pub fn content_len(&self) -> u64 {
+        let text = self.content.map_or(0, str::len) + self.reasoning.map_or(0, str::len);
+        let calls = self.tool_calls.as_ref().map_or(0, |[c]| {
+            c.function.name.map_or(0, str::len) + c.function.arguments.len()
+        });
+        (text + calls) as u64
+    }
+}

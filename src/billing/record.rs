@@ -6,7 +6,7 @@ use super::cost::{cost, CostError};
 use super::window::window_start;
 use crate::api::Usage;
 use crate::catalog::Model;
-use crate::store::{ApiKey, UsageEndpoint, UsageOutcome, UsageRecord};
+use crate::store::{ApiKey, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
 
 /// What `usage_record` needs to know about a finished request.
 pub struct Charge<'a> {
@@ -22,6 +22,7 @@ pub struct Charge<'a> {
     pub finished_at: DateTime<Utc>,
     pub upstream_latency_us: Option<u64>,
     pub ttft_us: Option<u64>,
+    pub usage_source: UsageSource,
 }
 
 /// The usage record of `c`, priced with the model's prices now (stored on the record).
@@ -56,5 +57,6 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
             .limit_reset
             .filter(|_| c.key.spend_limit.is_some())
             .map(|r| window_start(r, c.started_at)),
+        usage_source: c.usage_source,
     })
 }

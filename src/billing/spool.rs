@@ -213,6 +213,7 @@ mod tests {
             upstream_latency_us: None,
             ttft_us: None,
             spend_window_start: None,
+            usage_source: Default::default(),
         }
     }
 

@@ -230,6 +230,12 @@ pub trait StreamTranslator: Send + Sync {
     fn usage(&self) -> Usage;
     /// The upstream's in-band error, if it sent one (the stream then ended with an error frame).
     fn failed(&self) -> Option<&str>;
+    /// Bytes of model output (text, reasoning, tool calls) delivered to the client so far: what
+    /// a cut-short stream's output is estimated from when the upstream has not counted it yet.
+    /// 0 when the family does not track it.
+    fn delivered(&self) -> u64 {
+        0
+    }
 }
 
 /// The adapter of a family.

@@ -52,6 +52,7 @@ impl Ctx {
                     }
                 }
                 self.usage = t.usage();
+                self.delivered = t.delivered();
                 if self.first_body_at.is_none() && !out.is_empty() {
                     self.first_body_at = Some(now);
                 }

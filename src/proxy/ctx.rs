@@ -48,6 +48,8 @@ pub struct Ctx {
     pub error: Option<GatewayError>,
     pub upstream_status: Option<u16>,
     pub usage: Usage,
+    /// Content bytes the stream has delivered (`StreamTranslator::delivered`).
+    pub delivered: u64,
     /// This request's body was too large to replay: a subrequest carried it and does the
     /// accounting; the parent only pipes bytes.
     pub handed_off: bool,
@@ -77,6 +79,7 @@ impl Default for Ctx {
             error: None,
             upstream_status: None,
             usage: Usage::default(),
+            delivered: 0,
             handed_off: false,
             body_read: false,
         }

@@ -24,7 +24,7 @@ impl Gateway {
             upstream_latency: since(ctx.upstream_at, ctx.first_byte_at),
             ttft: since(Some(ctx.started), ctx.first_body_at),
         };
-        match usage_record_for(a, ending, ctx.usage, timings) {
+        match usage_record_for(a, ending, ctx.usage, ctx.delivered, timings) {
             None => {}
             Some(Ok(record)) => self.ledger.submit(record),
             Some(Err(err)) => tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}"),

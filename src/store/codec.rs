@@ -9,7 +9,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 
 use super::{
     CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint,
-    UsageOutcome, UsageRecord,
+    UsageOutcome, UsageRecord, UsageSource,
 };
 use crate::money::Usd;
 
@@ -128,6 +128,23 @@ pub(crate) fn outcome_str(o: UsageOutcome) -> &'static str {
         UsageOutcome::Complete => "complete",
         UsageOutcome::ClientDisconnected => "client_disconnected",
         UsageOutcome::UpstreamFailed => "upstream_failed",
+    }
+}
+
+pub(crate) fn source_str(s: UsageSource) -> &'static str {
+    match s {
+        UsageSource::Reported => "reported",
+        UsageSource::Estimated => "estimated",
+    }
+}
+
+pub(crate) fn source_from(text: &str) -> StoreResult<UsageSource> {
+    match text {
+        "reported" => Ok(UsageSource::Reported),
+        "estimated" => Ok(UsageSource::Estimated),
+        other => Err(StoreError::Corrupt(format!(
+            "unknown usage source {other:?}"
+        ))),
     }
 }
 

@@ -24,18 +24,32 @@ pub enum Dialect {
 }
 
 /// PostgreSQL migrations, oldest first.
-pub const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../sql/postgres/0001_init.sql"),
-}];
+pub const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../sql/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "usage_source",
+        sql: include_str!("../../sql/postgres/0002_usage_source.sql"),
+    },
+];
 
 /// SQLite migrations, oldest first.
-pub const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../sql/sqlite/0001_init.sql"),
-}];
+pub const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../sql/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "usage_source",
+        sql: include_str!("../../sql/sqlite/0002_usage_source.sql"),
+    },
+];
 
 /// The migrations of `dialect`, oldest first.
 pub fn migrations(dialect: Dialect) -> &'static [Migration] {

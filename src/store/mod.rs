@@ -253,6 +253,18 @@ pub enum UsageOutcome {
     UpstreamFailed,
 }
 
+/// Where a usage record's token counts come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageSource {
+    /// The upstream's own counts.
+    #[default]
+    Reported,
+    /// Raised to the gateway's estimate where the upstream had not reported final counts (a
+    /// stream the client left, or the upstream broke).
+    Estimated,
+}
+
 /// One successful request's bill: written once (idempotent by `id`), never changed.
 ///
 /// Invariants (the database refuses a record breaking them): `cost` is exactly the tokens ×
@@ -293,6 +305,10 @@ pub struct UsageRecord {
     /// Start of the key's spend window (`billing::window::window_start`) this cost counts
     /// towards; `None` when the key has no spend limit (no `key_spend` row is touched).
     pub spend_window_start: Option<DateTime<Utc>>,
+    /// Whether the token counts are the upstream's or an estimate (records spooled before
+    /// this field existed read as reported).
+    #[serde(default)]
+    pub usage_source: UsageSource,
 }
 
 /// One workspace's books, every sum computed by the database: consistent when

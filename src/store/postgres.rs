@@ -132,11 +132,12 @@ const INSERT_USAGE: &str = "WITH new AS (
         input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
         input_price_micro, output_price_micro, cache_read_price_micro, cache_write_price_micro,
         cost_pico, outcome, started_at, finished_at, upstream_latency_us, ttft_us,
-        spend_window_start)
+        spend_window_start, usage_source)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[],
         $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
-        $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[])
+        $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[],
+        $24::text[])
         AS t(id)
     ORDER BY id COLLATE \"C\"
     ON CONFLICT (id) DO NOTHING
@@ -676,6 +677,7 @@ impl Store for PgStore {
         let mut latency = Vec::with_capacity(n);
         let mut ttft = Vec::with_capacity(n);
         let mut windows = Vec::with_capacity(n);
+        let mut sources = Vec::with_capacity(n);
         for (r, ints) in &records {
             ids.push(r.id.as_str());
             workspaces.push(r.workspace_id.as_str());
@@ -700,6 +702,7 @@ impl Store for PgStore {
             latency.push(ints.upstream_latency_us);
             ttft.push(ints.ttft_us);
             windows.push(r.spend_window_start);
+            sources.push(codec::source_str(r.usage_source));
         }
 
         let mut client = self.client().await?;
@@ -735,6 +738,7 @@ impl Store for PgStore {
                     &latency,
                     &ttft,
                     &windows,
+                    &sources,
                 ],
             )
             .await

@@ -31,7 +31,7 @@ pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, 
                                      input_price_micro, output_price_micro, \
                                      cache_read_price_micro, cache_write_price_micro, cost_pico, \
                                      outcome, started_at, finished_at, upstream_latency_us, \
-                                     ttft_us, spend_window_start";
+                                     ttft_us, spend_window_start, usage_source";
 
 /// A result row of either backend, read by column position; a value of the wrong type is a
 /// corrupt row.
@@ -137,6 +137,7 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         upstream_latency_us: opt_count(20, "upstream_latency_us")?,
         ttft_us: opt_count(21, "ttft_us")?,
         spend_window_start: r.opt_time(22)?,
+        usage_source: codec::source_from(&r.text(23)?)?,
     })
 }
 

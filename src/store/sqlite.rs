@@ -483,7 +483,7 @@ impl Store for SqliteStore {
                 let mut insert = tx.prepare_cached(&format!(
                     "INSERT INTO usage_records ({USAGE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6,
                      ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                     ?22, ?23)
+                     ?22, ?23, ?24)
                      ON CONFLICT (id) DO NOTHING"
                 ))?;
                 let mut debit = tx.prepare_cached(
@@ -518,6 +518,7 @@ impl Store for SqliteStore {
                             ints.upstream_latency_us,
                             ints.ttft_us,
                             r.spend_window_start.map(codec::to_micros),
+                            codec::source_str(r.usage_source),
                         ])
                         .map_err(usage_err)?;
                     if inserted == 0 {

@@ -36,6 +36,7 @@ fn record(i: usize) -> UsageRecord {
         upstream_latency_us: None,
         ttft_us: None,
         spend_window_start: None,
+        usage_source: Default::default(),
     }
 }
 

@@ -9,6 +9,7 @@ mod anthropic;
 mod architecture;
 mod billing;
 mod bodies;
+mod disconnects;
 mod embeddings;
 mod fake_upstream;
 mod foundation;

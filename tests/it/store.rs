@@ -816,6 +816,7 @@ fn record(
         upstream_latency_us: Some(210_001),
         ttft_us: Some(350_003),
         spend_window_start: window,
+        usage_source: Default::default(),
     }
 }
 

@@ -48,6 +48,8 @@ pub(super) struct AnthropicStream {
     finish: Option<&'static str>,
     stopped: bool,
     error: Option<String>,
+    /// Bytes of model output written to the client (`StreamTranslator::delivered`).
+    delivered: u64,
 }
 
 #[derive(Deserialize)]
@@ -102,6 +104,7 @@ impl AnthropicStream {
             finish: None,
             stopped: false,
             error: None,
+            delivered: 0,
         }
     }
 
@@ -252,6 +255,7 @@ impl AnthropicStream {
             self.started = true;
             delta.role = Some("assistant");
         }
+        self.delivered += delta.content_len();
         self.write_chunk(delta, None, out);
     }
 
@@ -312,6 +316,10 @@ impl StreamTranslator for AnthropicStream {
 
     fn failed(&self) -> Option<&str> {
         self.error.as_deref()
+    }
+
+    fn delivered(&self) -> u64 {
+        self.delivered
     }
 }
 

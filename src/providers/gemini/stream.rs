@@ -51,6 +51,8 @@ pub(super) struct GeminiStream {
     /// Stray (non-SSE) lines that may be the start of a JSON error object.
     stray: Vec<u8>,
     error: Option<String>,
+    /// Bytes of model output written to the client (`StreamTranslator::delivered`).
+    delivered: u64,
 }
 
 #[derive(Default)]
@@ -78,6 +80,7 @@ impl GeminiStream {
             blocked: false,
             stray: Vec::new(),
             error: None,
+            delivered: 0,
         }
     }
 
@@ -154,6 +157,7 @@ impl GeminiStream {
                 delta.role = Some("assistant");
             }
         }
+        self.delivered += delta.content_len();
         self.write_chunk(index, delta, None, out);
     }
 
@@ -267,6 +271,10 @@ impl StreamTranslator for GeminiStream {
 
     fn failed(&self) -> Option<&str> {
         self.error.as_deref()
+    }
+
+    fn delivered(&self) -> u64 {
+        self.delivered
     }
 }
 
