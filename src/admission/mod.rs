@@ -113,19 +113,7 @@ impl Admission<'_> {
     ) -> Result<Decision, GatewayError> {
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
-        let worst = worst_case(&model, &req, body.len(), op);
-        let reservation = self
-            .accounts
-            .reserve(&key, op == Operation::Chat, worst, self.strict_credit, now)
-            .map_err(|e| match e {
-                GatewayError::InsufficientCredit if self.strict_credit => {
-                    let free = self.accounts.unreserved(&key.workspace_id);
-                    GatewayError::CreditShort {
-                        affordable_output_tokens: affordable_output(&model, &req, body.len(), free),
-                    }
-                }
-                other => other,
-            })?;
+        let reservation = self.reserve(&key, op, &model, &req, body.len(), now)?;
         let route = route_for(&model)?;
         let adapter = adapter_for(model.family);
         let target = Target {
@@ -155,6 +143,31 @@ impl Admission<'_> {
             input_estimate: (body.len() as u64).div_ceil(4),
         };
         Ok(Decision { admitted, plan })
+    }
+
+    /// The gates: the request's worst case reserved against its workspace's credit and (chat)
+    /// its key's window; a strict refusal says what the credit affords.
+    fn reserve(
+        &self,
+        key: &ApiKey,
+        op: Operation,
+        model: &Model,
+        req: &RawRequest<'_>,
+        body_len: usize,
+        now: DateTime<Utc>,
+    ) -> Result<Reservation, GatewayError> {
+        let worst = worst_case(model, req, body_len, op);
+        self.accounts
+            .reserve(key, op == Operation::Chat, worst, self.strict_credit, now)
+            .map_err(|e| match e {
+                GatewayError::InsufficientCredit if self.strict_credit => {
+                    let free = self.accounts.unreserved(&key.workspace_id);
+                    GatewayError::CreditShort {
+                        affordable_output_tokens: affordable_output(model, req, body_len, free),
+                    }
+                }
+                other => other,
+            })
     }
 
     fn authenticate(
