@@ -93,6 +93,7 @@ impl Adapter for OpenAiCompat {
             usage: Usage::default(),
             created: 0,
             error: None,
+            delivered: 0,
         })
     }
 
@@ -172,6 +173,8 @@ struct OpenAiStream {
     usage: Usage,
     created: i64,
     error: Option<String>,
+    /// Bytes of model output passed to the client (`StreamTranslator::delivered`).
+    delivered: u64,
 }
 
 impl OpenAiStream {
@@ -187,10 +190,12 @@ impl OpenAiStream {
             Ok(Chunk::Data {
                 created,
                 usage_only,
+                content,
             }) => {
                 if created != 0 {
                     self.created = created;
                 }
+                self.delivered += content;
                 let mut usage = self.usage;
                 match rewrite(data, &self.cx, &mut usage) {
                     Ok(json) => {
@@ -215,7 +220,13 @@ impl OpenAiStream {
 
 enum Chunk {
     Error(String),
-    Data { created: i64, usage_only: bool },
+    /// `content`: bytes of model output the chunk carries (text, reasoning, tool calls), read
+    /// off the raw JSON strings (escapes counted as written: close enough for an estimate).
+    Data {
+        created: i64,
+        usage_only: bool,
+        content: u64,
+    },
 }
 
 fn classify(data: &[u8]) -> Result<Chunk, TranslateError> {
@@ -224,7 +235,7 @@ fn classify(data: &[u8]) -> Result<Chunk, TranslateError> {
         #[serde(default)]
         created: i64,
         #[serde(default, borrow)]
-        choices: Option<Vec<&'a RawValue>>,
+        choices: Option<Vec<ChoicePeek<'a>>>,
         #[serde(default, borrow)]
         error: Option<&'a RawValue>,
         #[serde(default, borrow)]
@@ -243,10 +254,67 @@ fn classify(data: &[u8]) -> Result<Chunk, TranslateError> {
     }
     let has_usage = peek.usage.is_some_and(|u| u.get() != "null");
     let usage_only = has_usage && peek.choices.as_ref().is_none_or(Vec::is_empty);
+    let content = peek
+        .choices
+        .iter()
+        .flatten()
+        .filter_map(|c| c.delta.as_ref())
+        .map(DeltaPeek::content_len)
+        .sum();
     Ok(Chunk::Data {
         created: peek.created,
         usage_only,
+        content,
     })
+}
+
+#[derive(Deserialize)]
+struct ChoicePeek<'a> {
+    #[serde(default, borrow)]
+    delta: Option<DeltaPeek<'a>>,
+}
+
+#[derive(Deserialize)]
+struct DeltaPeek<'a> {
+    #[serde(default, borrow)]
+    content: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    reasoning: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<ToolCallPeek<'a>>>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallPeek<'a> {
+    #[serde(default, borrow)]
+    function: Option<FunctionPeek<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionPeek<'a> {
+    #[serde(default, borrow)]
+    name: Option<&'a RawValue>,
+    #[serde(default, borrow)]
+    arguments: Option<&'a RawValue>,
+}
+
+/// A JSON string's raw length less its quotes (0 for null or anything else).
+fn string_len(v: Option<&RawValue>) -> usize {
+    v.filter(|r| r.get().starts_with('"'))
+        .map_or(0, |r| r.get().len().saturating_sub(2))
+}
+
+impl DeltaPeek<'_> {
+    fn content_len(&self) -> u64 {
+        let calls: usize = self
+            .tool_calls
+            .iter()
+            .flatten()
+            .filter_map(|c| c.function.as_ref())
+            .map(|f| string_len(f.name) + string_len(f.arguments))
+            .sum();
+        (string_len(self.content) + string_len(self.reasoning) + calls) as u64
+    }
 }
 
 impl StreamTranslator for OpenAiStream {
@@ -279,6 +347,10 @@ impl StreamTranslator for OpenAiStream {
 
     fn failed(&self) -> Option<&str> {
         self.error.as_deref()
+    }
+
+    fn delivered(&self) -> u64 {
+        self.delivered
     }
 }
 
@@ -361,6 +433,25 @@ mod tests {
         assert_eq!(f[1]["choices"], serde_json::json!([]));
         assert_eq!(f[1]["usage"]["total_tokens"], 0);
         assert_eq!(f[1]["created"], 5);
+    }
+
+    #[test]
+    fn delivered_counts_the_model_output_passed_through() {
+        let mut t = OpenAiCompat.stream_translator(cx());
+        let mut out = BytesMut::new();
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"hello\"}}]}\n\n", &mut out);
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"hmm\",\"content\":null}}]}\n\n", &mut out);
+        t.feed(b"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"c1\",\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]}}]}\n\n", &mut out);
+        assert_eq!(
+            t.delivered(),
+            5 + 3 + 1 + 2,
+            "text, reasoning, tool name and arguments"
+        );
+        assert_eq!(
+            t.usage(),
+            Usage::default(),
+            "nothing reported yet: an estimate is due"
+        );
     }
 
     #[test]
