@@ -131,19 +131,12 @@ impl LedgerWriter {
     async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {
         match self.write(store, batch).await {
             Ok(refused) => {
-                let settled = batch
+                let outcomes: Vec<_> = batch
                     .iter()
                     .enumerate()
-                    .filter(|(i, _)| !refused.contains(i));
-                self.read_back(store, settled.clone().map(|(_, r)| r)).await;
-                for (i, r) in batch.iter().enumerate() {
-                    if refused.contains(&i) {
-                        self.accounts.release(&r.workspace_id, window_of(r), r.cost);
-                    }
-                }
-                for (_, r) in settled {
-                    self.accounts.settled(&r.workspace_id, window_of(r), r.cost);
-                }
+                    .map(|(i, r)| (r, refused.contains(&i)))
+                    .collect();
+                self.settle(store, &outcomes).await;
             }
             Err(e) => {
                 tracing::warn!(records = batch.len(), "ledger commit failed, spooling: {e}");
@@ -153,6 +146,20 @@ impl LedgerWriter {
             }
         }
         batch.clear();
+    }
+
+    /// Settles a written batch's charges, each `(record, refused)`: the database's values are
+    /// read back first, then committed charges leave `pending` and refused ones are forgotten.
+    async fn settle(&self, store: &dyn Store, outcomes: &[(&UsageRecord, bool)]) {
+        let committed = outcomes.iter().filter(|(_, refused)| !refused);
+        self.read_back(store, committed.map(|(r, _)| *r)).await;
+        for (r, refused) in outcomes {
+            if *refused {
+                self.accounts.release(&r.workspace_id, window_of(r), r.cost);
+            } else {
+                self.accounts.settled(&r.workspace_id, window_of(r), r.cost);
+            }
+        }
     }
 
     /// After a commit, sets the gates' values of the records' workspaces and key windows from
@@ -238,21 +245,13 @@ impl LedgerWriter {
             }
         }
         // Charges this process spooled settle now; older ones arrive via the change feed.
-        let ours: Vec<(usize, &UsageRecord)> = records
+        let ours: Vec<_> = records
             .iter()
             .enumerate()
             .filter(|(_, r)| self.spool.was_ours(&r.id))
+            .map(|(i, r)| (r, refused.contains(&i)))
             .collect();
-        let settled = ours.iter().filter(|(i, _)| !refused.contains(i));
-        self.read_back(store, settled.clone().map(|(_, r)| *r))
-            .await;
-        for (i, r) in &ours {
-            if refused.contains(i) {
-                self.accounts.release(&r.workspace_id, window_of(r), r.cost);
-            } else {
-                self.accounts.settled(&r.workspace_id, window_of(r), r.cost);
-            }
-        }
+        self.settle(store, &ours).await;
         let replayed = records.iter().map(|r| r.id.as_str()).collect();
         match self.spool.consume(&replayed) {
             Ok(()) => tracing::info!(records = records.len(), "ledger spool replayed"),
