@@ -306,4 +306,4 @@ fn completion_id(op: Operation) -> Arc<str> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

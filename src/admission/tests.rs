@@ -37,8 +37,9 @@ fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap()
 }
 
-/// The test world: a catalog where only port 8 resolved, one workspace, one key.
-struct World {
+/// The test world: a catalog where only port 8 resolved, one workspace, one key. Other
+/// rooms' tests admit requests through it too.
+pub(crate) struct World {
     strict: bool,
     catalog: Snapshot,
     keys: KeyCache,
@@ -48,7 +49,7 @@ struct World {
 }
 
 impl World {
-    fn new() -> World {
+    pub(crate) fn new() -> World {
         Self::with_key(|_| {})
     }
 
@@ -115,7 +116,7 @@ impl World {
     }
 
     /// Head and body of an authenticated POST to `path`.
-    fn post(&self, path: &str, body: &str) -> Result<Decision, GatewayError> {
+    pub(crate) fn post(&self, path: &str, body: &str) -> Result<Decision, GatewayError> {
         let bearer = self.bearer();
         match self.head(http::Method::POST, path, Some(&bearer))? {
             HeadDecision::ReadBody { op, key } => {

@@ -110,78 +110,21 @@ fn whole_answer(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
     use std::sync::Arc;
 
     use serde_json::Value;
 
     use super::*;
-    use crate::admission::{Admission, HeadDecision, RequestHead};
+    use crate::admission::tests::World;
     use crate::api::Usage;
-    use crate::auth::{mint_secret, KeyCache};
-    use crate::billing::gates::Accounts;
-    use crate::catalog::Snapshot;
-    use crate::config::ProvidersConf;
-    use crate::money::usd;
-    use crate::providers::Credentials;
-    use crate::store::{ApiKey, CatalogRows};
 
     /// A context admitted for an OpenAI-compatible model (its translator rewrites ids and
     /// model names and reads OpenAI usage).
     fn admitted_ctx(stream: bool) -> Ctx {
-        let rows: CatalogRows = serde_yaml::from_str(
-            r#"
-models:
-  - {id: acme/llama, provider: acme, family: openai, kind: chat, upstream_model: llama-3,
-     input_price: 1, output_price: 2}
-routes:
-  - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:8/v1"}
-"#,
-        )
-        .unwrap();
-        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 8), "127.0.0.1:8".parse().unwrap())]);
-        let catalog = Snapshot::build(&rows, &ProvidersConf::default(), &addrs);
-        let minted = mint_secret("sk-tg-");
-        let keys = KeyCache::default();
-        keys.replace_all(vec![ApiKey {
-            id: "key_1".into(),
-            workspace_id: "ws_1".into(),
-            name: None,
-            secret_hash: minted.hash_hex.clone(),
-            hint: minted.hint,
-            created_at: chrono::Utc::now(),
-            expires_at: None,
-            revoked_at: None,
-            spend_limit: None,
-            limit_reset: None,
-        }]);
-        let accounts = Accounts::default();
-        accounts.set_balance("ws_1", usd(1));
-        let credentials = Credentials::default();
-        let admission = Admission {
-            catalog: &catalog,
-            keys: &keys,
-            accounts: &accounts,
-            credentials: &credentials,
-            strict_credit: false,
-            max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
-        };
-        let bearer = format!("Bearer {}", minted.secret);
-        let head = RequestHead {
-            method: &http::Method::POST,
-            path: "/v1/chat/completions",
-            authorization: Some(bearer.as_bytes()),
-        };
-        let HeadDecision::ReadBody { op, key } = admission.head(&head, chrono::Utc::now()).unwrap()
-        else {
-            panic!("a chat request reads its body");
-        };
         let body = format!(
             r#"{{"model":"acme/llama","stream":{stream},"messages":[{{"role":"user","content":"hi"}}]}}"#
         );
-        let decision = admission
-            .admit(key, op, body.as_bytes(), chrono::Utc::now())
-            .unwrap();
+        let decision = World::new().post("/v1/chat/completions", &body).unwrap();
         Ctx {
             admitted: Some(decision.admitted),
             ..Ctx::default()
