@@ -35,6 +35,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         output_price: Price::from_micro_per_mtok(2_500_000),
         cache_read_price: None,
         cache_write_price: None,
+        extra: Default::default(),
         cost: tollgate::money::Usd::from_pico(100 * 300_000 + 200 * 2_500_000),
         outcome: UsageOutcome::Complete,
         started_at: now,

@@ -71,7 +71,18 @@ impl Price {
             .and_then(|t| t.checked_mul(self.0))
             .map(Usd)
     }
+    /// Exact cost of storing tokens for `token_seconds` (tokens × seconds) at this price read
+    /// as USD per 1M tokens per hour, rounded up to the pico-dollar.
+    pub fn storage_cost(self, token_seconds: u64) -> Option<Usd> {
+        i64::try_from(token_seconds)
+            .ok()
+            .and_then(|t| t.checked_mul(self.0))
+            .and_then(|pico_seconds| pico_seconds.checked_add(SECONDS_PER_HOUR - 1))
+            .map(|p| Usd(p / SECONDS_PER_HOUR))
+    }
 }
+
+const SECONDS_PER_HOUR: i64 = 3_600;
 
 /// Parses `[-]digits[.digits]` into an integer scaled by `10^scale`, exactly.
 fn parse_scaled(text: &str, scale: u32) -> Result<i64, MoneyError> {
@@ -261,6 +272,23 @@ mod tests {
         let p: Price = "0.025".parse().unwrap();
         assert_eq!(p.cost(1_000), Some(Usd::from_pico(25_000_000)));
         assert_eq!(p.cost(1_000_000).unwrap().to_string(), "0.025");
+    }
+
+    #[test]
+    fn storage_is_token_seconds_times_the_hourly_price_rounded_up() {
+        // 10,000 tokens for one hour at 4.50 USD / 1M tokens / hour = 0.045 USD.
+        let p: Price = "4.5".parse().unwrap();
+        assert_eq!(
+            p.storage_cost(10_000 * 3_600),
+            Some(Usd::from_pico(45_000_000_000))
+        );
+        // 7 tokens for 1 s at 1 micro-USD / 1M / h = 7/3600 pico: rounded up to 1.
+        assert_eq!(
+            Price::from_micro_per_mtok(1).storage_cost(7),
+            Some(Usd::from_pico(1))
+        );
+        assert_eq!(p.storage_cost(0), Some(Usd::ZERO));
+        assert_eq!(p.storage_cost(u64::MAX), None);
     }
 
     #[test]

@@ -15,6 +15,7 @@
 pub mod outcome;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -22,6 +23,7 @@ use chrono::{DateTime, Utc};
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::billing::gates::{Accounts, Reservation};
+use crate::billing::record::CacheCreation;
 use crate::catalog::{Model, ModelKind, Route, Snapshot};
 use crate::money::Usd;
 use crate::providers::{adapter_for, Adapter, Credentials, Plan, ResponseCx, Target};
@@ -63,6 +65,9 @@ pub struct Admitted {
     /// Input tokens estimated from the body (4 bytes a token), billed when a stream is cut
     /// short before the upstream counted its input.
     pub input_estimate: u64,
+    /// The explicit cache this request's call created upstream (set by the proxy), billed on
+    /// its record.
+    pub cache_created: Option<CacheCreation>,
 }
 
 /// An admitted request and what to send upstream for it.
@@ -80,7 +85,7 @@ pub struct Admission<'a> {
     /// Refuse what the unreserved credit cannot pay for in full (`tollgate.strict_credit`).
     pub strict_credit: bool,
     /// The longest an explicit context cache may live (`tollgate.max_cache_ttl`).
-    pub max_cache_ttl: std::time::Duration,
+    pub max_cache_ttl: Duration,
 }
 
 impl Admission<'_> {
@@ -113,7 +118,7 @@ impl Admission<'_> {
     ) -> Result<Decision, GatewayError> {
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
-        let reservation = self.reserve(&key, op, &model, &req, body.len(), now)?;
+        let reservation = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model)?;
         let adapter = adapter_for(model.family);
         let target = Target {
@@ -141,6 +146,7 @@ impl Admission<'_> {
             response_cx,
             reservation,
             input_estimate: (body.len() as u64).div_ceil(4),
+            cache_created: None,
         };
         Ok(Decision { admitted, plan })
     }
@@ -153,17 +159,18 @@ impl Admission<'_> {
         op: Operation,
         model: &Model,
         req: &RawRequest<'_>,
-        body_len: usize,
+        body: &[u8],
         now: DateTime<Utc>,
     ) -> Result<Reservation, GatewayError> {
-        let worst = worst_case(model, req, body_len, op);
+        let ttl = self.max_cache_ttl;
+        let worst = worst_case(model, req, body, op, ttl);
         self.accounts
             .reserve(key, op == Operation::Chat, worst, self.strict_credit, now)
             .map_err(|e| match e {
                 GatewayError::InsufficientCredit if self.strict_credit => {
                     let free = self.accounts.unreserved(&key.workspace_id);
                     GatewayError::CreditShort {
-                        affordable_output_tokens: affordable_output(model, req, body_len, free),
+                        affordable_output_tokens: affordable_output(model, req, body, ttl, free),
                     }
                 }
                 other => other,
@@ -237,31 +244,60 @@ const MAX_CHOICES: u64 = 8;
 
 /// The most a request can cost, at the model's prices: every body byte taken as an input token
 /// (an upper bound for text, since a token is at least one byte; images and audio count far
-/// fewer tokens than their bytes) at the dearest input price (cache writes included), plus the
-/// maximum output — the client's `max_completion_tokens`/`max_tokens` within the catalog's cap,
-/// else the cap, else 32,768 — for each of `n` choices. Embeddings produce no output.
-pub fn worst_case(model: &Model, req: &RawRequest<'_>, body_len: usize, op: Operation) -> Usd {
-    let p = &model.pricing;
-    let input_price = p.cache_write.map_or(p.input, |w| w.max(p.input));
-    let input = input_price.cost(body_len as u64);
+/// fewer tokens than their bytes) at the dearest input price (cache writes and audio included)
+/// of the tier that many tokens fall in, plus the maximum output — the client's
+/// `max_completion_tokens`/`max_tokens` within the catalog's cap, else the cap, else 32,768 —
+/// for each of `n` choices, plus, when the request marks a cache breakpoint on a model that
+/// prices cache storage, storing every byte for the longest TTL. Embeddings produce no output.
+pub fn worst_case(
+    model: &Model,
+    req: &RawRequest<'_>,
+    body: &[u8],
+    op: Operation,
+    max_cache_ttl: Duration,
+) -> Usd {
+    let tokens = body.len() as u64;
+    let rates = model.pricing.rates_for(tokens);
     let output = match op {
-        Operation::Embeddings => Some(Usd::ZERO),
-        Operation::Chat => p
-            .output
-            .cost(max_output(model, req).saturating_mul(choices(req))),
+        Operation::Embeddings => 0,
+        Operation::Chat => max_output(model, req).saturating_mul(choices(req)),
     };
-    input
-        .zip(output)
-        .and_then(|(i, o)| i.checked_add(o))
-        .unwrap_or(Usd::from_pico(i64::MAX))
+    let storage = match rates.cache_storage {
+        Some(price) if marks_cache(body) => {
+            price.storage_cost(tokens.saturating_mul(max_cache_ttl.as_secs()))
+        }
+        _ => Some(Usd::ZERO),
+    };
+    [
+        rates.dearest_input().cost(tokens),
+        rates.output.cost(output),
+        storage,
+    ]
+    .into_iter()
+    .try_fold(Usd::ZERO, |sum, part| sum.checked_add(part?))
+    .unwrap_or(Usd::from_pico(i64::MAX))
+}
+
+/// Whether the body may carry a `cache_control` breakpoint (a byte search: a false positive
+/// only reserves more).
+fn marks_cache(body: &[u8]) -> bool {
+    const MARK: &[u8] = b"cache_control";
+    body.windows(MARK.len()).any(|w| w == MARK)
 }
 
 /// How many output tokens (per choice) `free` credit pays for once the input's worst case is
 /// paid: what a strict 402 tells the client.
-fn affordable_output(model: &Model, req: &RawRequest<'_>, body_len: usize, free: Usd) -> u64 {
-    let input = worst_case(model, req, body_len, Operation::Embeddings);
+fn affordable_output(
+    model: &Model,
+    req: &RawRequest<'_>,
+    body: &[u8],
+    max_cache_ttl: Duration,
+    free: Usd,
+) -> u64 {
+    let input = worst_case(model, req, body, Operation::Embeddings, max_cache_ttl);
     let left = free.pico().saturating_sub(input.pico()).max(0);
-    let per_token = model.pricing.output.micro_per_mtok().max(1);
+    let rates = model.pricing.rates_for(body.len() as u64);
+    let per_token = rates.output.micro_per_mtok().max(1);
     u64::try_from(left / per_token).unwrap_or(0) / choices(req)
 }
 

@@ -2,8 +2,10 @@
 //! with no Pingora types, so every case is a unit test.
 //!
 //! Billed: a complete answer; an answer the client left early (what was received so far); a
-//! stream the upstream broke after producing tokens (what was received). Not billed: anything
-//! that failed before the upstream answered, an upstream error answer, and usage of zero.
+//! stream the upstream broke after producing tokens (what was received); an explicit cache the
+//! gateway created for the request, whatever became of the answer (the upstream bills its
+//! creation and storage, and the workspace's later requests reuse it). Not billed: anything
+//! else that failed before the upstream answered, an upstream error answer, and usage of zero.
 //!
 //! A stream cut short is billed at least what was delivered: where the upstream had not yet
 //! counted it (Anthropic's output arrives at the end, Vertex Gemini's counts too), the output is
@@ -18,7 +20,7 @@ use super::Admitted;
 use crate::api::error::Blame;
 use crate::api::{GatewayError, Operation, Usage};
 use crate::billing::cost::CostError;
-use crate::billing::record::{usage_record, Charge};
+use crate::billing::record::{usage_record, CacheCreation, Charge};
 use crate::store::{UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
 
 /// How a request that was admitted ended, as far as billing cares.
@@ -47,15 +49,22 @@ impl Ending {
     }
 }
 
-/// The outcome billed for a request that ended so with `usage`; `None`: nothing is billed.
-pub fn billed(ending: Ending, usage: &Usage) -> Option<UsageOutcome> {
-    if usage.is_zero() {
+/// The outcome billed for a request that ended so with `usage` (and a cache created for it,
+/// if any); `None`: nothing is billed.
+pub fn billed(
+    ending: Ending,
+    usage: &Usage,
+    cache_created: Option<CacheCreation>,
+) -> Option<UsageOutcome> {
+    let created = cache_created.is_some_and(|c| c.tokens > 0);
+    if usage.is_zero() && !created {
         return None;
     }
     match ending {
         Ending::Complete => Some(UsageOutcome::Complete),
         Ending::ClientLeft => Some(UsageOutcome::ClientDisconnected),
         Ending::BrokeMidStream => Some(UsageOutcome::UpstreamFailed),
+        Ending::Failed if created => Some(UsageOutcome::UpstreamFailed),
         Ending::Failed => None,
     }
 }
@@ -100,17 +109,31 @@ pub struct Timings {
     pub ttft: Option<Duration>,
 }
 
-/// The usage record of a finished request, or `None` when nothing is billed. `delivered`:
-/// content bytes a stream sent the client (see [`settle`]).
+/// What a finished request produced, for billing.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Produced {
+    /// The upstream's counts (zero when it reported none).
+    pub reported: Usage,
+    /// Content bytes a stream sent the client (see [`settle`]).
+    pub delivered: u64,
+    /// An explicit cache created for the request.
+    pub cache_created: Option<CacheCreation>,
+}
+
+/// The usage record of a finished request, or `None` when nothing is billed.
 pub fn usage_record_for(
     a: &Admitted,
     ending: Ending,
-    reported: Usage,
-    delivered: u64,
+    produced: Produced,
     t: Timings,
 ) -> Option<Result<UsageRecord, CostError>> {
-    let (usage, usage_source) = settle(ending, reported, delivered, a.input_estimate);
-    let outcome = billed(ending, &usage)?;
+    let (usage, usage_source) = settle(
+        ending,
+        produced.reported,
+        produced.delivered,
+        a.input_estimate,
+    );
+    let outcome = billed(ending, &usage, produced.cache_created)?;
     let micros = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     Some(usage_record(Charge {
         id: &a.response_cx.id,
@@ -123,6 +146,7 @@ pub fn usage_record_for(
         },
         stream: a.stream,
         usage,
+        cache_created: produced.cache_created,
         outcome,
         started_at: t.started_at,
         finished_at: t.finished_at,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 
-use super::outcome::{billed, settle, usage_record_for, Ending, Timings};
+use super::outcome::{billed, settle, usage_record_for, Ending, Produced, Timings};
 use super::*;
 use crate::api::error::Blame;
 use crate::api::Usage;
@@ -15,6 +15,16 @@ use crate::config::ProvidersConf;
 use crate::money::{usd, Usd};
 use crate::store::CatalogRows;
 use crate::store::{LimitReset, UsageOutcome, UsageSource};
+
+const HOUR: Duration = Duration::from_secs(3_600);
+
+fn produced(reported: Usage, delivered: u64) -> Produced {
+    Produced {
+        reported,
+        delivered,
+        cache_created: None,
+    }
+}
 
 const CATALOG: &str = r#"
 profiles:
@@ -377,24 +387,24 @@ fn what_each_ending_bills() {
         ..Usage::default()
     };
     assert_eq!(
-        billed(Ending::Complete, &used),
+        billed(Ending::Complete, &used, None),
         Some(UsageOutcome::Complete)
     );
     assert_eq!(
-        billed(Ending::ClientLeft, &used),
+        billed(Ending::ClientLeft, &used, None),
         Some(UsageOutcome::ClientDisconnected)
     );
     assert_eq!(
-        billed(Ending::BrokeMidStream, &used),
+        billed(Ending::BrokeMidStream, &used, None),
         Some(UsageOutcome::UpstreamFailed)
     );
     assert_eq!(
-        billed(Ending::Failed, &used),
+        billed(Ending::Failed, &used, None),
         None,
         "failed before the answer"
     );
     assert_eq!(
-        billed(Ending::Complete, &Usage::default()),
+        billed(Ending::Complete, &Usage::default(), None),
         None,
         "nothing used"
     );
@@ -415,7 +425,7 @@ fn the_usage_record_carries_cost_and_timings() {
         upstream_latency: Some(Duration::from_micros(1_234)),
         ttft: Some(Duration::from_micros(2_345)),
     };
-    let r = usage_record_for(&d.admitted, Ending::Complete, usage, 0, t)
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(usage, 0), t)
         .expect("billed")
         .unwrap();
     assert_eq!(r.cost, usd(2), "1M input at 1 USD + 0.5M output at 2 USD");
@@ -428,7 +438,7 @@ fn the_usage_record_carries_cost_and_timings() {
         (r.key_id.as_str(), r.workspace_id.as_str()),
         ("key_1", "ws_1")
     );
-    assert!(usage_record_for(&d.admitted, Ending::Failed, usage, 0, t).is_none());
+    assert!(usage_record_for(&d.admitted, Ending::Failed, produced(usage, 0), t).is_none());
 }
 
 // ----- reservations --------------------------------------------------------------------------
@@ -439,7 +449,7 @@ fn the_worst_case_is_every_byte_an_input_token_plus_the_maximum_output() {
     let model = w.catalog.model("acme/llama").unwrap().clone(); // 1 USD in, 2 USD out per 1M
     let worst = |body: &str| {
         let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
-        worst_case(&model, &req, body.len(), Operation::Chat)
+        worst_case(&model, &req, body.as_bytes(), Operation::Chat, HOUR)
     };
     let plain = r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}]}"#;
     // 66 bytes at 1 µUSD per token, 32,768 default output tokens at 2 µUSD.
@@ -457,7 +467,7 @@ fn the_worst_case_is_every_byte_an_input_token_plus_the_maximum_output() {
     let req = RawRequest::parse(embed.as_bytes(), Operation::Embeddings).unwrap();
     let e = w.catalog.model("acme/embed").unwrap();
     assert_eq!(
-        worst_case(e, &req, embed.len(), Operation::Embeddings),
+        worst_case(e, &req, embed.as_bytes(), Operation::Embeddings, HOUR),
         Usd::from_pico(embed.len() as i64 * 1_000_000),
         "embeddings: input only"
     );

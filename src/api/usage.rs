@@ -1,25 +1,35 @@
 //! Token usage in disjoint buckets, the only shape billing prices, and its OpenAI rendering.
 //!
-//! `prompt_tokens = input + cache_read + cache_write` (all input tokens, cached or not),
-//! `completion_tokens = output` (reasoning included), `cached_tokens = cache_read`.
+//! `prompt_tokens = input + audio_input + cache_read + cache_write + cache_write_1h` (all
+//! input tokens, cached or not), `completion_tokens = output` (reasoning included),
+//! `cached_tokens = cache_read`, `cache_write_tokens = cache_write + cache_write_1h`.
 
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Usage {
-    /// Input tokens neither read from nor written to a cache.
+    /// Input tokens neither read from nor written to a cache, audio excepted.
     pub input: u64,
+    /// Uncached audio input tokens (Gemini prices audio apart).
+    pub audio_input: u64,
     pub cache_read: u64,
+    /// Tokens written to a cache that lives 5 minutes (Anthropic's default), or to a cache
+    /// the gateway created for the request (Gemini's explicit caches).
     pub cache_write: u64,
+    /// Tokens written to Anthropic's 1-hour cache.
+    pub cache_write_1h: u64,
     /// All output tokens, reasoning included.
     pub output: u64,
     /// The part of `output` spent thinking.
     pub reasoning: u64,
+    /// Tokens × seconds of cache storage the request bought (the TTL of a Gemini cache it
+    /// created); not a prompt token.
+    pub cache_storage_token_seconds: u64,
 }
 
 impl Usage {
     pub fn prompt_tokens(&self) -> u64 {
-        self.input + self.cache_read + self.cache_write
+        self.input + self.audio_input + self.cache_read + self.cache_write + self.cache_write_1h
     }
     pub fn is_zero(&self) -> bool {
         *self == Usage::default()
@@ -33,7 +43,7 @@ impl Usage {
             total_tokens: self.prompt_tokens() + self.output,
             prompt_tokens_details: PromptDetails {
                 cached_tokens: self.cache_read,
-                cache_write_tokens: self.cache_write,
+                cache_write_tokens: self.cache_write + self.cache_write_1h,
             },
             completion_tokens_details: CompletionDetails {
                 reasoning_tokens: self.reasoning,
@@ -43,24 +53,21 @@ impl Usage {
 
     /// Reads an OpenAI-shaped usage object (as sent by OpenAI-compatible upstreams).
     pub fn from_openai(v: &OpenAiUsageIn) -> Usage {
-        let cached = v
-            .prompt_tokens_details
-            .as_ref()
-            .map_or(0, |d| d.cached_tokens);
-        let written = v
-            .prompt_tokens_details
-            .as_ref()
-            .map_or(0, |d| d.cache_write_tokens);
+        let details = v.prompt_tokens_details.clone().unwrap_or_default();
         let reasoning = v
             .completion_tokens_details
             .as_ref()
             .map_or(0, |d| d.reasoning_tokens);
         Usage {
-            input: v.prompt_tokens.saturating_sub(cached + written),
-            cache_read: cached,
-            cache_write: written,
+            input: v.prompt_tokens.saturating_sub(
+                details.cached_tokens + details.cache_write_tokens + details.audio_tokens,
+            ),
+            audio_input: details.audio_tokens,
+            cache_read: details.cached_tokens,
+            cache_write: details.cache_write_tokens,
             output: v.completion_tokens,
             reasoning,
+            ..Usage::default()
         }
     }
 }
@@ -100,6 +107,7 @@ pub struct OpenAiUsageIn {
 pub struct PromptDetailsIn {
     pub cached_tokens: u64,
     pub cache_write_tokens: u64,
+    pub audio_tokens: u64,
 }
 
 #[derive(Debug, Clone, Default, serde::Deserialize)]
@@ -129,11 +137,24 @@ mod tests {
                 cache_read: 3211,
                 cache_write: 115,
                 output: 53,
-                reasoning: 7
+                reasoning: 7,
+                ..Usage::default()
             }
         );
         let out = u.to_openai();
         assert_eq!((out.prompt_tokens, out.total_tokens), (3329, 3382));
         assert_eq!(out.prompt_tokens_details.cached_tokens, 3211);
+    }
+
+    #[test]
+    fn openai_audio_tokens_are_their_own_bucket() {
+        let v: OpenAiUsageIn = serde_json::from_str(
+            r#"{"prompt_tokens":120,"completion_tokens":5,
+                "prompt_tokens_details":{"cached_tokens":20,"audio_tokens":70}}"#,
+        )
+        .unwrap();
+        let u = Usage::from_openai(&v);
+        assert_eq!((u.input, u.audio_input, u.cache_read), (30, 70, 20));
+        assert_eq!(u.to_openai().prompt_tokens, 120);
     }
 }

@@ -6,7 +6,30 @@ use super::cost::{cost, CostError};
 use super::window::window_start;
 use crate::api::Usage;
 use crate::catalog::Model;
-use crate::store::{ApiKey, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
+use crate::store::{ApiKey, ExtraUsage, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
+
+/// An explicit (Gemini) cache the gateway created for a request: the upstream bills its
+/// tokens once, at creation, and their storage for the whole TTL; both go on the creating
+/// request's record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCreation {
+    pub tokens: u64,
+    pub ttl_secs: u64,
+}
+
+impl CacheCreation {
+    /// `usage` with the creation added: its tokens as cache writes, its storage as
+    /// token-seconds.
+    pub fn add_to(self, usage: Usage) -> Usage {
+        Usage {
+            cache_write: usage.cache_write.saturating_add(self.tokens),
+            cache_storage_token_seconds: usage
+                .cache_storage_token_seconds
+                .saturating_add(self.tokens.saturating_mul(self.ttl_secs)),
+            ..usage
+        }
+    }
+}
 
 /// What `usage_record` needs to know about a finished request.
 pub struct Charge<'a> {
@@ -16,7 +39,10 @@ pub struct Charge<'a> {
     pub route: &'a str,
     pub endpoint: UsageEndpoint,
     pub stream: bool,
+    /// What the upstream reported (or the gateway estimated) for the request itself.
     pub usage: Usage,
+    /// A cache created on the request's behalf, billed on top.
+    pub cache_created: Option<CacheCreation>,
     pub outcome: UsageOutcome,
     pub started_at: DateTime<Utc>,
     pub finished_at: DateTime<Utc>,
@@ -25,10 +51,16 @@ pub struct Charge<'a> {
     pub usage_source: UsageSource,
 }
 
-/// The usage record of `c`, priced with the model's prices now (stored on the record).
-/// A key with a spend limit counts the cost towards the window the request started in.
+/// The usage record of `c`, priced with the model's prices now (stored on the record), at the
+/// tier the request's own prompt falls in (a cache created for it does not move it into a
+/// dearer tier). A key with a spend limit counts the cost towards the window the request
+/// started in.
 pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
-    let p = &c.model.pricing;
+    let rates = c.model.pricing.rates_for(c.usage.prompt_tokens());
+    let usage = match c.cache_created {
+        Some(created) => created.add_to(c.usage),
+        None => c.usage,
+    };
     Ok(UsageRecord {
         id: c.id.to_owned(),
         workspace_id: c.key.workspace_id.clone(),
@@ -37,16 +69,24 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
         route: c.route.to_owned(),
         endpoint: c.endpoint,
         stream: c.stream,
-        input_tokens: c.usage.input,
-        cache_read_tokens: c.usage.cache_read,
-        cache_write_tokens: c.usage.cache_write,
-        output_tokens: c.usage.output,
-        reasoning_tokens: c.usage.reasoning,
-        input_price: p.input,
-        output_price: p.output,
-        cache_read_price: p.cache_read,
-        cache_write_price: p.cache_write,
-        cost: cost(&c.usage, p)?,
+        input_tokens: usage.input,
+        cache_read_tokens: usage.cache_read,
+        cache_write_tokens: usage.cache_write,
+        output_tokens: usage.output,
+        reasoning_tokens: usage.reasoning,
+        input_price: rates.input,
+        output_price: rates.output,
+        cache_read_price: rates.cache_read,
+        cache_write_price: rates.cache_write,
+        extra: ExtraUsage {
+            audio_input_tokens: usage.audio_input,
+            cache_write_1h_tokens: usage.cache_write_1h,
+            cache_storage_token_seconds: usage.cache_storage_token_seconds,
+            audio_input_price: rates.audio_input,
+            cache_write_1h_price: rates.cache_write_1h,
+            cache_storage_price: rates.cache_storage,
+        },
+        cost: cost(&usage, rates)?,
         outcome: c.outcome,
         started_at: c.started_at,
         finished_at: c.finished_at,

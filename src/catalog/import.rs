@@ -60,6 +60,12 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         if !ids.insert(m.id.as_str()) {
             return Err(ImportError::Invalid(format!("model {} listed twice", m.id)));
         }
+        if m.long_context.as_ref().is_some_and(|l| l.above == 0) {
+            return Err(ImportError::Invalid(format!(
+                "model {}: long_context.above must be a positive token count",
+                m.id
+            )));
+        }
         let _ = family;
     }
     for r in &rows.routes {

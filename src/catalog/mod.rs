@@ -120,12 +120,69 @@ impl RouteKind {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct Pricing {
+/// One tier's prices, USD per 1M tokens (storage: per 1M tokens per hour). A cache or audio
+/// price left out bills those tokens at the tier's input price; no storage price, no storage
+/// fee. Serialises as the specification's `/v1/models` `pricing` object (the first four).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Rates {
     pub input: Price,
     pub output: Price,
     pub cache_read: Option<Price>,
     pub cache_write: Option<Price>,
+    #[serde(skip)]
+    pub cache_write_1h: Option<Price>,
+    #[serde(skip)]
+    pub audio_input: Option<Price>,
+    #[serde(skip)]
+    pub cache_storage: Option<Price>,
+}
+
+impl Rates {
+    /// Prices of input and output only (embeddings, tests).
+    pub fn flat(input: Price, output: Price) -> Rates {
+        Rates {
+            input,
+            output,
+            cache_read: None,
+            cache_write: None,
+            cache_write_1h: None,
+            audio_input: None,
+            cache_storage: None,
+        }
+    }
+    /// The dearest price any input token can be billed at.
+    pub fn dearest_input(&self) -> Price {
+        [self.cache_write, self.cache_write_1h, self.audio_input]
+            .into_iter()
+            .flatten()
+            .fold(self.input, Price::max)
+    }
+}
+
+/// A model's prices: the base tier and, optionally, a long-context tier that applies to the
+/// whole request once its prompt exceeds a number of tokens (as Gemini 2.5/3 Pro and Claude
+/// Sonnet's 1M-context mode bill).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pricing {
+    pub base: Rates,
+    pub long_context: Option<LongContext>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongContext {
+    /// Prompts of more than this many tokens (cached ones included) fall in the tier.
+    pub above: u64,
+    pub rates: Rates,
+}
+
+impl Pricing {
+    /// The tier a request whose prompt has `prompt_tokens` tokens is billed at.
+    pub fn rates_for(&self, prompt_tokens: u64) -> &Rates {
+        match &self.long_context {
+            Some(long) if prompt_tokens > long.above => &long.rates,
+            _ => &self.base,
+        }
+    }
 }
 
 /// One way to reach a model: a resolved upstream endpoint.
@@ -274,16 +331,36 @@ fn model_from_row(
         upstream_model: row.upstream_model.clone(),
         profile_name: row.profile.clone(),
         profile,
-        pricing: Pricing {
-            input: row.input_price,
-            output: row.output_price,
-            cache_read: row.cache_read_price,
-            cache_write: row.cache_write_price,
-        },
+        pricing: pricing_of(row),
         capabilities: row.capabilities.clone(),
         max_output_tokens: row.max_output_tokens,
         routes: out,
     })
+}
+
+fn pricing_of(row: &ModelRow) -> Pricing {
+    let base = Rates {
+        input: row.input_price,
+        output: row.output_price,
+        cache_read: row.cache_read_price,
+        cache_write: row.cache_write_price,
+        cache_write_1h: row.cache_write_1h_price,
+        audio_input: row.audio_input_price,
+        cache_storage: row.cache_storage_price,
+    };
+    let long_context = row.long_context.as_ref().map(|l| LongContext {
+        above: l.above,
+        rates: Rates {
+            input: l.input_price,
+            output: l.output_price,
+            cache_read: l.cache_read_price,
+            cache_write: l.cache_write_price,
+            cache_write_1h: l.cache_write_1h_price,
+            audio_input: None,
+            cache_storage: base.cache_storage,
+        },
+    });
+    Pricing { base, long_context }
 }
 
 /// `created` is the same constant for every entry (the specification).
@@ -296,7 +373,7 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
         object: &'static str,
         created: i64,
         owned_by: &'a str,
-        pricing: &'a Pricing,
+        pricing: &'a Rates,
     }
     #[derive(Serialize)]
     struct List<'a> {
@@ -310,7 +387,7 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
             object: "model",
             created: MODELS_CREATED,
             owned_by: &m.provider,
-            pricing: &m.pricing,
+            pricing: &m.pricing.base,
         })
         .collect();
     data.sort_by(|a, b| a.id.cmp(b.id));

@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::commands::{CreatedKey, Credited, Imported, Ledger, Migrated, Revoked, Verified};
-use crate::store::{ApiKey, CatalogRows, UsageRecord, Workspace};
+use crate::money::Price;
+use crate::store::{ApiKey, CatalogRows, ModelRow, UsageRecord, Workspace};
 
 /// Prints `value` as pretty JSON, or `text` (if any).
 pub fn print<T: Serialize>(json: bool, value: &T, text: &str) -> Result<(), CliError> {
@@ -75,28 +76,62 @@ pub fn catalog(rows: &CatalogRows) -> String {
             .map(|r| format!("{}{}", r.kind, if r.active { "" } else { "(off)" }))
             .collect();
         format!(
-            "{:<36} {:<9} in {:>8} out {:>8}  {}{}",
+            "{:<36} {:<9} in {:>8} out {:>8}{}  {}{}",
             m.id,
             m.kind,
             m.input_price,
             m.output_price,
+            other_prices(m),
             routes.join(","),
             if m.active { "" } else { "  [inactive]" }
         )
     })
 }
 
+/// The prices a model has beyond input and output, each as `name price`.
+fn other_prices(m: &ModelRow) -> String {
+    let named = |name: &str, price: Option<Price>| price.map(|p| format!(" {name} {p}"));
+    let mut out: Vec<String> = [
+        named("cache_read", m.cache_read_price),
+        named("cache_write", m.cache_write_price),
+        named("cache_write_1h", m.cache_write_1h_price),
+        named("audio", m.audio_input_price),
+        named("storage/h", m.cache_storage_price),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if let Some(l) = &m.long_context {
+        out.push(format!(" | above {} tokens:", l.above));
+        out.extend(
+            [
+                named("in", Some(l.input_price)),
+                named("out", Some(l.output_price)),
+                named("cache_read", l.cache_read_price),
+                named("cache_write", l.cache_write_price),
+                named("cache_write_1h", l.cache_write_1h_price),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+    }
+    out.concat()
+}
+
 pub fn usage(records: &[UsageRecord]) -> String {
     lines(records, |r| {
         format!(
-            "{}  {}  {:<32} {:<16} in {} cached {} written {} out {} (reasoning {})  {} USD  {:?}",
+            "{}  {}  {:<32} {:<16} in {} audio {} cached {} written {}+{}(1h) stored {} token-s out {} (reasoning {})  {} USD  {:?}",
             r.finished_at.to_rfc3339(),
             r.id,
             r.model_id,
             r.route,
             r.input_tokens,
+            r.extra.audio_input_tokens,
             r.cache_read_tokens,
             r.cache_write_tokens,
+            r.extra.cache_write_1h_tokens,
+            r.extra.cache_storage_token_seconds,
             r.output_tokens,
             r.reasoning_tokens,
             r.cost,

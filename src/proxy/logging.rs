@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use super::ctx::Ctx;
 use super::Gateway;
-use crate::admission::outcome::{usage_record_for, Ending, Timings};
+use crate::admission::outcome::{usage_record_for, Ending, Produced, Timings};
 use crate::api::error::Blame;
 use crate::api::GatewayError;
 
@@ -24,7 +24,12 @@ impl Gateway {
             upstream_latency: since(ctx.upstream_at, ctx.first_byte_at),
             ttft: since(Some(ctx.started), ctx.first_body_at),
         };
-        match usage_record_for(a, ending, ctx.usage, ctx.delivered, timings) {
+        let produced = Produced {
+            reported: ctx.usage,
+            delivered: ctx.delivered,
+            cache_created: a.cache_created,
+        };
+        match usage_record_for(a, ending, produced, timings) {
             None => {}
             Some(Ok(record)) => self.ledger.submit(record),
             Some(Err(err)) => tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}"),
@@ -60,6 +65,8 @@ pub(super) fn access_log(path: &str, status: u16, ctx: &Ctx) {
                 input = u.input,
                 cache_read = u.cache_read,
                 cache_write = u.cache_write,
+                cache_write_1h = u.cache_write_1h,
+                audio_input = u.audio_input,
                 output = u.output,
                 reasoning = u.reasoning,
             )

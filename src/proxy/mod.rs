@@ -128,13 +128,13 @@ impl Gateway {
             }
             decision => decision,
         };
-        let Decision { admitted, plan } = decision?;
+        let Decision { mut admitted, plan } = decision?;
         let request = match plan {
             Plan::FanOut(plan) => {
                 self.run_fan_out(session, ctx, admitted, plan).await;
                 return Ok(Next::Answered);
             }
-            Plan::Proxy { request, cache } => self.use_cache(request, cache, &admitted).await,
+            Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,
         };
         let proxied = Proxied { admitted, request };
         if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
@@ -150,19 +150,20 @@ impl Gateway {
         &self,
         mut request: UpstreamRequest,
         cache: Option<CacheStep>,
-        admitted: &Admitted,
+        admitted: &mut Admitted,
     ) -> UpstreamRequest {
         let Some(step) = cache else {
             return request;
         };
         let key = format!("{} {}", admitted.key.workspace_id, step.key);
         let endpoint = &admitted.route.endpoint;
-        let name = self
+        let named = self
             .caches
             .name_for(&key, endpoint, step.ttl, step.create)
             .await;
-        if let Some(name) = name {
-            request.body = (step.body_using)(&name);
+        if let Some(named) = named {
+            request.body = (step.body_using)(&named.name);
+            admitted.cache_created = named.created;
         }
         request
     }

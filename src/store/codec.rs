@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, SubsecRound, Utc};
 
+use super::rows::MODEL_COLS;
 use super::{
-    CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint,
-    UsageOutcome, UsageRecord, UsageSource,
+    CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, StoreError, StoreResult,
+    UsageEndpoint, UsageOutcome, UsageRecord, UsageSource,
 };
-use crate::money::Usd;
+use crate::money::{Price, Usd};
 
 /// Both databases keep microseconds; every timestamp the store writes or returns is
 /// truncated to that, so what `create_*` returns equals what a later read returns.
@@ -187,6 +188,9 @@ pub(crate) struct UsageInts {
     pub reasoning_tokens: i64,
     pub upstream_latency_us: Option<i64>,
     pub ttft_us: Option<i64>,
+    pub audio_input_tokens: i64,
+    pub cache_write_1h_tokens: i64,
+    pub cache_storage_token_seconds: i64,
 }
 
 impl UsageInts {
@@ -201,8 +205,71 @@ impl UsageInts {
             reasoning_tokens: count_to_db(id, "reasoning_tokens", r.reasoning_tokens)?,
             upstream_latency_us: opt("upstream_latency_us", r.upstream_latency_us)?,
             ttft_us: opt("ttft_us", r.ttft_us)?,
+            audio_input_tokens: count_to_db(id, "audio_input_tokens", r.extra.audio_input_tokens)?,
+            cache_write_1h_tokens: count_to_db(
+                id,
+                "cache_write_1h_tokens",
+                r.extra.cache_write_1h_tokens,
+            )?,
+            cache_storage_token_seconds: count_to_db(
+                id,
+                "cache_storage_token_seconds",
+                r.extra.cache_storage_token_seconds,
+            )?,
         })
     }
+}
+
+/// A usage record's audio, 1-hour write and storage prices, in `USAGE_COLS` order.
+pub(crate) fn extra_prices(r: &UsageRecord) -> [Option<i64>; 3] {
+    let e = &r.extra;
+    [
+        e.audio_input_price,
+        e.cache_write_1h_price,
+        e.cache_storage_price,
+    ]
+    .map(|p| p.map(Price::micro_per_mtok))
+}
+
+/// A model row's prices after the base four, in `MODEL_COLS` order (the long-context
+/// threshold among them).
+pub(crate) fn model_extra_prices(m: &ModelRow) -> StoreResult<[Option<i64>; 9]> {
+    let micro = |p: Option<Price>| p.map(Price::micro_per_mtok);
+    let long = m.long_context.as_ref();
+    let above = long
+        .map(|l| {
+            i64::try_from(l.above).map_err(|_| {
+                StoreError::Conflict(format!("model {}: long_context.above too large", m.id))
+            })
+        })
+        .transpose()?;
+    Ok([
+        micro(m.cache_write_1h_price),
+        micro(m.audio_input_price),
+        micro(m.cache_storage_price),
+        above,
+        micro(long.map(|l| l.input_price)),
+        micro(long.map(|l| l.output_price)),
+        micro(long.and_then(|l| l.cache_read_price)),
+        micro(long.and_then(|l| l.cache_write_price)),
+        micro(long.and_then(|l| l.cache_write_1h_price)),
+    ])
+}
+
+/// The catalog's model upsert for a dialect whose placeholders are `{mark}1`, `{mark}2`, …:
+/// every `MODEL_COLS` column is written, the id being the conflict target.
+pub(crate) fn upsert_models_sql(mark: char) -> String {
+    let cols: Vec<&str> = MODEL_COLS.split(',').map(str::trim).collect();
+    let values: Vec<String> = (1..=cols.len()).map(|i| format!("{mark}{i}")).collect();
+    let set: Vec<String> = cols[1..]
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "INSERT INTO models ({MODEL_COLS}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
+        values.join(", "),
+        set.join(", ")
+    )
 }
 
 /// The records of a batch to attempt, in the order every writer inserts them: the first

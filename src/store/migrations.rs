@@ -35,6 +35,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "usage_source",
         sql: include_str!("../../sql/postgres/0002_usage_source.sql"),
     },
+    Migration {
+        version: 3,
+        name: "price_dimensions",
+        sql: include_str!("../../sql/postgres/0003_price_dimensions.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -48,6 +53,11 @@ pub const SQLITE: &[Migration] = &[
         version: 2,
         name: "usage_source",
         sql: include_str!("../../sql/sqlite/0002_usage_source.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "price_dimensions",
+        sql: include_str!("../../sql/sqlite/0003_price_dimensions.sql"),
     },
 ];
 

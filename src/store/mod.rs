@@ -167,12 +167,40 @@ pub struct ModelRow {
     pub cache_read_price: Option<Price>,
     #[serde(default)]
     pub cache_write_price: Option<Price>,
+    /// Anthropic's 1-hour cache writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h_price: Option<Price>,
+    /// Uncached audio input (Gemini).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_input_price: Option<Price>,
+    /// Explicit cache storage, USD per 1M tokens per hour (Gemini).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_storage_price: Option<Price>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub long_context: Option<LongContextRow>,
     #[serde(default)]
     pub capabilities: Vec<String>,
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
     #[serde(default = "yes")]
     pub active: bool,
+}
+
+/// A model's long-context tier: above `above` prompt tokens, the whole request is billed at
+/// these prices (a cache price left out: the tier's input price; audio: the tier's input
+/// price; storage: the model's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongContextRow {
+    pub above: u64,
+    pub input_price: Price,
+    pub output_price: Price,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_price: Option<Price>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_price: Option<Price>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write_1h_price: Option<Price>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -289,11 +317,15 @@ pub struct UsageRecord {
     pub output_tokens: u64,
     /// The part of `output_tokens` spent thinking.
     pub reasoning_tokens: u64,
-    /// Prices in force at the time of the request (USD per 1M tokens).
+    /// Prices in force at the time of the request, of the tier it fell in (USD per 1M
+    /// tokens).
     pub input_price: Price,
     pub output_price: Price,
     pub cache_read_price: Option<Price>,
     pub cache_write_price: Option<Price>,
+    /// The dimensions added by migration 0003 (records spooled before it read as zero/none).
+    #[serde(flatten)]
+    pub extra: ExtraUsage,
     pub cost: Usd,
     pub outcome: UsageOutcome,
     pub started_at: DateTime<Utc>,
@@ -309,6 +341,20 @@ pub struct UsageRecord {
     /// this field existed read as reported).
     #[serde(default)]
     pub usage_source: UsageSource,
+}
+
+/// A usage record's audio, 1-hour cache-write and cache-storage buckets and their prices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ExtraUsage {
+    pub audio_input_tokens: u64,
+    pub cache_write_1h_tokens: u64,
+    /// Tokens × seconds of explicit-cache storage.
+    pub cache_storage_token_seconds: u64,
+    pub audio_input_price: Option<Price>,
+    pub cache_write_1h_price: Option<Price>,
+    /// USD per 1M tokens per hour.
+    pub cache_storage_price: Option<Price>,
 }
 
 /// One workspace's books, every sum computed by the database: consistent when

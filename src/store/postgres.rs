@@ -132,12 +132,15 @@ const INSERT_USAGE: &str = "WITH new AS (
         input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
         input_price_micro, output_price_micro, cache_read_price_micro, cache_write_price_micro,
         cost_pico, outcome, started_at, finished_at, upstream_latency_us, ttft_us,
-        spend_window_start, usage_source)
+        spend_window_start, usage_source, audio_input_tokens, cache_write_1h_tokens,
+        cache_storage_token_seconds, audio_input_price_micro, cache_write_1h_price_micro,
+        cache_storage_price_micro)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[],
         $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
         $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[],
-        $24::text[])
+        $24::text[], $25::int8[], $26::int8[], $27::int8[], $28::int8[], $29::int8[],
+        $30::int8[])
         AS t(id)
     ORDER BY id COLLATE \"C\"
     ON CONFLICT (id) DO NOTHING
@@ -678,7 +681,20 @@ impl Store for PgStore {
         let mut ttft = Vec::with_capacity(n);
         let mut windows = Vec::with_capacity(n);
         let mut sources = Vec::with_capacity(n);
+        let mut audio = Vec::with_capacity(n);
+        let mut write_1h = Vec::with_capacity(n);
+        let mut storage = Vec::with_capacity(n);
+        let mut audio_price = Vec::with_capacity(n);
+        let mut write_1h_price = Vec::with_capacity(n);
+        let mut storage_price = Vec::with_capacity(n);
         for (r, ints) in &records {
+            let [a, w, st] = codec::extra_prices(r);
+            audio.push(ints.audio_input_tokens);
+            write_1h.push(ints.cache_write_1h_tokens);
+            storage.push(ints.cache_storage_token_seconds);
+            audio_price.push(a);
+            write_1h_price.push(w);
+            storage_price.push(st);
             ids.push(r.id.as_str());
             workspaces.push(r.workspace_id.as_str());
             keys.push(r.key_id.as_str());
@@ -739,6 +755,12 @@ impl Store for PgStore {
                     &ttft,
                     &windows,
                     &sources,
+                    &audio,
+                    &write_1h,
+                    &storage,
+                    &audio_price,
+                    &write_1h_price,
+                    &storage_price,
                 ],
             )
             .await
@@ -939,27 +961,10 @@ impl Store for PgStore {
             tx.execute(&profile, &[&p.name, &p.spec.to_string()])
                 .await?;
         }
-        let upsert = tx
-            .prepare_cached(&format!(
-                "INSERT INTO models ({MODEL_COLS})
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-                 ON CONFLICT (id) DO UPDATE SET
-                    provider = EXCLUDED.provider,
-                    family = EXCLUDED.family,
-                    kind = EXCLUDED.kind,
-                    upstream_model = EXCLUDED.upstream_model,
-                    profile = EXCLUDED.profile,
-                    input_price_micro = EXCLUDED.input_price_micro,
-                    output_price_micro = EXCLUDED.output_price_micro,
-                    cache_read_price_micro = EXCLUDED.cache_read_price_micro,
-                    cache_write_price_micro = EXCLUDED.cache_write_price_micro,
-                    capabilities = EXCLUDED.capabilities,
-                    max_output_tokens = EXCLUDED.max_output_tokens,
-                    active = EXCLUDED.active"
-            ))
-            .await?;
+        let upsert = tx.prepare_cached(&codec::upsert_models_sql('$')).await?;
         for m in &rows.models {
             let capabilities = codec::capabilities_to_db(&m.capabilities)?;
+            let extra = codec::model_extra_prices(m)?;
             tx.execute(
                 &upsert,
                 &[
@@ -976,6 +981,15 @@ impl Store for PgStore {
                     &capabilities,
                     &codec::max_tokens_to_db(m.max_output_tokens),
                     &m.active,
+                    &extra[0],
+                    &extra[1],
+                    &extra[2],
+                    &extra[3],
+                    &extra[4],
+                    &extra[5],
+                    &extra[6],
+                    &extra[7],
+                    &extra[8],
                 ],
             )
             .await

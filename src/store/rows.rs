@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    ApiKey, LedgerEntry, LedgerKind, ModelRow, NewKey, RouteRow, StoreError, StoreResult,
-    UsageRecord, Workspace,
+    ApiKey, ExtraUsage, LedgerEntry, LedgerKind, LongContextRow, ModelRow, NewKey, RouteRow,
+    StoreError, StoreResult, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -23,7 +23,13 @@ pub(crate) const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note,
 pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
                                      input_price_micro, output_price_micro, \
                                      cache_read_price_micro, cache_write_price_micro, \
-                                     capabilities, max_output_tokens, active";
+                                     capabilities, max_output_tokens, active, \
+                                     cache_write_1h_price_micro, audio_input_price_micro, \
+                                     cache_storage_price_micro, long_context_threshold, \
+                                     long_input_price_micro, long_output_price_micro, \
+                                     long_cache_read_price_micro, \
+                                     long_cache_write_price_micro, \
+                                     long_cache_write_1h_price_micro";
 pub(crate) const ROUTE_COLS: &str = "model_id, kind, base_url, region, priority, active";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
                                      stream, input_tokens, cache_read_tokens, \
@@ -31,7 +37,10 @@ pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, 
                                      input_price_micro, output_price_micro, \
                                      cache_read_price_micro, cache_write_price_micro, cost_pico, \
                                      outcome, started_at, finished_at, upstream_latency_us, \
-                                     ttft_us, spend_window_start, usage_source";
+                                     ttft_us, spend_window_start, usage_source, \
+                                     audio_input_tokens, cache_write_1h_tokens, \
+                                     cache_storage_token_seconds, audio_input_price_micro, \
+                                     cache_write_1h_price_micro, cache_storage_price_micro";
 
 /// A result row of either backend, read by column position; a value of the wrong type is a
 /// corrupt row.
@@ -82,6 +91,18 @@ pub(crate) fn ledger_entry(r: &impl DbRow) -> StoreResult<LedgerEntry> {
 }
 
 pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
+    let price = |i: usize| Ok::<_, StoreError>(r.opt_int(i)?.map(Price::from_micro_per_mtok));
+    let long_context = match (r.opt_int(16)?, price(17)?, price(18)?) {
+        (Some(above), Some(input_price), Some(output_price)) => Some(LongContextRow {
+            above: codec::count_from_db("long_context_threshold", above)?,
+            input_price,
+            output_price,
+            cache_read_price: price(19)?,
+            cache_write_price: price(20)?,
+            cache_write_1h_price: price(21)?,
+        }),
+        _ => None,
+    };
     Ok(ModelRow {
         id: r.text(0)?,
         provider: r.text(1)?,
@@ -93,6 +114,10 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
         output_price: Price::from_micro_per_mtok(r.int(7)?),
         cache_read_price: r.opt_int(8)?.map(Price::from_micro_per_mtok),
         cache_write_price: r.opt_int(9)?.map(Price::from_micro_per_mtok),
+        cache_write_1h_price: price(13)?,
+        audio_input_price: price(14)?,
+        cache_storage_price: price(15)?,
+        long_context,
         capabilities: codec::capabilities_from_db(&r.text(10)?)?,
         max_output_tokens: codec::max_tokens_from_db(r.opt_int(11)?)?,
         active: r.flag(12)?,
@@ -130,6 +155,14 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         output_price: Price::from_micro_per_mtok(r.int(13)?),
         cache_read_price: r.opt_int(14)?.map(Price::from_micro_per_mtok),
         cache_write_price: r.opt_int(15)?.map(Price::from_micro_per_mtok),
+        extra: ExtraUsage {
+            audio_input_tokens: count(24, "audio_input_tokens")?,
+            cache_write_1h_tokens: count(25, "cache_write_1h_tokens")?,
+            cache_storage_token_seconds: count(26, "cache_storage_token_seconds")?,
+            audio_input_price: r.opt_int(27)?.map(Price::from_micro_per_mtok),
+            cache_write_1h_price: r.opt_int(28)?.map(Price::from_micro_per_mtok),
+            cache_storage_price: r.opt_int(29)?.map(Price::from_micro_per_mtok),
+        },
         cost: Usd::from_pico(r.int(16)?),
         outcome: codec::outcome_from(&r.text(17)?)?,
         started_at: r.time(18)?,

@@ -139,6 +139,43 @@ fn workspace_exists(conn: &Connection, id: &str) -> StoreResult<bool> {
         .is_some())
 }
 
+/// Applies the pending migrations, each in its own transaction (foreign keys already off):
+/// a migration that leaves a dangling reference is refused before it commits.
+fn apply_migrations(conn: &mut Connection) -> StoreResult<usize> {
+    let mut applied = 0;
+    for m in migrations::migrations(Dialect::Sqlite) {
+        let tx = write_tx(conn)?;
+        tx.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)?;
+        let done = tx
+            .query_row(
+                "SELECT 1 FROM schema_migrations WHERE version = ?1",
+                [m.version],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some();
+        if done {
+            continue;
+        }
+        let failed =
+            |e: String| StoreError::Backend(format!("migration {:04}_{}: {e}", m.version, m.name));
+        tx.execute_batch(m.sql).map_err(|e| failed(e.to_string()))?;
+        let dangling = tx
+            .query_row("PRAGMA foreign_key_check", [], |r| r.get::<_, String>(0))
+            .optional()?;
+        if let Some(table) = dangling {
+            return Err(failed(format!("leaves a dangling foreign key in {table}")));
+        }
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
+            params![m.version, m.name, codec::to_micros(codec::now())],
+        )?;
+        tx.commit()?;
+        applied += 1;
+    }
+    Ok(applied)
+}
+
 fn write_tx(conn: &mut Connection) -> StoreResult<Transaction<'_>> {
     Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
 }
@@ -213,32 +250,12 @@ impl SqliteStore {
 impl Store for SqliteStore {
     async fn migrate(&self) -> StoreResult<usize> {
         self.run(|conn| {
-            let mut applied = 0;
-            for m in migrations::migrations(Dialect::Sqlite) {
-                let tx = write_tx(conn)?;
-                tx.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)?;
-                let done = tx
-                    .query_row(
-                        "SELECT 1 FROM schema_migrations WHERE version = ?1",
-                        [m.version],
-                        |_| Ok(()),
-                    )
-                    .optional()?
-                    .is_some();
-                if done {
-                    continue;
-                }
-                tx.execute_batch(m.sql).map_err(|e| {
-                    StoreError::Backend(format!("migration {:04}_{}: {e}", m.version, m.name))
-                })?;
-                tx.execute(
-                    "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)",
-                    params![m.version, m.name, codec::to_micros(codec::now())],
-                )?;
-                tx.commit()?;
-                applied += 1;
-            }
-            Ok(applied)
+            // A migration may rebuild a table (SQLite's only way to change a constraint):
+            // foreign keys are off while it runs and checked before it commits.
+            conn.pragma_update(None, "foreign_keys", false)?;
+            let applied = apply_migrations(conn);
+            conn.pragma_update(None, "foreign_keys", true)?;
+            applied
         })
         .await
     }
@@ -483,7 +500,7 @@ impl Store for SqliteStore {
                 let mut insert = tx.prepare_cached(&format!(
                     "INSERT INTO usage_records ({USAGE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6,
                      ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                     ?22, ?23, ?24)
+                     ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30)
                      ON CONFLICT (id) DO NOTHING"
                 ))?;
                 let mut debit = tx.prepare_cached(
@@ -493,6 +510,7 @@ impl Store for SqliteStore {
                 )?;
                 for (r, ints) in &records {
                     let finished = codec::to_micros(r.finished_at);
+                    let [audio_price, write_1h_price, storage_price] = codec::extra_prices(r);
                     let inserted = insert
                         .execute(params![
                             r.id,
@@ -519,6 +537,12 @@ impl Store for SqliteStore {
                             ints.ttft_us,
                             r.spend_window_start.map(codec::to_micros),
                             codec::source_str(r.usage_source),
+                            ints.audio_input_tokens,
+                            ints.cache_write_1h_tokens,
+                            ints.cache_storage_token_seconds,
+                            audio_price,
+                            write_1h_price,
+                            storage_price,
                         ])
                         .map_err(usage_err)?;
                     if inserted == 0 {
@@ -729,24 +753,9 @@ impl Store for SqliteStore {
                 for p in &rows.profiles {
                     profile.execute(params![p.name, p.spec.to_string()])?;
                 }
-                let mut upsert = tx.prepare_cached(&format!(
-                    "INSERT INTO models ({MODEL_COLS})
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)
-                     ON CONFLICT (id) DO UPDATE SET
-                        provider = excluded.provider,
-                        family = excluded.family,
-                        kind = excluded.kind,
-                        upstream_model = excluded.upstream_model,
-                        profile = excluded.profile,
-                        input_price_micro = excluded.input_price_micro,
-                        output_price_micro = excluded.output_price_micro,
-                        cache_read_price_micro = excluded.cache_read_price_micro,
-                        cache_write_price_micro = excluded.cache_write_price_micro,
-                        capabilities = excluded.capabilities,
-                        max_output_tokens = excluded.max_output_tokens,
-                        active = excluded.active"
-                ))?;
+                let mut upsert = tx.prepare_cached(&codec::upsert_models_sql('?'))?;
                 for m in &rows.models {
+                    let extra = codec::model_extra_prices(m)?;
                     upsert
                         .execute(params![
                             m.id,
@@ -762,6 +771,15 @@ impl Store for SqliteStore {
                             codec::capabilities_to_db(&m.capabilities)?,
                             codec::max_tokens_to_db(m.max_output_tokens),
                             m.active,
+                            extra[0],
+                            extra[1],
+                            extra[2],
+                            extra[3],
+                            extra[4],
+                            extra[5],
+                            extra[6],
+                            extra[7],
+                            extra[8],
                         ])
                         .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
                 }

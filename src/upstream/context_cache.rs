@@ -6,13 +6,16 @@
 //! Keyed by the adapter's hash of (route, model, prefix). Creation is single-flight (concurrent
 //! requests with the same prefix wait for one creation) and happens in `request_filter`, as part
 //! of the upstream work of the request that first needs it. A failed creation is not cached:
-//! that request falls back to implicit caching and the next one tries again.
+//! that request falls back to implicit caching and the next one tries again. The request whose
+//! call created the cache is told so ([`Named::created`]): it is billed the creation tokens
+//! and their storage for the TTL; the requests that reuse it pay the cached-token price.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use moka::future::Cache;
 
+use crate::billing::record::CacheCreation;
 use crate::catalog::Endpoint;
 use crate::providers::UpstreamRequest;
 
@@ -33,6 +36,13 @@ impl moka::Expiry<String, Entry> for ByTtl {
     fn expire_after_create(&self, _key: &String, entry: &Entry, now: Instant) -> Option<Duration> {
         Some(entry.reuse_until.saturating_duration_since(now))
     }
+}
+
+/// A cache to name in the request, and its creation when this request made it.
+#[derive(Debug, Clone)]
+pub struct Named {
+    pub name: Arc<str>,
+    pub created: Option<CacheCreation>,
 }
 
 pub struct ContextCaches {
@@ -67,17 +77,26 @@ impl ContextCaches {
         endpoint: &Endpoint,
         ttl: Duration,
         request: UpstreamRequest,
-    ) -> Option<Arc<str>> {
+    ) -> Option<Named> {
+        // Set only by the one caller whose creation ran (the others waited for it).
+        let created = OnceLock::new();
         let made = self
             .entries
             .try_get_with(key.to_owned(), async {
-                let name = self.create(endpoint, request).await?;
+                let (name, tokens) = self.create(endpoint, request).await?;
+                let _ = created.set(tokens);
                 let reuse_until = Instant::now() + ttl.saturating_sub(MARGIN.min(ttl / 10));
                 Ok::<_, String>(Entry { name, reuse_until })
             })
             .await;
         match made {
-            Ok(entry) => Some(entry.name),
+            Ok(entry) => Some(Named {
+                name: entry.name,
+                created: created.into_inner().map(|tokens| CacheCreation {
+                    tokens,
+                    ttl_secs: ttl.as_secs(),
+                }),
+            }),
             Err(e) => {
                 tracing::warn!("context cache creation failed, sending uncached: {e}");
                 None
@@ -85,11 +104,12 @@ impl ContextCaches {
         }
     }
 
+    /// Creates the cache: its name and the tokens the upstream counted in it.
     async fn create(
         &self,
         endpoint: &Endpoint,
         request: UpstreamRequest,
-    ) -> Result<Arc<str>, String> {
+    ) -> Result<(Arc<str>, u64), String> {
         let mut call = self
             .client
             .post(endpoint.url(&request.path))
@@ -100,8 +120,12 @@ impl ContextCaches {
         let response = call.send().await.map_err(|e| e.to_string())?;
         let status = response.status();
         let body: serde_json::Value = response.json().await.map_err(|e| e.to_string())?;
+        let tokens = body
+            .pointer("/usageMetadata/totalTokenCount")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
         match body.get("name").and_then(|n| n.as_str()) {
-            Some(name) if status.is_success() => Ok(name.into()),
+            Some(name) if status.is_success() => Ok((name.into(), tokens)),
             _ => Err(format!("upstream answered {status}: {body}")),
         }
     }

@@ -224,6 +224,46 @@ async fn cache_write_then_read_is_billed_exactly() {
 }
 
 #[tokio::test]
+async fn one_hour_cache_writes_are_billed_at_their_own_price() {
+    let e = env().await;
+    let doc = "An hour is a long time for a cache. ".repeat(250);
+    let req = |ttl: &str| {
+        json!({"model": "anthropic/claude-sonnet-4-5", "messages": [
+            {"role": "system", "content": [{"type": "text", "text": format!("{ttl} {doc}"),
+                                            "cache_control": {"type": "ephemeral", "ttl": ttl}}]},
+            {"role": "user", "content": "hello"}]})
+    };
+    let mut ids = Vec::new();
+    for ttl in ["1h", "5m"] {
+        let (status, v) = e.chat(req(ttl)).await;
+        assert_eq!(status, 200, "{v}");
+        let written = v["usage"]["prompt_tokens_details"]["cache_write_tokens"]
+            .as_u64()
+            .unwrap();
+        assert!(written >= 1024, "{v}");
+        ids.push((v["id"].as_str().unwrap().to_owned(), ttl, written));
+    }
+    let recs = records(&e.gw, &e.ws, 2).await;
+    for (id, ttl, written) in ids {
+        let r = recs.iter().find(|r| r["id"] == id.as_str()).unwrap();
+        let n = |k: &str| r[k].as_i64().unwrap() as i128;
+        let (five, hour) = if ttl == "1h" {
+            (0, written)
+        } else {
+            (written, 0)
+        };
+        assert_eq!(r["cache_write_tokens"], five, "{r}");
+        assert_eq!(r["cache_write_1h_tokens"], hour, "{r}");
+        // claude-sonnet-4-5: 3 in, 3.75 5-minute writes, 6 1-hour writes, 15 out (USD/1M).
+        let expected = n("input_tokens") * 3_000_000
+            + n("cache_write_tokens") * 3_750_000
+            + n("cache_write_1h_tokens") * 6_000_000
+            + n("output_tokens") * 15_000_000;
+        assert_eq!(pico(&r["cost"]), expected, "{ttl}: {r}");
+    }
+}
+
+#[tokio::test]
 async fn tools_are_refused_before_anything_is_sent() {
     let e = env().await;
     for model in MODELS {

@@ -570,3 +570,62 @@ async fn explicit_caches_are_capped_reused_and_kept_per_workspace() {
         "caches are not shared across workspaces"
     );
 }
+
+/// The cost of a gemini-2.5-flash record by the default catalog's prices (µUSD per 1M tokens:
+/// 0.30 in — creation tokens too, the model has no cache-write price —, 0.03 cached, 2.50 out,
+/// 1.00 per 1M tokens per hour stored).
+fn flash_cost(r: &Value) -> i128 {
+    let n = |k: &str| i128::from(r[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}")));
+    n("input_tokens") * 300_000
+        + n("cache_read_tokens") * 30_000
+        + n("cache_write_tokens") * 300_000
+        + n("output_tokens") * 2_500_000
+        + (n("cache_storage_token_seconds") * 1_000_000 + 3_599) / 3_600
+}
+
+#[tokio::test]
+async fn the_request_that_creates_an_explicit_cache_pays_its_creation_and_storage_once() {
+    let e = env().await;
+    let long = "You are a meticulous assistant. ".repeat(400);
+    let short = "A different, also long, system prompt. ".repeat(300);
+    let ask = |prefix: &str, ttl: &str, q: &str| {
+        json!({"model": "google/gemini-2.5-flash",
+               "messages": [cached_system_ttl(prefix, ttl), {"role": "user", "content": q}]})
+    };
+    // A year asked (capped to the hour), then a 10 s cache; each prefix used twice.
+    let mut cached = Vec::new();
+    for (prefix, ttl, q) in [
+        (&long, "8760h", "one"),
+        (&long, "8760h", "two"),
+        (&short, "10s", "three"),
+        (&short, "10s", "four"),
+    ] {
+        let (status, v) = e.chat(ask(prefix, ttl, q)).await;
+        assert_eq!(status, 200, "{v}");
+        cached.push(
+            v["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap(),
+        );
+    }
+    assert_eq!(creations(&e).await.len(), 2);
+    let mut recs = crate::billing::records(&e.gw, &e.ws, 4).await;
+    recs.sort_by_key(|r| r["started_at"].as_str().unwrap().to_owned());
+    for (i, (r, ttl)) in recs.iter().zip([3_600, 3_600, 10, 10]).enumerate() {
+        let creates = i % 2 == 0;
+        let tokens = cached[i];
+        assert!(tokens > 2_000, "{r}");
+        assert_eq!(r["cache_read_tokens"], tokens, "{r}");
+        let (written, stored) = if creates {
+            (tokens, tokens * ttl)
+        } else {
+            (0, 0)
+        };
+        assert_eq!(r["cache_write_tokens"], written, "request {i}: {r}");
+        assert_eq!(r["cache_storage_token_seconds"], stored, "request {i}: {r}");
+        assert_eq!(r["cache_storage_price"].as_f64(), Some(1.0), "{r}");
+        assert_eq!(crate::billing::pico(&r["cost"]), flash_cost(r), "{r}");
+    }
+    let verify = e.gw.cli_json(&["ledger", "verify"]);
+    assert_eq!(verify["inconsistent"], json!([]), "{verify}");
+}

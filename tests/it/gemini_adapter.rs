@@ -38,12 +38,7 @@ fn model(upstream: &str, profile: &str) -> Model {
         upstream_model: upstream.into(),
         profile_name: profile.into(),
         profile: Arc::new(catalog_profile(profile)),
-        pricing: Pricing {
-            input: Default::default(),
-            output: Default::default(),
-            cache_read: None,
-            cache_write: None,
-        },
+        pricing: Pricing::default(),
         capabilities: Vec::new(),
         max_output_tokens: None,
         routes: Vec::new(),

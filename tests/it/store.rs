@@ -14,7 +14,7 @@ use tokio_postgres::NoTls;
 use tollgate::api::usage::Usage;
 use tollgate::billing::cost::cost;
 use tollgate::billing::window::window_start;
-use tollgate::catalog::Pricing;
+use tollgate::catalog::Rates;
 use tollgate::money::{Price, Usd};
 use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
@@ -246,6 +246,10 @@ fn model(id: &str, input: &str) -> ModelRow {
         output_price: price("10"),
         cache_read_price: None,
         cache_write_price: None,
+        cache_write_1h_price: None,
+        audio_input_price: None,
+        cache_storage_price: None,
+        long_context: None,
         capabilities: Vec::new(),
         max_output_tokens: None,
         active: true,
@@ -764,12 +768,13 @@ async fn wait_for_change_wakes_on_another_instance(b: Arc<Backend>) {
 
 /// Anthropic-shaped prices with odd micro digits, so costs have odd pico values:
 /// 3.000001 in, 15.000003 out, 0.300007 cache read, 3.750001 cache write.
-fn odd_pricing() -> Pricing {
-    Pricing {
+fn odd_pricing() -> Rates {
+    Rates {
         input: price("3.000001"),
         output: price("15.000003"),
         cache_read: Some(price("0.300007")),
         cache_write: Some(price("3.750001")),
+        ..Rates::default()
     }
 }
 
@@ -780,6 +785,7 @@ fn tokens(input: u64, cache_read: u64, cache_write: u64, output: u64, reasoning:
         cache_write,
         output,
         reasoning,
+        ..Usage::default()
     }
 }
 
@@ -787,7 +793,7 @@ fn tokens(input: u64, cache_read: u64, cache_write: u64, output: u64, reasoning:
 fn record(
     id: &str,
     (workspace, key): (&str, &str),
-    pricing: Pricing,
+    pricing: Rates,
     u: Usage,
     finished: DateTime<Utc>,
     window: Option<DateTime<Utc>>,
@@ -817,6 +823,7 @@ fn record(
         ttft_us: Some(350_003),
         spend_window_start: window,
         usage_source: Default::default(),
+        extra: Default::default(),
     }
 }
 
@@ -897,12 +904,7 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     let mut d = record(
         "emb-d",
         ("w1", "k2"),
-        Pricing {
-            input: price("0.025"),
-            output: price("0"),
-            cache_read: None,
-            cache_write: None,
-        },
+        Rates::flat(price("0.025"), price("0")),
         tokens(1_001, 0, 0, 0, 0),
         t3,
         None,

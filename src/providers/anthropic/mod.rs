@@ -170,12 +170,7 @@ pub(super) mod test_support {
             upstream_model: "claude-test".into(),
             profile_name: "claude".into(),
             profile: Arc::new(profile()),
-            pricing: Pricing {
-                input: Default::default(),
-                output: Default::default(),
-                cache_read: None,
-                cache_write: None,
-            },
+            pricing: Pricing::default(),
             capabilities: Vec::new(),
             max_output_tokens,
             routes: Vec::new(),

@@ -8,7 +8,9 @@
 //!   `model_context_window_exceeded` → `length`, `refusal` → `content_filter`, `tool_use` →
 //!   `tool_calls`;
 //! - usage (anthropic.md §3): `input = input_tokens`, `cache_read = cache_read_input_tokens`,
-//!   `cache_write = cache_creation_input_tokens`, `output = output_tokens` (thinking
+//!   `cache_write`/`cache_write_1h` = `cache_creation_input_tokens` split by
+//!   `cache_creation.ephemeral_{5m,1h}_input_tokens` (all 5-minute when the split is absent),
+//!   `output = output_tokens` (thinking
 //!   included), `reasoning = output_tokens_details.thinking_tokens` when present (Anthropic
 //!   does not split it otherwise).
 //!
@@ -61,6 +63,17 @@ pub(super) struct UsageIn {
     pub output_tokens: Option<u64>,
     #[serde(default)]
     pub output_tokens_details: Option<OutputDetails>,
+    /// The split of `cache_creation_input_tokens` by cache lifetime (priced apart).
+    #[serde(default)]
+    pub cache_creation: Option<CacheCreationIn>,
+}
+
+#[derive(Deserialize, Default)]
+pub(super) struct CacheCreationIn {
+    #[serde(default)]
+    pub ephemeral_5m_input_tokens: u64,
+    #[serde(default)]
+    pub ephemeral_1h_input_tokens: u64,
 }
 
 #[derive(Deserialize, Default)]
@@ -77,8 +90,14 @@ impl UsageIn {
         if let Some(n) = self.cache_read_input_tokens {
             u.cache_read = n;
         }
+        if let Some(split) = &self.cache_creation {
+            u.cache_write = split.ephemeral_5m_input_tokens;
+            u.cache_write_1h = split.ephemeral_1h_input_tokens;
+        }
+        // The total is authoritative; what the last split did not put in the 1-hour cache
+        // was written for 5 minutes.
         if let Some(n) = self.cache_creation_input_tokens {
-            u.cache_write = n;
+            u.cache_write = n.saturating_sub(u.cache_write_1h);
         }
         if let Some(n) = self.output_tokens {
             u.output = n;
@@ -203,7 +222,8 @@ mod tests {
                 cache_read: 1111,
                 cache_write: 418,
                 output: 33,
-                reasoning: 0
+                reasoning: 0,
+                ..Usage::default()
             }
         );
         assert_eq!(
@@ -221,6 +241,31 @@ mod tests {
         let (v, _) = run("anthropic-message-thinking.json", true);
         assert!(v["choices"][0]["message"].get("reasoning").is_none());
         assert_eq!(v["choices"][0]["message"]["content"], "925 ÷ 5 = 185");
+    }
+
+    #[test]
+    fn cache_writes_are_split_by_lifetime() {
+        let apply = |objects: &[&str]| {
+            let mut u = Usage::default();
+            for o in objects {
+                serde_json::from_str::<UsageIn>(o).unwrap().apply(&mut u);
+            }
+            u
+        };
+        let split = r#"{"input_tokens":5,"cache_creation_input_tokens":1000,
+            "cache_creation":{"ephemeral_5m_input_tokens":300,"ephemeral_1h_input_tokens":700}}"#;
+        let u = apply(&[split]);
+        assert_eq!((u.cache_write, u.cache_write_1h), (300, 700));
+        assert_eq!(u.prompt_tokens(), 1005);
+        // A later object repeating only the total keeps the split it does not contradict.
+        let u = apply(&[
+            split,
+            r#"{"cache_creation_input_tokens":1000,"output_tokens":9}"#,
+        ]);
+        assert_eq!((u.cache_write, u.cache_write_1h, u.output), (300, 700, 9));
+        // No split: every written token is a 5-minute write.
+        let u = apply(&[r#"{"cache_creation_input_tokens":418}"#]);
+        assert_eq!((u.cache_write, u.cache_write_1h), (418, 0));
     }
 
     #[test]

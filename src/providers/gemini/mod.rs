@@ -364,12 +364,7 @@ pub(super) mod test_support {
             upstream_model: "gemini-test".into(),
             profile_name: "test".into(),
             profile: Arc::new(profile),
-            pricing: Pricing {
-                input: Default::default(),
-                output: Default::default(),
-                cache_read: None,
-                cache_write: None,
-            },
+            pricing: Pricing::default(),
             capabilities: Vec::new(),
             max_output_tokens: None,
             routes: Vec::new(),

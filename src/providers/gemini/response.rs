@@ -111,6 +111,36 @@ pub(super) struct UsageMetadata {
     thoughts_token_count: Option<u64>,
     tool_use_prompt_token_count: Option<u64>,
     total_token_count: Option<u64>,
+    /// Per-modality split of `promptTokenCount` (audio is priced apart).
+    #[serde(default)]
+    prompt_tokens_details: Vec<ModalityCount>,
+    /// Per-modality split of `cachedContentTokenCount`.
+    #[serde(default)]
+    cache_tokens_details: Vec<ModalityCount>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModalityCount {
+    modality: Modality,
+    #[serde(default)]
+    token_count: u64,
+}
+
+#[derive(Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+enum Modality {
+    Audio,
+    #[serde(other)]
+    Other,
+}
+
+fn audio_in(details: &[ModalityCount]) -> u64 {
+    details
+        .iter()
+        .filter(|d| d.modality == Modality::Audio)
+        .map(|d| d.token_count)
+        .sum()
 }
 
 impl UsageMetadata {
@@ -129,13 +159,20 @@ impl UsageMetadata {
         }
         let cached = self.cached_content_token_count.unwrap_or(0);
         let thoughts = self.thoughts_token_count.unwrap_or(0);
+        let audio = audio_in(&self.prompt_tokens_details)
+            .saturating_sub(audio_in(&self.cache_tokens_details));
         Some(Usage {
-            input: self.prompt_token_count.unwrap_or(0).saturating_sub(cached)
+            input: self
+                .prompt_token_count
+                .unwrap_or(0)
+                .saturating_sub(cached)
+                .saturating_sub(audio)
                 + self.tool_use_prompt_token_count.unwrap_or(0),
+            audio_input: audio,
             cache_read: cached,
-            cache_write: 0,
             output: self.candidates_token_count.unwrap_or(0) + thoughts,
             reasoning: thoughts,
+            ..Usage::default()
         })
     }
 }
@@ -336,6 +373,7 @@ mod tests {
             cache_write: 0,
             output,
             reasoning,
+            ..Usage::default()
         }
     }
 
@@ -534,5 +572,28 @@ mod tests {
         assert_eq!(v["choices"][2]["message"]["content"], Value::Null);
         assert!(Gemini.translate_buffered(b"{}", &cx()).is_err());
         assert!(Gemini.translate_buffered(b"not json", &cx()).is_err());
+    }
+
+    #[test]
+    fn uncached_audio_tokens_are_their_own_bucket() {
+        let meta: UsageMetadata = serde_json::from_str(
+            r#"{"promptTokenCount":1300,"cachedContentTokenCount":200,
+                "candidatesTokenCount":7,"totalTokenCount":1307,
+                "promptTokensDetails":[{"modality":"TEXT","tokenCount":300},
+                                       {"modality":"AUDIO","tokenCount":1000}],
+                "cacheTokensDetails":[{"modality":"AUDIO","tokenCount":150},
+                                      {"modality":"TEXT","tokenCount":50}]}"#,
+        )
+        .unwrap();
+        let u = meta.usage().unwrap();
+        // 1,000 audio of which 150 cached; 300 text of which 50 cached.
+        assert_eq!((u.audio_input, u.input, u.cache_read), (850, 250, 200));
+        assert_eq!(u.prompt_tokens(), 1300);
+        // An unknown modality is counted as ordinary input.
+        let meta: UsageMetadata = serde_json::from_str(
+            r#"{"promptTokenCount":10,"promptTokensDetails":[{"modality":"HOLOGRAM","tokenCount":10}]}"#,
+        )
+        .unwrap();
+        assert_eq!(meta.usage().unwrap().input, 10);
     }
 }

@@ -337,6 +337,7 @@ mod tests {
             cache_write: 0,
             output,
             reasoning,
+            ..Usage::default()
         }
     }
 
