@@ -18,6 +18,7 @@ mod gemini_adapter;
 mod harness;
 mod ledger_writer;
 mod live;
+mod migrations;
 mod openai_compat;
 mod outage;
 mod python_sdk;

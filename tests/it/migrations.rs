@@ -1,0 +1,199 @@
+//! Upgrading a database that already holds books. Migration 0003 rebuilds SQLite's
+//! `usage_records` (SQLite's only way to change a CHECK) and alters PostgreSQL's: the records,
+//! the ledger and every guarantee the database gave before survive it.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use tokio_postgres::NoTls;
+use tollgate::money::{Price, Usd};
+use tollgate::store::migrations::{self, Dialect};
+use tollgate::store::postgres::PgStore;
+use tollgate::store::sqlite::SqliteStore;
+use tollgate::store::{ExtraUsage, Store, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
+
+use crate::harness::PgDatabase;
+
+/// Books written at schema version 2: a credit of 1 USD and one record of 10 input and 5
+/// output tokens at 3 / 15 USD per 1M, debited. `{t}` is a timestamp, `{no}` false.
+const BOOKS_V2: &str = "
+INSERT INTO workspaces (id, name, created_at) VALUES ('ws_1', 'w', {t});
+INSERT INTO api_keys (id, workspace_id, secret_hash, hint, created_at)
+    VALUES ('key_1', 'ws_1', 'hash', 'hint', {t});
+INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at)
+    VALUES ('credit_1', 'ws_1', 'credit', 1000000000000, {t});
+INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint, stream,
+    input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+    input_price_micro, output_price_micro, cost_pico, outcome, started_at, finished_at,
+    usage_source)
+    VALUES ('u_old', 'ws_1', 'key_1', 'm', 'anthropic', 'chat', {no}, 10, 0, 0, 5, 0,
+            3000000, 15000000, 105000000, 'complete', {t}, {t}, 'estimated');
+INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id)
+    VALUES ('debit:u_old', 'ws_1', 'debit', -105000000, {t}, 'u_old');
+INSERT INTO balances (workspace_id, balance_pico) VALUES ('ws_1', 999895000000);
+";
+
+fn price(micro: i64) -> Price {
+    Price::from_micro_per_mtok(micro)
+}
+
+/// A record using every dimension 0003 adds: 100 audio tokens at 1 USD/1M, 50 one-hour cache
+/// writes at 6, 1,000 tokens stored 1 h at 4.50 per 1M per hour, 10 output at 15.
+fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
+    let now = Utc::now();
+    UsageRecord {
+        id: id.into(),
+        workspace_id: "ws_1".into(),
+        key_id: "key_1".into(),
+        model_id: "m".into(),
+        route: "anthropic".into(),
+        endpoint: UsageEndpoint::Chat,
+        stream: false,
+        input_tokens: 0,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        output_tokens: 10,
+        reasoning_tokens: 0,
+        input_price: price(3_000_000),
+        output_price: price(15_000_000),
+        cache_read_price: None,
+        cache_write_price: None,
+        extra: ExtraUsage {
+            audio_input_tokens: 100,
+            cache_write_1h_tokens: 50,
+            cache_storage_token_seconds: 1_000 * 3_600,
+            audio_input_price: Some(price(1_000_000)),
+            cache_write_1h_price: Some(price(6_000_000)),
+            cache_storage_price: Some(price(4_500_000)),
+        },
+        cost: Usd::from_pico(cost_pico),
+        outcome: UsageOutcome::Complete,
+        started_at: now,
+        finished_at: now,
+        upstream_latency_us: None,
+        ttft_us: None,
+        spend_window_start: None,
+        usage_source: UsageSource::Reported,
+    }
+}
+
+/// 100 × 1,000,000 + 50 × 6,000,000 + 10 × 15,000,000 + 1,000 × 3,600 × 4,500,000 / 3,600.
+const NEW_COST: i64 = 100_000_000 + 300_000_000 + 150_000_000 + 4_500_000_000;
+
+/// What must hold after the upgrade, on either backend.
+async fn books_survive(store: Arc<dyn Store>) {
+    let old = store.usage("ws_1", None).await.unwrap();
+    assert_eq!(old.len(), 1);
+    let r = &old[0];
+    assert_eq!((r.input_tokens, r.output_tokens), (10, 5));
+    assert_eq!(r.cost, Usd::from_pico(105_000_000));
+    assert_eq!(r.usage_source, UsageSource::Estimated);
+    assert_eq!(
+        r.extra,
+        ExtraUsage::default(),
+        "old records have none of the new buckets"
+    );
+
+    // The new CHECK prices every dimension: an exact record is stored, a pico off is not.
+    assert!(store
+        .record_usage(&[new_record("u_off", NEW_COST - 1)])
+        .await
+        .is_err());
+    assert_eq!(
+        store
+            .record_usage(&[new_record("u_new", NEW_COST)])
+            .await
+            .unwrap(),
+        1
+    );
+    let all = store.usage("ws_1", None).await.unwrap();
+    let stored = all.iter().find(|r| r.id == "u_new").unwrap();
+    assert_eq!(stored.extra, new_record("u_new", NEW_COST).extra);
+
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+    assert_eq!(
+        check[0].balance_row,
+        Usd::from_pico(1_000_000_000_000 - 105_000_000 - NEW_COST)
+    );
+}
+
+#[tokio::test]
+async fn sqlite_books_survive_the_price_dimensions_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v2.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)
+            .unwrap();
+        for m in &migrations::migrations(Dialect::Sqlite)[..2] {
+            conn.execute_batch(m.sql).unwrap();
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                rusqlite::params![m.version, m.name],
+            )
+            .unwrap();
+        }
+        conn.pragma_update(None, "foreign_keys", true).unwrap();
+        conn.execute_batch(&BOOKS_V2.replace("{t}", "0").replace("{no}", "0"))
+            .unwrap();
+    }
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1, "only 0003 is pending");
+    books_survive(Arc::new(store)).await;
+
+    // The rebuilt table keeps its triggers and its place in the foreign keys.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let refused = |sql: &str| conn.execute_batch(sql).is_err();
+    assert!(
+        refused("UPDATE usage_records SET model_id = 'other'"),
+        "append-only"
+    );
+    assert!(refused("DELETE FROM usage_records"), "append-only");
+    assert!(
+        refused(
+            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id)
+             VALUES ('debit:ghost', 'ws_1', 'debit', -1, 0, 'ghost')"
+        ),
+        "a debit still needs its usage record"
+    );
+    let spend_logged: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM change_log WHERE kind = 'spend' AND ref_id = 'key_1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(spend_logged >= 2, "inserts still announce spend");
+}
+
+#[tokio::test]
+async fn postgres_books_survive_the_price_dimensions_migration() {
+    let db = PgDatabase::create().await;
+    {
+        let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(migrations::PG_SCHEMA_MIGRATIONS)
+            .await
+            .unwrap();
+        for m in &migrations::migrations(Dialect::Postgres)[..2] {
+            client.batch_execute(m.sql).await.unwrap();
+            client
+                .execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                    &[&m.version, &m.name],
+                )
+                .await
+                .unwrap();
+        }
+        let books = BOOKS_V2
+            .replace("{t}", "to_timestamp(0)")
+            .replace("{no}", "false");
+        client.batch_execute(&books).await.unwrap();
+    }
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1, "only 0003 is pending");
+    books_survive(Arc::new(store)).await;
+}
