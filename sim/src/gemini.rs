@@ -1233,7 +1233,7 @@ struct Modality {
     token_count: u64,
 }
 
-#[derive(Serialize, Default, Clone, Copy)]
+#[derive(Serialize, Default, Clone)]
 #[serde(rename_all = "camelCase")]
 struct Usage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1247,7 +1247,7 @@ struct Usage<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     traffic_type: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    prompt_tokens_details: Option<[Modality; 1]>,
+    prompt_tokens_details: Option<Vec<Modality>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cache_tokens_details: Option<[Modality; 1]>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1265,9 +1265,50 @@ fn text_modality(n: u64) -> Option<[Modality; 1]> {
     }])
 }
 
+/// The prompt's split by modality: audio (`inlineData` with an `audio/*` type) apart.
+fn prompt_modalities(prompt: u64, audio: u64) -> Option<Vec<Modality>> {
+    let mut out = vec![Modality {
+        modality: "TEXT",
+        token_count: prompt - audio,
+    }];
+    if audio > 0 {
+        out.push(Modality {
+            modality: "AUDIO",
+            token_count: audio,
+        });
+    }
+    Some(out)
+}
+
+/// Tokens of the request's audio parts, by the same 4-bytes rule as the rest of the prompt.
+fn audio_tokens(obj: &Map<String, Value>) -> u64 {
+    let bytes: usize = obj
+        .get("contents")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("parts").and_then(Value::as_array))
+        .flatten()
+        .filter_map(|p| field(p.as_object()?, "inlineData"))
+        .filter(|d| {
+            field(d.as_object().unwrap_or(&Map::new()), "mimeType")
+                .and_then(Value::as_str)
+                .is_some_and(|m| m.starts_with("audio/"))
+        })
+        .map(json_len)
+        .sum();
+    if bytes == 0 {
+        0
+    } else {
+        tok(bytes)
+    }
+}
+
 /// Everything decided about one answer.
 struct Plan {
     prompt: u64,
+    /// The part of `prompt` that is audio.
+    audio: u64,
     cached: u64,
     thoughts: u64,
     thought_text: Option<String>,
@@ -1298,7 +1339,7 @@ impl Plan {
             total_token_count: Some(total),
             cached_content_token_count: (self.cached > 0).then_some(self.cached),
             traffic_type: vertex,
-            prompt_tokens_details: text_modality(self.prompt),
+            prompt_tokens_details: prompt_modalities(self.prompt, self.audio),
             cache_tokens_details: (self.cached > 0)
                 .then(|| text_modality(self.cached))
                 .flatten(),
@@ -1675,8 +1716,10 @@ impl Ask<'_> {
             .and_then(Value::as_u64)
             .unwrap_or(1)
             .clamp(1, 8) as u32;
+        let prompt = prompt_tok(bytes) + cached;
         let mut plan = Plan {
-            prompt: prompt_tok(bytes) + cached,
+            prompt,
+            audio: audio_tokens(self.obj).min(prompt),
             cached,
             thoughts,
             thought_text,

@@ -629,3 +629,35 @@ async fn the_request_that_creates_an_explicit_cache_pays_its_creation_and_storag
     let verify = e.gw.cli_json(&["ledger", "verify"]);
     assert_eq!(verify["inconsistent"], json!([]), "{verify}");
 }
+
+#[tokio::test]
+async fn audio_input_is_billed_at_the_audio_price() {
+    use base64::Engine;
+    let e = env().await;
+    let audio = base64::engine::general_purpose::STANDARD.encode(vec![7u8; 6_000]);
+    let body = json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "What is said here?"},
+        {"type": "input_audio", "input_audio": {"data": audio, "format": "wav"}}]}]});
+    let (status, v) = e.chat(body).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = e.last_upstream().await;
+    assert_eq!(
+        sent["body"]["contents"][0]["parts"][1]["inlineData"]["mimeType"],
+        "audio/wav"
+    );
+    let r = &crate::billing::records(&e.gw, &e.ws, 1).await[0];
+    let n = |k: &str| i128::from(r[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}")));
+    assert!(n("audio_input_tokens") > 1_000, "{r}");
+    assert!(n("input_tokens") > 0, "the text is not audio: {r}");
+    assert_eq!(
+        (n("input_tokens") + n("audio_input_tokens")) as u64,
+        v["usage"]["prompt_tokens"].as_u64().unwrap(),
+        "{r}"
+    );
+    // gemini-2.5-flash: 0.30 text in, 1.00 audio in, 2.50 out (USD/1M).
+    let expected = n("input_tokens") * 300_000
+        + n("audio_input_tokens") * 1_000_000
+        + n("output_tokens") * 2_500_000;
+    assert_eq!(crate::billing::pico(&r["cost"]), expected, "{r}");
+    assert_eq!(r["audio_input_price"].as_f64(), Some(1.0), "{r}");
+}
