@@ -661,3 +661,35 @@ async fn audio_input_is_billed_at_the_audio_price() {
     assert_eq!(crate::billing::pico(&r["cost"]), expected, "{r}");
     assert_eq!(r["audio_input_price"].as_f64(), Some(1.0), "{r}");
 }
+
+#[tokio::test]
+async fn a_prompt_over_the_threshold_is_billed_whole_at_the_long_context_prices() {
+    let e = env().await;
+    // gemini-2.5-pro: 1.25 / 10 (USD/1M) up to 200,000 prompt tokens, 2.50 / 15 above; the
+    // simulator counts 4 bytes a token.
+    for (words, long) in [(10, false), (90_000, true)] {
+        let text = "lorem ipsu ".repeat(words);
+        let body = json!({"model": "google/gemini-2.5-pro", "max_tokens": 50,
+                          "messages": [{"role": "user", "content": text}]});
+        let (status, v) = e.chat(body).await;
+        assert_eq!(status, 200, "{v}");
+        let prompt = v["usage"]["prompt_tokens"].as_u64().unwrap();
+        assert_eq!(prompt > 200_000, long, "{prompt} prompt tokens");
+        let id = v["id"].as_str().unwrap().to_owned();
+        let recs = crate::billing::records(&e.gw, &e.ws, if long { 2 } else { 1 }).await;
+        let r = recs.iter().find(|r| r["id"] == id.as_str()).unwrap();
+        let (input_price, output_price) = if long {
+            (2_500_000, 15_000_000)
+        } else {
+            (1_250_000, 10_000_000)
+        };
+        assert_eq!(
+            r["input_price"].as_f64().unwrap() * 1e6,
+            input_price as f64,
+            "{r}"
+        );
+        let n = |k: &str| i128::from(r[k].as_u64().unwrap());
+        let expected = n("input_tokens") * input_price + n("output_tokens") * output_price;
+        assert_eq!(crate::billing::pico(&r["cost"]), expected, "{r}");
+    }
+}
