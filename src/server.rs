@@ -99,6 +99,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         fresh: follower.freshness(),
         strict_credit: t.strict_credit,
         max_cache_ttl: t.max_cache_ttl,
+        drain_after_disconnect: t.drain_after_disconnect,
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),

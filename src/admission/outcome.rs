@@ -30,6 +30,9 @@ pub enum Ending {
     Complete,
     /// The client went away (or its connection failed) while being answered.
     ClientLeft,
+    /// The client went away, but the upstream's answer was still read to its end (a drained
+    /// stream): its counts are final.
+    ClientLeftAnswerRead,
     /// The upstream failed after the answer had begun (a broken or errored stream).
     BrokeMidStream,
     /// The request failed before a successful answer began.
@@ -37,14 +40,25 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// From the error the client was answered with (if any) and who, if anyone, made the
-    /// proxy's own I/O fail.
-    pub fn of(answered_with: Option<&GatewayError>, proxy_failure: Option<Blame>) -> Ending {
-        match (answered_with, proxy_failure) {
+    /// From the error the client was answered with (if any), who, if anyone, made the
+    /// proxy's own I/O fail, and whether the client was known to have left (a subrequest
+    /// still reading the upstream for a parent whose client went away).
+    pub fn of(
+        answered_with: Option<&GatewayError>,
+        proxy_failure: Option<Blame>,
+        client_left: bool,
+    ) -> Ending {
+        let ending = match (answered_with, proxy_failure) {
             (None, None) => Ending::Complete,
             (None, Some(Blame::Client)) => Ending::ClientLeft,
             (Some(GatewayError::MidStream(_)), _) => Ending::BrokeMidStream,
             _ => Ending::Failed,
+        };
+        match ending {
+            Ending::Complete if client_left => Ending::ClientLeftAnswerRead,
+            Ending::Failed => Ending::Failed,
+            _ if client_left => Ending::ClientLeft,
+            other => other,
         }
     }
 }
@@ -62,7 +76,7 @@ pub fn billed(
     }
     match ending {
         Ending::Complete => Some(UsageOutcome::Complete),
-        Ending::ClientLeft => Some(UsageOutcome::ClientDisconnected),
+        Ending::ClientLeft | Ending::ClientLeftAnswerRead => Some(UsageOutcome::ClientDisconnected),
         Ending::BrokeMidStream => Some(UsageOutcome::UpstreamFailed),
         Ending::Failed if created => Some(UsageOutcome::UpstreamFailed),
         Ending::Failed => None,

@@ -375,7 +375,25 @@ fn how_a_request_ended() {
         (Some(&upstream), Some(Blame::Upstream), Ending::Failed),
     ];
     for (error, failure, want) in cases {
-        assert_eq!(Ending::of(error, failure), want, "{error:?} / {failure:?}");
+        assert_eq!(
+            Ending::of(error, failure, false),
+            want,
+            "{error:?} / {failure:?}"
+        );
+    }
+    // A subrequest whose parent's client left: it read the answer to its end, or it did not.
+    let left = [
+        (None, None, Ending::ClientLeftAnswerRead),
+        (None, Some(Blame::Client), Ending::ClientLeft),
+        (Some(&mid), None, Ending::ClientLeft),
+        (Some(&upstream), None, Ending::Failed),
+    ];
+    for (error, failure, want) in left {
+        assert_eq!(
+            Ending::of(error, failure, true),
+            want,
+            "{error:?} / {failure:?}"
+        );
     }
 }
 
@@ -392,6 +410,10 @@ fn what_each_ending_bills() {
     );
     assert_eq!(
         billed(Ending::ClientLeft, &used, None),
+        Some(UsageOutcome::ClientDisconnected)
+    );
+    assert_eq!(
+        billed(Ending::ClientLeftAnswerRead, &used, None),
         Some(UsageOutcome::ClientDisconnected)
     );
     assert_eq!(
@@ -568,10 +590,16 @@ fn a_stream_cut_short_is_billed_at_least_what_was_delivered() {
         settle(Ending::ClientLeft, counted, 400, 99),
         (counted, UsageSource::Reported)
     );
-    // Complete answers and failures before the answer are never estimated.
+    // Complete answers, answers read to their end after the client left, and failures
+    // before the answer are never estimated.
     assert_eq!(
         settle(Ending::Complete, started, 400, 99),
         (started, UsageSource::Reported)
+    );
+    assert_eq!(
+        settle(Ending::ClientLeftAnswerRead, counted, 4_000, 99),
+        (counted, UsageSource::Reported),
+        "the upstream's final counts stand even below the delivered bytes' estimate"
     );
     assert_eq!(
         settle(Ending::ClientLeft, Usage::default(), 0, 99),

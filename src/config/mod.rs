@@ -67,6 +67,11 @@ pub struct TollgateConf {
     /// is capped to it (the operator pays the upstream's cache storage).
     #[serde(with = "humantime_serde")]
     pub max_cache_ttl: Duration,
+    /// How long the gateway keeps reading a stream's upstream after its client left, so the
+    /// request is billed the upstream's own final counts; `0s`: stop at once and bill an
+    /// estimate.
+    #[serde(with = "humantime_serde")]
+    pub drain_after_disconnect: Duration,
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
@@ -157,6 +162,7 @@ impl Default for TollgateConf {
             ledger_spool: "data/ledger.spool".into(),
             strict_credit: false,
             max_cache_ttl: Duration::from_secs(3600),
+            drain_after_disconnect: Duration::from_secs(60),
             upstream: UpstreamConf::default(),
             providers: ProvidersConf::default(),
             log: LogConf::default(),

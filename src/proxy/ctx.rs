@@ -1,5 +1,7 @@
 //! Everything a request carries from `request_filter` to `logging`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::BytesMut;
@@ -23,10 +25,23 @@ pub enum Translation {
 }
 
 /// An admitted request bound for Pingora's upstream phases, and the one request it sends.
-/// Moved whole into a subrequest when the body is too large to replay.
+/// Moved whole into a subrequest when the body is too large to replay, or for a stream.
 pub struct Proxied {
     pub admitted: Admitted,
     pub request: UpstreamRequest,
+    /// Set by the parent of a subrequest when its client went away (the subrequest, still
+    /// reading the upstream, bills the request as the client's leaving).
+    pub client_left: Option<Arc<AtomicBool>>,
+}
+
+impl Proxied {
+    pub fn new(admitted: Admitted, request: UpstreamRequest) -> Self {
+        Proxied {
+            admitted,
+            request,
+            client_left: None,
+        }
+    }
 }
 
 pub struct Ctx {
@@ -55,6 +70,8 @@ pub struct Ctx {
     pub handed_off: bool,
     /// The body was read completely (the connection can be kept alive after a local answer).
     pub body_read: bool,
+    /// In a subrequest: whether the parent's client went away (see [`Proxied::client_left`]).
+    pub client_left: Option<Arc<AtomicBool>>,
 }
 
 impl Ctx {
@@ -62,6 +79,15 @@ impl Ctx {
     pub fn proxy(&mut self, p: Proxied) {
         self.admitted = Some(p.admitted);
         self.upstream = Some(p.request);
+        self.client_left = p.client_left;
+    }
+
+    /// Whether the client this request answers went away (known to a subrequest from its
+    /// parent).
+    pub fn client_left(&self) -> bool {
+        self.client_left
+            .as_ref()
+            .is_some_and(|f| f.load(Ordering::Relaxed))
     }
 }
 
@@ -82,6 +108,7 @@ impl Default for Ctx {
             delivered: 0,
             handed_off: false,
             body_read: false,
+            client_left: None,
         }
     }
 }

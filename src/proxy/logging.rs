@@ -16,7 +16,7 @@ impl Gateway {
         let Some(a) = ctx.admitted.as_ref() else {
             return;
         };
-        let ending = Ending::of(ctx.error.as_ref(), proxy_failure);
+        let ending = Ending::of(ctx.error.as_ref(), proxy_failure, ctx.client_left());
         let since = |from: Option<Instant>, to: Option<Instant>| Some(to? - from?);
         let timings = Timings {
             started_at: ctx.started_at,

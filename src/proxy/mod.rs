@@ -70,6 +70,9 @@ pub struct Gateway {
     pub strict_credit: bool,
     /// `tollgate.max_cache_ttl`: the cap on explicit caches' lifetime.
     pub max_cache_ttl: Duration,
+    /// `tollgate.drain_after_disconnect`: streams run as subrequests, so that when their
+    /// client leaves the upstream is still read, this long at most, to its final counts.
+    pub drain_after_disconnect: Duration,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -84,7 +87,8 @@ enum Next {
     Answered,
     /// Proxy through the upstream phases.
     Proxy(Box<Proxied>),
-    /// Proxy, but the body is too large to replay: hand off to a subrequest.
+    /// Proxy through a subrequest: the body is too large to replay, or the answer is a stream
+    /// to read to its end even if the client leaves.
     HandOff(Box<Proxied>),
 }
 
@@ -136,8 +140,11 @@ impl Gateway {
             }
             Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,
         };
-        let proxied = Proxied { admitted, request };
-        if session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT {
+        let drained = admitted.stream && !self.drain_after_disconnect.is_zero();
+        let proxied = Proxied::new(admitted, request);
+        let too_large =
+            session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT;
+        if too_large || drained {
             return Ok(Next::HandOff(Box::new(proxied)));
         }
         Ok(Next::Proxy(Box::new(proxied)))
@@ -204,7 +211,7 @@ impl ProxyHttp for Gateway {
             Ok(Next::Answered) => Ok(true),
             Ok(Next::HandOff(proxied)) => {
                 ctx.handed_off = true;
-                large::hand_off(session, *proxied).await?;
+                large::hand_off(session, *proxied, self.drain_after_disconnect).await?;
                 Ok(true)
             }
             Err(e) => {

@@ -114,6 +114,7 @@ pub struct GatewayBuilder {
     sim_url: Option<String>,
     provider_sim: Option<String>,
     strict_credit: bool,
+    drain: &'static str,
 }
 
 impl Gateway {
@@ -125,6 +126,7 @@ impl Gateway {
             sim_url: None,
             provider_sim: None,
             strict_credit: false,
+            drain: "60s",
         }
     }
 
@@ -272,6 +274,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// `tollgate.drain_after_disconnect`.
+    pub fn drain_after_disconnect(mut self, d: &'static str) -> Self {
+        self.drain = d;
+        self
+    }
+
     pub fn max_body(mut self, size: &'static str) -> Self {
         self.max_body = size;
         self
@@ -302,7 +310,7 @@ impl GatewayBuilder {
             "threads: 2\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
              upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
-             \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n\
+             \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
@@ -311,6 +319,7 @@ impl GatewayBuilder {
             refresh = self.catalog_refresh,
             max = self.max_body,
             strict = self.strict_credit,
+            drain = self.drain,
         );
         std::fs::write(&conf, text).unwrap();
         let gw = Gateway {
