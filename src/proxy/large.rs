@@ -70,8 +70,18 @@ pub async fn hand_off(
         }
         return Err(failure.error);
     }
-    // The subrequest failed; it has done its own accounting. Finish the client's response.
-    if !failure.state.header_received {
+    // The subrequest failed; it has done its own accounting. Pingora may report the failure
+    // before forwarding what the subrequest wrote just before it: send that on first (it was
+    // counted as delivered), then finish the client's response.
+    let mut header_received = failure.state.header_received;
+    if let Some(pipe) = failure.state.pipe_rx.as_mut() {
+        let pending = pending_output(pipe);
+        header_received |= pending.iter().any(|t| matches!(t, HttpTask::Header(..)));
+        if !pending.is_empty() {
+            session.write_response_tasks(pending).await?;
+        }
+    }
+    if !header_received {
         return respond::error(session, &convert::before_answer(&failure.error)).await;
     }
     if stream {
@@ -79,6 +89,17 @@ pub async fn hand_off(
     } else {
         session.finish_body().await.map(|_| ())
     }
+}
+
+/// The response header and body the subrequest had queued in the pipe, without waiting.
+fn pending_output(pipe: &mut mpsc::Receiver<HttpTask>) -> Vec<HttpTask> {
+    let mut out = Vec::new();
+    while let Ok(task) = pipe.try_recv() {
+        if let HttpTask::Header(..) | HttpTask::Body(_, false) = task {
+            out.push(task);
+        }
+    }
+    out
 }
 
 /// Reads and discards what the subrequest still sends, for `bound` at most, holding its input
