@@ -15,9 +15,9 @@
 //!   alternating roles); string content or `text` / `image_url` parts; empty text dropped;
 //! - `max_tokens` = `max_completion_tokens`, else `max_tokens`, else the model's
 //!   `max_output_tokens` (4096 when the catalog has none), never above that cap;
-//! - **temperature rule**: Anthropic `temperature = clamp(OpenAI temperature / 2, 0, 1)` —
-//!   OpenAI's 0–2 scale halved onto Anthropic's 0–1 range (0 → 0, 1 → 0.5, 2 → 1), values
-//!   outside clamped;
+//! - **temperature rule**: the client's value as sent, capped at 1 (Anthropic's range is 0–1;
+//!   values above it are sent as 1), which is what Anthropic's own OpenAI-compatible endpoint
+//!   does: 0.7 means 0.7 on both APIs;
 //! - `top_p`; `top_k` (0 = off, dropped); `stop` (string or list) → `stop_sequences`; Claude
 //!   4.1+ rejects `temperature` together with `top_p`, so `top_p` is dropped when a
 //!   temperature is sent;
@@ -167,9 +167,9 @@ pub(super) fn build(
     })
 }
 
-/// Anthropic's 0–1 temperature from OpenAI's 0–2: halved, then clamped.
+/// Anthropic's temperature from OpenAI's: the same value, kept within Anthropic's 0–1.
 fn temperature(openai: f64) -> f64 {
-    (openai / 2.0).clamp(0.0, 1.0)
+    openai.clamp(0.0, 1.0)
 }
 
 /// Tools are not offered on this family: their presence is a 400 naming the parameter.
@@ -496,7 +496,7 @@ mod tests {
                 "top_k"
             ]
         );
-        assert_eq!(b["temperature"], 0.7);
+        assert_eq!(b["temperature"], 1.0, "capped at Anthropic's 1");
         assert_eq!(b["top_k"], 40);
         assert_eq!(b["stop_sequences"], json!(["END", "STOP"]));
         assert_eq!(b["max_tokens"], 500);
@@ -509,7 +509,7 @@ mod tests {
         assert!(b.get("top_k").is_none(), "top_k 0 means off");
         assert_eq!(b["max_tokens"], 300, "max_completion_tokens wins");
         let b = body(with(json!({"temperature": 0.2, "top_p": 0.9})));
-        assert_eq!(b["temperature"], 0.1);
+        assert_eq!(b["temperature"], 0.2);
         assert!(
             b.get("top_p").is_none(),
             "Claude 4.1+ rejects both together"
@@ -534,10 +534,11 @@ mod tests {
     fn temperature_rule() {
         for (openai, want) in [
             (0.0, 0.0),
-            (0.5, 0.25),
-            (1.0, 0.5),
+            (0.35, 0.35),
+            (0.7, 0.7),
+            (1.0, 1.0),
+            (1.5, 1.0),
             (2.0, 1.0),
-            (3.0, 1.0),
             (-1.0, 0.0),
         ] {
             assert!(
