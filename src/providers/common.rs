@@ -18,16 +18,102 @@ pub(crate) use crate::api::Str;
 /// How much of an unreadable upstream error body an error message quotes.
 pub(crate) const QUOTE_LIMIT: usize = 512;
 
-/// `upstream answered HTTP 429: <detail>`: how every family words an upstream failure.
+/// `upstream answered HTTP 429: <detail>`: how every family words an upstream failure, the
+/// detail [`scrub`]bed.
 pub(crate) fn upstream_message(status: u16, detail: &str) -> String {
     if detail.is_empty() {
         format!("upstream answered HTTP {status}")
     } else {
-        format!("upstream answered HTTP {status}: {detail}")
+        format!("upstream answered HTTP {status}: {}", scrub(detail))
     }
 }
 
-/// The start of an upstream body that is not a known error shape, for a message.
+/// An upstream's error text with what identifies the operator's accounts taken out: Google
+/// names the project (`projects/<id>/…`, `project <id>`, 12-digit project numbers) and service
+/// accounts (e-mail addresses) in its messages, and a message may echo a credential (API keys
+/// `AIza…` / `sk-…`, OAuth tokens `ya29.…`). The rest — what went wrong — is kept.
+pub(crate) fn scrub(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut after_project = false;
+    for word in text.split_inclusive(char::is_whitespace) {
+        let trimmed = word.trim_end();
+        let (body_start, body_end) = core_span(trimmed);
+        let (lead, core, tail) = (
+            &trimmed[..body_start],
+            &trimmed[body_start..body_end],
+            &word[body_end..],
+        );
+        out.push_str(lead);
+        if is_secret(core) || after_project && looks_like_project_id(core) {
+            out.push_str("[redacted]");
+        } else if let Some(at) = core.find("projects/") {
+            let id_start = at + "projects/".len();
+            let id_end = core[id_start..]
+                .find('/')
+                .map_or(core.len(), |i| id_start + i);
+            out.push_str(&core[..id_start]);
+            out.push_str("[redacted]");
+            out.push_str(&core[id_end..]);
+        } else {
+            out.push_str(core);
+        }
+        out.push_str(tail);
+        after_project = core.eq_ignore_ascii_case("project");
+    }
+    redact_long_numbers(&out)
+}
+
+/// Runs of 10 or more digits (Google project numbers are 12) anywhere in the text.
+fn redact_long_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut digits = 0;
+    for (i, c) in text.char_indices() {
+        if c.is_ascii_digit() {
+            digits += 1;
+            continue;
+        }
+        push_run(&mut out, &text[i - digits..i]);
+        digits = 0;
+        out.push(c);
+    }
+    push_run(&mut out, &text[text.len() - digits..]);
+    out
+}
+
+fn push_run(out: &mut String, run: &str) {
+    out.push_str(if run.len() >= 10 { "[redacted]" } else { run });
+}
+
+/// The span of `word` without the quotes and punctuation around it.
+fn core_span(word: &str) -> (usize, usize) {
+    let wrap = |c: char| "`'\"()[]{}<>,.;:!?".contains(c);
+    let start = word.len() - word.trim_start_matches(wrap).len();
+    let end = start + word[start..].trim_end_matches(wrap).len();
+    (start, end.max(start))
+}
+
+fn is_secret(word: &str) -> bool {
+    let email = word
+        .split_once('@')
+        .is_some_and(|(user, host)| !user.is_empty() && host.contains('.'));
+    email
+        || word.starts_with("AIza") && word.len() >= 30
+        || word.starts_with("ya29.")
+        || word.starts_with("sk-") && word.len() >= 20
+}
+
+/// A Google project id after the word "project": 6–30 of `[a-z0-9-]` with a digit or a hyphen
+/// (so that plain words, as in "your project does not have access", stay).
+fn looks_like_project_id(word: &str) -> bool {
+    (6..=30).contains(&word.len())
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && word.bytes().any(|b| b.is_ascii_digit() || b == b'-')
+}
+
+/// The start of an upstream body that is not a known error shape, for a message (scrubbed by
+/// [`upstream_message`]).
 pub(crate) fn quote(body: &[u8]) -> String {
     String::from_utf8_lossy(body)
         .trim()
@@ -200,6 +286,46 @@ pub(crate) fn reasoning_ask(req: &RawRequest<'_>) -> Result<Option<ReasoningAsk>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn upstream_messages_lose_the_operators_identifiers_and_credentials() {
+        for (google, want) in [
+            (
+                "Publisher Model `projects/acme-prod-42/locations/us-central1/publishers/google/models/gemini-9` was not found or your project does not have access to it.",
+                "Publisher Model `projects/[redacted]/locations/us-central1/publishers/google/models/gemini-9` was not found or your project does not have access to it.",
+            ),
+            (
+                "Permission denied on resource project acme-prod-42.",
+                "Permission denied on resource project [redacted].",
+            ),
+            (
+                "Quota exceeded for quota metric 'Generate Content requests' of service 'aiplatform.googleapis.com' for consumer 'project_number:123456789012'.",
+                "Quota exceeded for quota metric 'Generate Content requests' of service 'aiplatform.googleapis.com' for consumer 'project_number:[redacted]'.",
+            ),
+            (
+                "Caller tollgate@acme-prod-42.iam.gserviceaccount.com lacks permission",
+                "Caller [redacted] lacks permission",
+            ),
+            (
+                "API key not valid: AIzaSyA1234567890abcdefghijklmnopqrstuv. Please pass a valid API key.",
+                "API key not valid: [redacted]. Please pass a valid API key.",
+            ),
+            (
+                "invalid token ya29.a0AfB_byC-secret",
+                "invalid token [redacted]",
+            ),
+            (
+                "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576).",
+                "The input token count (1048577) exceeds the maximum number of tokens allowed (1048576).",
+            ),
+        ] {
+            assert_eq!(scrub(google), want);
+        }
+        assert_eq!(
+            upstream_message(403, "Permission denied on resource project acme-prod-42."),
+            "upstream answered HTTP 403: Permission denied on resource project [redacted]."
+        );
+    }
 
     #[test]
     fn strings_borrow_when_unescaped() {

@@ -10,7 +10,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::providers::common::{quote, upstream_message, Str, QUOTE_LIMIT};
+use crate::providers::common::{quote, scrub, upstream_message, Str, QUOTE_LIMIT};
 
 /// How much of a body that is in neither shape is quoted back.
 
@@ -40,10 +40,11 @@ pub(super) fn upstream_error_message(status: u16, body: &[u8]) -> String {
 
 /// The line for the `error` object of an in-stream `error` event.
 pub(super) fn in_stream_message(error: &RawValue) -> String {
-    match serde_json::from_str::<ErrorIn>(error.get()) {
+    let line = match serde_json::from_str::<ErrorIn>(error.get()) {
         Ok(e) => describe(&e, None),
         Err(_) => error.get().chars().take(QUOTE_LIMIT).collect(),
-    }
+    };
+    scrub(&line)
 }
 
 fn parse(body: &[u8]) -> Option<String> {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::Str;
-use crate::providers::common::{quote, upstream_message, QUOTE_LIMIT};
+use crate::providers::common::{quote, scrub, upstream_message, QUOTE_LIMIT};
 
 /// How much of a body that is not Google's error shape is quoted back.
 
@@ -45,10 +45,11 @@ pub(super) fn upstream_error_message(status: u16, body: &[u8]) -> String {
 
 /// The line for an `error` object met inside a stream (no HTTP status to report).
 pub(super) fn in_stream_message(error: &RawValue) -> String {
-    match serde_json::from_str::<GoogleError>(error.get()) {
+    let line = match serde_json::from_str::<GoogleError>(error.get()) {
         Ok(e) => describe(&e),
         Err(_) => error.get().chars().take(QUOTE_LIMIT).collect(),
-    }
+    };
+    scrub(&line)
 }
 
 fn parse(body: &[u8]) -> Option<String> {
@@ -134,9 +135,10 @@ mod tests {
             let status = v["error"]["status"].as_str().unwrap();
             assert_eq!(
                 line,
-                format!("upstream answered HTTP 418: {message} ({status})"),
+                format!("upstream answered HTTP 418: {} ({status})", scrub(message)),
                 "{name}"
             );
+            assert!(!line.contains("test-project-id-1234"), "{line}");
         }
     }
 
