@@ -100,6 +100,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         strict_credit: t.strict_credit,
         max_cache_ttl: t.max_cache_ttl,
         drain_after_disconnect: t.drain_after_disconnect,
+        limits: limits(&t.limits),
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),
@@ -243,5 +244,17 @@ impl ServeHttp for AdminApp {
             .header("content-length", body.len())
             .body(body)
             .unwrap_or_default()
+    }
+}
+
+/// The configured request limits over the gateway's defaults.
+fn limits(conf: &crate::config::LimitsConf) -> crate::api::limits::Limits {
+    let d = crate::api::limits::Limits::default();
+    crate::api::limits::Limits {
+        max_messages: conf.max_messages.unwrap_or(d.max_messages),
+        max_content_parts: conf.max_content_parts.unwrap_or(d.max_content_parts),
+        max_embedding_inputs: conf.max_embedding_inputs.unwrap_or(d.max_embedding_inputs),
+        max_input_tokens: conf.max_input_tokens.or(d.max_input_tokens),
+        allow_http_urls: conf.allow_http_urls.unwrap_or(d.allow_http_urls),
     }
 }

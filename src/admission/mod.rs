@@ -20,6 +20,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 
+use crate::api::limits::Limits;
+use crate::api::request::MAX_CHOICES;
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::billing::gates::{Accounts, Reservation};
@@ -86,6 +88,8 @@ pub struct Admission<'a> {
     pub strict_credit: bool,
     /// The longest an explicit context cache may live (`tollgate.max_cache_ttl`).
     pub max_cache_ttl: Duration,
+    /// What one request may carry (`tollgate.limits`).
+    pub limits: &'a Limits,
 }
 
 impl Admission<'_> {
@@ -118,6 +122,8 @@ impl Admission<'_> {
     ) -> Result<Decision, GatewayError> {
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
+        self.limits
+            .check(&req, op, body.len(), model.context_window)?;
         let reservation = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model)?;
         let adapter = adapter_for(model.family);
@@ -239,8 +245,6 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
 
 /// Output tokens assumed when neither the client nor the catalog caps them.
 const DEFAULT_MAX_OUTPUT: u64 = 32_768;
-/// Choices a request may ask for at most (`n`), as the providers cap it.
-const MAX_CHOICES: u64 = 8;
 
 /// The most a request can cost, at the model's prices: every body byte taken as an input token
 /// (an upper bound for text, since a token is at least one byte; images and audio count far

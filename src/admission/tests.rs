@@ -51,6 +51,7 @@ fn now() -> DateTime<Utc> {
 /// rooms' tests admit requests through it too.
 pub(crate) struct World {
     strict: bool,
+    limits: Limits,
     catalog: Snapshot,
     keys: KeyCache,
     accounts: Accounts,
@@ -88,6 +89,7 @@ impl World {
         accounts.set_balance("ws_1", usd(10));
         World {
             strict: false,
+            limits: Limits::default(),
             catalog,
             keys,
             accounts,
@@ -104,6 +106,7 @@ impl World {
             credentials: &self.credentials,
             strict_credit: self.strict,
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+            limits: &self.limits,
         }
     }
 

@@ -54,6 +54,11 @@ pub enum GatewayError {
     InvalidRequest(Box<str>),
     #[error("request body exceeds the limit of {limit} bytes")]
     BodyTooLarge { limit: u64 },
+    /// A count bound of `tollgate.limits` (messages, content parts, embeddings inputs, …).
+    #[error("too many {what} in one request: the limit is {limit}")]
+    TooMany { what: &'static str, limit: u64 },
+    #[error("this model's maximum context length is {limit} tokens; the request carries about {estimate} (estimated at 4 bytes a token)")]
+    ContextLengthExceeded { limit: u64, estimate: u64 },
     #[error("no such endpoint: {0}")]
     NotFound(Box<str>),
     #[error("method {method} not allowed here (allowed: {allow})")]
@@ -104,7 +109,9 @@ impl GatewayError {
             | Self::EmbeddingsUnsupported(_)
             | Self::ChatUnsupported(_)
             | Self::UnsupportedParameter { .. }
-            | Self::InvalidRequest(_) => 400,
+            | Self::InvalidRequest(_)
+            | Self::TooMany { .. }
+            | Self::ContextLengthExceeded { .. } => 400,
             Self::BodyTooLarge { .. } => 413,
             Self::NotFound(_) => 404,
             Self::MethodNotAllowed { .. } => 405,
@@ -126,6 +133,8 @@ impl GatewayError {
             | Self::ChatUnsupported(_)
             | Self::UnsupportedParameter { .. }
             | Self::InvalidRequest(_)
+            | Self::TooMany { .. }
+            | Self::ContextLengthExceeded { .. }
             | Self::BodyTooLarge { .. }
             | Self::NotFound(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
@@ -147,6 +156,8 @@ impl GatewayError {
             Self::UnsupportedParameter { .. } => "unsupported_parameter",
             Self::InvalidRequest(_) => "invalid_request_error",
             Self::BodyTooLarge { .. } => "request_too_large",
+            Self::TooMany { .. } => "limit_exceeded",
+            Self::ContextLengthExceeded { .. } => "context_length_exceeded",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NoRoute(_) => "no_route",
@@ -171,6 +182,8 @@ impl GatewayError {
             | Self::ChatUnsupported(_)
             | Self::UnsupportedParameter { .. }
             | Self::InvalidRequest(_)
+            | Self::TooMany { .. }
+            | Self::ContextLengthExceeded { .. }
             | Self::BodyTooLarge { .. }
             | Self::NotFound(_)
             | Self::MethodNotAllowed { .. } => Blame::Client,

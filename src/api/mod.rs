@@ -1,6 +1,6 @@
 //! The OpenAI wire format the clients speak, both directions, written once for every provider
 //! family: the request's top-level fields (`request`) and its messages, parts and tools
-//! (`chat`); the buffered completion (`completion`), the stream chunk (`chunk`), the
+//! (`chat`) and what one request may carry (`limits`); the buffered completion (`completion`), the stream chunk (`chunk`), the
 //! embeddings answer (`embeddings`), `Usage` (`usage`), and the one place a gateway error
 //! becomes a status and an error envelope (`error`). Families keep only their upstream's types.
 pub mod chat;
@@ -8,6 +8,7 @@ pub mod chunk;
 pub mod completion;
 pub mod embeddings;
 pub mod error;
+pub mod limits;
 pub mod request;
 pub mod usage;
 

@@ -15,6 +15,13 @@ use serde_json::value::RawValue;
 
 use super::{GatewayError, Operation};
 
+/// The most choices a request may ask for (`n`), as OpenAI allows.
+pub const MAX_CHOICES: u64 = 128;
+
+/// The most top-level fields a body may have: OpenAI's request has about forty, and the
+/// duplicate check and field lookups stay cheap under a hostile body.
+pub const MAX_FIELDS: usize = 256;
+
 /// Top-level fields in body order; keys are unique (a duplicate key is a 400).
 #[derive(Debug)]
 pub struct RawRequest<'a> {
@@ -55,9 +62,24 @@ impl<'a> RawRequest<'a> {
             )));
         }
         if op == Operation::Chat {
-            let messages = req.typed::<Vec<&RawValue>>("messages")?.unwrap_or_default();
-            if messages.is_empty() {
+            // Shape only: the elements are walked once, bounded, by `Limits::check`.
+            let messages = req.get("messages").map_or("", |v| v.get());
+            let inner = messages.strip_prefix('[').unwrap_or("]").trim_start();
+            if inner.starts_with(']') {
                 return Err(GatewayError::invalid("messages must be a non-empty array"));
+            }
+            match req.typed::<Option<u64>>("n").map(Option::flatten) {
+                Ok(None) | Ok(Some(1..=MAX_CHOICES)) => {}
+                Ok(Some(n)) => {
+                    return Err(GatewayError::invalid(format!(
+                        "invalid value for n: expected an integer from 1 to {MAX_CHOICES}, got {n}"
+                    )))
+                }
+                Err(_) => {
+                    return Err(GatewayError::invalid(format!(
+                        "invalid value for n: expected an integer from 1 to {MAX_CHOICES}"
+                    )))
+                }
             }
         }
         Ok(req)
@@ -143,6 +165,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
                 let mut out: Vec<(Cow<'a, str>, &'a RawValue)> =
                     Vec::with_capacity(map.size_hint().unwrap_or(8));
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    if out.len() == MAX_FIELDS {
+                        return Err(serde::de::Error::custom(format!(
+                            "more than {MAX_FIELDS} top-level fields"
+                        )));
+                    }
                     let value: &'de RawValue = map.next_value()?;
                     if out.iter().any(|(k, _)| *k == key) {
                         return Err(serde::de::Error::custom(format!("duplicate field {key:?}")));
@@ -203,6 +230,36 @@ mod tests {
         )
         .contains("duplicate"));
         assert!(err(r#"{"model":"m"}"#, Operation::Embeddings).contains("input"));
+        assert!(err(r#"{"model":"m","messages":{}}"#, Operation::Chat).contains("non-empty"));
+        assert!(err(r#"{"model":"m","messages":[ ]}"#, Operation::Chat).contains("non-empty"));
+    }
+
+    #[test]
+    fn n_must_be_between_1_and_128() {
+        let chat = |n: &str| format!(r#"{{"model":"m","messages":[1],"n":{n}}}"#);
+        for bad in ["0", "129", "-1", "1.5", "\"2\""] {
+            let e = err(&chat(bad), Operation::Chat);
+            assert!(
+                e.starts_with("invalid value for n: expected an integer from 1 to 128"),
+                "{bad}: {e}"
+            );
+        }
+        for good in ["1", "128", "null"] {
+            assert!(
+                RawRequest::parse(chat(good).as_bytes(), Operation::Chat).is_ok(),
+                "{good}"
+            );
+        }
+    }
+
+    #[test]
+    fn many_top_level_fields_are_refused_early() {
+        let fields: Vec<String> = (0..MAX_FIELDS).map(|i| format!(r#""f{i}":0"#)).collect();
+        let at_limit = format!(r#"{{{}}}"#, fields.join(","));
+        // MAX_FIELDS fields parse (then miss model); one more is refused.
+        assert!(err(&at_limit, Operation::Chat).contains("model"));
+        let over = format!(r#"{{{},"x":1}}"#, fields.join(","));
+        assert!(err(&over, Operation::Chat).contains("more than 256 top-level fields"));
     }
 
     #[test]

@@ -209,6 +209,8 @@ pub struct Model {
     pub pricing: Pricing,
     pub capabilities: Vec<String>,
     pub max_output_tokens: Option<u32>,
+    /// The most input tokens a request may carry, if the catalog says.
+    pub context_window: Option<u32>,
     /// Active routes, best (lowest priority number) first.
     pub routes: Vec<Route>,
 }
@@ -334,6 +336,7 @@ fn model_from_row(
         pricing: pricing_of(row),
         capabilities: row.capabilities.clone(),
         max_output_tokens: row.max_output_tokens,
+        context_window: row.context_window,
         routes: out,
     })
 }

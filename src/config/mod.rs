@@ -72,9 +72,24 @@ pub struct TollgateConf {
     /// estimate.
     #[serde(with = "humantime_serde")]
     pub drain_after_disconnect: Duration,
+    pub limits: LimitsConf,
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
+}
+
+/// What one request may carry; a field left out keeps the gateway's default (README
+/// "Limits", `api::limits::Limits`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LimitsConf {
+    pub max_messages: Option<u64>,
+    pub max_content_parts: Option<u64>,
+    pub max_embedding_inputs: Option<u64>,
+    /// Estimated input tokens a chat request may carry, for every model (default: each
+    /// model's `context_window`).
+    pub max_input_tokens: Option<u64>,
+    pub allow_http_urls: Option<bool>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -163,6 +178,7 @@ impl Default for TollgateConf {
             strict_credit: false,
             max_cache_ttl: Duration::from_secs(3600),
             drain_after_disconnect: Duration::from_secs(60),
+            limits: LimitsConf::default(),
             upstream: UpstreamConf::default(),
             providers: ProvidersConf::default(),
             log: LogConf::default(),

@@ -36,6 +36,7 @@ use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use crate::admission::{Admission, Admitted, Decision, HeadDecision};
 use crate::api::error::Blame;
+use crate::api::limits::Limits;
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
@@ -73,6 +74,8 @@ pub struct Gateway {
     /// `tollgate.drain_after_disconnect`: streams run as subrequests, so that when their
     /// client leaves the upstream is still read, this long at most, to its final counts.
     pub drain_after_disconnect: Duration,
+    /// `tollgate.limits`: what one request may carry.
+    pub limits: Limits,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -101,6 +104,7 @@ impl Gateway {
             credentials: &self.credentials,
             strict_credit: self.strict_credit,
             max_cache_ttl: self.max_cache_ttl,
+            limits: &self.limits,
         }
     }
 

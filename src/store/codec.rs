@@ -233,7 +233,7 @@ pub(crate) fn extra_prices(r: &UsageRecord) -> [Option<i64>; 3] {
 
 /// A model row's prices after the base four, in `MODEL_COLS` order (the long-context
 /// threshold among them).
-pub(crate) fn model_extra_prices(m: &ModelRow) -> StoreResult<[Option<i64>; 9]> {
+pub(crate) fn model_extra_columns(m: &ModelRow) -> StoreResult<[Option<i64>; 10]> {
     let micro = |p: Option<Price>| p.map(Price::micro_per_mtok);
     let long = m.long_context.as_ref();
     let above = long
@@ -253,6 +253,7 @@ pub(crate) fn model_extra_prices(m: &ModelRow) -> StoreResult<[Option<i64>; 9]> 
         micro(long.and_then(|l| l.cache_read_price)),
         micro(long.and_then(|l| l.cache_write_price)),
         micro(long.and_then(|l| l.cache_write_1h_price)),
+        m.context_window.map(i64::from),
     ])
 }
 

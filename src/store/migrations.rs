@@ -40,6 +40,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "price_dimensions",
         sql: include_str!("../../sql/postgres/0003_price_dimensions.sql"),
     },
+    Migration {
+        version: 4,
+        name: "context_window",
+        sql: include_str!("../../sql/postgres/0004_context_window.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -58,6 +63,11 @@ pub const SQLITE: &[Migration] = &[
         version: 3,
         name: "price_dimensions",
         sql: include_str!("../../sql/sqlite/0003_price_dimensions.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "context_window",
+        sql: include_str!("../../sql/sqlite/0004_context_window.sql"),
     },
 ];
 

@@ -182,6 +182,9 @@ pub struct ModelRow {
     pub capabilities: Vec<String>,
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
+    /// The most input tokens a request may carry (estimated; see `api::limits`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u32>,
     #[serde(default = "yes")]
     pub active: bool,
 }

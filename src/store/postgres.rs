@@ -964,7 +964,7 @@ impl Store for PgStore {
         let upsert = tx.prepare_cached(&codec::upsert_models_sql('$')).await?;
         for m in &rows.models {
             let capabilities = codec::capabilities_to_db(&m.capabilities)?;
-            let extra = codec::model_extra_prices(m)?;
+            let extra = codec::model_extra_columns(m)?;
             tx.execute(
                 &upsert,
                 &[
@@ -990,6 +990,7 @@ impl Store for PgStore {
                     &extra[6],
                     &extra[7],
                     &extra[8],
+                    &extra[9],
                 ],
             )
             .await

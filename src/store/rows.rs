@@ -29,7 +29,7 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      long_input_price_micro, long_output_price_micro, \
                                      long_cache_read_price_micro, \
                                      long_cache_write_price_micro, \
-                                     long_cache_write_1h_price_micro";
+                                     long_cache_write_1h_price_micro, context_window";
 pub(crate) const ROUTE_COLS: &str = "model_id, kind, base_url, region, priority, active";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
                                      stream, input_tokens, cache_read_tokens, \
@@ -120,6 +120,13 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
         long_context,
         capabilities: codec::capabilities_from_db(&r.text(10)?)?,
         max_output_tokens: codec::max_tokens_from_db(r.opt_int(11)?)?,
+        context_window: r
+            .opt_int(22)?
+            .map(|n| {
+                u32::try_from(n)
+                    .map_err(|_| StoreError::Corrupt(format!("context_window {n} out of range")))
+            })
+            .transpose()?,
         active: r.flag(12)?,
     })
 }

@@ -755,7 +755,7 @@ impl Store for SqliteStore {
                 }
                 let mut upsert = tx.prepare_cached(&codec::upsert_models_sql('?'))?;
                 for m in &rows.models {
-                    let extra = codec::model_extra_prices(m)?;
+                    let extra = codec::model_extra_columns(m)?;
                     upsert
                         .execute(params![
                             m.id,
@@ -780,6 +780,7 @@ impl Store for SqliteStore {
                             extra[6],
                             extra[7],
                             extra[8],
+                            extra[9],
                         ])
                         .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
                 }

@@ -41,6 +41,7 @@ fn model(upstream: &str, profile: &str) -> Model {
         pricing: Pricing::default(),
         capabilities: Vec::new(),
         max_output_tokens: None,
+        context_window: None,
         routes: Vec::new(),
     }
 }

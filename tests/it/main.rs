@@ -16,6 +16,7 @@ mod foundation;
 mod gemini;
 mod gemini_adapter;
 mod harness;
+mod hostile;
 mod ledger_writer;
 mod live;
 mod migrations;

@@ -252,6 +252,7 @@ fn model(id: &str, input: &str) -> ModelRow {
         long_context: None,
         capabilities: Vec::new(),
         max_output_tokens: None,
+        context_window: Some(1_048_576),
         active: true,
     }
 }

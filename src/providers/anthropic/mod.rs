@@ -173,6 +173,7 @@ pub(super) mod test_support {
             pricing: Pricing::default(),
             capabilities: Vec::new(),
             max_output_tokens,
+            context_window: None,
             routes: Vec::new(),
         }
     }

@@ -367,6 +367,7 @@ pub(super) mod test_support {
             pricing: Pricing::default(),
             capabilities: Vec::new(),
             max_output_tokens: None,
+            context_window: None,
             routes: Vec::new(),
         }
     }

@@ -575,7 +575,7 @@ fn user_part<'a>(i: usize, j: usize, p: PartIn<'a>) -> Result<Part<'a>, GatewayE
                 .image_url
                 .ok_or_else(|| missing("image_url.url is required"))?;
             media_part(url.url.0).ok_or_else(|| {
-                missing("image_url.url must be a data: URL with base64 data, or an http(s) or gs:// URL")
+                missing("image_url.url must be a data: URL with base64 data, or an http(s) URL")
             })
         }
         "input_audio" => {
@@ -603,7 +603,8 @@ fn user_part<'a>(i: usize, j: usize, p: PartIn<'a>) -> Result<Part<'a>, GatewayE
     }
 }
 
-/// `data:<mime>;base64,<data>` → `inlineData`; http(s)/gs URLs → `fileData`.
+/// `data:<mime>;base64,<data>` → `inlineData`; http(s) URLs → `fileData`. Never `gs://`: Vertex
+/// would read it with the operator's identity (admission refuses it first, `api::limits`).
 fn media_part(url: Cow<'_, str>) -> Option<Part<'_>> {
     if url.starts_with("data:") {
         let comma = url.find(',')?;
@@ -625,9 +626,7 @@ fn media_part(url: Cow<'_, str>) -> Option<Part<'_>> {
             ..Part::default()
         });
     }
-    let remote = ["https://", "http://", "gs://"]
-        .iter()
-        .any(|s| url.starts_with(s));
+    let remote = ["https://", "http://"].iter().any(|s| url.starts_with(s));
     remote.then(|| Part {
         file_data: Some(FileData {
             mime_type: guess_mime(&url),
@@ -821,7 +820,6 @@ mod tests {
                 {"type": "text", "text": "what is this?"},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "detail": "low"}},
                 {"type": "image_url", "image_url": {"url": "https://example.com/cat.WEBP?size=2#top"}},
-                {"type": "image_url", "image_url": {"url": "gs://bucket/photo"}},
                 {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
                 {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}}
             ]}])),
@@ -833,13 +831,13 @@ mod tests {
                 {"text": "what is this?"},
                 {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
                 {"fileData": {"mimeType": "image/webp", "fileUri": "https://example.com/cat.WEBP?size=2#top"}},
-                {"fileData": {"mimeType": "image/jpeg", "fileUri": "gs://bucket/photo"}},
                 {"inlineData": {"mimeType": "audio/wav", "data": "UklGRg=="}},
                 {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}}
             ])
         );
         for bad in [
             json!({"type": "image_url", "image_url": {"url": "ftp://x/y.png"}}),
+            json!({"type": "image_url", "image_url": {"url": "gs://bucket/photo"}}),
             json!({"type": "image_url", "image_url": {"url": "data:image/png,notbase64"}}),
             json!({"type": "image_url"}),
             json!({"type": "file", "file": {"file_id": "file-1"}}),

@@ -1,0 +1,241 @@
+//! Hostile clients: every request costs bounded CPU and memory before it is refused or
+//! admitted, and what a client may make an upstream fetch is limited to public URLs.
+//! Bodies are built as bytes (a `serde_json::Value` cannot hold duplicate or 60,000 keys
+//! cheaply) and sent with a key whose workspace has no credit, as an attacker's would.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::harness::{Gateway, Sim, SimEnv};
+
+async fn post(gw: &Gateway, path: &str, key: &str, body: Vec<u8>) -> (u16, Value, Duration) {
+    let started = Instant::now();
+    let res = reqwest::Client::new()
+        .post(gw.url(path))
+        .bearer_auth(key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let v = res.json().await.unwrap();
+    (status, v, started.elapsed())
+}
+
+/// A key whose workspace has no credit: what an attacker who signed up for free holds.
+fn broke_key(gw: &Gateway) -> String {
+    let ws = gw.workspace();
+    gw.key(&ws, &[])
+}
+
+#[tokio::test]
+async fn crafted_bodies_are_refused_at_once() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let key = broke_key(&gw);
+    let msg = r#"{"role":"user","content":"hi"}"#;
+    let part = r#"{"type":"text","text":"a"}"#;
+    let fields: String = (0..60_000).map(|i| format!(r#","k{i}":0"#)).collect();
+    let cases = [
+        (
+            // The case that froze a worker for 6.4 s: 60,000 top-level keys (769 KB).
+            format!(r#"{{"model":"google/gemini-2.5-flash","messages":[{msg}]{fields}}}"#),
+            "more than 256 top-level fields",
+        ),
+        (
+            format!(
+                r#"{{"model":"google/gemini-2.5-flash","messages":[{}]}}"#,
+                vec![msg; 60_000].join(",")
+            ),
+            "too many messages in one request: the limit is 10000",
+        ),
+        (
+            format!(
+                r#"{{"model":"google/gemini-2.5-flash","messages":[{{"role":"user","content":[{}]}}]}}"#,
+                vec![part; 60_000].join(",")
+            ),
+            "too many content parts in one request: the limit is 10000",
+        ),
+    ];
+    for (body, want) in cases {
+        let (status, v, took) = post(&gw, "/v1/chat/completions", &key, body.into_bytes()).await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(v["error"]["type"], "invalid_request_error");
+        assert!(
+            v["error"]["message"].as_str().unwrap().contains(want),
+            "{v}"
+        );
+        // A behaviour bound, not a speed target: the old quadratic check took seconds here.
+        assert!(
+            took < Duration::from_secs(2),
+            "{want}: answered in {took:?}"
+        );
+    }
+    let inputs = format!(
+        r#"{{"model":"google/text-embedding-004","input":[{}]}}"#,
+        vec![r#""x""#; 2_049].join(",")
+    );
+    let (status, v, _) = post(&gw, "/v1/embeddings", &key, inputs.into_bytes()).await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "limit_exceeded");
+    assert_eq!(
+        v["error"]["message"],
+        "too many embeddings inputs in one request: the limit is 2048"
+    );
+    assert!(
+        sim.requests().await.is_empty(),
+        "nothing reached an upstream"
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_beyond_the_context_window_is_refused_before_the_gates() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let key = broke_key(&gw);
+    // Claude Haiku 4.5's window is 200,000 tokens: 880 KB of text is about 220,000.
+    let text = "word ".repeat(176_000);
+    let body = json!({"model": "anthropic/claude-haiku-4-5", "messages": [{"role": "user", "content": text}]});
+    let (status, v, _) = post(
+        &gw,
+        "/v1/chat/completions",
+        &key,
+        body.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "context_length_exceeded");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("this model's maximum context length is 200000 tokens"),
+        "{message}"
+    );
+    // Below the window, the same key meets the credit gate as before.
+    let small = json!({"model": "anthropic/claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]});
+    let (status, v, _) = post(
+        &gw,
+        "/v1/chat/completions",
+        &key,
+        small.to_string().into_bytes(),
+    )
+    .await;
+    assert_eq!(status, 402, "{v}");
+    assert!(sim.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn only_https_and_data_urls_reach_an_upstream() {
+    let env = SimEnv::start();
+    let image = |model: &str, url: &str| {
+        json!({"model": model, "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "what is this?"},
+            {"type": "image_url", "image_url": {"url": url}}
+        ]}]})
+    };
+    let models = [
+        "google/gemini-2.5-flash",
+        "vertex/gemini-2.5-flash",
+        "anthropic/claude-sonnet-4-5",
+        "vertex/claude-sonnet-4-5",
+    ];
+    for model in models {
+        for url in [
+            "gs://operator-bucket/private.png",
+            "http://169.254.169.254/computeMetadata/v1/",
+            "file:///etc/passwd",
+        ] {
+            let (status, v) = env.chat(image(model, url)).await;
+            assert_eq!(status, 400, "{model} {url}: {v}");
+            let message = v["error"]["message"].as_str().unwrap();
+            assert!(
+                message.starts_with(
+                    "messages[0].content[1].image_url.url: only https: and data: URLs are accepted"
+                ),
+                "{model} {url}: {message}"
+            );
+        }
+    }
+    assert!(
+        env.sim.requests().await.is_empty(),
+        "no URL reached an upstream"
+    );
+    let (status, v) = env
+        .chat(image(
+            "vertex/gemini-2.5-flash",
+            "https://example.com/cat.png",
+        ))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let sent = env.last_upstream().await;
+    let uri = &sent["body"]["contents"][0]["parts"][1]["fileData"]["fileUri"];
+    assert_eq!(uri, "https://example.com/cat.png", "{sent}");
+}
+
+#[tokio::test]
+async fn n_below_one_is_a_400_as_openai_answers_it() {
+    let env = SimEnv::start();
+    for (model, n) in [
+        ("google/gemini-2.5-flash", 0),
+        ("anthropic/claude-haiku-4-5", 0),
+        ("google/gemini-2.5-flash", 129),
+    ] {
+        let body = json!({"model": model, "n": n, "messages": [{"role": "user", "content": "hi"}]});
+        let (status, v) = env.chat(body).await;
+        assert_eq!(status, 400, "{v}");
+        assert_eq!(
+            v["error"]["message"],
+            format!("invalid value for n: expected an integer from 1 to 128, got {n}")
+        );
+    }
+    assert!(env.sim.requests().await.is_empty());
+    let body = json!({"model": "google/gemini-2.5-flash", "n": 2, "messages": [{"role": "user", "content": "hi"}]});
+    let (status, v) = env.chat(body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        env.last_upstream().await["body"]["generationConfig"]["candidateCount"],
+        2
+    );
+}
+
+#[tokio::test]
+async fn upstream_errors_never_reveal_the_operators_project() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let file = gw.dir.path().join("missing-model.yaml");
+    std::fs::write(
+        &file,
+        "models:\n  - {id: vertex/gemini-9, provider: google, family: gemini, kind: chat, upstream_model: palm-9, profile: gemini-2.5-flash, input_price: 1, output_price: 1}\n\
+         routes:\n  - {model_id: vertex/gemini-9, kind: vertex, region: us-central1}\n",
+    )
+    .unwrap();
+    gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+    let (_, key) = gw.workspace_with_key();
+    let body = json!({"model": "vertex/gemini-9", "messages": [{"role": "user", "content": "hi"}]});
+    let mut answer = None;
+    for _ in 0..50 {
+        let res = gw.chat(&key, body.clone()).await;
+        if res.status() != 400 {
+            answer = Some((res.status().as_u16(), res.json::<Value>().await.unwrap()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await; // the catalog reload
+    }
+    let (status, v) = answer.expect("the imported model was never served");
+    assert_eq!(status, 404, "Google's status is kept: {v}");
+    assert_eq!(v["error"]["type"], "upstream_error");
+    let message = v["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("was not found"),
+        "the useful part stays: {message}"
+    );
+    assert!(
+        message.contains("projects/[redacted]/locations/us-central1"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("tollgate-test"),
+        "the project id is gone: {message}"
+    );
+}
