@@ -1,17 +1,25 @@
-//! The operators' listener: liveness and a status summary now; the admin API and console
-//! arrive with their issue. Handlers are plain functions so tests need no socket.
+//! The operators' listener: liveness, readiness and a status summary now; the admin API and
+//! console arrive with their issue. Handlers are plain functions so tests need no socket.
 
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::auth::KeyCache;
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Snapshot};
+use crate::providers::Credentials;
 
 pub struct Admin {
     pub catalog: Arc<Catalog>,
     pub keys: Arc<KeyCache>,
     pub store_kind: &'static str,
+    /// The follower's view: did its last read of the store succeed?
+    pub store_reachable: Arc<AtomicBool>,
+    /// The ledger spool (`tollgate.ledger_spool`): records wait there while the store is down.
+    pub spool: PathBuf,
+    pub credentials: Credentials,
 }
 
 impl Admin {
@@ -27,6 +35,7 @@ impl Admin {
         }
         match path {
             "/health" => (200, br#"{"status":"ok"}"#.to_vec()),
+            "/ready" => self.ready(),
             "/status" => {
                 let s = Status {
                     status: "ok",
@@ -44,5 +53,104 @@ impl Admin {
                     .to_vec(),
             ),
         }
+    }
+
+    /// `200 {"status":"ready"}`, or `503 {"status":"degraded","problems":[…]}`.
+    fn ready(&self) -> (u16, Vec<u8>) {
+        let spooled = |path: &PathBuf| std::fs::metadata(path).map_or(0, |m| m.len());
+        let problems = degraded(&Readiness {
+            store_reachable: self.store_reachable.load(Ordering::Relaxed),
+            spooled_bytes: spooled(&self.spool),
+            refused_bytes: spooled(&refused_path(&self.spool)),
+            catalog: &self.catalog.snapshot(),
+            credentials: &self.credentials,
+        });
+        #[derive(Serialize)]
+        struct Ready {
+            status: &'static str,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            problems: Vec<String>,
+        }
+        let (code, status) = if problems.is_empty() {
+            (200, "ready")
+        } else {
+            (503, "degraded")
+        };
+        let body = serde_json::to_vec(&Ready { status, problems }).unwrap_or_default();
+        (code, body)
+    }
+}
+
+fn refused_path(spool: &std::path::Path) -> PathBuf {
+    let mut name = spool.as_os_str().to_owned();
+    name.push(".refused");
+    PathBuf::from(name)
+}
+
+/// What readiness looks at, as plain values.
+pub struct Readiness<'a> {
+    pub store_reachable: bool,
+    pub spooled_bytes: u64,
+    pub refused_bytes: u64,
+    pub catalog: &'a Snapshot,
+    pub credentials: &'a Credentials,
+}
+
+/// Every degraded state, in words an operator acts on; empty when ready.
+pub fn degraded(r: &Readiness<'_>) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !r.store_reachable {
+        problems.push("store unreachable: serving keys, balances and catalog from memory".into());
+    }
+    if r.spooled_bytes > 0 {
+        problems.push(format!(
+            "ledger spool not empty: {} bytes of usage records wait for the store",
+            r.spooled_bytes
+        ));
+    }
+    if r.refused_bytes > 0 {
+        problems.push(format!(
+            "usage records refused by the store: {} bytes set aside in the spool's .refused file",
+            r.refused_bytes
+        ));
+    }
+    for kind in r.catalog.route_kinds() {
+        if let Some(what) = r.credentials.missing_for(kind) {
+            problems.push(format!(
+                "no {what} credentials: {} routes answer 503 upstream_unconfigured",
+                kind.as_str()
+            ));
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_degraded_state_is_named() {
+        let catalog = Snapshot::default();
+        let credentials = Credentials::default();
+        let ready = Readiness {
+            store_reachable: true,
+            spooled_bytes: 0,
+            refused_bytes: 0,
+            catalog: &catalog,
+            credentials: &credentials,
+        };
+        assert!(degraded(&ready).is_empty());
+        let down = Readiness {
+            store_reachable: false,
+            spooled_bytes: 512,
+            refused_bytes: 7,
+            ..ready
+        };
+        let problems = degraded(&down);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(problems[0].starts_with("store unreachable"));
+        assert!(problems[1].contains("512 bytes"));
+        assert!(problems[2].contains("refused"));
     }
 }

@@ -110,6 +110,9 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         } else {
             "postgres"
         },
+        store_reachable: follower.store_reachable.clone(),
+        spool: std::path::PathBuf::from(&t.ledger_spool),
+        credentials: gateway.credentials.clone(),
     };
 
     let opt = Opt {

@@ -12,7 +12,7 @@
 //! unknown keys cannot multiply the load on the database.
 
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,6 +41,8 @@ pub struct Follower {
     pub catalog: Arc<Catalog>,
     pub providers: ProvidersConf,
     pub catalog_refresh: Duration,
+    /// Whether the last read of the store succeeded (the admin listener's readiness).
+    pub store_reachable: Arc<AtomicBool>,
     /// Feed position the initial load covers.
     pub cursor: i64,
     resolver: catalog::Resolver,
@@ -98,6 +100,7 @@ impl Follower {
             catalog: Arc::new(Catalog::new(snapshot)),
             providers,
             catalog_refresh,
+            store_reachable: Arc::new(AtomicBool::new(true)),
             cursor,
             resolver,
             seen: BTreeSet::new(),
@@ -142,6 +145,8 @@ impl Follower {
             let step = self.steps.started.fetch_add(1, Ordering::SeqCst) + 1;
             let result = self.step(store.as_ref(), due || resync, full).await;
             self.steps.finished.send_replace(step);
+            self.store_reachable
+                .store(result.is_ok(), Ordering::Relaxed);
             match result {
                 Ok(reloaded_catalog) => {
                     resync = false;

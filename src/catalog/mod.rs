@@ -239,6 +239,17 @@ impl Snapshot {
     pub fn len(&self) -> usize {
         self.models.len()
     }
+    /// The kinds of every active route, each once.
+    pub fn route_kinds(&self) -> Vec<RouteKind> {
+        let mut kinds: Vec<RouteKind> = Vec::new();
+        for route in self.models.values().flat_map(|m| &m.routes) {
+            if !kinds.contains(&route.kind) {
+                kinds.push(route.kind);
+            }
+        }
+        kinds.sort_by_key(|k| k.as_str());
+        kinds
+    }
     pub fn is_empty(&self) -> bool {
         self.models.is_empty()
     }

@@ -29,7 +29,7 @@ use bytes::{Bytes, BytesMut};
 use http::{HeaderName, HeaderValue};
 
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
-use crate::catalog::{Family, Model, Route};
+use crate::catalog::{Family, Model, Route, RouteKind};
 
 /// A credential read from the environment at start; never printed.
 #[derive(Clone)]
@@ -75,6 +75,25 @@ pub struct Credentials {
     pub vertex_token: Arc<TokenCell>,
     /// GCP project for Vertex URLs (env var, else the key file's `project_id`).
     pub vertex_project: Option<String>,
+}
+
+impl Credentials {
+    /// What a route of `kind` needs and this gateway lacks, if anything (`openai` routes may
+    /// run without a key: local servers expect none).
+    pub fn missing_for(&self, kind: RouteKind) -> Option<&'static str> {
+        match kind {
+            RouteKind::OpenAi => None,
+            RouteKind::GeminiApi => self.gemini.is_none().then_some("gemini"),
+            RouteKind::Anthropic => self.anthropic.is_none().then_some("anthropic"),
+            RouteKind::Vertex | RouteKind::VertexGlobal | RouteKind::VertexAnthropic => {
+                if self.vertex_project.is_none() {
+                    Some("vertex project")
+                } else {
+                    self.vertex_token.current().is_none().then_some("vertex")
+                }
+            }
+        }
+    }
 }
 
 /// Where a request goes: the resolved model and route, and what the client asked for.

@@ -239,3 +239,29 @@ async fn upstream_errors_never_reveal_the_operators_project() {
         "the project id is gone: {message}"
     );
 }
+
+#[tokio::test]
+async fn readiness_names_missing_credentials_and_health_stays_exact() {
+    let get = |url: String| async move {
+        let res = reqwest::get(url).await.unwrap();
+        (res.status().as_u16(), res.text().await.unwrap())
+    };
+    // No provider credentials in the environment: the default catalog's routes cannot work.
+    let bare = Gateway::builder().start();
+    let (status, body) = get(bare.admin.clone() + "/ready").await;
+    assert_eq!(status, 503, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["status"], "degraded");
+    let problems = v["problems"].to_string();
+    for kind in ["gemini-api", "anthropic", "vertex"] {
+        assert!(problems.contains(kind), "{kind} missing from {problems}");
+    }
+    for health in [bare.url("/health"), bare.admin.clone() + "/health"] {
+        assert_eq!(get(health).await, (200, r#"{"status":"ok"}"#.to_owned()));
+    }
+    // Every credential configured (the simulator's), store up, spool empty: ready.
+    let sim = Sim::start();
+    let wired = Gateway::builder().simulator(&sim).start();
+    let (status, body) = get(wired.admin.clone() + "/ready").await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"ready"}"#));
+}

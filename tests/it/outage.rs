@@ -111,6 +111,12 @@ fn spooled(spool: &Path) -> usize {
         .unwrap_or(0)
 }
 
+/// The admin listener's readiness: status and body.
+async fn readiness(gw: &Gateway) -> (u16, String) {
+    let res = reqwest::get(format!("{}/ready", gw.admin)).await.unwrap();
+    (res.status().as_u16(), res.text().await.unwrap())
+}
+
 async fn chat(gw: &Gateway, key: &str, i: usize) {
     let res = gw.chat(key, json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": format!("outage {i}")}]})).await;
     assert_eq!(
@@ -142,12 +148,28 @@ async fn database_outage_spools_and_replays_without_loss() {
         "records made during the outage are spooled (found {})",
         spooled(&spool)
     );
+    let degraded = eventually(Duration::from_secs(5), || async {
+        let (status, body) = readiness(&gw).await;
+        status == 503
+            && body.contains("store unreachable")
+            && body.contains("ledger spool not empty")
+    })
+    .await;
+    assert!(degraded.is_some(), "{:?}", readiness(&gw).await);
 
     pg.up();
     let drained = eventually(Duration::from_secs(20), || async { spooled(&spool) == 0 }).await;
     assert!(
         drained.is_some(),
         "the spool drains once the database is back"
+    );
+    let ready = eventually(Duration::from_secs(10), || async {
+        readiness(&gw).await.0 == 200
+    })
+    .await;
+    assert!(
+        ready.is_some(),
+        "ready again once the store is back and the spool drained"
     );
     let recs = gw.cli_json(&["usage", "--workspace", &ws]);
     let recs = recs.as_array().unwrap();
