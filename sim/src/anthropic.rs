@@ -707,6 +707,7 @@ fn status_fault(f: &Fault, vertex: bool, model: &str) -> Option<Response> {
         (Fault::Status(500), v) => Some(fixtures::anthropic_500(v)),
         (Fault::Status(503), true) => Some(fixtures::gemini_503()),
         (Fault::Status(code), v) => Some(fixtures::anthropic_overloaded(*code, v)),
+        (Fault::Garbage, _) => Some(fixtures::garbage_200()),
         _ => None,
     }
 }

@@ -16,6 +16,8 @@
 //!   overloaded_error, Gemini's bare JSON error object of fixture
 //!   `gemini-stream-error-mid-stream-vertex.txt`, OpenAI `data: {"error":…}`) after the first
 //!   content event; buffered requests get the 500 body instead.
+//! - `garbage`: a 200 whose body is not the provider's answer at all (an HTML page from a proxy
+//!   in between), for buffered and streamed requests alike.
 //! - `blocked`: a 200 answer refusing the prompt (Gemini `promptFeedback.blockReason: SAFETY`
 //!   without candidates, Anthropic `stop_reason: "refusal"`, OpenAI `finish_reason:
 //!   "content_filter"`).
@@ -40,6 +42,7 @@ pub enum Fault {
     Stall,
     ErrorEvent,
     Blocked,
+    Garbage,
 }
 
 impl Fault {
@@ -49,6 +52,7 @@ impl Fault {
             "stall" => Some(Fault::Stall),
             "error-event" => Some(Fault::ErrorEvent),
             "blocked" => Some(Fault::Blocked),
+            "garbage" => Some(Fault::Garbage),
             _ => {
                 if let Some(n) = s.strip_prefix("break-after=") {
                     return n.trim().parse().ok().map(Fault::BreakAfter);
@@ -68,6 +72,7 @@ impl Fault {
             Fault::Stall => "stall".into(),
             Fault::ErrorEvent => "error-event".into(),
             Fault::Blocked => "blocked".into(),
+            Fault::Garbage => "garbage".into(),
         }
     }
 }

@@ -266,6 +266,15 @@ pub fn gemini_500(vertex: bool) -> Response {
 }
 
 /// 503 UNAVAILABLE (gemini.md §9 message).
+/// A 200 that is not the provider's answer: what a misbehaving proxy in between may send.
+pub fn garbage_200() -> Response {
+    respond::raw(
+        StatusCode::OK,
+        "text/html",
+        "<html><body><h1>Service temporarily rerouted</h1></body></html>\n",
+    )
+}
+
 pub fn gemini_503() -> Response {
     google_error(
         503,

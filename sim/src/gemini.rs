@@ -1415,6 +1415,7 @@ pub fn google_status_fault(f: &Fault, vertex: bool) -> Option<Response> {
         }),
         Fault::Status(500) => Some(fixtures::gemini_500(vertex)),
         Fault::Status(_) => Some(fixtures::gemini_503()),
+        Fault::Garbage => Some(fixtures::garbage_200()),
         _ => None,
     }
 }

@@ -32,6 +32,7 @@
 //! | `[sim:fault=break-after=N]` | stream: N events, then the TCP connection drops without the final chunk; buffered: the first N body bytes, then the drop |
 //! | `[sim:fault=stall]` | headers (and the first stream event), then silence until the client leaves |
 //! | `[sim:fault=error-event]` | stream: the provider's mid-stream error after the first content event (buffered: the 500 body) |
+//! | `[sim:fault=garbage]` | a 200 whose body is an HTML page, not the provider's answer (buffered and streamed) |
 //! | `[sim:fault=blocked]` | 200 refusal: Gemini `promptFeedback.blockReason=SAFETY`, Anthropic `stop_reason=refusal`, OpenAI `finish_reason=content_filter` |
 //! | `[sim:latency=MS]` | delay before the response headers (overrides `--latency-ms`) |
 //! | `[sim:chunk-delay=MS]` | delay between stream events (overrides `--chunk-delay-ms`) |

@@ -126,6 +126,7 @@ fn status_fault(f: &Fault) -> Option<Response> {
         Fault::Status(429) => Some(fixtures::openai_429()),
         Fault::Status(500) => Some(fixtures::openai_500()),
         Fault::Status(_) => Some(fixtures::openai_503()),
+        Fault::Garbage => Some(fixtures::garbage_200()),
         _ => None,
     }
 }

@@ -103,6 +103,8 @@ pub struct UpstreamConf {
     /// Longest wait for a write to the upstream.
     #[serde(with = "humantime_serde")]
     pub write_timeout: Duration,
+    /// Largest buffered upstream answer read; a larger one is a 502 `upstream_error`.
+    pub max_answer_body: ByteSize,
 }
 
 /// Per-provider route settings. Route kinds map onto them: `openai` → `openai`,
@@ -192,6 +194,7 @@ impl Default for UpstreamConf {
             connect_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(300),
             write_timeout: Duration::from_secs(60),
+            max_answer_body: ByteSize::mib(16),
         }
     }
 }

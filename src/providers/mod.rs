@@ -208,6 +208,19 @@ pub struct FanOut {
     pub join: Joiner,
 }
 
+impl FanOut {
+    /// One call whose answer is the adapter's buffered translation of the upstream's body.
+    pub fn buffered(adapter: &'static dyn Adapter, request: UpstreamRequest) -> Self {
+        FanOut {
+            calls: vec![request],
+            join: Box::new(move |answers, cx| {
+                let body = answers.first().map_or(&[][..], |b| &b[..]);
+                adapter.translate_buffered(body, cx)
+            }),
+        }
+    }
+}
+
 impl fmt::Debug for FanOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FanOut")

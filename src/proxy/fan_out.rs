@@ -1,7 +1,9 @@
-//! Running a fan-out: a request whose adapter asked for several upstream calls (Gemini
-//! embeddings batches) is answered from `request_filter`, through the shared
-//! [`FanOutClient`](crate::upstream::fan_out::FanOutClient), leaving in the context what a proxied request
-//! leaves for `logging` (the decision, upstream status, usage or error).
+//! Requests the gateway sends itself: a fan-out (an adapter asked for several upstream calls,
+//! e.g. Gemini embeddings batches) and every buffered answer (a fan-out of one call, so that
+//! the answer is read, bounded and translated before its status is chosen). Answered from
+//! `request_filter` through the shared
+//! [`FanOutClient`](crate::upstream::fan_out::FanOutClient), leaving in the context what a
+//! proxied request leaves for `logging` (the decision, upstream status, usage or error).
 
 use std::time::Instant;
 
@@ -52,6 +54,7 @@ impl Gateway {
         let written = match outcome {
             Ok(t) => {
                 ctx.usage = t.usage;
+                ctx.first_body_at = Some(Instant::now());
                 respond::json(session, 200, t.body, &headers).await
             }
             Err(e) => {
@@ -86,6 +89,13 @@ fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, O
         ),
         PartFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
         PartFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
+        PartFailure::TooLarge { limit } => (
+            GatewayError::Upstream {
+                status: 502,
+                message: format!("upstream answer exceeds the limit of {limit} bytes").into(),
+            },
+            None,
+        ),
         PartFailure::Broken => (GatewayError::transport(Transport::Broken, None), None),
     }
 }

@@ -43,7 +43,7 @@ use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
-use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
+use crate::providers::{CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
 use crate::sync::Freshness;
 use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::fan_out::FanOutClient;
@@ -144,6 +144,13 @@ impl Gateway {
             }
             Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,
         };
+        if !admitted.stream {
+            // Sent by the gateway itself, so that the answer is read, bounded and translated
+            // before its status is chosen: an untranslatable 2xx becomes a 502.
+            let plan = FanOut::buffered(admitted.adapter, request);
+            self.run_fan_out(session, ctx, admitted, plan).await;
+            return Ok(Next::Answered);
+        }
         let drained = admitted.stream && !self.drain_after_disconnect.is_zero();
         let proxied = Proxied::new(admitted, request);
         let too_large =

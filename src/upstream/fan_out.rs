@@ -34,12 +34,15 @@ pub enum PartFailure {
     Timeout,
     /// A call could not connect.
     Connect,
+    /// A call's answer was larger than `tollgate.upstream.max_answer_body`.
+    TooLarge { limit: u64 },
     /// A call's connection failed after connecting, or its answer could not be read.
     Broken,
 }
 
 pub struct FanOutClient {
     client: reqwest::Client,
+    max_answer: u64,
 }
 
 impl FanOutClient {
@@ -51,7 +54,10 @@ impl FanOutClient {
             .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
-        FanOutClient { client }
+        FanOutClient {
+            client,
+            max_answer: conf.max_answer_body.as_u64(),
+        }
     }
 
     /// Every call's answer body, in call order, or the first failure.
@@ -92,7 +98,7 @@ impl FanOutClient {
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = response.bytes().await.map_err(transport)?;
+        let body = self.read_bounded(response).await?;
         if status.is_success() {
             Ok(body)
         } else {
@@ -102,6 +108,30 @@ impl FanOutClient {
                 retry_after,
             })
         }
+    }
+}
+
+impl FanOutClient {
+    /// The answer's body, refused as soon as it grows past the limit (whatever
+    /// `Content-Length` says).
+    async fn read_bounded(&self, mut response: reqwest::Response) -> Result<Bytes, PartFailure> {
+        let too_large = PartFailure::TooLarge {
+            limit: self.max_answer,
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > self.max_answer)
+        {
+            return Err(too_large);
+        }
+        let mut body = bytes::BytesMut::new();
+        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+            if (body.len() + chunk.len()) as u64 > self.max_answer {
+                return Err(too_large);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
     }
 }
 

@@ -115,6 +115,7 @@ pub struct GatewayBuilder {
     provider_sim: Option<String>,
     strict_credit: bool,
     drain: &'static str,
+    max_answer: &'static str,
 }
 
 impl Gateway {
@@ -127,6 +128,7 @@ impl Gateway {
             provider_sim: None,
             strict_credit: false,
             drain: "60s",
+            max_answer: "16MiB",
         }
     }
 
@@ -280,6 +282,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// `tollgate.upstream.max_answer_body`.
+    pub fn max_answer_body(mut self, size: &'static str) -> Self {
+        self.max_answer = size;
+        self
+    }
+
     pub fn max_body(mut self, size: &'static str) -> Self {
         self.max_body = size;
         self
@@ -311,7 +319,7 @@ impl GatewayBuilder {
              upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
-             \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s}}\n\
+             \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
             dir = dir.path().display(),
@@ -320,6 +328,7 @@ impl GatewayBuilder {
             max = self.max_body,
             strict = self.strict_credit,
             drain = self.drain,
+            answer = self.max_answer,
         );
         std::fs::write(&conf, text).unwrap();
         let gw = Gateway {

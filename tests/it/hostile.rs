@@ -265,3 +265,60 @@ async fn readiness_names_missing_credentials_and_health_stays_exact() {
     let (status, body) = get(wired.admin.clone() + "/ready").await;
     assert_eq!((status, body.as_str()), (200, r#"{"status":"ready"}"#));
 }
+
+/// Chat models of both families on every route kind the simulator serves.
+const CHAT_ROUTES: [&str; 4] = [
+    "google/gemini-2.5-flash",
+    "vertex/gemini-2.5-flash",
+    "anthropic/claude-haiku-4-5",
+    "vertex/claude-sonnet-4-5",
+];
+
+#[tokio::test]
+async fn an_untranslatable_answer_is_a_502_and_nothing_is_billed() {
+    let env = SimEnv::start();
+    for model in CHAT_ROUTES {
+        let body = json!({"model": model, "messages": [{"role": "user", "content": "hi [sim:fault=garbage]"}]});
+        let (status, v) = env.chat(body).await;
+        assert_eq!(
+            status, 502,
+            "{model}: the status follows the translation: {v}"
+        );
+        assert_eq!(v["error"]["type"], "upstream_error", "{model}: {v}");
+        assert_eq!(v["error"]["code"], "upstream_error", "{model}: {v}");
+    }
+    let records = env.gw.cli_json(&["usage", "--workspace", &env.ws]);
+    assert_eq!(
+        records,
+        json!([]),
+        "an answer that reported no usage bills nothing"
+    );
+}
+
+#[tokio::test]
+async fn a_buffered_answer_is_bounded_in_size() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .max_answer_body("1KiB")
+        .start();
+    let (ws, key) = gw.workspace_with_key();
+    let small = json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": "hi"}]});
+    assert_eq!(gw.chat(&key, small).await.status(), 200);
+    let long = "many words ".repeat(200);
+    let big = json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": long}]});
+    let res = gw.chat(&key, big).await;
+    assert_eq!(res.status(), 502);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "upstream_error");
+    assert_eq!(
+        v["error"]["message"],
+        "upstream answer exceeds the limit of 1024 bytes"
+    );
+    let records = gw.cli_json(&["usage", "--workspace", &ws]);
+    assert_eq!(
+        records.as_array().unwrap().len(),
+        1,
+        "only the small answer is billed"
+    );
+}
