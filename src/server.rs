@@ -259,5 +259,11 @@ fn limits(conf: &crate::config::LimitsConf) -> crate::api::limits::Limits {
         max_embedding_inputs: conf.max_embedding_inputs.unwrap_or(d.max_embedding_inputs),
         max_input_tokens: conf.max_input_tokens.or(d.max_input_tokens),
         allow_http_urls: conf.allow_http_urls.unwrap_or(d.allow_http_urls),
+        max_header_count: conf.max_header_count.unwrap_or(d.max_header_count),
+        max_header_bytes: conf
+            .max_header_bytes
+            .map_or(d.max_header_bytes, |b| b.as_u64()),
+        body_timeout: conf.body_timeout.unwrap_or(d.body_timeout),
+        client_write_timeout: conf.client_write_timeout.unwrap_or(d.client_write_timeout),
     }
 }

@@ -40,6 +40,9 @@ pub struct RequestHead<'a> {
     pub path: &'a str,
     /// The raw `Authorization` header, if any.
     pub authorization: Option<&'a [u8]>,
+    /// How many header fields the request has, and their names' and values' bytes.
+    pub header_count: usize,
+    pub header_bytes: usize,
 }
 
 /// What the head alone decides.
@@ -99,6 +102,8 @@ impl Admission<'_> {
         head: &RequestHead<'_>,
         now: DateTime<Utc>,
     ) -> Result<HeadDecision, GatewayError> {
+        self.limits
+            .check_headers(head.header_count, head.header_bytes)?;
         match classify(head.method, head.path)? {
             Endpoint::Health => Ok(HeadDecision::Answer(Bytes::from_static(HEALTH_BODY))),
             Endpoint::Models => {

@@ -124,6 +124,8 @@ impl World {
             method: &method,
             path,
             authorization: auth.map(str::as_bytes),
+            header_count: 3,
+            header_bytes: 120,
         };
         self.admission().head(&head, now())
     }

@@ -57,6 +57,10 @@ pub enum GatewayError {
     /// A count bound of `tollgate.limits` (messages, content parts, embeddings inputs, …).
     #[error("too many {what} in one request: the limit is {limit}")]
     TooMany { what: &'static str, limit: u64 },
+    #[error("request headers exceed the limit of {limit} {what}")]
+    HeadersTooLarge { what: &'static str, limit: u64 },
+    #[error("request body not received within {secs} s")]
+    BodyTimeout { secs: u64 },
     #[error("this model's maximum context length is {limit} tokens; the request carries about {estimate} (estimated at 4 bytes a token)")]
     ContextLengthExceeded { limit: u64, estimate: u64 },
     #[error("no such endpoint: {0}")]
@@ -113,6 +117,8 @@ impl GatewayError {
             | Self::TooMany { .. }
             | Self::ContextLengthExceeded { .. } => 400,
             Self::BodyTooLarge { .. } => 413,
+            Self::HeadersTooLarge { .. } => 431,
+            Self::BodyTimeout { .. } => 408,
             Self::NotFound(_) => 404,
             Self::MethodNotAllowed { .. } => 405,
             Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
@@ -136,6 +142,8 @@ impl GatewayError {
             | Self::TooMany { .. }
             | Self::ContextLengthExceeded { .. }
             | Self::BodyTooLarge { .. }
+            | Self::HeadersTooLarge { .. }
+            | Self::BodyTimeout { .. }
             | Self::NotFound(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
             Self::Upstream { .. } | Self::MidStream(_) => "upstream_error",
@@ -157,6 +165,8 @@ impl GatewayError {
             Self::InvalidRequest(_) => "invalid_request_error",
             Self::BodyTooLarge { .. } => "request_too_large",
             Self::TooMany { .. } => "limit_exceeded",
+            Self::HeadersTooLarge { .. } => "headers_too_large",
+            Self::BodyTimeout { .. } => "request_timeout",
             Self::ContextLengthExceeded { .. } => "context_length_exceeded",
             Self::NotFound(_) => "not_found",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
@@ -185,6 +195,8 @@ impl GatewayError {
             | Self::TooMany { .. }
             | Self::ContextLengthExceeded { .. }
             | Self::BodyTooLarge { .. }
+            | Self::HeadersTooLarge { .. }
+            | Self::BodyTimeout { .. }
             | Self::NotFound(_)
             | Self::MethodNotAllowed { .. } => Blame::Client,
         }

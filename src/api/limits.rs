@@ -11,6 +11,7 @@
 //!   than 4 bytes a token (CJK, code) passes below it and the upstream refuses what it must.
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use serde::de::{Deserializer as _, IgnoredAny, SeqAccess, Visitor};
 use serde::Deserialize;
@@ -29,6 +30,13 @@ pub struct Limits {
     pub max_input_tokens: Option<u64>,
     /// Accept `http:` URLs in content parts (for upstreams on a private network).
     pub allow_http_urls: bool,
+    /// Request header fields, and their bytes (names and values), a request may carry.
+    pub max_header_count: u64,
+    pub max_header_bytes: u64,
+    /// The whole request body must arrive within this (slow uploads).
+    pub body_timeout: Duration,
+    /// Each write to the client must complete within this (slow readers).
+    pub client_write_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -39,11 +47,32 @@ impl Default for Limits {
             max_embedding_inputs: 2_048,
             max_input_tokens: None,
             allow_http_urls: false,
+            max_header_count: 100,
+            max_header_bytes: 32 * 1024,
+            body_timeout: Duration::from_secs(30),
+            client_write_timeout: Duration::from_secs(60),
         }
     }
 }
 
 impl Limits {
+    /// The request head's size: `count` header fields of `bytes` in all.
+    pub fn check_headers(&self, count: usize, bytes: usize) -> Result<(), GatewayError> {
+        if count as u64 > self.max_header_count {
+            return Err(GatewayError::HeadersTooLarge {
+                what: "fields",
+                limit: self.max_header_count,
+            });
+        }
+        if bytes as u64 > self.max_header_bytes {
+            return Err(GatewayError::HeadersTooLarge {
+                what: "bytes",
+                limit: self.max_header_bytes,
+            });
+        }
+        Ok(())
+    }
+
     /// Checks `req` (whose whole body is `body_len` bytes) against these bounds and the model's
     /// context window.
     pub fn check(
@@ -250,6 +279,25 @@ mod tests {
 
     fn chat_with_parts(parts: &str) -> String {
         format!(r#"{{"model":"m","messages":[{{"role":"user","content":[{parts}]}}]}}"#)
+    }
+
+    #[test]
+    fn headers_are_bounded_in_count_and_size() {
+        let limits = Limits {
+            max_header_count: 3,
+            max_header_bytes: 100,
+            ..Limits::default()
+        };
+        assert_eq!(limits.check_headers(3, 100), Ok(()));
+        assert_eq!(
+            limits.check_headers(4, 10),
+            Err(GatewayError::HeadersTooLarge {
+                what: "fields",
+                limit: 3
+            })
+        );
+        let e = limits.check_headers(1, 101).unwrap_err();
+        assert_eq!((e.status(), e.code()), (431, "headers_too_large"));
     }
 
     #[test]

@@ -90,6 +90,14 @@ pub struct LimitsConf {
     /// model's `context_window`).
     pub max_input_tokens: Option<u64>,
     pub allow_http_urls: Option<bool>,
+    pub max_header_count: Option<u64>,
+    pub max_header_bytes: Option<ByteSize>,
+    /// The whole request body must arrive within this.
+    #[serde(default, with = "humantime_serde::option")]
+    pub body_timeout: Option<Duration>,
+    /// Each write to the client must complete within this.
+    #[serde(default, with = "humantime_serde::option")]
+    pub client_write_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -26,6 +26,12 @@ pub fn head(session: &Session) -> RequestHead<'_> {
             .headers
             .get(http::header::AUTHORIZATION)
             .map(|v| v.as_bytes()),
+        header_count: req.headers.len(),
+        header_bytes: req
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len())
+            .sum(),
     }
 }
 

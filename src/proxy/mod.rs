@@ -125,7 +125,13 @@ impl Gateway {
             }
             HeadDecision::ReadBody { op, key } => (op, key),
         };
-        let body = body::read_bounded(session, self.max_request_body).await?;
+        let deadline = self.limits.body_timeout;
+        let body =
+            tokio::time::timeout(deadline, body::read_bounded(session, self.max_request_body))
+                .await
+                .map_err(|_| GatewayError::BodyTimeout {
+                    secs: deadline.as_secs(),
+                })??;
         ctx.body_read = true;
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
             // Credit added a moment ago admits the next request.
@@ -214,6 +220,10 @@ impl ProxyHttp for Gateway {
             ctx.proxy(proxied);
             return Ok(false);
         }
+        // A client that stops reading cannot hold a connection (and a stream) forever.
+        session
+            .downstream_session
+            .set_write_timeout(Some(self.limits.client_write_timeout));
         match self.admit(session, ctx).await {
             Ok(Next::Proxy(proxied)) => {
                 ctx.proxy(*proxied);

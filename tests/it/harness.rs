@@ -116,6 +116,7 @@ pub struct GatewayBuilder {
     strict_credit: bool,
     drain: &'static str,
     max_answer: &'static str,
+    body_timeout: &'static str,
 }
 
 impl Gateway {
@@ -129,6 +130,7 @@ impl Gateway {
             strict_credit: false,
             drain: "60s",
             max_answer: "16MiB",
+            body_timeout: "30s",
         }
     }
 
@@ -282,6 +284,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// `tollgate.limits.body_timeout`.
+    pub fn body_timeout(mut self, d: &'static str) -> Self {
+        self.body_timeout = d;
+        self
+    }
+
     /// `tollgate.upstream.max_answer_body`.
     pub fn max_answer_body(mut self, size: &'static str) -> Self {
         self.max_answer = size;
@@ -319,6 +327,7 @@ impl GatewayBuilder {
              upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
+             \x20 limits: {{body_timeout: {body_timeout}}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
@@ -329,6 +338,7 @@ impl GatewayBuilder {
             strict = self.strict_credit,
             drain = self.drain,
             answer = self.max_answer,
+            body_timeout = self.body_timeout,
         );
         std::fs::write(&conf, text).unwrap();
         let gw = Gateway {

@@ -322,3 +322,68 @@ async fn a_buffered_answer_is_bounded_in_size() {
         "only the small answer is billed"
     );
 }
+
+#[tokio::test]
+async fn oversized_heads_are_refused_with_431() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (_, key) = gw.workspace_with_key();
+    let body = json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": "hi"}]});
+    let client = reqwest::Client::new();
+    let mut many = client
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(&body);
+    for i in 0..120 {
+        many = many.header(format!("x-pad-{i}"), "1");
+    }
+    let huge = client
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(&key)
+        .header("x-pad", "a".repeat(40_000))
+        .json(&body);
+    for (what, req) in [("fields", many), ("bytes", huge)] {
+        let res = req.send().await.unwrap();
+        assert_eq!(res.status(), 431, "{what}");
+        let v: Value = res.json().await.unwrap();
+        assert_eq!(v["error"]["code"], "headers_too_large", "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().ends_with(what),
+            "{v}"
+        );
+    }
+    assert!(sim.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_slow_upload_times_out_with_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .body_timeout("1s")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"model\":"
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    // The rest of the body never comes: the gateway answers and closes the connection.
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut answer))
+        .await
+        .expect("the gateway closes a stalled upload")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("request_timeout"), "{answer}");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "not before the deadline"
+    );
+    assert!(sim.requests().await.is_empty());
+}
