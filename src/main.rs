@@ -29,15 +29,24 @@ fn run(cli: Cli) -> Result<(), CliError> {
     }
 }
 
-/// One `tracing` subscriber, which also receives Pingora's `log` records. `RUST_LOG` wins.
+/// One `tracing` subscriber, which also receives Pingora's `log` records. `RUST_LOG` wins,
+/// except that Pingora's debug and trace records are never written: they print whole request
+/// and response headers, the upstream credentials included.
 fn init_logging(level: &str, format: LogFormat) {
+    use tracing_subscriber::filter::filter_fn;
+    use tracing_subscriber::prelude::*;
+
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new(format!("{level},tokio_postgres=warn")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let no_header_dumps = filter_fn(|meta| {
+        !(meta.target().starts_with("pingora") && *meta.level() > tracing::Level::INFO)
+    });
+    let registry = tracing_subscriber::registry()
+        .with(filter)
+        .with(no_header_dumps);
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Json => builder.json().try_init(),
-        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => registry.with(fmt.json()).try_init(),
+        LogFormat::Text => registry.with(fmt).try_init(),
     };
 }

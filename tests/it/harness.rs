@@ -104,6 +104,8 @@ pub struct Gateway {
     pub base: String,
     pub admin: String,
     pub store_url: String,
+    /// Where the gateway's log goes when captured (`GatewayBuilder::capture_logs`).
+    pub log_file: Option<PathBuf>,
     child: Option<ChildGuard>,
 }
 
@@ -117,6 +119,7 @@ pub struct GatewayBuilder {
     drain: &'static str,
     max_answer: &'static str,
     body_timeout: &'static str,
+    capture_logs: bool,
 }
 
 impl Gateway {
@@ -131,6 +134,7 @@ impl Gateway {
             drain: "60s",
             max_answer: "16MiB",
             body_timeout: "30s",
+            capture_logs: false,
         }
     }
 
@@ -213,6 +217,25 @@ impl Gateway {
             .to_owned()
     }
 
+    fn log_level(&self) -> String {
+        match &self.log_file {
+            Some(_) => "debug".into(),
+            None => std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        }
+    }
+
+    fn log_sink(&self) -> Stdio {
+        match &self.log_file {
+            Some(path) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap()
+                .into(),
+            None => Stdio::inherit(),
+        }
+    }
+
     pub fn start(&mut self) {
         let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
             .arg("-c")
@@ -227,12 +250,9 @@ impl Gateway {
                 Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join("tests/fixtures/test-service-account.json"),
             )
-            .env(
-                "RUST_LOG",
-                std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
+            .env("RUST_LOG", self.log_level())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(self.log_sink())
             .spawn()
             .unwrap();
         self.child = Some(ChildGuard(child));
@@ -281,6 +301,12 @@ impl GatewayBuilder {
     /// `tollgate.drain_after_disconnect`.
     pub fn drain_after_disconnect(mut self, d: &'static str) -> Self {
         self.drain = d;
+        self
+    }
+
+    /// The gateway logs at debug level into `Gateway::log_file` instead of the test's stderr.
+    pub fn capture_logs(mut self) -> Self {
+        self.capture_logs = true;
         self
     }
 
@@ -346,6 +372,7 @@ impl GatewayBuilder {
             admin: format!("http://127.0.0.1:{admin_port}"),
             conf,
             store_url,
+            log_file: self.capture_logs.then(|| dir.path().join("gateway.log")),
             dir,
             child: None,
         };

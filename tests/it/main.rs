@@ -25,6 +25,7 @@ mod outage;
 mod python_sdk;
 mod raw;
 mod reservations;
+mod secrets;
 mod shipped;
 mod store;
 mod sync;
