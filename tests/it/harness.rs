@@ -264,6 +264,11 @@ impl Gateway {
         }
     }
 
+    /// The running gateway's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("the gateway runs").0.id()
+    }
+
     pub fn stop(&mut self) {
         self.child = None;
     }

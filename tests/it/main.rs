@@ -12,6 +12,7 @@ mod bodies;
 mod disconnects;
 mod embeddings;
 mod fake_upstream;
+mod faults;
 mod foundation;
 mod gemini;
 mod gemini_adapter;
