@@ -6,13 +6,15 @@
 //! Database connections are bound to the runtime that made them, so the background service
 //! opens its own store on its own runtime.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::server::configuration::Opt;
-use pingora_core::server::{Server, ShutdownWatch};
+use pingora_core::server::{ExecutionPhase, Server, ShutdownWatch};
 use pingora_core::services::background::{background_service, BackgroundService};
 use pingora_core::services::listening::Service;
 
@@ -84,6 +86,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         std::path::Path::new(&t.ledger_spool),
         follower.accounts.clone(),
     )?;
+    let draining = Arc::new(AtomicBool::new(false));
     let gateway = Gateway {
         accounts: follower.accounts.clone(),
         ledger,
@@ -101,6 +104,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         max_cache_ttl: t.max_cache_ttl,
         drain_after_disconnect: t.drain_after_disconnect,
         limits: limits(&t.limits),
+        draining: draining.clone(),
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),
@@ -122,6 +126,11 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     };
     let mut server = Server::new_with_opt_and_conf(opt, config.server);
     server.bootstrap();
+    follow_shutdown(server.watch_execution_phase(), draining);
+    // The writer commits what requests finishing in the grace period bill, and stops just
+    // before Pingora shuts the runtimes down (what comes later is spooled, then replayed).
+    let grace = Duration::from_secs(server.configuration.grace_period_seconds.unwrap_or(300));
+    let linger = grace.saturating_sub((grace / 4).min(Duration::from_secs(1)));
     let mut proxy =
         pingora_proxy::http_proxy_service_with_name(&server.configuration, gateway, "tollgate");
     proxy.add_tcp(&t.listen.to_string());
@@ -142,6 +151,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         WriterService {
             writer: std::sync::Mutex::new(Some(writer)),
             store_url,
+            linger,
         },
     ));
     if let Some(refresher) = vertex_refresher {
@@ -178,6 +188,8 @@ impl BackgroundService for SyncService {
 struct WriterService {
     writer: std::sync::Mutex<Option<crate::billing::writer::LedgerWriter>>,
     store_url: String,
+    /// How long it goes on committing after the shutdown signal.
+    linger: Duration,
 }
 
 #[async_trait]
@@ -190,11 +202,10 @@ impl BackgroundService for WriterService {
             Some(s) => s,
             None => return,
         };
-        writer
-            .run(store, async move {
-                let _ = shutdown.changed().await;
-            })
-            .await;
+        let shutdown = async move {
+            let _ = shutdown.changed().await;
+        };
+        writer.run(store, shutdown, self.linger).await;
     }
 }
 
@@ -232,6 +243,29 @@ impl BackgroundService for VertexRefresher {
             })
             .await;
     }
+}
+
+/// Sets `draining` once the process is being upgraded or stopped, so that every later answer
+/// closes its connection: clients move to fresh connections (the new process's, on an upgrade)
+/// instead of sending on idle ones Pingora drops when it shuts down.
+fn follow_shutdown(
+    mut phases: tokio::sync::broadcast::Receiver<ExecutionPhase>,
+    draining: Arc<AtomicBool>,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    std::thread::spawn(move || loop {
+        match phases.blocking_recv() {
+            Ok(
+                ExecutionPhase::Setup
+                | ExecutionPhase::Bootstrap
+                | ExecutionPhase::BootstrapComplete
+                | ExecutionPhase::Running,
+            )
+            | Err(RecvError::Lagged(_)) => {}
+            Ok(_) => draining.store(true, Ordering::Relaxed),
+            Err(RecvError::Closed) => return,
+        }
+    });
 }
 
 struct AdminApp(Admin);

@@ -93,17 +93,27 @@ impl LedgerSink {
 }
 
 impl LedgerWriter {
-    /// Commits batches until `shutdown` resolves, then drains the queue.
+    /// Commits batches until `linger` after `shutdown` resolved, then drains the queue (records
+    /// submitted later are spooled by the sink).
     pub async fn run(
         mut self,
         store: Arc<dyn Store>,
         shutdown: impl std::future::Future<Output = ()>,
+        linger: Duration,
     ) {
         tokio::pin!(shutdown);
         let mut batch = Vec::with_capacity(BATCH);
         let mut tick = tokio::time::interval(REPLAY_EVERY);
         let mut ticks = 0u32;
+        // Set at the shutdown signal: requests still finishing keep sending records until then.
+        let mut stop_at: Option<tokio::time::Instant> = None;
         loop {
+            let stop = async {
+                match stop_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 n = self.rx.recv_many(&mut batch, BATCH) => {
                     if n == 0 {
@@ -118,7 +128,10 @@ impl LedgerWriter {
                         prune_feed(store.as_ref()).await;
                     }
                 }
-                _ = &mut shutdown => break,
+                _ = &mut shutdown, if stop_at.is_none() => {
+                    stop_at = Some(tokio::time::Instant::now() + linger);
+                }
+                _ = stop => break,
             }
         }
         self.rx.close();

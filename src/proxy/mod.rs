@@ -24,6 +24,7 @@ mod large;
 mod logging;
 mod respond;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -76,6 +77,8 @@ pub struct Gateway {
     pub drain_after_disconnect: Duration,
     /// `tollgate.limits`: what one request may carry.
     pub limits: Limits,
+    /// The process is being upgraded or stopped: answers close their connections.
+    pub draining: Arc<AtomicBool>,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -219,6 +222,9 @@ impl ProxyHttp for Gateway {
         if let Some(proxied) = large::take_handoff(session) {
             ctx.proxy(proxied);
             return Ok(false);
+        }
+        if self.draining.load(Ordering::Relaxed) {
+            session.set_keepalive(None);
         }
         // A client that stops reading cannot hold a connection (and a stream) forever.
         session

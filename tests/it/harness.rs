@@ -90,6 +90,16 @@ fn two_free_ports() -> (u16, u16) {
 
 /// Kills the child when dropped.
 pub struct ChildGuard(pub Child);
+
+/// A real signal to a real process (`kill -SIG pid`).
+pub fn signal(pid: u32, sig: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{sig} {pid}");
+}
 impl Drop for ChildGuard {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -236,12 +246,15 @@ impl Gateway {
         }
     }
 
-    pub fn start(&mut self) {
-        let child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-            .arg("-c")
-            .arg(&self.conf)
-            .arg("serve")
-            .env("TEST_OPENAI_KEY", FAKE_KEY)
+    /// `tollgate serve` (with `-u`: take the listeners over from a running process) with the
+    /// test environment.
+    fn serve_command(&self, upgrade: bool) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        cmd.arg("-c").arg(&self.conf).arg("serve");
+        if upgrade {
+            cmd.arg("-u");
+        }
+        cmd.env("TEST_OPENAI_KEY", FAKE_KEY)
             .env("TEST_GEMINI_KEY", "sim-gemini-key")
             .env("TEST_ANTHROPIC_KEY", "sim-anthropic-key")
             .env("TEST_VERTEX_PROJECT", "tollgate-test")
@@ -252,9 +265,41 @@ impl Gateway {
             )
             .env("RUST_LOG", self.log_level())
             .stdout(Stdio::null())
-            .stderr(self.log_sink())
-            .spawn()
-            .unwrap();
+            .stderr(self.log_sink());
+        cmd
+    }
+
+    /// A graceful upgrade as an operator does it: start the new process with `serve -u`, then
+    /// `SIGQUIT` the old one, which hands over its listeners and finishes what it has in flight.
+    /// Returns once the old process has exited.
+    pub fn upgrade(&mut self) {
+        let new = ChildGuard(self.serve_command(true).spawn().unwrap());
+        std::thread::sleep(Duration::from_millis(500));
+        let mut old = self
+            .child
+            .replace(new)
+            .expect("a running gateway to upgrade");
+        signal(old.0.id(), "QUIT");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while old.0.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the old process never exited");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `SIGTERM` and waits for the process to exit (at most 30 s).
+    pub fn terminate(&mut self) {
+        let mut child = self.child.take().expect("a running gateway");
+        signal(child.0.id(), "TERM");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while child.0.try_wait().unwrap().is_none() {
+            assert!(Instant::now() < deadline, "the gateway never exited");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn start(&mut self) {
+        let child = self.serve_command(false).spawn().unwrap();
         self.child = Some(ChildGuard(child));
         let deadline = Instant::now() + Duration::from_secs(30);
         let addr: SocketAddr = self.base.trim_start_matches("http://").parse().unwrap();

@@ -79,7 +79,9 @@ async fn shutdown_drains_the_queue_into_the_store() {
         "charges count at once, before any commit"
     );
     // Shutdown is already signalled when the writer starts: everything queued must still land.
-    writer.run(s.clone(), std::future::ready(())).await;
+    writer
+        .run(s.clone(), std::future::ready(()), std::time::Duration::ZERO)
+        .await;
     assert_eq!(s.usage("ws_1", None).await.unwrap().len(), 1500);
     let expected = Usd::from_pico(-1500 * (10 * 300_000 + 20 * 2_500_000));
     assert_eq!(s.balance("ws_1").await.unwrap(), expected);
@@ -105,7 +107,9 @@ async fn records_the_store_refuses_for_good_are_set_aside() {
     for i in 0..3 {
         sink.submit(record(i));
     }
-    writer.run(s.clone(), std::future::ready(())).await;
+    writer
+        .run(s.clone(), std::future::ready(()), std::time::Duration::ZERO)
+        .await;
     assert!(s.usage("ws_1", None).await.unwrap().is_empty());
     let refused = std::fs::read_to_string(dir.path().join("spool.refused")).unwrap();
     assert_eq!(

@@ -26,6 +26,7 @@ mod outage;
 mod python_sdk;
 mod raw;
 mod reservations;
+mod restarts;
 mod secrets;
 mod shipped;
 mod store;
