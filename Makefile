@@ -5,7 +5,7 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench demo venv deps check-deps check-pg clean
+.PHONY: run build test lint bench fuzz demo venv deps check-deps check-pg clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
 run: check-deps
@@ -51,6 +51,21 @@ lint: check-deps
 bench: check-deps
 	$(CARGO) bench --bench translate
 	$(CARGO) bench --bench ledger
+
+## Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of request parsing and planning, and of each
+## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with
+## the captured fixtures. Stable Rust: no sanitizer (panics and the targets' asserts are found).
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = request answer_gemini answer_anthropic answer_openai stream_gemini stream_anthropic stream_openai
+fuzz: check-deps
+	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && $(CARGO) fuzz build --sanitizer none -O
+	cd fuzz && for t in $(FUZZ_TARGETS); do \
+	  echo "== $$t" && mkdir -p corpus/$$t && \
+	  $(CARGO) fuzz run --sanitizer none -O $$t corpus/$$t ../tests/fixtures -- \
+	    -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | grep -E '^(Done|stat::number_of_executed_units)|panicked|SUMMARY' ; \
+	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
+	done
 
 ## Debian packages a fresh machine needs (run as root).
 deps:

@@ -233,6 +233,10 @@ impl Snapshot {
     pub fn model(&self, id: &str) -> Option<&Arc<Model>> {
         self.models.get(id)
     }
+    /// Every model, in no particular order.
+    pub fn models(&self) -> impl Iterator<Item = &Arc<Model>> {
+        self.models.values()
+    }
     pub fn models_json(&self) -> Bytes {
         self.models_json.clone()
     }
