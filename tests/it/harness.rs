@@ -91,6 +91,15 @@ fn two_free_ports() -> (u16, u16) {
 /// Kills the child when dropped.
 pub struct ChildGuard(pub Child);
 
+/// Waits (at most 30 s) for a signalled process to exit.
+fn wait_for_exit(mut child: ChildGuard) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the gateway never exited");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A real signal to a real process (`kill -SIG pid`).
 pub fn signal(pid: u32, sig: &str) {
     let status = Command::new("kill")
@@ -275,27 +284,19 @@ impl Gateway {
     pub fn upgrade(&mut self) {
         let new = ChildGuard(self.serve_command(true).spawn().unwrap());
         std::thread::sleep(Duration::from_millis(500));
-        let mut old = self
+        let old = self
             .child
             .replace(new)
             .expect("a running gateway to upgrade");
         signal(old.0.id(), "QUIT");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while old.0.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "the old process never exited");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_exit(old);
     }
 
     /// Sends `SIGTERM` and waits for the process to exit (at most 30 s).
     pub fn terminate(&mut self) {
-        let mut child = self.child.take().expect("a running gateway");
+        let child = self.child.take().expect("a running gateway");
         signal(child.0.id(), "TERM");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while child.0.try_wait().unwrap().is_none() {
-            assert!(Instant::now() < deadline, "the gateway never exited");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_exit(child);
     }
 
     pub fn start(&mut self) {
