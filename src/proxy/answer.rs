@@ -1,34 +1,35 @@
-//! Turning the upstream's answer into the client's, on the request's context: which translation
-//! an answer gets, and each body chunk through it. No Pingora types here (the phases hand in
-//! plain bytes), so every path is a unit test below.
+//! Turning a proxied stream's answer into the client's, on the request's context: which
+//! translation an answer gets, and each body chunk through it. Only streams are proxied by
+//! Pingora (buffered answers are sent by the gateway itself, `fan_out.rs`). No Pingora types
+//! here (the phases hand in plain bytes), so every path is a unit test below.
 
 use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
 use super::ctx::{Ctx, Translation};
-use crate::admission::Admitted;
 use crate::api::GatewayError;
 
 impl Ctx {
     /// The upstream's response header arrived with `status`: choose the translation. Returns
-    /// whether the client gets a stream (an SSE answer), or `None` if the request is not ours.
+    /// whether the client gets a stream (a 2xx: an SSE answer), or `None` if the request is not
+    /// ours.
     pub fn begin_answer(&mut self, status: u16, at: Instant) -> Option<bool> {
         let a = self.admitted.as_ref()?;
         self.upstream_status = Some(status);
         self.first_byte_at = Some(at);
         let ok = (200..300).contains(&status);
-        self.translation = match (ok, a.stream) {
-            (false, _) => Translation::UpstreamError(BytesMut::new()),
-            (true, true) => Translation::Stream(a.adapter.stream_translator(a.response_cx.clone())),
-            (true, false) => Translation::Buffered(BytesMut::new()),
+        self.translation = if ok {
+            Translation::Stream(a.adapter.stream_translator(a.response_cx.clone()))
+        } else {
+            Translation::UpstreamError(BytesMut::new())
         };
-        Some(ok && a.stream)
+        Some(ok)
     }
 
     /// One upstream body chunk (`None` at a bare end) through the translation: the client's
-    /// bytes for it. Buffered answers give `None` until their end; usage and a failure the
-    /// client is told about are recorded on the context.
+    /// bytes for it. An upstream's error answer gives `None` until its end, then the envelope;
+    /// usage and a failure the client is told about are recorded on the context.
     pub fn translate_body(
         &mut self,
         chunk: Option<Bytes>,
@@ -58,7 +59,7 @@ impl Ctx {
                 }
                 Some(out.freeze())
             }
-            Translation::Buffered(buf) | Translation::UpstreamError(buf) => {
+            Translation::UpstreamError(buf) => {
                 if let Some(chunk) = chunk {
                     buf.extend_from_slice(&chunk);
                 }
@@ -66,106 +67,42 @@ impl Ctx {
                     return None;
                 }
                 self.first_body_at = Some(now);
-                let whole = std::mem::take(buf).freeze();
-                let failed = matches!(self.translation, Translation::UpstreamError(_));
                 let status = self.upstream_status.unwrap_or(502);
-                Some(match whole_answer(a, failed, status, &whole) {
-                    Ok((body, usage)) => {
-                        self.usage = usage;
-                        body
-                    }
-                    Err(e) => {
-                        let body = e.envelope();
-                        self.error = Some(e);
-                        body
-                    }
-                })
+                let e = GatewayError::Upstream {
+                    status,
+                    message: a.adapter.upstream_error_message(status, buf).into(),
+                };
+                let body = e.envelope();
+                self.error = Some(e);
+                Some(body)
             }
         }
     }
 }
 
-/// A whole buffered answer: the client's body and usage, or the failure to answer with (the
-/// upstream's status kept).
-fn whole_answer(
-    a: &Admitted,
-    failed: bool,
-    status: u16,
-    whole: &[u8],
-) -> Result<(Bytes, crate::api::Usage), GatewayError> {
-    if failed {
-        return Err(GatewayError::Upstream {
-            status,
-            message: a.adapter.upstream_error_message(status, whole).into(),
-        });
-    }
-    a.adapter
-        .translate_buffered(whole, &a.response_cx)
-        .map(|t| (t.body, t.usage))
-        .map_err(|e| GatewayError::Upstream {
-            status,
-            message: e.to_string().into(),
-        })
-}
-
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
-
     use serde_json::Value;
 
     use super::*;
     use crate::admission::tests::World;
     use crate::api::Usage;
 
-    /// A context admitted for an OpenAI-compatible model (its translator rewrites ids and
-    /// model names and reads OpenAI usage).
-    fn admitted_ctx(stream: bool) -> Ctx {
-        let body = format!(
-            r#"{{"model":"acme/llama","stream":{stream},"messages":[{{"role":"user","content":"hi"}}]}}"#
-        );
-        let decision = World::new().post("/v1/chat/completions", &body).unwrap();
+    /// A context admitted for a stream on an OpenAI-compatible model (its translator rewrites
+    /// ids and model names and reads OpenAI usage).
+    fn admitted_ctx() -> Ctx {
+        let body =
+            r#"{"model":"acme/llama","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+        let decision = World::new().post("/v1/chat/completions", body).unwrap();
         Ctx {
             admitted: Some(decision.admitted),
             ..Ctx::default()
         }
     }
 
-    fn id(ctx: &Ctx) -> Arc<str> {
-        ctx.admitted.as_ref().unwrap().response_cx.id.clone()
-    }
-
-    const COMPLETION: &str = r#"{"id":"up-1","object":"chat.completion","created":1,"model":"llama-3","choices":[{"index":0,"message":{"role":"assistant","content":"hello"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}"#;
-
-    #[test]
-    fn a_buffered_answer_is_held_back_then_translated_whole() {
-        let mut ctx = admitted_ctx(false);
-        assert_eq!(ctx.begin_answer(200, Instant::now()), Some(false));
-        let (head, tail) = COMPLETION.split_at(40);
-        let now = Instant::now();
-        assert_eq!(
-            ctx.translate_body(Some(Bytes::from(head)), false, now),
-            None,
-            "held back"
-        );
-        let out = ctx
-            .translate_body(Some(Bytes::from(tail)), true, now)
-            .unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(
-            v["id"],
-            id(&ctx).as_ref(),
-            "the gateway's id replaces the upstream's"
-        );
-        assert_eq!(v["model"], "acme/llama");
-        assert_eq!((ctx.usage.input, ctx.usage.output), (3, 2));
-        assert!(ctx.error.is_none());
-        assert_eq!(ctx.first_body_at, Some(now));
-    }
-
     #[test]
     fn an_upstream_error_keeps_its_status_in_the_envelope() {
-        let mut ctx = admitted_ctx(true);
+        let mut ctx = admitted_ctx();
         assert_eq!(
             ctx.begin_answer(429, Instant::now()),
             Some(false),
@@ -189,20 +126,8 @@ mod tests {
     }
 
     #[test]
-    fn a_malformed_buffered_answer_is_the_upstreams_failure() {
-        let mut ctx = admitted_ctx(false);
-        ctx.begin_answer(200, Instant::now());
-        let out = ctx
-            .translate_body(Some(Bytes::from("{not json")), true, Instant::now())
-            .unwrap();
-        let v: Value = serde_json::from_slice(&out).unwrap();
-        assert_eq!(v["error"]["code"], "upstream_error");
-        assert_eq!(ctx.error.as_ref().map(GatewayError::status), Some(200));
-    }
-
-    #[test]
     fn a_stream_is_translated_as_it_arrives_and_an_in_band_error_is_mid_stream() {
-        let mut ctx = admitted_ctx(true);
+        let mut ctx = admitted_ctx();
         assert_eq!(ctx.begin_answer(200, Instant::now()), Some(true));
         let first = Bytes::from(
             "data: {\"id\":\"up\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"llama-3\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n",

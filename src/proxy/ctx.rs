@@ -16,8 +16,6 @@ pub enum Translation {
     /// Nothing to translate (local answer, or the response is not ours to touch).
     #[default]
     None,
-    /// A buffered JSON answer: collected whole, translated at its end.
-    Buffered(BytesMut),
     /// An SSE answer: translated incrementally.
     Stream(Box<dyn StreamTranslator>),
     /// An upstream non-2xx: its body is collected to explain it in the error envelope.

@@ -4,16 +4,18 @@
 //!
 //! A request's walk: `request_filter` asks [`admission`](crate::admission) about the head
 //! (local answers and auth), reads the body, and asks again for the decision and the upstream
-//! plan; a cache step is resolved through [`ContextCaches`]; then
+//! plan; a cache step is resolved through [`ContextCaches`]; then, for a stream,
 //! `upstream_peer` / `upstream_request_filter` / `request_body_filter` send the one request;
 //! `response_filter` / `response_body_filter` translate back; `logging` bills the outcome
 //! ([`admission::outcome`](crate::admission::outcome)) and writes the access event;
 //! `fail_to_proxy` finishes cleanly when the upstream fails.
 //!
-//! A plan that fans out (e.g. Gemini embeddings batches) never reaches Pingora's upstream
-//! phases: `request_filter` sends the calls itself through the shared [`FanOutClient`], joins
-//! the answers with the adapter's joiner and answers locally, leaving `ctx.admitted`,
-//! `ctx.usage` and `ctx.error` as a proxied request would for `logging`.
+//! Only streams take Pingora's upstream phases. A buffered request (a fan-out of one call) and
+//! a plan that fans out (e.g. Gemini embeddings batches) are sent by `request_filter` itself
+//! through the shared [`FanOutClient`]: the answers are read (bounded), joined or translated
+//! with the adapter, and answered locally with the status that follows from the translation,
+//! leaving `ctx.admitted`, `ctx.usage` and `ctx.error` as a proxied request would for
+//! `logging`.
 
 mod answer;
 mod body;
@@ -160,7 +162,9 @@ impl Gateway {
             self.run_fan_out(session, ctx, admitted, plan).await;
             return Ok(Next::Answered);
         }
-        let drained = admitted.stream && !self.drain_after_disconnect.is_zero();
+        // A stream: proxied by Pingora, through a subrequest when it is to be read on after
+        // its client leaves or its body is too large to replay.
+        let drained = !self.drain_after_disconnect.is_zero();
         let proxied = Proxied::new(admitted, request);
         let too_large =
             session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT;
