@@ -105,6 +105,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         drain_after_disconnect: t.drain_after_disconnect,
         limits: limits(&t.limits),
         draining: draining.clone(),
+        route_turns: std::sync::atomic::AtomicU64::new(0),
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),

@@ -26,7 +26,7 @@ use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
-use crate::catalog::{Model, ModelKind, Route, Snapshot};
+use crate::catalog::{Model, ModelKind, Route, RouteKind, Snapshot};
 use crate::money::Usd;
 use crate::providers::{adapter_for, Adapter, Credentials, Plan, ResponseCx, Target};
 use crate::store::ApiKey;
@@ -93,6 +93,9 @@ pub struct Admission<'a> {
     pub max_cache_ttl: Duration,
     /// What one request may carry (`tollgate.limits`).
     pub limits: &'a Limits,
+    /// A number that differs between requests (a counter): routes of equal priority take
+    /// turns by it.
+    pub route_turn: u64,
 }
 
 impl Admission<'_> {
@@ -130,7 +133,7 @@ impl Admission<'_> {
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
         let reservation = self.reserve(&key, op, &model, &req, body, now)?;
-        let route = route_for(&model)?;
+        let route = route_for(&model, &req, self.credentials, self.route_turn)?;
         let adapter = adapter_for(model.family);
         let target = Target {
             model: &model,
@@ -331,14 +334,51 @@ fn choices(req: &RawRequest<'_>) -> u64 {
         .clamp(1, MAX_CHOICES)
 }
 
-/// The best route whose upstream host resolved.
-fn route_for(model: &Model) -> Result<Route, GatewayError> {
-    model
-        .routes
+/// The route a request goes to, among the model's routes whose host resolved and whose
+/// credentials this gateway has: the kind the request needs if any route offers it (`flex` is
+/// honoured on Vertex global only), then the best priority; routes of equal priority take
+/// turns (`turn` is a per-request counter). With no credentialed route, the best resolvable
+/// one's missing credential is the answer (503 `upstream_unconfigured`).
+fn route_for(
+    model: &Model,
+    req: &RawRequest<'_>,
+    credentials: &Credentials,
+    turn: u64,
+) -> Result<Route, GatewayError> {
+    let resolved: Vec<&Route> = model.routes.iter().filter(|r| r.addr.is_some()).collect();
+    let Some(first) = resolved.first() else {
+        return Err(GatewayError::NoRoute(model.id.as_ref().into()));
+    };
+    let usable: Vec<&Route> = resolved
         .iter()
-        .find(|r| r.addr.is_some())
-        .cloned()
-        .ok_or_else(|| GatewayError::NoRoute(model.id.as_ref().into()))
+        .copied()
+        .filter(|r| credentials.missing_for(r.kind).is_none())
+        .collect();
+    if usable.is_empty() {
+        let missing = credentials.missing_for(first.kind).unwrap_or("upstream");
+        return Err(GatewayError::MissingCredentials(missing));
+    }
+    let flex = req
+        .typed::<Option<crate::api::Str<'_>>>("service_tier")
+        .ok()
+        .flatten()
+        .flatten()
+        .is_some_and(|tier| &*tier == "flex");
+    let needed: Vec<&Route> = usable
+        .iter()
+        .copied()
+        .filter(|r| r.kind == RouteKind::VertexGlobal)
+        .collect();
+    let candidates = if flex && !needed.is_empty() {
+        needed
+    } else {
+        usable
+    };
+    // Routes are sorted by priority: the best ones are a prefix.
+    let best = candidates[0].priority;
+    let tied = candidates.iter().take_while(|r| r.priority == best).count();
+    let pick = usize::try_from(turn % tied as u64).unwrap_or(0);
+    Ok(candidates[pick].clone())
 }
 
 /// A fresh completion id such as `chatcmpl-3fK…` (also the usage record's id).

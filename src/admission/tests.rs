@@ -107,6 +107,7 @@ impl World {
             strict_credit: self.strict,
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
             limits: &self.limits,
+            route_turn: 0,
         }
     }
 
@@ -611,4 +612,98 @@ fn a_stream_cut_short_is_billed_at_least_what_was_delivered() {
         (Usage::default(), UsageSource::Reported),
         "nothing delivered, nothing counted: nothing billed"
     );
+}
+
+mod route_choice {
+    use super::*;
+    use crate::providers::Secret;
+
+    const ROUTES: &str = r#"
+profiles:
+  - {name: g, spec: {forward: [temperature]}}
+models:
+  - {id: google/g, provider: google, family: gemini, kind: chat, upstream_model: g, profile: g,
+     input_price: 1, output_price: 1}
+routes:
+  - {model_id: google/g, kind: gemini-api, base_url: "http://127.0.0.1:8", priority: 0}
+  - {model_id: google/g, kind: vertex, region: us-central1, base_url: "http://127.0.0.1:8", priority: 10}
+  - {model_id: google/g, kind: vertex, region: europe-west4, base_url: "http://127.0.0.1:8", priority: 10}
+  - {model_id: google/g, kind: vertex-global, base_url: "http://127.0.0.1:8", priority: 20}
+"#;
+
+    fn model() -> Arc<Model> {
+        let rows: CatalogRows = serde_yaml::from_str(ROUTES).unwrap();
+        let addr: SocketAddr = "127.0.0.1:8".parse().unwrap();
+        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 8), addr)]);
+        let catalog = Snapshot::build(&rows, &ProvidersConf::default(), &addrs);
+        catalog.model("google/g").unwrap().clone()
+    }
+
+    fn creds(gemini: bool, vertex: bool) -> Credentials {
+        let c = Credentials {
+            gemini: gemini.then(|| Secret::new("k")),
+            vertex_project: vertex.then(|| "p".to_owned()),
+            ..Credentials::default()
+        };
+        c.vertex_token.set(vertex.then(|| Secret::new("t")));
+        c
+    }
+
+    fn chosen(
+        body: &str,
+        creds: &Credentials,
+        turn: u64,
+    ) -> Result<(RouteKind, Option<String>), GatewayError> {
+        let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
+        route_for(&model(), &req, creds, turn).map(|r| (r.kind, r.region))
+    }
+
+    const PLAIN: &str = r#"{"model":"google/g","messages":[{"role":"user","content":"hi"}]}"#;
+    const FLEX: &str =
+        r#"{"model":"google/g","service_tier":"flex","messages":[{"role":"user","content":"hi"}]}"#;
+
+    #[test]
+    fn the_best_priority_with_credentials_wins() {
+        assert_eq!(
+            chosen(PLAIN, &creds(true, true), 0).unwrap().0,
+            RouteKind::GeminiApi
+        );
+        // Vertex credentials only: the Developer API route is skipped, not answered 503.
+        assert_eq!(
+            chosen(PLAIN, &creds(false, true), 0).unwrap().0,
+            RouteKind::Vertex
+        );
+        // Developer API key only: Vertex routes are skipped even for flex.
+        assert_eq!(
+            chosen(FLEX, &creds(true, false), 0).unwrap().0,
+            RouteKind::GeminiApi
+        );
+    }
+
+    #[test]
+    fn flex_goes_to_vertex_global() {
+        assert_eq!(
+            chosen(FLEX, &creds(true, true), 0).unwrap().0,
+            RouteKind::VertexGlobal
+        );
+    }
+
+    #[test]
+    fn routes_of_equal_priority_take_turns() {
+        let regions: Vec<Option<String>> = (0..4)
+            .map(|turn| chosen(PLAIN, &creds(false, true), turn).unwrap().1)
+            .collect();
+        let (a, b) = (
+            Some("us-central1".to_owned()),
+            Some("europe-west4".to_owned()),
+        );
+        assert_eq!(regions, [a.clone(), b.clone(), a, b]);
+    }
+
+    #[test]
+    fn no_credentials_at_all_is_upstream_unconfigured() {
+        let e = chosen(PLAIN, &creds(false, false), 0).unwrap_err();
+        assert_eq!(e, GatewayError::MissingCredentials("gemini"));
+        assert_eq!((e.status(), e.code()), (503, "upstream_unconfigured"));
+    }
 }

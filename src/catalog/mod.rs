@@ -193,6 +193,8 @@ pub struct Route {
     pub region: Option<String>,
     /// Resolved when the snapshot was built; `None` if resolution failed.
     pub addr: Option<SocketAddr>,
+    /// Lower is preferred; routes of equal priority share the load.
+    pub priority: i32,
 }
 
 #[derive(Debug, Clone)]
@@ -338,6 +340,7 @@ fn model_from_row(
             endpoint,
             region: r.region.clone(),
             addr,
+            priority: r.priority,
         });
     }
     Ok(Model {

@@ -26,7 +26,7 @@ mod large;
 mod logging;
 mod respond;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -81,6 +81,8 @@ pub struct Gateway {
     pub limits: Limits,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
+    /// Counts requests, so that routes of equal priority take turns.
+    pub route_turns: AtomicU64,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -110,6 +112,7 @@ impl Gateway {
             strict_credit: self.strict_credit,
             max_cache_ttl: self.max_cache_ttl,
             limits: &self.limits,
+            route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),
         }
     }
 

@@ -67,6 +67,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
         endpoint: Endpoint::parse(&sim.url).unwrap(),
         region: None,
         addr: None,
+        priority: 0,
     };
     let target = Target {
         model: m,

@@ -125,6 +125,8 @@ pub struct Gateway {
     pub store_url: String,
     /// Where the gateway's log goes when captured (`GatewayBuilder::capture_logs`).
     pub log_file: Option<PathBuf>,
+    /// Test credentials left out of the gateway's environment.
+    unset_env: Vec<&'static str>,
     child: Option<ChildGuard>,
 }
 
@@ -139,6 +141,7 @@ pub struct GatewayBuilder {
     max_answer: &'static str,
     body_timeout: &'static str,
     capture_logs: bool,
+    unset_env: Vec<&'static str>,
 }
 
 impl Gateway {
@@ -154,6 +157,7 @@ impl Gateway {
             max_answer: "16MiB",
             body_timeout: "30s",
             capture_logs: false,
+            unset_env: Vec::new(),
         }
     }
 
@@ -275,6 +279,9 @@ impl Gateway {
             .env("RUST_LOG", self.log_level())
             .stdout(Stdio::null())
             .stderr(self.log_sink());
+        for name in &self.unset_env {
+            cmd.env_remove(name);
+        }
         cmd
     }
 
@@ -355,6 +362,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// Leaves a test credential (e.g. `TEST_GEMINI_KEY`) out of the gateway's environment.
+    pub fn without_env(mut self, name: &'static str) -> Self {
+        self.unset_env.push(name);
+        self
+    }
+
     /// The gateway logs at debug level into `Gateway::log_file` instead of the test's stderr.
     pub fn capture_logs(mut self) -> Self {
         self.capture_logs = true;
@@ -424,6 +437,7 @@ impl GatewayBuilder {
             conf,
             store_url,
             log_file: self.capture_logs.then(|| dir.path().join("gateway.log")),
+            unset_env: self.unset_env,
             dir,
             child: None,
         };

@@ -27,6 +27,7 @@ mod python_sdk;
 mod raw;
 mod reservations;
 mod restarts;
+mod routing;
 mod secrets;
 mod shipped;
 mod store;

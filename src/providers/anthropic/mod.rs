@@ -184,6 +184,7 @@ pub(super) mod test_support {
             endpoint: Endpoint::parse("https://upstream.test/base").unwrap(),
             region: region.map(str::to_owned),
             addr: None,
+            priority: 0,
         }
     }
 
