@@ -345,40 +345,37 @@ fn route_for(
     credentials: &Credentials,
     turn: u64,
 ) -> Result<Route, GatewayError> {
-    let resolved: Vec<&Route> = model.routes.iter().filter(|r| r.addr.is_some()).collect();
-    let Some(first) = resolved.first() else {
+    let Some(first) = model.routes.iter().find(|r| r.addr.is_some()) else {
         return Err(GatewayError::NoRoute(model.id.as_ref().into()));
     };
-    let usable: Vec<&Route> = resolved
-        .iter()
-        .copied()
-        .filter(|r| credentials.missing_for(r.kind).is_none())
-        .collect();
-    if usable.is_empty() {
+    let usable = |r: &&Route| r.addr.is_some() && credentials.missing_for(r.kind).is_none();
+    let global = |r: &&Route| r.kind == RouteKind::VertexGlobal;
+    let only_global = wants_flex(req) && model.routes.iter().filter(usable).any(|r| global(&r));
+    let eligible = |r: &&Route| usable(r) && (!only_global || global(r));
+    // Routes are sorted by priority: the best eligible ones come first.
+    let Some(best) = model.routes.iter().find(eligible).map(|r| r.priority) else {
         let missing = credentials.missing_for(first.kind).unwrap_or("upstream");
         return Err(GatewayError::MissingCredentials(missing));
-    }
-    let flex = req
-        .typed::<Option<crate::api::Str<'_>>>("service_tier")
+    };
+    let tied = || {
+        model
+            .routes
+            .iter()
+            .filter(eligible)
+            .filter(move |r| r.priority == best)
+    };
+    let pick = turn % tied().count() as u64;
+    let route = tied().nth(usize::try_from(pick).unwrap_or(0));
+    Ok(route.unwrap_or(first).clone())
+}
+
+/// `service_tier: "flex"` (served on Vertex global only).
+fn wants_flex(req: &RawRequest<'_>) -> bool {
+    req.typed::<Option<crate::api::Str<'_>>>("service_tier")
         .ok()
         .flatten()
         .flatten()
-        .is_some_and(|tier| &*tier == "flex");
-    let needed: Vec<&Route> = usable
-        .iter()
-        .copied()
-        .filter(|r| r.kind == RouteKind::VertexGlobal)
-        .collect();
-    let candidates = if flex && !needed.is_empty() {
-        needed
-    } else {
-        usable
-    };
-    // Routes are sorted by priority: the best ones are a prefix.
-    let best = candidates[0].priority;
-    let tied = candidates.iter().take_while(|r| r.priority == best).count();
-    let pick = usize::try_from(turn % tied as u64).unwrap_or(0);
-    Ok(candidates[pick].clone())
+        .is_some_and(|tier| &*tier == "flex")
 }
 
 /// A fresh completion id such as `chatcmpl-3fK…` (also the usage record's id).
