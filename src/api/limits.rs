@@ -181,12 +181,14 @@ fn bound(n: u64, limit: u64, what: &'static str) -> Result<(), GatewayError> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a message object")]
 struct MessageScan<'a> {
     #[serde(borrow, default)]
     content: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a content part object")]
 struct PartScan<'a> {
     #[serde(borrow, default)]
     image_url: Option<UrlScan<'a>>,
@@ -197,18 +199,21 @@ struct PartScan<'a> {
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an image_url object")]
 struct UrlScan<'a> {
     #[serde(borrow, default)]
     url: Option<Str<'a>>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "a file object")]
 struct FileScan<'a> {
     #[serde(borrow, default)]
     file_data: Option<Str<'a>>,
 }
 
 #[derive(Deserialize)]
+#[serde(expecting = "an input_audio object")]
 struct AudioScan<'a> {
     #[serde(borrow, default)]
     data: Option<&'a RawValue>,
@@ -470,5 +475,9 @@ mod tests {
         let e = check(body, Operation::Chat, &limits, None).unwrap_err();
         assert_eq!(e.status(), 400);
         assert!(e.to_string().contains("invalid value for content"), "{e}");
+        assert!(
+            e.to_string().contains("expected a content part object"),
+            "{e}"
+        );
     }
 }
