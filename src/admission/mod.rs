@@ -200,6 +200,36 @@ impl Admission<'_> {
             .authenticate(bearer_token(head.authorization)?, now)
     }
 
+    /// The routes to try, in order, when an admitted request's route failed before answering:
+    /// its other eligible routes.
+    pub fn fallbacks(&self, admitted: &Admitted, body: &[u8]) -> Vec<Route> {
+        let Ok(req) = RawRequest::parse(body, admitted.op) else {
+            return Vec::new();
+        };
+        eligible(&admitted.model, &req, self.credentials)
+            .filter(|r| **r != admitted.route)
+            .cloned()
+            .collect()
+    }
+
+    /// The plan of an admitted request for another of its routes (failover).
+    pub fn replan(
+        &self,
+        admitted: &Admitted,
+        body: &[u8],
+        route: &Route,
+    ) -> Result<Plan, GatewayError> {
+        let req = RawRequest::parse(body, admitted.op)?;
+        let target = Target {
+            model: &admitted.model,
+            route,
+            op: admitted.op,
+            stream: admitted.stream,
+            max_cache_ttl: self.max_cache_ttl,
+        };
+        admitted.adapter.plan(&req, &target, self.credentials)
+    }
+
     /// The catalog model the request names, if it serves this endpoint.
     fn model_for(&self, req: &RawRequest<'_>, op: Operation) -> Result<Arc<Model>, GatewayError> {
         let model = self
@@ -334,11 +364,9 @@ fn choices(req: &RawRequest<'_>) -> u64 {
         .clamp(1, MAX_CHOICES)
 }
 
-/// The route a request goes to, among the model's routes whose host resolved and whose
-/// credentials this gateway has: the kind the request needs if any route offers it (`flex` is
-/// honoured on Vertex global only), then the best priority; routes of equal priority take
-/// turns (`turn` is a per-request counter). With no credentialed route, the best resolvable
-/// one's missing credential is the answer (503 `upstream_unconfigured`).
+/// The route a request goes to: the first of its [`eligible`] routes, routes of equal
+/// priority taking turns (`turn` is a per-request counter). With no credentialed route, the
+/// best resolvable one's missing credential is the answer (503 `upstream_unconfigured`).
 fn route_for(
     model: &Model,
     req: &RawRequest<'_>,
@@ -348,25 +376,31 @@ fn route_for(
     let Some(first) = model.routes.iter().find(|r| r.addr.is_some()) else {
         return Err(GatewayError::NoRoute(model.id.as_ref().into()));
     };
-    let usable = |r: &&Route| r.addr.is_some() && credentials.missing_for(r.kind).is_none();
-    let global = |r: &&Route| r.kind == RouteKind::VertexGlobal;
-    let only_global = wants_flex(req) && model.routes.iter().filter(usable).any(|r| global(&r));
-    let eligible = |r: &&Route| usable(r) && (!only_global || global(r));
-    // Routes are sorted by priority: the best eligible ones come first.
-    let Some(best) = model.routes.iter().find(eligible).map(|r| r.priority) else {
+    let Some(best) = eligible(model, req, credentials).next().map(|r| r.priority) else {
         let missing = credentials.missing_for(first.kind).unwrap_or("upstream");
         return Err(GatewayError::MissingCredentials(missing));
     };
-    let tied = || {
-        model
-            .routes
-            .iter()
-            .filter(eligible)
-            .filter(move |r| r.priority == best)
-    };
+    let tied = || eligible(model, req, credentials).filter(move |r| r.priority == best);
     let pick = turn % tied().count() as u64;
     let route = tied().nth(usize::try_from(pick).unwrap_or(0));
     Ok(route.unwrap_or(first).clone())
+}
+
+/// A model's routes a request may use, best first: the host resolved, this gateway has the
+/// credentials, and the kind is the one the request needs if any route offers it (`flex` is
+/// honoured on Vertex global only). Routes are sorted by priority.
+fn eligible<'m>(
+    model: &'m Model,
+    req: &RawRequest<'_>,
+    credentials: &'m Credentials,
+) -> impl Iterator<Item = &'m Route> {
+    let usable = |r: &&Route| r.addr.is_some() && credentials.missing_for(r.kind).is_none();
+    let global = |r: &&Route| r.kind == RouteKind::VertexGlobal;
+    let only_global = wants_flex(req) && model.routes.iter().filter(usable).any(|r| global(&r));
+    model
+        .routes
+        .iter()
+        .filter(move |r| usable(r) && (!only_global || global(r)))
 }
 
 /// `service_tier: "flex"` (served on Vertex global only).

@@ -186,7 +186,7 @@ impl Pricing {
 }
 
 /// One way to reach a model: a resolved upstream endpoint.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
     pub kind: RouteKind,
     pub endpoint: Endpoint,

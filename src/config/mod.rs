@@ -113,6 +113,9 @@ pub struct UpstreamConf {
     pub write_timeout: Duration,
     /// Largest buffered upstream answer read; a larger one is a 502 `upstream_error`.
     pub max_answer_body: ByteSize,
+    /// Routes a buffered request tries at most, failing over while an attempt fails before
+    /// answering (1: no failover).
+    pub max_attempts: u32,
 }
 
 /// Per-provider route settings. Route kinds map onto them: `openai` → `openai`,
@@ -203,6 +206,7 @@ impl Default for UpstreamConf {
             read_timeout: Duration::from_secs(300),
             write_timeout: Duration::from_secs(60),
             max_answer_body: ByteSize::mib(16),
+            max_attempts: 3,
         }
     }
 }

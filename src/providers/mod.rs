@@ -208,17 +208,12 @@ pub struct FanOut {
     pub join: Joiner,
 }
 
-impl FanOut {
-    /// One call whose answer is the adapter's buffered translation of the upstream's body.
-    pub fn buffered(adapter: &'static dyn Adapter, request: UpstreamRequest) -> Self {
-        FanOut {
-            calls: vec![request],
-            join: Box::new(move |answers, cx| {
-                let body = answers.first().map_or(&[][..], |b| &b[..]);
-                adapter.translate_buffered(body, cx)
-            }),
-        }
-    }
+/// The joiner of a buffered request sent as one call: the adapter's translation of its answer.
+pub fn buffered_join(adapter: &'static dyn Adapter) -> Joiner {
+    Box::new(move |answers, cx| {
+        let body = answers.first().map_or(&[][..], |b| &b[..]);
+        adapter.translate_buffered(body, cx)
+    })
 }
 
 impl fmt::Debug for FanOut {

@@ -44,6 +44,8 @@ impl Proxied {
 
 pub struct Ctx {
     pub started: Instant,
+    /// Upstream attempts made (routes tried), 1 unless a buffered request failed over.
+    pub attempts: u32,
     /// Wall-clock start, for the usage record.
     pub started_at: chrono::DateTime<chrono::Utc>,
     /// When the upstream call began (peer chosen), for the upstream latency.
@@ -93,6 +95,7 @@ impl Default for Ctx {
     fn default() -> Self {
         Ctx {
             started: Instant::now(),
+            attempts: 1,
             started_at: chrono::Utc::now(),
             upstream_at: None,
             first_byte_at: None,

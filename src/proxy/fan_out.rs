@@ -11,15 +11,15 @@ use pingora_proxy::Session;
 
 use super::ctx::Ctx;
 use super::{respond, Gateway};
-use crate::admission::Admitted;
+use crate::admission::{Admission, Admitted};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
-use crate::providers::{Adapter, FanOut};
+use crate::catalog::Route;
+use crate::providers::{buffered_join, Adapter, FanOut, Joiner, Plan, UpstreamRequest};
 use crate::upstream::fan_out::PartFailure;
 
 impl Gateway {
-    /// Sends a fan-out's calls, joins their answers and answers the client; records in `ctx`
-    /// what a proxied request records (the decision, upstream status, usage or error).
+    /// Sends a fan-out's calls, joins their answers and answers the client.
     pub(super) async fn run_fan_out(
         &self,
         session: &mut Session,
@@ -29,12 +29,86 @@ impl Gateway {
     ) {
         ctx.upstream_at = Some(Instant::now());
         let answers = self.fan_out.run(&admitted.route.endpoint, plan.calls).await;
+        self.answer_calls(session, ctx, admitted, answers, plan.join)
+            .await;
+    }
+
+    /// Sends a buffered request and answers the client; while an attempt fails before
+    /// answering (no connection, timeout, 429, 5xx), fails over to the request's other routes,
+    /// `upstream.max_attempts` attempts in all. When every attempt failed and one was
+    /// throttled, the client gets that 429 (the shortest `Retry-After`), as the upstreams would.
+    pub(super) async fn run_buffered(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        admission: &Admission<'_>,
+        mut admitted: Admitted,
+        mut request: UpstreamRequest,
+        body: &[u8],
+    ) {
+        ctx.upstream_at = Some(Instant::now());
+        let mut fallbacks: Option<std::vec::IntoIter<Route>> = None;
+        let mut throttled: Option<PartFailure> = None;
+        let answers = loop {
+            let answer = self
+                .fan_out
+                .run(&admitted.route.endpoint, vec![request])
+                .await;
+            let Err(failure) = &answer else {
+                break answer;
+            };
+            if !failure.worth_another_route() || ctx.attempts >= self.upstream.max_attempts {
+                break answer;
+            }
+            let routes =
+                fallbacks.get_or_insert_with(|| admission.fallbacks(&admitted, body).into_iter());
+            let Some((route, next, cache)) =
+                routes.find_map(|route| match admission.replan(&admitted, body, &route) {
+                    Ok(Plan::Proxy { request, cache }) => Some((route, request, cache)),
+                    _ => None,
+                })
+            else {
+                break answer;
+            };
+            if let Err(f) = answer {
+                throttled = PartFailure::sooner_retry(throttled, f);
+            }
+            tracing::info!(
+                request_id = %admitted.response_cx.id,
+                from = admitted.route.kind.as_str(),
+                to = route.kind.as_str(),
+                "failing over"
+            );
+            admitted.route = route;
+            admitted.cache_created = None;
+            request = self.use_cache(next, cache, &mut admitted).await;
+            ctx.attempts += 1;
+        };
+        let answers = match (answers, throttled) {
+            (Err(last), Some(t)) if !last.is_throttled() => Err(t),
+            (answers, _) => answers,
+        };
+        let join = buffered_join(admitted.adapter);
+        self.answer_calls(session, ctx, admitted, answers, join)
+            .await;
+    }
+
+    /// Answers the client from the calls' answers; records in `ctx` what a proxied request
+    /// records (the decision, upstream status, usage or error).
+    async fn answer_calls(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        admitted: Admitted,
+        answers: Result<Vec<bytes::Bytes>, PartFailure>,
+        join: Joiner,
+    ) {
         ctx.first_byte_at = Some(Instant::now());
         let mut retry_after = None;
         let outcome = match answers {
             Ok(bodies) => {
                 ctx.upstream_status = Some(200);
-                (plan.join)(&bodies, &admitted.response_cx).map_err(|e| GatewayError::Upstream {
+                join(&bodies, &admitted.response_cx).map_err(|e| GatewayError::Upstream {
                     status: 502,
                     message: e.to_string().into(),
                 })

@@ -58,6 +58,7 @@ pub(super) fn access_log(path: &str, status: u16, ctx: &Ctx) {
                 key = a.map_or("", |a| &a.key.id),
                 model = a.map_or("", |a| &a.model.id),
                 route = a.map_or("", |a| a.route.kind.as_str()),
+                attempts = ctx.attempts,
                 stream = a.is_some_and(|a| a.stream),
                 upstream_status = ctx.upstream_status,
                 ttfb_ms,

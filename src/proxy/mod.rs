@@ -46,7 +46,7 @@ use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
-use crate::providers::{CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
+use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
 use crate::sync::Freshness;
 use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::fan_out::FanOutClient;
@@ -161,8 +161,8 @@ impl Gateway {
         if !admitted.stream {
             // Sent by the gateway itself, so that the answer is read, bounded and translated
             // before its status is chosen: an untranslatable 2xx becomes a 502.
-            let plan = FanOut::buffered(admitted.adapter, request);
-            self.run_fan_out(session, ctx, admitted, plan).await;
+            self.run_buffered(session, ctx, &admission, admitted, request, &body)
+                .await;
             return Ok(Next::Answered);
         }
         // A stream: proxied by Pingora, through a subrequest when it is to be read on after

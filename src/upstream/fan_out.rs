@@ -40,6 +40,39 @@ pub enum PartFailure {
     Broken,
 }
 
+impl PartFailure {
+    /// A failure before the upstream answered that another route may not have: no connection,
+    /// a timeout, throttling (429) or a server error (5xx, Anthropic's 529 included).
+    pub fn worth_another_route(&self) -> bool {
+        match self {
+            PartFailure::Connect | PartFailure::Timeout => true,
+            PartFailure::Status { status, .. } => *status == 429 || *status >= 500,
+            PartFailure::Broken | PartFailure::TooLarge { .. } => false,
+        }
+    }
+
+    pub fn is_throttled(&self) -> bool {
+        matches!(self, PartFailure::Status { status: 429, .. })
+    }
+
+    /// Of a throttled failure kept so far and a new failure, the throttled one that asks the
+    /// client to wait least (a `Retry-After` in seconds; none counts as longest).
+    pub fn sooner_retry(kept: Option<PartFailure>, new: PartFailure) -> Option<PartFailure> {
+        let wait = |f: &PartFailure| match f {
+            PartFailure::Status { retry_after, .. } => retry_after
+                .as_deref()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .unwrap_or(u64::MAX),
+            _ => u64::MAX,
+        };
+        match kept {
+            Some(k) if !new.is_throttled() || wait(&k) <= wait(&new) => Some(k),
+            _ if new.is_throttled() => Some(new),
+            kept => kept,
+        }
+    }
+}
+
 pub struct FanOutClient {
     client: reqwest::Client,
     max_answer: u64,
@@ -146,4 +179,52 @@ fn transport(e: reqwest::Error) -> PartFailure {
     };
     tracing::warn!("fan-out call failed: {}", e.without_url());
     kind
+}
+
+#[cfg(test)]
+mod failover_tests {
+    use super::*;
+
+    fn status(status: u16, retry_after: Option<&str>) -> PartFailure {
+        PartFailure::Status {
+            status,
+            body: Bytes::new(),
+            retry_after: retry_after.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn failures_before_an_answer_are_worth_another_route() {
+        for f in [
+            PartFailure::Connect,
+            PartFailure::Timeout,
+            status(429, None),
+            status(500, None),
+            status(529, None),
+        ] {
+            assert!(f.worth_another_route(), "{f:?}");
+        }
+        for f in [
+            PartFailure::Broken,
+            PartFailure::TooLarge { limit: 1 },
+            status(400, None),
+            status(404, None),
+        ] {
+            assert!(!f.worth_another_route(), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn the_throttle_with_the_shortest_wait_is_kept() {
+        let kept = PartFailure::sooner_retry(None, status(503, None));
+        assert!(kept.is_none(), "only throttling is kept");
+        let kept = PartFailure::sooner_retry(None, status(429, Some("30")));
+        let kept = PartFailure::sooner_retry(kept, status(429, Some("5")));
+        let kept = PartFailure::sooner_retry(kept, status(429, None));
+        let kept = PartFailure::sooner_retry(kept, PartFailure::Timeout);
+        assert!(
+            matches!(kept, Some(PartFailure::Status { retry_after: Some(ref s), .. }) if s == "5"),
+            "{kept:?}"
+        );
+    }
 }
