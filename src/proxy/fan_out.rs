@@ -48,7 +48,7 @@ impl Gateway {
     ) {
         ctx.upstream_at = Some(Instant::now());
         let mut fallbacks: Option<std::vec::IntoIter<Route>> = None;
-        let mut throttled: Option<PartFailure> = None;
+        let mut reported: Option<PartFailure> = None;
         let answers = loop {
             let answer = self
                 .fan_out
@@ -71,7 +71,7 @@ impl Gateway {
                 break answer;
             };
             if let Err(f) = answer {
-                throttled = PartFailure::sooner_retry(throttled, f);
+                reported = Some(PartFailure::to_report(reported, f));
             }
             tracing::info!(
                 request_id = %admitted.response_cx.id,
@@ -84,10 +84,7 @@ impl Gateway {
             request = self.use_cache(next, cache, &mut admitted).await;
             ctx.attempts += 1;
         };
-        let answers = match (answers, throttled) {
-            (Err(last), Some(t)) if !last.is_throttled() => Err(t),
-            (answers, _) => answers,
-        };
+        let answers = answers.map_err(|last| PartFailure::to_report(reported, last));
         let join = buffered_join(admitted.adapter);
         self.answer_calls(session, ctx, admitted, answers, join)
             .await;

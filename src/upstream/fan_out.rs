@@ -55,9 +55,10 @@ impl PartFailure {
         matches!(self, PartFailure::Status { status: 429, .. })
     }
 
-    /// Of a throttled failure kept so far and a new failure, the throttled one that asks the
-    /// client to wait least (a `Retry-After` in seconds; none counts as longest).
-    pub fn sooner_retry(kept: Option<PartFailure>, new: PartFailure) -> Option<PartFailure> {
+    /// Which of two attempts' failures the client is told about: a throttled one before any
+    /// other (the SDKs retry it), of two throttled ones the one asking to wait least (a
+    /// `Retry-After` in seconds; none counts as longest), else the later one.
+    pub fn to_report(earlier: Option<PartFailure>, later: PartFailure) -> PartFailure {
         let wait = |f: &PartFailure| match f {
             PartFailure::Status { retry_after, .. } => retry_after
                 .as_deref()
@@ -65,10 +66,9 @@ impl PartFailure {
                 .unwrap_or(u64::MAX),
             _ => u64::MAX,
         };
-        match kept {
-            Some(k) if !new.is_throttled() || wait(&k) <= wait(&new) => Some(k),
-            _ if new.is_throttled() => Some(new),
-            kept => kept,
+        match earlier {
+            Some(e) if e.is_throttled() && (!later.is_throttled() || wait(&e) < wait(&later)) => e,
+            _ => later,
         }
     }
 }
@@ -215,16 +215,27 @@ mod failover_tests {
     }
 
     #[test]
-    fn the_throttle_with_the_shortest_wait_is_kept() {
-        let kept = PartFailure::sooner_retry(None, status(503, None));
-        assert!(kept.is_none(), "only throttling is kept");
-        let kept = PartFailure::sooner_retry(None, status(429, Some("30")));
-        let kept = PartFailure::sooner_retry(kept, status(429, Some("5")));
-        let kept = PartFailure::sooner_retry(kept, status(429, None));
-        let kept = PartFailure::sooner_retry(kept, PartFailure::Timeout);
-        assert!(
-            matches!(kept, Some(PartFailure::Status { retry_after: Some(ref s), .. }) if s == "5"),
-            "{kept:?}"
-        );
+    fn throttling_is_reported_first_with_the_shortest_wait() {
+        let retry = |f: &PartFailure| match f {
+            PartFailure::Status {
+                status,
+                retry_after,
+                ..
+            } => (*status, retry_after.clone()),
+            _ => (0, None),
+        };
+        let r = PartFailure::to_report(Some(status(503, None)), status(500, None));
+        assert_eq!(retry(&r), (500, None), "no throttling: the later failure");
+        let mut reported = None;
+        for f in [
+            status(429, Some("30")),
+            status(429, Some("5")),
+            status(429, None),
+            PartFailure::Timeout,
+            status(503, None),
+        ] {
+            reported = Some(PartFailure::to_report(reported, f));
+        }
+        assert_eq!(retry(&reported.unwrap()), (429, Some("5".to_owned())));
     }
 }
