@@ -79,8 +79,9 @@ impl Gateway {
                 to = route.kind.as_str(),
                 "failing over"
             );
+            // A context cache the failed attempt created stays on the record (Google bills
+            // it); one created for the next route replaces it there (not yet summed).
             admitted.route = route;
-            admitted.cache_created = None;
             request = self.use_cache(next, cache, &mut admitted).await;
             ctx.attempts += 1;
         };
