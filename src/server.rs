@@ -19,6 +19,7 @@ use pingora_core::services::background::{background_service, BackgroundService};
 use pingora_core::services::listening::Service;
 
 use crate::admin::Admin;
+use crate::catalog;
 use crate::commands::{self, CommandError};
 use crate::config::Config;
 use crate::proxy::Gateway;
@@ -59,6 +60,16 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    let served = catalog::Served::new(
+        catalog::RouteKind::ALL
+            .into_iter()
+            .filter(|k| credentials.configured(*k)),
+    );
+    let catalog_loader = catalog::Loader::new(
+        t.providers.clone(),
+        served,
+        catalog::Healths::new(t.upstream.breaker),
+    );
     let follower = runtime.block_on(async {
         let store = store::open(&store_url).await?;
         commands::prepare_store(store.as_ref(), &t.catalog_file).await?;
@@ -73,7 +84,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
             }
         }
         Ok::<_, ServeError>(
-            Follower::bootstrap(store.as_ref(), t.providers.clone(), t.catalog_refresh).await?,
+            Follower::bootstrap(store.as_ref(), catalog_loader, t.catalog_refresh).await?,
         )
     })?;
     drop(runtime);

@@ -22,7 +22,6 @@ use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
 use crate::billing::window::window_start;
 use crate::catalog::{self, Catalog};
-use crate::config::ProvidersConf;
 use crate::store::{ChangeKind, Store, StoreResult};
 
 /// A full reload of keys, balances and spend this often, whatever the feed said.
@@ -39,13 +38,13 @@ pub struct Follower {
     /// Balances and key spend for the gates.
     pub accounts: Arc<Accounts>,
     pub catalog: Arc<Catalog>,
-    pub providers: ProvidersConf,
+    /// Builds catalog snapshots (route breakers included).
+    pub catalog_loader: catalog::Loader,
     pub catalog_refresh: Duration,
     /// Whether the last read of the store succeeded (the admin listener's readiness).
     pub store_reachable: Arc<AtomicBool>,
     /// Feed position the initial load covers.
     pub cursor: i64,
-    resolver: catalog::Resolver,
     /// Feed rows applied within the look-back window.
     seen: BTreeSet<i64>,
     steps: Steps,
@@ -82,7 +81,7 @@ impl Follower {
     /// Loads everything once (start-up), returning a follower positioned after that load.
     pub async fn bootstrap(
         store: &dyn Store,
-        providers: ProvidersConf,
+        mut catalog_loader: catalog::Loader,
         catalog_refresh: Duration,
     ) -> StoreResult<Self> {
         // Read the cursor first: a change made during the load is then replayed, never lost.
@@ -92,17 +91,15 @@ impl Follower {
         load_accounts(store, &accounts, &all_keys).await?;
         let keys = Arc::new(KeyCache::default());
         keys.replace_all(all_keys);
-        let mut resolver = catalog::Resolver::default();
-        let snapshot = catalog::load(store, &providers, &mut resolver).await?;
+        let snapshot = catalog_loader.load(store).await?;
         Ok(Follower {
             keys,
             accounts,
             catalog: Arc::new(Catalog::new(snapshot)),
-            providers,
+            catalog_loader,
             catalog_refresh,
             store_reachable: Arc::new(AtomicBool::new(true)),
             cursor,
-            resolver,
             seen: BTreeSet::new(),
             steps: Steps {
                 asked: Arc::new(Notify::new()),
@@ -232,7 +229,7 @@ impl Follower {
             self.keys.replace_all(keys);
         }
         if catalog_dirty {
-            let snapshot = catalog::load(store, &self.providers, &mut self.resolver).await?;
+            let snapshot = self.catalog_loader.load(store).await?;
             self.catalog.publish(snapshot);
         }
         Ok(catalog_dirty)

@@ -1061,8 +1061,16 @@ fn answer(
         let sf = match fault {
             Some(Fault::BreakAfter(k)) => StreamFault::BreakAfter(k),
             Some(Fault::Stall) => StreamFault::StallAfter(1),
-            Some(Fault::ErrorEvent) => {
-                StreamFault::ErrorTail(3.min(events.len()), fixtures::anthropic_error_event())
+            Some(f @ (Fault::ErrorEvent | Fault::ErrorFirst)) => {
+                // Before or after the first content event (message_start, block start and ping
+                // come first).
+                let first_delta = events
+                    .iter()
+                    .position(|e| e.starts_with(b"event: content_block_delta"))
+                    .unwrap_or(events.len());
+                let after = usize::from(f == Fault::ErrorEvent);
+                let at = (first_delta + after).min(events.len());
+                StreamFault::ErrorTail(at, fixtures::anthropic_error_event())
             }
             _ => StreamFault::None,
         };

@@ -16,6 +16,8 @@
 //!   overloaded_error, Gemini's bare JSON error object of fixture
 //!   `gemini-stream-error-mid-stream-vertex.txt`, OpenAI `data: {"error":…}`) after the first
 //!   content event; buffered requests get the 500 body instead.
+//! - `error-first`: the same error before any content (after Anthropic's `message_start`,
+//!   block start and ping), as an overloaded upstream sends it.
 //! - `garbage`: a 200 whose body is not the provider's answer at all (an HTML page from a proxy
 //!   in between), for buffered and streamed requests alike.
 //! - `blocked`: a 200 answer refusing the prompt (Gemini `promptFeedback.blockReason: SAFETY`
@@ -41,6 +43,9 @@ pub enum Fault {
     BreakAfter(usize),
     Stall,
     ErrorEvent,
+    /// A stream's error event before any content (Anthropic's overloaded stream); buffered
+    /// requests get the 500 body, as with `error-event`.
+    ErrorFirst,
     Blocked,
     Garbage,
 }
@@ -51,6 +56,7 @@ impl Fault {
         match s {
             "stall" => Some(Fault::Stall),
             "error-event" => Some(Fault::ErrorEvent),
+            "error-first" => Some(Fault::ErrorFirst),
             "blocked" => Some(Fault::Blocked),
             "garbage" => Some(Fault::Garbage),
             _ => {
@@ -71,6 +77,7 @@ impl Fault {
             Fault::BreakAfter(n) => format!("break-after={n}"),
             Fault::Stall => "stall".into(),
             Fault::ErrorEvent => "error-event".into(),
+            Fault::ErrorFirst => "error-first".into(),
             Fault::Blocked => "blocked".into(),
             Fault::Garbage => "garbage".into(),
         }

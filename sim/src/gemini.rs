@@ -1841,6 +1841,9 @@ impl<'a> Render<'a> {
             Some(Fault::ErrorEvent) => {
                 StreamFault::ErrorTail(1, fixtures::gemini_midstream_error_tail())
             }
+            Some(Fault::ErrorFirst) => {
+                StreamFault::ErrorTail(0, fixtures::gemini_midstream_error_tail())
+            }
             _ => StreamFault::None,
         };
         Ok(respond::sse(faults::deliver(

@@ -32,6 +32,7 @@
 //! | `[sim:fault=break-after=N]` | stream: N events, then the TCP connection drops without the final chunk; buffered: the first N body bytes, then the drop |
 //! | `[sim:fault=stall]` | headers (and the first stream event), then silence until the client leaves |
 //! | `[sim:fault=error-event]` | stream: the provider's mid-stream error after the first content event (buffered: the 500 body) |
+//! | `[sim:fault=error-first]` | stream: the same error before any content (buffered: the 500 body) |
 //! | `[sim:fault=garbage]` | a 200 whose body is an HTML page, not the provider's answer (buffered and streamed) |
 //! | `[sim:fault=blocked]` | 200 refusal: Gemini `promptFeedback.blockReason=SAFETY`, Anthropic `stop_reason=refusal`, OpenAI `finish_reason=content_filter` |
 //! | `[sim:latency=MS]` | delay before the response headers (overrides `--latency-ms`) |
@@ -226,7 +227,7 @@ pub fn buffered_with_fault(
             let b = faults::deliver(vec![body], Duration::ZERO, StreamFault::StallAfter(0));
             respond::streamed(StatusCode::OK, content_type, b)
         }
-        Some(Fault::ErrorEvent) => on_error(),
+        Some(Fault::ErrorEvent | Fault::ErrorFirst) => on_error(),
         _ => respond::raw(StatusCode::OK, content_type, body),
     }
 }

@@ -691,14 +691,15 @@ fn stream_fault(fault: Option<Fault>) -> StreamFault {
     match fault {
         Some(Fault::BreakAfter(k)) => StreamFault::BreakAfter(k),
         Some(Fault::Stall) => StreamFault::StallAfter(1),
-        Some(Fault::ErrorEvent) => {
+        Some(f @ (Fault::ErrorEvent | Fault::ErrorFirst)) => {
             let err = fixtures::openai_error_value(
                 "The server had an error while processing your request. Sorry about that!",
                 "server_error",
                 None,
                 None,
             );
-            StreamFault::ErrorTail(2, respond::sse_data(&err, "\n\n"))
+            let at = if f == Fault::ErrorEvent { 2 } else { 0 };
+            StreamFault::ErrorTail(at, respond::sse_data(&err, "\n\n"))
         }
         _ => StreamFault::None,
     }

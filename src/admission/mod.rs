@@ -15,7 +15,7 @@
 pub mod outcome;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
@@ -26,6 +26,7 @@ use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
+use crate::catalog::health::State;
 use crate::catalog::{Model, ModelKind, Route, RouteKind, Snapshot};
 use crate::money::Usd;
 use crate::providers::{adapter_for, Adapter, Credentials, Plan, ResponseCx, Target};
@@ -54,8 +55,8 @@ pub enum HeadDecision {
     ReadBody { op: Operation, key: Arc<ApiKey> },
 }
 
-/// An admitted request: who asked, for what, and how to reach it. Moved whole into a
-/// subrequest when the body is too large for Pingora's replay buffer.
+/// An admitted request: who asked, for what, and how to reach it (the route is the one being
+/// tried: failover moves it).
 pub struct Admitted {
     pub op: Operation,
     pub key: Arc<ApiKey>,
@@ -96,6 +97,8 @@ pub struct Admission<'a> {
     /// A number that differs between requests (a counter): routes of equal priority take
     /// turns by it.
     pub route_turn: u64,
+    /// When the request arrived, for route health.
+    pub now: Instant,
 }
 
 impl Admission<'_> {
@@ -133,7 +136,7 @@ impl Admission<'_> {
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
         let reservation = self.reserve(&key, op, &model, &req, body, now)?;
-        let route = route_for(&model, &req, self.credentials, self.route_turn)?;
+        let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
         let adapter = adapter_for(model.family);
         let target = Target {
             model: &model,
@@ -201,15 +204,18 @@ impl Admission<'_> {
     }
 
     /// The routes to try, in order, when an admitted request's route failed before answering:
-    /// its other eligible routes.
+    /// its other eligible routes, those not cooling down first (then by priority).
     pub fn fallbacks(&self, admitted: &Admitted, body: &[u8]) -> Vec<Route> {
         let Ok(req) = RawRequest::parse(body, admitted.op) else {
             return Vec::new();
         };
-        eligible(&admitted.model, &req, self.credentials)
+        let now = Instant::now();
+        let mut routes: Vec<Route> = eligible(&admitted.model, &req, self.credentials)
             .filter(|r| **r != admitted.route)
             .cloned()
-            .collect()
+            .collect();
+        routes.sort_by_key(|r| r.health.state(now) == State::Cooling);
+        routes
     }
 
     /// The plan of an admitted request for another of its routes (failover).
@@ -364,26 +370,37 @@ fn choices(req: &RawRequest<'_>) -> u64 {
         .clamp(1, MAX_CHOICES)
 }
 
-/// The route a request goes to: the first of its [`eligible`] routes, routes of equal
-/// priority taking turns (`turn` is a per-request counter). With no credentialed route, the
-/// best resolvable one's missing credential is the answer (503 `upstream_unconfigured`).
+/// The route a request goes to: the best of its [`eligible`] routes that is not cooling down
+/// (a half-open one is probed by this request), routes of equal priority taking turns (`turn`
+/// is a per-request counter); when all cool down, the one that recovers first. With no
+/// credentialed route, the best resolvable one's missing credential is the answer (503
+/// `upstream_unconfigured`).
 fn route_for(
     model: &Model,
     req: &RawRequest<'_>,
     credentials: &Credentials,
     turn: u64,
+    now: Instant,
 ) -> Result<Route, GatewayError> {
     let Some(first) = model.routes.iter().find(|r| r.addr.is_some()) else {
         return Err(GatewayError::NoRoute(model.id.as_ref().into()));
     };
-    let Some(best) = eligible(model, req, credentials).next().map(|r| r.priority) else {
+    let routes = || eligible(model, req, credentials);
+    let Some(recovers_first) = routes().min_by_key(|r| r.health.cooling_until()) else {
         let missing = credentials.missing_for(first.kind).unwrap_or("upstream");
         return Err(GatewayError::MissingCredentials(missing));
     };
-    let tied = || eligible(model, req, credentials).filter(move |r| r.priority == best);
-    let pick = turn % tied().count() as u64;
-    let route = tied().nth(usize::try_from(pick).unwrap_or(0));
-    Ok(route.unwrap_or(first).clone())
+    let ready = |r: &&Route| r.health.state(now) != State::Cooling;
+    if let Some(best) = routes().find(ready).map(|r| r.priority) {
+        let tied = || routes().filter(move |r| r.priority == best && ready(r));
+        let count = tied().count();
+        let start = usize::try_from(turn % count as u64).unwrap_or(0);
+        let mut turns = tied().skip(start).chain(tied().take(start));
+        if let Some(route) = turns.find(|r| r.health.admit(now)) {
+            return Ok(route.clone());
+        }
+    }
+    Ok(recovers_first.clone())
 }
 
 /// A model's routes a request may use, best first: the host resolved, this gateway has the

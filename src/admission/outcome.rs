@@ -40,9 +40,9 @@ pub enum Ending {
 }
 
 impl Ending {
-    /// From the error the client was answered with (if any), who, if anyone, made the
-    /// proxy's own I/O fail, and whether the client was known to have left (a subrequest
-    /// still reading the upstream for a parent whose client went away).
+    /// From the error the client was answered with (if any), who, if anyone, stopped the
+    /// answer before its end (the proxy's own I/O failing, or the client leaving a stream that
+    /// was not read on to its end), and whether the client left.
     pub fn of(
         answered_with: Option<&GatewayError>,
         proxy_failure: Option<Blame>,

@@ -108,6 +108,7 @@ impl World {
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
             limits: &self.limits,
             route_turn: 0,
+            now: std::time::Instant::now(),
         }
     }
 
@@ -387,7 +388,7 @@ fn how_a_request_ended() {
             "{error:?} / {failure:?}"
         );
     }
-    // A subrequest whose parent's client left: it read the answer to its end, or it did not.
+    // A stream whose client left: its upstream was read on to its end, or it was not.
     let left = [
         (None, None, Ending::ClientLeftAnswerRead),
         (None, Some(Blame::Client), Ending::ClientLeft),
@@ -654,8 +655,18 @@ routes:
         creds: &Credentials,
         turn: u64,
     ) -> Result<(RouteKind, Option<String>), GatewayError> {
+        chosen_at(&model(), body, creds, turn, Instant::now())
+    }
+
+    fn chosen_at(
+        model: &Model,
+        body: &str,
+        creds: &Credentials,
+        turn: u64,
+        now: Instant,
+    ) -> Result<(RouteKind, Option<String>), GatewayError> {
         let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
-        route_for(&model(), &req, creds, turn).map(|r| (r.kind, r.region))
+        route_for(model, &req, creds, turn, now).map(|r| (r.kind, r.region))
     }
 
     const PLAIN: &str = r#"{"model":"google/g","messages":[{"role":"user","content":"hi"}]}"#;
@@ -705,5 +716,55 @@ routes:
         let e = chosen(PLAIN, &creds(false, false), 0).unwrap_err();
         assert_eq!(e, GatewayError::MissingCredentials("gemini"));
         assert_eq!((e.status(), e.code()), (503, "upstream_unconfigured"));
+    }
+
+    #[test]
+    fn a_cooling_route_is_skipped_while_another_can_serve_then_probed() {
+        let model = model();
+        let creds = creds(true, true);
+        let t = Instant::now();
+        let secs = std::time::Duration::from_secs;
+        model.routes[0].health.throttled(t, Some(secs(5)));
+        let during = chosen_at(&model, PLAIN, &creds, 0, t + secs(1)).unwrap();
+        assert_eq!(
+            during.0,
+            RouteKind::Vertex,
+            "the throttled route is skipped"
+        );
+        let after = t + secs(6);
+        let probe = chosen_at(&model, PLAIN, &creds, 0, after).unwrap();
+        assert_eq!(probe.0, RouteKind::GeminiApi, "the next request probes it");
+        let meanwhile = chosen_at(&model, PLAIN, &creds, 0, after).unwrap();
+        assert_eq!(meanwhile.0, RouteKind::Vertex, "one probe at a time");
+        model.routes[0].health.succeeded();
+        let healed = chosen_at(&model, PLAIN, &creds, 0, after).unwrap();
+        assert_eq!(healed.0, RouteKind::GeminiApi);
+    }
+
+    #[test]
+    fn equal_routes_take_turns_among_those_not_cooling() {
+        let model = model();
+        let t = Instant::now();
+        model.routes[1].health.throttled(t, None); // us-central1
+        for turn in 0..4 {
+            let (_, region) = chosen_at(&model, PLAIN, &creds(false, true), turn, t).unwrap();
+            assert_eq!(region.as_deref(), Some("europe-west4"), "turn {turn}");
+        }
+    }
+
+    #[test]
+    fn when_every_route_cools_the_one_recovering_first_still_serves() {
+        let model = model();
+        let t = Instant::now();
+        let secs = std::time::Duration::from_secs;
+        for (route, wait) in model.routes.iter().zip([40, 30, 20, 50]) {
+            route.health.throttled(t, Some(secs(wait)));
+        }
+        let (kind, region) = chosen_at(&model, PLAIN, &creds(true, true), 0, t).unwrap();
+        assert_eq!(
+            (kind, region.as_deref()),
+            (RouteKind::Vertex, Some("europe-west4")),
+            "never refused for health alone"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! (`refresh`) reloads rows from the store every `catalog_refresh`, resolves route hosts
 //! off the hot path, and publishes. The `/v1/models` body is rendered once per snapshot.
 
+pub mod health;
 pub mod import;
 pub mod profile;
 
@@ -22,6 +23,7 @@ pub use profile::{Profile, Thinking};
 use crate::config::ProvidersConf;
 use crate::money::Price;
 use crate::store::{CatalogRows, ModelRow, RouteRow, Store, StoreResult};
+pub use health::{Healths, RouteHealth};
 
 /// Which translator speaks to the model's upstream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -70,6 +72,14 @@ pub enum RouteKind {
 }
 
 impl RouteKind {
+    pub const ALL: [RouteKind; 6] = [
+        Self::OpenAi,
+        Self::GeminiApi,
+        Self::Vertex,
+        Self::VertexGlobal,
+        Self::Anthropic,
+        Self::VertexAnthropic,
+    ];
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "openai" => Self::OpenAi,
@@ -195,6 +205,8 @@ pub struct Route {
     pub addr: Option<SocketAddr>,
     /// Lower is preferred; routes of equal priority share the load.
     pub priority: i32,
+    /// This process's circuit breaker for the route (kept across refreshes).
+    pub health: Arc<RouteHealth>,
 }
 
 #[derive(Debug, Clone)]
@@ -260,13 +272,25 @@ impl Snapshot {
         self.models.is_empty()
     }
 
-    /// Builds a snapshot from store rows; hosts must already be resolved into `addrs`.
-    /// Rows that cannot be understood are skipped with a warning rather than hiding the
-    /// whole catalog.
+    /// A snapshot of `rows` whose routes are all served, with fresh breakers (tests, tools).
     pub fn build(
         rows: &CatalogRows,
         providers: &ProvidersConf,
         addrs: &HashMap<(String, u16), SocketAddr>,
+    ) -> Snapshot {
+        let all = Served::every_kind();
+        Snapshot::build_with(rows, providers, addrs, &Healths::default(), &all)
+    }
+
+    /// Builds a snapshot from store rows; hosts must already be resolved into `addrs`.
+    /// Rows that cannot be understood are skipped with a warning rather than hiding the
+    /// whole catalog. `/v1/models` lists the models with a route of a `served` kind.
+    pub fn build_with(
+        rows: &CatalogRows,
+        providers: &ProvidersConf,
+        addrs: &HashMap<(String, u16), SocketAddr>,
+        healths: &Healths,
+        served: &Served,
     ) -> Snapshot {
         let mut profiles = HashMap::new();
         for p in &rows.profiles {
@@ -279,14 +303,14 @@ impl Snapshot {
         }
         let mut models = HashMap::new();
         for row in rows.models.iter().filter(|m| m.active) {
-            match model_from_row(row, &rows.routes, &profiles, providers, addrs) {
+            match model_from_row(row, &rows.routes, &profiles, providers, addrs, healths) {
                 Ok(model) => {
                     models.insert(row.id.clone().into_boxed_str(), Arc::new(model));
                 }
                 Err(why) => tracing::warn!(model = %row.id, "catalog row skipped: {why}"),
             }
         }
-        let models_json = render_models_json(&models);
+        let models_json = render_models_json(&models, served);
         Snapshot {
             models,
             models_json,
@@ -300,6 +324,7 @@ fn model_from_row(
     profiles: &HashMap<&str, Arc<Profile>>,
     providers: &ProvidersConf,
     addrs: &HashMap<(String, u16), SocketAddr>,
+    healths: &Healths,
 ) -> Result<Model, String> {
     let family = Family::parse(&row.family).ok_or(format!("unknown family {:?}", row.family))?;
     let kind = match row.kind.as_str() {
@@ -335,12 +360,15 @@ fn model_from_row(
         };
         let endpoint = Endpoint::parse(&base).map_err(|e| format!("route {}: {e}", r.kind))?;
         let addr = addrs.get(&(endpoint.host.clone(), endpoint.port)).copied();
+        let region = r.region.as_deref().unwrap_or("");
+        let health = healths.of(format!("{}|{}|{region}|{base}", row.id, r.kind));
         out.push(Route {
             kind,
             endpoint,
             region: r.region.clone(),
             addr,
             priority: r.priority,
+            health,
         });
     }
     Ok(Model {
@@ -387,7 +415,7 @@ fn pricing_of(row: &ModelRow) -> Pricing {
 /// `created` is the same constant for every entry (the specification).
 const MODELS_CREATED: i64 = 1_704_067_200;
 
-fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
+fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>, served: &Served) -> Bytes {
     #[derive(Serialize)]
     struct Entry<'a> {
         id: &'a str,
@@ -403,6 +431,7 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
     }
     let mut data: Vec<Entry> = models
         .values()
+        .filter(|m| m.routes.iter().any(|r| served.serves(r.kind)))
         .map(|m| Entry {
             id: &m.id,
             object: "model",
@@ -419,6 +448,23 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>) -> Bytes {
     serde_json::to_vec(&list)
         .map(Bytes::from)
         .unwrap_or_default()
+}
+
+/// The route kinds this gateway has credentials for: `/v1/models` lists only the models one of
+/// whose active routes is of such a kind.
+#[derive(Debug, Clone)]
+pub struct Served(Vec<RouteKind>);
+
+impl Served {
+    pub fn new(kinds: impl IntoIterator<Item = RouteKind>) -> Self {
+        Served(kinds.into_iter().collect())
+    }
+    pub fn every_kind() -> Self {
+        Served(RouteKind::ALL.to_vec())
+    }
+    pub fn serves(&self, kind: RouteKind) -> bool {
+        self.0.contains(&kind)
+    }
 }
 
 /// The shared handle: wait-free reads, atomic publication.
@@ -513,15 +559,37 @@ impl Resolver {
     }
 }
 
-/// Loads the catalog from the store and builds a snapshot (used at start and by the refresher).
-pub async fn load(
-    store: &dyn Store,
-    providers: &ProvidersConf,
-    resolver: &mut Resolver,
-) -> StoreResult<Snapshot> {
-    let rows = store.load_catalog().await?;
-    let addrs = resolver.resolve(&rows, providers).await;
-    Ok(Snapshot::build(&rows, providers, &addrs))
+/// What turns the store's catalog rows into snapshots, at start and on every refresh.
+pub struct Loader {
+    pub providers: ProvidersConf,
+    pub served: Served,
+    /// Route breakers, kept from one snapshot to the next.
+    pub healths: Healths,
+    resolver: Resolver,
+}
+
+impl Loader {
+    pub fn new(providers: ProvidersConf, served: Served, healths: Healths) -> Self {
+        Loader {
+            providers,
+            served,
+            healths,
+            resolver: Resolver::default(),
+        }
+    }
+
+    /// Loads the catalog from the store and builds a snapshot.
+    pub async fn load(&mut self, store: &dyn Store) -> StoreResult<Snapshot> {
+        let rows = store.load_catalog().await?;
+        let addrs = self.resolver.resolve(&rows, &self.providers).await;
+        Ok(Snapshot::build_with(
+            &rows,
+            &self.providers,
+            &addrs,
+            &self.healths,
+            &self.served,
+        ))
+    }
 }
 
 #[cfg(test)]

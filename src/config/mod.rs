@@ -113,9 +113,41 @@ pub struct UpstreamConf {
     pub write_timeout: Duration,
     /// Largest buffered upstream answer read; a larger one is a 502 `upstream_error`.
     pub max_answer_body: ByteSize,
-    /// Routes a buffered request tries at most, failing over while an attempt fails before
-    /// answering (1: no failover).
+    /// Routes a request tries at most, failing over while an attempt fails before anything
+    /// reached the client (1: no failover).
     pub max_attempts: u32,
+    /// No further route is tried once this long has passed since the first attempt began.
+    #[serde(with = "humantime_serde")]
+    pub failover_deadline: Duration,
+    /// While a stream has sent nothing for this long, an SSE comment (`: keep-alive`) goes to
+    /// the client so that proxies in between do not cut it; `0s`: never.
+    #[serde(with = "humantime_serde")]
+    pub stream_keep_alive: Duration,
+    pub breaker: BreakerConf,
+}
+
+/// The per-route circuit breaker (README "Routing and failover").
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BreakerConf {
+    /// Consecutive failures (no connection, timeout, 5xx) that make a route cool down.
+    pub failures: u32,
+    /// How long a route cools down after them, or after a 429 without `Retry-After`.
+    #[serde(with = "humantime_serde")]
+    pub cooldown: Duration,
+    /// The longest an upstream's `Retry-After` makes a route cool down.
+    #[serde(with = "humantime_serde")]
+    pub max_cooldown: Duration,
+}
+
+impl Default for BreakerConf {
+    fn default() -> Self {
+        BreakerConf {
+            failures: 3,
+            cooldown: Duration::from_secs(30),
+            max_cooldown: Duration::from_secs(300),
+        }
+    }
 }
 
 /// Per-provider route settings. Route kinds map onto them: `openai` → `openai`,
@@ -207,6 +239,9 @@ impl Default for UpstreamConf {
             write_timeout: Duration::from_secs(60),
             max_answer_body: ByteSize::mib(16),
             max_attempts: 3,
+            failover_deadline: Duration::from_secs(60),
+            stream_keep_alive: Duration::from_secs(15),
+            breaker: BreakerConf::default(),
         }
     }
 }
@@ -331,6 +366,17 @@ impl Config {
             if d.is_zero() {
                 problems.push(format!("tollgate.upstream.{name}: must be positive"));
             }
+        }
+        let u = &t.upstream;
+        if u.max_attempts == 0 || u.breaker.failures == 0 {
+            problems
+                .push("tollgate.upstream.max_attempts, breaker.failures: at least 1".to_owned());
+        }
+        if u.breaker.cooldown.is_zero() || u.breaker.max_cooldown < u.breaker.cooldown {
+            problems.push(
+                "tollgate.upstream.breaker: cooldown positive, max_cooldown not below it"
+                    .to_owned(),
+            );
         }
         let urls = [
             ("openai.base_url", &t.providers.openai.base_url),

@@ -78,6 +78,17 @@ pub struct Credentials {
 }
 
 impl Credentials {
+    /// Whether this gateway is set up to use routes of `kind` at all (a Vertex token being
+    /// refreshed right now still counts): what `/v1/models` lists by.
+    pub fn configured(&self, kind: RouteKind) -> bool {
+        match kind {
+            RouteKind::Vertex | RouteKind::VertexGlobal | RouteKind::VertexAnthropic => {
+                self.vertex_project.is_some()
+            }
+            _ => self.missing_for(kind).is_none(),
+        }
+    }
+
     /// What a route of `kind` needs and this gateway lacks, if anything (`openai` routes may
     /// run without a key: local servers expect none).
     pub fn missing_for(&self, kind: RouteKind) -> Option<&'static str> {

@@ -200,6 +200,11 @@ pub fn write_error(out: &mut BytesMut, message: &str) {
     write_raw(out, &envelope(message, "upstream_error", "upstream_error"));
 }
 
+/// Whether client bytes begin with an error frame (of [`write_error`]): nothing came before it.
+pub fn starts_with_error(out: &[u8]) -> bool {
+    out.starts_with(b"data: {\"error\"")
+}
+
 /// The final chunk every stream ends with: `choices: []` and the populated usage.
 pub fn write_usage_chunk(out: &mut BytesMut, id: &str, created: i64, model: &str, usage: &Usage) {
     #[derive(Serialize)]

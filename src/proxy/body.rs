@@ -1,8 +1,8 @@
 //! Reading the client body before routing, bounded by `max_request_body`.
 //!
-//! Pingora replays a body read in `request_filter` to `request_body_filter` only from its retry
-//! buffer, which holds 64 KiB; larger bodies are carried by a subrequest (`large.rs`).
-//! `Expect: 100-continue` is answered here, since we read the body ourselves.
+//! The gateway sends upstream bodies itself, so the client's body is read whole, once, here
+//! (Pingora's 64 KiB replay buffer is not involved). `Expect: 100-continue` is answered here,
+//! since we read the body ourselves.
 
 use bytes::{Bytes, BytesMut};
 use pingora_proxy::Session;
@@ -20,7 +20,6 @@ pub async fn read_bounded(session: &mut Session, max: u64) -> Result<Bytes, Gate
             .await
             .map_err(|e| GatewayError::Internal(format!("writing 100 Continue: {e}").into()))?;
     }
-    session.downstream_session.enable_retry_buffering();
     let mut buf = BytesMut::with_capacity(declared.unwrap_or(0).min(max) as usize);
     while let Some(chunk) = session
         .read_request_body()

@@ -10,12 +10,12 @@ use std::time::Instant;
 use pingora_proxy::Session;
 
 use super::ctx::Ctx;
+use super::failover::Failover;
 use super::{respond, Gateway};
 use crate::admission::{Admission, Admitted};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
-use crate::catalog::Route;
-use crate::providers::{buffered_join, Adapter, FanOut, Joiner, Plan, UpstreamRequest};
+use crate::providers::{buffered_join, Adapter, FanOut, Joiner, UpstreamRequest};
 use crate::upstream::fan_out::PartFailure;
 
 impl Gateway {
@@ -33,10 +33,8 @@ impl Gateway {
             .await;
     }
 
-    /// Sends a buffered request and answers the client; while an attempt fails before
-    /// answering (no connection, timeout, 429, 5xx), fails over to the request's other routes,
-    /// `upstream.max_attempts` attempts in all. When every attempt failed and one was
-    /// throttled, the client gets that 429 (the shortest `Retry-After`), as the upstreams would.
+    /// Sends a buffered request and answers the client, failing over (`failover.rs`) while an
+    /// attempt fails before answering.
     pub(super) async fn run_buffered(
         &self,
         session: &mut Session,
@@ -47,45 +45,20 @@ impl Gateway {
         body: &[u8],
     ) {
         ctx.upstream_at = Some(Instant::now());
-        let mut fallbacks: Option<std::vec::IntoIter<Route>> = None;
-        let mut reported: Option<PartFailure> = None;
+        let mut failover = Failover::new(admission, body, &self.upstream);
         let answers = loop {
-            let answer = self
-                .fan_out
-                .run(&admitted.route.endpoint, vec![request])
-                .await;
-            let Err(failure) = &answer else {
-                break answer;
-            };
-            if !failure.worth_another_route() || ctx.attempts >= self.upstream.max_attempts {
-                break answer;
+            let endpoint = &admitted.route.endpoint;
+            match self.fan_out.run(endpoint, vec![request]).await {
+                Ok(answers) => {
+                    admitted.route.health.succeeded();
+                    break Ok(answers);
+                }
+                Err(failure) => match failover.next(self, ctx, &mut admitted, failure).await {
+                    Ok(next) => request = next,
+                    Err(report) => break Err(report),
+                },
             }
-            let routes =
-                fallbacks.get_or_insert_with(|| admission.fallbacks(&admitted, body).into_iter());
-            let Some((route, next, cache)) =
-                routes.find_map(|route| match admission.replan(&admitted, body, &route) {
-                    Ok(Plan::Proxy { request, cache }) => Some((route, request, cache)),
-                    _ => None,
-                })
-            else {
-                break answer;
-            };
-            if let Err(f) = answer {
-                reported = Some(PartFailure::to_report(reported, f));
-            }
-            tracing::info!(
-                request_id = %admitted.response_cx.id,
-                from = admitted.route.kind.as_str(),
-                to = route.kind.as_str(),
-                "failing over"
-            );
-            // A context cache the failed attempt created stays on the record (Google bills
-            // it); one created for the next route replaces it there (not yet summed).
-            admitted.route = route;
-            request = self.use_cache(next, cache, &mut admitted).await;
-            ctx.attempts += 1;
         };
-        let answers = answers.map_err(|last| PartFailure::to_report(reported, last));
         let join = buffered_join(admitted.adapter);
         self.answer_calls(session, ctx, admitted, answers, join)
             .await;
@@ -146,7 +119,10 @@ impl Gateway {
 
 /// A failed fan-out call as the gateway's error (the transport wording of every upstream call),
 /// and the `Retry-After` the upstream asked for.
-fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, Option<String>) {
+pub(super) fn part_failure(
+    adapter: &dyn Adapter,
+    failure: PartFailure,
+) -> (GatewayError, Option<String>) {
     match failure {
         PartFailure::Status {
             status,
@@ -169,5 +145,12 @@ fn part_failure(adapter: &dyn Adapter, failure: PartFailure) -> (GatewayError, O
             None,
         ),
         PartFailure::Broken => (GatewayError::transport(Transport::Broken, None), None),
+        PartFailure::EarlyEnd { message } => (
+            GatewayError::Upstream {
+                status: 502,
+                message: message.into(),
+            },
+            None,
+        ),
     }
 }

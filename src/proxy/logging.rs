@@ -16,7 +16,8 @@ impl Gateway {
         let Some(a) = ctx.admitted.as_ref() else {
             return;
         };
-        let ending = Ending::of(ctx.error.as_ref(), proxy_failure, ctx.client_left());
+        let stopped = proxy_failure.or(ctx.stopped);
+        let ending = Ending::of(ctx.error.as_ref(), stopped, ctx.client_left);
         let since = |from: Option<Instant>, to: Option<Instant>| Some(to? - from?);
         let timings = Timings {
             started_at: ctx.started_at,

@@ -4,27 +4,25 @@
 //!
 //! A request's walk: `request_filter` asks [`admission`](crate::admission) about the head
 //! (local answers and auth), reads the body, and asks again for the decision and the upstream
-//! plan; a cache step is resolved through [`ContextCaches`]; then, for a stream,
-//! `upstream_peer` / `upstream_request_filter` / `request_body_filter` send the one request;
-//! `response_filter` / `response_body_filter` translate back; `logging` bills the outcome
-//! ([`admission::outcome`](crate::admission::outcome)) and writes the access event;
-//! `fail_to_proxy` finishes cleanly when the upstream fails.
+//! plan; a cache step is resolved through [`ContextCaches`]; then the gateway sends the plan
+//! itself through the shared [`FanOutClient`] and answers from `request_filter`: a fan-out's
+//! calls are joined (`fan_out.rs`), a buffered answer is read (bounded) and translated before
+//! its status is chosen, a stream is relayed as it arrives (`stream.rs`); both fail over to the
+//! model's other routes while nothing has reached the client (`failover.rs`). `logging` bills
+//! the outcome ([`admission::outcome`](crate::admission::outcome)) and writes the access event.
 //!
-//! Only streams take Pingora's upstream phases. A buffered request (a fan-out of one call) and
-//! a plan that fans out (e.g. Gemini embeddings batches) are sent by `request_filter` itself
-//! through the shared [`FanOutClient`]: the answers are read (bounded), joined or translated
-//! with the adapter, and answered locally with the status that follows from the translation,
-//! leaving `ctx.admitted`, `ctx.usage` and `ctx.error` as a proxied request would for
-//! `logging`.
+//! Pingora's own upstream phases are not used: holding a stream's `200` until its first data
+//! frame (so that it can fail over), keep-alive comments while it is silent, and reading it on
+//! after its client left all need the whole stream in one loop.
 
-mod answer;
 mod body;
 mod convert;
 pub mod ctx;
+mod failover;
 mod fan_out;
-mod large;
 mod logging;
 mod respond;
+mod stream;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -34,11 +32,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorSource, ErrorType};
-use pingora_http::{RequestHeader, ResponseHeader};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
 use crate::admission::{Admission, Admitted, Decision, HeadDecision};
-use crate::api::error::Blame;
 use crate::api::limits::Limits;
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
@@ -50,10 +46,7 @@ use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
 use crate::sync::Freshness;
 use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::fan_out::FanOutClient;
-use ctx::{Ctx, Proxied, Translation};
-
-/// Pingora's replay buffer; bodies above it take the subrequest path.
-const REPLAY_LIMIT: usize = 64 * 1024;
+use ctx::Ctx;
 
 /// Shared, read-mostly state of the proxy.
 pub struct Gateway {
@@ -74,8 +67,8 @@ pub struct Gateway {
     pub strict_credit: bool,
     /// `tollgate.max_cache_ttl`: the cap on explicit caches' lifetime.
     pub max_cache_ttl: Duration,
-    /// `tollgate.drain_after_disconnect`: streams run as subrequests, so that when their
-    /// client leaves the upstream is still read, this long at most, to its final counts.
+    /// `tollgate.drain_after_disconnect`: when a stream's client leaves, its upstream is still
+    /// read, this long at most, to its final counts.
     pub drain_after_disconnect: Duration,
     /// `tollgate.limits`: what one request may carry.
     pub limits: Limits,
@@ -91,17 +84,6 @@ pub struct Gateway {
 /// How long a request waits for that read before it is refused anyway.
 const FRESH_WAIT: Duration = Duration::from_secs(1);
 
-/// Where `request_filter` goes next.
-enum Next {
-    /// Answered locally; the request is over.
-    Answered,
-    /// Proxy through the upstream phases.
-    Proxy(Box<Proxied>),
-    /// Proxy through a subrequest: the body is too large to replay, or the answer is a stream
-    /// to read to its end even if the client leaves.
-    HandOff(Box<Proxied>),
-}
-
 impl Gateway {
     fn admission<'a>(&'a self, catalog: &'a Snapshot) -> Admission<'a> {
         Admission {
@@ -113,10 +95,12 @@ impl Gateway {
             max_cache_ttl: self.max_cache_ttl,
             limits: &self.limits,
             route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),
+            now: Instant::now(),
         }
     }
 
-    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Next, GatewayError> {
+    /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
+    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
         let catalog = self.catalog.snapshot();
         let admission = self.admission(&catalog);
         let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
@@ -129,7 +113,7 @@ impl Gateway {
         let (op, key) = match head? {
             HeadDecision::Answer(body) => {
                 self.answer(session, body).await;
-                return Ok(Next::Answered);
+                return Ok(());
             }
             HeadDecision::ReadBody { op, key } => (op, key),
         };
@@ -154,27 +138,18 @@ impl Gateway {
         let request = match plan {
             Plan::FanOut(plan) => {
                 self.run_fan_out(session, ctx, admitted, plan).await;
-                return Ok(Next::Answered);
+                return Ok(());
             }
             Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,
         };
-        if !admitted.stream {
-            // Sent by the gateway itself, so that the answer is read, bounded and translated
-            // before its status is chosen: an untranslatable 2xx becomes a 502.
+        if admitted.stream {
+            self.run_stream(session, ctx, &admission, admitted, request, &body)
+                .await;
+        } else {
             self.run_buffered(session, ctx, &admission, admitted, request, &body)
                 .await;
-            return Ok(Next::Answered);
         }
-        // A stream: proxied by Pingora, through a subrequest when it is to be read on after
-        // its client leaves or its body is too large to replay.
-        let drained = !self.drain_after_disconnect.is_zero();
-        let proxied = Proxied::new(admitted, request);
-        let too_large =
-            session.as_downstream().retry_buffer_truncated() || body.len() > REPLAY_LIMIT;
-        if too_large || drained {
-            return Ok(Next::HandOff(Box::new(proxied)));
-        }
-        Ok(Next::Proxy(Box::new(proxied)))
+        Ok(())
     }
 
     /// Creates (or reuses) the plan's explicit context cache and sends the body naming it; if
@@ -217,19 +192,11 @@ impl ProxyHttp for Gateway {
         Ctx::default()
     }
 
-    fn allow_spawning_subrequest(&self, session: &Session, _ctx: &Ctx) -> bool {
-        !session.as_downstream().is_subrequest()
-    }
-
     async fn request_filter(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<bool> {
-        if let Some(proxied) = large::take_handoff(session) {
-            ctx.proxy(proxied);
-            return Ok(false);
-        }
         if self.draining.load(Ordering::Relaxed) {
             session.set_keepalive(None);
         }
@@ -237,100 +204,27 @@ impl ProxyHttp for Gateway {
         session
             .downstream_session
             .set_write_timeout(Some(self.limits.client_write_timeout));
-        match self.admit(session, ctx).await {
-            Ok(Next::Proxy(proxied)) => {
-                ctx.proxy(*proxied);
-                Ok(false)
+        if let Err(e) = self.admit(session, ctx).await {
+            if !ctx.body_read {
+                // Unread body: Pingora cannot reuse this connection, so say so.
+                session.set_keepalive(None);
             }
-            Ok(Next::Answered) => Ok(true),
-            Ok(Next::HandOff(proxied)) => {
-                ctx.handed_off = true;
-                large::hand_off(session, *proxied, self.drain_after_disconnect).await?;
-                Ok(true)
-            }
-            Err(e) => {
-                if !ctx.body_read {
-                    // Unread body: Pingora cannot reuse this connection, so say so.
-                    session.set_keepalive(None);
-                }
-                respond::error(session, &e).await?;
-                ctx.error = Some(e);
-                Ok(true)
-            }
+            respond::error(session, &e).await?;
+            ctx.error = Some(e);
         }
+        Ok(true)
     }
 
+    /// Never reached: every request is answered in `request_filter`.
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        ctx: &mut Ctx,
+        _ctx: &mut Ctx,
     ) -> pingora_error::Result<Box<HttpPeer>> {
-        let Some(a) = ctx.admitted.as_ref() else {
-            return Err(Error::explain(ErrorType::InternalError, "no route decided"));
-        };
-        let peer = convert::peer(&a.route, &self.upstream)?;
-        ctx.upstream_at = Some(Instant::now());
-        Ok(Box::new(peer))
-    }
-
-    async fn upstream_request_filter(
-        &self,
-        _session: &mut Session,
-        req: &mut RequestHeader,
-        ctx: &mut Ctx,
-    ) -> pingora_error::Result<()> {
-        let (Some(a), Some(up)) = (ctx.admitted.as_ref(), ctx.upstream.as_ref()) else {
-            return Err(Error::explain(
-                ErrorType::InternalError,
-                "no upstream request",
-            ));
-        };
-        *req = convert::upstream_header(a, up)?;
-        Ok(())
-    }
-
-    async fn request_body_filter(
-        &self,
-        _session: &mut Session,
-        body: &mut Option<Bytes>,
-        end_of_stream: bool,
-        ctx: &mut Ctx,
-    ) -> pingora_error::Result<()> {
-        if let Some(up) = ctx.upstream.as_ref() {
-            // Never `None` mid-body: that would end the upstream body early.
-            *body = Some(if end_of_stream {
-                up.body.clone()
-            } else {
-                Bytes::new()
-            });
-        }
-        Ok(())
-    }
-
-    async fn response_filter(
-        &self,
-        _session: &mut Session,
-        resp: &mut ResponseHeader,
-        ctx: &mut Ctx,
-    ) -> pingora_error::Result<()> {
-        let status = resp.status.as_u16();
-        let Some(streaming) = ctx.begin_answer(status, Instant::now()) else {
-            return Ok(());
-        };
-        let id = ctx.admitted.as_ref().map_or("", |a| &a.response_cx.id);
-        *resp = respond::answer_header(status, streaming, resp.headers.get("retry-after"), id)?;
-        Ok(())
-    }
-
-    fn response_body_filter(
-        &self,
-        _session: &mut Session,
-        body: &mut Option<Bytes>,
-        end_of_stream: bool,
-        ctx: &mut Ctx,
-    ) -> pingora_error::Result<Option<Duration>> {
-        *body = ctx.translate_body(body.take(), end_of_stream, Instant::now());
-        Ok(None)
+        Err(Error::explain(
+            ErrorType::InternalError,
+            "requests are answered in request_filter",
+        ))
     }
 
     /// Clients hanging up are routine, not errors worth an error log line.
@@ -338,32 +232,17 @@ impl ProxyHttp for Gateway {
         matches!(error.esource(), ErrorSource::Downstream)
     }
 
-    async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
-        let subrequest = session.as_downstream().is_subrequest();
-        let answering =
-            session.response_written().is_some() || subrequest && ctx.first_byte_at.is_some();
-        let failure = match convert::blame(e) {
-            // The client went away: nothing to write, and nothing the upstream did wrong.
-            Blame::Client => return convert::closed(0),
-            // The client already has a 200: close the stream the specified way.
-            _ if answering => convert::mid_stream(e),
-            _ => convert::before_answer(e),
-        };
-        if !subrequest {
-            let streaming = matches!(ctx.translation, Translation::Stream(_));
-            if let Err(write) = respond::failure(session, &failure, streaming).await {
-                tracing::debug!("writing the failure failed: {write}");
-            }
-        }
-        let code = if answering { 0 } else { failure.status() };
-        ctx.error = Some(failure);
-        convert::closed(code)
+    /// Only a failed write of the gateway's own answer gets here: the client is gone.
+    async fn fail_to_proxy(
+        &self,
+        _session: &mut Session,
+        _e: &Error,
+        _ctx: &mut Ctx,
+    ) -> FailToProxy {
+        convert::closed(0)
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
-        if ctx.handed_off {
-            return; // the subrequest logged and accounted this request
-        }
         self.bill(e.map(convert::blame), ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         logging::access_log(session.req_header().uri.path(), status, ctx);

@@ -64,20 +64,6 @@ pub async fn error(session: &mut Session, e: &GatewayError) -> pingora_error::Re
     .await
 }
 
-/// Tells the client about an upstream failure: the envelope when nothing was answered yet, the
-/// error frame when a stream is under way (a buffered answer already begun just ends).
-pub async fn failure(
-    session: &mut Session,
-    e: &GatewayError,
-    streaming: bool,
-) -> pingora_error::Result<()> {
-    match e {
-        GatewayError::MidStream(_) if streaming => stream_error(session, e).await,
-        GatewayError::MidStream(_) => Ok(()),
-        _ => error(session, e).await,
-    }
-}
-
 /// Ends a stream whose 200 is already out: the error frame, `data: [DONE]`, a clean end.
 pub async fn stream_error(session: &mut Session, e: &GatewayError) -> pingora_error::Result<()> {
     let mut out = BytesMut::new();

@@ -38,21 +38,43 @@ pub enum PartFailure {
     TooLarge { limit: u64 },
     /// A call's connection failed after connecting, or its answer could not be read.
     Broken,
+    /// A stream that failed before its first content: an in-band error as its first event, or
+    /// its connection broken or its body ended first. Nothing reached the client.
+    EarlyEnd { message: String },
 }
 
 impl PartFailure {
     /// A failure before the upstream answered that another route may not have: no connection,
-    /// a timeout, throttling (429) or a server error (5xx, Anthropic's 529 included).
+    /// a timeout, throttling (429), a server error (5xx, Anthropic's 529 included), a stream
+    /// ending before its first content, or the route's own credential refused (401/403: the
+    /// gateway's key, not the client's, is at fault, and another route has its own).
     pub fn worth_another_route(&self) -> bool {
         match self {
-            PartFailure::Connect | PartFailure::Timeout => true,
-            PartFailure::Status { status, .. } => *status == 429 || *status >= 500,
+            PartFailure::Connect | PartFailure::Timeout | PartFailure::EarlyEnd { .. } => true,
+            PartFailure::Status { status, .. } => {
+                matches!(status, 401 | 403 | 429) || *status >= 500
+            }
             PartFailure::Broken | PartFailure::TooLarge { .. } => false,
         }
     }
 
     pub fn is_throttled(&self) -> bool {
         matches!(self, PartFailure::Status { status: 429, .. })
+    }
+
+    /// How long a throttling upstream asked to wait: its `Retry-After` in seconds, else
+    /// Google's `RetryInfo.retryDelay` (`"37s"`) in the error body.
+    pub fn retry_after(&self) -> Option<Duration> {
+        let PartFailure::Status {
+            retry_after, body, ..
+        } = self
+        else {
+            return None;
+        };
+        if let Some(secs) = retry_after.as_deref().and_then(|s| s.trim().parse().ok()) {
+            return Some(Duration::from_secs(secs));
+        }
+        google_retry_delay(body)
     }
 
     /// Which of two attempts' failures the client is told about: a throttled one before any
@@ -116,31 +138,41 @@ impl FanOutClient {
     }
 
     async fn send(&self, endpoint: &Endpoint, call: UpstreamRequest) -> Result<Bytes, PartFailure> {
+        let response = self.open(endpoint, call, "application/json").await?;
+        self.read_bounded(response).await
+    }
+
+    /// Sends one call and returns its successful answer as it begins (the body still to be
+    /// read: a stream); a non-2xx answer is read (bounded) into the failure.
+    pub async fn open(
+        &self,
+        endpoint: &Endpoint,
+        call: UpstreamRequest,
+        accept: &'static str,
+    ) -> Result<reqwest::Response, PartFailure> {
         let mut request = self
             .client
             .post(endpoint.url(&call.path))
-            .header(http::header::ACCEPT, "application/json")
+            .header(http::header::ACCEPT, accept)
             .body(call.body);
         for (name, value) in call.headers {
             request = request.header(name, value);
         }
         let response = request.send().await.map_err(transport)?;
         let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
         let retry_after = response
             .headers()
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let body = self.read_bounded(response).await?;
-        if status.is_success() {
-            Ok(body)
-        } else {
-            Err(PartFailure::Status {
-                status: status.as_u16(),
-                body,
-                retry_after,
-            })
-        }
+        Err(PartFailure::Status {
+            status: status.as_u16(),
+            body: self.read_bounded(response).await?,
+            retry_after,
+        })
     }
 }
 
@@ -168,8 +200,29 @@ impl FanOutClient {
     }
 }
 
+/// `error.details[].retryDelay` of a Google error body (`RetryInfo`), e.g. `"37s"` or `"0.5s"`.
+fn google_retry_delay(body: &[u8]) -> Option<Duration> {
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        error: Detailed,
+    }
+    #[derive(serde::Deserialize)]
+    struct Detailed {
+        #[serde(default)]
+        details: Vec<serde_json::Value>,
+    }
+    let parsed: Envelope = serde_json::from_slice(body).ok()?;
+    let delay = parsed
+        .error
+        .details
+        .iter()
+        .find_map(|d| d.get("retryDelay")?.as_str())?;
+    let secs: f64 = delay.strip_suffix('s')?.parse().ok()?;
+    Duration::try_from_secs_f64(secs).ok()
+}
+
 /// The kind of a transport failure; the details go to the log, not to the client.
-fn transport(e: reqwest::Error) -> PartFailure {
+pub fn transport(e: reqwest::Error) -> PartFailure {
     let kind = if e.is_timeout() {
         PartFailure::Timeout
     } else if e.is_connect() {

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{FakeUpstream, Gateway};
+use crate::harness::{FakeUpstream, Gateway, Sim};
 
 async fn get(url: String, key: Option<&str>) -> (u16, Value) {
     let mut req = reqwest::Client::new().get(url);
@@ -41,7 +41,9 @@ async fn health_is_public_and_local() {
 
 #[tokio::test]
 async fn models_list_has_the_specified_shape() {
-    let gw = Gateway::builder().start();
+    // Credentials for every route kind: a model is listed only while it can be served.
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let (status, body) = get(gw.url("/v1/models"), Some(&format!("Bearer {key}"))).await;
     assert_eq!(status, 200);

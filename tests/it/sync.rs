@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{eventually, Gateway, PgDatabase};
+use crate::harness::{eventually, Gateway, PgDatabase, Sim};
 
 async fn status(gw: &Gateway, key: &str) -> u16 {
     reqwest::Client::new()
@@ -66,7 +66,11 @@ async fn model_ids(gw: &Gateway, key: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn catalog_edits_appear_without_restart_sqlite() {
-    let gw = Gateway::builder().catalog_refresh("1s").start();
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .catalog_refresh("1s")
+        .start();
     let (_, key) = gw.workspace_with_key();
     assert!(model_ids(&gw, &key)
         .await

@@ -1,0 +1,315 @@
+//! Streamed answers, sent by the gateway's own upstream client so that the whole life of a
+//! stream is in one loop:
+//!
+//! - **Failover before the first data frame.** The client's `200` is held back until the first
+//!   translated `data:` frame; an attempt that fails before it (no connection, a timeout, a
+//!   429/5xx, an in-band error as the first event, a connection broken before any content) is
+//!   retried on the next route (`failover.rs`), and the client sees one clean stream.
+//! - **Keep-alive.** While nothing is sent for `upstream.stream_keep_alive` (long thinking, a
+//!   failover held back), an SSE comment goes out; the first one commits the `200`, after
+//!   which a failure of every route ends the stream with the error frame and `[DONE]`.
+//! - **The answer is read after the client leaves**, `drain_after_disconnect` at most, so the
+//!   upstream's final counts (Anthropic's output, Vertex Gemini's usage) are what is billed.
+//!
+//! [`Relay`] is the pure part (translation and the first-frame rule), unit-tested below.
+
+use std::pin::Pin;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use pingora_proxy::Session;
+use tokio::time::Sleep;
+
+use super::ctx::Ctx;
+use super::failover::Failover;
+use super::{respond, Gateway};
+use crate::admission::{Admission, Admitted};
+use crate::api::error::Blame;
+use crate::api::{GatewayError, Usage};
+use crate::providers::{sse, StreamTranslator, UpstreamRequest};
+use crate::upstream::fan_out::{transport, PartFailure};
+
+const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+
+/// One attempt's translation, and whether anything of it may still be taken back.
+pub(super) struct Relay {
+    translator: Box<dyn StreamTranslator>,
+    /// A `data:` frame was produced: from here the stream is the client's.
+    committed: bool,
+}
+
+/// What one upstream chunk (or the upstream's end) gives the client.
+#[derive(Debug, PartialEq)]
+pub(super) enum Step {
+    /// Bytes for the client (possibly none yet: an incomplete event).
+    Send(Bytes),
+    /// The attempt failed before its first content: nothing of it goes to the client.
+    EarlyEnd(String),
+}
+
+impl Relay {
+    pub fn new(translator: Box<dyn StreamTranslator>) -> Self {
+        Relay {
+            translator,
+            committed: false,
+        }
+    }
+
+    pub fn feed(&mut self, chunk: &[u8]) -> Step {
+        let mut out = BytesMut::new();
+        self.translator.feed(chunk, &mut out);
+        self.step(out)
+    }
+
+    /// The upstream ended cleanly.
+    pub fn finish(&mut self) -> Step {
+        let mut out = BytesMut::new();
+        self.translator.finish(&mut out);
+        self.step(out)
+    }
+
+    fn step(&mut self, out: BytesMut) -> Step {
+        if !self.committed {
+            // An in-band error with no content before it (in this chunk either).
+            if let Some(message) = self.translator.failed() {
+                if out.is_empty() || sse::starts_with_error(&out) {
+                    return Step::EarlyEnd(message.to_owned());
+                }
+            }
+            self.committed = !out.is_empty();
+        }
+        Step::Send(out.freeze())
+    }
+
+    pub fn committed(&self) -> bool {
+        self.committed
+    }
+    pub fn usage(&self) -> Usage {
+        self.translator.usage()
+    }
+    pub fn delivered(&self) -> u64 {
+        self.translator.delivered()
+    }
+    /// The upstream's in-band error after the stream was committed (it ended with an error
+    /// frame).
+    pub fn failed(&self) -> Option<&str> {
+        self.translator.failed()
+    }
+}
+
+/// The client's side of a stream: the `200` held back until something is sent, keep-alive
+/// comments while nothing is, and whether the client is still there.
+struct Client<'s> {
+    session: &'s mut Session,
+    request_id: &'s str,
+    header_sent: bool,
+    left: bool,
+    keep_alive: Duration,
+    last_write: Instant,
+    tick: Pin<Box<Sleep>>,
+}
+
+impl<'s> Client<'s> {
+    fn new(session: &'s mut Session, request_id: &'s str, keep_alive: Duration) -> Self {
+        let now = Instant::now();
+        Client {
+            session,
+            request_id,
+            header_sent: false,
+            left: false,
+            keep_alive,
+            last_write: now,
+            tick: Box::pin(tokio::time::sleep(keep_alive)),
+        }
+    }
+
+    /// Writes `bytes` (the `200` first if not yet sent); a failed write means the client left.
+    async fn send(&mut self, bytes: Bytes, end: bool) {
+        if self.left || (bytes.is_empty() && !end) {
+            return;
+        }
+        if !self.header_sent {
+            self.header_sent = true;
+            let header = respond::answer_header(200, true, None, self.request_id);
+            let written = match header {
+                Ok(h) => self.session.write_response_header(Box::new(h), false).await,
+                Err(e) => Err(e),
+            };
+            if written.is_err() {
+                self.left = true;
+                return;
+            }
+        }
+        self.last_write = Instant::now();
+        if self
+            .session
+            .write_response_body(Some(bytes), end)
+            .await
+            .is_err()
+        {
+            self.left = true;
+        }
+    }
+
+    /// Awaits `work`, sending a keep-alive comment whenever nothing was written for the
+    /// configured interval.
+    async fn awaiting<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
+        tokio::pin!(work);
+        loop {
+            if self.left || self.keep_alive.is_zero() {
+                return work.await;
+            }
+            tokio::select! {
+                done = &mut work => return done,
+                () = &mut self.tick => {
+                    let due = self.last_write + self.keep_alive;
+                    if Instant::now() >= due {
+                        self.send(Bytes::from_static(KEEP_ALIVE), false).await;
+                    }
+                    let next = self.last_write + self.keep_alive;
+                    self.tick.as_mut().reset(next.into());
+                }
+            }
+        }
+    }
+}
+
+/// How an attempt's answer ended.
+enum Ended {
+    /// Read to its end (or the client left and it was read as long as allowed).
+    Done,
+    /// Failed before its first content: the next route may serve the request.
+    Early(PartFailure),
+}
+
+impl Gateway {
+    /// Sends a streamed request and relays its answer, failing over until the first data frame.
+    pub(super) async fn run_stream(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        admission: &Admission<'_>,
+        mut admitted: Admitted,
+        mut request: UpstreamRequest,
+        body: &[u8],
+    ) {
+        ctx.upstream_at = Some(Instant::now());
+        let id = admitted.response_cx.id.clone();
+        let mut client = Client::new(session, &id, self.upstream.stream_keep_alive);
+        let mut failover = Failover::new(admission, body, &self.upstream);
+        let failure = loop {
+            let endpoint = &admitted.route.endpoint;
+            let opened = client
+                .awaiting(self.fan_out.open(endpoint, request, "text/event-stream"))
+                .await;
+            let ended = match opened {
+                Ok(response) => {
+                    ctx.first_byte_at = Some(Instant::now());
+                    ctx.upstream_status = Some(response.status().as_u16());
+                    self.relay(&mut client, ctx, &admitted, response).await
+                }
+                Err(failure) => Ended::Early(failure),
+            };
+            let Ended::Early(failure) = ended else {
+                break None;
+            };
+            if let PartFailure::Status { status, .. } = &failure {
+                ctx.upstream_status = Some(*status);
+            }
+            match failover.next(self, ctx, &mut admitted, failure).await {
+                Ok(next) => request = next,
+                Err(report) => break Some(report),
+            }
+        };
+        if let Some(failure) = failure {
+            let (e, retry_after) = super::fan_out::part_failure(admitted.adapter, failure);
+            if client.header_sent {
+                // A keep-alive already committed the 200: the stream's own way to fail.
+                if !client.left {
+                    let _ = respond::stream_error(client.session, &e).await;
+                }
+            } else {
+                let mut headers = vec![("x-request-id", &*id)];
+                if let Some(after) = retry_after.as_deref() {
+                    headers.push(("retry-after", after));
+                }
+                let _ = respond::json(client.session, e.status(), e.envelope(), &headers).await;
+            }
+            ctx.error = Some(e);
+        }
+        ctx.client_left = client.left;
+        ctx.admitted = Some(admitted);
+    }
+
+    /// Relays one attempt's answer to the client; after the client left, reads on for
+    /// `drain_after_disconnect` at most.
+    async fn relay(
+        &self,
+        client: &mut Client<'_>,
+        ctx: &mut Ctx,
+        admitted: &Admitted,
+        mut response: reqwest::Response,
+    ) -> Ended {
+        let translator = admitted
+            .adapter
+            .stream_translator(admitted.response_cx.clone());
+        let mut relay = Relay::new(translator);
+        let mut drain_until = None;
+        loop {
+            if client.left && drain_until.is_none() {
+                drain_until = Some(tokio::time::Instant::now() + self.drain_after_disconnect);
+            }
+            let chunk = match drain_until {
+                Some(until) => match tokio::time::timeout_at(until, response.chunk()).await {
+                    Ok(chunk) => chunk,
+                    Err(_) => {
+                        ctx.stopped = Some(Blame::Client); // not read to its end
+                        break;
+                    }
+                },
+                None => client.awaiting(response.chunk()).await,
+            };
+            let (step, end) = match chunk {
+                Ok(Some(bytes)) => (relay.feed(&bytes), false),
+                Ok(None) => (relay.finish(), true),
+                Err(e) if !relay.committed() => return Ended::Early(transport(e)),
+                Err(e) => {
+                    let e = mid_stream(&e);
+                    if !client.left {
+                        let _ = respond::stream_error(client.session, &e).await;
+                    }
+                    ctx.error = Some(e);
+                    break;
+                }
+            };
+            let out = match step {
+                Step::Send(out) => out,
+                Step::EarlyEnd(message) => {
+                    return Ended::Early(PartFailure::EarlyEnd { message });
+                }
+            };
+            if relay.committed() && ctx.first_body_at.is_none() {
+                ctx.first_body_at = Some(Instant::now());
+                admitted.route.health.succeeded();
+            }
+            ctx.usage = relay.usage();
+            ctx.delivered = relay.delivered();
+            client.send(out, end).await;
+            if end {
+                if let Some(message) = relay.failed() {
+                    ctx.error = Some(GatewayError::MidStream(message.into()));
+                }
+                break;
+            }
+        }
+        ctx.usage = relay.usage();
+        ctx.delivered = relay.delivered();
+        Ended::Done
+    }
+}
+
+/// An upstream read failing after the stream was committed.
+fn mid_stream(e: &reqwest::Error) -> GatewayError {
+    let what = if e.is_timeout() { "timeout" } else { "broken" };
+    GatewayError::MidStream(format!("upstream failed mid-response: {what}").into())
+}
