@@ -44,6 +44,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         ttft_us: Some(1500),
         spend_window_start: None,
         usage_source: Default::default(),
+        attempts: 1,
     }
 }
 

@@ -1,5 +1,5 @@
-//! The operators' listener: liveness, readiness and a status summary now; the admin API and
-//! console arrive with their issue. Handlers are plain functions so tests need no socket.
+//! The operators' listener: liveness, readiness, a status summary and route health now; the
+//! admin API and console arrive with their issue. Handlers are plain functions so tests need no socket.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,6 +8,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::auth::KeyCache;
+use crate::catalog::health::HealthView;
 use crate::catalog::{Catalog, Snapshot};
 use crate::providers::Credentials;
 
@@ -36,6 +37,7 @@ impl Admin {
         match path {
             "/health" => (200, br#"{"status":"ok"}"#.to_vec()),
             "/ready" => self.ready(),
+            "/routes" => (200, self.routes()),
             "/status" => {
                 let s = Status {
                     status: "ok",
@@ -53,6 +55,36 @@ impl Admin {
                     .to_vec(),
             ),
         }
+    }
+
+    /// Every active route of every model with this process's view of its health, by model.
+    fn routes(&self) -> Vec<u8> {
+        #[derive(Serialize)]
+        struct RouteView<'a> {
+            model: &'a str,
+            kind: &'static str,
+            region: Option<&'a str>,
+            priority: i32,
+            credentials: bool,
+            #[serde(flatten)]
+            health: HealthView,
+        }
+        let catalog = self.catalog.snapshot();
+        let now = std::time::Instant::now();
+        let mut routes: Vec<RouteView> = catalog
+            .models()
+            .flat_map(|m| m.routes.iter().map(move |r| (m, r)))
+            .map(|(m, r)| RouteView {
+                model: &m.id,
+                kind: r.kind.as_str(),
+                region: r.region.as_deref(),
+                priority: r.priority,
+                credentials: self.credentials.configured(r.kind),
+                health: r.health.view(now),
+            })
+            .collect();
+        routes.sort_by(|a, b| (a.model, a.priority).cmp(&(b.model, b.priority)));
+        serde_json::to_vec(&serde_json::json!({ "routes": routes })).unwrap_or_default()
     }
 
     /// `200 {"status":"ready"}`, or `503 {"status":"degraded","problems":[…]}`.

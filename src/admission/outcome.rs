@@ -132,6 +132,8 @@ pub struct Produced {
     pub delivered: u64,
     /// An explicit cache created for the request.
     pub cache_created: Option<CacheCreation>,
+    /// Routes tried, the answering one included (0 reads as 1).
+    pub attempts: u32,
 }
 
 /// The usage record of a finished request, or `None` when nothing is billed.
@@ -167,5 +169,6 @@ pub fn usage_record_for(
         upstream_latency_us: micros(t.upstream_latency),
         ttft_us: micros(t.ttft),
         usage_source,
+        attempts: produced.attempts,
     }))
 }

@@ -23,6 +23,7 @@ fn produced(reported: Usage, delivered: u64) -> Produced {
         reported,
         delivered,
         cache_created: None,
+        attempts: 1,
     }
 }
 

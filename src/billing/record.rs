@@ -49,6 +49,8 @@ pub struct Charge<'a> {
     pub upstream_latency_us: Option<u64>,
     pub ttft_us: Option<u64>,
     pub usage_source: UsageSource,
+    /// Routes tried, the answering one included.
+    pub attempts: u32,
 }
 
 /// The usage record of `c`, priced with the model's prices now (stored on the record), at the
@@ -98,5 +100,6 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
             .filter(|_| c.key.spend_limit.is_some())
             .map(|r| window_start(r, c.started_at)),
         usage_source: c.usage_source,
+        attempts: c.attempts.max(1),
     })
 }

@@ -214,6 +214,7 @@ mod tests {
             ttft_us: None,
             spend_window_start: None,
             usage_source: Default::default(),
+            attempts: 1,
             extra: Default::default(),
         }
     }

@@ -620,6 +620,55 @@ routes:
     }
 
     #[test]
+    fn models_are_listed_only_with_a_route_this_gateway_can_use() {
+        let ids = |served: Served| {
+            let snap = Snapshot::build_with(
+                &rows(),
+                &ProvidersConf::default(),
+                &HashMap::new(),
+                &Healths::default(),
+                &served,
+            );
+            let list: serde_json::Value = serde_json::from_slice(&snap.models_json()).unwrap();
+            let ids: Vec<String> = list["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_owned())
+                .collect();
+            (ids, snap.len())
+        };
+        let (listed, known) = ids(Served::new([RouteKind::OpenAi]));
+        assert_eq!(
+            listed,
+            ["acme/llama"],
+            "no Vertex credentials: google/x is hidden"
+        );
+        assert_eq!(known, 2, "but still known (its requests say why they fail)");
+        let (listed, _) = ids(Served::every_kind());
+        assert_eq!(listed, ["acme/llama", "google/x"]);
+    }
+
+    #[test]
+    fn a_refresh_keeps_each_routes_breaker() {
+        let healths = Healths::default();
+        let build = || {
+            Snapshot::build_with(
+                &rows(),
+                &ProvidersConf::default(),
+                &HashMap::new(),
+                &healths,
+                &Served::every_kind(),
+            )
+        };
+        let (a, b) = (build(), build());
+        let routes = |s: &Snapshot| s.model("acme/llama").unwrap().routes.clone();
+        let (ra, rb) = (routes(&a), routes(&b));
+        assert!(Arc::ptr_eq(&ra[0].health, &rb[0].health));
+        assert!(!Arc::ptr_eq(&ra[0].health, &ra[1].health), "one per route");
+    }
+
+    #[test]
     fn builds_active_models_with_ordered_routes() {
         let snap = Snapshot::build(&rows(), &ProvidersConf::default(), &HashMap::new());
         assert_eq!(

@@ -29,6 +29,7 @@ impl Gateway {
             reported: ctx.usage,
             delivered: ctx.delivered,
             cache_created: a.cache_created,
+            attempts: ctx.attempts,
         };
         match usage_record_for(a, ending, produced, timings) {
             None => {}

@@ -313,3 +313,78 @@ fn mid_stream(e: &reqwest::Error) -> GatewayError {
     let what = if e.is_timeout() { "timeout" } else { "broken" };
     GatewayError::MidStream(format!("upstream failed mid-response: {what}").into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::tests::World;
+
+    /// A relay for a stream admitted on an OpenAI-compatible model (its translator rewrites ids
+    /// and model names and passes `data: {"error":…}` on as the error frame).
+    fn relay() -> Relay {
+        let body =
+            r#"{"model":"acme/llama","stream":true,"messages":[{"role":"user","content":"hi"}]}"#;
+        let a = World::new()
+            .post("/v1/chat/completions", body)
+            .unwrap()
+            .admitted;
+        Relay::new(a.adapter.stream_translator(a.response_cx))
+    }
+
+    const CONTENT: &str = "data: {\"id\":\"up\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"llama-3\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"he\"}}]}\n\n";
+    const ERROR: &str = "data: {\"error\":{\"message\":\"overloaded\"}}\n\n";
+
+    fn sent(step: Step) -> String {
+        match step {
+            Step::Send(b) => String::from_utf8(b.to_vec()).unwrap(),
+            Step::EarlyEnd(m) => panic!("early end: {m}"),
+        }
+    }
+
+    #[test]
+    fn content_commits_the_stream_at_every_split_point() {
+        let whole = format!("{CONTENT}data: [DONE]\n\n");
+        for split in 0..=whole.len() {
+            let mut r = relay();
+            let mut out = sent(r.feed(&whole.as_bytes()[..split]));
+            let complete = split >= CONTENT.len();
+            assert_eq!(r.committed(), complete, "split {split}");
+            out += &sent(r.feed(&whole.as_bytes()[split..]));
+            out += &sent(r.finish());
+            assert!(r.committed());
+            assert!(out.contains("acme/llama"), "split {split}: {out}");
+            assert!(out.ends_with("data: [DONE]\n\n"), "split {split}: {out}");
+        }
+    }
+
+    #[test]
+    fn an_error_before_any_content_ends_the_attempt_unseen() {
+        let mut r = relay();
+        assert_eq!(
+            r.feed(ERROR.as_bytes()),
+            Step::EarlyEnd("overloaded".into())
+        );
+        assert!(!r.committed());
+        let mut r = relay();
+        assert_eq!(sent(r.feed(&ERROR.as_bytes()[..10])), "");
+        assert_eq!(
+            r.feed(&ERROR.as_bytes()[10..]),
+            Step::EarlyEnd("overloaded".into()),
+            "split across reads"
+        );
+    }
+
+    #[test]
+    fn an_error_after_content_is_the_clients_even_in_the_same_read() {
+        let mut r = relay();
+        let out = sent(r.feed(format!("{CONTENT}{ERROR}").as_bytes()));
+        assert!(r.committed());
+        assert!(
+            out.contains("acme/llama") && out.contains("overloaded"),
+            "{out}"
+        );
+        let out = sent(r.finish());
+        assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
+        assert_eq!(r.failed(), Some("overloaded"));
+    }
+}

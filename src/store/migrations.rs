@@ -45,6 +45,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "context_window",
         sql: include_str!("../../sql/postgres/0004_context_window.sql"),
     },
+    Migration {
+        version: 5,
+        name: "attempts",
+        sql: include_str!("../../sql/postgres/0005_attempts.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -68,6 +73,11 @@ pub const SQLITE: &[Migration] = &[
         version: 4,
         name: "context_window",
         sql: include_str!("../../sql/sqlite/0004_context_window.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "attempts",
+        sql: include_str!("../../sql/sqlite/0005_attempts.sql"),
     },
 ];
 

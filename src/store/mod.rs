@@ -344,6 +344,14 @@ pub struct UsageRecord {
     /// this field existed read as reported).
     #[serde(default)]
     pub usage_source: UsageSource,
+    /// Routes tried, the answering one included (failover; records spooled before this
+    /// field existed read as one).
+    #[serde(default = "one_attempt")]
+    pub attempts: u32,
+}
+
+fn one_attempt() -> u32 {
+    1
 }
 
 /// A usage record's audio, 1-hour cache-write and cache-storage buckets and their prices.

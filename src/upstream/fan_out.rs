@@ -254,6 +254,11 @@ mod failover_tests {
             status(429, None),
             status(500, None),
             status(529, None),
+            status(401, None),
+            status(403, None),
+            PartFailure::EarlyEnd {
+                message: "overloaded".into(),
+            },
         ] {
             assert!(f.worth_another_route(), "{f:?}");
         }
@@ -265,6 +270,24 @@ mod failover_tests {
         ] {
             assert!(!f.worth_another_route(), "{f:?}");
         }
+    }
+
+    #[test]
+    fn the_wait_is_retry_after_else_googles_retry_delay() {
+        assert_eq!(
+            status(429, Some("7")).retry_after(),
+            Some(Duration::from_secs(7))
+        );
+        let google = PartFailure::Status {
+            status: 429,
+            body: Bytes::from_static(
+                br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}"#,
+            ),
+            retry_after: None,
+        };
+        assert_eq!(google.retry_after(), Some(Duration::from_secs(37)));
+        assert_eq!(status(429, None).retry_after(), None);
+        assert_eq!(PartFailure::Timeout.retry_after(), None);
     }
 
     #[test]

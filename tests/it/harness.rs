@@ -142,6 +142,7 @@ pub struct GatewayBuilder {
     body_timeout: &'static str,
     capture_logs: bool,
     unset_env: Vec<&'static str>,
+    upstream: &'static str,
 }
 
 impl Gateway {
@@ -158,6 +159,7 @@ impl Gateway {
             body_timeout: "30s",
             capture_logs: false,
             unset_env: Vec::new(),
+            upstream: "",
         }
     }
 
@@ -380,6 +382,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// More `tollgate.upstream` settings, as YAML flow entries (`"breaker: {cooldown: 1s}"`).
+    pub fn upstream(mut self, entries: &'static str) -> Self {
+        self.upstream = entries;
+        self
+    }
+
     /// `tollgate.upstream.max_answer_body`.
     pub fn max_answer_body(mut self, size: &'static str) -> Self {
         self.max_answer = size;
@@ -418,7 +426,7 @@ impl GatewayBuilder {
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
              \x20 limits: {{body_timeout: {body_timeout}}}\n\
-             \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}}}\n\
+             \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
             dir = dir.path().display(),
@@ -429,6 +437,11 @@ impl GatewayBuilder {
             drain = self.drain,
             answer = self.max_answer,
             body_timeout = self.body_timeout,
+            upstream = if self.upstream.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.upstream)
+            },
         );
         std::fs::write(&conf, text).unwrap();
         let gw = Gateway {

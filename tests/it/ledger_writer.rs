@@ -37,6 +37,7 @@ fn record(i: usize) -> UsageRecord {
         ttft_us: None,
         spend_window_start: None,
         usage_source: Default::default(),
+        attempts: 1,
         extra: Default::default(),
     }
 }

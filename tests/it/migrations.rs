@@ -74,6 +74,7 @@ fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
         ttft_us: None,
         spend_window_start: None,
         usage_source: UsageSource::Reported,
+        attempts: 1,
     }
 }
 
@@ -141,8 +142,8 @@ async fn sqlite_books_survive_the_price_dimensions_migration() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        2,
-        "0003 and 0004 are pending"
+        3,
+        "0003, 0004 and 0005 are pending"
     );
     books_survive(Arc::new(store)).await;
 
@@ -200,8 +201,8 @@ async fn postgres_books_survive_the_price_dimensions_migration() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        2,
-        "0003 and 0004 are pending"
+        3,
+        "0003, 0004 and 0005 are pending"
     );
     books_survive(Arc::new(store)).await;
 }

@@ -1,9 +1,12 @@
 //! Route choice: among a model's routes, those whose credentials this gateway has; the one a
-//! request needs (flex → Vertex global); then priority.
+//! request needs (flex → Vertex global); those not cooling down; then priority. Failover
+//! before anything reached the client, buffered and streamed; keep-alive comments.
+
+use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{Gateway, Sim};
+use crate::harness::{sse_data, Gateway, Sim};
 
 fn hello(model: &str) -> Value {
     json!({"model": model, "messages": [{"role": "user", "content": "hi"}]})
@@ -142,4 +145,297 @@ async fn when_every_route_fails_the_client_gets_the_upstreams_status_throttling_
     );
     let records = gw.cli_json(&["usage", "--workspace", &ws]);
     assert_eq!(records, json!([]), "failed attempts bill nothing");
+}
+
+/// The sim routes the gateway called since `from` (an index into the request log).
+async fn routes_since(sim: &Sim, from: usize) -> Vec<String> {
+    sim.requests().await[from..]
+        .iter()
+        .map(|r| r["route"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The admin listener's view of one route's health.
+async fn route_state(gw: &Gateway, model: &str, kind: &str) -> Value {
+    let v: Value = reqwest::get(format!("{}/routes", gw.admin))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    v["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model"] == model && r["kind"] == kind)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_throttled_route_cools_down_for_its_retry_after_then_a_live_request_probes_it() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .upstream("breaker: {cooldown: 1s, max_cooldown: 2s}")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    let model = "google/gemini-2.5-flash";
+    // Google's 429 asks for 34.4 s (RetryInfo.retryDelay), capped at 2 s here.
+    queue_fault(&sim, "429", "gemini", 1).await;
+    let res = gw.chat(&key, hello(model)).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(
+        routes_since(&sim, 0).await,
+        ["gemini.generate", "vertex.generate"]
+    );
+    let cooling = route_state(&gw, model, "gemini-api").await;
+    assert_eq!(cooling["state"], "cooling", "{cooling}");
+    assert!(cooling["cooling_for_ms"].as_u64().unwrap() <= 2000);
+    for _ in 0..3 {
+        assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
+    }
+    assert_eq!(
+        routes_since(&sim, 2).await,
+        ["vertex.generate"; 3],
+        "the cooling route is skipped: no attempt, no delay"
+    );
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    assert_eq!(
+        route_state(&gw, model, "gemini-api").await["state"],
+        "half-open"
+    );
+    assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
+    assert_eq!(
+        routes_since(&sim, 5).await,
+        ["gemini.generate"],
+        "a live request probes it"
+    );
+    assert_eq!(
+        route_state(&gw, model, "gemini-api").await["state"],
+        "healthy"
+    );
+}
+
+#[tokio::test]
+async fn consecutive_server_errors_open_the_breaker_and_a_model_never_goes_unanswered() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .upstream("breaker: {failures: 2, cooldown: 30s}")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    let model = "google/gemini-2.5-flash";
+    queue_fault(&sim, "500", "gemini", 2).await;
+    for _ in 0..2 {
+        assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
+    }
+    let state = route_state(&gw, model, "gemini-api").await;
+    assert_eq!(state["state"], "cooling", "{state}");
+    assert_eq!(state["consecutive_failures"], 2);
+    // Every route failing: each request tries all three, and the client gets the upstream's
+    // own 500; by the second, every route is cooling down.
+    queue_fault(&sim, "500", "any", 6).await;
+    let before = sim.requests().await.len();
+    for _ in 0..2 {
+        let res = gw.chat(&key, hello(model)).await;
+        assert_eq!(res.status(), 500);
+    }
+    assert_eq!(
+        routes_since(&sim, before).await.len(),
+        6,
+        "three attempts each"
+    );
+    for kind in ["gemini-api", "vertex", "vertex-global"] {
+        assert_eq!(
+            route_state(&gw, model, kind).await["state"],
+            "cooling",
+            "{kind}"
+        );
+    }
+    let res = gw.chat(&key, hello(model)).await;
+    assert_eq!(res.status(), 200, "health alone never refuses a request");
+}
+
+/// A streamed request's frames, checked to be one clean stream (no error frame, `[DONE]` last).
+async fn clean_stream(res: reqwest::Response) -> Vec<Value> {
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    let frames = sse_data(&text);
+    assert_eq!(frames.last().map(String::as_str), Some("[DONE]"), "{text}");
+    let chunks: Vec<Value> = frames[..frames.len() - 1]
+        .iter()
+        .map(|f| serde_json::from_str(f).unwrap())
+        .collect();
+    assert!(
+        chunks.iter().all(|c| c.get("error").is_none()),
+        "no trace of the failed attempt: {text}"
+    );
+    let roles = chunks
+        .iter()
+        .filter(|c| c["choices"][0]["delta"]["role"] == "assistant")
+        .count();
+    assert_eq!(roles, 1, "one stream, not two spliced: {text}");
+    chunks
+}
+
+fn stream_of(model: &str, content: &str) -> Value {
+    json!({"model": model, "stream": true,
+        "messages": [{"role": "user", "content": content}]})
+}
+
+/// The usage records of a workspace (newest first).
+fn records(gw: &Gateway, ws: &str) -> Vec<Value> {
+    gw.cli_json(&["usage", "--workspace", ws])
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[tokio::test]
+async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_route() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    // Anthropic's overloaded stream: a 200, then an error event before any content.
+    queue_fault(&sim, "error-first", "anthropic", 1).await;
+    let res = gw
+        .chat(&key, stream_of("anthropic/claude-haiku-4-5", "hi"))
+        .await;
+    let chunks = clean_stream(res).await;
+    assert!(chunks
+        .iter()
+        .any(|c| c["usage"]["completion_tokens"].as_u64() > Some(0)));
+    assert_eq!(
+        routes_since(&sim, 0).await,
+        ["anthropic.messages", "vertex.claude_stream"]
+    );
+    // A refusal before the answer began (a 503), on another family.
+    queue_fault(&sim, "503", "gemini", 1).await;
+    let res = gw
+        .chat(&key, stream_of("google/gemini-2.5-flash", "hi"))
+        .await;
+    clean_stream(res).await;
+    assert_eq!(
+        routes_since(&sim, 2).await,
+        ["gemini.stream", "vertex.stream"]
+    );
+    let billed = eventually_records(&gw, &ws, 2).await;
+    for r in &billed {
+        assert_eq!(r["outcome"], "complete", "{r}");
+        assert_eq!(r["attempts"], 2, "{r}");
+    }
+    let routes: Vec<&str> = billed
+        .iter()
+        .map(|r| r["route"].as_str().unwrap())
+        .collect();
+    assert!(
+        routes.contains(&"vertex-anthropic") && routes.contains(&"vertex"),
+        "{routes:?}"
+    );
+}
+
+/// Waits for `n` usage records of a workspace (the ledger writes off the response path).
+async fn eventually_records(gw: &Gateway, ws: &str, n: usize) -> Vec<Value> {
+    for _ in 0..50 {
+        let r = records(gw, ws);
+        if r.len() >= n {
+            return r;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    records(gw, ws)
+}
+
+#[tokio::test]
+async fn a_large_streamed_body_fails_over_intact() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (_, key) = gw.workspace_with_key();
+    // Well above Pingora's 64 KiB replay buffer.
+    let big = "lorem ipsum ".repeat(20_000);
+    queue_fault(&sim, "503", "gemini", 1).await;
+    let res = gw
+        .chat(&key, stream_of("google/gemini-2.5-flash", &big))
+        .await;
+    clean_stream(res).await;
+    let sent = sim.requests().await;
+    assert_eq!(sent.len(), 2);
+    for attempt in &sent {
+        let text = attempt["body"]["contents"][0]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert_eq!(
+            text.len(),
+            big.len(),
+            "{} got the whole body",
+            attempt["route"]
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_silent_stream_gets_keep_alive_comments() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .upstream("stream_keep_alive: 200ms")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    // The upstream takes a second to begin: the client hears comments meanwhile.
+    let res = gw
+        .chat(
+            &key,
+            stream_of("google/gemini-2.5-flash", "[sim:latency=1000] hi"),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let text = res.text().await.unwrap();
+    let comments = text.matches(": keep-alive\n\n").count();
+    assert!(
+        (2..=6).contains(&comments),
+        "{comments} comments in about a second of silence: {text}"
+    );
+    assert!(text.starts_with(": keep-alive\n\n"), "{text}");
+    assert_eq!(sse_data(&text).last().map(String::as_str), Some("[DONE]"));
+}
+
+#[tokio::test]
+async fn models_are_listed_only_while_a_route_has_credentials() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .without_env("TEST_VERTEX_PROJECT")
+        .without_env("TEST_VERTEX_CREDENTIALS")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    let v: Value = reqwest::Client::new()
+        .get(gw.url("/v1/models"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(
+        ids.contains(&"google/gemini-2.5-flash"),
+        "Developer API key: {ids:?}"
+    );
+    assert!(
+        ids.contains(&"anthropic/claude-haiku-4-5"),
+        "Anthropic key: {ids:?}"
+    );
+    for vertex_only in ["vertex/gemini-2.5-flash", "google/text-embedding-004"] {
+        assert!(
+            !ids.contains(&vertex_only),
+            "{vertex_only} has no credentials: {ids:?}"
+        );
+    }
 }

@@ -824,6 +824,7 @@ fn record(
         ttft_us: Some(350_003),
         spend_window_start: window,
         usage_source: Default::default(),
+        attempts: 1,
         extra: Default::default(),
     }
 }
