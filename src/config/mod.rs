@@ -108,9 +108,6 @@ pub struct UpstreamConf {
     /// Longest wait for any single read from the upstream: bounds the gap between SSE events.
     #[serde(with = "humantime_serde")]
     pub read_timeout: Duration,
-    /// Longest wait for a write to the upstream.
-    #[serde(with = "humantime_serde")]
-    pub write_timeout: Duration,
     /// Largest buffered upstream answer read; a larger one is a 502 `upstream_error`.
     pub max_answer_body: ByteSize,
     /// Routes a request tries at most, failing over while an attempt fails before anything
@@ -236,7 +233,6 @@ impl Default for UpstreamConf {
         Self {
             connect_timeout: Duration::from_secs(5),
             read_timeout: Duration::from_secs(300),
-            write_timeout: Duration::from_secs(60),
             max_answer_body: ByteSize::mib(16),
             max_attempts: 3,
             failover_deadline: Duration::from_secs(60),
@@ -361,7 +357,6 @@ impl Config {
         for (name, d) in [
             ("connect_timeout", t.upstream.connect_timeout),
             ("read_timeout", t.upstream.read_timeout),
-            ("write_timeout", t.upstream.write_timeout),
         ] {
             if d.is_zero() {
                 problems.push(format!("tollgate.upstream.{name}: must be positive"));
@@ -496,5 +491,31 @@ mod tests {
         ] {
             assert!(e.contains(field), "{field} missing from: {e}");
         }
+    }
+
+    #[test]
+    fn breaker_settings_are_read_and_checked() {
+        let c = Config::parse(
+            "tollgate:\n  upstream:\n    breaker: {failures: 5, cooldown: 10s}\n    stream_keep_alive: 0s\n",
+        )
+        .unwrap();
+        let u = &c.tollgate.upstream;
+        assert_eq!(u.breaker.failures, 5);
+        assert_eq!(u.breaker.cooldown, Duration::from_secs(10));
+        assert_eq!(
+            u.breaker.max_cooldown,
+            Duration::from_secs(300),
+            "default kept"
+        );
+        assert!(u.stream_keep_alive.is_zero());
+        let e = Config::parse(
+            "tollgate:\n  upstream:\n    max_attempts: 0\n    breaker: {cooldown: 60s, max_cooldown: 5s}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("max_attempts") && e.contains("max_cooldown"),
+            "{e}"
+        );
     }
 }
