@@ -107,7 +107,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         caches: crate::upstream::context_cache::ContextCaches::new(
             t.upstream.connect_timeout + Duration::from_secs(30),
         ),
-        fan_out: crate::upstream::fan_out::FanOutClient::new(&t.upstream),
+        client: crate::upstream::client::UpstreamClient::new(&t.upstream),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
         fresh: follower.freshness(),

@@ -2,7 +2,7 @@
 //! planned again for its next eligible route (those not cooling down first), within
 //! `upstream.max_attempts` attempts and `upstream.failover_deadline`. Every attempt's outcome
 //! feeds its route's breaker. When no attempt is left, the failure the client is told about is
-//! the one [`PartFailure::to_report`] prefers (throttling first, the shortest wait).
+//! the one [`CallFailure::to_report`] prefers (throttling first, the shortest wait).
 
 use std::time::Instant;
 
@@ -12,14 +12,14 @@ use crate::admission::{Admission, Admitted};
 use crate::catalog::Route;
 use crate::config::UpstreamConf;
 use crate::providers::{Plan, UpstreamRequest};
-use crate::upstream::fan_out::PartFailure;
+use crate::upstream::client::CallFailure;
 
 pub(super) struct Failover<'a> {
     admission: &'a Admission<'a>,
     body: &'a [u8],
     /// The routes still to try, computed at the first failure.
     routes: Option<std::vec::IntoIter<Route>>,
-    reported: Option<PartFailure>,
+    reported: Option<CallFailure>,
     deadline: Instant,
     max_attempts: u32,
 }
@@ -44,12 +44,12 @@ impl<'a> Failover<'a> {
         gateway: &Gateway,
         ctx: &mut Ctx,
         admitted: &mut Admitted,
-        failure: PartFailure,
-    ) -> Result<UpstreamRequest, PartFailure> {
+        failure: CallFailure,
+    ) -> Result<UpstreamRequest, CallFailure> {
         record(&admitted.route, &failure);
         let exhausted = ctx.attempts >= self.max_attempts || Instant::now() >= self.deadline;
         if !failure.worth_another_route() || exhausted {
-            return Err(PartFailure::to_report(self.reported.take(), failure));
+            return Err(CallFailure::to_report(self.reported.take(), failure));
         }
         let (admission, body) = (self.admission, self.body);
         let routes = self
@@ -60,9 +60,9 @@ impl<'a> Failover<'a> {
             _ => None,
         });
         let Some((route, request, cache)) = next else {
-            return Err(PartFailure::to_report(self.reported.take(), failure));
+            return Err(CallFailure::to_report(self.reported.take(), failure));
         };
-        self.reported = Some(PartFailure::to_report(self.reported.take(), failure));
+        self.reported = Some(CallFailure::to_report(self.reported.take(), failure));
         tracing::info!(
             request_id = %admitted.response_cx.id,
             from = admitted.route.kind.as_str(),
@@ -79,12 +79,12 @@ impl<'a> Failover<'a> {
 
 /// What an attempt's failure says about its route: throttled, failed, or nothing (the
 /// request's own fault, e.g. a 400).
-fn record(route: &Route, failure: &PartFailure) {
+fn record(route: &Route, failure: &CallFailure) {
     let now = Instant::now();
     match failure {
         f if f.is_throttled() => route.health.throttled(now, f.retry_after()),
         f if f.worth_another_route() => route.health.failed(now),
-        PartFailure::Broken | PartFailure::TooLarge { .. } => route.health.failed(now),
+        CallFailure::Broken | CallFailure::TooLarge { .. } => route.health.failed(now),
         _ => {}
     }
 }

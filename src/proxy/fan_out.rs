@@ -2,7 +2,7 @@
 //! e.g. Gemini embeddings batches) and every buffered answer (a fan-out of one call, so that
 //! the answer is read, bounded and translated before its status is chosen). Answered from
 //! `request_filter` through the shared
-//! [`FanOutClient`](crate::upstream::fan_out::FanOutClient), leaving in the context what a
+//! [`UpstreamClient`](crate::upstream::client::UpstreamClient), leaving in the context what a
 //! proxied request leaves for `logging` (the decision, upstream status, usage or error).
 
 use std::time::Instant;
@@ -16,7 +16,7 @@ use crate::admission::{Admission, Admitted};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
 use crate::providers::{buffered_join, Adapter, FanOut, Joiner, UpstreamRequest};
-use crate::upstream::fan_out::PartFailure;
+use crate::upstream::client::CallFailure;
 
 impl Gateway {
     /// Sends a fan-out's calls, joins their answers and answers the client.
@@ -28,7 +28,7 @@ impl Gateway {
         plan: FanOut,
     ) {
         ctx.upstream_at = Some(Instant::now());
-        let answers = self.fan_out.run(&admitted.route.endpoint, plan.calls).await;
+        let answers = self.client.run(&admitted.route.endpoint, plan.calls).await;
         self.answer_calls(session, ctx, admitted, answers, plan.join)
             .await;
     }
@@ -48,7 +48,7 @@ impl Gateway {
         let mut failover = Failover::new(admission, body, &self.upstream);
         let answers = loop {
             let endpoint = &admitted.route.endpoint;
-            match self.fan_out.run(endpoint, vec![request]).await {
+            match self.client.run(endpoint, vec![request]).await {
                 Ok(answers) => {
                     admitted.route.health.succeeded();
                     break Ok(answers);
@@ -71,7 +71,7 @@ impl Gateway {
         session: &mut Session,
         ctx: &mut Ctx,
         admitted: Admitted,
-        answers: Result<Vec<bytes::Bytes>, PartFailure>,
+        answers: Result<Vec<bytes::Bytes>, CallFailure>,
         join: Joiner,
     ) {
         ctx.first_byte_at = Some(Instant::now());
@@ -85,10 +85,10 @@ impl Gateway {
                 })
             }
             Err(failure) => {
-                if let PartFailure::Status { status, .. } = &failure {
+                if let CallFailure::Status { status, .. } = &failure {
                     ctx.upstream_status = Some(*status);
                 }
-                let (e, after) = part_failure(admitted.adapter, failure);
+                let (e, after) = call_failure(admitted.adapter, failure);
                 retry_after = after;
                 Err(e)
             }
@@ -117,14 +117,14 @@ impl Gateway {
     }
 }
 
-/// A failed fan-out call as the gateway's error (the transport wording of every upstream call),
+/// A failed call as the gateway's error (the transport wording of every upstream call),
 /// and the `Retry-After` the upstream asked for.
-pub(super) fn part_failure(
+pub(super) fn call_failure(
     adapter: &dyn Adapter,
-    failure: PartFailure,
+    failure: CallFailure,
 ) -> (GatewayError, Option<String>) {
     match failure {
-        PartFailure::Status {
+        CallFailure::Status {
             status,
             body,
             retry_after,
@@ -135,17 +135,17 @@ pub(super) fn part_failure(
             },
             retry_after,
         ),
-        PartFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
-        PartFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
-        PartFailure::TooLarge { limit } => (
+        CallFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
+        CallFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
+        CallFailure::TooLarge { limit } => (
             GatewayError::Upstream {
                 status: 502,
                 message: format!("upstream answer exceeds the limit of {limit} bytes").into(),
             },
             None,
         ),
-        PartFailure::Broken => (GatewayError::transport(Transport::Broken, None), None),
-        PartFailure::EarlyEnd { message } => (
+        CallFailure::Broken => (GatewayError::transport(Transport::Broken, None), None),
+        CallFailure::EarlyEnd { message } => (
             GatewayError::Upstream {
                 status: 502,
                 message: message.into(),

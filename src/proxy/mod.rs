@@ -5,7 +5,7 @@
 //! A request's walk: `request_filter` asks [`admission`](crate::admission) about the head
 //! (local answers and auth), reads the body, and asks again for the decision and the upstream
 //! plan; a cache step is resolved through [`ContextCaches`]; then the gateway sends the plan
-//! itself through the shared [`FanOutClient`] and answers from `request_filter`: a fan-out's
+//! itself through the shared [`UpstreamClient`] and answers from `request_filter`: a fan-out's
 //! calls are joined (`fan_out.rs`), a buffered answer is read (bounded) and translated before
 //! its status is chosen, a stream is relayed as it arrives (`stream.rs`); both fail over to the
 //! model's other routes while nothing has reached the client (`failover.rs`). `logging` bills
@@ -44,8 +44,8 @@ use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
 use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
 use crate::sync::Freshness;
+use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
-use crate::upstream::fan_out::FanOutClient;
 use ctx::Ctx;
 
 /// Shared, read-mostly state of the proxy.
@@ -59,8 +59,8 @@ pub struct Gateway {
     pub ledger: LedgerSink,
     /// Explicit context caches created upstream (Gemini), by prefix.
     pub caches: ContextCaches,
-    /// Sends the calls of plans that fan out.
-    pub fan_out: FanOutClient,
+    /// Sends every planned upstream call.
+    pub client: UpstreamClient,
     pub max_request_body: u64,
     pub upstream: UpstreamConf,
     /// `tollgate.strict_credit`: the unreserved credit must cover a request's worst case.

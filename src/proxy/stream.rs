@@ -27,7 +27,7 @@ use crate::admission::{Admission, Admitted};
 use crate::api::error::Blame;
 use crate::api::{GatewayError, Usage};
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
-use crate::upstream::fan_out::{transport, PartFailure};
+use crate::upstream::client::{transport, CallFailure};
 
 const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
@@ -179,7 +179,7 @@ enum Ended {
     /// Read to its end (or the client left and it was read as long as allowed).
     Done,
     /// Failed before its first content: the next route may serve the request.
-    Early(PartFailure),
+    Early(CallFailure),
 }
 
 impl Gateway {
@@ -200,7 +200,7 @@ impl Gateway {
         let failure = loop {
             let endpoint = &admitted.route.endpoint;
             let opened = client
-                .awaiting(self.fan_out.open(endpoint, request, "text/event-stream"))
+                .awaiting(self.client.open(endpoint, request, "text/event-stream"))
                 .await;
             let ended = match opened {
                 Ok(response) => {
@@ -213,7 +213,7 @@ impl Gateway {
             let Ended::Early(failure) = ended else {
                 break None;
             };
-            if let PartFailure::Status { status, .. } = &failure {
+            if let CallFailure::Status { status, .. } = &failure {
                 ctx.upstream_status = Some(*status);
             }
             match failover.next(self, ctx, &mut admitted, failure).await {
@@ -222,7 +222,7 @@ impl Gateway {
             }
         };
         if let Some(failure) = failure {
-            let (e, retry_after) = super::fan_out::part_failure(admitted.adapter, failure);
+            let (e, retry_after) = super::fan_out::call_failure(admitted.adapter, failure);
             if client.header_sent {
                 // A keep-alive already committed the 200: the stream's own way to fail.
                 if !client.left {
@@ -285,7 +285,7 @@ impl Gateway {
             let out = match step {
                 Step::Send(out) => out,
                 Step::EarlyEnd(message) => {
-                    return Ended::Early(PartFailure::EarlyEnd { message });
+                    return Ended::Early(CallFailure::EarlyEnd { message });
                 }
             };
             if relay.committed() && ctx.first_body_at.is_none() {

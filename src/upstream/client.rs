@@ -1,7 +1,9 @@
-//! Sends the calls of an adapter's [`FanOut`](crate::providers::FanOut) (a request that needs
-//! several upstream calls, e.g. an embeddings batch above the upstream's per-call limit) and
-//! collects their answers in call order. The proxy runs it in `request_filter` and answers the
-//! client itself; the adapter's pure joiner turns the answers into the client's body.
+//! The gateway's one upstream client: every planned call goes through it. [`UpstreamClient::open`]
+//! sends one call and hands back its answer as it begins (a stream); `run` sends the calls of
+//! a plan (one for a buffered answer; several for an adapter's
+//! [`FanOut`](crate::providers::FanOut), e.g. an embeddings batch above the upstream's per-call
+//! limit) and collects their bodies, bounded, in call order. A failure is a [`CallFailure`]: what
+//! failover and route health need to know about it, and the upstream's `Retry-After`.
 //!
 //! Invariants: at most [`MAX_IN_FLIGHT`] calls of one request are in flight at once; the first
 //! failure (non-2xx answer or transport error) ends the run and drops the calls still in
@@ -21,9 +23,9 @@ use crate::providers::UpstreamRequest;
 /// Calls of one request sent at the same time.
 pub const MAX_IN_FLIGHT: usize = 4;
 
-/// Why a fan-out did not produce every answer.
+/// Why a call (or one of a fan-out's calls) did not answer.
 #[derive(Debug)]
-pub enum PartFailure {
+pub enum CallFailure {
     /// A call answered non-2xx: its status, body and `Retry-After`, for the error envelope.
     Status {
         status: u16,
@@ -43,29 +45,29 @@ pub enum PartFailure {
     EarlyEnd { message: String },
 }
 
-impl PartFailure {
+impl CallFailure {
     /// A failure before the upstream answered that another route may not have: no connection,
     /// a timeout, throttling (429), a server error (5xx, Anthropic's 529 included), a stream
     /// ending before its first content, or the route's own credential refused (401/403: the
     /// gateway's key, not the client's, is at fault, and another route has its own).
     pub fn worth_another_route(&self) -> bool {
         match self {
-            PartFailure::Connect | PartFailure::Timeout | PartFailure::EarlyEnd { .. } => true,
-            PartFailure::Status { status, .. } => {
+            CallFailure::Connect | CallFailure::Timeout | CallFailure::EarlyEnd { .. } => true,
+            CallFailure::Status { status, .. } => {
                 matches!(status, 401 | 403 | 429) || *status >= 500
             }
-            PartFailure::Broken | PartFailure::TooLarge { .. } => false,
+            CallFailure::Broken | CallFailure::TooLarge { .. } => false,
         }
     }
 
     pub fn is_throttled(&self) -> bool {
-        matches!(self, PartFailure::Status { status: 429, .. })
+        matches!(self, CallFailure::Status { status: 429, .. })
     }
 
     /// How long a throttling upstream asked to wait: its `Retry-After` in seconds, else
     /// Google's `RetryInfo.retryDelay` (`"37s"`) in the error body.
     pub fn retry_after(&self) -> Option<Duration> {
-        let PartFailure::Status {
+        let CallFailure::Status {
             retry_after, body, ..
         } = self
         else {
@@ -80,9 +82,9 @@ impl PartFailure {
     /// Which of two attempts' failures the client is told about: a throttled one before any
     /// other (the SDKs retry it), of two throttled ones the one asking to wait least (a
     /// `Retry-After` in seconds; none counts as longest), else the later one.
-    pub fn to_report(earlier: Option<PartFailure>, later: PartFailure) -> PartFailure {
-        let wait = |f: &PartFailure| match f {
-            PartFailure::Status { retry_after, .. } => retry_after
+    pub fn to_report(earlier: Option<CallFailure>, later: CallFailure) -> CallFailure {
+        let wait = |f: &CallFailure| match f {
+            CallFailure::Status { retry_after, .. } => retry_after
                 .as_deref()
                 .and_then(|s| s.trim().parse::<u64>().ok())
                 .unwrap_or(u64::MAX),
@@ -95,12 +97,12 @@ impl PartFailure {
     }
 }
 
-pub struct FanOutClient {
+pub struct UpstreamClient {
     client: reqwest::Client,
     max_answer: u64,
 }
 
-impl FanOutClient {
+impl UpstreamClient {
     pub fn new(conf: &UpstreamConf) -> Self {
         let client = reqwest::Client::builder()
             .connect_timeout(conf.connect_timeout)
@@ -109,7 +111,7 @@ impl FanOutClient {
             .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();
-        FanOutClient {
+        UpstreamClient {
             client,
             max_answer: conf.max_answer_body.as_u64(),
         }
@@ -120,7 +122,7 @@ impl FanOutClient {
         &self,
         endpoint: &Endpoint,
         calls: Vec<UpstreamRequest>,
-    ) -> Result<Vec<Bytes>, PartFailure> {
+    ) -> Result<Vec<Bytes>, CallFailure> {
         let count = calls.len();
         let mut answers: Vec<Option<Bytes>> = vec![None; count];
         let mut pending = stream::iter(calls.into_iter().enumerate())
@@ -134,10 +136,10 @@ impl FanOutClient {
         answers
             .into_iter()
             .collect::<Option<Vec<Bytes>>>()
-            .ok_or(PartFailure::Broken)
+            .ok_or(CallFailure::Broken)
     }
 
-    async fn send(&self, endpoint: &Endpoint, call: UpstreamRequest) -> Result<Bytes, PartFailure> {
+    async fn send(&self, endpoint: &Endpoint, call: UpstreamRequest) -> Result<Bytes, CallFailure> {
         let response = self.open(endpoint, call, "application/json").await?;
         self.read_bounded(response).await
     }
@@ -149,7 +151,7 @@ impl FanOutClient {
         endpoint: &Endpoint,
         call: UpstreamRequest,
         accept: &'static str,
-    ) -> Result<reqwest::Response, PartFailure> {
+    ) -> Result<reqwest::Response, CallFailure> {
         let mut request = self
             .client
             .post(endpoint.url(&call.path))
@@ -168,7 +170,7 @@ impl FanOutClient {
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        Err(PartFailure::Status {
+        Err(CallFailure::Status {
             status: status.as_u16(),
             body: self.read_bounded(response).await?,
             retry_after,
@@ -176,11 +178,11 @@ impl FanOutClient {
     }
 }
 
-impl FanOutClient {
+impl UpstreamClient {
     /// The answer's body, refused as soon as it grows past the limit (whatever
     /// `Content-Length` says).
-    async fn read_bounded(&self, mut response: reqwest::Response) -> Result<Bytes, PartFailure> {
-        let too_large = PartFailure::TooLarge {
+    async fn read_bounded(&self, mut response: reqwest::Response) -> Result<Bytes, CallFailure> {
+        let too_large = CallFailure::TooLarge {
             limit: self.max_answer,
         };
         if response
@@ -222,15 +224,15 @@ fn google_retry_delay(body: &[u8]) -> Option<Duration> {
 }
 
 /// The kind of a transport failure; the details go to the log, not to the client.
-pub fn transport(e: reqwest::Error) -> PartFailure {
+pub fn transport(e: reqwest::Error) -> CallFailure {
     let kind = if e.is_timeout() {
-        PartFailure::Timeout
+        CallFailure::Timeout
     } else if e.is_connect() {
-        PartFailure::Connect
+        CallFailure::Connect
     } else {
-        PartFailure::Broken
+        CallFailure::Broken
     };
-    tracing::warn!("fan-out call failed: {}", e.without_url());
+    tracing::warn!("upstream call failed: {}", e.without_url());
     kind
 }
 
@@ -238,8 +240,8 @@ pub fn transport(e: reqwest::Error) -> PartFailure {
 mod failover_tests {
     use super::*;
 
-    fn status(status: u16, retry_after: Option<&str>) -> PartFailure {
-        PartFailure::Status {
+    fn status(status: u16, retry_after: Option<&str>) -> CallFailure {
+        CallFailure::Status {
             status,
             body: Bytes::new(),
             retry_after: retry_after.map(str::to_owned),
@@ -249,22 +251,22 @@ mod failover_tests {
     #[test]
     fn failures_before_an_answer_are_worth_another_route() {
         for f in [
-            PartFailure::Connect,
-            PartFailure::Timeout,
+            CallFailure::Connect,
+            CallFailure::Timeout,
             status(429, None),
             status(500, None),
             status(529, None),
             status(401, None),
             status(403, None),
-            PartFailure::EarlyEnd {
+            CallFailure::EarlyEnd {
                 message: "overloaded".into(),
             },
         ] {
             assert!(f.worth_another_route(), "{f:?}");
         }
         for f in [
-            PartFailure::Broken,
-            PartFailure::TooLarge { limit: 1 },
+            CallFailure::Broken,
+            CallFailure::TooLarge { limit: 1 },
             status(400, None),
             status(404, None),
         ] {
@@ -278,7 +280,7 @@ mod failover_tests {
             status(429, Some("7")).retry_after(),
             Some(Duration::from_secs(7))
         );
-        let google = PartFailure::Status {
+        let google = CallFailure::Status {
             status: 429,
             body: Bytes::from_static(
                 br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}"#,
@@ -287,30 +289,30 @@ mod failover_tests {
         };
         assert_eq!(google.retry_after(), Some(Duration::from_secs(37)));
         assert_eq!(status(429, None).retry_after(), None);
-        assert_eq!(PartFailure::Timeout.retry_after(), None);
+        assert_eq!(CallFailure::Timeout.retry_after(), None);
     }
 
     #[test]
     fn throttling_is_reported_first_with_the_shortest_wait() {
-        let retry = |f: &PartFailure| match f {
-            PartFailure::Status {
+        let retry = |f: &CallFailure| match f {
+            CallFailure::Status {
                 status,
                 retry_after,
                 ..
             } => (*status, retry_after.clone()),
             _ => (0, None),
         };
-        let r = PartFailure::to_report(Some(status(503, None)), status(500, None));
+        let r = CallFailure::to_report(Some(status(503, None)), status(500, None));
         assert_eq!(retry(&r), (500, None), "no throttling: the later failure");
         let mut reported = None;
         for f in [
             status(429, Some("30")),
             status(429, Some("5")),
             status(429, None),
-            PartFailure::Timeout,
+            CallFailure::Timeout,
             status(503, None),
         ] {
-            reported = Some(PartFailure::to_report(reported, f));
+            reported = Some(CallFailure::to_report(reported, f));
         }
         assert_eq!(retry(&reported.unwrap()), (429, Some("5".to_owned())));
     }
