@@ -371,8 +371,8 @@ fn choices(req: &RawRequest<'_>) -> u64 {
 }
 
 /// The route a request goes to: the best of its [`eligible`] routes that is not cooling down
-/// (a half-open one is probed by this request), routes of equal priority taking turns (`turn`
-/// is a per-request counter); when all cool down, the one that recovers first. With no
+/// (a half-open one is probed by this request), routes of equal priority taking turns by their
+/// weights (`turn` is a per-request counter); when all cool down, the one that recovers first. With no
 /// credentialed route, the best resolvable one's missing credential is the answer (503
 /// `upstream_unconfigured`).
 fn route_for(
@@ -393,14 +393,28 @@ fn route_for(
     let ready = |r: &&Route| r.health.state(now) != State::Cooling;
     if let Some(best) = routes().find(ready).map(|r| r.priority) {
         let tied = || routes().filter(move |r| r.priority == best && ready(r));
-        let count = tied().count();
-        let start = usize::try_from(turn % count as u64).unwrap_or(0);
+        let total = tied().map(|r| u64::from(r.weight)).sum();
+        let start = weighted_turn(tied().map(|r| r.weight), total, turn);
         let mut turns = tied().skip(start).chain(tied().take(start));
         if let Some(route) = turns.find(|r| r.health.admit(now)) {
             return Ok(route.clone());
         }
     }
     Ok(recovers_first.clone())
+}
+
+/// Which of routes weighing `weights` (`total` together) takes turn `turn`: each takes its
+/// weight's share of the turns, in order.
+fn weighted_turn(weights: impl Iterator<Item = u32>, total: u64, turn: u64) -> usize {
+    let mut point = turn % total.max(1);
+    weights
+        .map(u64::from)
+        .position(|w| {
+            let here = point < w;
+            point = point.saturating_sub(w);
+            here
+        })
+        .unwrap_or(0)
 }
 
 /// A model's routes a request may use, best first: the host resolved, this gateway has the

@@ -768,4 +768,28 @@ routes:
             "never refused for health alone"
         );
     }
+
+    #[test]
+    fn equal_routes_share_the_turns_by_weight() {
+        let weights = [3u32, 1];
+        let picks: Vec<usize> = (0..8)
+            .map(|turn| weighted_turn(weights.iter().copied(), 4, turn))
+            .collect();
+        assert_eq!(picks, [0, 0, 0, 1, 0, 0, 0, 1]);
+        assert_eq!(weighted_turn([1u32, 1, 1].into_iter(), 3, 5), 2);
+    }
+
+    #[test]
+    fn a_heavier_route_takes_more_of_the_turns() {
+        let mut model = (*model()).clone();
+        model.routes[1].weight = 3; // us-central1, against europe-west4's 1
+        let t = Instant::now();
+        let central = (0..8)
+            .filter(|turn| {
+                let (_, region) = chosen_at(&model, PLAIN, &creds(false, true), *turn, t).unwrap();
+                region.as_deref() == Some("us-central1")
+            })
+            .count();
+        assert_eq!(central, 6);
+    }
 }

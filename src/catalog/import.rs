@@ -91,6 +91,12 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
             super::Endpoint::parse(url)
                 .map_err(|e| ImportError::Invalid(format!("route for {}: {e}", r.model_id)))?;
         }
+        if !(1..=1000).contains(&r.weight) {
+            return Err(ImportError::Invalid(format!(
+                "route {} of {}: weight {} is not between 1 and 1000",
+                r.kind, r.model_id, r.weight
+            )));
+        }
     }
     Ok(())
 }

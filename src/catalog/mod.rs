@@ -205,6 +205,8 @@ pub struct Route {
     pub addr: Option<SocketAddr>,
     /// Lower is preferred; routes of equal priority share the load.
     pub priority: i32,
+    /// The route's share of that load (1–1000).
+    pub weight: u32,
     /// This process's circuit breaker for the route (kept across refreshes).
     pub health: Arc<RouteHealth>,
 }
@@ -368,6 +370,7 @@ fn model_from_row(
             region: r.region.clone(),
             addr,
             priority: r.priority,
+            weight: u32::try_from(r.weight).unwrap_or(1).max(1),
             health,
         });
     }

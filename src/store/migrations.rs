@@ -47,8 +47,8 @@ pub const POSTGRES: &[Migration] = &[
     },
     Migration {
         version: 5,
-        name: "attempts",
-        sql: include_str!("../../sql/postgres/0005_attempts.sql"),
+        name: "routing",
+        sql: include_str!("../../sql/postgres/0005_routing.sql"),
     },
 ];
 
@@ -76,8 +76,8 @@ pub const SQLITE: &[Migration] = &[
     },
     Migration {
         version: 5,
-        name: "attempts",
-        sql: include_str!("../../sql/sqlite/0005_attempts.sql"),
+        name: "routing",
+        sql: include_str!("../../sql/sqlite/0005_routing.sql"),
     },
 ];
 

@@ -217,12 +217,19 @@ pub struct RouteRow {
     pub region: Option<String>,
     #[serde(default)]
     pub priority: i32,
+    /// Share of the load among the model's routes of equal priority (1–1000).
+    #[serde(default = "one_weight")]
+    pub weight: i32,
     #[serde(default = "yes")]
     pub active: bool,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn one_weight() -> i32 {
+    1
 }
 
 /// A named parameter profile; `spec` is its JSON (interpreted by `catalog::Profile`).

@@ -1007,8 +1007,8 @@ impl Store for PgStore {
         }
         let insert = tx
             .prepare_cached(
-                "INSERT INTO routes (model_id, kind, base_url, region, priority, active)
-                 VALUES ($1, $2, $3, $4, $5, $6)",
+                "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
             )
             .await?;
         for r in &rows.routes {
@@ -1021,6 +1021,7 @@ impl Store for PgStore {
                     &r.region,
                     &r.priority,
                     &r.active,
+                    &r.weight,
                 ],
             )
             .await

@@ -30,7 +30,7 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      long_cache_read_price_micro, \
                                      long_cache_write_price_micro, \
                                      long_cache_write_1h_price_micro, context_window";
-pub(crate) const ROUTE_COLS: &str = "model_id, kind, base_url, region, priority, active";
+pub(crate) const ROUTE_COLS: &str = "model_id, kind, base_url, region, priority, active, weight";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
                                      stream, input_tokens, cache_read_tokens, \
                                      cache_write_tokens, output_tokens, reasoning_tokens, \
@@ -140,6 +140,7 @@ pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
         region: r.opt_text(3)?,
         priority: r.int32(4)?,
         active: r.flag(5)?,
+        weight: r.int32(6)?,
     })
 }
 

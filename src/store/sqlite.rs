@@ -790,13 +790,14 @@ impl Store for SqliteStore {
                     clear.execute([id])?;
                 }
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )?;
                 for r in &rows.routes {
                     insert
                         .execute(params![
-                            r.model_id, r.kind, r.base_url, r.region, r.priority, r.active
+                            r.model_id, r.kind, r.base_url, r.region, r.priority, r.active,
+                            r.weight
                         ])
                         .map_err(|e| {
                             if is_fk_violation(&e) {

@@ -68,6 +68,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
         region: None,
         addr: None,
         priority: 0,
+        weight: 1,
         health: Default::default(),
     };
     let target = Target {

@@ -264,6 +264,7 @@ fn route(model_id: &str, kind: &str, priority: i32) -> RouteRow {
         base_url: None,
         region: None,
         priority,
+        weight: 1,
         active: true,
     }
 }
@@ -540,6 +541,7 @@ async fn catalog_import(b: Arc<Backend>) {
     r_full.base_url = Some("https://example.invalid/v1".to_owned());
     r_full.region = Some("eu-west".to_owned());
     r_full.active = false;
+    r_full.weight = 7;
     let prof = |name: &str, spec: serde_json::Value| ProfileRow {
         name: name.to_owned(),
         spec,

@@ -379,6 +379,7 @@ pub(super) mod test_support {
             region: region.map(str::to_owned),
             addr: None,
             priority: 0,
+            weight: 1,
             health: Default::default(),
         }
     }
