@@ -272,7 +272,7 @@ impl Gateway {
             let (step, end) = match chunk {
                 Ok(Some(bytes)) => (relay.feed(&bytes), false),
                 Ok(None) => (relay.finish(), true),
-                Err(e) if !relay.committed() => return Ended::Early(transport(e)),
+                Err(e) if !relay.committed() => return Ended::Early(before_content(e)),
                 Err(e) => {
                     let e = mid_stream(&e);
                     if !client.left {
@@ -305,6 +305,16 @@ impl Gateway {
         ctx.usage = relay.usage();
         ctx.delivered = relay.delivered();
         Ended::Done
+    }
+}
+
+/// An upstream read failing before the stream's first content: worth another route.
+fn before_content(e: reqwest::Error) -> CallFailure {
+    match transport(e) {
+        CallFailure::Timeout => CallFailure::Timeout,
+        _ => CallFailure::EarlyEnd {
+            message: "upstream failed before any content".into(),
+        },
     }
 }
 

@@ -320,7 +320,18 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         routes_since(&sim, 2).await,
         ["gemini.stream", "vertex.stream"]
     );
-    let billed = eventually_records(&gw, &ws, 2).await;
+    // A connection broken before any content (Anthropic's first two events carry none).
+    queue_fault(&sim, "break-after=2", "anthropic", 1).await;
+    let res = gw
+        .chat(&key, stream_of("anthropic/claude-haiku-4-5", "hi"))
+        .await;
+    clean_stream(res).await;
+    assert_eq!(
+        routes_since(&sim, 4).await,
+        ["anthropic.messages", "vertex.claude_stream"]
+    );
+    let billed = eventually_records(&gw, &ws, 3).await;
+    assert_eq!(billed.len(), 3);
     for r in &billed {
         assert_eq!(r["outcome"], "complete", "{r}");
         assert_eq!(r["attempts"], 2, "{r}");
