@@ -285,6 +285,7 @@ mod tests {
         assert_eq!(Fault::parse("break-after=3"), Some(Fault::BreakAfter(3)));
         assert_eq!(Fault::parse("stall"), Some(Fault::Stall));
         assert_eq!(Fault::parse("error-event"), Some(Fault::ErrorEvent));
+        assert_eq!(Fault::parse("error-first"), Some(Fault::ErrorFirst));
         assert_eq!(Fault::parse("nope"), None);
     }
 

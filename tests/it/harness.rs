@@ -332,6 +332,25 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
+    /// The ids `/v1/models` lists for `key`.
+    pub async fn model_ids(&self, key: &str) -> Vec<String> {
+        let v: Value = reqwest::Client::new()
+            .get(self.url("/v1/models"))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
     pub async fn chat(&self, key: &str, body: Value) -> reqwest::Response {
         reqwest::Client::new()
             .post(self.url("/v1/chat/completions"))

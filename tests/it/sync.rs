@@ -46,24 +46,6 @@ async fn revocation_takes_effect_within_a_second_postgres() {
     revocation_reaches_running_gateway(Gateway::builder().store(db.url.clone()).start()).await;
 }
 
-async fn model_ids(gw: &Gateway, key: &str) -> Vec<String> {
-    let v: serde_json::Value = reqwest::Client::new()
-        .get(gw.url("/v1/models"))
-        .bearer_auth(key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    v["data"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["id"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 #[tokio::test]
 async fn catalog_edits_appear_without_restart_sqlite() {
     let sim = Sim::start();
@@ -72,7 +54,8 @@ async fn catalog_edits_appear_without_restart_sqlite() {
         .catalog_refresh("1s")
         .start();
     let (_, key) = gw.workspace_with_key();
-    assert!(model_ids(&gw, &key)
+    assert!(gw
+        .model_ids(&key)
         .await
         .contains(&"google/gemini-2.5-pro".to_owned()));
     // An edit made straight in the database, not through tollgate.
@@ -84,7 +67,7 @@ async fn catalog_edits_appear_without_restart_sqlite() {
     )
     .unwrap();
     let gone = eventually(Duration::from_secs(5), || async {
-        !model_ids(&gw, &key)
+        !gw.model_ids(&key)
             .await
             .contains(&"google/gemini-2.5-pro".to_owned())
     })
@@ -127,7 +110,7 @@ async fn catalog_edits_appear_without_restart_postgres() {
     .unwrap();
     gw.cli(&["catalog", "import", file.to_str().unwrap()]);
     let seen = eventually(Duration::from_secs(5), || async {
-        model_ids(&gw, &key)
+        gw.model_ids(&key)
             .await
             .contains(&"extra/new-model".to_owned())
     })
@@ -145,7 +128,7 @@ async fn catalog_edits_appear_without_restart_postgres() {
         .await
         .unwrap();
     let gone = eventually(Duration::from_secs(5), || async {
-        !model_ids(&gw, &key)
+        !gw.model_ids(&key)
             .await
             .contains(&"extra/new-model".to_owned())
     })
