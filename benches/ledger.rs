@@ -45,6 +45,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         spend_window_start: None,
         usage_source: Default::default(),
         attempts: 1,
+        request_id: None,
     }
 }
 

@@ -58,6 +58,8 @@ pub enum HeadDecision {
 /// An admitted request: who asked, for what, and how to reach it (the route is the one being
 /// tried: failover moves it).
 pub struct Admitted {
+    /// The request's id (`x-request-id`): the client's, else the completion id.
+    pub request_id: Arc<str>,
     pub op: Operation,
     pub key: Arc<ApiKey>,
     pub model: Arc<Model>,
@@ -99,6 +101,8 @@ pub struct Admission<'a> {
     pub route_turn: u64,
     /// When the request arrived, for route health.
     pub now: Instant,
+    /// The client's request id, if it sent a usable one ([`client_request_id`]).
+    pub request_id: Option<Arc<str>>,
 }
 
 impl Admission<'_> {
@@ -154,6 +158,10 @@ impl Admission<'_> {
             exclude_reasoning: req.excludes_reasoning(),
         };
         let admitted = Admitted {
+            request_id: self
+                .request_id
+                .clone()
+                .unwrap_or_else(|| response_cx.id.clone()),
             op,
             key,
             stream: req.stream,
@@ -441,6 +449,24 @@ fn wants_flex(req: &RawRequest<'_>) -> bool {
         .flatten()
         .flatten()
         .is_some_and(|tier| &*tier == "flex")
+}
+
+/// The longest client-chosen request id kept.
+const MAX_REQUEST_ID: usize = 128;
+
+/// The client's `x-request-id`, kept when it is a plain token (1 to 128 of `[A-Za-z0-9._:-]`,
+/// so it is safe in logs and headers). Without one, an admitted request is known by its
+/// completion id, anything else by a fresh `req_…` ([`local_request_id`]).
+pub fn client_request_id(header: Option<&[u8]>) -> Option<Arc<str>> {
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || b".-_:".contains(b);
+    let id =
+        header.filter(|id| (1..=MAX_REQUEST_ID).contains(&id.len()) && id.iter().all(plain))?;
+    std::str::from_utf8(id).ok().map(Arc::from)
+}
+
+/// The id of a request answered before admission, when the client sent none.
+pub fn local_request_id() -> Arc<str> {
+    new_id("req").into()
 }
 
 /// A fresh completion id such as `chatcmpl-3fK…` (also the usage record's id).

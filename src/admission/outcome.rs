@@ -170,5 +170,6 @@ pub fn usage_record_for(
         ttft_us: micros(t.ttft),
         usage_source,
         attempts: produced.attempts,
+        request_id: &a.request_id,
     }))
 }

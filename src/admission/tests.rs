@@ -110,6 +110,7 @@ impl World {
             limits: &self.limits,
             route_turn: 0,
             now: std::time::Instant::now(),
+            request_id: None,
         }
     }
 
@@ -791,5 +792,32 @@ routes:
             })
             .count();
         assert_eq!(central, 6);
+    }
+}
+
+mod request_ids {
+    use super::*;
+
+    #[test]
+    fn a_plain_client_id_is_kept_anything_else_is_not() {
+        assert_eq!(
+            client_request_id(Some(b"trace-42:a.b_c")).as_deref(),
+            Some("trace-42:a.b_c")
+        );
+        let long = [b'a'; 129];
+        for bad in [&b""[..], b"has space", b"new\nline", b"\xff\xfe", &long[..]] {
+            assert_eq!(client_request_id(Some(bad)), None, "{bad:?}");
+        }
+        assert_ne!(local_request_id(), local_request_id(), "fresh each time");
+    }
+
+    #[test]
+    fn an_admitted_request_without_one_is_known_by_its_completion_id() {
+        let body = r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}]}"#;
+        let a = World::new()
+            .post("/v1/chat/completions", body)
+            .unwrap()
+            .admitted;
+        assert_eq!(a.request_id, a.response_cx.id);
     }
 }

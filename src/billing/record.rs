@@ -51,6 +51,8 @@ pub struct Charge<'a> {
     pub usage_source: UsageSource,
     /// Routes tried, the answering one included.
     pub attempts: u32,
+    /// The request's `x-request-id`.
+    pub request_id: &'a str,
 }
 
 /// The usage record of `c`, priced with the model's prices now (stored on the record), at the
@@ -101,5 +103,6 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
             .map(|r| window_start(r, c.started_at)),
         usage_source: c.usage_source,
         attempts: c.attempts.max(1),
+        request_id: Some(c.request_id.to_owned()),
     })
 }

@@ -215,6 +215,7 @@ mod tests {
             spend_window_start: None,
             usage_source: Default::default(),
             attempts: 1,
+            request_id: None,
             extra: Default::default(),
         }
     }

@@ -1,5 +1,6 @@
 //! Everything a request carries from `request_filter` to `logging`.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::admission::Admitted;
@@ -7,6 +8,11 @@ use crate::api::error::Blame;
 use crate::api::{GatewayError, Usage};
 
 pub struct Ctx {
+    /// `x-request-id` as sent, when usable (`admission::client_request_id`).
+    pub client_request_id: Option<Arc<str>>,
+    /// The id every answer carries: the client's, else the completion id once admitted, else
+    /// a fresh `req_…`.
+    pub request_id: Arc<str>,
     pub started: Instant,
     /// Upstream attempts made (routes tried): 1 unless the request failed over.
     pub attempts: u32,
@@ -38,6 +44,8 @@ pub struct Ctx {
 impl Default for Ctx {
     fn default() -> Self {
         Ctx {
+            client_request_id: None,
+            request_id: Arc::from(""),
             started: Instant::now(),
             attempts: 1,
             started_at: chrono::Utc::now(),

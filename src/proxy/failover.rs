@@ -64,7 +64,7 @@ impl<'a> Failover<'a> {
         };
         self.reported = Some(CallFailure::to_report(self.reported.take(), failure));
         tracing::info!(
-            request_id = %admitted.response_cx.id,
+            request_id = %admitted.request_id,
             from = admitted.route.kind.as_str(),
             to = route.kind.as_str(),
             "failing over"

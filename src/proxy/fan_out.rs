@@ -93,20 +93,20 @@ impl Gateway {
                 Err(e)
             }
         };
-        let id = admitted.response_cx.id.clone();
         ctx.admitted = Some(admitted);
-        let mut headers = vec![("x-request-id", id.as_ref())];
+        let id = ctx.request_id.clone();
+        let mut headers = Vec::new();
         let written = match outcome {
             Ok(t) => {
                 ctx.usage = t.usage;
                 ctx.first_body_at = Some(Instant::now());
-                respond::json(session, 200, t.body, &headers).await
+                respond::json(session, &id, 200, t.body, &headers).await
             }
             Err(e) => {
                 if let Some(after) = retry_after.as_deref() {
                     headers.push(("retry-after", after));
                 }
-                let written = respond::json(session, e.status(), e.envelope(), &headers).await;
+                let written = respond::json(session, &id, e.status(), e.envelope(), &headers).await;
                 ctx.error = Some(e);
                 written
             }

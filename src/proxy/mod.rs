@@ -34,7 +34,7 @@ use pingora_core::upstreams::peer::HttpPeer;
 use pingora_error::{Error, ErrorSource, ErrorType};
 use pingora_proxy::{FailToProxy, ProxyHttp, Session};
 
-use crate::admission::{Admission, Admitted, Decision, HeadDecision};
+use crate::admission::{self, Admission, Admitted, Decision, HeadDecision};
 use crate::api::limits::Limits;
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
@@ -85,7 +85,11 @@ pub struct Gateway {
 const FRESH_WAIT: Duration = Duration::from_secs(1);
 
 impl Gateway {
-    fn admission<'a>(&'a self, catalog: &'a Snapshot) -> Admission<'a> {
+    fn admission<'a>(
+        &'a self,
+        catalog: &'a Snapshot,
+        request_id: Option<Arc<str>>,
+    ) -> Admission<'a> {
         Admission {
             catalog,
             keys: &self.keys,
@@ -96,13 +100,14 @@ impl Gateway {
             limits: &self.limits,
             route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),
             now: Instant::now(),
+            request_id,
         }
     }
 
     /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
         let catalog = self.catalog.snapshot();
-        let admission = self.admission(&catalog);
+        let admission = self.admission(&catalog, ctx.client_request_id.clone());
         let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
             // A key created a moment ago (`tollgate key create` then use) is not refused.
             Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
@@ -112,7 +117,7 @@ impl Gateway {
         };
         let (op, key) = match head? {
             HeadDecision::Answer(body) => {
-                self.answer(session, body).await;
+                self.answer(session, &ctx.request_id, body).await;
                 return Ok(());
             }
             HeadDecision::ReadBody { op, key } => (op, key),
@@ -135,6 +140,7 @@ impl Gateway {
             decision => decision,
         };
         let Decision { mut admitted, plan } = decision?;
+        ctx.request_id = admitted.request_id.clone();
         let request = match plan {
             Plan::FanOut(plan) => {
                 self.run_fan_out(session, ctx, admitted, plan).await;
@@ -177,8 +183,8 @@ impl Gateway {
         request
     }
 
-    async fn answer(&self, session: &mut Session, body: Bytes) {
-        if let Err(e) = respond::json(session, 200, body, &[]).await {
+    async fn answer(&self, session: &mut Session, request_id: &str, body: Bytes) {
+        if let Err(e) = respond::json(session, request_id, 200, body, &[]).await {
             tracing::debug!("writing local answer failed: {e}");
         }
     }
@@ -197,6 +203,10 @@ impl ProxyHttp for Gateway {
         session: &mut Session,
         ctx: &mut Ctx,
     ) -> pingora_error::Result<bool> {
+        let sent_id = session.req_header().headers.get("x-request-id");
+        ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
+        ctx.request_id =
+            (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
         if self.draining.load(Ordering::Relaxed) {
             session.set_keepalive(None);
         }
@@ -209,7 +219,7 @@ impl ProxyHttp for Gateway {
                 // Unread body: Pingora cannot reuse this connection, so say so.
                 session.set_keepalive(None);
             }
-            respond::error(session, &e).await?;
+            respond::error(session, &ctx.request_id, &e).await?;
             ctx.error = Some(e);
         }
         Ok(true)

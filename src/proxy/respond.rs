@@ -7,16 +7,18 @@ use pingora_proxy::Session;
 use crate::api::GatewayError;
 use crate::providers::sse;
 
-/// Writes a complete JSON response.
+/// Writes a complete JSON response (every answer names its request, errors included).
 pub async fn json(
     session: &mut Session,
+    request_id: &str,
     status: u16,
     body: Bytes,
     extra: &[(&'static str, &str)],
 ) -> pingora_error::Result<()> {
-    let mut header = ResponseHeader::build(status, Some(3 + extra.len()))?;
+    let mut header = ResponseHeader::build(status, Some(4 + extra.len()))?;
     header.insert_header("content-type", "application/json")?;
     header.insert_header("content-length", body.len().to_string())?;
+    header.insert_header("x-request-id", request_id)?;
     for (name, value) in extra {
         header.insert_header(*name, *value)?;
     }
@@ -53,10 +55,15 @@ pub fn answer_header(
 }
 
 /// Writes the error envelope with the error's status (and `Allow` on a 405).
-pub async fn error(session: &mut Session, e: &GatewayError) -> pingora_error::Result<()> {
+pub async fn error(
+    session: &mut Session,
+    request_id: &str,
+    e: &GatewayError,
+) -> pingora_error::Result<()> {
     let allow = e.allow().map(|a| [("allow", a)]);
     json(
         session,
+        request_id,
         e.status(),
         e.envelope(),
         allow.as_ref().map_or(&[], |a| &a[..]),

@@ -194,7 +194,7 @@ impl Gateway {
         body: &[u8],
     ) {
         ctx.upstream_at = Some(Instant::now());
-        let id = admitted.response_cx.id.clone();
+        let id = ctx.request_id.clone();
         let mut client = Client::new(session, &id, self.upstream.stream_keep_alive);
         let mut failover = Failover::new(admission, body, &self.upstream);
         let failure = loop {
@@ -229,11 +229,9 @@ impl Gateway {
                     let _ = respond::stream_error(client.session, &e).await;
                 }
             } else {
-                let mut headers = vec![("x-request-id", &*id)];
-                if let Some(after) = retry_after.as_deref() {
-                    headers.push(("retry-after", after));
-                }
-                let _ = respond::json(client.session, e.status(), e.envelope(), &headers).await;
+                let headers: Vec<_> = retry_after.iter().map(|a| ("retry-after", &**a)).collect();
+                let _ =
+                    respond::json(client.session, &id, e.status(), e.envelope(), &headers).await;
             }
             ctx.error = Some(e);
         }

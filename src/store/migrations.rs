@@ -50,6 +50,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "routing",
         sql: include_str!("../../sql/postgres/0005_routing.sql"),
     },
+    Migration {
+        version: 6,
+        name: "request_id",
+        sql: include_str!("../../sql/postgres/0006_request_id.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -78,6 +83,11 @@ pub const SQLITE: &[Migration] = &[
         version: 5,
         name: "routing",
         sql: include_str!("../../sql/sqlite/0005_routing.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "request_id",
+        sql: include_str!("../../sql/sqlite/0006_request_id.sql"),
     },
 ];
 

@@ -355,6 +355,9 @@ pub struct UsageRecord {
     /// field existed read as one).
     #[serde(default = "one_attempt")]
     pub attempts: u32,
+    /// The request's `x-request-id` (none on records from before it was kept).
+    #[serde(default)]
+    pub request_id: Option<String>,
 }
 
 fn one_attempt() -> u32 {

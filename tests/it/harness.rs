@@ -332,6 +332,25 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
+    /// A workspace's usage records (newest first), once there are at least `n` (the ledger
+    /// writes off the response path), or whatever there is after 5 s.
+    pub async fn usage_records(&self, ws: &str, n: usize) -> Vec<Value> {
+        let records = || {
+            self.cli_json(&["usage", "--workspace", ws])
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        };
+        for _ in 0..50 {
+            let r = records();
+            if r.len() >= n {
+                return r;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        records()
+    }
+
     /// The ids `/v1/models` lists for `key`.
     pub async fn model_ids(&self, key: &str) -> Vec<String> {
         let v: Value = reqwest::Client::new()

@@ -38,6 +38,7 @@ fn record(i: usize) -> UsageRecord {
         spend_window_start: None,
         usage_source: Default::default(),
         attempts: 1,
+        request_id: None,
         extra: Default::default(),
     }
 }

@@ -21,6 +21,7 @@ mod hostile;
 mod ledger_writer;
 mod live;
 mod migrations;
+mod observability;
 mod openai_compat;
 mod outage;
 mod python_sdk;

@@ -75,6 +75,7 @@ fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
         spend_window_start: None,
         usage_source: UsageSource::Reported,
         attempts: 1,
+        request_id: None,
     }
 }
 
@@ -142,8 +143,8 @@ async fn sqlite_books_survive_the_price_dimensions_migration() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        3,
-        "0003, 0004 and 0005 are pending"
+        migrations::migrations(Dialect::Sqlite).len() - 2,
+        "every migration after 0002 is pending"
     );
     books_survive(Arc::new(store)).await;
 
@@ -201,8 +202,8 @@ async fn postgres_books_survive_the_price_dimensions_migration() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        3,
-        "0003, 0004 and 0005 are pending"
+        migrations::migrations(Dialect::Postgres).len() - 2,
+        "every migration after 0002 is pending"
     );
     books_survive(Arc::new(store)).await;
 }

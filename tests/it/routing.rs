@@ -284,14 +284,6 @@ fn stream_of(model: &str, content: &str) -> Value {
         "messages": [{"role": "user", "content": content}]})
 }
 
-/// The usage records of a workspace (newest first).
-fn records(gw: &Gateway, ws: &str) -> Vec<Value> {
-    gw.cli_json(&["usage", "--workspace", ws])
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 #[tokio::test]
 async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_route() {
     let sim = Sim::start();
@@ -330,7 +322,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         routes_since(&sim, 4).await,
         ["anthropic.messages", "vertex.claude_stream"]
     );
-    let billed = eventually_records(&gw, &ws, 3).await;
+    let billed = gw.usage_records(&ws, 3).await;
     assert_eq!(billed.len(), 3);
     for r in &billed {
         assert_eq!(r["outcome"], "complete", "{r}");
@@ -344,18 +336,6 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         routes.contains(&"vertex-anthropic") && routes.contains(&"vertex"),
         "{routes:?}"
     );
-}
-
-/// Waits for `n` usage records of a workspace (the ledger writes off the response path).
-async fn eventually_records(gw: &Gateway, ws: &str, n: usize) -> Vec<Value> {
-    for _ in 0..50 {
-        let r = records(gw, ws);
-        if r.len() >= n {
-            return r;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    records(gw, ws)
 }
 
 #[tokio::test]

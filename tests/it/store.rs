@@ -827,6 +827,7 @@ fn record(
         spend_window_start: window,
         usage_source: Default::default(),
         attempts: 1,
+        request_id: None,
         extra: Default::default(),
     }
 }
