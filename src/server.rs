@@ -117,6 +117,8 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         limits: limits(&t.limits),
         draining: draining.clone(),
         route_turns: std::sync::atomic::AtomicU64::new(0),
+        store: tokio::sync::OnceCell::new(),
+        store_url: store_url.clone(),
     };
     let admin = Admin {
         catalog: follower.catalog.clone(),

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
+use serde::Serialize;
 
 use crate::api::limits::Limits;
 use crate::api::request::MAX_CHOICES;
@@ -26,11 +27,12 @@ use crate::api::{GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
+use crate::billing::window::window_start;
 use crate::catalog::health::State;
 use crate::catalog::{Model, ModelKind, Route, RouteKind, Snapshot};
 use crate::money::Usd;
 use crate::providers::{adapter_for, Adapter, Credentials, Plan, ResponseCx, Target};
-use crate::store::ApiKey;
+use crate::store::{ApiKey, LimitReset};
 
 const HEALTH_BODY: &[u8] = br#"{"status":"ok"}"#;
 
@@ -39,6 +41,8 @@ const HEALTH_BODY: &[u8] = br#"{"status":"ok"}"#;
 pub struct RequestHead<'a> {
     pub method: &'a http::Method,
     pub path: &'a str,
+    /// The query string, if any (`/v1/generation?id=…`).
+    pub query: Option<&'a str>,
     /// The raw `Authorization` header, if any.
     pub authorization: Option<&'a [u8]>,
     /// How many header fields the request has, and their names' and values' bytes.
@@ -49,8 +53,13 @@ pub struct RequestHead<'a> {
 /// What the head alone decides.
 #[derive(Debug)]
 pub enum HeadDecision {
-    /// Answer locally with this JSON body (`/health`, `/v1/models`).
+    /// Answer locally with this JSON body (`/health`, `/v1/models`, `/v1/key`).
     Answer(Bytes),
+    /// `/v1/generation`: answer with the usage record `id` of this workspace, if it has one.
+    Generation {
+        workspace_id: Box<str>,
+        id: Box<str>,
+    },
     /// An authenticated request for `op`: read its body, then [`Admission::admit`].
     ReadBody { op: Operation, key: Arc<ApiKey> },
 }
@@ -119,6 +128,17 @@ impl Admission<'_> {
             Endpoint::Models => {
                 self.authenticate(head, now)?;
                 Ok(HeadDecision::Answer(self.catalog.models_json()))
+            }
+            Endpoint::Key => {
+                let key = self.authenticate(head, now)?;
+                Ok(HeadDecision::Answer(self.key_view(&key, now)))
+            }
+            Endpoint::Generation => {
+                let key = self.authenticate(head, now)?;
+                Ok(HeadDecision::Generation {
+                    workspace_id: key.workspace_id.as_str().into(),
+                    id: generation_id(head.query)?,
+                })
             }
             Endpoint::Proxied(op) => Ok(HeadDecision::ReadBody {
                 op,
@@ -202,6 +222,51 @@ impl Admission<'_> {
             })
     }
 
+    /// `GET /v1/key`: the calling key's own settings and state — never its secret — and its
+    /// workspace's credit, as this gateway sees them.
+    fn key_view(&self, key: &ApiKey, now: DateTime<Utc>) -> Bytes {
+        #[derive(Serialize)]
+        struct KeyView<'a> {
+            object: &'static str,
+            id: &'a str,
+            name: Option<&'a str>,
+            hint: &'a str,
+            created_at: DateTime<Utc>,
+            expires_at: Option<DateTime<Utc>>,
+            spend_limit_usd: Option<Usd>,
+            limit_reset: Option<&'static str>,
+            /// The current spend window: its start and what the key spent in it.
+            window_start: Option<DateTime<Utc>>,
+            window_spend_usd: Option<Usd>,
+            workspace: WorkspaceView<'a>,
+        }
+        #[derive(Serialize)]
+        struct WorkspaceView<'a> {
+            id: &'a str,
+            credit_usd: Usd,
+        }
+        let window = key.limit_reset.map(|reset| window_start(reset, now));
+        let view = KeyView {
+            object: "key",
+            id: &key.id,
+            name: key.name.as_deref(),
+            hint: &key.hint,
+            created_at: key.created_at,
+            expires_at: key.expires_at,
+            spend_limit_usd: key.spend_limit,
+            limit_reset: key.limit_reset.map(LimitReset::as_str),
+            window_start: window,
+            window_spend_usd: window.map(|w| self.accounts.spent(&key.id, w)),
+            workspace: WorkspaceView {
+                id: &key.workspace_id,
+                credit_usd: self.accounts.balance(&key.workspace_id),
+            },
+        };
+        serde_json::to_vec(&view)
+            .map(Bytes::from)
+            .unwrap_or_default()
+    }
+
     fn authenticate(
         &self,
         head: &RequestHead<'_>,
@@ -270,6 +335,8 @@ impl Admission<'_> {
 enum Endpoint {
     Health,
     Models,
+    Key,
+    Generation,
     Proxied(Operation),
 }
 
@@ -277,6 +344,8 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
     let (endpoint, allow) = match path {
         "/health" => (Endpoint::Health, "GET, HEAD"),
         "/v1/models" => (Endpoint::Models, "GET, HEAD"),
+        "/v1/key" => (Endpoint::Key, "GET, HEAD"),
+        "/v1/generation" => (Endpoint::Generation, "GET, HEAD"),
         "/v1/chat/completions" => (Endpoint::Proxied(Operation::Chat), "POST"),
         "/v1/embeddings" => (Endpoint::Proxied(Operation::Embeddings), "POST"),
         other => return Err(GatewayError::NotFound(other.into())),
@@ -458,10 +527,27 @@ const MAX_REQUEST_ID: usize = 128;
 /// so it is safe in logs and headers). Without one, an admitted request is known by its
 /// completion id, anything else by a fresh `req_…` ([`local_request_id`]).
 pub fn client_request_id(header: Option<&[u8]>) -> Option<Arc<str>> {
-    let plain = |b: &u8| b.is_ascii_alphanumeric() || b".-_:".contains(b);
-    let id =
-        header.filter(|id| (1..=MAX_REQUEST_ID).contains(&id.len()) && id.iter().all(plain))?;
+    let id = header.filter(|id| plain_id(id))?;
     std::str::from_utf8(id).ok().map(Arc::from)
+}
+
+/// 1 to 128 of `[A-Za-z0-9._:-]`: an id safe to echo in headers and logs.
+fn plain_id(id: &[u8]) -> bool {
+    let plain = |b: &u8| b.is_ascii_alphanumeric() || b".-_:".contains(b);
+    (1..=MAX_REQUEST_ID).contains(&id.len()) && id.iter().all(plain)
+}
+
+/// The `id` of a `/v1/generation?id=<completion id>` query.
+fn generation_id(query: Option<&str>) -> Result<Box<str>, GatewayError> {
+    query
+        .unwrap_or_default()
+        .split('&')
+        .find_map(|pair| pair.strip_prefix("id="))
+        .filter(|id| plain_id(id.as_bytes()))
+        .map(Into::into)
+        .ok_or_else(|| {
+            GatewayError::invalid("the id query parameter (a completion id) is required")
+        })
 }
 
 /// The id of a request answered before admission, when the client sent none.

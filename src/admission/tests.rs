@@ -124,9 +124,14 @@ impl World {
         path: &str,
         auth: Option<&str>,
     ) -> Result<HeadDecision, GatewayError> {
+        let (path, query) = match path.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (path, None),
+        };
         let head = RequestHead {
             method: &method,
             path,
+            query,
             authorization: auth.map(str::as_bytes),
             header_count: 3,
             header_bytes: 120,
@@ -141,7 +146,7 @@ impl World {
             HeadDecision::ReadBody { op, key } => {
                 self.admission().admit(key, op, body.as_bytes(), now())
             }
-            HeadDecision::Answer(_) => panic!("{path} must read a body"),
+            other => panic!("{path} must read a body: {other:?}"),
         }
     }
 
@@ -225,6 +230,61 @@ fn the_model_list_needs_a_key() {
 }
 
 #[test]
+fn a_key_sees_its_own_settings_and_spend_never_its_secret() {
+    let w = World::with_key(|k| {
+        k.name = Some("ci".into());
+        k.spend_limit = Some(usd(5));
+        k.limit_reset = Some(crate::store::LimitReset::Daily);
+    });
+    assert_eq!(
+        code(w.head(http::Method::GET, "/v1/key", None)),
+        "missing_auth"
+    );
+    let window = crate::billing::window::window_start(crate::store::LimitReset::Daily, now());
+    w.accounts.set_spend("key_1", window, usd(2));
+    let HeadDecision::Answer(body) = w
+        .head(http::Method::GET, "/v1/key", Some(&w.bearer()))
+        .unwrap()
+    else {
+        panic!("/v1/key is answered locally");
+    };
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["object"], "key");
+    assert_eq!(v["name"], "ci");
+    assert_eq!(v["spend_limit_usd"], "5.0");
+    assert_eq!(v["limit_reset"], "daily");
+    assert_eq!(v["window_spend_usd"], "2.0");
+    assert_eq!(v["workspace"]["credit_usd"], "10.0");
+    let text = String::from_utf8(body.to_vec()).unwrap();
+    assert!(!text.contains(&w.minted.secret), "{text}");
+    assert!(!text.contains(&w.minted.hash_hex), "{text}");
+}
+
+#[test]
+fn a_generation_is_looked_up_in_the_callers_workspace_by_a_plain_id() {
+    let w = World::new();
+    let bearer = w.bearer();
+    let looked_up = |path: &str| w.head(http::Method::GET, path, Some(&bearer));
+    match looked_up("/v1/generation?x=1&id=chatcmpl-Ab12").unwrap() {
+        HeadDecision::Generation { workspace_id, id } => {
+            assert_eq!((&*workspace_id, &*id), ("ws_1", "chatcmpl-Ab12"));
+        }
+        other => panic!("{other:?}"),
+    }
+    for bad in [
+        "/v1/generation",
+        "/v1/generation?id=",
+        "/v1/generation?id=a%20b",
+    ] {
+        assert_eq!(code(looked_up(bad)), "invalid_request_error", "{bad}");
+    }
+    assert_eq!(
+        code(w.head(http::Method::GET, "/v1/generation?id=x", None)),
+        "missing_auth"
+    );
+}
+
+#[test]
 fn the_head_names_the_operation() {
     let w = World::new();
     let ops = [
@@ -237,7 +297,7 @@ fn the_head_names_the_operation() {
                 assert_eq!(op, want);
                 assert_eq!(key.id, "key_1");
             }
-            HeadDecision::Answer(_) => panic!("{path} reads a body"),
+            other => panic!("{path} reads a body: {other:?}"),
         }
     }
 }

@@ -80,6 +80,10 @@ pub enum GatewayError {
     /// stream ends with an error frame; its status is never sent.
     #[error("{0}")]
     MidStream(Box<str>),
+    #[error("no generation {0} in this workspace")]
+    NoGeneration(Box<str>),
+    #[error("usage records cannot be read right now; retry shortly")]
+    StoreUnavailable,
     #[error("internal error: {0}")]
     Internal(Box<str>),
 }
@@ -119,7 +123,8 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => 413,
             Self::HeadersTooLarge { .. } => 431,
             Self::BodyTimeout { .. } => 408,
-            Self::NotFound(_) => 404,
+            Self::NotFound(_) | Self::NoGeneration(_) => 404,
+            Self::StoreUnavailable => 503,
             Self::MethodNotAllowed { .. } => 405,
             Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
             Self::Upstream { status, .. } => *status,
@@ -145,9 +150,13 @@ impl GatewayError {
             | Self::HeadersTooLarge { .. }
             | Self::BodyTimeout { .. }
             | Self::NotFound(_)
+            | Self::NoGeneration(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
             Self::Upstream { .. } | Self::MidStream(_) => "upstream_error",
-            Self::NoRoute(_) | Self::MissingCredentials(_) | Self::Internal(_) => "server_error",
+            Self::NoRoute(_)
+            | Self::MissingCredentials(_)
+            | Self::StoreUnavailable
+            | Self::Internal(_) => "server_error",
         }
     }
 
@@ -169,6 +178,8 @@ impl GatewayError {
             Self::BodyTimeout { .. } => "request_timeout",
             Self::ContextLengthExceeded { .. } => "context_length_exceeded",
             Self::NotFound(_) => "not_found",
+            Self::NoGeneration(_) => "generation_not_found",
+            Self::StoreUnavailable => "store_unavailable",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NoRoute(_) => "no_route",
             Self::MissingCredentials(_) => "upstream_unconfigured",
@@ -180,7 +191,10 @@ impl GatewayError {
     pub fn blame(&self) -> Blame {
         match self {
             Self::Upstream { .. } | Self::MidStream(_) => Blame::Upstream,
-            Self::NoRoute(_) | Self::MissingCredentials(_) | Self::Internal(_) => Blame::Gateway,
+            Self::NoRoute(_)
+            | Self::MissingCredentials(_)
+            | Self::StoreUnavailable
+            | Self::Internal(_) => Blame::Gateway,
             Self::MissingAuth
             | Self::InvalidKey
             | Self::ExpiredKey
@@ -198,6 +212,7 @@ impl GatewayError {
             | Self::HeadersTooLarge { .. }
             | Self::BodyTimeout { .. }
             | Self::NotFound(_)
+            | Self::NoGeneration(_)
             | Self::MethodNotAllowed { .. } => Blame::Client,
         }
     }

@@ -297,6 +297,17 @@ impl Accounts {
         Usd::from_pico(free)
     }
 
+    /// What a key has spent in the window starting at `window`, as this process sees it
+    /// (committed and pending charges; zero when it holds another window).
+    pub fn spent(&self, key_id: &str, window: DateTime<Utc>) -> Usd {
+        let value = match self.spends.load().get(key_id) {
+            Some(s) if s.window == window.timestamp() => s.cell.value(),
+            _ => 0,
+        };
+        // Spend is stored negated (as a charge against zero).
+        Usd::from_pico(value.saturating_neg())
+    }
+
     /// The balance this process sees (committed minus pending), for status and tests.
     pub fn balance(&self, workspace_id: &str) -> Usd {
         Usd::from_pico(

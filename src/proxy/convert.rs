@@ -13,6 +13,7 @@ pub fn head(session: &Session) -> RequestHead<'_> {
     RequestHead {
         method: &req.method,
         path: req.uri.path(),
+        query: req.uri.query(),
         authorization: req
             .headers
             .get(http::header::AUTHORIZATION)

@@ -76,6 +76,10 @@ pub struct Gateway {
     pub draining: Arc<AtomicBool>,
     /// Counts requests, so that routes of equal priority take turns.
     pub route_turns: AtomicU64,
+    /// The store, opened on first use (`/v1/generation` only: nothing on the request path
+    /// reads the database).
+    pub store: tokio::sync::OnceCell<Arc<dyn crate::store::Store>>,
+    pub store_url: String,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -117,6 +121,11 @@ impl Gateway {
         };
         let (op, key) = match head? {
             HeadDecision::Answer(body) => {
+                self.answer(session, &ctx.request_id, body).await;
+                return Ok(());
+            }
+            HeadDecision::Generation { workspace_id, id } => {
+                let body = self.generation(&workspace_id, &id).await?;
                 self.answer(session, &ctx.request_id, body).await;
                 return Ok(());
             }
@@ -181,6 +190,27 @@ impl Gateway {
             admitted.cache_created = named.created;
         }
         request
+    }
+
+    /// `/v1/generation`: the workspace's usage record `id`, read from the store (a record
+    /// appears once the ledger writer committed it, within about a second).
+    async fn generation(&self, workspace_id: &str, id: &str) -> Result<Bytes, GatewayError> {
+        let unavailable = |e: crate::store::StoreError| {
+            tracing::warn!("reading a usage record: {e}");
+            GatewayError::StoreUnavailable
+        };
+        let store = self
+            .store
+            .get_or_try_init(|| crate::store::open(&self.store_url))
+            .await
+            .map_err(unavailable)?;
+        let record = store
+            .usage_record(workspace_id, id)
+            .await
+            .map_err(unavailable)?
+            .ok_or_else(|| GatewayError::NoGeneration(id.into()))?;
+        let body = serde_json::json!({ "object": "generation", "data": record });
+        Ok(Bytes::from(body.to_string()))
     }
 
     async fn answer(&self, session: &mut Session, request_id: &str, body: Bytes) {

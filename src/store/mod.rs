@@ -447,6 +447,8 @@ pub trait Store: Send + Sync + 'static {
         workspace_id: &str,
         since: Option<DateTime<Utc>>,
     ) -> StoreResult<Vec<UsageRecord>>;
+    /// The workspace's usage record `id` (a completion id), if it has one.
+    async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>>;
     /// Every balance row, by workspace id: what the in-memory credit gate starts from.
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>>;
     /// The spend of each (key id, window start), in the order asked; zero when absent.

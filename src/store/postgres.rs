@@ -834,6 +834,18 @@ impl Store for PgStore {
         rows::all(rows, rows::usage)
     }
 
+    async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>> {
+        let rows = self
+            .query_rows(
+                &format!(
+                    "SELECT {USAGE_COLS} FROM usage_records WHERE id = $1 AND workspace_id = $2"
+                ),
+                &[&id, &workspace_id],
+            )
+            .await?;
+        Ok(rows::all(rows, rows::usage)?.pop())
+    }
+
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
         let rows = self
             .query_rows(

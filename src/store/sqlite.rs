@@ -611,6 +611,23 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>> {
+        let (ws, id) = (workspace_id.to_owned(), id.to_owned());
+        let found = self
+            .run(move |conn| {
+                query_all(
+                    conn,
+                    &format!(
+                        "SELECT {USAGE_COLS} FROM usage_records WHERE id = ?1 AND workspace_id = ?2"
+                    ),
+                    params![id, ws],
+                    |r| rows::usage(r),
+                )
+            })
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
         self.run(|conn| {
             query_all(

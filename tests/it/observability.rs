@@ -22,6 +22,16 @@ async fn post(gw: &Gateway, key: &str, id: Option<&str>, body: Value) -> reqwest
     req.send().await.unwrap()
 }
 
+async fn get(gw: &Gateway, path: &str, key: &str) -> (u16, Value) {
+    let res = reqwest::Client::new()
+        .get(gw.url(path))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    (res.status().as_u16(), res.json().await.unwrap())
+}
+
 fn request_id(res: &reqwest::Response) -> String {
     res.headers()
         .get("x-request-id")
@@ -76,4 +86,49 @@ async fn every_answer_carries_the_request_id_and_the_record_keeps_it() {
             .any(|l| l.contains("tollgate::access") && l.contains("trace-true.1")),
         "in the access log"
     );
+}
+
+#[tokio::test]
+async fn a_client_reads_its_own_generations_and_key_unbilled_and_ungated() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    let res = post(&gw, &key, None, hello(false)).await;
+    let id = request_id(&res);
+    assert!(id.starts_with("chatcmpl-"), "{id}");
+    let generation = format!("/v1/generation?id={id}");
+    assert_eq!(gw.usage_records(&ws, 1).await.len(), 1);
+    let (status, v) = get(&gw, &generation, &key).await;
+    assert_eq!(status, 200, "{v}");
+    let g = &v["data"];
+    assert_eq!(g["id"], id.as_str());
+    assert_eq!(g["model_id"], "google/gemini-2.5-flash");
+    assert_eq!(g["route"], "gemini-api");
+    assert_eq!(g["outcome"], "complete");
+    assert!(
+        g["input_tokens"].as_u64() > Some(0) && g["cost"].is_string(),
+        "{g}"
+    );
+    // Another workspace cannot see it.
+    let (_, other) = gw.workspace_with_key();
+    let (status, v) = get(&gw, &generation, &other).await;
+    assert_eq!(
+        (status, &v["error"]["code"]),
+        (404, &json!("generation_not_found"))
+    );
+    // Neither lookup is billed or gated: a workspace without credit still reads its own.
+    let empty = gw.workspace();
+    let broke = gw.key(&empty, &[]);
+    let (status, v) = get(&gw, "/v1/key", &broke).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["workspace"]["credit_usd"], "0.0");
+    let (status, _) = get(&gw, "/v1/generation?id=chatcmpl-none", &broke).await;
+    assert_eq!(status, 404, "not 402");
+    let (status, v) = get(&gw, "/v1/key", &key).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["id"].as_str(), Some(gw.key_id(&ws, &key).as_str()));
+    assert!(!v.to_string().contains(&key), "never the secret");
+    assert_eq!(gw.usage_records(&ws, 1).await.len(), 1, "nothing billed");
+    let (status, v) = get(&gw, "/v1/key", "sk-tg-nope").await;
+    assert_eq!((status, &v["error"]["code"]), (401, &json!("invalid_key")));
 }

@@ -826,8 +826,8 @@ fn record(
         ttft_us: Some(350_003),
         spend_window_start: window,
         usage_source: Default::default(),
-        attempts: 1,
-        request_id: None,
+        attempts: 2,
+        request_id: Some(format!("trace-{id}")),
         extra: Default::default(),
     }
 }
@@ -1021,6 +1021,10 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     );
     assert_eq!(s.usage("w2", None).await.unwrap(), vec![e.clone()]);
     assert!(s.usage("nobody", None).await.unwrap().is_empty());
+    // One record by id, only in its own workspace.
+    assert_eq!(s.usage_record("w1", &a.id).await.unwrap(), Some(a.clone()));
+    assert_eq!(s.usage_record("w2", &a.id).await.unwrap(), None);
+    assert_eq!(s.usage_record("w1", "chatcmpl-none").await.unwrap(), None);
     // Serde round trip of a record: amounts as exact decimal strings, prices as numbers.
     let json = serde_json::to_string(&a).unwrap();
     assert!(json.contains(r#""cost":"0.002198572754""#), "{json}");
