@@ -1,5 +1,5 @@
-//! The operators' listener: liveness, readiness, a status summary and route health now; the
-//! admin API and console arrive with their issue. Handlers are plain functions so tests need no socket.
+//! The operators' listener: liveness, readiness, a status summary, route health and Prometheus
+//! metrics now; the admin API and console arrive with their issue. Handlers are plain functions so tests need no socket.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,8 +8,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::auth::KeyCache;
-use crate::catalog::health::HealthView;
+use crate::billing::writer::LedgerSink;
+use crate::catalog::health::{HealthView, State};
 use crate::catalog::{Catalog, Snapshot};
+use crate::metrics::{Scrape, METRICS};
 use crate::providers::Credentials;
 
 pub struct Admin {
@@ -21,11 +23,56 @@ pub struct Admin {
     /// The ledger spool (`tollgate.ledger_spool`): records wait there while the store is down.
     pub spool: PathBuf,
     pub credentials: Credentials,
+    /// For the ledger queue's depth.
+    pub ledger: LedgerSink,
 }
 
+/// Prometheus' text exposition format.
+const METRICS_TYPE: &str = "text/plain; version=0.0.4";
+
 impl Admin {
+    /// `(status, content type, body)` for a GET of `path`.
+    pub fn get(&self, path: &str) -> (u16, &'static str, Vec<u8>) {
+        match path {
+            "/metrics" => (200, METRICS_TYPE, self.metrics()),
+            _ => {
+                let (status, body) = self.get_json(path);
+                (status, "application/json", body)
+            }
+        }
+    }
+
+    /// `/metrics`: the registry, with the state held elsewhere read now.
+    fn metrics(&self) -> Vec<u8> {
+        let catalog = self.catalog.snapshot();
+        let now = std::time::Instant::now();
+        let routes = catalog
+            .models()
+            .flat_map(|m| m.routes.iter().map(move |r| (m, r)))
+            .map(|(m, r)| {
+                let state = match r.health.state(now) {
+                    State::Healthy => 0,
+                    State::HalfOpen => 1,
+                    State::Cooling => 2,
+                };
+                let view = r.health.view(now);
+                let failures = i64::from(view.consecutive_failures);
+                let region = r.region.as_deref().unwrap_or("");
+                (&*m.id, r.kind.as_str(), region, state, failures)
+            })
+            .collect();
+        METRICS.render(&Scrape {
+            keys: self.keys.len(),
+            models: catalog.len(),
+            store_reachable: self.store_reachable.load(Ordering::Relaxed),
+            ledger_queue: self.ledger.queued(),
+            ledger_spool_bytes: std::fs::metadata(&self.spool).map_or(0, |m| m.len()),
+            routes,
+        })
+    }
+
     /// `(status, JSON body)` for a GET of `path`.
-    pub fn get(&self, path: &str) -> (u16, Vec<u8>) {
+    fn get_json(&self, path: &str) -> (u16, Vec<u8>) {
         #[derive(Serialize)]
         struct Status {
             status: &'static str,

@@ -16,6 +16,7 @@ pub mod catalog;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod metrics;
 pub mod money;
 pub mod providers;
 pub mod proxy;

@@ -131,6 +131,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         store_reachable: follower.store_reachable.clone(),
         spool: std::path::PathBuf::from(&t.ledger_spool),
         credentials: gateway.credentials.clone(),
+        ledger: gateway.ledger.clone(),
     };
 
     let opt = Opt {
@@ -288,10 +289,10 @@ struct AdminApp(Admin);
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
         let path = session.req_header().uri.path().to_owned();
-        let (status, body) = self.0.get(&path);
+        let (status, content_type, body) = self.0.get(&path);
         http::Response::builder()
             .status(status)
-            .header("content-type", "application/json")
+            .header("content-type", content_type)
             .header("content-length", body.len())
             .body(body)
             .unwrap_or_default()

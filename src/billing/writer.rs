@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 
 use super::gates::Accounts;
 use super::spool::Spool;
+use crate::metrics::METRICS;
 use crate::store::{Store, StoreError, UsageRecord};
 
 /// Records per transaction at most.
@@ -76,6 +77,11 @@ fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
 }
 
 impl LedgerSink {
+    /// Records waiting for the writer.
+    pub fn queued(&self) -> usize {
+        self.tx.max_capacity() - self.tx.capacity()
+    }
+
     /// Charges the gates at once and queues the record; never waits.
     pub fn submit(&self, record: UsageRecord) {
         self.accounts
@@ -142,7 +148,10 @@ impl LedgerWriter {
     }
 
     async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {
-        match self.write(store, batch).await {
+        let started = std::time::Instant::now();
+        let written = self.write(store, batch).await;
+        METRICS.ledger_committed(started.elapsed());
+        match written {
             Ok(refused) => {
                 let outcomes: Vec<_> = batch
                     .iter()

@@ -1,5 +1,5 @@
 //! What the `logging` phase does with a finished request: its usage record for the ledger,
-//! and its one access event.
+//! its metrics, and its one access event.
 
 use std::time::Instant;
 
@@ -8,14 +8,15 @@ use super::Gateway;
 use crate::admission::outcome::{usage_record_for, Ending, Produced, Timings};
 use crate::api::error::Blame;
 use crate::api::GatewayError;
+use crate::metrics::{Finished, METRICS};
+use crate::store::UsageRecord;
 
 impl Gateway {
     /// Hands a finished request's usage record to the ledger, when
-    /// [`outcome`](crate::admission::outcome) says it is billed.
-    pub(super) fn bill(&self, proxy_failure: Option<Blame>, ctx: &Ctx) {
-        let Some(a) = ctx.admitted.as_ref() else {
-            return;
-        };
+    /// [`outcome`](crate::admission::outcome) says it is billed; returns its tokens and cost
+    /// for the metrics.
+    pub(super) fn bill(&self, proxy_failure: Option<Blame>, ctx: &Ctx) -> Option<Billed> {
+        let a = ctx.admitted.as_ref()?;
         let stopped = proxy_failure.or(ctx.stopped);
         let ending = Ending::of(ctx.error.as_ref(), stopped, ctx.client_left);
         let since = |from: Option<Instant>, to: Option<Instant>| Some(to? - from?);
@@ -31,11 +32,89 @@ impl Gateway {
             cache_created: a.cache_created,
             attempts: ctx.attempts,
         };
-        match usage_record_for(a, ending, produced, timings) {
-            None => {}
-            Some(Ok(record)) => self.ledger.submit(record),
-            Some(Err(err)) => tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}"),
+        match usage_record_for(a, ending, produced, timings)? {
+            Ok(record) => {
+                let billed = Billed::of(&record);
+                self.ledger.submit(record);
+                Some(billed)
+            }
+            Err(err) => {
+                tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}");
+                None
+            }
         }
+    }
+}
+
+/// What a usage record says to the metrics.
+pub(super) struct Billed {
+    tokens: [(&'static str, u64); 7],
+    cost_usd: f64,
+}
+
+impl Billed {
+    fn of(r: &UsageRecord) -> Self {
+        Billed {
+            tokens: [
+                ("input", r.input_tokens),
+                ("output", r.output_tokens),
+                ("reasoning", r.reasoning_tokens),
+                ("cache_read", r.cache_read_tokens),
+                ("cache_write", r.cache_write_tokens),
+                ("cache_write_1h", r.extra.cache_write_1h_tokens),
+                ("audio_input", r.extra.audio_input_tokens),
+            ],
+            // Dashboards only: the ledger keeps the exact amount.
+            cost_usd: r.cost.pico() as f64 / 1e12,
+        }
+    }
+}
+
+/// A finished request into the metrics.
+pub(super) fn count(path: &str, status: u16, ctx: &Ctx, billed: Option<Billed>) {
+    let a = ctx.admitted.as_ref();
+    let since = |from: Option<Instant>, to: Option<Instant>| to?.checked_duration_since(from?);
+    let upstream = since(ctx.upstream_at, ctx.first_byte_at);
+    let first_byte = since(Some(ctx.started), ctx.first_body_at);
+    let gateway_added = match (first_byte, upstream) {
+        (Some(first), Some(up)) => Some(first.saturating_sub(up)),
+        (_, None) => Some(ctx.started.elapsed()), // answered by the gateway alone
+        (None, Some(_)) => None,
+    };
+    let (tokens, cost_usd) = billed.map_or(([("", 0); 7], 0.0), |b| (b.tokens, b.cost_usd));
+    METRICS.finished(&Finished {
+        endpoint: endpoint(path),
+        model: a.map_or("", |a| &a.model.id),
+        route: a.map_or("", |a| a.route.kind.as_str()),
+        status,
+        code: ctx.error.as_ref().map_or("", GatewayError::code),
+        refused: ctx
+            .error
+            .as_ref()
+            .is_some_and(|e| e.blame() == Blame::Client),
+        gateway_added,
+        upstream_latency: upstream,
+        first_token: first_byte.filter(|_| a.is_some()),
+        attempts: if ctx.upstream_at.is_some() {
+            ctx.attempts
+        } else {
+            0
+        },
+        tokens,
+        cost_usd,
+    });
+}
+
+/// The metrics' endpoint label: known paths only (a client cannot mint labels).
+fn endpoint(path: &str) -> &'static str {
+    match path {
+        "/v1/chat/completions" => "chat",
+        "/v1/embeddings" => "embeddings",
+        "/v1/models" => "models",
+        "/v1/key" => "key",
+        "/v1/generation" => "generation",
+        "/health" => "health",
+        _ => "other",
     }
 }
 

@@ -283,8 +283,10 @@ impl ProxyHttp for Gateway {
     }
 
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
-        self.bill(e.map(convert::blame), ctx);
+        let billed = self.bill(e.map(convert::blame), ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        logging::access_log(session.req_header().uri.path(), status, ctx);
+        let path = session.req_header().uri.path();
+        logging::count(path, status, ctx, billed);
+        logging::access_log(path, status, ctx);
     }
 }

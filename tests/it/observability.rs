@@ -132,3 +132,76 @@ async fn a_client_reads_its_own_generations_and_key_unbilled_and_ungated() {
     let (status, v) = get(&gw, "/v1/key", "sk-tg-nope").await;
     assert_eq!((status, &v["error"]["code"]), (401, &json!("invalid_key")));
 }
+
+/// The value of the `/metrics` sample `name{labels}` (labels in Prometheus' sorted order).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_the_traffic_sent() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    for stream in [false, false, false, true] {
+        let res = post(&gw, &key, None, hello(stream)).await;
+        assert_eq!(res.status(), 200);
+        let _ = res.bytes().await.unwrap();
+    }
+    for _ in 0..2 {
+        let res = post(&gw, "sk-tg-nope", None, hello(false)).await;
+        assert_eq!(res.status(), 401);
+    }
+    let records = gw.usage_records(&ws, 4).await;
+    assert_eq!(records.len(), 4);
+    let sum = |field: &str| -> f64 {
+        records
+            .iter()
+            .map(|r| r[field].as_u64().unwrap() as f64)
+            .sum()
+    };
+    // The ledger writer commits off the response path: scrape once it has.
+    let mut text = String::new();
+    for _ in 0..50 {
+        let res = reqwest::get(format!("{}/metrics", gw.admin)).await.unwrap();
+        assert_eq!(res.status(), 200);
+        assert!(res.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/plain"));
+        text = res.text().await.unwrap();
+        if sample(&text, "tollgate_ledger_commit_seconds_count").is_some_and(|n| n >= 1.0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let model = "google/gemini-2.5-flash";
+    let ok = format!(
+        r#"tollgate_requests_total{{code="",endpoint="chat",model="{model}",route="gemini-api",status="200"}}"#
+    );
+    assert_eq!(sample(&text, &ok), Some(4.0), "{text}");
+    let refused = r#"tollgate_requests_total{code="invalid_key",endpoint="chat",model="",route="",status="401"}"#;
+    assert_eq!(sample(&text, refused), Some(2.0));
+    assert_eq!(
+        sample(&text, r#"tollgate_refusals_total{code="invalid_key"}"#),
+        Some(2.0)
+    );
+    for (bucket, field) in [("input", "input_tokens"), ("output", "output_tokens")] {
+        let series = format!(r#"tollgate_tokens_total{{bucket="{bucket}",model="{model}"}}"#);
+        assert_eq!(sample(&text, &series), Some(sum(field)), "{bucket}");
+    }
+    let ttft = format!(r#"tollgate_time_to_first_token_seconds_count{{model="{model}"}}"#);
+    assert_eq!(sample(&text, &ttft), Some(4.0));
+    assert_eq!(
+        sample(
+            &text,
+            r#"tollgate_upstream_attempts_total{route="gemini-api"}"#
+        ),
+        Some(4.0)
+    );
+    assert!(sample(&text, "tollgate_keys_cached").is_some_and(|n| n >= 1.0));
+    assert_eq!(sample(&text, "tollgate_store_reachable"), Some(1.0));
+    let route = format!(r#"tollgate_route_state{{kind="gemini-api",model="{model}",region=""}}"#);
+    assert_eq!(sample(&text, &route), Some(0.0), "healthy");
+}
