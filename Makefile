@@ -5,17 +5,17 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench fuzz demo venv deps check-deps check-pg clean
+.PHONY: run build test lint bench fuzz demo venv deps pg clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
-run: check-deps
+run: deps
 	$(CARGO) build --release --bin tollgate
 	./target/release/tollgate -c $(CONF) serve
 
 ## The gateway and the upstream simulator wired together, with a workspace, credit and a key.
 DEMO_ENV = DEMO_GEMINI_KEY=sim-gemini-key DEMO_ANTHROPIC_KEY=sim-anthropic-key DEMO_OPENAI_KEY=sim-openai-key \
 	DEMO_VERTEX_PROJECT=tollgate-test DEMO_VERTEX_CREDENTIALS=$(CURDIR)/tests/fixtures/test-service-account.json
-demo: check-deps
+demo: deps
 	$(CARGO) build --workspace --bins
 	mkdir -p data && rm -f data/demo.db*
 	./target/debug/tollgate-sim --listen 127.0.0.1:18000 --vertex-project tollgate-test > data/demo-sim.log & echo $$! > data/demo-sim.pid
@@ -28,12 +28,12 @@ demo: check-deps
 	trap 'kill $$(cat data/demo-sim.pid) 2>/dev/null' EXIT INT TERM; \
 	$(DEMO_ENV) ./target/debug/tollgate -c conf/demo.yaml serve
 
-build: check-deps
+build: deps
 	$(CARGO) build --release --workspace --bins
 
 ## Everything the project tests: unit, the simulator's own tests, and the one integration binary
 ## (store suite on SQLite and PostgreSQL, the gateway end to end).
-test: check-deps check-pg venv
+test: deps pg venv
 	TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test --workspace --lib --bins --tests -- --test-threads=2
 
 ## The official OpenAI Python SDK in a local venv (used by the SDK integration test).
@@ -43,12 +43,12 @@ venv: .venv/.stamp
 	.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 	touch $@
 
-lint: check-deps
+lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 ## Speed and memory numbers (never asserted in tests).
-bench: check-deps
+bench: deps
 	$(CARGO) bench --bench translate
 	$(CARGO) bench --bench ledger
 
@@ -57,7 +57,7 @@ bench: check-deps
 ## the captured fixtures. Stable Rust: no sanitizer (panics and the targets' asserts are found).
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = request answer_gemini answer_anthropic answer_openai stream_gemini stream_anthropic stream_openai
-fuzz: check-deps
+fuzz: deps
 	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz build --sanitizer none -O
 	cd fuzz && for t in $(FUZZ_TARGETS); do \
@@ -67,17 +67,38 @@ fuzz: check-deps
 	  test $${PIPESTATUS[0]} -eq 0 || exit 1; \
 	done
 
-## Debian packages a fresh machine needs (run as root).
+## The Debian packages the project needs — the one list (`.ci/run` uses `make deps` too):
+## Pingora's zlib-ng build (cmake, a C toolchain), TLS roots, `pg_isready` and the OpenAI SDK
+## test's venv.
+DEB_PACKAGES = cmake build-essential ca-certificates postgresql-client python3-venv
+
+## Installs the missing ones: as root with apt-get (one update, then a non-interactive
+## install); otherwise stops with the line to paste.
 deps:
-	apt-get update -qq && apt-get install -y -qq cmake ca-certificates postgresql-client python3-venv
+	@missing=$$(for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	done | xargs); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if ! command -v apt-get >/dev/null 2>&1; then \
+	  echo "missing packages: $$missing (not a Debian system: install their equivalents)"; exit 1; fi; \
+	if [ "$$(id -u)" != 0 ]; then \
+	  echo "missing Debian packages; run: sudo apt-get install -y $$missing"; exit 1; fi; \
+	echo "installing: $$missing"; \
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 
-check-deps:
-	@missing=""; for tool in cmake cc c++ make perl; do command -v $$tool >/dev/null 2>&1 || missing="$$missing $$tool"; done; \
-	if [ -n "$$missing" ]; then echo "missing system tools:$$missing — on Debian run: make deps (apt-get install cmake build-essential)"; exit 1; fi
-
-check-pg:
-	@command -v pg_isready >/dev/null 2>&1 || { echo "pg_isready not found: make deps"; exit 1; }
-	@pg_isready -q -d "$(TOLLGATE_TEST_PG_URL)" || { echo "PostgreSQL is not reachable at $(TOLLGATE_TEST_PG_URL); make test requires it (start it, or set TOLLGATE_TEST_PG_URL)"; exit 1; }
+## make test's PostgreSQL: the local cluster is started when it is installed but stopped;
+## otherwise this says what is needed.
+pg: deps
+	@pg_isready -q -d "$(TOLLGATE_TEST_PG_URL)" && exit 0; \
+	if [ "$$(id -u)" = 0 ] && command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then \
+	  echo "starting the local PostgreSQL"; \
+	  pg_ctlcluster --skip-systemctl-redirect "$$(ls /etc/postgresql | head -n1)" main start || true; \
+	  for i in $$(seq 30); do pg_isready -q -d "$(TOLLGATE_TEST_PG_URL)" && exit 0; sleep 1; done; \
+	fi; \
+	echo "make test needs a PostgreSQL server answering at $(TOLLGATE_TEST_PG_URL)"; \
+	echo "(TOLLGATE_TEST_PG_URL). For the default: sudo apt-get install -y postgresql, trust auth"; \
+	echo "for user postgres on 127.0.0.1 (pg_hba.conf), and sudo -u postgres createdb test."; \
+	exit 1
 
 clean:
 	$(CARGO) clean

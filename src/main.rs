@@ -44,7 +44,11 @@ fn init_logging(level: &str, format: LogFormat) {
     let registry = tracing_subscriber::registry()
         .with(filter)
         .with(no_header_dumps);
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Colours for a terminal only: a log file or collector gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     let _ = match format {
         LogFormat::Json => registry.with(fmt.json()).try_init(),
         LogFormat::Text => registry.with(fmt).try_init(),

@@ -116,6 +116,24 @@ impl Drop for ChildGuard {
     }
 }
 
+/// A failing test shows the end of its gateway's log with its own output.
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let Ok(log) = std::fs::read_to_string(&self.log_file) else {
+            return;
+        };
+        let lines: Vec<&str> = log.lines().collect();
+        let tail = &lines[lines.len().saturating_sub(40)..];
+        eprintln!("--- the gateway's log, last {} lines:", tail.len());
+        for line in tail {
+            eprintln!("{line}");
+        }
+    }
+}
+
 /// A configured gateway: its temp dir, conf and store, plus a running `serve` process.
 pub struct Gateway {
     pub dir: tempfile::TempDir,
@@ -123,8 +141,12 @@ pub struct Gateway {
     pub base: String,
     pub admin: String,
     pub store_url: String,
-    /// Where the gateway's log goes when captured (`GatewayBuilder::capture_logs`).
-    pub log_file: Option<PathBuf>,
+    /// Where the gateway's log goes (debug level with `GatewayBuilder::capture_logs`, else
+    /// warnings; `TOLLGATE_TEST_LOG=<filter>` sends it to the terminal instead). A failing
+    /// test prints its tail.
+    pub log_file: PathBuf,
+    /// The log is at debug level.
+    debug_log: bool,
     /// Test credentials left out of the gateway's environment.
     unset_env: Vec<&'static str>,
     child: Option<ChildGuard>,
@@ -242,23 +264,31 @@ impl Gateway {
             .to_owned()
     }
 
+    /// The terminal's filter when `TOLLGATE_TEST_LOG` asks for the log there.
+    fn live_log() -> Option<String> {
+        std::env::var("TOLLGATE_TEST_LOG").ok()
+    }
+
     fn log_level(&self) -> String {
-        match &self.log_file {
-            Some(_) => "debug".into(),
-            None => std::env::var("TOLLGATE_TEST_LOG").unwrap_or_else(|_| "warn".into()),
+        match Self::live_log() {
+            _ if self.debug_log => "debug".into(),
+            Some(filter) => filter,
+            None => "warn".into(),
         }
     }
 
+    /// The gateway's log file: tests that provoke faults (store outages, failing upstreams)
+    /// would otherwise flood the terminal with the warnings they expect.
     fn log_sink(&self) -> Stdio {
-        match &self.log_file {
-            Some(path) => std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .unwrap()
-                .into(),
-            None => Stdio::inherit(),
+        if !self.debug_log && Self::live_log().is_some() {
+            return Stdio::inherit();
         }
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log_file)
+            .unwrap()
+            .into()
     }
 
     /// `tollgate serve` (with `-u`: take the listeners over from a running process) with the
@@ -487,7 +517,8 @@ impl GatewayBuilder {
             admin: format!("http://127.0.0.1:{admin_port}"),
             conf,
             store_url,
-            log_file: self.capture_logs.then(|| dir.path().join("gateway.log")),
+            log_file: dir.path().join("gateway.log"),
+            debug_log: self.capture_logs,
             unset_env: self.unset_env,
             dir,
             child: None,

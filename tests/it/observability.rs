@@ -80,7 +80,7 @@ async fn every_answer_carries_the_request_id_and_the_record_keeps_it() {
             "{id} on a usage record: {ids:?}"
         );
     }
-    let log = std::fs::read_to_string(gw.log_file.as_ref().unwrap()).unwrap();
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
     assert!(
         log.lines()
             .any(|l| l.contains("tollgate::access") && l.contains("trace-true.1")),

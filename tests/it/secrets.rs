@@ -114,7 +114,7 @@ async fn no_secret_reaches_a_log_line_a_response_or_the_cli() {
         "client keys, the Gemini and Anthropic keys and a Vertex token were all used: {secrets:?}"
     );
     gw.cli(&["ledger", "verify"]); // a last command, then read the log
-    let log = std::fs::read_to_string(gw.log_file.as_ref().unwrap()).unwrap();
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
     assert!(
         log.contains("tollgate::access"),
         "the log holds the session's access lines: searching it means something"
