@@ -47,7 +47,9 @@ impl<'a> Failover<'a> {
         failure: CallFailure,
     ) -> Result<UpstreamRequest, CallFailure> {
         record(&admitted.route, &failure);
-        let exhausted = ctx.attempts >= self.max_attempts || Instant::now() >= self.deadline;
+        // Nobody is waiting for a stream whose client left before it began.
+        let exhausted =
+            ctx.attempts >= self.max_attempts || Instant::now() >= self.deadline || ctx.client_left;
         if !failure.worth_another_route() || exhausted {
             return Err(CallFailure::to_report(self.reported.take(), failure));
         }

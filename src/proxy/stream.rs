@@ -216,6 +216,7 @@ impl Gateway {
             if let CallFailure::Status { status, .. } = &failure {
                 ctx.upstream_status = Some(*status);
             }
+            ctx.client_left = client.left;
             match failover.next(self, ctx, &mut admitted, failure).await {
                 Ok(next) => request = next,
                 Err(report) => break Some(report),

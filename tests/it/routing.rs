@@ -417,3 +417,29 @@ async fn models_are_listed_only_while_a_route_has_credentials() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_stream_whose_client_left_before_it_began_is_not_failed_over() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .upstream("stream_keep_alive: 100ms")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    // The first route answers 503 after a second; the client gives up at its first comment.
+    queue_fault(&sim, "503", "gemini", 1).await;
+    let res = gw
+        .chat(
+            &key,
+            stream_of("google/gemini-2.5-flash", "[sim:latency=1000] hi"),
+        )
+        .await;
+    assert_eq!(res.status(), 200, "a keep-alive committed the stream");
+    drop(res);
+    tokio::time::sleep(Duration::from_millis(1800)).await;
+    assert_eq!(
+        routes_since(&sim, 0).await,
+        ["gemini.stream"],
+        "no second route for nobody"
+    );
+}
