@@ -1,5 +1,6 @@
-//! Failing over: when an attempt failed before anything reached the client, the request is
-//! planned again for its next eligible route (those not cooling down first), within
+//! Failing over: when an attempt failed before anything reached the client (a buffered answer,
+//! a stream before its first data frame, every call of a fan-out), the request is planned
+//! again for its next eligible route (those not cooling down first), within
 //! `upstream.max_attempts` attempts and `upstream.failover_deadline`. Every attempt's outcome
 //! feeds its route's breaker. When no attempt is left, the failure the client is told about is
 //! the one [`CallFailure::to_report`] prefers (throttling first, the shortest wait).
@@ -11,7 +12,7 @@ use super::Gateway;
 use crate::admission::{Admission, Admitted};
 use crate::catalog::Route;
 use crate::config::UpstreamConf;
-use crate::providers::{Plan, UpstreamRequest};
+use crate::providers::{FanOut, Plan, UpstreamRequest};
 use crate::upstream::client::CallFailure;
 
 pub(super) struct Failover<'a> {
@@ -46,6 +47,38 @@ impl<'a> Failover<'a> {
         admitted: &mut Admitted,
         failure: CallFailure,
     ) -> Result<UpstreamRequest, CallFailure> {
+        let proxy = |plan| match plan {
+            Plan::Proxy { request, cache } => Some((request, cache)),
+            Plan::FanOut(_) => None,
+        };
+        let (request, cache) = self.next_plan(ctx, admitted, failure, proxy)?;
+        Ok(gateway.use_cache(request, cache, admitted).await)
+    }
+
+    /// As [`next`](Self::next), for a plan that fans out (Gemini embeddings batches): the
+    /// next route's calls, all of them again.
+    pub fn next_fan_out(
+        &mut self,
+        ctx: &mut Ctx,
+        admitted: &mut Admitted,
+        failure: CallFailure,
+    ) -> Result<FanOut, CallFailure> {
+        let fan_out = |plan| match plan {
+            Plan::FanOut(f) => Some(f),
+            Plan::Proxy { .. } => None,
+        };
+        self.next_plan(ctx, admitted, failure, fan_out)
+    }
+
+    /// Records the failure on its route; when another attempt is allowed, moves `admitted` to
+    /// the next route whose plan `take` accepts and returns that plan.
+    fn next_plan<T>(
+        &mut self,
+        ctx: &mut Ctx,
+        admitted: &mut Admitted,
+        failure: CallFailure,
+        take: impl Fn(Plan) -> Option<T>,
+    ) -> Result<T, CallFailure> {
         record(&admitted.route, &failure);
         // Nobody is waiting for a stream whose client left before it began.
         let exhausted =
@@ -57,11 +90,11 @@ impl<'a> Failover<'a> {
         let routes = self
             .routes
             .get_or_insert_with(|| admission.fallbacks(admitted, body).into_iter());
-        let next = routes.find_map(|route| match admission.replan(admitted, body, &route) {
-            Ok(Plan::Proxy { request, cache }) => Some((route, request, cache)),
-            _ => None,
+        let next = routes.find_map(|route| {
+            let plan = admission.replan(admitted, body, &route).ok()?;
+            Some((route, take(plan)?))
         });
-        let Some((route, request, cache)) = next else {
+        let Some((route, plan)) = next else {
             return Err(CallFailure::to_report(self.reported.take(), failure));
         };
         self.reported = Some(CallFailure::to_report(self.reported.take(), failure));
@@ -75,7 +108,7 @@ impl<'a> Failover<'a> {
         // one created for the next route replaces it there (not yet summed).
         admitted.route = route;
         ctx.attempts += 1;
-        Ok(gateway.use_cache(request, cache, admitted).await)
+        Ok(plan)
     }
 }
 

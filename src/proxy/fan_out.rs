@@ -19,17 +19,34 @@ use crate::providers::{buffered_join, Adapter, FanOut, Joiner, UpstreamRequest};
 use crate::upstream::client::CallFailure;
 
 impl Gateway {
-    /// Sends a fan-out's calls, joins their answers and answers the client.
+    /// Sends a fan-out's calls, joins their answers and answers the client; when a call fails
+    /// before answering, every call goes again to the next route (`failover.rs`).
     pub(super) async fn run_fan_out(
         &self,
         session: &mut Session,
         ctx: &mut Ctx,
-        admitted: Admitted,
-        plan: FanOut,
+        admission: &Admission<'_>,
+        mut admitted: Admitted,
+        mut plan: FanOut,
+        body: &[u8],
     ) {
         ctx.upstream_at = Some(Instant::now());
-        let answers = self.client.run(&admitted.route.endpoint, plan.calls).await;
-        self.answer_calls(session, ctx, admitted, answers, plan.join)
+        let mut failover = Failover::new(admission, body, &self.upstream);
+        // Each route's plan has its own joiner (Vertex and the Developer API answer apart).
+        let (answers, join) = loop {
+            let FanOut { calls, join } = plan;
+            match self.client.run(&admitted.route.endpoint, calls).await {
+                Ok(answers) => {
+                    admitted.route.health.succeeded();
+                    break (Ok(answers), join);
+                }
+                Err(failure) => match failover.next_fan_out(ctx, &mut admitted, failure) {
+                    Ok(next) => plan = next,
+                    Err(report) => break (Err(report), join),
+                },
+            }
+        };
+        self.answer_calls(session, ctx, admitted, answers, join)
             .await;
     }
 

@@ -152,7 +152,8 @@ impl Gateway {
         ctx.request_id = admitted.request_id.clone();
         let request = match plan {
             Plan::FanOut(plan) => {
-                self.run_fan_out(session, ctx, admitted, plan).await;
+                self.run_fan_out(session, ctx, &admission, admitted, plan, &body)
+                    .await;
                 return Ok(());
             }
             Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,

@@ -443,3 +443,52 @@ async fn a_stream_whose_client_left_before_it_began_is_not_failed_over() {
         "no second route for nobody"
     );
 }
+
+#[tokio::test]
+async fn an_embeddings_fan_out_fails_over_whole_to_the_next_route() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let file = gw.dir.path().join("two-routes.yaml");
+    std::fs::write(
+        &file,
+        "models:\n  - {id: two/embed, provider: google, family: gemini, kind: embedding, upstream_model: text-embedding-004, profile: embedding, input_price: 0.025, output_price: 0}\n\
+         routes:\n  - {model_id: two/embed, kind: gemini-api, priority: 0}\n\
+         \x20 - {model_id: two/embed, kind: vertex, region: us-central1, priority: 10}\n",
+    )
+    .unwrap();
+    gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+    let (ws, key) = gw.workspace_with_key();
+    queue_fault(&sim, "503", "gemini", 1).await;
+    let embed = || async {
+        reqwest::Client::new()
+            .post(gw.url("/v1/embeddings"))
+            .bearer_auth(&key)
+            .json(&json!({"model": "two/embed", "input": ["one", "two", "three"]}))
+            .send()
+            .await
+            .unwrap()
+    };
+    let mut res = embed().await;
+    for _ in 0..50 {
+        if res.status() != 400 {
+            break; // the model is in the catalog snapshot
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        res = embed().await;
+    }
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["data"].as_array().unwrap().len(), 3, "{v}");
+    let tried = routes_since(&sim, 0).await;
+    assert!(
+        tried.first().is_some_and(|r| r.starts_with("gemini."))
+            && tried.last().is_some_and(|r| r.starts_with("vertex.")),
+        "{tried:?}"
+    );
+    let billed = gw.usage_records(&ws, 1).await;
+    assert_eq!(billed.len(), 1);
+    assert_eq!(
+        (&billed[0]["route"], &billed[0]["attempts"]),
+        (&json!("vertex"), &json!(2))
+    );
+}
