@@ -1,5 +1,6 @@
 //! The operators' listener: liveness, readiness, a status summary, route health and Prometheus
-//! metrics now; the admin API and console arrive with their issue. Handlers are plain functions so tests need no socket.
+//! metrics now; the admin API and console arrive with their issue. Handlers are plain
+//! functions so tests need no socket.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,18 @@ pub struct Admin {
     pub ledger: LedgerSink,
 }
 
+/// One route as the admin listener shows it.
+#[derive(Serialize)]
+struct RouteView<'a> {
+    model: &'a str,
+    kind: &'static str,
+    region: Option<&'a str>,
+    priority: i32,
+    credentials: bool,
+    #[serde(flatten)]
+    health: HealthView,
+}
+
 /// Prometheus' text exposition format.
 const METRICS_TYPE: &str = "text/plain; version=0.0.4";
 
@@ -45,20 +58,17 @@ impl Admin {
     /// `/metrics`: the registry, with the state held elsewhere read now.
     fn metrics(&self) -> Vec<u8> {
         let catalog = self.catalog.snapshot();
-        let now = std::time::Instant::now();
-        let routes = catalog
-            .models()
-            .flat_map(|m| m.routes.iter().map(move |r| (m, r)))
-            .map(|(m, r)| {
-                let state = match r.health.state(now) {
+        let routes = self.route_views(&catalog);
+        let gauges = routes
+            .iter()
+            .map(|r| {
+                let state = match r.health.state {
                     State::Healthy => 0,
                     State::HalfOpen => 1,
                     State::Cooling => 2,
                 };
-                let view = r.health.view(now);
-                let failures = i64::from(view.consecutive_failures);
-                let region = r.region.as_deref().unwrap_or("");
-                (&*m.id, r.kind.as_str(), region, state, failures)
+                let failures = i64::from(r.health.consecutive_failures);
+                (r.model, r.kind, r.region.unwrap_or(""), state, failures)
             })
             .collect();
         METRICS.render(&Scrape {
@@ -67,7 +77,7 @@ impl Admin {
             store_reachable: self.store_reachable.load(Ordering::Relaxed),
             ledger_queue: self.ledger.queued(),
             ledger_spool_bytes: std::fs::metadata(&self.spool).map_or(0, |m| m.len()),
-            routes,
+            routes: gauges,
         })
     }
 
@@ -104,19 +114,15 @@ impl Admin {
         }
     }
 
-    /// Every active route of every model with this process's view of its health, by model.
+    /// `/routes`: every active route of every model with this process's view of its health.
     fn routes(&self) -> Vec<u8> {
-        #[derive(Serialize)]
-        struct RouteView<'a> {
-            model: &'a str,
-            kind: &'static str,
-            region: Option<&'a str>,
-            priority: i32,
-            credentials: bool,
-            #[serde(flatten)]
-            health: HealthView,
-        }
         let catalog = self.catalog.snapshot();
+        let routes = self.route_views(&catalog);
+        serde_json::to_vec(&serde_json::json!({ "routes": routes })).unwrap_or_default()
+    }
+
+    /// Every active route of the snapshot with its health now, by model then priority.
+    fn route_views<'a>(&self, catalog: &'a Snapshot) -> Vec<RouteView<'a>> {
         let now = std::time::Instant::now();
         let mut routes: Vec<RouteView> = catalog
             .models()
@@ -131,7 +137,7 @@ impl Admin {
             })
             .collect();
         routes.sort_by(|a, b| (a.model, a.priority).cmp(&(b.model, b.priority)));
-        serde_json::to_vec(&serde_json::json!({ "routes": routes })).unwrap_or_default()
+        routes
     }
 
     /// `200 {"status":"ready"}`, or `503 {"status":"degraded","problems":[…]}`.

@@ -449,8 +449,8 @@ fn choices(req: &RawRequest<'_>) -> u64 {
 
 /// The route a request goes to: the best of its [`eligible`] routes that is not cooling down
 /// (a half-open one is probed by this request), routes of equal priority taking turns by their
-/// weights (`turn` is a per-request counter); when all cool down, the one that recovers first. With no
-/// credentialed route, the best resolvable one's missing credential is the answer (503
+/// weights (`turn` is a per-request counter); when all cool down, the one that recovers first.
+/// With no credentialed route, the best resolvable one's missing credential is the answer (503
 /// `upstream_unconfigured`).
 fn route_for(
     model: &Model,
@@ -463,10 +463,10 @@ fn route_for(
         return Err(GatewayError::NoRoute(model.id.as_ref().into()));
     };
     let routes = || eligible(model, req, credentials);
-    let Some(recovers_first) = routes().min_by_key(|r| r.health.cooling_until()) else {
+    if routes().next().is_none() {
         let missing = credentials.missing_for(first.kind).unwrap_or("upstream");
         return Err(GatewayError::MissingCredentials(missing));
-    };
+    }
     let ready = |r: &&Route| r.health.state(now) != State::Cooling;
     if let Some(best) = routes().find(ready).map(|r| r.priority) {
         let tied = || routes().filter(move |r| r.priority == best && ready(r));
@@ -477,7 +477,8 @@ fn route_for(
             return Ok(route.clone());
         }
     }
-    Ok(recovers_first.clone())
+    let recovers_first = routes().min_by_key(|r| r.health.cooling_until());
+    Ok(recovers_first.unwrap_or(first).clone())
 }
 
 /// Which of routes weighing `weights` (`total` together) takes turn `turn`: each takes its

@@ -112,18 +112,14 @@ impl Gateway {
         };
         ctx.admitted = Some(admitted);
         let id = ctx.request_id.clone();
-        let mut headers = Vec::new();
         let written = match outcome {
             Ok(t) => {
                 ctx.usage = t.usage;
                 ctx.first_body_at = Some(Instant::now());
-                respond::json(session, &id, 200, t.body, &headers).await
+                respond::json(session, &id, 200, t.body, &[]).await
             }
             Err(e) => {
-                if let Some(after) = retry_after.as_deref() {
-                    headers.push(("retry-after", after));
-                }
-                let written = respond::json(session, &id, e.status(), e.envelope(), &headers).await;
+                let written = respond::error(session, &id, &e, retry_after.as_deref()).await;
                 ctx.error = Some(e);
                 written
             }

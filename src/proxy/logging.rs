@@ -1,7 +1,7 @@
 //! What the `logging` phase does with a finished request: its usage record for the ledger,
 //! its metrics, and its one access event.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ctx::Ctx;
 use super::Gateway;
@@ -19,12 +19,11 @@ impl Gateway {
         let a = ctx.admitted.as_ref()?;
         let stopped = proxy_failure.or(ctx.stopped);
         let ending = Ending::of(ctx.error.as_ref(), stopped, ctx.client_left);
-        let since = |from: Option<Instant>, to: Option<Instant>| Some(to? - from?);
         let timings = Timings {
             started_at: ctx.started_at,
             finished_at: chrono::Utc::now(),
-            upstream_latency: since(ctx.upstream_at, ctx.first_byte_at),
-            ttft: since(Some(ctx.started), ctx.first_body_at),
+            upstream_latency: between(ctx.upstream_at, ctx.first_byte_at),
+            ttft: between(Some(ctx.started), ctx.first_body_at),
         };
         let produced = Produced {
             reported: ctx.usage,
@@ -44,6 +43,11 @@ impl Gateway {
             }
         }
     }
+}
+
+/// The time from `from` to `to`, when both happened (in that order).
+fn between(from: Option<Instant>, to: Option<Instant>) -> Option<Duration> {
+    to?.checked_duration_since(from?)
 }
 
 /// What a usage record says to the metrics.
@@ -73,9 +77,8 @@ impl Billed {
 /// A finished request into the metrics.
 pub(super) fn count(path: &str, status: u16, ctx: &Ctx, billed: Option<Billed>) {
     let a = ctx.admitted.as_ref();
-    let since = |from: Option<Instant>, to: Option<Instant>| to?.checked_duration_since(from?);
-    let upstream = since(ctx.upstream_at, ctx.first_byte_at);
-    let first_byte = since(Some(ctx.started), ctx.first_body_at);
+    let upstream = between(ctx.upstream_at, ctx.first_byte_at);
+    let first_byte = between(Some(ctx.started), ctx.first_body_at);
     let gateway_added = match (first_byte, upstream) {
         (Some(first), Some(up)) => Some(first.saturating_sub(up)),
         (_, None) => Some(ctx.started.elapsed()), // answered by the gateway alone

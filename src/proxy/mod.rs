@@ -250,7 +250,7 @@ impl ProxyHttp for Gateway {
                 // Unread body: Pingora cannot reuse this connection, so say so.
                 session.set_keepalive(None);
             }
-            respond::error(session, &ctx.request_id, &e).await?;
+            respond::error(session, &ctx.request_id, &e, None).await?;
             ctx.error = Some(e);
         }
         Ok(true)

@@ -54,21 +54,18 @@ pub fn answer_header(
     Ok(fresh)
 }
 
-/// Writes the error envelope with the error's status (and `Allow` on a 405).
+/// Writes the error envelope with the error's status, `Allow` on a 405, and the upstream's
+/// `Retry-After` when it gave one.
 pub async fn error(
     session: &mut Session,
     request_id: &str,
     e: &GatewayError,
+    retry_after: Option<&str>,
 ) -> pingora_error::Result<()> {
-    let allow = e.allow().map(|a| [("allow", a)]);
-    json(
-        session,
-        request_id,
-        e.status(),
-        e.envelope(),
-        allow.as_ref().map_or(&[], |a| &a[..]),
-    )
-    .await
+    let allow = e.allow().map(|a| ("allow", a));
+    let wait = retry_after.map(|a| ("retry-after", a));
+    let extra: Vec<_> = allow.into_iter().chain(wait).collect();
+    json(session, request_id, e.status(), e.envelope(), &extra).await
 }
 
 /// Ends a stream whose 200 is already out: the error frame, `data: [DONE]`, a clean end.

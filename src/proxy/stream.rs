@@ -230,9 +230,7 @@ impl Gateway {
                     let _ = respond::stream_error(client.session, &e).await;
                 }
             } else {
-                let headers: Vec<_> = retry_after.iter().map(|a| ("retry-after", &**a)).collect();
-                let _ =
-                    respond::json(client.session, &id, e.status(), e.envelope(), &headers).await;
+                let _ = respond::error(client.session, &id, &e, retry_after.as_deref()).await;
             }
             ctx.error = Some(e);
         }
