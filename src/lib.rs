@@ -9,6 +9,7 @@
 //! (`tests/it/architecture.rs` checks it); only the `server` wiring imports `proxy`.
 pub mod admin;
 pub mod admission;
+pub mod alerts;
 pub mod api;
 pub mod auth;
 pub mod billing;

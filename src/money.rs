@@ -180,6 +180,29 @@ impl Serialize for Usd {
     }
 }
 
+/// In the OpenAPI document: amounts are decimal strings, prices exact decimal numbers.
+impl utoipa::PartialSchema for Usd {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::String)
+            .description(Some("Exact decimal USD, e.g. \"12.5\" (never a float)"))
+            .examples(["12.5"])
+            .into()
+    }
+}
+impl utoipa::ToSchema for Usd {}
+
+impl utoipa::PartialSchema for Price {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::Type::Number)
+            .description(Some("USD per 1M tokens, at most six decimals"))
+            .examples([0.3])
+            .into()
+    }
+}
+impl utoipa::ToSchema for Price {}
+
 macro_rules! decimal_deserialize {
     ($t:ty) => {
         impl<'de> Deserialize<'de> for $t {

@@ -18,7 +18,7 @@ use pingora_core::server::{ExecutionPhase, Server, ShutdownWatch};
 use pingora_core::services::background::{background_service, BackgroundService};
 use pingora_core::services::listening::Service;
 
-use crate::admin::Admin;
+use crate::admin::{self, Admin};
 use crate::catalog;
 use crate::commands::{self, CommandError};
 use crate::config::Config;
@@ -120,7 +120,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         store: tokio::sync::OnceCell::new(),
         store_url: store_url.clone(),
     };
-    let admin = Admin {
+    let ops = admin::Ops {
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         store_kind: if store_url.starts_with("sqlite") {
@@ -133,6 +133,20 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         credentials: gateway.credentials.clone(),
         ledger: gateway.ledger.clone(),
     };
+    let token = std::env::var(&t.admin_token_env).ok();
+    let guard = admin::session::Guard::new(token.as_deref(), &t.admin_token_env);
+    if guard.enabled() {
+        tracing::info!(admin = %t.admin_listen, "admin API and console on (http://{}/)", t.admin_listen);
+    } else {
+        tracing::warn!(
+            "admin API and console off: no admin token in the environment variable {} \
+             (tollgate.admin_token_env)",
+            t.admin_token_env
+        );
+    }
+    let api = admin::Api::new(guard, t.key_prefix.clone(), store_url.clone());
+    let store_url_alerts = store_url.clone();
+    let admin = Admin::new(ops, api);
 
     let opt = Opt {
         upgrade: opts.upgrade,
@@ -167,6 +181,13 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
             writer: std::sync::Mutex::new(Some(writer)),
             store_url,
             linger,
+        },
+    ));
+    server.add_service(background_service(
+        "alerts",
+        AlertsService {
+            store_url: store_url_alerts,
+            conf: t.alerts,
         },
     ));
     if let Some(refresher) = vertex_refresher {
@@ -243,6 +264,25 @@ async fn open_store_until(
     }
 }
 
+/// Evaluates alerts and sends their webhooks, on its own runtime with its own store.
+struct AlertsService {
+    store_url: String,
+    conf: crate::alerts::AlertsConf,
+}
+
+#[async_trait]
+impl BackgroundService for AlertsService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(store) = open_store_until(&self.store_url, &mut shutdown).await else {
+            return;
+        };
+        crate::alerts::run(store, self.conf, async move {
+            let _ = shutdown.changed().await;
+        })
+        .await;
+    }
+}
+
 struct VertexRefresher {
     account: VertexAccount,
     cell: std::sync::Arc<crate::providers::TokenCell>,
@@ -288,15 +328,46 @@ struct AdminApp(Admin);
 #[async_trait]
 impl ServeHttp for AdminApp {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        let path = session.req_header().uri.path().to_owned();
-        let (status, content_type, body) = self.0.get(&path);
-        http::Response::builder()
-            .status(status)
-            .header("content-type", content_type)
-            .header("content-length", body.len())
-            .body(body)
-            .unwrap_or_default()
+        let res = match admin_request(session).await {
+            Ok(req) => self.0.handle(&req).await,
+            Err(e) => e.response(),
+        };
+        let mut builder = http::Response::builder()
+            .status(res.status)
+            .header("content-type", res.content_type)
+            .header("content-length", res.body.len())
+            .header("cache-control", "no-store");
+        for (name, value) in res.headers {
+            builder = builder.header(name, value);
+        }
+        builder.body(res.body).unwrap_or_default()
     }
+}
+
+/// The session's request as a plain value, its body read up to `admin::http::MAX_BODY`.
+async fn admin_request(
+    session: &mut ServerSession,
+) -> Result<admin::http::Request, admin::error::AdminError> {
+    let head = session.req_header();
+    let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut req = admin::http::Request::new(head.method.clone(), target);
+    req.headers = head.headers.clone();
+    let mut body = Vec::new();
+    while let Some(chunk) = session
+        .read_request_body()
+        .await
+        .map_err(|e| admin::error::AdminError::Invalid(format!("reading the body: {e}")))?
+    {
+        if body.len() + chunk.len() > admin::http::MAX_BODY {
+            return Err(admin::error::AdminError::Invalid(format!(
+                "body larger than {} bytes",
+                admin::http::MAX_BODY
+            )));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    req.body = body.into();
+    Ok(req)
 }
 
 /// The configured request limits over the gateway's defaults.

@@ -171,6 +171,7 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
     let store = store::open(&config.store_url(|k| std::env::var(k).ok())).await?;
     let store = store.as_ref();
     let json = cli.json;
+    let actor = commands::Actor::cli();
     if let Command::Migrate = cli.command {
         let done = commands::migrate(store).await?;
         return render::print(json, &done, &render::migrated(&done));
@@ -179,7 +180,7 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
     match cli.command {
         Command::Serve { .. } | Command::Migrate => Ok(()),
         Command::Workspace(WorkspaceCmd::Create { name }) => {
-            let ws = commands::create_workspace(store, &name).await?;
+            let ws = commands::create_workspace(store, &actor, &name).await?;
             render::print(json, &ws, &render::workspace_created(&ws))
         }
         Command::Workspace(WorkspaceCmd::List) => {
@@ -188,7 +189,8 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
         }
         Command::Key(KeyCmd::Create(args)) => {
             let created =
-                commands::create_key(store, &config.tollgate.key_prefix, args.into()).await?;
+                commands::create_key(store, &actor, &config.tollgate.key_prefix, args.into())
+                    .await?;
             render::print(json, &created, &render::key_created(&created))
         }
         Command::Key(KeyCmd::List { workspace }) => {
@@ -196,7 +198,7 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             render::print(json, &keys, &render::keys(&keys))
         }
         Command::Key(KeyCmd::Revoke { id }) => {
-            let revoked = commands::revoke_key(store, &id, Utc::now()).await?;
+            let revoked = commands::revoke_key(store, &actor, &id, Utc::now()).await?;
             render::print(json, &revoked, &render::revoked(&revoked))
         }
         Command::Credit(CreditCmd::Add {
@@ -204,11 +206,12 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             usd,
             note,
         }) => {
-            let credited = commands::add_credit(store, &workspace, &usd, note.as_deref()).await?;
+            let credited =
+                commands::add_credit(store, &actor, &workspace, &usd, note.as_deref()).await?;
             render::print(json, &credited, &render::credited(&credited, &workspace))
         }
         Command::Catalog(CatalogCmd::Import { file }) => {
-            let imported = commands::import_catalog(store, &file).await?;
+            let imported = commands::import_catalog(store, &actor, &file).await?;
             render::print(json, &imported, &render::imported(&imported))
         }
         Command::Catalog(CatalogCmd::List) => {

@@ -3,17 +3,111 @@
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::audit::{self, Actor, Change};
+use super::page::{Page, PageRequest};
 use super::{CommandError, CommandResult};
 use crate::auth::{mint_secret, new_id};
+use crate::billing::window::window_start;
 use crate::money::Usd;
-use crate::store::{ApiKey, LimitReset, NewKey, Store, Workspace};
+use crate::store::{ApiKey, LimitReset, NewKey, Store, StoreError, Workspace};
 
-pub async fn create_workspace(store: &dyn Store, name: &str) -> CommandResult<Workspace> {
-    Ok(store.create_workspace(&new_id("ws"), name).await?)
+/// The longest workspace or key name.
+const MAX_NAME: usize = 100;
+
+fn checked_name(name: &str) -> CommandResult<&str> {
+    let name = name.trim();
+    if name.is_empty() || name.chars().count() > MAX_NAME {
+        return Err(CommandError::Invalid(format!(
+            "name: 1 to {MAX_NAME} characters expected"
+        )));
+    }
+    Ok(name)
+}
+
+pub async fn create_workspace(
+    store: &dyn Store,
+    actor: &Actor,
+    name: &str,
+) -> CommandResult<Workspace> {
+    let ws = store
+        .create_workspace(&new_id("ws"), checked_name(name)?)
+        .await?;
+    let change = Change {
+        action: "workspace.create",
+        workspace: Some(&ws.id),
+        target: &ws.id,
+    };
+    audit::record(store, actor, change, None, audit::snapshot(&ws)).await?;
+    Ok(ws)
+}
+
+pub async fn rename_workspace(
+    store: &dyn Store,
+    actor: &Actor,
+    id: &str,
+    name: &str,
+) -> CommandResult<Workspace> {
+    let before = workspace(store, id).await?;
+    let after = store.rename_workspace(id, checked_name(name)?).await?;
+    let change = Change {
+        action: "workspace.rename",
+        workspace: Some(id),
+        target: id,
+    };
+    audit::record(
+        store,
+        actor,
+        change,
+        audit::snapshot(&before),
+        audit::snapshot(&after),
+    )
+    .await?;
+    Ok(after)
 }
 
 pub async fn list_workspaces(store: &dyn Store) -> CommandResult<Vec<Workspace>> {
     Ok(store.list_workspaces().await?)
+}
+
+/// A workspace and its balance.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct WorkspaceView {
+    #[serde(flatten)]
+    pub workspace: Workspace,
+    pub balance: Usd,
+}
+
+async fn workspace(store: &dyn Store, id: &str) -> CommandResult<Workspace> {
+    store
+        .get_workspace(id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("workspace {id}")).into())
+}
+
+pub async fn workspace_view(store: &dyn Store, id: &str) -> CommandResult<WorkspaceView> {
+    let workspace = workspace(store, id).await?;
+    let balance = store.balance(id).await?;
+    Ok(WorkspaceView { workspace, balance })
+}
+
+/// Workspaces, newest first, with their balances.
+pub async fn workspaces_page(
+    store: &dyn Store,
+    page: &PageRequest,
+) -> CommandResult<Page<WorkspaceView>> {
+    let rows = store
+        .workspaces_page(page.after.as_ref(), page.fetch())
+        .await?;
+    let page = page.finish(rows, |w| (w.created_at, &w.id));
+    let mut data = Vec::with_capacity(page.data.len());
+    for workspace in page.data {
+        let balance = store.balance(&workspace.id).await?;
+        data.push(WorkspaceView { workspace, balance });
+    }
+    Ok(Page {
+        data,
+        next_cursor: page.next_cursor,
+    })
 }
 
 /// What a new key should be.
@@ -38,6 +132,7 @@ pub struct CreatedKey {
 /// Mints a key (`key_prefix` + random secret; only its hash is stored).
 pub async fn create_key(
     store: &dyn Store,
+    actor: &Actor,
     key_prefix: &str,
     req: KeyRequest,
 ) -> CommandResult<CreatedKey> {
@@ -56,12 +151,13 @@ pub async fn create_key(
             "a spend limit needs a reset period, and a reset period a spend limit".into(),
         ));
     }
+    let name = req.name.as_deref().map(checked_name).transpose()?;
     let minted = mint_secret(key_prefix);
     let key = store
         .create_key(NewKey {
             id: new_id("key"),
             workspace_id: req.workspace,
-            name: req.name,
+            name: name.map(str::to_owned),
             secret_hash: minted.hash_hex,
             hint: minted.hint,
             expires_at: req.expires_at,
@@ -69,6 +165,12 @@ pub async fn create_key(
             limit_reset: req.limit_reset,
         })
         .await?;
+    let change = Change {
+        action: "key.create",
+        workspace: Some(&key.workspace_id),
+        target: &key.id,
+    };
+    audit::record(store, actor, change, None, audit::snapshot(&key)).await?;
     Ok(CreatedKey {
         key,
         secret: minted.secret,
@@ -79,6 +181,124 @@ pub async fn list_keys(store: &dyn Store, workspace: &str) -> CommandResult<Vec<
     Ok(store.list_keys(workspace).await?)
 }
 
+/// What a key is now, as the console's badge shows it. A revoked key never works again; an
+/// expired one no longer works; a spend-limited one works again when its window resets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyStatus {
+    Active,
+    Expired,
+    Revoked,
+    SpendLimited,
+}
+
+impl KeyStatus {
+    pub fn of(key: &ApiKey, window_spend: Option<Usd>, now: DateTime<Utc>) -> Self {
+        if key.revoked_at.is_some_and(|at| at <= now) {
+            Self::Revoked
+        } else if key.expires_at.is_some_and(|at| at <= now) {
+            Self::Expired
+        } else if matches!((key.spend_limit, window_spend), (Some(l), Some(s)) if s >= l) {
+            Self::SpendLimited
+        } else {
+            Self::Active
+        }
+    }
+}
+
+/// A key as operators see it: its settings, its spend in the current window, its status.
+/// Never the secret nor its hash.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct KeyView {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: Option<String>,
+    /// The display prefix and last four characters, e.g. `sk-tg-AbCd…wxyz`.
+    pub hint: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    pub spend_limit_usd: Option<Usd>,
+    pub limit_reset: Option<LimitReset>,
+    /// The current spend window's start, for a key with a limit.
+    pub window_start: Option<DateTime<Utc>>,
+    pub spend_usd: Option<Usd>,
+    pub status: KeyStatus,
+}
+
+impl KeyView {
+    pub fn new(key: ApiKey, window_spend: Option<Usd>, now: DateTime<Utc>) -> Self {
+        KeyView {
+            status: KeyStatus::of(&key, window_spend, now),
+            window_start: key.limit_reset.map(|r| window_start(r, now)),
+            spend_usd: window_spend,
+            id: key.id,
+            workspace_id: key.workspace_id,
+            name: key.name,
+            hint: key.hint,
+            created_at: key.created_at,
+            expires_at: key.expires_at,
+            revoked_at: key.revoked_at,
+            spend_limit_usd: key.spend_limit,
+            limit_reset: key.limit_reset,
+        }
+    }
+}
+
+/// Keys with their window spend (read in one query for the whole list).
+pub async fn key_views(
+    store: &dyn Store,
+    keys: Vec<ApiKey>,
+    now: DateTime<Utc>,
+) -> CommandResult<Vec<KeyView>> {
+    let windows: Vec<(String, DateTime<Utc>)> = keys
+        .iter()
+        .filter_map(|k| k.limit_reset.map(|r| (k.id.clone(), window_start(r, now))))
+        .collect();
+    let spends = store.key_spends(&windows).await?;
+    Ok(keys
+        .into_iter()
+        .map(|k| {
+            let spend = spends.iter().find(|(id, _)| *id == k.id).map(|(_, s)| *s);
+            KeyView::new(k, spend, now)
+        })
+        .collect())
+}
+
+/// One key's view now; `NotFound` when absent.
+pub async fn key_view(store: &dyn Store, id: &str, now: DateTime<Utc>) -> CommandResult<KeyView> {
+    let key = key(store, id).await?;
+    let mut views = key_views(store, vec![key], now).await?;
+    views
+        .pop()
+        .ok_or_else(|| StoreError::NotFound(format!("key {id}")).into())
+}
+
+async fn key(store: &dyn Store, id: &str) -> CommandResult<ApiKey> {
+    store
+        .get_key(id)
+        .await?
+        .ok_or_else(|| StoreError::NotFound(format!("key {id}")).into())
+}
+
+/// A workspace's keys, newest first, with their status and spend.
+pub async fn keys_page(
+    store: &dyn Store,
+    workspace_id: &str,
+    page: &PageRequest,
+    now: DateTime<Utc>,
+) -> CommandResult<Page<KeyView>> {
+    workspace(store, workspace_id).await?;
+    let rows = store
+        .keys_page(workspace_id, page.after.as_ref(), page.fetch())
+        .await?;
+    let page = page.finish(rows, |k| (k.created_at, &k.id));
+    Ok(Page {
+        data: key_views(store, page.data, now).await?,
+        next_cursor: page.next_cursor,
+    })
+}
+
 /// A revocation: `changed` is false when the key was revoked already.
 #[derive(Debug, Serialize)]
 pub struct Revoked {
@@ -87,11 +307,88 @@ pub struct Revoked {
     pub changed: bool,
 }
 
-pub async fn revoke_key(store: &dyn Store, id: &str, now: DateTime<Utc>) -> CommandResult<Revoked> {
+pub async fn revoke_key(
+    store: &dyn Store,
+    actor: &Actor,
+    id: &str,
+    now: DateTime<Utc>,
+) -> CommandResult<Revoked> {
+    let before = key(store, id).await?;
     let changed = store.revoke_key(id, now).await?;
+    if changed {
+        let after = key(store, id).await?;
+        let change = Change {
+            action: "key.revoke",
+            workspace: Some(&before.workspace_id),
+            target: id,
+        };
+        let (before, after) = (audit::snapshot(&before), audit::snapshot(&after));
+        audit::record(store, actor, change, before, after).await?;
+    }
     Ok(Revoked {
         id: id.to_owned(),
         revoked: true,
         changed,
+    })
+}
+
+/// A rotation: the new key (its secret shown once) and the old one as it is now.
+#[derive(Debug, Serialize)]
+pub struct Rotated {
+    pub key: ApiKey,
+    pub secret: String,
+    pub old: ApiKey,
+}
+
+/// A new key with the old one's settings; the old one is revoked now, or after `grace` (its
+/// `expires_at` brought forward, never pushed back).
+pub async fn rotate_key(
+    store: &dyn Store,
+    actor: &Actor,
+    key_prefix: &str,
+    id: &str,
+    grace: Option<std::time::Duration>,
+    now: DateTime<Utc>,
+) -> CommandResult<Rotated> {
+    let old = key(store, id).await?;
+    if KeyStatus::of(&old, None, now) != KeyStatus::Active {
+        return Err(CommandError::Invalid(format!(
+            "key {id} is revoked or expired: only a working key is rotated"
+        )));
+    }
+    let req = KeyRequest {
+        workspace: old.workspace_id.clone(),
+        name: old.name.clone(),
+        expires_at: old.expires_at,
+        spend_limit_usd: old.spend_limit.map(|l| l.to_string()),
+        limit_reset: old.limit_reset,
+    };
+    let created = create_key(store, actor, key_prefix, req).await?;
+    let grace = grace
+        .filter(|g| !g.is_zero())
+        .map(|g| chrono::Duration::from_std(g).map(|g| now + g))
+        .transpose()
+        .map_err(|_| CommandError::Invalid("grace period too long".into()))?;
+    match grace {
+        Some(until) if old.expires_at.is_none_or(|e| until < e) => {
+            store.set_key_expiry(id, until).await?
+        }
+        Some(_) => {}
+        None => {
+            store.revoke_key(id, now).await?;
+        }
+    }
+    let after = key(store, id).await?;
+    let change = Change {
+        action: "key.rotate",
+        workspace: Some(&old.workspace_id),
+        target: id,
+    };
+    let snapshot = serde_json::json!({ "old": after, "new_key": created.key.id });
+    audit::record(store, actor, change, audit::snapshot(&old), Some(snapshot)).await?;
+    Ok(Rotated {
+        key: created.key,
+        secret: created.secret,
+        old: after,
     })
 }

@@ -1,12 +1,16 @@
 //! Credit, usage records and the ledger.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
+use super::audit::{self, Actor, Change};
+use super::page::{Page, PageRequest};
 use super::{CommandError, CommandResult};
 use crate::auth::new_id;
 use crate::money::Usd;
-use crate::store::{LedgerCheck, LedgerEntry, Store, UsageRecord};
+use crate::store::{
+    DailyUsage, LedgerCheck, LedgerEntry, Store, StoreError, UsageFilter, UsageRecord,
+};
 
 /// A credit entry and the balance after it.
 #[derive(Debug, Serialize)]
@@ -18,6 +22,7 @@ pub struct Credited {
 /// Adds prepaid credit (`usd`, an exact positive decimal) to a workspace.
 pub async fn add_credit(
     store: &dyn Store,
+    actor: &Actor,
     workspace: &str,
     usd: &str,
     note: Option<&str>,
@@ -30,6 +35,13 @@ pub async fn add_credit(
         .add_credit(&new_id("le"), workspace, amount, note)
         .await?;
     let balance = store.balance(workspace).await?;
+    let change = Change {
+        action: "credit.add",
+        workspace: Some(workspace),
+        target: &entry.id,
+    };
+    let after = serde_json::json!({ "entry": entry, "balance": balance });
+    audit::record(store, actor, change, None, Some(after)).await?;
     Ok(Credited { entry, balance })
 }
 
@@ -70,4 +82,68 @@ pub async fn verify_ledger(store: &dyn Store) -> CommandResult<Verified> {
         checked,
         inconsistent,
     })
+}
+
+async fn known_workspace(store: &dyn Store, id: &str) -> CommandResult<()> {
+    match store.get_workspace(id).await? {
+        Some(_) => Ok(()),
+        None => Err(StoreError::NotFound(format!("workspace {id}")).into()),
+    }
+}
+
+/// A page of a workspace's ledger, newest first, with its balance now.
+#[derive(Debug, Serialize)]
+pub struct LedgerPage {
+    pub balance: Usd,
+    #[serde(flatten)]
+    pub page: Page<LedgerEntry>,
+}
+
+pub async fn ledger_page(
+    store: &dyn Store,
+    workspace: &str,
+    page: &PageRequest,
+) -> CommandResult<LedgerPage> {
+    known_workspace(store, workspace).await?;
+    let rows = store
+        .ledger_page(workspace, page.after.as_ref(), page.fetch())
+        .await?;
+    Ok(LedgerPage {
+        balance: store.balance(workspace).await?,
+        page: page.finish(rows, |e| (e.created_at, &e.id)),
+    })
+}
+
+/// A page of a workspace's usage records, newest first.
+pub async fn usage_page(
+    store: &dyn Store,
+    workspace: &str,
+    filter: &UsageFilter,
+    page: &PageRequest,
+) -> CommandResult<Page<UsageRecord>> {
+    known_workspace(store, workspace).await?;
+    let rows = store
+        .usage_page(workspace, filter, page.after.as_ref(), page.fetch())
+        .await?;
+    Ok(page.finish(rows, |r| (r.finished_at, &r.id)))
+}
+
+/// The most days one daily-usage query covers.
+pub const MAX_DAYS: i64 = 366;
+
+/// A workspace's usage per UTC day and model, for the days `from..=to`.
+pub async fn usage_daily(
+    store: &dyn Store,
+    workspace: &str,
+    from: NaiveDate,
+    to: NaiveDate,
+) -> CommandResult<Vec<DailyUsage>> {
+    let days = (to - from).num_days();
+    if !(0..MAX_DAYS).contains(&days) {
+        return Err(CommandError::Invalid(format!(
+            "from..to: 1 to {MAX_DAYS} days, from not after to"
+        )));
+    }
+    known_workspace(store, workspace).await?;
+    Ok(store.usage_daily(workspace, from, to).await?)
 }

@@ -1,17 +1,30 @@
-//! The operations operators run — from the CLI today, from the admin API next. Each validates
-//! its input, reads or changes the [`Store`](crate::store::Store) and returns a typed,
-//! serialisable result; none prints. The CLI renders the results (`cli::render`); their JSON
-//! is the CLI's `--json` output, field for field.
+//! The operations operators run, from the CLI and the admin API alike. Each validates its
+//! input, reads or changes the [`Store`](crate::store::Store) and returns a typed,
+//! serialisable result; none prints. Every change is made by an [`Actor`] and leaves an audit
+//! entry, so the two front ends cannot drift. The CLI renders the results (`cli::render`);
+//! their JSON is the CLI's `--json` output, field for field.
 
 mod accounts;
+mod alerts;
+mod audit;
 mod books;
+mod catalog;
+mod page;
 mod setup;
 
 pub use accounts::{
-    create_key, create_workspace, list_keys, list_workspaces, revoke_key, CreatedKey, KeyRequest,
-    Revoked,
+    create_key, create_workspace, key_view, key_views, keys_page, list_keys, list_workspaces,
+    rename_workspace, revoke_key, rotate_key, workspace_view, workspaces_page, CreatedKey,
+    KeyRequest, KeyStatus, KeyView, Revoked, Rotated, WorkspaceView,
 };
-pub use books::{add_credit, ledger, usage, verify_ledger, Credited, Ledger, Verified};
+pub use alerts::{deliveries, put_alerts, AlertRequest};
+pub use audit::{audit_log, audit_sign_in, Actor};
+pub use books::{
+    add_credit, ledger, ledger_page, usage, usage_daily, usage_page, verify_ledger, Credited,
+    Ledger, LedgerPage, Verified, MAX_DAYS,
+};
+pub use catalog::{catalog_view, set_route_active, update_model, ModelPatch, ModelView};
+pub use page::{Page, PageRequest};
 pub use setup::{import_catalog, list_catalog, migrate, prepare_store, Imported, Migrated};
 
 use crate::catalog::import::ImportError;

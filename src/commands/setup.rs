@@ -4,6 +4,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::audit::{self, Actor, Change};
 use super::CommandResult;
 use crate::catalog::import;
 use crate::store::{CatalogRows, Store};
@@ -28,7 +29,8 @@ pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResu
         tracing::info!(applied, "schema migrations applied");
     }
     if store.catalog_is_empty().await? && Path::new(catalog_file).exists() {
-        let Imported { models, .. } = import_catalog(store, Path::new(catalog_file)).await?;
+        let Imported { models, .. } =
+            import_catalog(store, &Actor::system(), Path::new(catalog_file)).await?;
         tracing::info!(models, file = catalog_file, "default catalog imported");
     }
     Ok(())
@@ -40,13 +42,25 @@ pub async fn migrate(store: &dyn Store) -> CommandResult<Migrated> {
 }
 
 /// Upserts the models and routes of a catalog file (validated first).
-pub async fn import_catalog(store: &dyn Store, file: &Path) -> CommandResult<Imported> {
+pub async fn import_catalog(
+    store: &dyn Store,
+    actor: &Actor,
+    file: &Path,
+) -> CommandResult<Imported> {
     let rows = import::read_file(file)?;
     store.import_catalog(&rows).await?;
-    Ok(Imported {
+    let imported = Imported {
         models: rows.models.len(),
         routes: rows.routes.len(),
-    })
+    };
+    let file = file.display().to_string();
+    let change = Change {
+        action: "catalog.import",
+        workspace: None,
+        target: &file,
+    };
+    audit::record(store, actor, change, None, audit::snapshot(&imported)).await?;
+    Ok(imported)
 }
 
 pub async fn list_catalog(store: &dyn Store) -> CommandResult<CatalogRows> {

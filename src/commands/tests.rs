@@ -32,7 +32,9 @@ fn invalid(e: CommandError) -> String {
 #[tokio::test]
 async fn workspaces_are_created_and_listed() {
     let (s, _dir) = store().await;
-    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
     assert!(ws.id.starts_with("ws_"), "{}", ws.id);
     let list = list_workspaces(s.as_ref()).await.unwrap();
     assert_eq!(list.len(), 1);
@@ -45,7 +47,9 @@ async fn workspaces_are_created_and_listed() {
 #[tokio::test]
 async fn a_key_is_minted_with_the_prefix_and_only_its_hash_kept() {
     let (s, _dir) = store().await;
-    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
     let req = KeyRequest {
         workspace: ws.id.clone(),
         name: Some("ci".into()),
@@ -53,7 +57,9 @@ async fn a_key_is_minted_with_the_prefix_and_only_its_hash_kept() {
         limit_reset: Some(LimitReset::Daily),
         ..KeyRequest::default()
     };
-    let created = create_key(s.as_ref(), "sk-test-", req).await.unwrap();
+    let created = create_key(s.as_ref(), &Actor::cli(), "sk-test-", req)
+        .await
+        .unwrap();
     assert!(created.secret.starts_with("sk-test-"));
     assert!(!created.key.secret_hash.contains(&created.secret));
     assert_eq!(created.key.spend_limit, Some("2.5".parse().unwrap()));
@@ -76,23 +82,31 @@ async fn a_key_is_minted_with_the_prefix_and_only_its_hash_kept() {
 #[tokio::test]
 async fn key_inputs_are_checked() {
     let (s, _dir) = store().await;
-    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
     let with_limit = |usd: &str, reset: Option<LimitReset>| KeyRequest {
         workspace: ws.id.clone(),
         spend_limit_usd: Some(usd.into()),
         limit_reset: reset,
         ..KeyRequest::default()
     };
-    let e = create_key(s.as_ref(), "sk-", with_limit("0", Some(LimitReset::Weekly)))
-        .await
-        .unwrap_err();
+    let e = create_key(
+        s.as_ref(),
+        &Actor::cli(),
+        "sk-",
+        with_limit("0", Some(LimitReset::Weekly)),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(invalid(e), "--spend-limit-usd must be positive");
-    let e = create_key(s.as_ref(), "sk-", with_limit("1", None))
+    let e = create_key(s.as_ref(), &Actor::cli(), "sk-", with_limit("1", None))
         .await
         .unwrap_err();
     assert!(invalid(e).contains("reset period"));
     let e = create_key(
         s.as_ref(),
+        &Actor::cli(),
         "sk-",
         with_limit("1.2.3", Some(LimitReset::Daily)),
     )
@@ -108,14 +122,23 @@ async fn key_inputs_are_checked() {
 #[tokio::test]
 async fn revoking_twice_changes_once() {
     let (s, _dir) = store().await;
-    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
     let req = KeyRequest {
         workspace: ws.id,
         ..KeyRequest::default()
     };
-    let key = create_key(s.as_ref(), "sk-", req).await.unwrap().key;
-    let first = revoke_key(s.as_ref(), &key.id, Utc::now()).await.unwrap();
-    let again = revoke_key(s.as_ref(), &key.id, Utc::now()).await.unwrap();
+    let key = create_key(s.as_ref(), &Actor::cli(), "sk-", req)
+        .await
+        .unwrap()
+        .key;
+    let first = revoke_key(s.as_ref(), &Actor::cli(), &key.id, Utc::now())
+        .await
+        .unwrap();
+    let again = revoke_key(s.as_ref(), &Actor::cli(), &key.id, Utc::now())
+        .await
+        .unwrap();
     assert!(first.revoked && first.changed);
     assert!(again.revoked && !again.changed);
 }
@@ -123,17 +146,21 @@ async fn revoking_twice_changes_once() {
 #[tokio::test]
 async fn credit_is_exact_and_positive_and_the_books_balance() {
     let (s, _dir) = store().await;
-    let ws = create_workspace(s.as_ref(), "acme").await.unwrap();
-    let e = add_credit(s.as_ref(), &ws.id, "0", None).await.unwrap_err();
-    assert_eq!(invalid(e), "--usd must be positive");
-    let e = add_credit(s.as_ref(), &ws.id, "-3", None)
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
+    let e = add_credit(s.as_ref(), &Actor::cli(), &ws.id, "0", None)
         .await
         .unwrap_err();
     assert_eq!(invalid(e), "--usd must be positive");
-    add_credit(s.as_ref(), &ws.id, "7", Some("first"))
+    let e = add_credit(s.as_ref(), &Actor::cli(), &ws.id, "-3", None)
+        .await
+        .unwrap_err();
+    assert_eq!(invalid(e), "--usd must be positive");
+    add_credit(s.as_ref(), &Actor::cli(), &ws.id, "7", Some("first"))
         .await
         .unwrap();
-    let c = add_credit(s.as_ref(), &ws.id, "3.000000000001", None)
+    let c = add_credit(s.as_ref(), &Actor::cli(), &ws.id, "3.000000000001", None)
         .await
         .unwrap();
     assert_eq!(c.balance.pico(), usd(10).pico() + 1, "to the pico");
@@ -152,7 +179,9 @@ async fn the_default_catalog_is_imported_once_into_an_empty_store() {
     prepare_store(s.as_ref(), file).await.unwrap();
     let rows = list_catalog(s.as_ref()).await.unwrap();
     assert!(!rows.models.is_empty(), "imported at first start");
-    let imported = import_catalog(s.as_ref(), catalog_file()).await.unwrap();
+    let imported = import_catalog(s.as_ref(), &Actor::cli(), catalog_file())
+        .await
+        .unwrap();
     assert_eq!(
         imported.models,
         rows.models.len(),

@@ -44,8 +44,13 @@ pub struct Config {
 pub struct TollgateConf {
     /// Where clients connect (the OpenAI-compatible API).
     pub listen: SocketAddr,
-    /// The operators' listener (health and status now; admin API and console later).
+    /// The operators' listener: health, metrics, the admin API and the web console.
     pub admin_listen: SocketAddr,
+    /// The environment variable holding the admin token (API and console); unset or empty:
+    /// both are off.
+    pub admin_token_env: String,
+    /// Low-balance and spend-limit webhooks: how often they are looked at, retried.
+    pub alerts: crate::alerts::AlertsConf,
     /// `sqlite://PATH` or `postgres://…`.
     pub store: String,
     /// Every API key secret begins with this.
@@ -211,6 +216,8 @@ impl Default for TollgateConf {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            admin_token_env: "TOLLGATE_ADMIN_TOKEN".into(),
+            alerts: crate::alerts::AlertsConf::default(),
             store: "sqlite://data/tollgate.db".into(),
             key_prefix: "sk-tg-".into(),
             catalog_file: "conf/catalog.yaml".into(),

@@ -55,6 +55,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "request_id",
         sql: include_str!("../../sql/postgres/0006_request_id.sql"),
     },
+    Migration {
+        version: 7,
+        name: "admin",
+        sql: include_str!("../../sql/postgres/0007_admin.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -88,6 +93,11 @@ pub const SQLITE: &[Migration] = &[
         version: 6,
         name: "request_id",
         sql: include_str!("../../sql/sqlite/0006_request_id.sql"),
+    },
+    Migration {
+        version: 7,
+        name: "admin",
+        sql: include_str!("../../sql/sqlite/0007_admin.sql"),
     },
 ];
 

@@ -61,7 +61,7 @@ impl StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Workspace {
     pub id: String,
     pub name: String,
@@ -69,7 +69,18 @@ pub struct Workspace {
 }
 
 /// The period of a key's spend window (UTC calendar windows).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    utoipa::ToSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum LimitReset {
     Daily,
@@ -126,7 +137,7 @@ pub struct NewKey {
     pub limit_reset: Option<LimitReset>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum LedgerKind {
     /// A top-up (positive amount).
@@ -135,7 +146,7 @@ pub enum LedgerKind {
     Debit,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct LedgerEntry {
     pub id: String,
     pub workspace_id: String,
@@ -151,7 +162,7 @@ pub struct LedgerEntry {
 
 /// A catalog model row. Prices are USD per 1M tokens; `None` cache prices mean "no distinct
 /// cache price".
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelRow {
     pub id: String,
@@ -192,7 +203,7 @@ pub struct ModelRow {
 /// A model's long-context tier: above `above` prompt tokens, the whole request is billed at
 /// these prices (a cache price left out: the tier's input price; audio: the tier's input
 /// price; storage: the model's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LongContextRow {
     pub above: u64,
@@ -206,7 +217,7 @@ pub struct LongContextRow {
     pub cache_write_1h_price: Option<Price>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RouteRow {
     pub model_id: String,
@@ -271,7 +282,7 @@ pub struct Change {
 }
 
 /// Which billed endpoint a usage record is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UsageEndpoint {
     Chat,
@@ -280,7 +291,7 @@ pub enum UsageEndpoint {
 
 /// How the request ended. Every outcome is billed for the tokens the upstream reported (or,
 /// for a stream cut short, the tokens received so far).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageOutcome {
     /// The response was delivered in full.
@@ -292,7 +303,9 @@ pub enum UsageOutcome {
 }
 
 /// Where a usage record's token counts come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageSource {
     /// The upstream's own counts.
@@ -309,7 +322,7 @@ pub enum UsageSource {
 /// the prices recorded here (cached buckets without their own price at the input price —
 /// see `billing::cost`), `reasoning_tokens <= output_tokens`, and the key belongs to the
 /// workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UsageRecord {
     /// The completion id returned to the client.
     pub id: String,
@@ -365,7 +378,7 @@ fn one_attempt() -> u32 {
 }
 
 /// A usage record's audio, 1-hour cache-write and cache-storage buckets and their prices.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default)]
 pub struct ExtraUsage {
     pub audio_input_tokens: u64,
@@ -399,6 +412,89 @@ impl LedgerCheck {
         self.balance_row == self.ledger_sum
             && Usd::ZERO.checked_sub(self.debit_sum) == Some(self.usage_cost_sum)
     }
+}
+
+/// Where a page of a newest-first listing ends: the sort key of its last row. Every paged
+/// listing is ordered by (time, id) descending, and the next page holds the rows strictly
+/// after the cursor in that order, found through an index (no OFFSET scans).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub at: DateTime<Utc>,
+    pub id: String,
+}
+
+/// Which of a workspace's usage records a page shows (all bounds optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageFilter {
+    pub key_id: Option<String>,
+    pub model_id: Option<String>,
+    /// `finished_at >= from`.
+    pub from: Option<DateTime<Utc>>,
+    /// `finished_at < to`.
+    pub to: Option<DateTime<Utc>>,
+}
+
+/// One (UTC day, model) of a workspace's usage, summed by the database as records are written
+/// (a rollup table kept by a trigger, so charts never scan the records).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct DailyUsage {
+    pub day: chrono::NaiveDate,
+    pub model_id: String,
+    pub requests: u64,
+    /// Every prompt-side token: uncached, cache read, cache writes (5 min and 1 h), audio.
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cost: Usd,
+}
+
+/// One change made by an operator, kept forever (the table refuses UPDATE and DELETE).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AuditEntry {
+    pub id: String,
+    pub at: DateTime<Utc>,
+    /// Who: `admin-token`, `console`, `cli:<user>`.
+    pub actor: String,
+    /// What, as `noun.verb`: `workspace.create`, `key.revoke`, `credit.add`, …
+    pub action: String,
+    /// The workspace concerned, when there is one (the catalog's changes have none).
+    pub workspace_id: Option<String>,
+    /// The id of the thing changed (workspace, key, ledger entry, model).
+    pub target: String,
+    #[schema(value_type = Option<Object>)]
+    pub before: Option<serde_json::Value>,
+    #[schema(value_type = Option<Object>)]
+    pub after: Option<serde_json::Value>,
+}
+
+/// A workspace's alert settings: where its signed webhooks go and what triggers them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct AlertSettings {
+    pub workspace_id: String,
+    pub webhook_url: String,
+    /// The HMAC-SHA256 key the deliveries are signed with.
+    #[serde(rename = "signing_secret")]
+    pub secret: String,
+    /// Fire when the balance falls below this (re-armed once it is back above).
+    pub low_balance: Option<Usd>,
+    /// Fire when a key's window spend reaches these percentages of its limit (1–100).
+    pub key_limit_percents: Vec<u8>,
+}
+
+/// One attempt to deliver one webhook event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Delivery {
+    pub id: String,
+    pub workspace_id: String,
+    /// The event's id (the same on every attempt of one event).
+    pub event_id: String,
+    /// `balance.low`, `key.spend_limit`.
+    pub event: String,
+    pub attempt: u32,
+    pub at: DateTime<Utc>,
+    /// The receiver's HTTP status, when it answered.
+    pub status: Option<u16>,
+    pub error: Option<String>,
+    pub delivered: bool,
 }
 
 #[async_trait]
@@ -465,6 +561,83 @@ pub trait Store: Send + Sync + 'static {
     /// named in `rows`.
     async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()>;
     async fn catalog_is_empty(&self) -> StoreResult<bool>;
+
+    // ---- The admin API's pages and changes (issue 13). Pages are newest first; `after` is
+    // the previous page's last row; `limit` rows at most.
+
+    /// Renames a workspace; `NotFound` when absent.
+    async fn rename_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace>;
+    /// Workspaces by (created_at, id) descending.
+    async fn workspaces_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Workspace>>;
+    /// A workspace's keys by (created_at, id) descending.
+    async fn keys_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApiKey>>;
+    /// Sets a key's `expires_at` (rotation's grace period); `NotFound` when absent.
+    async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()>;
+    /// A workspace's ledger entries by (created_at, id) descending.
+    async fn ledger_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<LedgerEntry>>;
+    /// A workspace's usage records matching `filter`, by (finished_at, id) descending.
+    async fn usage_page(
+        &self,
+        workspace_id: &str,
+        filter: &UsageFilter,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<UsageRecord>>;
+    /// The daily rollup of a workspace's usage for the UTC days `from..=to`, by day then model.
+    async fn usage_daily(
+        &self,
+        workspace_id: &str,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> StoreResult<Vec<DailyUsage>>;
+
+    /// Appends to the audit log.
+    async fn append_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
+    /// The audit log (one workspace's entries, or all), by (at, id) descending.
+    async fn audit_page(
+        &self,
+        workspace_id: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<AuditEntry>>;
+
+    /// Creates or replaces a workspace's alert settings; `NotFound` when it does not exist.
+    async fn put_alerts(&self, settings: &AlertSettings) -> StoreResult<()>;
+    async fn get_alerts(&self, workspace_id: &str) -> StoreResult<Option<AlertSettings>>;
+    async fn all_alerts(&self) -> StoreResult<Vec<AlertSettings>>;
+    /// Claims the firing of alert `alert_key` of a workspace: `true` for the first claim only
+    /// (replicas race on it; the database decides).
+    async fn claim_alert(
+        &self,
+        workspace_id: &str,
+        alert_key: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Drops a claim so the alert can fire again (a balance back above its threshold);
+    /// `true` when there was one.
+    async fn release_alert(&self, workspace_id: &str, alert_key: &str) -> StoreResult<bool>;
+    async fn record_delivery(&self, delivery: &Delivery) -> StoreResult<()>;
+    /// A workspace's webhook deliveries by (at, id) descending.
+    async fn deliveries_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Delivery>>;
 
     /// Change-feed rows with `seq > after`, oldest first.
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>>;

@@ -35,11 +35,13 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socke
 use super::codec;
 use super::migrations::{self, Dialect};
 use super::rows::{
-    self, DbRow, KEY_COLS, LEDGER_COLS, MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    self, DbRow, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+    MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
-    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult,
-    UsageRecord, Workspace,
+    AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
+    LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter, UsageRecord,
+    Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -373,6 +375,34 @@ impl PgStore {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql).await?;
         Ok(client.query(&stmt, params).await?)
+    }
+}
+
+/// A query parameter of a page query built at run time.
+type Param = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
+
+impl PgStore {
+    /// Runs a newest-first page query: `args` for its `equal`/`from`/`to` parameters, then the
+    /// cursor and the limit are added.
+    async fn page<T>(
+        &self,
+        q: &PageSql<'_>,
+        mut args: Vec<Param>,
+        after: Option<&Cursor>,
+        limit: usize,
+        map: fn(&Row) -> StoreResult<T>,
+    ) -> StoreResult<Vec<T>> {
+        if let Some(c) = after {
+            args.push(Box::new(c.at));
+            args.push(Box::new(c.id.clone()));
+        }
+        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = args
+            .iter()
+            .map(|a| a.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        let rows = self.query_rows(&q.sql(|n| format!("${n}")), &refs).await?;
+        rows::all(rows, map)
     }
 }
 
@@ -1062,6 +1092,299 @@ impl Store for PgStore {
                 "catalog_is_empty returned no row".to_owned(),
             )),
         }
+    }
+
+    async fn rename_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
+        let rows = self
+            .query_rows(
+                &format!(
+                    "UPDATE workspaces SET name = $2 WHERE id = $1 RETURNING {WORKSPACE_COLS}"
+                ),
+                &[&id, &name],
+            )
+            .await?;
+        rows.first()
+            .map(rows::workspace)
+            .transpose()?
+            .ok_or_else(|| rows::no_workspace(id))
+    }
+
+    async fn workspaces_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Workspace>> {
+        let q = PageSql {
+            cols: WORKSPACE_COLS,
+            table: "workspaces",
+            time: "created_at",
+            equal: &[],
+            from: false,
+            to: false,
+            after: after.is_some(),
+        };
+        self.page(&q, vec![], after, limit, rows::workspace).await
+    }
+
+    async fn keys_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApiKey>> {
+        let q = PageSql {
+            cols: KEY_COLS,
+            table: "api_keys",
+            time: "created_at",
+            equal: &["workspace_id"],
+            from: false,
+            to: false,
+            after: after.is_some(),
+        };
+        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
+        self.page(&q, args, after, limit, rows::api_key).await
+    }
+
+    async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()> {
+        let at = codec::trunc(expires_at);
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached("UPDATE api_keys SET expires_at = $2 WHERE id = $1")
+            .await?;
+        match client.execute(&stmt, &[&id, &at]).await? {
+            0 => Err(StoreError::NotFound(format!("key {id}"))),
+            _ => Ok(()),
+        }
+    }
+
+    async fn ledger_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<LedgerEntry>> {
+        let cols = format!("{LEDGER_COLS}, usage_id");
+        let q = PageSql {
+            cols: &cols,
+            table: "ledger_entries",
+            time: "created_at",
+            equal: &["workspace_id"],
+            from: false,
+            to: false,
+            after: after.is_some(),
+        };
+        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
+        self.page(&q, args, after, limit, rows::ledger_entry).await
+    }
+
+    async fn usage_page(
+        &self,
+        workspace_id: &str,
+        filter: &UsageFilter,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<UsageRecord>> {
+        let mut equal = vec!["workspace_id"];
+        let mut args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
+        for (col, v) in [("key_id", &filter.key_id), ("model_id", &filter.model_id)] {
+            if let Some(v) = v {
+                equal.push(col);
+                args.push(Box::new(v.clone()));
+            }
+        }
+        for t in [filter.from, filter.to].into_iter().flatten() {
+            args.push(Box::new(t));
+        }
+        let q = PageSql {
+            cols: USAGE_COLS,
+            table: "usage_records",
+            time: "finished_at",
+            equal: &equal,
+            from: filter.from.is_some(),
+            to: filter.to.is_some(),
+            after: after.is_some(),
+        };
+        self.page(&q, args, after, limit, rows::usage).await
+    }
+
+    async fn usage_daily(
+        &self,
+        workspace_id: &str,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> StoreResult<Vec<DailyUsage>> {
+        let (from, to) = (from.to_string(), to.to_string());
+        let rows = self
+            .query_rows(
+                &format!(
+                    "SELECT {DAILY_COLS} FROM usage_daily WHERE workspace_id = $1 \
+                     AND day >= $2 AND day <= $3 ORDER BY day, model_id"
+                ),
+                &[&workspace_id, &from, &to],
+            )
+            .await?;
+        rows::all(rows, rows::daily_usage)
+    }
+
+    async fn append_audit(&self, e: &AuditEntry) -> StoreResult<()> {
+        let [before, after] = rows::audit_json(e);
+        let at = codec::trunc(e.at);
+        self.query_rows(
+            &format!(
+                "INSERT INTO audit_log ({AUDIT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+            ),
+            &[
+                &e.id,
+                &at,
+                &e.actor,
+                &e.action,
+                &e.workspace_id,
+                &e.target,
+                &before,
+                &after,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn audit_page(
+        &self,
+        workspace_id: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        let q = PageSql {
+            cols: AUDIT_COLS,
+            table: "audit_log",
+            time: "at",
+            equal: if workspace_id.is_some() {
+                &["workspace_id"]
+            } else {
+                &[]
+            },
+            from: false,
+            to: false,
+            after: after.is_some(),
+        };
+        let args: Vec<Param> = workspace_id
+            .map(|w| Box::new(w.to_owned()) as Param)
+            .into_iter()
+            .collect();
+        self.page(&q, args, after, limit, rows::audit_entry).await
+    }
+
+    async fn put_alerts(&self, s: &AlertSettings) -> StoreResult<()> {
+        let low = s.low_balance.map(Usd::pico);
+        let percents = rows::percents_to_db(&s.key_limit_percents);
+        self.query_rows(
+            &format!(
+                "INSERT INTO alert_settings ({ALERT_COLS}) VALUES ($1, $2, $3, $4, $5) \
+                 ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, \
+                 secret = EXCLUDED.secret, low_balance_pico = EXCLUDED.low_balance_pico, \
+                 key_limit_percents = EXCLUDED.key_limit_percents"
+            ),
+            &[&s.workspace_id, &s.webhook_url, &s.secret, &low, &percents],
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::Backend(m) if m.contains("foreign key") => {
+                rows::no_workspace(&s.workspace_id)
+            }
+            other => other,
+        })?;
+        Ok(())
+    }
+
+    async fn get_alerts(&self, workspace_id: &str) -> StoreResult<Option<AlertSettings>> {
+        let rows = self
+            .query_rows(
+                &format!("SELECT {ALERT_COLS} FROM alert_settings WHERE workspace_id = $1"),
+                &[&workspace_id],
+            )
+            .await?;
+        rows.first().map(rows::alert_settings).transpose()
+    }
+
+    async fn all_alerts(&self) -> StoreResult<Vec<AlertSettings>> {
+        let rows = self
+            .query_rows(
+                &format!("SELECT {ALERT_COLS} FROM alert_settings ORDER BY workspace_id"),
+                &[],
+            )
+            .await?;
+        rows::all(rows, rows::alert_settings)
+    }
+
+    async fn claim_alert(
+        &self,
+        workspace_id: &str,
+        alert_key: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let at = codec::trunc(at);
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(
+                "INSERT INTO alert_claims (workspace_id, alert_key, claimed_at) \
+                 VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
+            )
+            .await?;
+        Ok(client
+            .execute(&stmt, &[&workspace_id, &alert_key, &at])
+            .await?
+            == 1)
+    }
+
+    async fn release_alert(&self, workspace_id: &str, alert_key: &str) -> StoreResult<bool> {
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached("DELETE FROM alert_claims WHERE workspace_id = $1 AND alert_key = $2")
+            .await?;
+        Ok(client.execute(&stmt, &[&workspace_id, &alert_key]).await? == 1)
+    }
+
+    async fn record_delivery(&self, d: &Delivery) -> StoreResult<()> {
+        let at = codec::trunc(d.at);
+        let (attempt, status) = (i64::from(d.attempt), d.status.map(i64::from));
+        self.query_rows(
+            &format!(
+                "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+            ),
+            &[
+                &d.id,
+                &d.workspace_id,
+                &d.event_id,
+                &d.event,
+                &attempt,
+                &at,
+                &status,
+                &d.error,
+                &d.delivered,
+            ],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn deliveries_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Delivery>> {
+        let q = PageSql {
+            cols: DELIVERY_COLS,
+            table: "webhook_deliveries",
+            time: "at",
+            equal: &["workspace_id"],
+            from: false,
+            to: false,
+            after: after.is_some(),
+        };
+        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
+        self.page(&q, args, after, limit, rows::delivery).await
     }
 
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {

@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    ApiKey, ExtraUsage, LedgerEntry, LedgerKind, LongContextRow, ModelRow, NewKey, RouteRow,
-    StoreError, StoreResult, UsageRecord, Workspace,
+    AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry, LedgerKind,
+    LongContextRow, ModelRow, NewKey, RouteRow, StoreError, StoreResult, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -240,4 +240,162 @@ pub(crate) fn duplicate_key(key: &ApiKey, on_secret_hash: bool) -> StoreError {
 
 pub(crate) fn no_workspace(id: &str) -> StoreError {
     StoreError::NotFound(format!("workspace {id}"))
+}
+
+pub(crate) const AUDIT_COLS: &str =
+    "id, at, actor, action, workspace_id, target, before_json, after_json";
+pub(crate) const DAILY_COLS: &str =
+    "day, model_id, requests, input_tokens, output_tokens, cost_pico";
+pub(crate) const ALERT_COLS: &str =
+    "workspace_id, webhook_url, secret, low_balance_pico, key_limit_percents";
+pub(crate) const DELIVERY_COLS: &str =
+    "id, workspace_id, event_id, event, attempt, at, status, error, delivered";
+
+fn json_from_db(what: &str, text: Option<String>) -> StoreResult<Option<serde_json::Value>> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("{what}: {e}"))))
+        .transpose()
+}
+
+pub(crate) fn audit_entry(r: &impl DbRow) -> StoreResult<AuditEntry> {
+    Ok(AuditEntry {
+        id: r.text(0)?,
+        at: r.time(1)?,
+        actor: r.text(2)?,
+        action: r.text(3)?,
+        workspace_id: r.opt_text(4)?,
+        target: r.text(5)?,
+        before: json_from_db("audit before", r.opt_text(6)?)?,
+        after: json_from_db("audit after", r.opt_text(7)?)?,
+    })
+}
+
+/// An audit entry's `before` and `after` as stored (JSON text).
+pub(crate) fn audit_json(e: &AuditEntry) -> [Option<String>; 2] {
+    [
+        e.before.as_ref().map(|v| v.to_string()),
+        e.after.as_ref().map(|v| v.to_string()),
+    ]
+}
+
+pub(crate) fn daily_usage(r: &impl DbRow) -> StoreResult<DailyUsage> {
+    let day = r.text(0)?;
+    Ok(DailyUsage {
+        day: chrono::NaiveDate::parse_from_str(&day, "%Y-%m-%d")
+            .map_err(|e| StoreError::Corrupt(format!("usage_daily.day {day:?}: {e}")))?,
+        model_id: r.text(1)?,
+        requests: codec::count_from_db("requests", r.int(2)?)?,
+        input_tokens: codec::count_from_db("input_tokens", r.int(3)?)?,
+        output_tokens: codec::count_from_db("output_tokens", r.int(4)?)?,
+        cost: Usd::from_pico(r.int(5)?),
+    })
+}
+
+pub(crate) fn alert_settings(r: &impl DbRow) -> StoreResult<AlertSettings> {
+    let percents = r.text(4)?;
+    Ok(AlertSettings {
+        workspace_id: r.text(0)?,
+        webhook_url: r.text(1)?,
+        secret: r.text(2)?,
+        low_balance: r.opt_int(3)?.map(Usd::from_pico),
+        key_limit_percents: serde_json::from_str(&percents)
+            .map_err(|e| StoreError::Corrupt(format!("key_limit_percents: {e}")))?,
+    })
+}
+
+pub(crate) fn percents_to_db(p: &[u8]) -> String {
+    serde_json::to_string(p).unwrap_or_else(|_| "[]".into())
+}
+
+pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {
+    let status = r.opt_int(6)?;
+    Ok(Delivery {
+        id: r.text(0)?,
+        workspace_id: r.text(1)?,
+        event_id: r.text(2)?,
+        event: r.text(3)?,
+        attempt: u32::try_from(r.int(4)?)
+            .map_err(|_| StoreError::Corrupt("delivery attempt".into()))?,
+        at: r.time(5)?,
+        status: status
+            .map(u16::try_from)
+            .transpose()
+            .map_err(|_| StoreError::Corrupt("delivery status".into()))?,
+        error: r.opt_text(7)?,
+        delivered: r.flag(8)?,
+    })
+}
+
+/// A newest-first page query, the same for both dialects but for how a parameter is written
+/// (`mark(n)`: `?n` or `$n`). Parameters, in order: one per `equal` column, then `from` and
+/// `to` when asked, then the cursor's time and id when `after`, then the limit.
+pub(crate) struct PageSql<'a> {
+    pub cols: &'a str,
+    pub table: &'a str,
+    /// The time column the page is ordered by (with `id`).
+    pub time: &'a str,
+    pub equal: &'a [&'a str],
+    pub from: bool,
+    pub to: bool,
+    pub after: bool,
+}
+
+impl PageSql<'_> {
+    pub(crate) fn sql(&self, mark: impl Fn(usize) -> String) -> String {
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            mark(n)
+        };
+        let t = self.time;
+        let mut conds: Vec<String> = self
+            .equal
+            .iter()
+            .map(|c| format!("{c} = {}", next()))
+            .collect();
+        if self.from {
+            conds.push(format!("{t} >= {}", next()));
+        }
+        if self.to {
+            conds.push(format!("{t} < {}", next()));
+        }
+        if self.after {
+            let (at, id) = (next(), next());
+            conds.push(format!("({t} < {at} OR ({t} = {at} AND id < {id}))"));
+        }
+        let filter = if conds.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conds.join(" AND "))
+        };
+        format!(
+            "SELECT {} FROM {}{filter} ORDER BY {t} DESC, id DESC LIMIT {}",
+            self.cols,
+            self.table,
+            next()
+        )
+    }
+}
+
+#[cfg(test)]
+mod page_tests {
+    use super::PageSql;
+
+    #[test]
+    fn a_page_query_numbers_its_parameters_in_order() {
+        let q = PageSql {
+            cols: "id",
+            table: "usage_records",
+            time: "finished_at",
+            equal: &["workspace_id", "key_id"],
+            from: false,
+            to: true,
+            after: true,
+        };
+        assert_eq!(
+            q.sql(|n| format!("${n}")),
+            "SELECT id FROM usage_records WHERE workspace_id = $1 AND key_id = $2 AND \
+             finished_at < $3 AND (finished_at < $4 OR (finished_at = $4 AND id < $5)) \
+             ORDER BY finished_at DESC, id DESC LIMIT $6"
+        );
+    }
 }

@@ -18,16 +18,22 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::{ffi, params, Connection, OptionalExtension, Row, Transaction, TransactionBehavior};
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{
+    ffi, params, params_from_iter, Connection, OptionalExtension, Row, Transaction,
+    TransactionBehavior,
+};
 
 use super::codec;
 use super::migrations::{self, Dialect};
 use super::rows::{
-    self, DbRow, KEY_COLS, LEDGER_COLS, MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    self, DbRow, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+    MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
-    ApiKey, CatalogRows, Change, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult,
-    UsageRecord, Workspace,
+    AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
+    LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter, UsageRecord,
+    Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -129,6 +135,24 @@ fn query_all<T, P: rusqlite::Params>(
         out.push(f(row)?);
     }
     Ok(out)
+}
+
+/// Runs a newest-first page query: `args` for its `equal`/`from`/`to` parameters, then the
+/// cursor and the limit are added.
+fn page<T>(
+    conn: &Connection,
+    q: &PageSql<'_>,
+    mut args: Vec<SqlValue>,
+    after: Option<&Cursor>,
+    limit: usize,
+    f: impl Fn(&Row<'_>) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    if let Some(c) = after {
+        args.push(SqlValue::Integer(codec::to_micros(c.at)));
+        args.push(SqlValue::Text(c.id.clone()));
+    }
+    args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    query_all(conn, &q.sql(|n| format!("?{n}")), params_from_iter(args), f)
 }
 
 fn workspace_exists(conn: &Connection, id: &str) -> StoreResult<bool> {
@@ -841,6 +865,351 @@ impl Store for SqliteStore {
                 .prepare_cached("SELECT EXISTS (SELECT 1 FROM models)")?
                 .query_row([], |r| r.get(0))?;
             Ok(!any)
+        })
+        .await
+    }
+
+    async fn rename_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
+        let (id, name) = (id.to_owned(), name.to_owned());
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let changed = tx
+                .prepare_cached("UPDATE workspaces SET name = ?2 WHERE id = ?1")?
+                .execute(params![id, name])?;
+            if changed == 0 {
+                return Err(rows::no_workspace(&id));
+            }
+            let ws = query_all(
+                &tx,
+                &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
+                [&id],
+                |r| rows::workspace(r),
+            )?;
+            tx.commit()?;
+            ws.into_iter().next().ok_or_else(|| rows::no_workspace(&id))
+        })
+        .await
+    }
+
+    async fn workspaces_page(
+        &self,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Workspace>> {
+        let after = after.cloned();
+        self.run(move |conn| {
+            let q = PageSql {
+                cols: WORKSPACE_COLS,
+                table: "workspaces",
+                time: "created_at",
+                equal: &[],
+                from: false,
+                to: false,
+                after: after.is_some(),
+            };
+            page(conn, &q, vec![], after.as_ref(), limit, |r| {
+                rows::workspace(r)
+            })
+        })
+        .await
+    }
+
+    async fn keys_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<ApiKey>> {
+        let (ws, after) = (workspace_id.to_owned(), after.cloned());
+        self.run(move |conn| {
+            let q = PageSql {
+                cols: KEY_COLS,
+                table: "api_keys",
+                time: "created_at",
+                equal: &["workspace_id"],
+                from: false,
+                to: false,
+                after: after.is_some(),
+            };
+            let args = vec![SqlValue::Text(ws)];
+            page(conn, &q, args, after.as_ref(), limit, |r| rows::api_key(r))
+        })
+        .await
+    }
+
+    async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()> {
+        let id = id.to_owned();
+        let at = codec::to_micros(codec::trunc(expires_at));
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let changed = tx
+                .prepare_cached("UPDATE api_keys SET expires_at = ?2 WHERE id = ?1")?
+                .execute(params![id, at])?;
+            if changed == 0 {
+                return Err(StoreError::NotFound(format!("key {id}")));
+            }
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn ledger_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<LedgerEntry>> {
+        let (ws, after) = (workspace_id.to_owned(), after.cloned());
+        self.run(move |conn| {
+            let cols = format!("{LEDGER_COLS}, usage_id");
+            let q = PageSql {
+                cols: &cols,
+                table: "ledger_entries",
+                time: "created_at",
+                equal: &["workspace_id"],
+                from: false,
+                to: false,
+                after: after.is_some(),
+            };
+            let args = vec![SqlValue::Text(ws)];
+            page(conn, &q, args, after.as_ref(), limit, |r| {
+                rows::ledger_entry(r)
+            })
+        })
+        .await
+    }
+
+    async fn usage_page(
+        &self,
+        workspace_id: &str,
+        filter: &UsageFilter,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<UsageRecord>> {
+        let (ws, f, after) = (workspace_id.to_owned(), filter.clone(), after.cloned());
+        self.run(move |conn| {
+            let mut equal = vec!["workspace_id"];
+            let mut args = vec![SqlValue::Text(ws)];
+            for (col, v) in [("key_id", f.key_id), ("model_id", f.model_id)] {
+                if let Some(v) = v {
+                    equal.push(col);
+                    args.push(SqlValue::Text(v));
+                }
+            }
+            for t in [f.from, f.to].into_iter().flatten() {
+                args.push(SqlValue::Integer(codec::to_micros(t)));
+            }
+            let q = PageSql {
+                cols: USAGE_COLS,
+                table: "usage_records",
+                time: "finished_at",
+                equal: &equal,
+                from: f.from.is_some(),
+                to: f.to.is_some(),
+                after: after.is_some(),
+            };
+            page(conn, &q, args, after.as_ref(), limit, |r| rows::usage(r))
+        })
+        .await
+    }
+
+    async fn usage_daily(
+        &self,
+        workspace_id: &str,
+        from: chrono::NaiveDate,
+        to: chrono::NaiveDate,
+    ) -> StoreResult<Vec<DailyUsage>> {
+        let ws = workspace_id.to_owned();
+        let (from, to) = (from.to_string(), to.to_string());
+        self.run(move |conn| {
+            query_all(
+                conn,
+                &format!(
+                    "SELECT {DAILY_COLS} FROM usage_daily WHERE workspace_id = ?1 \
+                     AND day >= ?2 AND day <= ?3 ORDER BY day, model_id"
+                ),
+                params![ws, from, to],
+                |r| rows::daily_usage(r),
+            )
+        })
+        .await
+    }
+
+    async fn append_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
+        let e = entry.clone();
+        self.run(move |conn| {
+            let [before, after] = rows::audit_json(&e);
+            conn.prepare_cached(&format!(
+                "INSERT INTO audit_log ({AUDIT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
+            ))?
+            .execute(params![
+                e.id,
+                codec::to_micros(codec::trunc(e.at)),
+                e.actor,
+                e.action,
+                e.workspace_id,
+                e.target,
+                before,
+                after
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn audit_page(
+        &self,
+        workspace_id: Option<&str>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        let (ws, after) = (workspace_id.map(str::to_owned), after.cloned());
+        self.run(move |conn| {
+            let q = PageSql {
+                cols: AUDIT_COLS,
+                table: "audit_log",
+                time: "at",
+                equal: if ws.is_some() { &["workspace_id"] } else { &[] },
+                from: false,
+                to: false,
+                after: after.is_some(),
+            };
+            let args = ws.into_iter().map(SqlValue::Text).collect();
+            page(conn, &q, args, after.as_ref(), limit, |r| {
+                rows::audit_entry(r)
+            })
+        })
+        .await
+    }
+
+    async fn put_alerts(&self, settings: &AlertSettings) -> StoreResult<()> {
+        let s = settings.clone();
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            if !workspace_exists(&tx, &s.workspace_id)? {
+                return Err(rows::no_workspace(&s.workspace_id));
+            }
+            tx.prepare_cached(&format!(
+                "INSERT INTO alert_settings ({ALERT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5) \
+                 ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = excluded.webhook_url, \
+                 secret = excluded.secret, low_balance_pico = excluded.low_balance_pico, \
+                 key_limit_percents = excluded.key_limit_percents"
+            ))?
+            .execute(params![
+                s.workspace_id,
+                s.webhook_url,
+                s.secret,
+                s.low_balance.map(Usd::pico),
+                rows::percents_to_db(&s.key_limit_percents),
+            ])?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn get_alerts(&self, workspace_id: &str) -> StoreResult<Option<AlertSettings>> {
+        let ws = workspace_id.to_owned();
+        self.run(move |conn| {
+            let found = query_all(
+                conn,
+                &format!("SELECT {ALERT_COLS} FROM alert_settings WHERE workspace_id = ?1"),
+                [&ws],
+                |r| rows::alert_settings(r),
+            )?;
+            Ok(found.into_iter().next())
+        })
+        .await
+    }
+
+    async fn all_alerts(&self) -> StoreResult<Vec<AlertSettings>> {
+        self.run(|conn| {
+            query_all(
+                conn,
+                &format!("SELECT {ALERT_COLS} FROM alert_settings ORDER BY workspace_id"),
+                [],
+                |r| rows::alert_settings(r),
+            )
+        })
+        .await
+    }
+
+    async fn claim_alert(
+        &self,
+        workspace_id: &str,
+        alert_key: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let (ws, key) = (workspace_id.to_owned(), alert_key.to_owned());
+        let at = codec::to_micros(codec::trunc(at));
+        self.run(move |conn| {
+            let inserted = conn
+                .prepare_cached(
+                    "INSERT INTO alert_claims (workspace_id, alert_key, claimed_at) \
+                     VALUES (?1, ?2, ?3) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![ws, key, at])?;
+            Ok(inserted == 1)
+        })
+        .await
+    }
+
+    async fn release_alert(&self, workspace_id: &str, alert_key: &str) -> StoreResult<bool> {
+        let (ws, key) = (workspace_id.to_owned(), alert_key.to_owned());
+        self.run(move |conn| {
+            let deleted = conn
+                .prepare_cached(
+                    "DELETE FROM alert_claims WHERE workspace_id = ?1 AND alert_key = ?2",
+                )?
+                .execute(params![ws, key])?;
+            Ok(deleted == 1)
+        })
+        .await
+    }
+
+    async fn record_delivery(&self, delivery: &Delivery) -> StoreResult<()> {
+        let d = delivery.clone();
+        self.run(move |conn| {
+            conn.prepare_cached(&format!(
+                "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ))?
+            .execute(params![
+                d.id,
+                d.workspace_id,
+                d.event_id,
+                d.event,
+                d.attempt,
+                codec::to_micros(codec::trunc(d.at)),
+                d.status,
+                d.error,
+                d.delivered
+            ])?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn deliveries_page(
+        &self,
+        workspace_id: &str,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> StoreResult<Vec<Delivery>> {
+        let (ws, after) = (workspace_id.to_owned(), after.cloned());
+        self.run(move |conn| {
+            let q = PageSql {
+                cols: DELIVERY_COLS,
+                table: "webhook_deliveries",
+                time: "at",
+                equal: &["workspace_id"],
+                from: false,
+                to: false,
+                after: after.is_some(),
+            };
+            let args = vec![SqlValue::Text(ws)];
+            page(conn, &q, args, after.as_ref(), limit, |r| rows::delivery(r))
         })
         .await
     }

@@ -167,6 +167,9 @@ pub struct GatewayBuilder {
     upstream: &'static str,
 }
 
+/// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
+pub const ADMIN_TOKEN: &str = "test-admin-token-5f1c";
+
 impl Gateway {
     pub fn builder() -> GatewayBuilder {
         GatewayBuilder {
@@ -300,6 +303,7 @@ impl Gateway {
             cmd.arg("-u");
         }
         cmd.env("TEST_OPENAI_KEY", FAKE_KEY)
+            .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("TEST_GEMINI_KEY", "sim-gemini-key")
             .env("TEST_ANTHROPIC_KEY", "sim-anthropic-key")
             .env("TEST_VERTEX_PROJECT", "tollgate-test")
@@ -494,6 +498,7 @@ impl GatewayBuilder {
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
              \x20 limits: {{body_timeout: {body_timeout}}}\n\
+             \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),

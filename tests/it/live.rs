@@ -20,7 +20,7 @@ async fn create_key(store: &dyn Store, ws: &str) -> String {
         workspace: ws.to_owned(),
         ..KeyRequest::default()
     };
-    commands::create_key(store, "sk-tg-", req)
+    commands::create_key(store, &commands::Actor::cli(), "sk-tg-", req)
         .await
         .unwrap()
         .secret
@@ -53,14 +53,14 @@ async fn a_top_up_admits_the_next_request() {
     let gw = Gateway::builder().simulator(&sim).start();
     let store = open(&gw).await;
     for i in 0..5 {
-        let ws = commands::create_workspace(store.as_ref(), "live")
+        let ws = commands::create_workspace(store.as_ref(), &commands::Actor::cli(), "live")
             .await
             .unwrap()
             .id;
         let key = create_key(store.as_ref(), &ws).await;
         let res = gw.chat(&key, hello()).await;
         assert_eq!(res.status(), 402, "round {i}: no credit yet");
-        commands::add_credit(store.as_ref(), &ws, "1", None)
+        commands::add_credit(store.as_ref(), &commands::Actor::cli(), &ws, "1", None)
             .await
             .unwrap();
         let status = gw.chat(&key, hello()).await.status();

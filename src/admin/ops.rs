@@ -1,6 +1,6 @@
-//! The operators' listener: liveness, readiness, a status summary, route health and Prometheus
-//! metrics now; the admin API and console arrive with their issue. Handlers are plain
-//! functions so tests need no socket.
+//! The operators' plain endpoints: liveness, readiness, a status summary, route health and
+//! Prometheus metrics — state read from this process's memory, no token needed (the admin
+//! listener is loopback by default).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,7 +15,7 @@ use crate::catalog::{Catalog, Snapshot};
 use crate::metrics::{Scrape, METRICS};
 use crate::providers::Credentials;
 
-pub struct Admin {
+pub struct Ops {
     pub catalog: Arc<Catalog>,
     pub keys: Arc<KeyCache>,
     pub store_kind: &'static str,
@@ -43,15 +43,17 @@ struct RouteView<'a> {
 /// Prometheus' text exposition format.
 const METRICS_TYPE: &str = "text/plain; version=0.0.4";
 
-impl Admin {
-    /// `(status, content type, body)` for a GET of `path`.
-    pub fn get(&self, path: &str) -> (u16, &'static str, Vec<u8>) {
+impl Ops {
+    /// `(status, content type, body)` for a GET of `path`; `None` when it is not one of
+    /// these endpoints.
+    pub fn get(&self, path: &str) -> Option<(u16, &'static str, Vec<u8>)> {
         match path {
-            "/metrics" => (200, METRICS_TYPE, self.metrics()),
-            _ => {
+            "/metrics" => Some((200, METRICS_TYPE, self.metrics())),
+            "/health" | "/ready" | "/routes" | "/status" => {
                 let (status, body) = self.get_json(path);
-                (status, "application/json", body)
+                Some((status, "application/json", body))
             }
+            _ => None,
         }
     }
 

@@ -1,0 +1,573 @@
+//! The JSON admin API under `/admin/v1`: one route table, one plain function per operation,
+//! each a thin call of the command layer (`crate::commands`) the CLI uses too. The
+//! `#[utoipa::path]` on each function is where the OpenAPI document comes from.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, NaiveDate, Utc};
+use http::{Method, StatusCode};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::error::AdminError;
+use super::http::{segments, Request, Response};
+use super::session::{self, Guard};
+use crate::commands::{
+    self, Actor, AlertRequest, KeyRequest, KeyView, ModelPatch, PageRequest, WorkspaceView,
+};
+use crate::store::{self, LimitReset, Store, UsageFilter};
+
+/// What the admin API works with.
+pub struct Api {
+    pub guard: Guard,
+    pub key_prefix: String,
+    store_url: String,
+    /// Opened on first use, on the admin service's own runtime.
+    store: tokio::sync::OnceCell<Arc<dyn Store>>,
+}
+
+type Answer = Result<Response, AdminError>;
+
+impl Api {
+    pub fn new(guard: Guard, key_prefix: String, store_url: String) -> Self {
+        Api {
+            guard,
+            key_prefix,
+            store_url,
+            store: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// An `Api` over a store already open (tests).
+    pub fn with_store(guard: Guard, key_prefix: &str, store: Arc<dyn Store>) -> Self {
+        Api {
+            guard,
+            key_prefix: key_prefix.to_owned(),
+            store_url: String::new(),
+            store: tokio::sync::OnceCell::new_with(Some(store)),
+        }
+    }
+
+    async fn store(&self) -> Result<&dyn Store, AdminError> {
+        let store = self
+            .store
+            .get_or_try_init(|| store::open(&self.store_url))
+            .await?;
+        Ok(store.as_ref())
+    }
+
+    /// Answers a request whose path starts with `/admin/v1/`.
+    pub async fn handle(&self, req: &Request) -> Response {
+        self.route(req).await.unwrap_or_else(|e| e.response())
+    }
+
+    async fn route(&self, req: &Request) -> Answer {
+        let seg = segments(&req.path);
+        let seg: Vec<&str> = seg.iter().skip(2).map(String::as_str).collect();
+        if seg == ["session"] {
+            return self.session(req).await;
+        }
+        let actor = self.guard.check(req)?;
+        let s = self.store().await?;
+        let now = Utc::now();
+        let m = &req.method;
+        match (m, seg.as_slice()) {
+            (&Method::GET, ["workspaces"]) => list_workspaces(s, req).await,
+            (&Method::POST, ["workspaces"]) => create_workspace(s, &actor, req).await,
+            (&Method::GET, ["workspaces", ws]) => get_workspace(s, ws).await,
+            (&Method::PATCH, ["workspaces", ws]) => rename_workspace(s, &actor, ws, req).await,
+            (&Method::GET, ["workspaces", ws, "keys"]) => list_keys(s, ws, req, now).await,
+            (&Method::POST, ["workspaces", ws, "keys"]) => {
+                create_key(s, &actor, &self.key_prefix, ws, req, now).await
+            }
+            (&Method::POST, ["keys", id, "revoke"]) => revoke_key(s, &actor, id, now).await,
+            (&Method::POST, ["keys", id, "rotate"]) => {
+                rotate_key(s, &actor, &self.key_prefix, id, req, now).await
+            }
+            (&Method::GET, ["workspaces", ws, "credits"]) => list_credits(s, ws, req).await,
+            (&Method::POST, ["workspaces", ws, "credits"]) => add_credit(s, &actor, ws, req).await,
+            (&Method::GET, ["workspaces", ws, "usage"]) => list_usage(s, ws, req).await,
+            (&Method::GET, ["workspaces", ws, "usage", "daily"]) => {
+                daily_usage(s, ws, req, now).await
+            }
+            (&Method::GET, ["workspaces", ws, "alerts"]) => get_alerts(s, ws).await,
+            (&Method::PUT, ["workspaces", ws, "alerts"]) => put_alerts(s, &actor, ws, req).await,
+            (&Method::GET, ["workspaces", ws, "alerts", "deliveries"]) => {
+                list_deliveries(s, ws, req).await
+            }
+            (&Method::GET, ["catalog"]) => get_catalog(s).await,
+            (&Method::PATCH, ["catalog", "models", id]) => update_model(s, &actor, id, req).await,
+            (&Method::PATCH, ["catalog", "models", id, "routes", n]) => {
+                update_route(s, &actor, id, n, req).await
+            }
+            (&Method::GET, ["audit"]) => list_audit(s, req).await,
+            (_, path) if known(path) => Err(AdminError::Method(m.to_string())),
+            _ => Err(AdminError::NotFound(format!("no admin route {}", req.path))),
+        }
+    }
+
+    /// `/admin/v1/session`: the console signs in, asks for its CSRF token, signs out.
+    async fn session(&self, req: &Request) -> Answer {
+        match req.method {
+            Method::POST => {
+                let body: SignIn = json_body(req)?;
+                let (id, csrf, name) = self.guard.sign_in(&body.token)?;
+                // The audit log names the session, not the token.
+                let actor = Actor::console(&name);
+                if let Ok(s) = self.store().await {
+                    commands::audit_sign_in(s, &actor).await?;
+                }
+                Ok(Response::json(StatusCode::OK, &Csrf { csrf_token: csrf })
+                    .with_header(http::header::SET_COOKIE, session::cookie(Some(&id))))
+            }
+            Method::GET => {
+                self.guard.check(req)?;
+                let csrf_token = self.guard.csrf(req).ok_or(AdminError::Unauthorized)?;
+                Ok(Response::json(StatusCode::OK, &Csrf { csrf_token }))
+            }
+            Method::DELETE => {
+                self.guard.check(req)?;
+                self.guard.sign_out(req);
+                Ok(
+                    Response::json(StatusCode::OK, &serde_json::json!({"signed_out": true}))
+                        .with_header(http::header::SET_COOKIE, session::cookie(None)),
+                )
+            }
+            ref m => Err(AdminError::Method(m.to_string())),
+        }
+    }
+}
+
+/// Whether some method serves this path (so a wrong method is 405, not 404).
+fn known(path: &[&str]) -> bool {
+    matches!(
+        path,
+        ["workspaces"]
+            | ["workspaces", _]
+            | ["workspaces", _, "keys" | "credits" | "usage" | "alerts"]
+            | ["workspaces", _, "usage", "daily"]
+            | ["workspaces", _, "alerts", "deliveries"]
+            | ["keys", _, "revoke" | "rotate"]
+            | ["catalog"]
+            | ["catalog", "models", _]
+            | ["catalog", "models", _, "routes", _]
+            | ["audit"]
+    )
+}
+
+fn json_body<T: serde::de::DeserializeOwned>(req: &Request) -> Result<T, AdminError> {
+    let body: &[u8] = if req.body.is_empty() {
+        b"{}"
+    } else {
+        &req.body
+    };
+    let de = &mut serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        AdminError::Invalid(if path == "." {
+            format!("body: {inner}")
+        } else {
+            format!("{path}: {inner}")
+        })
+    })
+}
+
+fn page(req: &Request) -> Result<PageRequest, AdminError> {
+    Ok(PageRequest::parse(
+        req.param("cursor").as_deref(),
+        req.param("limit").as_deref(),
+    )?)
+}
+
+fn ok(value: &impl Serialize) -> Answer {
+    Ok(Response::json(StatusCode::OK, value))
+}
+
+fn created(value: &impl Serialize) -> Answer {
+    Ok(Response::json(StatusCode::CREATED, value))
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SignIn {
+    pub token: String,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct Csrf {
+    pub csrf_token: String,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameBody {
+    pub name: String,
+}
+
+/// A page of rows, newest first; pass `next_cursor` back as `cursor` for the next.
+#[derive(Serialize, ToSchema)]
+pub struct PageOf<T: ToSchema> {
+    pub data: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+impl<T: ToSchema> From<commands::Page<T>> for PageOf<T> {
+    fn from(p: commands::Page<T>) -> Self {
+        PageOf {
+            data: p.data,
+            next_cursor: p.next_cursor,
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces", tag = "workspaces",
+    params(PageParams), responses((status = 200, body = PageOf<WorkspaceView>)))]
+pub async fn list_workspaces(s: &dyn Store, req: &Request) -> Answer {
+    ok(&PageOf::from(
+        commands::workspaces_page(s, &page(req)?).await?,
+    ))
+}
+
+#[utoipa::path(post, path = "/admin/v1/workspaces", tag = "workspaces", request_body = NameBody,
+    responses((status = 201, body = crate::store::Workspace)))]
+pub async fn create_workspace(s: &dyn Store, actor: &Actor, req: &Request) -> Answer {
+    let body: NameBody = json_body(req)?;
+    created(&commands::create_workspace(s, actor, &body.name).await?)
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}", tag = "workspaces",
+    params(("ws" = String, Path)), responses((status = 200, body = WorkspaceView)))]
+pub async fn get_workspace(s: &dyn Store, ws: &str) -> Answer {
+    ok(&commands::workspace_view(s, ws).await?)
+}
+
+#[utoipa::path(patch, path = "/admin/v1/workspaces/{ws}", tag = "workspaces",
+    params(("ws" = String, Path)), request_body = NameBody,
+    responses((status = 200, body = crate::store::Workspace)))]
+pub async fn rename_workspace(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
+    let body: NameBody = json_body(req)?;
+    ok(&commands::rename_workspace(s, actor, ws, &body.name).await?)
+}
+
+/// `cursor` and `limit` (1–200, default 50).
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct PageParams {
+    /// The `next_cursor` of the previous page.
+    pub cursor: Option<String>,
+    pub limit: Option<u32>,
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/keys", tag = "keys",
+    params(("ws" = String, Path), PageParams), responses((status = 200, body = PageOf<KeyView>)))]
+pub async fn list_keys(s: &dyn Store, ws: &str, req: &Request, now: DateTime<Utc>) -> Answer {
+    ok(&PageOf::from(
+        commands::keys_page(s, ws, &page(req)?, now).await?,
+    ))
+}
+
+/// A new key's settings.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NewKeyBody {
+    pub name: Option<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    /// Exact decimal USD per window, with `limit_reset`.
+    #[schema(value_type = Option<String>)]
+    pub spend_limit_usd: Option<serde_json::Value>,
+    pub limit_reset: Option<LimitReset>,
+}
+
+/// A new key: its secret appears in this answer only.
+#[derive(Serialize, ToSchema)]
+pub struct KeyCreated {
+    pub key: KeyView,
+    pub secret: String,
+}
+
+#[utoipa::path(post, path = "/admin/v1/workspaces/{ws}/keys", tag = "keys",
+    params(("ws" = String, Path)), request_body = NewKeyBody,
+    responses((status = 201, body = KeyCreated)))]
+pub async fn create_key(
+    s: &dyn Store,
+    actor: &Actor,
+    prefix: &str,
+    ws: &str,
+    req: &Request,
+    now: DateTime<Utc>,
+) -> Answer {
+    let body: NewKeyBody = json_body(req)?;
+    let spend_limit_usd = match body.spend_limit_usd {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => None,
+        Some(serde_json::Value::String(s)) => Some(s),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        Some(_) => return Err(AdminError::Invalid("spend_limit_usd: a decimal".into())),
+    };
+    let request = KeyRequest {
+        workspace: ws.to_owned(),
+        name: body.name.filter(|n| !n.trim().is_empty()),
+        expires_at: body.expires_at,
+        spend_limit_usd,
+        limit_reset: body.limit_reset,
+    };
+    let made = commands::create_key(s, actor, prefix, request).await?;
+    created(&KeyCreated {
+        key: KeyView::new(made.key, None, now),
+        secret: made.secret,
+    })
+}
+
+#[utoipa::path(post, path = "/admin/v1/keys/{key}/revoke", tag = "keys",
+    params(("key" = String, Path)), responses((status = 200, body = KeyView)))]
+pub async fn revoke_key(s: &dyn Store, actor: &Actor, id: &str, now: DateTime<Utc>) -> Answer {
+    commands::revoke_key(s, actor, id, now).await?;
+    ok(&commands::key_view(s, id, now).await?)
+}
+
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RotateBody {
+    /// Seconds the old key keeps working (its `expires_at`); 0 or absent: revoked now.
+    pub grace_seconds: Option<u64>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct KeyRotated {
+    pub key: KeyView,
+    pub secret: String,
+    pub old: KeyView,
+}
+
+#[utoipa::path(post, path = "/admin/v1/keys/{key}/rotate", tag = "keys",
+    params(("key" = String, Path)), request_body = RotateBody,
+    responses((status = 201, body = KeyRotated)))]
+pub async fn rotate_key(
+    s: &dyn Store,
+    actor: &Actor,
+    prefix: &str,
+    id: &str,
+    req: &Request,
+    now: DateTime<Utc>,
+) -> Answer {
+    let body: RotateBody = json_body(req)?;
+    let grace = body.grace_seconds.map(Duration::from_secs);
+    let r = commands::rotate_key(s, actor, prefix, id, grace, now).await?;
+    let mut views = commands::key_views(s, vec![r.key, r.old], now).await?;
+    let (old, key) = (views.pop(), views.pop());
+    let (Some(key), Some(old)) = (key, old) else {
+        return Err(AdminError::NotFound(format!("key {id}")));
+    };
+    created(&KeyRotated {
+        key,
+        secret: r.secret,
+        old,
+    })
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/credits", tag = "credits",
+    params(("ws" = String, Path), PageParams), responses((status = 200, body = LedgerPageDoc)))]
+pub async fn list_credits(s: &dyn Store, ws: &str, req: &Request) -> Answer {
+    ok(&commands::ledger_page(s, ws, &page(req)?).await?)
+}
+
+/// A page of the ledger and the balance now.
+#[derive(ToSchema)]
+pub struct LedgerPageDoc {
+    #[schema(value_type = String)]
+    pub balance: String,
+    pub data: Vec<crate::store::LedgerEntry>,
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreditBody {
+    /// Exact decimal USD, positive.
+    #[schema(value_type = String)]
+    pub amount_usd: serde_json::Value,
+    pub note: Option<String>,
+}
+
+#[utoipa::path(post, path = "/admin/v1/workspaces/{ws}/credits", tag = "credits",
+    params(("ws" = String, Path)), request_body = CreditBody,
+    responses((status = 201, body = CreditedDoc)))]
+pub async fn add_credit(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
+    let body: CreditBody = json_body(req)?;
+    let amount = match body.amount_usd {
+        serde_json::Value::String(s) => s,
+        serde_json::Value::Number(n) => n.to_string(),
+        _ => return Err(AdminError::Invalid("amount_usd: a decimal".into())),
+    };
+    let note = body.note.as_deref().filter(|n| !n.trim().is_empty());
+    created(&commands::add_credit(s, actor, ws, &amount, note).await?)
+}
+
+/// A credit entry and the balance after it.
+#[derive(ToSchema)]
+pub struct CreditedDoc {
+    pub entry: crate::store::LedgerEntry,
+    #[schema(value_type = String)]
+    pub balance: String,
+}
+
+/// Which records: by key, model and a time range (RFC 3339; `from` inclusive, `to` not).
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct UsageParams {
+    pub key: Option<String>,
+    pub model: Option<String>,
+    pub from: Option<DateTime<Utc>>,
+    pub to: Option<DateTime<Utc>>,
+}
+
+fn time_param(req: &Request, name: &str) -> Result<Option<DateTime<Utc>>, AdminError> {
+    req.param(name)
+        .map(|v| {
+            DateTime::parse_from_rfc3339(&v)
+                .map(|t| t.with_timezone(&Utc))
+                .map_err(|_| AdminError::Invalid(format!("{name}: an RFC 3339 time expected")))
+        })
+        .transpose()
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/usage", tag = "usage",
+    params(("ws" = String, Path), UsageParams, PageParams),
+    responses((status = 200, body = PageOf<crate::store::UsageRecord>)))]
+pub async fn list_usage(s: &dyn Store, ws: &str, req: &Request) -> Answer {
+    let filter = UsageFilter {
+        key_id: req.param("key"),
+        model_id: req.param("model"),
+        from: time_param(req, "from")?,
+        to: time_param(req, "to")?,
+    };
+    ok(&PageOf::from(
+        commands::usage_page(s, ws, &filter, &page(req)?).await?,
+    ))
+}
+
+/// UTC days, both included (`YYYY-MM-DD`); by default the last 30 days.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct DayParams {
+    pub from: Option<NaiveDate>,
+    pub to: Option<NaiveDate>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct DailyPage {
+    pub data: Vec<crate::store::DailyUsage>,
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/usage/daily", tag = "usage",
+    params(("ws" = String, Path), DayParams), responses((status = 200, body = DailyPage)))]
+pub async fn daily_usage(s: &dyn Store, ws: &str, req: &Request, now: DateTime<Utc>) -> Answer {
+    let day = |name: &str| {
+        req.param(name)
+            .map(|v| {
+                NaiveDate::parse_from_str(&v, "%Y-%m-%d")
+                    .map_err(|_| AdminError::Invalid(format!("{name}: YYYY-MM-DD expected")))
+            })
+            .transpose()
+    };
+    let to = day("to")?.unwrap_or(now.date_naive());
+    let from = day("from")?.unwrap_or(to - chrono::Days::new(29));
+    let data = commands::usage_daily(s, ws, from, to).await?;
+    ok(&DailyPage { data })
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/alerts", tag = "alerts",
+    params(("ws" = String, Path)), responses((status = 200, body = crate::store::AlertSettings)))]
+pub async fn get_alerts(s: &dyn Store, ws: &str) -> Answer {
+    match s.get_alerts(ws).await? {
+        Some(a) => ok(&a),
+        None => Err(AdminError::NotFound(format!("no alerts set for {ws}"))),
+    }
+}
+
+#[derive(ToSchema)]
+pub struct AlertBody {
+    pub webhook_url: String,
+    #[schema(value_type = Option<String>)]
+    pub low_balance_usd: Option<String>,
+    pub key_limit_percents: Vec<u8>,
+}
+
+#[utoipa::path(put, path = "/admin/v1/workspaces/{ws}/alerts", tag = "alerts",
+    params(("ws" = String, Path)), request_body = AlertBody,
+    responses((status = 200, body = crate::store::AlertSettings)))]
+pub async fn put_alerts(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
+    let body: AlertRequest = json_body(req)?;
+    ok(&commands::put_alerts(s, actor, ws, body).await?)
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/alerts/deliveries", tag = "alerts",
+    params(("ws" = String, Path), PageParams),
+    responses((status = 200, body = PageOf<crate::store::Delivery>)))]
+pub async fn list_deliveries(s: &dyn Store, ws: &str, req: &Request) -> Answer {
+    ok(&PageOf::from(
+        commands::deliveries(s, ws, &page(req)?).await?,
+    ))
+}
+
+#[derive(Serialize, ToSchema)]
+pub struct CatalogDoc {
+    pub models: Vec<commands::ModelView>,
+}
+
+#[utoipa::path(get, path = "/admin/v1/catalog", tag = "catalog",
+    responses((status = 200, body = CatalogDoc)))]
+pub async fn get_catalog(s: &dyn Store) -> Answer {
+    ok(&CatalogDoc {
+        models: commands::catalog_view(s).await?,
+    })
+}
+
+#[utoipa::path(patch, path = "/admin/v1/catalog/models/{model}", tag = "catalog",
+    params(("model" = String, Path, description = "percent-encoded model id")),
+    request_body = ModelPatch, responses((status = 200, body = commands::ModelView)))]
+pub async fn update_model(s: &dyn Store, actor: &Actor, id: &str, req: &Request) -> Answer {
+    let patch: ModelPatch = json_body(req)?;
+    ok(&commands::update_model(s, actor, id, patch).await?)
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RouteBody {
+    pub active: bool,
+}
+
+#[utoipa::path(patch, path = "/admin/v1/catalog/models/{model}/routes/{n}", tag = "catalog",
+    params(("model" = String, Path), ("n" = usize, Path, description = "0-based route position")),
+    request_body = RouteBody, responses((status = 200, body = commands::ModelView)))]
+pub async fn update_route(
+    s: &dyn Store,
+    actor: &Actor,
+    id: &str,
+    n: &str,
+    req: &Request,
+) -> Answer {
+    let n = n
+        .parse()
+        .map_err(|_| AdminError::Invalid("route: a 0-based position".into()))?;
+    let body: RouteBody = json_body(req)?;
+    ok(&commands::set_route_active(s, actor, id, n, body.active).await?)
+}
+
+/// Only this workspace's entries.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct AuditParams {
+    pub workspace: Option<String>,
+}
+
+#[utoipa::path(get, path = "/admin/v1/audit", tag = "audit", params(AuditParams, PageParams),
+    responses((status = 200, body = PageOf<crate::store::AuditEntry>)))]
+pub async fn list_audit(s: &dyn Store, req: &Request) -> Answer {
+    let ws = req.param("workspace");
+    ok(&PageOf::from(
+        commands::audit_log(s, ws.as_deref(), &page(req)?).await?,
+    ))
+}

@@ -1,0 +1,63 @@
+//! The operators' listener (`admin_listen`, loopback by default; never the public port):
+//! health, readiness, route health and Prometheus metrics (`ops`), the JSON admin API under
+//! `/admin/v1` (`api`, behind the admin token), its OpenAPI document, and the web console.
+//! Everything here takes and returns plain values (`http::Request`/`Response`); the Pingora
+//! glue is in `server.rs`.
+
+pub mod api;
+pub mod console;
+pub mod error;
+pub mod http;
+pub mod openapi;
+pub mod ops;
+pub mod session;
+
+use ::http::{Method, StatusCode};
+
+pub use api::Api;
+pub use ops::Ops;
+
+use self::http::{Request, Response};
+
+pub struct Admin {
+    pub ops: Ops,
+    pub api: Api,
+    /// The OpenAPI document, rendered at start.
+    openapi: Vec<u8>,
+}
+
+impl Admin {
+    pub fn new(ops: Ops, api: Api) -> Self {
+        Admin {
+            ops,
+            api,
+            openapi: openapi::json(),
+        }
+    }
+
+    pub async fn handle(&self, req: &Request) -> Response {
+        let get = matches!(req.method, Method::GET | Method::HEAD);
+        if req.path.starts_with("/admin/v1/") {
+            if get && req.path == "/admin/v1/openapi.json" {
+                let body = self.openapi.clone();
+                return Response::new(StatusCode::OK, "application/json", body);
+            }
+            return self.api.handle(req).await;
+        }
+        if get {
+            if let Some((status, content_type, body)) = self.ops.get(&req.path) {
+                let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+                return Response::new(status, content_type, body);
+            }
+            if let Some((content_type, body)) = console::asset(&req.path) {
+                let mut res = Response::new(StatusCode::OK, content_type, body.to_vec());
+                for (name, value) in console::SECURITY_HEADERS {
+                    res = res.with_header(::http::HeaderName::from_static(name), value.into());
+                }
+                return res;
+            }
+        }
+        let missing = crate::api::GatewayError::NotFound(req.path.as_str().into()).envelope();
+        Response::new(StatusCode::NOT_FOUND, "application/json", missing.to_vec())
+    }
+}

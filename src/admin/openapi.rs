@@ -1,0 +1,74 @@
+//! The OpenAPI document at `/admin/v1/openapi.json`, generated from the handlers'
+//! `#[utoipa::path]` annotations and the types' `ToSchema` derives: it cannot drift from the
+//! code. Its public part documents the two endpoints a client uses to see its own spend.
+
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+
+use super::api;
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "tollgate admin API",
+        description = "Workspaces, keys, credits, usage, catalog, alerts and the audit log, on \
+                       the admin listener. Authenticate with `Authorization: Bearer <admin \
+                       token>` (the token is read from the environment variable named by \
+                       `tollgate.admin_token_env`). The paths tagged `public` are served on the \
+                       public listener and authenticate with an API key."
+    ),
+    paths(
+        api::list_workspaces, api::create_workspace, api::get_workspace, api::rename_workspace,
+        api::list_keys, api::create_key, api::revoke_key, api::rotate_key,
+        api::list_credits, api::add_credit, api::list_usage, api::daily_usage,
+        api::get_alerts, api::put_alerts, api::list_deliveries,
+        api::get_catalog, api::update_model, api::update_route, api::list_audit,
+        public_key, public_generation,
+    ),
+    modifiers(&Security),
+    security(("admin_token" = [])),
+)]
+pub struct AdminDoc;
+
+struct Security;
+
+impl Modify for Security {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let bearer =
+            || SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build());
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme("admin_token", bearer());
+        components.add_security_scheme("api_key", bearer());
+    }
+}
+
+/// The document, rendered once.
+pub fn json() -> Vec<u8> {
+    AdminDoc::openapi()
+        .to_json()
+        .unwrap_or_default()
+        .into_bytes()
+}
+
+/// The calling key's own settings and state: name, expiry, spend limit, the spend of its
+/// current window and the workspace's remaining credit; never its secret. Never billed.
+#[utoipa::path(get, path = "/v1/key", tag = "public", security(("api_key" = [])),
+    responses(
+        (status = 200, description = "`{object: \"key\", id, name, hint, created_at, \
+            expires_at, spend_limit_usd, limit_reset, window_start, window_spend_usd, \
+            workspace: {id, credit_usd}}`"),
+        (status = 401, description = "missing, unknown, revoked or expired key")))]
+#[allow(dead_code)] // Documentation only: the proxy answers it (`admission`).
+fn public_key() {}
+
+/// The usage record of one of the caller's workspace's requests, by completion id (or the
+/// `x-request-id` the gateway answered with). Another workspace's id is `404`.
+#[utoipa::path(get, path = "/v1/generation", tag = "public", security(("api_key" = [])),
+    params(("id" = String, Query, description = "the completion id")),
+    responses(
+        (status = 200, description = "`{object: \"generation\", data: UsageRecord}`",
+            body = crate::store::UsageRecord),
+        (status = 404, description = "`generation_not_found`"),
+        (status = 503, description = "`store_unavailable`")))]
+#[allow(dead_code)] // Documentation only: the proxy answers it.
+fn public_generation() {}

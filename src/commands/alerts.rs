@@ -1,0 +1,110 @@
+//! A workspace's alert settings: where its signed webhooks go and what triggers them.
+
+use rand::distributions::{Alphanumeric, DistString};
+use serde::Deserialize;
+
+use super::audit::{self, Actor, Change};
+use super::page::{Page, PageRequest};
+use super::{CommandError, CommandResult};
+use crate::money::Usd;
+use crate::store::{AlertSettings, Delivery, Store};
+
+/// What an operator sets.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertRequest {
+    pub webhook_url: String,
+    #[serde(default)]
+    pub low_balance_usd: Option<Usd>,
+    #[serde(default)]
+    pub key_limit_percents: Vec<u8>,
+}
+
+fn validate(req: &AlertRequest) -> CommandResult<()> {
+    let url = reqwest::Url::parse(&req.webhook_url)
+        .map_err(|e| CommandError::Invalid(format!("webhook_url: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(CommandError::Invalid(
+            "webhook_url: an http(s) URL expected".into(),
+        ));
+    }
+    if req.low_balance_usd.is_some_and(|l| !l.is_positive()) {
+        return Err(CommandError::Invalid(
+            "low_balance_usd must be positive".into(),
+        ));
+    }
+    if req
+        .key_limit_percents
+        .iter()
+        .any(|p| !(1..=100).contains(p))
+    {
+        return Err(CommandError::Invalid(
+            "key_limit_percents: each 1 to 100".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Sets a workspace's alerts; the signing secret is made the first time and then kept.
+pub async fn put_alerts(
+    store: &dyn Store,
+    actor: &Actor,
+    workspace: &str,
+    req: AlertRequest,
+) -> CommandResult<AlertSettings> {
+    validate(&req)?;
+    let before = store.get_alerts(workspace).await?;
+    let secret = before.as_ref().map_or_else(
+        || {
+            format!(
+                "whsec_{}",
+                Alphanumeric.sample_string(&mut rand::thread_rng(), 32)
+            )
+        },
+        |b| b.secret.clone(),
+    );
+    let mut percents = req.key_limit_percents;
+    percents.sort_unstable();
+    percents.dedup();
+    let after = AlertSettings {
+        workspace_id: workspace.to_owned(),
+        webhook_url: req.webhook_url,
+        secret,
+        low_balance: req.low_balance_usd,
+        key_limit_percents: percents,
+    };
+    store.put_alerts(&after).await?;
+    let change = Change {
+        action: "alerts.update",
+        workspace: Some(workspace),
+        target: workspace,
+    };
+    // The audit log never keeps the signing secret.
+    let public = |s: &AlertSettings| {
+        serde_json::json!({
+            "webhook_url": s.webhook_url,
+            "low_balance": s.low_balance,
+            "key_limit_percents": s.key_limit_percents,
+        })
+    };
+    audit::record(
+        store,
+        actor,
+        change,
+        before.as_ref().map(public),
+        Some(public(&after)),
+    )
+    .await?;
+    Ok(after)
+}
+
+pub async fn deliveries(
+    store: &dyn Store,
+    workspace: &str,
+    page: &PageRequest,
+) -> CommandResult<Page<Delivery>> {
+    let rows = store
+        .deliveries_page(workspace, page.after.as_ref(), page.fetch())
+        .await?;
+    Ok(page.finish(rows, |d| (d.at, &d.id)))
+}

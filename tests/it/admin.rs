@@ -1,0 +1,655 @@
+//! The admin API on the admin listener: the token and console sessions, every route, the
+//! once-only secret, pagination, the audit trail, catalog edits reaching `/v1/models`, and
+//! signed alert webhooks.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::harness::{eventually, Gateway, Sim, ADMIN_TOKEN};
+
+async fn call(gw: &Gateway, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    call_as(gw, Some(ADMIN_TOKEN), method, path, body).await
+}
+
+async fn call_as(
+    gw: &Gateway,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let client = reqwest::Client::new();
+    let mut req = client.request(method.parse().unwrap(), format!("{}{path}", gw.admin));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+async fn models_status(gw: &Gateway, secret: &str) -> (u16, Value) {
+    let res = reqwest::Client::new()
+        .get(gw.url("/v1/models"))
+        .bearer_auth(secret)
+        .send()
+        .await
+        .unwrap();
+    (
+        res.status().as_u16(),
+        res.json().await.unwrap_or(Value::Null),
+    )
+}
+
+fn code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_admin_token_guards_the_api_but_not_the_document_or_metrics() {
+    let gw = Gateway::builder().start();
+    let (status, v) = call_as(&gw, None, "GET", "/admin/v1/workspaces", None).await;
+    assert_eq!((status, code(&v)), (401, "unauthorized"), "{v}");
+    let (status, v) = call_as(&gw, Some("wrong"), "GET", "/admin/v1/workspaces", None).await;
+    assert_eq!((status, code(&v)), (401, "unauthorized"), "{v}");
+    let (status, v) = call(&gw, "GET", "/admin/v1/workspaces", None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["data"], json!([]));
+
+    let (status, doc) = call_as(&gw, None, "GET", "/admin/v1/openapi.json", None).await;
+    assert_eq!(status, 200);
+    for path in [
+        "/admin/v1/workspaces/{ws}/keys",
+        "/admin/v1/keys/{key}/rotate",
+        "/admin/v1/audit",
+        "/v1/key",
+        "/v1/generation",
+    ] {
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} missing from the document"
+        );
+    }
+    assert!(doc["components"]["schemas"]["KeyView"]["properties"]["status"].is_object());
+    let metrics = reqwest::get(format!("{}/metrics", gw.admin)).await.unwrap();
+    assert_eq!(metrics.status(), 200);
+
+    let (status, v) = call(&gw, "DELETE", "/admin/v1/workspaces", None).await;
+    assert_eq!((status, code(&v)), (405, "method_not_allowed"));
+    let (status, v) = call(&gw, "GET", "/admin/v1/nothing", None).await;
+    assert_eq!((status, code(&v)), (404, "not_found"));
+}
+
+#[tokio::test]
+async fn without_a_token_the_api_and_console_are_off_and_say_so() {
+    let gw = Gateway::builder()
+        .without_env("TOLLGATE_ADMIN_TOKEN")
+        .start();
+    let (status, v) = call(&gw, "GET", "/admin/v1/workspaces", None).await;
+    assert_eq!((status, code(&v)), (404, "admin_disabled"), "{v}");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("TOLLGATE_ADMIN_TOKEN"));
+    let (status, v) = call_as(
+        &gw,
+        None,
+        "POST",
+        "/admin/v1/session",
+        Some(json!({"token": ""})),
+    )
+    .await;
+    assert_eq!((status, code(&v)), (404, "admin_disabled"));
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    assert!(log.contains("admin API and console off"), "{log}");
+}
+
+#[tokio::test]
+async fn workspaces_keys_and_credits_round_trip_with_an_audit_trail() {
+    let gw = Gateway::builder().start();
+    let (status, ws) = call(
+        &gw,
+        "POST",
+        "/admin/v1/workspaces",
+        Some(json!({"name": "acme"})),
+    )
+    .await;
+    assert_eq!(status, 201, "{ws}");
+    let id = ws["id"].as_str().unwrap().to_owned();
+    let (status, v) = call(
+        &gw,
+        "POST",
+        "/admin/v1/workspaces",
+        Some(json!({"name": " "})),
+    )
+    .await;
+    assert_eq!((status, code(&v)), (400, "invalid_request"));
+    let (status, v) = call(
+        &gw,
+        "POST",
+        "/admin/v1/workspaces",
+        Some(json!({"nom": "x"})),
+    )
+    .await;
+    assert_eq!((status, code(&v)), (400, "invalid_request"), "{v}");
+
+    let path = format!("/admin/v1/workspaces/{id}");
+    let (status, v) = call(&gw, "PATCH", &path, Some(json!({"name": "acme labs"}))).await;
+    assert_eq!((status, v["name"].as_str()), (200, Some("acme labs")));
+    let (status, v) = call(&gw, "GET", &path, None).await;
+    assert_eq!((status, &v["balance"]), (200, &json!("0.0")));
+    let (status, v) = call(&gw, "GET", "/admin/v1/workspaces/ws_nope", None).await;
+    assert_eq!((status, code(&v)), (404, "not_found"));
+
+    // Credit: exact decimals in and out.
+    let credits = format!("{path}/credits");
+    let body = json!({"amount_usd": "10.000000000001", "note": "first"});
+    let (status, v) = call(&gw, "POST", &credits, Some(body)).await;
+    assert_eq!(
+        (status, &v["balance"]),
+        (201, &json!("10.000000000001")),
+        "{v}"
+    );
+    let (status, v) = call(&gw, "POST", &credits, Some(json!({"amount_usd": "-1"}))).await;
+    assert_eq!(status, 400, "{v}");
+    let (_, v) = call(&gw, "GET", &credits, None).await;
+    assert_eq!(v["balance"], "10.000000000001");
+    assert_eq!(v["data"][0]["note"], "first");
+
+    // A key: the secret once, never again.
+    let keys = format!("{path}/keys");
+    let body = json!({"name": "ci", "spend_limit_usd": "5", "limit_reset": "daily"});
+    let (status, created) = call(&gw, "POST", &keys, Some(body)).await;
+    assert_eq!(status, 201, "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let key_id = created["key"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["key"]["status"], "active");
+    let (_, listed) = call(&gw, "GET", &keys, None).await;
+    assert_eq!(listed["data"][0]["id"], key_id.as_str());
+    assert_eq!(listed["data"][0]["spend_usd"], "0.0");
+    assert_eq!(listed["data"][0]["spend_limit_usd"], "5.0");
+    let (_, one_more) = call(&gw, "GET", &format!("{path}/keys?limit=1"), None).await;
+    for text in [listed.to_string(), one_more.to_string()] {
+        assert!(
+            !text.contains(&secret) && !text.contains("secret"),
+            "{text}"
+        );
+    }
+    let ok = eventually(Duration::from_secs(5), || async {
+        models_status(&gw, &secret).await.0 == 200
+    });
+    assert!(ok.await.is_some(), "the new key works on /v1/models");
+
+    // Revoked: shown so, refused at once by every proxy.
+    let (status, v) = call(
+        &gw,
+        "POST",
+        &format!("/admin/v1/keys/{key_id}/revoke"),
+        None,
+    )
+    .await;
+    assert_eq!((status, &v["status"]), (200, &json!("revoked")), "{v}");
+    let refused = eventually(Duration::from_secs(5), || async {
+        let (status, v) = models_status(&gw, &secret).await;
+        status == 401 && code(&v) == "invalid_key"
+    });
+    assert!(refused.await.is_some(), "a revoked key stops working");
+
+    let (status, v) = call(&gw, "GET", &format!("/admin/v1/audit?workspace={id}"), None).await;
+    assert_eq!(status, 200);
+    let actions: Vec<&str> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "key.revoke",
+            "key.create",
+            "credit.add",
+            "workspace.rename",
+            "workspace.create"
+        ]
+    );
+    let rename = &v["data"][3];
+    assert_eq!(rename["actor"], "admin-token");
+    assert_eq!(
+        (&rename["before"]["name"], &rename["after"]["name"]),
+        (&json!("acme"), &json!("acme labs"))
+    );
+    assert!(
+        !v.to_string().contains(&secret),
+        "the audit log never holds a secret"
+    );
+}
+
+#[tokio::test]
+async fn rotation_revokes_at_once_or_after_a_grace_period() {
+    let gw = Gateway::builder().start();
+    let (_, ws) = call(
+        &gw,
+        "POST",
+        "/admin/v1/workspaces",
+        Some(json!({"name": "r"})),
+    )
+    .await;
+    let keys = format!("/admin/v1/workspaces/{}/keys", ws["id"].as_str().unwrap());
+    let (_, first) = call(&gw, "POST", &keys, Some(json!({"name": "svc"}))).await;
+    let first_id = first["key"]["id"].as_str().unwrap();
+
+    let rotate = format!("/admin/v1/keys/{first_id}/rotate");
+    let (status, r) = call(&gw, "POST", &rotate, Some(json!({"grace_seconds": 3600}))).await;
+    assert_eq!(status, 201, "{r}");
+    assert_eq!(r["key"]["name"], "svc");
+    assert_eq!(r["old"]["status"], "active");
+    assert!(
+        r["old"]["expires_at"].is_string(),
+        "grace sets the old key's expiry: {r}"
+    );
+    let second = r["secret"].as_str().unwrap().to_owned();
+    let second_id = r["key"]["id"].as_str().unwrap().to_owned();
+    for secret in [first["secret"].as_str().unwrap(), &second] {
+        let works = eventually(Duration::from_secs(5), || async {
+            models_status(&gw, secret).await.0 == 200
+        });
+        assert!(
+            works.await.is_some(),
+            "both keys work during the grace period"
+        );
+    }
+
+    let rotate = format!("/admin/v1/keys/{second_id}/rotate");
+    let (status, r) = call(&gw, "POST", &rotate, None).await;
+    assert_eq!(
+        (status, &r["old"]["status"]),
+        (201, &json!("revoked")),
+        "{r}"
+    );
+    let refused = eventually(Duration::from_secs(5), || async {
+        models_status(&gw, &second).await.0 == 401
+    });
+    assert!(
+        refused.await.is_some(),
+        "no grace: the old key stops at once"
+    );
+    let (status, v) = call(&gw, "POST", &rotate, None).await;
+    assert_eq!(status, 400, "a revoked key is not rotated: {v}");
+}
+
+#[tokio::test]
+async fn pages_follow_their_cursors_without_gaps_or_repeats() {
+    let gw = Gateway::builder().start();
+    let mut made = Vec::new();
+    for i in 0..5 {
+        let (_, ws) = call(
+            &gw,
+            "POST",
+            "/admin/v1/workspaces",
+            Some(json!({"name": format!("w{i}")})),
+        )
+        .await;
+        made.push(ws["id"].as_str().unwrap().to_owned());
+    }
+    let mut seen = Vec::new();
+    let mut path = "/admin/v1/workspaces?limit=2".to_owned();
+    loop {
+        let (status, page) = call(&gw, "GET", &path, None).await;
+        assert_eq!(status, 200, "{page}");
+        let rows = page["data"].as_array().unwrap();
+        assert!(rows.len() <= 2);
+        seen.extend(rows.iter().map(|w| w["id"].as_str().unwrap().to_owned()));
+        match page["next_cursor"].as_str() {
+            Some(c) => path = format!("/admin/v1/workspaces?limit=2&cursor={c}"),
+            None => break,
+        }
+    }
+    made.reverse();
+    assert_eq!(seen, made, "newest first, each once");
+    let (status, v) = call(&gw, "GET", "/admin/v1/workspaces?limit=500", None).await;
+    assert_eq!(status, 400, "{v}");
+    let (status, v) = call(&gw, "GET", "/admin/v1/workspaces?cursor=%%%", None).await;
+    assert_eq!(status, 400, "{v}");
+}
+
+#[tokio::test]
+async fn usage_is_listed_filtered_and_summed_per_day_and_model() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    for _ in 0..3 {
+        let res = gw
+            .chat(
+                &key,
+                json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": "hi"}]}),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+    }
+    let records = gw.usage_records(&ws, 3).await;
+    assert_eq!(records.len(), 3);
+    let usage = format!("/admin/v1/workspaces/{ws}/usage");
+    let (status, page) = call(&gw, "GET", &format!("{usage}?limit=2"), None).await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(page["data"].as_array().unwrap().len(), 2);
+    assert!(page["next_cursor"].is_string());
+    let (_, none) = call(&gw, "GET", &format!("{usage}?model=acme%2Fecho"), None).await;
+    assert_eq!(none["data"], json!([]));
+    let (_, all) = call(
+        &gw,
+        "GET",
+        &format!("{usage}?model=google%2Fgemini-2.5-flash"),
+        None,
+    )
+    .await;
+    assert_eq!(all["data"].as_array().unwrap().len(), 3);
+    let (_, later) = call(
+        &gw,
+        "GET",
+        &format!("{usage}?from=2999-01-01T00:00:00Z"),
+        None,
+    )
+    .await;
+    assert_eq!(later["data"], json!([]));
+
+    let (status, daily) = call(&gw, "GET", &format!("{usage}/daily"), None).await;
+    assert_eq!(status, 200, "{daily}");
+    let rows = daily["data"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{daily}");
+    assert_eq!(
+        (&rows[0]["model_id"], &rows[0]["requests"]),
+        (&json!("google/gemini-2.5-flash"), &json!(3))
+    );
+    let cost: i128 = records
+        .iter()
+        .map(|r| pico(r["cost"].as_str().unwrap()))
+        .sum();
+    assert_eq!(
+        pico(rows[0]["cost"].as_str().unwrap()),
+        cost,
+        "the rollup is exact"
+    );
+    let (status, v) = call(
+        &gw,
+        "GET",
+        &format!("{usage}/daily?from=2020-01-01&to=2026-01-01"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "a range longer than a year is refused: {v}");
+}
+
+/// Exact decimal USD text → pico-USD.
+fn pico(text: &str) -> i128 {
+    let (whole, frac) = text.split_once('.').unwrap_or((text, ""));
+    let frac = format!("{frac:0<12}");
+    whole.parse::<i128>().unwrap() * 1_000_000_000_000 + frac.parse::<i128>().unwrap()
+}
+
+#[tokio::test]
+async fn a_console_session_needs_its_csrf_token_to_change_anything() {
+    let gw = Gateway::builder().start();
+    let client = reqwest::Client::new();
+    let url = |p: &str| format!("{}{p}", gw.admin);
+    let res = client
+        .post(url("/admin/v1/session"))
+        .json(&json!({"token": "nope"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let res = client
+        .post(url("/admin/v1/session"))
+        .json(&json!({"token": ADMIN_TOKEN}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
+    for attr in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(cookie.contains(attr), "{cookie}");
+    }
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let csrf = res.json::<Value>().await.unwrap()["csrf_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let get = client
+        .get(url("/admin/v1/workspaces"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200);
+    let body = json!({"name": "from the console"});
+    let forged = client
+        .post(url("/admin/v1/workspaces"))
+        .header("cookie", &session)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+    let made = client
+        .post(url("/admin/v1/workspaces"))
+        .header("cookie", &session)
+        .header("x-csrf-token", &csrf)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    let (_, audit) = call(&gw, "GET", "/admin/v1/audit", None).await;
+    assert!(audit["data"][0]["actor"]
+        .as_str()
+        .unwrap()
+        .starts_with("console:"));
+
+    let out = client
+        .delete(url("/admin/v1/session"))
+        .header("cookie", &session)
+        .header("x-csrf-token", &csrf)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status(), 200);
+    assert!(out.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .contains("Max-Age=0"));
+    let after = client
+        .get(url("/admin/v1/workspaces"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 401, "signed out");
+
+    let page = client.get(url("/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert!(page.text().await.unwrap().contains("/console/app.js"));
+}
+
+#[tokio::test]
+async fn catalog_edits_reach_v1_models_and_the_audit_log() {
+    let sim = Sim::start();
+    let gw = Gateway::builder()
+        .simulator(&sim)
+        .catalog_refresh("1s")
+        .start();
+    let (_, key) = gw.workspace_with_key();
+    let model = "google/gemini-2.5-flash";
+    assert!(gw.model_ids(&key).await.contains(&model.to_owned()));
+    let path = "/admin/v1/catalog/models/google%2Fgemini-2.5-flash";
+    let (status, v) = call(
+        &gw,
+        "PATCH",
+        path,
+        Some(json!({"active": false, "input_price": 0.35})),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        (&v["active"], &v["input_price"]),
+        (&json!(false), &json!(0.35))
+    );
+    let gone = eventually(Duration::from_secs(5), || async {
+        !gw.model_ids(&key).await.contains(&model.to_owned())
+    });
+    assert!(
+        gone.await.is_some(),
+        "a deactivated model leaves /v1/models"
+    );
+    let (_, catalog) = call(&gw, "GET", "/admin/v1/catalog", None).await;
+    let row = catalog["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == model)
+        .unwrap()
+        .clone();
+    assert_eq!(row["input_price"], json!(0.35));
+    let route = format!("{path}/routes/0");
+    let (status, v) = call(&gw, "PATCH", &route, Some(json!({"active": false}))).await;
+    assert_eq!(
+        (status, &v["routes"][0]["active"]),
+        (200, &json!(false)),
+        "{v}"
+    );
+    let (status, _) = call(
+        &gw,
+        "PATCH",
+        &format!("{path}/routes/99"),
+        Some(json!({"active": false})),
+    )
+    .await;
+    assert_eq!(status, 400);
+    let (status, _) = call(&gw, "PATCH", path, Some(json!({"input_price": -1}))).await;
+    assert_eq!(status, 400);
+    let (_, audit) = call(&gw, "GET", "/admin/v1/audit?limit=2", None).await;
+    assert_eq!(audit["data"][0]["action"], "catalog.route.update");
+    assert_eq!(audit["data"][1]["action"], "catalog.model.update");
+    assert_eq!(audit["data"][1]["before"]["input_price"], json!(0.3));
+}
+
+/// A webhook receiver answering each request with the next status of `statuses` (then 200),
+/// keeping `(headers, body)` of each.
+async fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<(String, String)>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let log = got.clone();
+    tokio::spawn(async move {
+        let mut statuses = statuses.into_iter();
+        while let Ok((mut sock, _)) = listener.accept().await {
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            let (head, body) = loop {
+                let n = sock.read(&mut chunk).await.unwrap_or(0);
+                if n == 0 {
+                    break (String::new(), String::new());
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                let text = String::from_utf8_lossy(&buf).into_owned();
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap())
+                        })
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        break (head.to_owned(), body.to_owned());
+                    }
+                }
+            };
+            log.lock().unwrap().push((head.to_ascii_lowercase(), body));
+            let status = statuses.next().unwrap_or(200);
+            let answer =
+                format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            let _ = sock.write_all(answer.as_bytes()).await;
+        }
+    });
+    (url, got)
+}
+
+#[tokio::test]
+async fn a_low_balance_sends_one_signed_webhook_retried_until_accepted() {
+    let gw = Gateway::builder().start();
+    let (url, got) = receiver(vec![500]).await;
+    let (_, ws) = call(
+        &gw,
+        "POST",
+        "/admin/v1/workspaces",
+        Some(json!({"name": "a"})),
+    )
+    .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    call(
+        &gw,
+        "POST",
+        &format!("/admin/v1/workspaces/{ws}/credits"),
+        Some(json!({"amount_usd": "1"})),
+    )
+    .await;
+    let alerts = format!("/admin/v1/workspaces/{ws}/alerts");
+    let (status, v) = call(&gw, "PUT", &alerts, Some(json!({"webhook_url": "ftp://x"}))).await;
+    assert_eq!(status, 400, "{v}");
+    let body = json!({"webhook_url": url, "low_balance_usd": "5", "key_limit_percents": [80, 100]});
+    let (status, settings) = call(&gw, "PUT", &alerts, Some(body)).await;
+    assert_eq!(status, 200, "{settings}");
+    let secret = settings["signing_secret"].as_str().unwrap().to_owned();
+
+    let deliveries = format!("{alerts}/deliveries");
+    let done = eventually(Duration::from_secs(10), || async {
+        let (_, v) = call(&gw, "GET", &deliveries, None).await;
+        v["data"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|x| x["delivered"] == true))
+    });
+    assert!(done.await.is_some(), "the webhook was delivered");
+    tokio::time::sleep(Duration::from_millis(600)).await; // several more checks: no repeat
+    let (_, v) = call(&gw, "GET", &deliveries, None).await;
+    let attempts = v["data"].as_array().unwrap();
+    assert_eq!(
+        attempts.len(),
+        2,
+        "one failed attempt, then one delivered: {v}"
+    );
+    assert_eq!(
+        (&attempts[1]["status"], &attempts[1]["attempt"]),
+        (&json!(500), &json!(1))
+    );
+    assert_eq!(attempts[0]["event_id"], attempts[1]["event_id"]);
+
+    let got = got.lock().unwrap().clone();
+    assert_eq!(got.len(), 2);
+    let (head, body) = &got[1];
+    let event: Value = serde_json::from_str(body).unwrap();
+    assert_eq!(
+        (&event["type"], &event["data"]["balance"]),
+        (&json!("balance.low"), &json!("1.0"))
+    );
+    let sig = head
+        .lines()
+        .find_map(|l| l.strip_prefix("tollgate-signature: "))
+        .unwrap();
+    let t = sig.split(',').next().unwrap().trim_start_matches("t=");
+    let want = tollgate::alerts::signature(&secret, t.parse().unwrap(), body.as_bytes());
+    assert_eq!(sig, want, "signed with the workspace's secret");
+}
