@@ -39,18 +39,22 @@ CREATE TABLE usage_daily (
     cost_pico      BIGINT NOT NULL,
     PRIMARY KEY (workspace_id, day, model_id)
 );
+-- One upsert per INSERT statement (a transition table), in key order: the ledger writer's
+-- batches insert in id order, and rows of this table locked in that order would let two racing
+-- writers deadlock.
 CREATE FUNCTION tollgate_usage_daily_add() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO usage_daily AS d (workspace_id, day, model_id, requests, input_tokens,
                                   output_tokens, cost_pico)
-    VALUES (NEW.workspace_id, to_char(NEW.finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
-            NEW.model_id, 1,
-            NEW.input_tokens + NEW.cache_read_tokens + NEW.cache_write_tokens
-                + NEW.cache_write_1h_tokens + NEW.audio_input_tokens,
-            NEW.output_tokens, NEW.cost_pico)
+    SELECT workspace_id, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
+           model_id, COUNT(*),
+           SUM(input_tokens + cache_read_tokens + cache_write_tokens + cache_write_1h_tokens
+               + audio_input_tokens)::BIGINT,
+           SUM(output_tokens)::BIGINT, SUM(cost_pico)::BIGINT
+    FROM new_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
     ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
-        requests = d.requests + 1,
+        requests = d.requests + EXCLUDED.requests,
         input_tokens = d.input_tokens + EXCLUDED.input_tokens,
         output_tokens = d.output_tokens + EXCLUDED.output_tokens,
         cost_pico = d.cost_pico + EXCLUDED.cost_pico;
@@ -58,7 +62,8 @@ BEGIN
 END;
 $$;
 CREATE TRIGGER usage_daily_add AFTER INSERT ON usage_records
-    FOR EACH ROW EXECUTE FUNCTION tollgate_usage_daily_add();
+    REFERENCING NEW TABLE AS new_rows
+    FOR EACH STATEMENT EXECUTE FUNCTION tollgate_usage_daily_add();
 INSERT INTO usage_daily (workspace_id, day, model_id, requests, input_tokens, output_tokens,
                          cost_pico)
 SELECT workspace_id, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), model_id,

@@ -20,8 +20,9 @@ use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
-    CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, Store,
-    StoreError, StoreResult, UsageEndpoint, UsageOutcome, UsageRecord,
+    AlertSettings, AuditEntry, CatalogRows, ChangeKind, Cursor, Delivery, LedgerKind, LimitReset,
+    ModelRow, NewKey, ProfileRow, RouteRow, Store, StoreError, StoreResult, UsageEndpoint,
+    UsageFilter, UsageOutcome, UsageRecord,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -203,6 +204,11 @@ suite!(
     ledger_verify_agrees,
     usage_batch_commit_time,
     concurrent_writers_apply_each_id_once,
+    usage_pages_filter_and_break_ties_by_id,
+    daily_rollup_is_exact_and_replays_add_nothing,
+    audit_log_pages_and_refuses_changes,
+    alerts_claims_and_deliveries,
+    rename_and_expiry,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1720,4 +1726,321 @@ async fn pg_store_closes_its_connections_when_dropped() {
         }
     })
     .await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The admin API's pages and changes
+// ---------------------------------------------------------------------------------------------
+
+/// Follows `next` page by page (`limit` rows each) and returns every row's id in order.
+async fn all_pages<T, F, Fut>(
+    limit: usize,
+    mut next: F,
+    key: fn(&T) -> (DateTime<Utc>, String),
+) -> Vec<String>
+where
+    F: FnMut(Option<Cursor>, usize) -> Fut,
+    Fut: Future<Output = Vec<T>>,
+{
+    let mut ids = Vec::new();
+    let mut after = None;
+    loop {
+        let rows = next(after.clone(), limit).await;
+        assert!(rows.len() <= limit);
+        ids.extend(rows.iter().map(|r| key(r).1));
+        match rows.last() {
+            Some(last) if rows.len() == limit => {
+                let (at, id) = key(last);
+                after = Some(Cursor { at, id });
+            }
+            _ => return ids,
+        }
+    }
+}
+
+async fn usage_pages_filter_and_break_ties_by_id(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let tie = at(1_764_000_000, 0);
+    let mut batch = Vec::new();
+    for (i, (key, secs)) in [("k1", 0), ("k2", 0), ("k1", 0), ("k2", -60), ("k1", 60)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = record(
+            &format!("u{i}"),
+            ("w1", key),
+            odd_pricing(),
+            tokens(10, 0, 0, 5, 0),
+            tie + chrono::Duration::seconds(secs),
+            None,
+        );
+        if i == 4 {
+            r.model_id = "gemini".into();
+        }
+        batch.push(r);
+    }
+    s.record_usage(&batch).await.unwrap();
+    let filter = UsageFilter::default();
+    let ids = all_pages(
+        2,
+        |after, n| {
+            let f = filter.clone();
+            async move { s.usage_page("w1", &f, after.as_ref(), n).await.unwrap() }
+        },
+        |r: &UsageRecord| (r.finished_at, r.id.clone()),
+    )
+    .await;
+    assert_eq!(
+        ids,
+        ["u4", "u2", "u1", "u0", "u3"],
+        "newest first, ties by id, each once"
+    );
+
+    let by = |key: Option<&str>,
+              model: Option<&str>,
+              from: Option<DateTime<Utc>>,
+              to: Option<DateTime<Utc>>| UsageFilter {
+        key_id: key.map(str::to_owned),
+        model_id: model.map(str::to_owned),
+        from,
+        to,
+    };
+    let ids = |rows: Vec<UsageRecord>| rows.into_iter().map(|r| r.id).collect::<Vec<_>>();
+    let page = |f: UsageFilter| async move { ids(s.usage_page("w1", &f, None, 10).await.unwrap()) };
+    assert_eq!(page(by(Some("k2"), None, None, None)).await, ["u1", "u3"]);
+    assert_eq!(page(by(None, Some("gemini"), None, None)).await, ["u4"]);
+    assert_eq!(
+        page(by(
+            None,
+            None,
+            Some(tie),
+            Some(tie + chrono::Duration::seconds(1))
+        ))
+        .await,
+        ["u2", "u1", "u0"]
+    );
+    assert!(page(by(Some("k3"), None, None, None)).await.is_empty());
+    assert!(s
+        .usage_page("w2", &filter, None, 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn daily_rollup_is_exact_and_replays_add_nothing(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let day1 = at(1_764_028_800, 0); // 2025-11-25T00:00:00Z
+    let mk = |id: &str, model: &str, t: DateTime<Utc>, input: u64| {
+        let mut r = record(
+            id,
+            ("w1", "k2"),
+            odd_pricing(),
+            tokens(input, 3, 2, 7, 1),
+            t,
+            None,
+        );
+        r.model_id = model.into();
+        r
+    };
+    let batch = vec![
+        mk("d1", "a", day1 + chrono::Duration::seconds(1), 10),
+        mk("d2", "a", day1 + chrono::Duration::hours(23), 20),
+        mk("d3", "b", day1 + chrono::Duration::hours(1), 30),
+        mk("d4", "a", day1 + chrono::Duration::hours(25), 40),
+    ];
+    s.record_usage(&batch).await.unwrap();
+    s.record_usage(&batch).await.unwrap(); // a replay: nothing twice
+    let d = |y, m, day| chrono::NaiveDate::from_ymd_opt(y, m, day).unwrap();
+    let rows = s
+        .usage_daily("w1", d(2025, 11, 25), d(2025, 11, 26))
+        .await
+        .unwrap();
+    let got: Vec<(String, String, u64, u64, u64)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r.day.to_string(),
+                r.model_id.clone(),
+                r.requests,
+                r.input_tokens,
+                r.output_tokens,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("2025-11-25".into(), "a".into(), 2, 10 + 20 + 2 * 5, 14),
+            ("2025-11-25".into(), "b".into(), 1, 35, 7),
+            ("2025-11-26".into(), "a".into(), 1, 45, 7),
+        ]
+    );
+    assert_eq!(
+        rows[0].cost,
+        sum([batch[0].cost, batch[1].cost]),
+        "exact to the pico"
+    );
+    assert!(s
+        .usage_daily("w1", d(2025, 11, 27), d(2025, 12, 1))
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+async fn audit_log_pages_and_refuses_changes(b: Arc<Backend>) {
+    let s = b.ready().await;
+    for i in 0..5 {
+        let entry = AuditEntry {
+            id: format!("a{i}"),
+            at: at(1_764_000_000 + i / 2, 0),
+            actor: "cli:test".into(),
+            action: "workspace.create".into(),
+            workspace_id: (i % 2 == 0).then(|| "w1".to_owned()),
+            target: format!("t{i}"),
+            before: (i == 4).then(|| serde_json::json!({"name": "old"})),
+            after: Some(serde_json::json!({"n": i})),
+        };
+        s.append_audit(&entry).await.unwrap();
+    }
+    let ids = all_pages(
+        2,
+        |after, n| async move { s.audit_page(None, after.as_ref(), n).await.unwrap() },
+        |e: &AuditEntry| (e.at, e.id.clone()),
+    )
+    .await;
+    assert_eq!(ids, ["a4", "a3", "a2", "a1", "a0"]);
+    let w1 = s.audit_page(Some("w1"), None, 10).await.unwrap();
+    assert_eq!(
+        w1.iter().map(|e| e.id.as_str()).collect::<Vec<_>>(),
+        ["a4", "a2", "a0"]
+    );
+    assert_eq!(w1[0].before, Some(serde_json::json!({"name": "old"})));
+    assert_eq!(w1[0].after, Some(serde_json::json!({"n": 4})));
+    assert!(b
+        .execute_raw("UPDATE audit_log SET actor = 'x'")
+        .await
+        .is_err());
+    assert!(b.execute_raw("DELETE FROM audit_log").await.is_err());
+    assert_eq!(s.audit_page(None, None, 10).await.unwrap().len(), 5);
+}
+
+async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let settings = AlertSettings {
+        workspace_id: "w1".into(),
+        webhook_url: "http://127.0.0.1:9/hook".into(),
+        secret: "whsec_1".into(),
+        low_balance: Some(usd("2.5")),
+        key_limit_percents: vec![80, 100],
+    };
+    s.put_alerts(&settings).await.unwrap();
+    let changed = AlertSettings {
+        low_balance: None,
+        ..settings.clone()
+    };
+    s.put_alerts(&changed).await.unwrap();
+    assert_eq!(s.get_alerts("w1").await.unwrap(), Some(changed.clone()));
+    assert_eq!(s.get_alerts("w2").await.unwrap(), None);
+    assert_eq!(s.all_alerts().await.unwrap(), [changed]);
+    let missing = AlertSettings {
+        workspace_id: "nope".into(),
+        ..settings
+    };
+    assert!(matches!(
+        s.put_alerts(&missing).await,
+        Err(StoreError::NotFound(_))
+    ));
+
+    let now = at(1_764_000_000, 0);
+    assert!(s.claim_alert("w1", "balance.low", now).await.unwrap());
+    assert!(
+        !s.claim_alert("w1", "balance.low", now).await.unwrap(),
+        "claimed once"
+    );
+    assert!(s.claim_alert("w2", "balance.low", now).await.unwrap());
+    assert!(s.release_alert("w1", "balance.low").await.unwrap());
+    assert!(!s.release_alert("w1", "balance.low").await.unwrap());
+    assert!(
+        s.claim_alert("w1", "balance.low", now).await.unwrap(),
+        "re-armed"
+    );
+
+    for attempt in 1..=3u32 {
+        let d = Delivery {
+            id: format!("dl{attempt}"),
+            workspace_id: "w1".into(),
+            event_id: "evt_1".into(),
+            event: "balance.low".into(),
+            attempt,
+            at: now + chrono::Duration::seconds(i64::from(attempt)),
+            status: (attempt > 1).then_some(if attempt == 3 { 204 } else { 500 }),
+            error: (attempt == 1).then(|| "connection refused".to_owned()),
+            delivered: attempt == 3,
+        };
+        s.record_delivery(&d).await.unwrap();
+    }
+    let page = s.deliveries_page("w1", None, 2).await.unwrap();
+    assert_eq!(
+        (page[0].attempt, page[0].status, page[0].delivered),
+        (3, Some(204), true)
+    );
+    let rest = s
+        .deliveries_page(
+            "w1",
+            Some(&Cursor {
+                at: page[1].at,
+                id: page[1].id.clone(),
+            }),
+            2,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (rest.len(), rest[0].error.as_deref()),
+        (1, Some("connection refused"))
+    );
+}
+
+async fn rename_and_expiry(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let ws = s.rename_workspace("w1", "renamed").await.unwrap();
+    assert_eq!(ws.name, "renamed");
+    assert_eq!(
+        s.get_workspace("w1").await.unwrap().unwrap().name,
+        "renamed"
+    );
+    assert!(matches!(
+        s.rename_workspace("nope", "x").await,
+        Err(StoreError::NotFound(_))
+    ));
+    let until = at(1_900_000_000, 123_456_000);
+    s.set_key_expiry("k1", until).await.unwrap();
+    assert_eq!(
+        s.get_key("k1").await.unwrap().unwrap().expires_at,
+        Some(until)
+    );
+    assert!(matches!(
+        s.set_key_expiry("nope", until).await,
+        Err(StoreError::NotFound(_))
+    ));
+    let keys = all_pages(
+        1,
+        |after, n| async move { s.keys_page("w1", after.as_ref(), n).await.unwrap() },
+        |k: &tollgate::store::ApiKey| (k.created_at, k.id.clone()),
+    )
+    .await;
+    let mut sorted = keys.clone();
+    sorted.sort();
+    assert_eq!(sorted, ["k1", "k2"]);
+    let spaces = all_pages(
+        1,
+        |after, n| async move { s.workspaces_page(after.as_ref(), n).await.unwrap() },
+        |w: &tollgate::store::Workspace| (w.created_at, w.id.clone()),
+    )
+    .await;
+    assert_eq!(spaces.len(), 2);
 }

@@ -341,8 +341,9 @@
           state.notice = null;
         });
         token.value = '';
+        // Straight to the page asked for (a reload or a shared link), else the workspaces.
         if (!location.hash || location.hash === '#' || location.hash === '#/') location.hash = '#/workspaces';
-        render();
+        else render();
       } catch (e) {
         err.show(e.status === 401 ? `${e.message} Check the token and try again.`.replace(/^\.\s*/, '') : e.message);
         token.select();
@@ -545,12 +546,12 @@
     const renameForm = h('form', { id: 'ws-rename-form', class: 'rename-form', hidden: true, novalidate: true }, renameInput, renameSave, renameCancel);
     renameBtn.addEventListener('click', () => {
       renameForm.hidden = false;
-      renameBtn.hidden = true;
+      titleLine.hidden = true;
       renameInput.value = ctx.ws ? ctx.ws.name : '';
       renameInput.focus();
       renameInput.select();
     });
-    renameCancel.addEventListener('click', () => { renameForm.hidden = true; renameBtn.hidden = false; renameErr.hide(); });
+    renameCancel.addEventListener('click', () => { renameForm.hidden = true; titleLine.hidden = false; renameErr.hide(); });
     renameForm.addEventListener('submit', async (ev) => {
       ev.preventDefault();
       renameErr.hide();
@@ -562,7 +563,7 @@
         title.textContent = ws.name;
         crumbName.textContent = ws.name;
         renameForm.hidden = true;
-        renameBtn.hidden = false;
+        titleLine.hidden = false;
         toast('Workspace renamed.');
       } catch (e) {
         renameErr.show(e.message);
@@ -570,11 +571,12 @@
     });
 
     const crumbName = h('b', null, wsId);
+    const titleLine = h('div', { class: 'title-line' }, title, renameBtn);
     const created = h('span', { class: 'small', id: 'ws-created' });
     const head = h('div', { class: 'page-head' },
       h('div', null,
         h('div', { class: 'crumbs' }, h('a', { href: '#/workspaces' }, 'Workspaces'), h('span', null, '/'), crumbName),
-        h('div', { class: 'title-line' }, title, renameBtn),
+        titleLine,
         renameForm, renameErr,
         h('div', { class: 'id-line' }, h('code', { id: 'ws-id' }, wsId), created)),
       h('div', { class: 'balance-box' }, h('div', { class: 'stat-label' }, 'Balance'), balance));
@@ -727,7 +729,7 @@
     return h('td', { 'data-testid': 'key-spend' },
       h('div', { class: 'mono nowrap' }, usd(spent), h('span', { class: 'muted' }, ' / '), usd(k.spend_limit_usd)),
       meter,
-      h('div', { class: 'cell-sub' }, RESET_LABEL[k.limit_reset] || 'lifetime limit', k.window_start && k.limit_reset ? ` · since ${when(k.window_start)}` : ''));
+      h('div', { class: 'cell-sub', title: k.window_start ? `window since ${when(k.window_start)}` : null }, RESET_LABEL[k.limit_reset] || 'lifetime limit'));
   }
 
   function keyRow(ctx, k, reload) {
@@ -754,7 +756,7 @@
     }
     const tr = h('tr', { 'data-testid': 'key-row', 'data-key-id': k.id, 'data-status': status },
       h('td', null, h('div', { class: 'cell-title', 'data-testid': 'key-name' }, k.name || h('span', { class: 'muted' }, 'unnamed')), h('div', { class: 'cell-sub mono' }, k.id)),
-      h('td', null, h('code', { 'data-testid': 'key-hint' }, k.hint || '')),
+      h('td', { class: 'nowrap' }, h('code', { 'data-testid': 'key-hint' }, k.hint || '')),
       h('td', null, badge(status, STATUS_LABEL[status] || status, { 'data-testid': 'key-status', title: k.revoked_at ? `revoked ${when(k.revoked_at)}` : null })),
       spendCell(k),
       h('td', { class: 'nowrap', title: k.expires_at || '' }, k.expires_at ? when(k.expires_at) : h('span', { class: 'muted' }, 'Never')),
@@ -977,10 +979,13 @@
   function barChart({ id, days, series, value, label, axis, title }) {
     const W = 560;
     const H = 230;
-    const ticks = 4;
     const totals = days.map((d) => series.reduce((a, sr) => a + (value(d, sr.model) || 0), 0));
-    const max = niceCeil(Math.max(0, ...totals));
-    const tickLabels = Array.from({ length: ticks + 1 }, (_, i) => axis((max * i) / ticks));
+    const top = Math.max(0, ...totals);
+    // A round step (1, 2, 2.5 or 5 × 10^k) and at most four steps above zero.
+    const step = niceCeil(top / 4);
+    const ticks = top > 0 ? Math.max(1, Math.ceil(top / step - 1e-9)) : 4;
+    const max = step * ticks;
+    const tickLabels = Array.from({ length: ticks + 1 }, (_, i) => axis(Number((step * i).toPrecision(12))));
     // Room for the longest y label (about 6.5 px a character at 11 px).
     const m = { l: Math.max(36, 14 + 6.5 * Math.max(...tickLabels.map((l) => l.length))), r: 12, t: 12, b: 28 };
     const cw = W - m.l - m.r;
