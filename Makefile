@@ -5,7 +5,7 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench fuzz demo venv deps pg clean
+.PHONY: run build test lint bench fuzz demo venv deps pg browser-deps clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
 run: deps
@@ -32,8 +32,8 @@ build: deps
 	$(CARGO) build --release --workspace --bins
 
 ## Everything the project tests: unit, the simulator's own tests, and the one integration binary
-## (store suite on SQLite and PostgreSQL, the gateway end to end).
-test: deps pg venv
+## (store suite on SQLite and PostgreSQL, the gateway end to end, the console in Chromium).
+test: deps pg venv browser-deps
 	TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test --workspace --lib --bins --tests -- --test-threads=2
 
 ## The official OpenAI Python SDK in a local venv (used by the SDK integration test).
@@ -42,6 +42,19 @@ venv: .venv/.stamp
 	python3 -m venv .venv
 	.venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
 	touch $@
+
+## The console's browser test (`tests/browser/console.mjs`, run by `tests/it/console.rs`):
+## playwright-core at the lockfile's version, driving the Debian Chromium. Needs Node.js 20+ and
+## npm; installs again when the lockfile changes.
+browser-deps:
+	@if [ -d tests/browser/node_modules/playwright-core ] && \
+	  [ ! tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then exit 0; fi; \
+	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	  echo "the console's browser test needs Node.js 20+ and npm: install them (e.g. from nodejs.org"; \
+	  echo "or your distribution), then run make browser-deps again"; exit 1; fi; \
+	if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
+	  echo "the console's browser test needs Node.js 20+ (found $$(node --version))"; exit 1; fi; \
+	cd tests/browser && npm ci --no-audit --no-fund
 
 lint: deps
 	$(CARGO) fmt --all -- --check
@@ -68,9 +81,9 @@ fuzz: deps
 	done
 
 ## The Debian packages the project needs — the one list (`.ci/run` uses `make deps` too):
-## Pingora's zlib-ng build (cmake, a C toolchain), TLS roots, `pg_isready` and the OpenAI SDK
-## test's venv.
-DEB_PACKAGES = cmake build-essential ca-certificates postgresql-client python3-venv
+## Pingora's zlib-ng build (cmake, a C toolchain), TLS roots, `pg_isready`, the OpenAI SDK
+## test's venv and the browser the console's test drives (chromium; Node.js: `browser-deps`).
+DEB_PACKAGES = cmake build-essential ca-certificates postgresql-client python3-venv chromium
 
 ## Installs the missing ones: as root with apt-get (one update, then a non-interactive
 ## install); otherwise stops with the line to paste.

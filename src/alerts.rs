@@ -10,7 +10,6 @@
 //! the console.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use hmac::{Hmac, Mac};
@@ -19,36 +18,9 @@ use sha2::Sha256;
 
 use crate::auth::new_id;
 use crate::billing::window::window_start;
+use crate::config::AlertsConf;
 use crate::money::Usd;
 use crate::store::{AlertSettings, ApiKey, Delivery, Store};
-
-/// How the loop runs (`tollgate.alerts`).
-#[derive(Debug, Clone, Copy, serde::Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AlertsConf {
-    /// How often balances and key spend are looked at.
-    #[serde(with = "humantime_serde")]
-    pub interval: Duration,
-    /// Attempts per event (the first included).
-    pub attempts: u32,
-    /// Wait before the second attempt; doubled after each.
-    #[serde(with = "humantime_serde")]
-    pub backoff: Duration,
-    /// How long one attempt may take.
-    #[serde(with = "humantime_serde")]
-    pub timeout: Duration,
-}
-
-impl Default for AlertsConf {
-    fn default() -> Self {
-        AlertsConf {
-            interval: Duration::from_secs(10),
-            attempts: 5,
-            backoff: Duration::from_secs(2),
-            timeout: Duration::from_secs(10),
-        }
-    }
-}
 
 /// One alert that should fire, or a low-balance alert to re-arm.
 #[derive(Debug, Clone, PartialEq, Eq)]

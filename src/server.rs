@@ -267,7 +267,7 @@ async fn open_store_until(
 /// Evaluates alerts and sends their webhooks, on its own runtime with its own store.
 struct AlertsService {
     store_url: String,
-    conf: crate::alerts::AlertsConf,
+    conf: crate::config::AlertsConf,
 }
 
 #[async_trait]

@@ -50,7 +50,7 @@ pub struct TollgateConf {
     /// both are off.
     pub admin_token_env: String,
     /// Low-balance and spend-limit webhooks: how often they are looked at, retried.
-    pub alerts: crate::alerts::AlertsConf,
+    pub alerts: AlertsConf,
     /// `sqlite://PATH` or `postgres://…`.
     pub store: String,
     /// Every API key secret begins with this.
@@ -81,6 +81,34 @@ pub struct TollgateConf {
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
+}
+
+/// The alerts loop (`tollgate.alerts`; see `alerts`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AlertsConf {
+    /// How often balances and key spend are looked at.
+    #[serde(with = "humantime_serde")]
+    pub interval: Duration,
+    /// Attempts per event (the first included).
+    pub attempts: u32,
+    /// Wait before the second attempt; doubled after each.
+    #[serde(with = "humantime_serde")]
+    pub backoff: Duration,
+    /// How long one attempt may take.
+    #[serde(with = "humantime_serde")]
+    pub timeout: Duration,
+}
+
+impl Default for AlertsConf {
+    fn default() -> Self {
+        AlertsConf {
+            interval: Duration::from_secs(10),
+            attempts: 5,
+            backoff: Duration::from_secs(2),
+            timeout: Duration::from_secs(10),
+        }
+    }
 }
 
 /// What one request may carry; a field left out keeps the gateway's default (README
@@ -217,7 +245,7 @@ impl Default for TollgateConf {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
             admin_token_env: "TOLLGATE_ADMIN_TOKEN".into(),
-            alerts: crate::alerts::AlertsConf::default(),
+            alerts: AlertsConf::default(),
             store: "sqlite://data/tollgate.db".into(),
             key_prefix: "sk-tg-".into(),
             catalog_file: "conf/catalog.yaml".into(),
@@ -334,6 +362,12 @@ impl Config {
     fn validate(&self) -> Result<(), ConfigError> {
         let t = &self.tollgate;
         let mut problems = Vec::new();
+        if t.alerts.interval < Duration::from_millis(100) {
+            problems.push("tollgate.alerts.interval: at least 100ms".to_owned());
+        }
+        if !(1..=20).contains(&t.alerts.attempts) {
+            problems.push("tollgate.alerts.attempts: 1 to 20".to_owned());
+        }
         if t.listen == t.admin_listen {
             problems.push("tollgate.admin_listen: must differ from tollgate.listen".to_owned());
         }

@@ -180,6 +180,19 @@
     return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}`;
   }
 
+  /** Without seconds, for narrow cells (the full time is in the title). */
+  function whenShort(iso) {
+    const t = when(iso);
+    return /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/.test(t) ? t.slice(0, 16) : t;
+  }
+
+  /** Exact decimal text without trailing zeros (`5.0` → `5`), for form fields. */
+  function plainDecimal(v) {
+    if (v === null || v === undefined) return '';
+    const t = String(v);
+    return /^-?\d+\.\d*$/.test(t) ? t.replace(/0+$/, '').replace(/\.$/, '') : t;
+  }
+
   function timeCell(iso) {
     return h('td', { class: 'nowrap', title: iso || '' }, when(iso));
   }
@@ -593,9 +606,17 @@
       created.textContent = `created ${when(ws.created_at)}`;
       renameBtn.disabled = false;
     }).catch((e) => {
-      title.textContent = e.status === 404 ? 'Workspace not found' : 'Workspace';
-      loadErr.show(e.message);
       balance.textContent = '—';
+      if (e.status === 404) {
+        title.textContent = 'Workspace not found';
+        renameBtn.hidden = true;
+        tabs.hidden = true;
+        add(clear(body), h('div', { class: 'card' }, h('div', { class: 'empty', id: 'ws-not-found' },
+          emptyState('No such workspace', e.message, h('a', { class: 'btn', href: '#/workspaces' }, 'Back to workspaces')))));
+      } else {
+        title.textContent = 'Workspace';
+        loadErr.show(e.message);
+      }
     });
 
     if (tab === 'keys') body.append(keysSection(ctx));
@@ -703,7 +724,7 @@
     const list = pagedTable({
       id: 'keys-table',
       path: `/workspaces/${enc(ctx.id)}/keys`,
-      columns: [{ label: 'Name' }, { label: 'Key' }, { label: 'Status' }, { label: 'Spend (window / limit)' }, { label: 'Expires' }, { label: 'Created' }, { label: '', cls: 'num' }],
+      columns: [{ label: 'Name' }, { label: 'Key' }, { label: 'Status' }, { label: 'Spend (window / limit)' }, { label: 'Expires' }, { label: '', cls: 'num' }],
       empty: () => emptyState('No keys yet — create one', 'Keys authenticate requests to the gateway’s public API and bill this workspace.',
         h('button', { class: 'btn btn-primary', type: 'button', id: 'key-create-empty', onclick: () => createKeyDialog(ctx, list) }, icon('plus'), 'Create key')),
       row: (k) => keyRow(ctx, k, () => list.reload()),
@@ -755,12 +776,15 @@
       add(actions, rotate, revoke);
     }
     const tr = h('tr', { 'data-testid': 'key-row', 'data-key-id': k.id, 'data-status': status },
-      h('td', null, h('div', { class: 'cell-title', 'data-testid': 'key-name' }, k.name || h('span', { class: 'muted' }, 'unnamed')), h('div', { class: 'cell-sub mono' }, k.id)),
-      h('td', { class: 'nowrap' }, h('code', { 'data-testid': 'key-hint' }, k.hint || '')),
+      h('td', null,
+        h('div', { class: 'cell-title', 'data-testid': 'key-name' }, k.name || h('span', { class: 'muted' }, 'unnamed')),
+        h('div', { class: 'cell-sub nowrap', title: k.created_at || '' }, `created ${whenShort(k.created_at)}`)),
+      h('td', null,
+        h('code', { class: 'nowrap', 'data-testid': 'key-hint' }, k.hint || ''),
+        h('div', { class: 'cell-sub mono id-wrap' }, k.id)),
       h('td', null, badge(status, STATUS_LABEL[status] || status, { 'data-testid': 'key-status', title: k.revoked_at ? `revoked ${when(k.revoked_at)}` : null })),
       spendCell(k),
-      h('td', { class: 'nowrap', title: k.expires_at || '' }, k.expires_at ? when(k.expires_at) : h('span', { class: 'muted' }, 'Never')),
-      timeCell(k.created_at),
+      h('td', { class: 'nowrap', title: k.expires_at || '' }, k.expires_at ? whenShort(k.expires_at) : h('span', { class: 'muted' }, 'Never')),
       h('td', { class: 'num' }, actions));
     return tr;
   }
@@ -1183,7 +1207,8 @@
 
     function fill(a) {
       webhook.value = a.webhook_url || '';
-      low.value = a.low_balance_usd ?? '';
+      // Answers name it `low_balance` (requests `low_balance_usd`); accept either.
+      low.value = plainDecimal(a.low_balance_usd ?? a.low_balance);
       percents.value = Array.isArray(a.key_limit_percents) ? a.key_limit_percents.join(', ') : '';
     }
 
@@ -1402,9 +1427,10 @@
             const was = priceText(model[f]);
             if (t === was) continue;
             if (t === '') {
-              if (f === 'input_price' || f === 'output_price') { showErr(`The ${l.toLowerCase()} price is required.`); return; }
-              body[f] = null;
-              continue;
+              // The API sets prices; it has no way to remove one (null means "unchanged").
+              showErr(`The ${l.toLowerCase()} price cannot be removed here: enter a price.`);
+              inputs[f].focus();
+              return;
             }
             if (!isDecimal(t)) { showErr(`The ${l.toLowerCase()} price must be a decimal number of USD per 1M tokens.`); inputs[f].focus(); return; }
             body[f] = t;
