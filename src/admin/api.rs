@@ -181,6 +181,18 @@ fn page(req: &Request) -> Result<PageRequest, AdminError> {
     )?)
 }
 
+/// A decimal given as a JSON string or number, as its exact text (the command layer parses
+/// it digit by digit); null or blank is none.
+fn decimal(field: &str, v: Option<serde_json::Value>) -> Result<Option<String>, AdminError> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(serde_json::Value::String(s)) => Ok(Some(s)),
+        Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(_) => Err(AdminError::Invalid(format!("{field}: a decimal expected"))),
+    }
+}
+
 fn ok(value: &impl Serialize) -> Answer {
     Ok(Response::json(StatusCode::OK, value))
 }
@@ -299,13 +311,7 @@ pub async fn create_key(
     now: DateTime<Utc>,
 ) -> Answer {
     let body: NewKeyBody = json_body(req)?;
-    let spend_limit_usd = match body.spend_limit_usd {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(s)) if s.trim().is_empty() => None,
-        Some(serde_json::Value::String(s)) => Some(s),
-        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-        Some(_) => return Err(AdminError::Invalid("spend_limit_usd: a decimal".into())),
-    };
+    let spend_limit_usd = decimal("spend_limit_usd", body.spend_limit_usd)?;
     let request = KeyRequest {
         workspace: ws.to_owned(),
         name: body.name.filter(|n| !n.trim().is_empty()),
@@ -396,11 +402,8 @@ pub struct CreditBody {
     responses((status = 201, body = CreditedDoc)))]
 pub async fn add_credit(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
     let body: CreditBody = json_body(req)?;
-    let amount = match body.amount_usd {
-        serde_json::Value::String(s) => s,
-        serde_json::Value::Number(n) => n.to_string(),
-        _ => return Err(AdminError::Invalid("amount_usd: a decimal".into())),
-    };
+    let amount = decimal("amount_usd", Some(body.amount_usd))?
+        .ok_or_else(|| AdminError::Invalid("amount_usd: a decimal is needed".into()))?;
     let note = body.note.as_deref().filter(|n| !n.trim().is_empty());
     created(&commands::add_credit(s, actor, ws, &amount, note).await?)
 }

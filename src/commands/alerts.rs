@@ -83,7 +83,7 @@ pub async fn put_alerts(
     let public = |s: &AlertSettings| {
         serde_json::json!({
             "webhook_url": s.webhook_url,
-            "low_balance": s.low_balance,
+            "low_balance_usd": s.low_balance,
             "key_limit_percents": s.key_limit_percents,
         })
     };

@@ -475,6 +475,7 @@ pub struct AlertSettings {
     #[serde(rename = "signing_secret")]
     pub secret: String,
     /// Fire when the balance falls below this (re-armed once it is back above).
+    #[serde(rename = "low_balance_usd")]
     pub low_balance: Option<Usd>,
     /// Fire when a key's window spend reaches these percentages of its limit (1–100).
     pub key_limit_percents: Vec<u8>,

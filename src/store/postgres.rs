@@ -386,7 +386,7 @@ impl PgStore {
     /// cursor and the limit are added.
     async fn page<T>(
         &self,
-        q: &PageSql<'_>,
+        q: &PageSql,
         mut args: Vec<Param>,
         after: Option<&Cursor>,
         limit: usize,
@@ -1114,15 +1114,7 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Workspace>> {
-        let q = PageSql {
-            cols: WORKSPACE_COLS,
-            table: "workspaces",
-            time: "created_at",
-            equal: &[],
-            from: false,
-            to: false,
-            after: after.is_some(),
-        };
+        let q = PageSql::workspaces(after.is_some());
         self.page(&q, vec![], after, limit, rows::workspace).await
     }
 
@@ -1132,15 +1124,7 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<ApiKey>> {
-        let q = PageSql {
-            cols: KEY_COLS,
-            table: "api_keys",
-            time: "created_at",
-            equal: &["workspace_id"],
-            from: false,
-            to: false,
-            after: after.is_some(),
-        };
+        let q = PageSql::keys(after.is_some());
         let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
         self.page(&q, args, after, limit, rows::api_key).await
     }
@@ -1163,16 +1147,7 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<LedgerEntry>> {
-        let cols = format!("{LEDGER_COLS}, usage_id");
-        let q = PageSql {
-            cols: &cols,
-            table: "ledger_entries",
-            time: "created_at",
-            equal: &["workspace_id"],
-            from: false,
-            to: false,
-            after: after.is_some(),
-        };
+        let q = PageSql::ledger(after.is_some());
         let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
         self.page(&q, args, after, limit, rows::ledger_entry).await
     }
@@ -1184,26 +1159,14 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let mut equal = vec!["workspace_id"];
+        let q = PageSql::usage(filter, after.is_some());
         let mut args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        for (col, v) in [("key_id", &filter.key_id), ("model_id", &filter.model_id)] {
-            if let Some(v) = v {
-                equal.push(col);
-                args.push(Box::new(v.clone()));
-            }
+        for v in [&filter.key_id, &filter.model_id].into_iter().flatten() {
+            args.push(Box::new(v.clone()));
         }
         for t in [filter.from, filter.to].into_iter().flatten() {
             args.push(Box::new(t));
         }
-        let q = PageSql {
-            cols: USAGE_COLS,
-            table: "usage_records",
-            time: "finished_at",
-            equal: &equal,
-            from: filter.from.is_some(),
-            to: filter.to.is_some(),
-            after: after.is_some(),
-        };
         self.page(&q, args, after, limit, rows::usage).await
     }
 
@@ -1254,19 +1217,7 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<AuditEntry>> {
-        let q = PageSql {
-            cols: AUDIT_COLS,
-            table: "audit_log",
-            time: "at",
-            equal: if workspace_id.is_some() {
-                &["workspace_id"]
-            } else {
-                &[]
-            },
-            from: false,
-            to: false,
-            after: after.is_some(),
-        };
+        let q = PageSql::audit(workspace_id.is_some(), after.is_some());
         let args: Vec<Param> = workspace_id
             .map(|w| Box::new(w.to_owned()) as Param)
             .into_iter()
@@ -1374,15 +1325,7 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>> {
-        let q = PageSql {
-            cols: DELIVERY_COLS,
-            table: "webhook_deliveries",
-            time: "at",
-            equal: &["workspace_id"],
-            from: false,
-            to: false,
-            after: after.is_some(),
-        };
+        let q = PageSql::deliveries(after.is_some());
         let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
         self.page(&q, args, after, limit, rows::delivery).await
     }

@@ -11,7 +11,8 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry, LedgerKind,
-    LongContextRow, ModelRow, NewKey, RouteRow, StoreError, StoreResult, UsageRecord, Workspace,
+    LongContextRow, ModelRow, NewKey, RouteRow, StoreError, StoreResult, UsageFilter, UsageRecord,
+    Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -327,19 +328,80 @@ pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {
 
 /// A newest-first page query, the same for both dialects but for how a parameter is written
 /// (`mark(n)`: `?n` or `$n`). Parameters, in order: one per `equal` column, then `from` and
-/// `to` when asked, then the cursor's time and id when `after`, then the limit.
-pub(crate) struct PageSql<'a> {
-    pub cols: &'a str,
-    pub table: &'a str,
+/// `to` when asked, then the cursor's time and id when `after`, then the limit. The cursor is
+/// a row-value comparison, `(time, id) < (?, ?)`, which both databases answer with one range
+/// of the listing's index.
+pub(crate) struct PageSql {
+    pub cols: &'static str,
+    pub table: &'static str,
     /// The time column the page is ordered by (with `id`).
-    pub time: &'a str,
-    pub equal: &'a [&'a str],
+    pub time: &'static str,
+    pub equal: Vec<&'static str>,
     pub from: bool,
     pub to: bool,
     pub after: bool,
 }
 
-impl PageSql<'_> {
+/// Ledger entries with their usage id, as a page reads them.
+const LEDGER_PAGE_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at, usage_id";
+
+impl PageSql {
+    fn of(cols: &'static str, table: &'static str, time: &'static str, after: bool) -> Self {
+        PageSql {
+            cols,
+            table,
+            time,
+            equal: Vec::new(),
+            from: false,
+            to: false,
+            after,
+        }
+    }
+
+    fn of_workspace(mut self) -> Self {
+        self.equal.push("workspace_id");
+        self
+    }
+
+    pub(crate) fn workspaces(after: bool) -> Self {
+        Self::of(WORKSPACE_COLS, "workspaces", "created_at", after)
+    }
+
+    pub(crate) fn keys(after: bool) -> Self {
+        Self::of(KEY_COLS, "api_keys", "created_at", after).of_workspace()
+    }
+
+    pub(crate) fn ledger(after: bool) -> Self {
+        Self::of(LEDGER_PAGE_COLS, "ledger_entries", "created_at", after).of_workspace()
+    }
+
+    /// Parameters: workspace, then the filter's key and model when set, then from and to.
+    pub(crate) fn usage(filter: &UsageFilter, after: bool) -> Self {
+        let mut q = Self::of(USAGE_COLS, "usage_records", "finished_at", after).of_workspace();
+        if filter.key_id.is_some() {
+            q.equal.push("key_id");
+        }
+        if filter.model_id.is_some() {
+            q.equal.push("model_id");
+        }
+        q.from = filter.from.is_some();
+        q.to = filter.to.is_some();
+        q
+    }
+
+    pub(crate) fn audit(of_workspace: bool, after: bool) -> Self {
+        let q = Self::of(AUDIT_COLS, "audit_log", "at", after);
+        if of_workspace {
+            q.of_workspace()
+        } else {
+            q
+        }
+    }
+
+    pub(crate) fn deliveries(after: bool) -> Self {
+        Self::of(DELIVERY_COLS, "webhook_deliveries", "at", after).of_workspace()
+    }
+
     pub(crate) fn sql(&self, mark: impl Fn(usize) -> String) -> String {
         let mut n = 0;
         let mut next = || {
@@ -360,7 +422,7 @@ impl PageSql<'_> {
         }
         if self.after {
             let (at, id) = (next(), next());
-            conds.push(format!("({t} < {at} OR ({t} = {at} AND id < {id}))"));
+            conds.push(format!("({t}, id) < ({at}, {id})"));
         }
         let filter = if conds.is_empty() {
             String::new()
@@ -379,23 +441,21 @@ impl PageSql<'_> {
 #[cfg(test)]
 mod page_tests {
     use super::PageSql;
+    use crate::store::UsageFilter;
 
     #[test]
     fn a_page_query_numbers_its_parameters_in_order() {
-        let q = PageSql {
-            cols: "id",
-            table: "usage_records",
-            time: "finished_at",
-            equal: &["workspace_id", "key_id"],
-            from: false,
-            to: true,
-            after: true,
+        let filter = UsageFilter {
+            key_id: Some("k".into()),
+            to: Some(chrono::Utc::now()),
+            ..Default::default()
         };
+        let sql = PageSql::usage(&filter, true).sql(|n| format!("${n}"));
+        let tail = sql.split(" FROM ").nth(1).unwrap();
         assert_eq!(
-            q.sql(|n| format!("${n}")),
-            "SELECT id FROM usage_records WHERE workspace_id = $1 AND key_id = $2 AND \
-             finished_at < $3 AND (finished_at < $4 OR (finished_at = $4 AND id < $5)) \
-             ORDER BY finished_at DESC, id DESC LIMIT $6"
+            tail,
+            "usage_records WHERE workspace_id = $1 AND key_id = $2 AND finished_at < $3 AND \
+             (finished_at, id) < ($4, $5) ORDER BY finished_at DESC, id DESC LIMIT $6"
         );
     }
 }

@@ -338,7 +338,8 @@ try {
   console.log(`PASS: the console works end to end (screenshots in ${SHOTS_DIR})`);
 } catch (e) {
   code = 1;
-  console.error(`FAIL at step "${current}": ${e && e.stack ? e.stack : e}`);
+  const text = String(e && e.stack ? e.stack : e).replace(/\x1b\[[0-9;]*m/g, '');
+  console.error(`FAIL at step "${current}": ${text}`);
   if (pageErrors.length) console.error(`page errors:\n  ${pageErrors.join('\n  ')}`);
   if (consoleErrors.length) console.error(`console errors:\n  ${consoleErrors.join('\n  ')}`);
   if (activePage) {

@@ -282,6 +282,7 @@
     const app = document.getElementById('app');
     if (!state.signedIn) {
       state.shell = null;
+      for (const d of document.querySelectorAll('dialog')) d.remove();
       clear(app);
       app.dataset.state = 'signin';
       app.append(signInView());
@@ -451,6 +452,7 @@
         rows = 0;
         clear(tbody);
         emptyBox.hidden = true;
+        table.hidden = false;
         tbody.append(h('tr', { class: 'loading-row' }, h('td', { colspan: columns.length }, h('span', { class: 'spinner' }), ' Loading…')));
       }
       try {
@@ -678,7 +680,8 @@
     });
   }
 
-  /** Shows a new key's secret, once, with a Copy button; `onDone` after the dialog closes. */
+  /** Shows a new key's secret in dialog `m`, once, with a Copy button. Closing the dialog
+   *  removes it from the page, secret included. */
   function showSecret(m, { title, secret, key, note }) {
     const copyBtn = h('button', { id: 'key-secret-copy', class: 'btn btn-sm', type: 'button' }, icon('copy', 14), 'Copy');
     const code = h('code', { id: 'key-secret', 'data-testid': 'key-secret' }, secret);
@@ -1207,8 +1210,7 @@
 
     function fill(a) {
       webhook.value = a.webhook_url || '';
-      // Answers name it `low_balance` (requests `low_balance_usd`); accept either.
-      low.value = plainDecimal(a.low_balance_usd ?? a.low_balance);
+      low.value = plainDecimal(a.low_balance_usd);
       percents.value = Array.isArray(a.key_limit_percents) ? a.key_limit_percents.join(', ') : '';
     }
 
@@ -1531,12 +1533,12 @@
       id: 'audit-table',
       path: '/audit',
       params: { workspace: wsFilter || null },
-      columns: [{ label: 'Time' }, { label: 'Actor' }, { label: 'Action' }, { label: 'Target' }, { label: 'Workspace' }, { label: 'Change' }],
+      columns: [{ label: 'Time' }, { label: 'Actor' }, { label: 'Action' }, { label: 'Target' }, { label: 'Change' }],
       empty: () => emptyState('Nothing in the audit log yet', 'Every change made through the console, the API or the CLI is recorded here.'),
       row: (a) => {
         const hasChange = !(a.before == null && a.after == null);
         const detail = h('tr', { class: 'detail-row', hidden: true, 'data-testid': 'audit-detail' },
-          h('td', { colspan: 6 },
+          h('td', { colspan: 5 },
             h('div', { class: 'json-pair' },
               h('div', null, h('div', { class: 'json-label' }, 'Before'), h('pre', null, jsonBlock(a.before))),
               h('div', null, h('div', { class: 'json-label' }, 'After'), h('pre', null, jsonBlock(a.after))))));
@@ -1550,8 +1552,11 @@
           timeCell(a.at),
           h('td', null, a.actor || ''),
           h('td', null, h('span', { class: 'badge badge-action', 'data-testid': 'audit-action' }, a.action || '')),
-          h('td', null, h('code', { class: 'small' }, a.target || '')),
-          h('td', null, a.workspace_id ? h('a', { href: `#/workspaces/${enc(a.workspace_id)}/keys`, class: 'mono small' }, a.workspace_id) : h('span', { class: 'muted' }, '—')),
+          h('td', null,
+            h('code', { class: 'small', 'data-testid': 'audit-target' }, a.target || ''),
+            a.workspace_id && a.workspace_id !== a.target
+              ? h('div', { class: 'cell-sub' }, 'in ', h('a', { href: `#/workspaces/${enc(a.workspace_id)}/keys`, class: 'mono' }, a.workspace_id))
+              : null),
           h('td', null, hasChange ? [toggleBtn, h('div', { class: 'change-keys' }, changeSummary(a.before, a.after))] : h('span', { class: 'muted' }, '—')));
         return hasChange ? [main, detail] : main;
       },
