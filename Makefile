@@ -60,10 +60,18 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## Speed and memory numbers (never asserted in tests).
+## Speed and memory numbers (never asserted in tests): translation and ledger micro-benchmarks,
+## then the load bench — the release gateway on core 0, the simulator and the load generator on
+## core 1 — which prints each budget's pass/fail and writes target/bench/load-*.json.
+## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--store postgres://…`.
+BENCH_ARGS ?=
 bench: deps
 	$(CARGO) bench --bench translate
 	$(CARGO) bench --bench ledger
+	$(CARGO) build --release --workspace --bins
+	$(CARGO) bench --bench load --no-run
+	$$(command -v taskset >/dev/null && [ $$(nproc) -gt 1 ] && echo taskset -c 1) \
+	  $(CARGO) bench --bench load -- $(BENCH_ARGS)
 
 ## Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of request parsing and planning, and of each
 ## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with

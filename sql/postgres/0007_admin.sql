@@ -5,9 +5,12 @@
 CREATE INDEX workspaces_created_idx ON workspaces (created_at, id);
 CREATE INDEX api_keys_page_idx ON api_keys (workspace_id, created_at, id);
 CREATE INDEX ledger_entries_page_idx ON ledger_entries (workspace_id, created_at, id);
+-- Every usage record pays for each index on insert (the ledger writer's main cost), so the
+-- record pages take the place of the (workspace, finished_at, seq) index rather than add to
+-- it, and only the key filter gets its own; a model filter walks the workspace's index.
+DROP INDEX usage_records_workspace_idx;
 CREATE INDEX usage_records_page_idx ON usage_records (workspace_id, finished_at, id);
 CREATE INDEX usage_records_key_page_idx ON usage_records (workspace_id, key_id, finished_at, id);
-CREATE INDEX usage_records_model_page_idx ON usage_records (workspace_id, model_id, finished_at, id);
 
 -- Who changed what, kept forever: the database refuses UPDATE and DELETE.
 CREATE TABLE audit_log (
@@ -26,9 +29,10 @@ CREATE INDEX audit_log_workspace_page_idx ON audit_log (workspace_id, at, id);
 CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE OR TRUNCATE ON audit_log
     FOR EACH STATEMENT EXECUTE FUNCTION tollgate_append_only();
 
--- Usage per workspace, UTC day and model, summed as records are inserted (a record skipped
--- by ON CONFLICT DO NOTHING fires nothing), so charts never scan usage_records. A derived
--- cache like balances; not in the change feed. `day` is 'YYYY-MM-DD' text, as in SQLite.
+-- Usage per workspace, UTC day and model: a derived cache like balances, updated by
+-- record_usage in the same transaction as the records it sums (one upsert per group of a
+-- batch), so charts never scan usage_records. Not in the change feed. `day` is 'YYYY-MM-DD'
+-- text in both dialects. Existing records are summed here once.
 CREATE TABLE usage_daily (
     workspace_id   TEXT NOT NULL,
     day            TEXT NOT NULL,
@@ -39,31 +43,6 @@ CREATE TABLE usage_daily (
     cost_pico      BIGINT NOT NULL,
     PRIMARY KEY (workspace_id, day, model_id)
 );
--- One upsert per INSERT statement (a transition table), in key order: the ledger writer's
--- batches insert in id order, and rows of this table locked in that order would let two racing
--- writers deadlock.
-CREATE FUNCTION tollgate_usage_daily_add() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    INSERT INTO usage_daily AS d (workspace_id, day, model_id, requests, input_tokens,
-                                  output_tokens, cost_pico)
-    SELECT workspace_id, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day,
-           model_id, COUNT(*),
-           SUM(input_tokens + cache_read_tokens + cache_write_tokens + cache_write_1h_tokens
-               + audio_input_tokens)::BIGINT,
-           SUM(output_tokens)::BIGINT, SUM(cost_pico)::BIGINT
-    FROM new_rows GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
-        requests = d.requests + EXCLUDED.requests,
-        input_tokens = d.input_tokens + EXCLUDED.input_tokens,
-        output_tokens = d.output_tokens + EXCLUDED.output_tokens,
-        cost_pico = d.cost_pico + EXCLUDED.cost_pico;
-    RETURN NULL;
-END;
-$$;
-CREATE TRIGGER usage_daily_add AFTER INSERT ON usage_records
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION tollgate_usage_daily_add();
 INSERT INTO usage_daily (workspace_id, day, model_id, requests, input_tokens, output_tokens,
                          cost_pico)
 SELECT workspace_id, to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), model_id,

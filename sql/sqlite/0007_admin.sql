@@ -5,9 +5,12 @@
 CREATE INDEX workspaces_created_idx ON workspaces (created_at, id);
 CREATE INDEX api_keys_page_idx ON api_keys (workspace_id, created_at, id);
 CREATE INDEX ledger_entries_page_idx ON ledger_entries (workspace_id, created_at, id);
+-- Every usage record pays for each index on insert (the ledger writer's main cost), so the
+-- record pages take the place of the (workspace, finished_at, seq) index rather than add to
+-- it, and only the key filter gets its own; a model filter walks the workspace's index.
+DROP INDEX usage_records_workspace_idx;
 CREATE INDEX usage_records_page_idx ON usage_records (workspace_id, finished_at, id);
 CREATE INDEX usage_records_key_page_idx ON usage_records (workspace_id, key_id, finished_at, id);
-CREATE INDEX usage_records_model_page_idx ON usage_records (workspace_id, model_id, finished_at, id);
 
 -- Who changed what, kept forever: the database refuses UPDATE and DELETE.
 CREATE TABLE audit_log (
@@ -32,9 +35,10 @@ BEGIN
     SELECT RAISE(ABORT, 'audit_log is append-only: DELETE refused');
 END;
 
--- Usage per workspace, UTC day and model, summed as records are inserted (a record skipped
--- by ON CONFLICT DO NOTHING fires nothing), so charts never scan usage_records. A derived
--- cache like balances; not in the change feed.
+-- Usage per workspace, UTC day and model: a derived cache like balances, updated by
+-- record_usage in the same transaction as the records it sums (one upsert per group of a
+-- batch), so charts never scan usage_records. Not in the change feed. `day` is 'YYYY-MM-DD'
+-- text in both dialects. Existing records are summed here once.
 CREATE TABLE usage_daily (
     workspace_id   TEXT NOT NULL,
     day            TEXT NOT NULL,
@@ -45,20 +49,6 @@ CREATE TABLE usage_daily (
     cost_pico      INTEGER NOT NULL,
     PRIMARY KEY (workspace_id, day, model_id)
 ) STRICT;
-CREATE TRIGGER usage_daily_add AFTER INSERT ON usage_records
-BEGIN
-    INSERT INTO usage_daily (workspace_id, day, model_id, requests, input_tokens,
-                             output_tokens, cost_pico)
-    VALUES (NEW.workspace_id, date(NEW.finished_at / 1000000, 'unixepoch'), NEW.model_id, 1,
-            NEW.input_tokens + NEW.cache_read_tokens + NEW.cache_write_tokens
-                + NEW.cache_write_1h_tokens + NEW.audio_input_tokens,
-            NEW.output_tokens, NEW.cost_pico)
-    ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
-        requests = requests + 1,
-        input_tokens = input_tokens + excluded.input_tokens,
-        output_tokens = output_tokens + excluded.output_tokens,
-        cost_pico = cost_pico + excluded.cost_pico;
-END;
 INSERT INTO usage_daily (workspace_id, day, model_id, requests, input_tokens, output_tokens,
                          cost_pico)
 SELECT workspace_id, date(finished_at / 1000000, 'unixepoch'), model_id, COUNT(*),

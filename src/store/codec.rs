@@ -314,6 +314,39 @@ pub(crate) fn debit_id(usage_id: &str) -> String {
 pub(crate) struct BatchTotals {
     pub by_workspace: BTreeMap<String, i64>,
     pub by_key_window: BTreeMap<(String, DateTime<Utc>), i64>,
+    /// The `usage_daily` rollup's additions, by (workspace, UTC day `YYYY-MM-DD`, model).
+    pub by_day: BTreeMap<(String, String, String), DailyTotals>,
+}
+
+/// One `usage_daily` row's additions: requests, prompt-side tokens, output tokens, cost.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct DailyTotals {
+    pub requests: i64,
+    pub input_tokens: i64,
+    pub output_tokens: i64,
+    pub cost: i64,
+}
+
+impl DailyTotals {
+    fn add(&mut self, r: &UsageRecord) -> Option<()> {
+        let x = &r.extra;
+        let input = [
+            r.input_tokens,
+            r.cache_read_tokens,
+            r.cache_write_tokens,
+            x.cache_write_1h_tokens,
+            x.audio_input_tokens,
+        ]
+        .into_iter()
+        .try_fold(0i64, |a, n| a.checked_add(i64::try_from(n).ok()?))?;
+        self.requests = self.requests.checked_add(1)?;
+        self.input_tokens = self.input_tokens.checked_add(input)?;
+        self.output_tokens = self
+            .output_tokens
+            .checked_add(i64::try_from(r.output_tokens).ok()?)?;
+        self.cost = self.cost.checked_add(r.cost.pico())?;
+        Some(())
+    }
 }
 
 impl BatchTotals {
@@ -328,6 +361,16 @@ impl BatchTotals {
             *w = w
                 .checked_add(cost)
                 .ok_or_else(|| overflow(&format!("workspace {}", r.workspace_id)))?;
+            let day = (
+                r.workspace_id.clone(),
+                r.finished_at.date_naive().to_string(),
+                r.model_id.clone(),
+            );
+            t.by_day
+                .entry(day)
+                .or_default()
+                .add(r)
+                .ok_or_else(|| overflow(&format!("the day of {}", r.id)))?;
             if let Some(start) = r.spend_window_start {
                 let k = t
                     .by_key_window

@@ -169,6 +169,18 @@ const ADD_KEY_SPEND: &str = "INSERT INTO key_spend (key_id, window_start, spend_
     ON CONFLICT (key_id, window_start) DO UPDATE
     SET spend_pico = key_spend.spend_pico + EXCLUDED.spend_pico";
 
+/// Adds a batch's groups to the daily rollup, locking rows in one global order.
+const ADD_DAILY: &str = "INSERT INTO usage_daily AS d
+    (workspace_id, day, model_id, requests, input_tokens, output_tokens, cost_pico)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int8[], $5::int8[],
+                         $6::int8[], $7::int8[]) AS t(w, day, m, r, i, o, c)
+    ORDER BY w COLLATE \"C\", day, m COLLATE \"C\"
+    ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
+        requests = d.requests + EXCLUDED.requests,
+        input_tokens = d.input_tokens + EXCLUDED.input_tokens,
+        output_tokens = d.output_tokens + EXCLUDED.output_tokens,
+        cost_pico = d.cost_pico + EXCLUDED.cost_pico";
+
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
@@ -842,6 +854,35 @@ impl Store for PgStore {
                 .await
                 .map_err(usage_err)?;
         }
+        // 4. The daily rollup, one row per (workspace, day, model) in that order.
+        let n = totals.by_day.len();
+        let (mut ws, mut days, mut models) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut requests, mut input, mut output, mut cost) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        for ((w, day, model), d) in &totals.by_day {
+            ws.push(w.as_str());
+            days.push(day.as_str());
+            models.push(model.as_str());
+            requests.push(d.requests);
+            input.push(d.input_tokens);
+            output.push(d.output_tokens);
+            cost.push(d.cost);
+        }
+        let stmt = tx.prepare_cached(ADD_DAILY).await?;
+        tx.execute(
+            &stmt,
+            &[&ws, &days, &models, &requests, &input, &output, &cost],
+        )
+        .await
+        .map_err(usage_err)?;
         tx.commit().await?;
         Ok(new_ids.len() as u64)
     }
@@ -856,7 +897,7 @@ impl Store for PgStore {
                 &format!(
                     "SELECT {USAGE_COLS} FROM usage_records
                      WHERE workspace_id = $1 AND ($2::timestamptz IS NULL OR finished_at >= $2)
-                     ORDER BY finished_at, seq"
+                     ORDER BY finished_at, id"
                 ),
                 &[&workspace_id, &since.map(codec::trunc)],
             )

@@ -605,6 +605,28 @@ impl Store for SqliteStore {
                         .execute(params![key, codec::to_micros(*start), total])
                         .map_err(usage_err)?;
                 }
+                let mut daily = tx.prepare_cached(
+                    "INSERT INTO usage_daily (workspace_id, day, model_id, requests, \
+                     input_tokens, output_tokens, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                     ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
+                     requests = requests + excluded.requests,
+                     input_tokens = input_tokens + excluded.input_tokens,
+                     output_tokens = output_tokens + excluded.output_tokens,
+                     cost_pico = cost_pico + excluded.cost_pico",
+                )?;
+                for ((ws, day, model), d) in &totals.by_day {
+                    daily
+                        .execute(params![
+                            ws,
+                            day,
+                            model,
+                            d.requests,
+                            d.input_tokens,
+                            d.output_tokens,
+                            d.cost
+                        ])
+                        .map_err(usage_err)?;
+                }
             }
             let applied = new.len() as u64;
             tx.commit()?;
@@ -626,7 +648,7 @@ impl Store for SqliteStore {
                 &format!(
                     "SELECT {USAGE_COLS} FROM usage_records
                      WHERE workspace_id = ?1 AND (?2 IS NULL OR finished_at >= ?2)
-                     ORDER BY finished_at, seq"
+                     ORDER BY finished_at, id"
                 ),
                 params![ws, since],
                 |r| rows::usage(r),

@@ -1,0 +1,778 @@
+//! The load bench (`make bench`): the release gateway and the simulator as separate processes
+//! pinned to separate cores, an open-loop load generator (this process, on the simulator's
+//! core) and HDR histograms. Every case runs against the gateway and against the simulator hit
+//! directly, so "added" is the gateway's share. Prints a table with each budget's pass/fail and
+//! writes `target/bench/load-<unix time>.json`. Budgets are checked here, never in tests.
+//!
+//! `cargo bench --bench load -- [--quick] [--store postgres://…]` (the Makefile builds the
+//! release binaries first and pins this process with `taskset`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+const PROMPT: &str = "Tell me about the history of the bicycle in thirty two words or so, \
+                      including who invented it, when it became popular, and why people still \
+                      love riding it today in cities and villages.";
+
+/// A child process killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `taskset -c CORE cmd…` when the machine has more than one core.
+fn pinned(core: usize, program: &str) -> Command {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores > 1 && which("taskset") {
+        let mut c = Command::new("taskset");
+        c.arg("-c").arg(core.to_string()).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
+fn which(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn bin(name: &str) -> String {
+    let path = format!("{ROOT}/target/release/{name}");
+    assert!(
+        std::path::Path::new(&path).exists(),
+        "{path} missing: `cargo build --release --workspace --bins` (make bench does)"
+    );
+    path
+}
+
+/// The simulator on `core`; its base URL.
+fn start_sim(core: usize) -> (Proc, String) {
+    let mut child = pinned(core, &bin("tollgate-sim"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--no-record",
+            "--vertex-project",
+            "bench",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_owned();
+    (Proc(child), url)
+}
+
+struct Gateway {
+    proc: Proc,
+    addr: String,
+    conf: std::path::PathBuf,
+    store: String,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Gateway {
+    fn start(core: usize, sim: &str, store: Option<&str>) -> Gateway {
+        let dir = tempfile::tempdir().unwrap();
+        let (port, admin) = (free_port(), free_port());
+        let store = store.map_or_else(
+            || format!("sqlite://{}/bench.db", dir.path().display()),
+            str::to_owned,
+        );
+        let conf = dir.path().join("bench.yaml");
+        std::fs::write(
+            &conf,
+            format!(
+                "threads: 1\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
+                 upgrade_sock: {d}/u.sock\npid_file: {d}/pid\ntollgate:\n  listen: 127.0.0.1:{port}\n  \
+                 admin_listen: 127.0.0.1:{admin}\n  store: \"{store}\"\n  catalog_file: {ROOT}/conf/catalog.yaml\n  \
+                 ledger_spool: {d}/spool\n  log: {{level: error}}\n  \
+                 providers: {{gemini: {{base_url: \"{sim}\", api_key_env: BENCH_GEMINI_KEY}}}}\n",
+                d = dir.path().display()
+            ),
+        )
+        .unwrap();
+        let proc = Proc(
+            pinned(core, &bin("tollgate"))
+                .arg("-c")
+                .arg(&conf)
+                .arg("serve")
+                .env("BENCH_GEMINI_KEY", "sim-gemini-key")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        let addr = format!("127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect(&addr).is_err() {
+            assert!(Instant::now() < deadline, "the gateway did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Gateway {
+            proc,
+            addr,
+            conf,
+            store,
+            _dir: dir,
+        }
+    }
+
+    fn cli(&self, args: &[&str]) -> Value {
+        let out = Command::new(bin("tollgate"))
+            .arg("-c")
+            .arg(&self.conf)
+            .arg("--json")
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap_or(Value::Null)
+    }
+
+    /// A workspace with ample credit and a key: (workspace id, secret).
+    fn key(&self) -> (String, String) {
+        let ws = self.cli(&["workspace", "create", "--name", "bench"])["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        self.cli(&["credit", "add", "--workspace", &ws, "--usd", "1000000"]);
+        let secret = self.cli(&["key", "create", "--workspace", &ws])["secret"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        std::thread::sleep(Duration::from_millis(500)); // the change feed brings the key
+        (ws, secret)
+    }
+
+    fn pid(&self) -> u32 {
+        self.proc.0.id()
+    }
+}
+
+/// The gateway process itself (under `taskset`, the child is taskset's exec: same pid).
+fn rss_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU seconds used by `pid` so far (user + system).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime, in ticks of 1/100 s) follow the name at 11 and 12.
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    (ticks(11) + ticks(12)) as f64 / 100.0
+}
+
+/// One HTTP/1.1 request, already serialised.
+#[derive(Clone)]
+struct Target {
+    addr: String,
+    request: Arc<Vec<u8>>,
+}
+
+fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &Value) -> Target {
+    let body = body.to_string();
+    let mut r = format!("POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len());
+    for (k, v) in headers {
+        r.push_str(&format!("{k}: {v}\r\n"));
+    }
+    r.push_str("\r\n");
+    r.push_str(&body);
+    Target {
+        addr: addr.to_owned(),
+        request: Arc::new(r.into_bytes()),
+    }
+}
+
+/// What one exchange took: to the first body bytes, and to the end.
+struct Timing {
+    status: u16,
+    first: Duration,
+    done: Duration,
+}
+
+/// A keep-alive connection that sends a prepared request and reads the answer (length-framed or
+/// chunked) with as little work as possible: the generator must not be what is measured.
+struct Conn {
+    target: Target,
+    stream: Option<TcpStream>,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn new(target: Target) -> Self {
+        Conn {
+            target,
+            stream: None,
+            buf: Vec::with_capacity(16 * 1024),
+        }
+    }
+
+    async fn exchange(&mut self) -> std::io::Result<Timing> {
+        let start = Instant::now();
+        if self.stream.is_none() {
+            let s = TcpStream::connect(&self.target.addr).await?;
+            s.set_nodelay(true)?;
+            self.stream = Some(s);
+        }
+        let result = self.exchange_on(start).await;
+        if result.is_err() {
+            self.stream = None;
+        }
+        result
+    }
+
+    async fn exchange_on(&mut self, start: Instant) -> std::io::Result<Timing> {
+        let stream = self.stream.as_mut().expect("connected");
+        stream.write_all(&self.target.request).await?;
+        self.buf.clear();
+        let head_end = loop {
+            if let Some(i) = find(&self.buf, b"\r\n\r\n") {
+                break i + 4;
+            }
+            read_more(stream, &mut self.buf).await?;
+        };
+        let head = std::str::from_utf8(&self.buf[..head_end])
+            .unwrap_or("")
+            .to_ascii_lowercase();
+        let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let close = head.contains("connection: close");
+        let length = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        let mut first = None;
+        if self.buf.len() > head_end {
+            first = Some(start.elapsed());
+        }
+        match length {
+            Some(n) => {
+                while self.buf.len() < head_end + n {
+                    read_more(stream, &mut self.buf).await?;
+                    first.get_or_insert_with(|| start.elapsed());
+                }
+            }
+            None => loop {
+                // Chunked: the body ends with the zero-size chunk.
+                if find(&self.buf[head_end..], b"\r\n0\r\n\r\n").is_some()
+                    || self.buf[head_end..].starts_with(b"0\r\n\r\n")
+                {
+                    break;
+                }
+                read_more(stream, &mut self.buf).await?;
+                first.get_or_insert_with(|| start.elapsed());
+            },
+        }
+        let done = start.elapsed();
+        if close {
+            self.stream = None;
+        }
+        Ok(Timing {
+            status,
+            first: first.unwrap_or(done),
+            done,
+        })
+    }
+}
+
+async fn read_more(stream: &mut TcpStream, buf: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut chunk = [0u8; 16 * 1024];
+    let n = stream.read(&mut chunk).await?;
+    if n == 0 {
+        return Err(std::io::ErrorKind::UnexpectedEof.into());
+    }
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(())
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Latencies (µs) of a run and how it went.
+struct Run {
+    /// To the answer's end (buffered) — corrected for coordinated omission.
+    done: Histogram<u64>,
+    /// To the first body bytes (streams' time to first token).
+    first: Histogram<u64>,
+    ok: u64,
+    errors: u64,
+    seconds: f64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000, 3).unwrap()
+}
+
+/// Open loop: request `i` is due at `start + i / rate`; its latency counts from then, so a
+/// stalled server cannot hide its queue (coordinated omission). `conns` connections send.
+async fn open_loop(target: &Target, rate: u64, seconds: u64, conns: usize) -> Run {
+    let total = rate * seconds;
+    let next = Arc::new(AtomicU64::new(0));
+    let start = tokio::time::Instant::now() + Duration::from_millis(50);
+    let interval = Duration::from_nanos(1_000_000_000 / rate.max(1));
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let (next, target) = (next.clone(), target.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::new(target);
+            let (mut done, mut first, mut ok, mut errors) = (histogram(), histogram(), 0, 0);
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= total {
+                    break;
+                }
+                let due = start + interval * u32::try_from(i).unwrap_or(u32::MAX);
+                // Behind schedule (this connection was busy): the wait counts, as the
+                // server's queue. Ahead: the timer's own lateness (up to 1 ms) does not.
+                let late = if tokio::time::Instant::now() >= due {
+                    tokio::time::Instant::now().saturating_duration_since(due)
+                } else {
+                    tokio::time::sleep_until(due).await;
+                    Duration::ZERO
+                };
+                match conn.exchange().await {
+                    Ok(t) if t.status == 200 => {
+                        ok += 1;
+                        let _ = done.record((late + t.done).as_micros() as u64);
+                        let _ = first.record((late + t.first).as_micros() as u64);
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (done, first, ok, errors)
+        }));
+    }
+    collect(tasks, start.into_std()).await
+}
+
+/// Closed loop: `conns` connections send back to back for `seconds`.
+async fn closed_loop(target: &Target, seconds: u64, conns: usize) -> Run {
+    let start = Instant::now();
+    let end = start + Duration::from_secs(seconds);
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let target = target.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut conn = Conn::new(target);
+            let (mut done, mut first, mut ok, mut errors) = (histogram(), histogram(), 0, 0);
+            while Instant::now() < end {
+                match conn.exchange().await {
+                    Ok(t) if t.status == 200 => {
+                        ok += 1;
+                        let _ = done.record(t.done.as_micros() as u64);
+                        let _ = first.record(t.first.as_micros() as u64);
+                    }
+                    _ => errors += 1,
+                }
+            }
+            (done, first, ok, errors)
+        }));
+    }
+    collect(tasks, start).await
+}
+
+type Part = (Histogram<u64>, Histogram<u64>, u64, u64);
+
+async fn collect(tasks: Vec<tokio::task::JoinHandle<Part>>, start: Instant) -> Run {
+    let mut run = Run {
+        done: histogram(),
+        first: histogram(),
+        ok: 0,
+        errors: 0,
+        seconds: 0.0,
+    };
+    for t in tasks {
+        let (d, f, ok, e) = t.await.unwrap();
+        run.done.add(d).unwrap();
+        run.first.add(f).unwrap();
+        run.ok += ok;
+        run.errors += e;
+    }
+    run.seconds = start.elapsed().as_secs_f64();
+    run
+}
+
+fn pct(h: &Histogram<u64>, q: f64) -> u64 {
+    h.value_at_quantile(q)
+}
+
+/// One budget: what was measured against what is allowed.
+struct Check {
+    name: &'static str,
+    value: f64,
+    unit: &'static str,
+    budget: f64,
+    /// The value must be at least the budget (a rate), else at most (a time or a size).
+    at_least: bool,
+}
+
+impl Check {
+    fn passes(&self) -> bool {
+        if self.at_least {
+            self.value >= self.budget
+        } else {
+            self.value <= self.budget
+        }
+    }
+}
+
+struct Targets {
+    gw_buffered: Target,
+    gw_stream: Target,
+    sim_buffered: Target,
+    sim_stream: Target,
+}
+
+fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
+    let sim_addr = sim.trim_start_matches("http://");
+    let auth = format!("Bearer {secret}");
+    let chat = |stream: bool| {
+        json!({"model": "google/gemini-2.5-flash", "stream": stream,
+               "messages": [{"role": "user", "content": PROMPT}]})
+    };
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]});
+    let key = [("x-goog-api-key", "sim-gemini-key")];
+    Targets {
+        gw_buffered: post(
+            gw,
+            "/v1/chat/completions",
+            &[("authorization", &auth)],
+            &chat(false),
+        ),
+        gw_stream: post(
+            gw,
+            "/v1/chat/completions",
+            &[("authorization", &auth)],
+            &chat(true),
+        ),
+        sim_buffered: post(
+            sim_addr,
+            "/v1beta/models/gemini-2.5-flash:generateContent",
+            &key,
+            &gemini,
+        ),
+        sim_stream: post(
+            sim_addr,
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            &key,
+            &gemini,
+        ),
+    }
+}
+
+/// 2,000 (or `n`) streams open at once, each `events` events `gap_ms` apart: the gateway's peak
+/// RSS and CPU while they run, and how many completed.
+async fn concurrent_streams(gw: &str, secret: &str, pid: u32, n: usize) -> (u64, f64, usize) {
+    let text = format!("{PROMPT} [sim:chunks=20][sim:chunk-delay=200]");
+    let body = json!({"model": "google/gemini-2.5-flash", "stream": true,
+                      "messages": [{"role": "user", "content": text}]});
+    let target = post(
+        gw,
+        "/v1/chat/completions",
+        &[("authorization", &format!("Bearer {secret}"))],
+        &body,
+    );
+    let cpu0 = cpu_seconds(pid);
+    let mut tasks = Vec::new();
+    for _ in 0..n {
+        let t = target.clone();
+        tasks.push(tokio::spawn(async move {
+            Conn::new(t).exchange().await.is_ok_and(|t| t.status == 200)
+        }));
+    }
+    let mut peak = 0;
+    while tasks.iter().any(|t| !t.is_finished()) {
+        peak = peak.max(rss_kb(pid, "VmRSS:"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let mut completed = 0;
+    for t in tasks {
+        completed += usize::from(t.await.unwrap_or(false));
+    }
+    (peak, cpu_seconds(pid) - cpu0, completed)
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let store = args
+        .iter()
+        .position(|a| a == "--store")
+        .and_then(|i| args.get(i + 1).cloned());
+    let secs = if quick { 3 } else { 10 };
+
+    let (_sim, sim_url) = start_sim(1);
+    let gw = Gateway::start(0, &sim_url, store.as_deref());
+    let (ws, secret) = gw.key();
+    let t = targets(&gw.addr, &sim_url, &secret);
+    let pid = gw.pid();
+    let idle_rss = rss_kb(pid, "VmRSS:");
+    // Warm up both paths (connections, caches, allocator).
+    let mut sent_ok = closed_loop(&t.gw_buffered, 1, 8).await.ok;
+    closed_loop(&t.sim_buffered, 1, 8).await;
+
+    let mut report = serde_json::Map::new();
+    let mut checks = Vec::new();
+    println!(
+        "{:<44} {:>10} {:>10} {:>10} {:>10}",
+        "case", "p50 µs", "p99 µs", "p99.9 µs", "req/s"
+    );
+    for rate in [500u64, 2_000, 5_000] {
+        let gw_run = open_loop(&t.gw_buffered, rate, secs, 64).await;
+        let sim_run = open_loop(&t.sim_buffered, rate, secs, 64).await;
+        sent_ok += gw_run.ok;
+        let added = |q: f64| pct(&gw_run.done, q).saturating_sub(pct(&sim_run.done, q));
+        let row = json!({
+            "rate": rate, "ok": gw_run.ok, "errors": gw_run.errors,
+            "gateway_us": {"p50": pct(&gw_run.done, 0.5), "p99": pct(&gw_run.done, 0.99), "p999": pct(&gw_run.done, 0.999)},
+            "upstream_alone_us": {"p50": pct(&sim_run.done, 0.5), "p99": pct(&sim_run.done, 0.99), "p999": pct(&sim_run.done, 0.999)},
+            "added_us": {"p50": added(0.5), "p99": added(0.99), "p999": added(0.999)},
+        });
+        println!(
+            "{:<44} {:>10} {:>10} {:>10} {:>10.0}",
+            format!("buffered @ {rate}/s: added (errors {})", gw_run.errors),
+            added(0.5),
+            added(0.99),
+            added(0.999),
+            gw_run.ok as f64 / gw_run.seconds
+        );
+        if rate == 2_000 {
+            checks.push(Check {
+                name: "buffered @2000/s added p50",
+                value: added(0.5) as f64,
+                unit: "µs",
+                budget: 150.0,
+                at_least: false,
+            });
+            checks.push(Check {
+                name: "buffered @2000/s added p99",
+                value: added(0.99) as f64,
+                unit: "µs",
+                budget: 1000.0,
+                at_least: false,
+            });
+            let s_gw = open_loop(&t.gw_stream, rate, secs, 64).await;
+            let s_sim = open_loop(&t.sim_stream, rate, secs, 64).await;
+            sent_ok += s_gw.ok;
+            let ttft = pct(&s_gw.first, 0.5).saturating_sub(pct(&s_sim.first, 0.5));
+            let whole = pct(&s_gw.done, 0.5).saturating_sub(pct(&s_sim.done, 0.5));
+            println!(
+                "{:<44} {:>10} {:>10} {:>10} {:>10.0}",
+                format!("streamed @ {rate}/s: added TTFT (errors {})", s_gw.errors),
+                ttft,
+                pct(&s_gw.first, 0.99).saturating_sub(pct(&s_sim.first, 0.99)),
+                pct(&s_gw.first, 0.999).saturating_sub(pct(&s_sim.first, 0.999)),
+                s_gw.ok as f64 / s_gw.seconds
+            );
+            checks.push(Check {
+                name: "streamed @2000/s added TTFT p50",
+                value: ttft as f64,
+                unit: "µs",
+                budget: 300.0,
+                at_least: false,
+            });
+            report.insert("streamed_2000".into(), json!({"added_ttft_p50_us": ttft, "added_whole_p50_us": whole, "errors": s_gw.errors}));
+        }
+        report.insert(format!("buffered_{rate}"), row);
+    }
+
+    let cpu0 = cpu_seconds(pid);
+    let max = closed_loop(&t.gw_buffered, secs, 64).await;
+    let core = (cpu_seconds(pid) - cpu0) / max.seconds;
+    sent_ok += max.ok;
+    let max_rate = max.ok as f64 / max.seconds;
+    let err_rate = max.errors as f64 / (max.ok + max.errors).max(1) as f64;
+    println!(
+        "{:<44} {:>10} {:>10} {:>10} {:>10.0}",
+        format!(
+            "buffered max ({:.0} % of a core, errors {:.3} %)",
+            core * 100.0,
+            err_rate * 100.0
+        ),
+        pct(&max.done, 0.5),
+        pct(&max.done, 0.99),
+        pct(&max.done, 0.999),
+        max_rate
+    );
+    let sim_max = closed_loop(&t.sim_buffered, secs, 64).await;
+    println!(
+        "{:<44} {:>10} {:>10} {:>10} {:>10.0}",
+        "buffered max, upstream alone",
+        pct(&sim_max.done, 0.5),
+        pct(&sim_max.done, 0.99),
+        pct(&sim_max.done, 0.999),
+        sim_max.ok as f64 / sim_max.seconds
+    );
+    checks.push(Check {
+        name: "buffered max throughput",
+        value: if err_rate < 0.001 { max_rate } else { 0.0 },
+        unit: "req/s",
+        budget: 9000.0,
+        at_least: true,
+    });
+    let load_rss = rss_kb(pid, "VmRSS:");
+
+    let smax = closed_loop(&t.gw_stream, secs, 64).await;
+    sent_ok += smax.ok;
+    let smax_rate = smax.ok as f64 / smax.seconds;
+    println!(
+        "{:<44} {:>10} {:>10} {:>10} {:>10.0}",
+        format!("streamed max (errors {})", smax.errors),
+        pct(&smax.done, 0.5),
+        pct(&smax.done, 0.99),
+        pct(&smax.done, 0.999),
+        smax_rate
+    );
+    checks.push(Check {
+        name: "streamed max throughput",
+        value: smax_rate,
+        unit: "req/s",
+        budget: 6000.0,
+        at_least: true,
+    });
+
+    // Every successful request must be in the ledger: wait for the writer, then count.
+    let counted = count_records(&gw, &ws, sent_ok).await;
+    println!("ledger: {counted} usage records for {sent_ok} successful requests");
+    checks.push(Check {
+        name: "ledger records lost",
+        value: sent_ok.saturating_sub(counted) as f64,
+        unit: "records",
+        budget: 0.0,
+        at_least: false,
+    });
+
+    let n = if quick { 500 } else { 2_000 };
+    let (peak_kb, cpu, completed) = concurrent_streams(&gw.addr, &secret, pid, n).await;
+    println!(
+        "{n} concurrent 4-second streams: {completed} completed, peak RSS {} MB, {cpu:.1} CPU s",
+        peak_kb / 1024
+    );
+    checks.push(Check {
+        name: "concurrent streams peak RSS",
+        value: (peak_kb / 1024) as f64,
+        unit: "MB",
+        budget: 150.0,
+        at_least: false,
+    });
+    checks.push(Check {
+        name: "idle RSS",
+        value: (idle_rss / 1024) as f64,
+        unit: "MB",
+        budget: 40.0,
+        at_least: false,
+    });
+
+    println!(
+        "\n{:<36} {:>12} {:>12}  result",
+        "budget", "measured", "allowed"
+    );
+    let mut all = true;
+    for c in &checks {
+        all &= c.passes();
+        println!(
+            "{:<36} {:>9.0} {:<3}{:>9.0} {:<3} {}",
+            c.name,
+            c.value,
+            c.unit.get(..3).unwrap_or(c.unit),
+            c.budget,
+            c.unit.get(..3).unwrap_or(c.unit),
+            if c.passes() { "pass" } else { "FAIL" }
+        );
+    }
+    report.insert("max_buffered".into(), json!({"rate": max_rate, "errors": max.errors, "core": core, "upstream_alone_rate": sim_max.ok as f64 / sim_max.seconds}));
+    report.insert(
+        "max_streamed".into(),
+        json!({"rate": smax_rate, "errors": smax.errors}),
+    );
+    report.insert(
+        "ledger".into(),
+        json!({"successful_requests": sent_ok, "records": counted}),
+    );
+    report.insert("memory_mb".into(), json!({"idle": idle_rss / 1024, "under_load": load_rss / 1024, "concurrent_streams_peak": peak_kb / 1024, "concurrent_streams": n, "completed": completed}));
+    report.insert(
+        "store".into(),
+        json!(if gw.store.starts_with("sqlite") {
+            "sqlite"
+        } else {
+            "postgres"
+        }),
+    );
+    report.insert("budgets".into(), Value::Array(checks.iter().map(|c| json!({"name": c.name, "value": c.value, "unit": c.unit, "budget": c.budget, "pass": c.passes()})).collect()));
+    let dir = format!("{ROOT}/target/bench");
+    std::fs::create_dir_all(&dir).unwrap();
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let file = format!("{dir}/load-{stamp}.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec_pretty(&Value::Object(report)).unwrap(),
+    )
+    .unwrap();
+    println!(
+        "\n{} — written to {file}",
+        if all {
+            "every budget met"
+        } else {
+            "some budgets missed"
+        }
+    );
+}
+
+/// Usage records of the bench's workspace once the ledger writer has caught up with `want`
+/// (or after 30 s).
+async fn count_records(gw: &Gateway, ws: &str, want: u64) -> u64 {
+    let store = tollgate::store::open(&gw.store).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let n = store.usage(ws, None).await.unwrap().len() as u64;
+        if n >= want || Instant::now() > deadline {
+            return n;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
