@@ -28,6 +28,12 @@ use crate::store::{Store, StoreError, UsageRecord};
 
 /// Records per transaction at most.
 const BATCH: usize = 512;
+/// How long a batch gathers records after its first one. Each commit has a fixed cost (a
+/// transaction, an fsync, the balance and index pages rewritten), so committing every few
+/// records at a high rate spent more of the core on the ledger than on the proxy (about 4
+/// records per commit at 6,000 requests/s); a record's bill reaches the database at most this
+/// much later, while its reservation already holds the credit.
+const GATHER: Duration = Duration::from_millis(10);
 /// Queue depth: about a second of the gateway's peak rate.
 const QUEUE: usize = 16_384;
 const REPLAY_EVERY: Duration = Duration::from_secs(1);
@@ -125,6 +131,7 @@ impl LedgerWriter {
                     if n == 0 {
                         break;
                     }
+                    self.gather(&mut batch).await;
                     self.commit(store.as_ref(), &mut batch).await;
                 }
                 _ = tick.tick() => {
@@ -145,6 +152,18 @@ impl LedgerWriter {
             self.commit(store.as_ref(), &mut batch).await;
         }
         self.replay(store.as_ref()).await;
+    }
+
+    /// Adds the records arriving within `GATHER` to `batch`, up to `BATCH`.
+    async fn gather(&mut self, batch: &mut Vec<UsageRecord>) {
+        let until = tokio::time::Instant::now() + GATHER;
+        while batch.len() < BATCH {
+            let more = self.rx.recv_many(batch, BATCH - batch.len());
+            match tokio::time::timeout_at(until, more).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
     }
 
     async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {

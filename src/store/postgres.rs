@@ -1200,6 +1200,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
+        let (filter, after) = rows::usage_bounds(filter, after);
+        let (filter, after) = (&filter, after.as_ref());
         let q = PageSql::usage(filter, after.is_some());
         let mut args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
         for v in [&filter.key_id, &filter.model_id].into_iter().flatten() {

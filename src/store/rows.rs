@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry, LedgerKind,
-    LongContextRow, ModelRow, NewKey, RouteRow, StoreError, StoreResult, UsageFilter, UsageRecord,
-    Workspace,
+    AlertSettings, ApiKey, AuditEntry, Cursor, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
+    LedgerKind, LongContextRow, ModelRow, NewKey, RouteRow, StoreError, StoreResult, UsageFilter,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -438,10 +438,49 @@ impl PageSql {
     }
 }
 
+/// A usage page's filter and cursor with the looser of two upper bounds dropped: `to` and the
+/// cursor both bound `finished_at` from above, and SQLite ranges its index on one only (the
+/// other filtered row by row, which makes a deep page under a `to` scan its way down).
+pub(crate) fn usage_bounds(
+    filter: &UsageFilter,
+    after: Option<&Cursor>,
+) -> (UsageFilter, Option<Cursor>) {
+    let mut filter = filter.clone();
+    match (filter.to, after) {
+        // Rows before the cursor are all before `to` already.
+        (Some(to), Some(c)) if c.at < to => {
+            filter.to = None;
+            (filter, Some(c.clone()))
+        }
+        // Rows before `to` are all before the cursor already.
+        (Some(_), Some(_)) => (filter, None),
+        (_, after) => (filter, after.cloned()),
+    }
+}
+
 #[cfg(test)]
 mod page_tests {
-    use super::PageSql;
-    use crate::store::UsageFilter;
+    use super::{usage_bounds, PageSql};
+    use crate::store::{Cursor, UsageFilter};
+
+    #[test]
+    fn of_two_upper_bounds_only_the_tighter_is_kept() {
+        let t = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap();
+        let filter = UsageFilter {
+            to: Some(t(100)),
+            ..Default::default()
+        };
+        let cursor = |s| Cursor {
+            at: t(s),
+            id: "x".into(),
+        };
+        let (f, c) = usage_bounds(&filter, Some(&cursor(50)));
+        assert_eq!((f.to, c), (None, Some(cursor(50))));
+        let (f, c) = usage_bounds(&filter, Some(&cursor(100)));
+        assert_eq!((f.to, c), (Some(t(100)), None));
+        let (f, c) = usage_bounds(&filter, None);
+        assert_eq!((f.to, c), (Some(t(100)), None));
+    }
 
     #[test]
     fn a_page_query_numbers_its_parameters_in_order() {

@@ -984,7 +984,8 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let (ws, f, after) = (workspace_id.to_owned(), filter.clone(), after.cloned());
+        let ws = workspace_id.to_owned();
+        let (f, after) = rows::usage_bounds(filter, after);
         self.run(move |conn| {
             let q = PageSql::usage(&f, after.is_some());
             let mut args = vec![SqlValue::Text(ws)];
