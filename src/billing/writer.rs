@@ -28,11 +28,12 @@ use crate::store::{Store, StoreError, UsageRecord};
 
 /// Records per transaction at most.
 const BATCH: usize = 512;
-/// How long a batch gathers records after its first one. Each commit has a fixed cost (a
-/// transaction, an fsync, the balance and index pages rewritten), so committing every few
-/// records at a high rate spent more of the core on the ledger than on the proxy (about 4
-/// records per commit at 6,000 requests/s); a record's bill reaches the database at most this
-/// much later, while its reservation already holds the credit.
+/// How long a batch gathers records after its first one when the writer is busy (it committed
+/// less than this long ago). Each commit has a fixed cost (a transaction, an fsync, the
+/// balance and index pages rewritten), so committing every few records at a high rate spent
+/// more of the core on the ledger than on the proxy (about 4 records per commit at 6,000
+/// requests/s); a record's bill reaches the database at most this much later, while its
+/// reservation already holds the credit. An idle writer commits a lone record at once.
 const GATHER: Duration = Duration::from_millis(10);
 /// Queue depth: about a second of the gateway's peak rate.
 const QUEUE: usize = 16_384;
@@ -119,6 +120,7 @@ impl LedgerWriter {
         let mut ticks = 0u32;
         // Set at the shutdown signal: requests still finishing keep sending records until then.
         let mut stop_at: Option<tokio::time::Instant> = None;
+        let mut last_commit: Option<std::time::Instant> = None;
         loop {
             let stop = async {
                 match stop_at {
@@ -131,7 +133,10 @@ impl LedgerWriter {
                     if n == 0 {
                         break;
                     }
-                    self.gather(&mut batch).await;
+                    if last_commit.is_some_and(|t| t.elapsed() < GATHER) {
+                        self.gather(&mut batch).await;
+                    }
+                    last_commit = Some(std::time::Instant::now());
                     self.commit(store.as_ref(), &mut batch).await;
                 }
                 _ = tick.tick() => {
