@@ -17,7 +17,7 @@ use serde::Serialize;
 use sha2::Sha256;
 
 use crate::auth::new_id;
-use crate::billing::window::window_start;
+use crate::billing::window::{current_spends, window_start};
 use crate::config::AlertsConf;
 use crate::money::Usd;
 use crate::store::{AlertSettings, ApiKey, Delivery, Store};
@@ -153,14 +153,10 @@ async fn check_all(
                 .into_iter()
                 .filter(|k| k.limit_reset.is_some() && k.revoked_at.is_none())
                 .collect();
-            let windows: Vec<_> = keys
-                .iter()
-                .filter_map(|k| k.limit_reset.map(|r| (k.id.clone(), window_start(r, now))))
-                .collect();
-            let spends = store.key_spends(&windows).await?;
+            let spends = current_spends(store.as_ref(), &keys, now).await?;
             keys.into_iter()
                 .zip(spends)
-                .map(|(k, (_, s))| (k, s))
+                .filter_map(|(k, s)| Some((k, s?)))
                 .collect()
         };
         for d in due(&settings, balance, &keys, now) {

@@ -14,7 +14,8 @@
 
 use chrono::{DateTime, Datelike, Months, NaiveDate, NaiveTime, Utc};
 
-use crate::store::LimitReset;
+use crate::money::Usd;
+use crate::store::{ApiKey, LimitReset, Store, StoreResult};
 
 /// Midnight UTC at the start of `date`.
 fn midnight(date: NaiveDate) -> DateTime<Utc> {
@@ -35,6 +36,25 @@ fn first_day(reset: LimitReset, date: NaiveDate) -> NaiveDate {
 /// The instant the window containing `now` opened.
 pub fn window_start(reset: LimitReset, now: DateTime<Utc>) -> DateTime<Utc> {
     midnight(first_day(reset, now.date_naive()))
+}
+
+/// Each key's spend in its window containing `now` (`None` for a key without a limit), read
+/// in one store call.
+pub async fn current_spends(
+    store: &dyn Store,
+    keys: &[ApiKey],
+    now: DateTime<Utc>,
+) -> StoreResult<Vec<Option<Usd>>> {
+    let windows: Vec<(String, DateTime<Utc>)> = keys
+        .iter()
+        .filter_map(|k| k.limit_reset.map(|r| (k.id.clone(), window_start(r, now))))
+        .collect();
+    // In the order asked: one answer per key with a limit.
+    let mut spends = store.key_spends(&windows).await?.into_iter();
+    Ok(keys
+        .iter()
+        .map(|k| k.limit_reset.and(spends.next()).map(|(_, s)| s))
+        .collect())
 }
 
 /// The instant the window containing `now` closes (the next window's start; exclusive).

@@ -7,7 +7,7 @@ use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
 use super::{CommandError, CommandResult};
 use crate::auth::{mint_secret, new_id};
-use crate::billing::window::window_start;
+use crate::billing::window::{current_spends, window_start};
 use crate::money::Usd;
 use crate::store::{ApiKey, LimitReset, NewKey, Store, StoreError, Workspace};
 
@@ -251,17 +251,11 @@ pub async fn key_views(
     keys: Vec<ApiKey>,
     now: DateTime<Utc>,
 ) -> CommandResult<Vec<KeyView>> {
-    let windows: Vec<(String, DateTime<Utc>)> = keys
-        .iter()
-        .filter_map(|k| k.limit_reset.map(|r| (k.id.clone(), window_start(r, now))))
-        .collect();
-    let spends = store.key_spends(&windows).await?;
+    let spends = current_spends(store, &keys, now).await?;
     Ok(keys
         .into_iter()
-        .map(|k| {
-            let spend = spends.iter().find(|(id, _)| *id == k.id).map(|(_, s)| *s);
-            KeyView::new(k, spend, now)
-        })
+        .zip(spends)
+        .map(|(k, spend)| KeyView::new(k, spend, now))
         .collect())
 }
 
