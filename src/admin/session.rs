@@ -85,7 +85,9 @@ impl Guard {
                 false => Err(AdminError::Unauthorized),
             };
         }
-        self.token_matches("")?; // off: say so before anything else
+        if !self.enabled() {
+            return Err(AdminError::Disabled(self.env.clone()));
+        }
         let id = req.cookie(COOKIE).ok_or(AdminError::Unauthorized)?;
         let sessions = self.sessions.lock().map_err(|_| AdminError::Unauthorized)?;
         let session = sessions

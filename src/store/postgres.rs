@@ -1271,22 +1271,28 @@ impl Store for PgStore {
     async fn put_alerts(&self, s: &AlertSettings) -> StoreResult<()> {
         let low = s.low_balance.map(Usd::pico);
         let percents = rows::percents_to_db(&s.key_limit_percents);
-        self.query_rows(
-            &format!(
+        let client = self.client().await?;
+        let stmt = client
+            .prepare_cached(&format!(
                 "INSERT INTO alert_settings ({ALERT_COLS}) VALUES ($1, $2, $3, $4, $5) \
                  ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, \
                  secret = EXCLUDED.secret, low_balance_pico = EXCLUDED.low_balance_pico, \
                  key_limit_percents = EXCLUDED.key_limit_percents"
-            ),
-            &[&s.workspace_id, &s.webhook_url, &s.secret, &low, &percents],
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::Backend(m) if m.contains("foreign key") => {
-                rows::no_workspace(&s.workspace_id)
-            }
-            other => other,
-        })?;
+            ))
+            .await?;
+        client
+            .execute(
+                &stmt,
+                &[&s.workspace_id, &s.webhook_url, &s.secret, &low, &percents],
+            )
+            .await
+            .map_err(|e| {
+                if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
+                    rows::no_workspace(&s.workspace_id)
+                } else {
+                    pg_err(e)
+                }
+            })?;
         Ok(())
     }
 
