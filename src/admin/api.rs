@@ -218,28 +218,10 @@ pub struct NameBody {
     pub name: String,
 }
 
-/// A page of rows, newest first; pass `next_cursor` back as `cursor` for the next.
-#[derive(Serialize, ToSchema)]
-pub struct PageOf<T: ToSchema> {
-    pub data: Vec<T>,
-    pub next_cursor: Option<String>,
-}
-
-impl<T: ToSchema> From<commands::Page<T>> for PageOf<T> {
-    fn from(p: commands::Page<T>) -> Self {
-        PageOf {
-            data: p.data,
-            next_cursor: p.next_cursor,
-        }
-    }
-}
-
 #[utoipa::path(get, path = "/admin/v1/workspaces", tag = "workspaces",
-    params(PageParams), responses((status = 200, body = PageOf<WorkspaceView>)))]
+    params(PageParams), responses((status = 200, body = commands::Page<WorkspaceView>)))]
 pub async fn list_workspaces(s: &dyn Store, req: &Request) -> Answer {
-    ok(&PageOf::from(
-        commands::workspaces_page(s, &page(req)?).await?,
-    ))
+    ok(&commands::workspaces_page(s, &page(req)?).await?)
 }
 
 #[utoipa::path(post, path = "/admin/v1/workspaces", tag = "workspaces", request_body = NameBody,
@@ -273,11 +255,9 @@ pub struct PageParams {
 }
 
 #[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/keys", tag = "keys",
-    params(("ws" = String, Path), PageParams), responses((status = 200, body = PageOf<KeyView>)))]
+    params(("ws" = String, Path), PageParams), responses((status = 200, body = commands::Page<KeyView>)))]
 pub async fn list_keys(s: &dyn Store, ws: &str, req: &Request, now: DateTime<Utc>) -> Answer {
-    ok(&PageOf::from(
-        commands::keys_page(s, ws, &page(req)?, now).await?,
-    ))
+    ok(&commands::keys_page(s, ws, &page(req)?, now).await?)
 }
 
 /// A new key's settings.
@@ -438,7 +418,7 @@ fn time_param(req: &Request, name: &str) -> Result<Option<DateTime<Utc>>, AdminE
 
 #[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/usage", tag = "usage",
     params(("ws" = String, Path), UsageParams, PageParams),
-    responses((status = 200, body = PageOf<crate::store::UsageRecord>)))]
+    responses((status = 200, body = commands::Page<crate::store::UsageRecord>)))]
 pub async fn list_usage(s: &dyn Store, ws: &str, req: &Request) -> Answer {
     let filter = UsageFilter {
         key_id: req.param("key"),
@@ -446,9 +426,7 @@ pub async fn list_usage(s: &dyn Store, ws: &str, req: &Request) -> Answer {
         from: time_param(req, "from")?,
         to: time_param(req, "to")?,
     };
-    ok(&PageOf::from(
-        commands::usage_page(s, ws, &filter, &page(req)?).await?,
-    ))
+    ok(&commands::usage_page(s, ws, &filter, &page(req)?).await?)
 }
 
 /// UTC days, both included (`YYYY-MM-DD`); by default the last 30 days.
@@ -508,11 +486,9 @@ pub async fn put_alerts(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -
 
 #[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/alerts/deliveries", tag = "alerts",
     params(("ws" = String, Path), PageParams),
-    responses((status = 200, body = PageOf<crate::store::Delivery>)))]
+    responses((status = 200, body = commands::Page<crate::store::Delivery>)))]
 pub async fn list_deliveries(s: &dyn Store, ws: &str, req: &Request) -> Answer {
-    ok(&PageOf::from(
-        commands::deliveries(s, ws, &page(req)?).await?,
-    ))
+    ok(&commands::deliveries(s, ws, &page(req)?).await?)
 }
 
 #[derive(Serialize, ToSchema)]
@@ -567,10 +543,8 @@ pub struct AuditParams {
 }
 
 #[utoipa::path(get, path = "/admin/v1/audit", tag = "audit", params(AuditParams, PageParams),
-    responses((status = 200, body = PageOf<crate::store::AuditEntry>)))]
+    responses((status = 200, body = commands::Page<crate::store::AuditEntry>)))]
 pub async fn list_audit(s: &dyn Store, req: &Request) -> Answer {
     let ws = req.param("workspace");
-    ok(&PageOf::from(
-        commands::audit_log(s, ws.as_deref(), &page(req)?).await?,
-    ))
+    ok(&commands::audit_log(s, ws.as_deref(), &page(req)?).await?)
 }

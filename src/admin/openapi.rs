@@ -72,3 +72,27 @@ fn public_key() {}
         (status = 503, description = "`store_unavailable`")))]
 #[allow(dead_code)] // Documentation only: the proxy answers it.
 fn public_generation() {}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_list_answers_a_page_of_its_rows() {
+        let doc: serde_json::Value = serde_json::from_slice(&super::json()).unwrap();
+        let schema = &doc["paths"]["/admin/v1/workspaces/{ws}/keys"]["get"]["responses"]["200"]
+            ["content"]["application/json"]["schema"];
+        let text = schema.to_string();
+        let page = match schema["$ref"].as_str() {
+            Some(r) => doc["components"]["schemas"][r.rsplit('/').next().unwrap()].clone(),
+            None => schema.clone(),
+        };
+        assert!(
+            page["properties"]["next_cursor"].is_object(),
+            "{text}: {page}"
+        );
+        let key = &page["properties"]["data"]["items"]["properties"];
+        assert!(
+            key["status"].is_object() && key["hint"].is_object(),
+            "{text}: {page}"
+        );
+    }
+}

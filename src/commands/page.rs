@@ -28,8 +28,9 @@ impl Default for PageRequest {
     }
 }
 
-/// One page of rows and the cursor of the next (none on the last page).
-#[derive(Debug, Serialize)]
+/// One page of rows, newest first, and the cursor of the next (none on the last page): pass
+/// `next_cursor` back as `cursor`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Page<T> {
     pub data: Vec<T>,
     pub next_cursor: Option<String>,
