@@ -354,18 +354,9 @@ pub async fn rotate_key(
 }
 
 #[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/credits", tag = "credits",
-    params(("ws" = String, Path), PageParams), responses((status = 200, body = LedgerPageDoc)))]
+    params(("ws" = String, Path), PageParams), responses((status = 200, body = commands::LedgerPage)))]
 pub async fn list_credits(s: &dyn Store, ws: &str, req: &Request) -> Answer {
     ok(&commands::ledger_page(s, ws, &page(req)?).await?)
-}
-
-/// A page of the ledger and the balance now.
-#[derive(ToSchema)]
-pub struct LedgerPageDoc {
-    #[schema(value_type = String)]
-    pub balance: String,
-    pub data: Vec<crate::store::LedgerEntry>,
-    pub next_cursor: Option<String>,
 }
 
 #[derive(Deserialize, ToSchema)]
@@ -379,21 +370,13 @@ pub struct CreditBody {
 
 #[utoipa::path(post, path = "/admin/v1/workspaces/{ws}/credits", tag = "credits",
     params(("ws" = String, Path)), request_body = CreditBody,
-    responses((status = 201, body = CreditedDoc)))]
+    responses((status = 201, body = commands::Credited)))]
 pub async fn add_credit(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
     let body: CreditBody = json_body(req)?;
     let amount = decimal("amount_usd", Some(body.amount_usd))?
         .ok_or_else(|| AdminError::Invalid("amount_usd: a decimal is needed".into()))?;
     let note = body.note.as_deref().filter(|n| !n.trim().is_empty());
     created(&commands::add_credit(s, actor, ws, &amount, note).await?)
-}
-
-/// A credit entry and the balance after it.
-#[derive(ToSchema)]
-pub struct CreditedDoc {
-    pub entry: crate::store::LedgerEntry,
-    #[schema(value_type = String)]
-    pub balance: String,
 }
 
 /// Which records: by key, model and a time range (RFC 3339; `from` inclusive, `to` not).

@@ -13,7 +13,7 @@ use crate::store::{
 };
 
 /// A credit entry and the balance after it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Credited {
     pub entry: LedgerEntry,
     pub balance: Usd,
@@ -92,7 +92,7 @@ async fn known_workspace(store: &dyn Store, id: &str) -> CommandResult<()> {
 }
 
 /// A page of a workspace's ledger, newest first, with its balance now.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LedgerPage {
     pub balance: Usd,
     #[serde(flatten)]

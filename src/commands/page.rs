@@ -36,15 +36,6 @@ pub struct Page<T> {
     pub next_cursor: Option<String>,
 }
 
-impl<T> Page<T> {
-    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
-        Page {
-            data: self.data.into_iter().map(f).collect(),
-            next_cursor: self.next_cursor,
-        }
-    }
-}
-
 impl PageRequest {
     /// From the caller's `cursor` (opaque text from a previous page) and `limit` (1–200).
     pub fn parse(cursor: Option<&str>, limit: Option<&str>) -> CommandResult<Self> {
