@@ -60,13 +60,14 @@ lint: deps
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
-## Speed and memory numbers (never asserted in tests): translation and ledger micro-benchmarks,
+## Speed and memory numbers (never asserted in tests): criterion micro-benchmarks (translation,
+## cost, key lookup, admission), the ledger writer's throughput,
 ## then the load bench — the release gateway on core 0, the simulator and the load generator on
 ## core 1 — which prints each budget's pass/fail and writes target/bench/load-*.json.
 ## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--store postgres://…`.
 BENCH_ARGS ?=
 bench: deps
-	$(CARGO) bench --bench translate
+	$(CARGO) bench --bench micro
 	$(CARGO) bench --bench ledger
 	$(CARGO) build --release --workspace --bins
 	$(CARGO) bench --bench load --no-run

@@ -1,0 +1,346 @@
+//! Criterion micro-benchmarks of the per-request CPU the gateway adds, without I/O: request
+//! translation to each family (a small and a 100 KB body), SSE stream translation throughput
+//! per family, the buffered answer translation, the cost formula, key lookup among 10,000 keys
+//! and admission end to end (head, key, body parse, gates, route, plan). Run with `make bench`
+//! (or `cargo bench --bench micro`); numbers are printed, never asserted.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use chrono::{DateTime, Utc};
+use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use tollgate::admission::{Admission, HeadDecision, RequestHead};
+use tollgate::api::limits::Limits;
+use tollgate::api::{Operation, RawRequest, Usage};
+use tollgate::auth::{mint_secret, KeyCache, MintedKey};
+use tollgate::billing::cost::cost;
+use tollgate::billing::gates::Accounts;
+use tollgate::catalog::{Family, Snapshot};
+use tollgate::config::ProvidersConf;
+use tollgate::money::usd;
+use tollgate::providers::{adapter_for, Credentials, ResponseCx, Secret, Target};
+use tollgate::store::{ApiKey, CatalogRows};
+
+const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
+const CATALOG: &str = include_str!("../conf/catalog.yaml");
+const UPSTREAM: &str = "http://127.0.0.1:18000";
+
+/// One chat model per family, as the gateway's own catalog has them (plus an OpenAI-compatible
+/// one, which the default catalog lacks).
+const MODELS: [(&str, Family); 3] = [
+    ("google/gemini-2.5-flash", Family::Gemini),
+    ("anthropic/claude-sonnet-4-5", Family::Anthropic),
+    ("acme/llama", Family::OpenAiCompat),
+];
+
+/// The read-mostly state admission consults, every provider pointed at loopback.
+struct World {
+    catalog: Snapshot,
+    keys: KeyCache,
+    accounts: Accounts,
+    credentials: Credentials,
+    limits: Limits,
+    minted: MintedKey,
+    now: DateTime<Utc>,
+}
+
+impl World {
+    fn new(extra_keys: usize) -> World {
+        let mut rows: CatalogRows = serde_yaml::from_str(CATALOG).unwrap();
+        let acme: CatalogRows = serde_yaml::from_str(
+            "models:\n  - {id: acme/llama, provider: acme, family: openai, kind: chat, \
+             upstream_model: llama-3, input_price: 1, output_price: 2}\n\
+             routes:\n  - {model_id: acme/llama, kind: openai, priority: 0}\n",
+        )
+        .unwrap();
+        rows.models.extend(acme.models);
+        rows.routes.extend(acme.routes);
+        let providers: ProvidersConf = serde_yaml::from_str(&format!(
+            "openai: {{base_url: '{UPSTREAM}/v1', api_key_env: K}}\n\
+             gemini: {{base_url: '{UPSTREAM}', api_key_env: K}}\n\
+             anthropic: {{base_url: '{UPSTREAM}', api_key_env: K}}\n"
+        ))
+        .unwrap();
+        let addr: SocketAddr = "127.0.0.1:18000".parse().unwrap();
+        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 18000), addr)]);
+        let catalog = Snapshot::build(&rows, &providers, &addrs);
+        for (id, _) in MODELS {
+            assert!(catalog.model(id).is_some(), "{id} missing from the catalog");
+        }
+        let now = Utc::now();
+        let minted = mint_secret("sk-tg-");
+        let mut keys: Vec<ApiKey> = (0..extra_keys)
+            .map(|i| api_key(&format!("key_{i}"), &mint_secret("sk-tg-"), now))
+            .collect();
+        keys.push(api_key("key_bench", &minted, now));
+        let cache = KeyCache::default();
+        cache.replace_all(keys);
+        let accounts = Accounts::default();
+        accounts.set_balance("ws_bench", usd(1_000_000));
+        let credentials = Credentials {
+            openai: Some(Secret::new("sk-openai")),
+            gemini: Some(Secret::new("gemini-key")),
+            anthropic: Some(Secret::new("sk-ant")),
+            ..Credentials::default()
+        };
+        World {
+            catalog,
+            keys: cache,
+            accounts,
+            credentials,
+            limits: Limits::default(),
+            minted,
+            now,
+        }
+    }
+
+    fn admission(&self) -> Admission<'_> {
+        Admission {
+            catalog: &self.catalog,
+            keys: &self.keys,
+            accounts: &self.accounts,
+            credentials: &self.credentials,
+            strict_credit: false,
+            max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+            limits: &self.limits,
+            route_turn: 0,
+            now: Instant::now(),
+            request_id: None,
+        }
+    }
+}
+
+fn api_key(id: &str, minted: &MintedKey, now: DateTime<Utc>) -> ApiKey {
+    ApiKey {
+        id: id.into(),
+        workspace_id: "ws_bench".into(),
+        name: None,
+        secret_hash: minted.hash_hex.clone(),
+        hint: minted.hint.clone(),
+        created_at: now - chrono::Duration::days(1),
+        expires_at: None,
+        revoked_at: None,
+        spend_limit: None,
+        limit_reset: None,
+    }
+}
+
+/// A one-question chat, as most requests are.
+fn small_body(model: &str) -> Vec<u8> {
+    serde_json::json!({
+        "model": model,
+        "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Say hello in 32 words."}
+        ],
+        "max_tokens": 64,
+        "temperature": 0.2
+    })
+    .to_string()
+    .into_bytes()
+}
+
+/// A 100 KB conversation: 40 turns of ~2.5 KB text (no tools: the Claude adapter refuses them).
+fn large_body(model: &str) -> Vec<u8> {
+    let turn =
+        "The quick brown fox jumps over the lazy dog; \"quoted\" and\nnew lines. ".repeat(36);
+    let messages: Vec<_> = (0..40)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": format!("{i}: {turn}")})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "model": model,
+        "messages": messages,
+        "max_tokens": 1024
+    })
+    .to_string()
+    .into_bytes();
+    assert!((95_000..110_000).contains(&body.len()), "{}", body.len());
+    body
+}
+
+/// Parse once and plan for the family: the request-side work per request.
+fn translation(c: &mut Criterion) {
+    let world = World::new(0);
+    let mut group = c.benchmark_group("request_translation");
+    for (id, family) in MODELS {
+        let model = world.catalog.model(id).unwrap().clone();
+        let adapter = adapter_for(family);
+        for (size, body) in [("small", small_body(id)), ("100KB", large_body(id))] {
+            group.throughput(Throughput::Bytes(body.len() as u64));
+            group.bench_function(format!("{}/{size}", family.as_str()), |b| {
+                b.iter(|| {
+                    let req = RawRequest::parse(black_box(&body), Operation::Chat).unwrap();
+                    let target = Target {
+                        model: &model,
+                        route: &model.routes[0],
+                        op: Operation::Chat,
+                        stream: req.stream,
+                        max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+                    };
+                    adapter.plan(&req, &target, &world.credentials).unwrap()
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+fn response_cx() -> ResponseCx {
+    ResponseCx {
+        id: Arc::from("chatcmpl-bench"),
+        model_id: Arc::from("acme/bench"),
+        op: Operation::Chat,
+        created: 1,
+        exclude_reasoning: false,
+    }
+}
+
+/// Upstream answers to OpenAI format: whole bodies, and streams read 512 bytes at a time.
+fn answers(c: &mut Criterion) {
+    let cx = response_cx();
+    let buffered = [
+        (
+            Family::Gemini,
+            "gemini-generate-thinking-2.5-flash-devapi.json",
+        ),
+        (Family::Anthropic, "anthropic-message-thinking.json"),
+        (Family::OpenAiCompat, "openai-chat-completion.json"),
+    ];
+    let mut group = c.benchmark_group("answer_translation");
+    for (family, file) in buffered {
+        let body = std::fs::read(format!("{FIXTURES}{file}")).unwrap();
+        let adapter = adapter_for(family);
+        group.throughput(Throughput::Bytes(body.len() as u64));
+        group.bench_function(family.as_str(), |b| {
+            b.iter(|| adapter.translate_buffered(black_box(&body), &cx).unwrap())
+        });
+    }
+    group.finish();
+
+    let streams = [
+        (Family::Gemini, "gemini-stream-thinking-2.5-pro-devapi.sse"),
+        (Family::Anthropic, "anthropic-stream-thinking.sse"),
+        (
+            Family::OpenAiCompat,
+            "openai-chat-stream-tool-call-usage.sse",
+        ),
+    ];
+    let mut group = c.benchmark_group("sse_translation");
+    for (family, file) in streams {
+        let stream = std::fs::read(format!("{FIXTURES}{file}")).unwrap();
+        let adapter = adapter_for(family);
+        group.throughput(Throughput::Bytes(stream.len() as u64));
+        group.bench_function(family.as_str(), |b| {
+            b.iter_batched_ref(
+                || {
+                    (
+                        adapter.stream_translator(cx.clone()),
+                        BytesMut::with_capacity(8192),
+                    )
+                },
+                |(tr, out)| {
+                    for piece in stream.chunks(512) {
+                        tr.feed(piece, out);
+                    }
+                    tr.finish(out);
+                },
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
+/// Every priced bucket at once, at the long-context tier.
+fn cost_formula(c: &mut Criterion) {
+    let world = World::new(0);
+    let model = world.catalog.model("google/gemini-2.5-pro").unwrap();
+    let usage = Usage {
+        input: 240_000,
+        audio_input: 1_000,
+        cache_read: 12_000,
+        cache_write: 4_000,
+        cache_write_1h: 0,
+        output: 8_000,
+        reasoning: 3_000,
+        cache_storage_token_seconds: 4_000 * 3_600,
+    };
+    let rates = model.pricing.rates_for(usage.prompt_tokens());
+    c.bench_function("cost_formula", |b| {
+        b.iter(|| cost(black_box(&usage), rates).unwrap())
+    });
+}
+
+/// SHA-256 of the token and a hash-map probe among 10,000 keys.
+fn key_lookup(c: &mut Criterion) {
+    let world = World::new(10_000);
+    let token = world.minted.secret.clone();
+    c.bench_function("key_lookup/hit", |b| {
+        b.iter(|| {
+            world
+                .keys
+                .authenticate(black_box(&token), world.now)
+                .unwrap()
+        })
+    });
+    let stranger = mint_secret("sk-tg-").secret;
+    c.bench_function("key_lookup/miss", |b| {
+        b.iter(|| {
+            world
+                .keys
+                .authenticate(black_box(&stranger), world.now)
+                .is_err()
+        })
+    });
+}
+
+/// What the proxy calls per chat request: the head (endpoint, key), then the body (parse,
+/// model, limits, credit and window gates with their reservation, route, plan). The
+/// reservation is released when the decision drops, as when a request ends.
+fn admission(c: &mut Criterion) {
+    let world = World::new(10_000);
+    let authorization = format!("Bearer {}", world.minted.secret);
+    let mut group = c.benchmark_group("admission");
+    for (id, family) in MODELS {
+        let body = small_body(id);
+        group.bench_function(family.as_str(), |b| {
+            b.iter(|| {
+                let admission = world.admission();
+                let head = RequestHead {
+                    method: &http::Method::POST,
+                    path: "/v1/chat/completions",
+                    query: None,
+                    authorization: Some(authorization.as_bytes()),
+                    header_count: 6,
+                    header_bytes: 240,
+                };
+                let HeadDecision::ReadBody { op, key } = admission.head(&head, world.now).unwrap()
+                else {
+                    unreachable!("a chat request reads its body")
+                };
+                admission
+                    .admit(key, op, black_box(&body), world.now)
+                    .unwrap()
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(
+    benches,
+    translation,
+    answers,
+    cost_formula,
+    key_lookup,
+    admission
+);
+criterion_main!(benches);
