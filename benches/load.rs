@@ -6,6 +6,8 @@
 //!
 //! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,streams,embeddings]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
+//! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
+//! then the tool's).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader};
@@ -36,14 +38,30 @@ impl Drop for Proc {
 
 /// `taskset -c CORE cmd…` when the machine has more than one core.
 fn pinned(core: usize, program: &str) -> Command {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    if cores > 1 && which("taskset") {
+    if machine_cores() > 1 && which("taskset") {
         let mut c = Command::new("taskset");
         c.arg("-c").arg(core.to_string()).arg(program);
         c
     } else {
         Command::new(program)
     }
+}
+
+/// The machine's cores, whatever this process is pinned to (`available_parallelism` counts only
+/// the cores this process may use: under `make bench`'s `taskset -c 1`, one).
+fn machine_cores() -> usize {
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| {
+            let last = list
+                .trim()
+                .rsplit([',', '-'])
+                .next()?
+                .parse::<usize>()
+                .ok()?;
+            Some(last + 1)
+        })
+        .unwrap_or(1)
 }
 
 fn which(tool: &str) -> bool {
@@ -123,8 +141,16 @@ impl Gateway {
             ),
         )
         .unwrap();
+        // `BENCH_WRAP="valgrind --tool=massif"` (or perf, strace…) runs the gateway under a
+        // tool, for profiles taken under the bench's own load.
+        let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
+        let mut words = wrap
+            .split_whitespace()
+            .chain([bin("tollgate").leak() as &str]);
+        let mut command = pinned(core, words.next().unwrap_or_default());
+        command.args(words);
         let proc = Proc(
-            pinned(core, &bin("tollgate"))
+            command
                 .arg("-c")
                 .arg(&conf)
                 .arg("serve")
