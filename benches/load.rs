@@ -30,7 +30,15 @@ const PROMPT: &str = "Tell me about the history of the bicycle in thirty two wor
 struct Proc(Child);
 
 impl Drop for Proc {
+    /// SIGTERM first (a tool wrapping the gateway writes its profile on exit), then SIGKILL.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline && matches!(self.0.try_wait(), Ok(None)) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -877,6 +885,7 @@ async fn streams(gw: &str, secret: &str, pid: u32, quick: bool, report: &mut Rep
     let before = rss_kb(pid, "VmRSS:") / 1024;
     let (peak_kb, cpu, completed) = concurrent_streams(gw, secret, pid, n).await;
     let peak = peak_kb / 1024;
+    report.sent_ok += completed as u64;
     println!(
         "{n} concurrent 4-second streams: {completed} completed, RSS {before} MB before, \
          peak {peak} MB, {cpu:.1} CPU s"
