@@ -163,6 +163,9 @@ impl LedgerWriter {
     /// than waits on the queue: a writer woken by every record costs the proxy threads, which
     /// share its core, a wake-up and a context switch per request.
     async fn gather(&mut self, batch: &mut Vec<UsageRecord>) {
+        if batch.len() >= BATCH {
+            return; // a backlog: no reason to wait
+        }
         tokio::time::sleep(GATHER).await;
         while batch.len() < BATCH {
             match self.rx.try_recv() {
