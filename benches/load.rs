@@ -7,7 +7,8 @@
 //! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,streams,embeddings]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
 //! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
-//! then the tool's).
+//! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
+//! (`;` separates lines) to the gateway's conf.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::io::{BufRead, BufReader};
@@ -138,14 +139,15 @@ impl Gateway {
         std::fs::write(
             &conf,
             format!(
-                "threads: 1\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
+                "threads: 1\n{extra}grace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
                  upgrade_sock: {d}/u.sock\npid_file: {d}/pid\ntollgate:\n  listen: 127.0.0.1:{port}\n  \
                  admin_listen: 127.0.0.1:{admin}\n  store: \"{store}\"\n  catalog_file: {ROOT}/conf/catalog.yaml\n  \
                  ledger_spool: {d}/spool\n  log: {{level: error}}\n  \
                  providers:\n    gemini: {{base_url: \"{sim}\", api_key_env: BENCH_GEMINI_KEY}}\n    \
                  vertex: {{base_url: \"{sim}\", global_base_url: \"{sim}\", token_url: \"{sim}/token\", \
                  project_env: BENCH_VERTEX_PROJECT, credentials_env: BENCH_VERTEX_CREDENTIALS}}\n",
-                d = dir.path().display()
+                d = dir.path().display(),
+                extra = std::env::var("BENCH_SERVER_CONF").unwrap_or_default().replace(';', "\n")
             ),
         )
         .unwrap();
