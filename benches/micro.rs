@@ -23,7 +23,7 @@ use tollgate::billing::gates::Accounts;
 use tollgate::catalog::{Family, Snapshot};
 use tollgate::config::ProvidersConf;
 use tollgate::money::usd;
-use tollgate::providers::{adapter_for, Credentials, ResponseCx, Secret, Target};
+use tollgate::providers::{adapter_for, Credentials, Plan, ResponseCx, Secret, Target};
 use tollgate::store::{ApiKey, CatalogRows};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
@@ -54,8 +54,12 @@ impl World {
         let mut rows: CatalogRows = serde_yaml::from_str(CATALOG).unwrap();
         let acme: CatalogRows = serde_yaml::from_str(
             "models:\n  - {id: acme/llama, provider: acme, family: openai, kind: chat, \
-             upstream_model: llama-3, input_price: 1, output_price: 2}\n\
-             routes:\n  - {model_id: acme/llama, kind: openai, priority: 0}\n",
+             upstream_model: llama-3, input_price: 1, output_price: 2}\n  \
+             - {id: bench/embed, provider: google, family: gemini, kind: embedding, \
+             upstream_model: text-embedding-004, profile: embedding, input_price: 0.025, \
+             output_price: 0}\n\
+             routes:\n  - {model_id: acme/llama, kind: openai, priority: 0}\n  \
+             - {model_id: bench/embed, kind: gemini-api, priority: 0}\n",
         )
         .unwrap();
         rows.models.extend(acme.models);
@@ -259,6 +263,61 @@ fn answers(c: &mut Criterion) {
     group.finish();
 }
 
+/// Embeddings of 100 inputs (768 dimensions, Gemini Developer API): the plan, and the join of
+/// the upstream's answer into OpenAI's `list` — 76,800 numbers read as `f32` and written back
+/// (`float`) or as base64.
+fn embeddings(c: &mut Criterion) {
+    let world = World::new(0);
+    let model = world.catalog.model("bench/embed").unwrap().clone();
+    let adapter = adapter_for(Family::Gemini);
+    let inputs: Vec<String> = (0..100)
+        .map(|i| format!("{i}: a sentence to embed"))
+        .collect();
+    // Numbers as Google writes them: doubles with 17 significant digits.
+    let values: Vec<f64> = (0..768)
+        .map(|i| (f64::from(i) * 0.618_033_988_749_894_9).sin() / 7.0)
+        .collect();
+    let answer = serde_json::json!({
+        "embeddings": (0..100).map(|_| serde_json::json!({"values": values})).collect::<Vec<_>>()
+    })
+    .to_string();
+    let answer = bytes::Bytes::from(answer);
+    let cx = ResponseCx {
+        op: Operation::Embeddings,
+        ..response_cx()
+    };
+    let mut group = c.benchmark_group("embeddings_100x768");
+    group.throughput(Throughput::Bytes(answer.len() as u64));
+    for format in ["float", "base64"] {
+        let body =
+            serde_json::json!({"model": "bench/embed", "input": inputs, "encoding_format": format})
+                .to_string()
+                .into_bytes();
+        let plan = || {
+            let req = RawRequest::parse(&body, Operation::Embeddings).unwrap();
+            let target = Target {
+                model: &model,
+                route: &model.routes[0],
+                op: Operation::Embeddings,
+                stream: false,
+                max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+            };
+            match adapter.plan(&req, &target, &world.credentials).unwrap() {
+                Plan::FanOut(fan_out) => fan_out,
+                Plan::Proxy { .. } => panic!("embeddings are a fan-out"),
+            }
+        };
+        group.bench_function(format!("join/{format}"), |b| {
+            b.iter_batched(
+                plan,
+                |fan_out| (fan_out.join)(std::slice::from_ref(&answer), &cx).unwrap(),
+                BatchSize::SmallInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 /// Every priced bucket at once, at the long-context tier.
 fn cost_formula(c: &mut Criterion) {
     let world = World::new(0);
@@ -339,6 +398,7 @@ criterion_group!(
     benches,
     translation,
     answers,
+    embeddings,
     cost_formula,
     key_lookup,
     admission
