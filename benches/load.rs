@@ -492,6 +492,22 @@ fn pct(h: &Histogram<u64>, q: f64) -> u64 {
     h.value_at_quantile(q)
 }
 
+/// The percentiles every case reports: p50, p99, p99.9.
+const QUANTILES: [f64; 3] = [0.5, 0.99, 0.999];
+
+fn quantiles(h: &Histogram<u64>) -> [u64; 3] {
+    QUANTILES.map(|q| pct(h, q))
+}
+
+/// What the gateway added: its percentiles minus the upstream's alone at the same rate.
+fn added(gateway: &Histogram<u64>, upstream: &Histogram<u64>) -> [u64; 3] {
+    QUANTILES.map(|q| pct(gateway, q).saturating_sub(pct(upstream, q)))
+}
+
+fn quantiles_json([p50, p99, p999]: [u64; 3]) -> Value {
+    json!({"p50": p50, "p99": p99, "p999": p999})
+}
+
 /// One budget: what was measured against what is allowed.
 struct Check {
     name: &'static str,
@@ -657,7 +673,7 @@ impl Report {
     }
 }
 
-fn row(case: &str, p50: u64, p99: u64, p999: u64, rate: f64) {
+fn row(case: &str, [p50, p99, p999]: [u64; 3], rate: f64) {
     println!("{case:<44} {p50:>10} {p99:>10} {p999:>10} {rate:>10.0}");
 }
 
@@ -739,53 +755,46 @@ async fn rates(t: &Targets, secs: u64, report: &mut Report) {
         let gw_run = open_loop(&t.gw_buffered, rate, secs, 64).await;
         let sim_run = open_loop(&t.sim_buffered, rate, secs, 64).await;
         report.sent_ok += gw_run.ok;
-        let added = |q: f64| pct(&gw_run.done, q).saturating_sub(pct(&sim_run.done, q));
-        report.json.insert(format!("buffered_{rate}"), json!({
-            "rate": rate, "ok": gw_run.ok, "errors": gw_run.errors,
-            "gateway_us": {"p50": pct(&gw_run.done, 0.5), "p99": pct(&gw_run.done, 0.99), "p999": pct(&gw_run.done, 0.999)},
-            "upstream_alone_us": {"p50": pct(&sim_run.done, 0.5), "p99": pct(&sim_run.done, 0.99), "p999": pct(&sim_run.done, 0.999)},
-            "added_us": {"p50": added(0.5), "p99": added(0.99), "p999": added(0.999)},
-        }));
+        let [p50, p99, _] = added(&gw_run.done, &sim_run.done);
+        report.json.insert(
+            format!("buffered_{rate}"),
+            json!({
+                "rate": rate, "ok": gw_run.ok, "errors": gw_run.errors,
+                "gateway_us": quantiles_json(quantiles(&gw_run.done)),
+                "upstream_alone_us": quantiles_json(quantiles(&sim_run.done)),
+                "added_us": quantiles_json(added(&gw_run.done, &sim_run.done)),
+            }),
+        );
         row(
             &format!("buffered @ {rate}/s: added (errors {})", gw_run.errors),
-            added(0.5),
-            added(0.99),
-            added(0.999),
+            added(&gw_run.done, &sim_run.done),
             gw_run.ok as f64 / gw_run.seconds,
         );
         if rate != 2_000 {
             continue;
         }
-        report.check("buffered @2000/s added p50", added(0.5) as f64, "µs", 150.0);
-        report.check(
-            "buffered @2000/s added p99",
-            added(0.99) as f64,
-            "µs",
-            1000.0,
-        );
+        report.check("buffered @2000/s added p50", p50 as f64, "µs", 150.0);
+        report.check("buffered @2000/s added p99", p99 as f64, "µs", 1000.0);
         let s_gw = open_loop(&t.gw_stream, rate, secs, 64).await;
         let s_sim = open_loop(&t.sim_stream, rate, secs, 64).await;
         report.sent_ok += s_gw.ok;
-        let ttft = |q: f64| pct(&s_gw.first, q).saturating_sub(pct(&s_sim.first, q));
+        let ttft = added(&s_gw.first, &s_sim.first);
         let whole = pct(&s_gw.done, 0.5).saturating_sub(pct(&s_sim.done, 0.5));
         row(
             &format!("streamed @ {rate}/s: added TTFT (errors {})", s_gw.errors),
-            ttft(0.5),
-            ttft(0.99),
-            ttft(0.999),
+            ttft,
             s_gw.ok as f64 / s_gw.seconds,
         );
         report.check(
             "streamed @2000/s added TTFT p50",
-            ttft(0.5) as f64,
+            ttft[0] as f64,
             "µs",
             300.0,
         );
         report.json.insert(
             "streamed_2000".into(),
-            json!({
-            "added_ttft_us": {"p50": ttft(0.5), "p99": ttft(0.99), "p999": ttft(0.999)},
-            "added_whole_p50_us": whole, "errors": s_gw.errors}),
+            json!({"added_ttft_us": quantiles_json(ttft), "added_whole_p50_us": whole,
+                   "errors": s_gw.errors}),
         );
     }
 }
@@ -804,18 +813,14 @@ async fn max(t: &Targets, secs: u64, pid: u32, report: &mut Report) {
             core * 100.0,
             err_rate * 100.0
         ),
-        pct(&max.done, 0.5),
-        pct(&max.done, 0.99),
-        pct(&max.done, 0.999),
+        quantiles(&max.done),
         max_rate,
     );
     let sim_max = closed_loop(&t.sim_buffered, secs, 64).await;
     let sim_rate = sim_max.ok as f64 / sim_max.seconds;
     row(
         "buffered max, upstream alone",
-        pct(&sim_max.done, 0.5),
-        pct(&sim_max.done, 0.99),
-        pct(&sim_max.done, 0.999),
+        quantiles(&sim_max.done),
         sim_rate,
     );
     // A rate with 0.1 % errors or more is not sustained.
@@ -828,9 +833,7 @@ async fn max(t: &Targets, secs: u64, pid: u32, report: &mut Report) {
     let smax_rate = smax.ok as f64 / smax.seconds;
     row(
         &format!("streamed max (errors {})", smax.errors),
-        pct(&smax.done, 0.5),
-        pct(&smax.done, 0.99),
-        pct(&smax.done, 0.999),
+        quantiles(&smax.done),
         smax_rate,
     );
     report.check("streamed max throughput", smax_rate, "req/s", 6000.0);
@@ -847,15 +850,13 @@ async fn embeddings(t: &Targets, secs: u64, report: &mut Report) {
     let e_gw = open_loop(&t.gw_embed, rate, secs, 64).await;
     let e_sim = open_loop(&t.sim_embed, rate, secs, 64).await;
     report.sent_ok += e_gw.ok;
-    let added = |q: f64| pct(&e_gw.done, q).saturating_sub(pct(&e_sim.done, q));
+    let e_added = added(&e_gw.done, &e_sim.done);
     row(
         &format!(
             "embeddings ×{EMBED_BATCH} @ {rate}/s: added (errors {})",
             e_gw.errors
         ),
-        added(0.5),
-        added(0.99),
-        added(0.999),
+        e_added,
         e_gw.ok as f64 / e_gw.seconds,
     );
     let e_max = closed_loop(&t.gw_embed, secs, 16).await;
@@ -864,9 +865,7 @@ async fn embeddings(t: &Targets, secs: u64, report: &mut Report) {
     for (case, run) in [("max", &e_max), ("max, upstream alone", &e_sim_max)] {
         row(
             &format!("embeddings ×{EMBED_BATCH} {case} (errors {})", run.errors),
-            pct(&run.done, 0.5),
-            pct(&run.done, 0.99),
-            pct(&run.done, 0.999),
+            quantiles(&run.done),
             run.ok as f64 / run.seconds,
         );
     }
@@ -874,7 +873,7 @@ async fn embeddings(t: &Targets, secs: u64, report: &mut Report) {
         "embeddings".into(),
         json!({
             "inputs_per_request": EMBED_BATCH, "rate": rate, "errors": e_gw.errors,
-            "added_us": {"p50": added(0.5), "p99": added(0.99), "p999": added(0.999)},
+            "added_us": quantiles_json(e_added),
             "max_rate": e_max.ok as f64 / e_max.seconds, "max_errors": e_max.errors,
             "upstream_alone_max_rate": e_sim_max.ok as f64 / e_sim_max.seconds,
         }),
