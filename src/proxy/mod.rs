@@ -182,10 +182,9 @@ impl Gateway {
         };
         let key = format!("{} {}", admitted.key.workspace_id, step.key);
         let endpoint = &admitted.route.endpoint;
-        let named = self
-            .caches
-            .name_for(&key, endpoint, step.ttl, step.create)
-            .await;
+        // Boxed: the cache's future is large and rare, and every request's future would
+        // otherwise reserve room for it for its whole life (an open stream included).
+        let named = Box::pin(self.caches.name_for(&key, endpoint, step.ttl, step.create)).await;
         if let Some(named) = named {
             request.body = (step.body_using)(&named.name);
             admitted.cache_created = named.created;

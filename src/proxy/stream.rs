@@ -27,7 +27,7 @@ use crate::admission::{Admission, Admitted};
 use crate::api::error::Blame;
 use crate::api::{GatewayError, Usage};
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
-use crate::upstream::client::{transport, CallFailure};
+use crate::upstream::client::{transport, Answer, CallFailure};
 
 const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
@@ -205,7 +205,7 @@ impl Gateway {
             let ended = match opened {
                 Ok(response) => {
                     ctx.first_byte_at = Some(Instant::now());
-                    ctx.upstream_status = Some(response.status().as_u16());
+                    ctx.upstream_status = Some(response.status);
                     self.relay(&mut client, ctx, &admitted, response).await
                 }
                 Err(failure) => Ended::Early(failure),
@@ -245,7 +245,7 @@ impl Gateway {
         client: &mut Client<'_>,
         ctx: &mut Ctx,
         admitted: &Admitted,
-        mut response: reqwest::Response,
+        mut response: Answer,
     ) -> Ended {
         let translator = admitted
             .adapter

@@ -97,6 +97,29 @@ impl CallFailure {
     }
 }
 
+/// A successful call's answer as it begins: its status, and its body still to be read. The
+/// head is dropped: hyper's header values share its first read buffer, which a long stream
+/// would otherwise keep alive beside the next one (8 KB an open stream).
+pub struct Answer {
+    pub status: u16,
+    /// `Content-Length`, when sent.
+    length: Option<u64>,
+    body: reqwest::Body,
+}
+
+impl Answer {
+    /// The body's next chunk; `None` at its end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, reqwest::Error> {
+        use http_body_util::BodyExt;
+        while let Some(frame) = self.body.frame().await {
+            if let Ok(data) = frame?.into_data() {
+                return Ok(Some(data));
+            }
+        }
+        Ok(None)
+    }
+}
+
 pub struct UpstreamClient {
     client: reqwest::Client,
     max_answer: u64,
@@ -151,7 +174,7 @@ impl UpstreamClient {
         endpoint: &Endpoint,
         call: UpstreamRequest,
         accept: &'static str,
-    ) -> Result<reqwest::Response, CallFailure> {
+    ) -> Result<Answer, CallFailure> {
         let mut request = self
             .client
             .post(endpoint.url(&call.path))
@@ -161,18 +184,22 @@ impl UpstreamClient {
             request = request.header(name, value);
         }
         let response = request.send().await.map_err(transport)?;
-        let status = response.status();
-        if status.is_success() {
-            return Ok(response);
-        }
         let retry_after = response
             .headers()
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
+        let answer = Answer {
+            status: response.status().as_u16(),
+            length: response.content_length(),
+            body: response.into(),
+        };
+        if (200..300).contains(&answer.status) {
+            return Ok(answer);
+        }
         Err(CallFailure::Status {
-            status: status.as_u16(),
-            body: self.read_bounded(response).await?,
+            status: answer.status,
+            body: self.read_bounded(answer).await?,
             retry_after,
         })
     }
@@ -181,18 +208,15 @@ impl UpstreamClient {
 impl UpstreamClient {
     /// The answer's body, refused as soon as it grows past the limit (whatever
     /// `Content-Length` says).
-    async fn read_bounded(&self, mut response: reqwest::Response) -> Result<Bytes, CallFailure> {
+    async fn read_bounded(&self, mut answer: Answer) -> Result<Bytes, CallFailure> {
         let too_large = CallFailure::TooLarge {
             limit: self.max_answer,
         };
-        if response
-            .content_length()
-            .is_some_and(|n| n > self.max_answer)
-        {
+        if answer.length.is_some_and(|n| n > self.max_answer) {
             return Err(too_large);
         }
         let mut body = bytes::BytesMut::new();
-        while let Some(chunk) = response.chunk().await.map_err(transport)? {
+        while let Some(chunk) = answer.chunk().await.map_err(transport)? {
             if (body.len() + chunk.len()) as u64 > self.max_answer {
                 return Err(too_large);
             }
