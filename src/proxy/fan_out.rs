@@ -131,7 +131,8 @@ impl Gateway {
 }
 
 /// A failed call as the gateway's error (the transport wording of every upstream call),
-/// and the `Retry-After` the upstream asked for.
+/// and the `Retry-After` the upstream asked for. An upstream's error status is the client's;
+/// any other (a redirect, which is not followed) is a 502.
 pub(super) fn call_failure(
     adapter: &dyn Adapter,
     failure: CallFailure,
@@ -143,7 +144,11 @@ pub(super) fn call_failure(
             retry_after,
         } => (
             GatewayError::Upstream {
-                status,
+                status: if (400..600).contains(&status) {
+                    status
+                } else {
+                    502
+                },
                 message: adapter.upstream_error_message(status, &body).into(),
             },
             retry_after,

@@ -131,6 +131,12 @@ impl UpstreamClient {
             .connect_timeout(conf.connect_timeout)
             .read_timeout(conf.read_timeout)
             .pool_idle_timeout(Duration::from_secs(60))
+            // An upstream's redirect is its failure to report, not a place to resend the
+            // credential to.
+            .redirect(reqwest::redirect::Policy::none())
+            // Retrying is failover's (`proxy/failover.rs`); and reqwest's own policy copies
+            // every request's head in case it retries.
+            .retry(reqwest::retry::never().max_retries_per_request(0))
             .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .unwrap_or_default();

@@ -117,6 +117,11 @@ async fn respond(
     match fault.as_deref() {
         Some("429") => return send_json(w, 429, &json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}})).await,
         Some("503") => return send_json(w, 503, &json!({"error": {"message": "The server is overloaded", "type": "server_error"}})).await,
+        // A redirect to itself: followed, it would come back with the credential, again.
+        Some("redirect") => {
+            let head = format!("HTTP/1.1 307 X\r\nlocation: {path}\r\ncontent-length: 0\r\n\r\n");
+            return w.write_all(head.as_bytes()).await.is_ok();
+        }
         _ => {}
     }
     let model = body["model"].clone();

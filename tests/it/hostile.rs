@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::fake_upstream::FakeUpstream;
 use crate::harness::{Gateway, Sim, SimEnv};
 
 async fn post(gw: &Gateway, path: &str, key: &str, body: Vec<u8>) -> (u16, Value, Duration) {
@@ -386,4 +387,21 @@ async fn a_slow_upload_times_out_with_408() {
         "not before the deadline"
     );
     assert!(sim.requests().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_upstream_redirect_is_not_followed() {
+    let fake = FakeUpstream::start().await;
+    let gw = Gateway::builder().fake_openai(&fake).start();
+    let (_, key) = gw.workspace_with_key();
+    let body = json!({"model": "acme/echo", "messages": [{"role": "user", "content": "[sim:fault=redirect]"}]});
+    let res = gw.chat(&key, body).await;
+    assert!(res.status().is_server_error(), "{}", res.status());
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(v["error"]["code"], "upstream_error", "{v}");
+    assert_eq!(
+        fake.requests().len(),
+        1,
+        "the request and its credential went upstream once, not again to the redirect's target"
+    );
 }
