@@ -107,6 +107,16 @@ pub struct Answer {
     body: reqwest::Body,
 }
 
+impl From<reqwest::Response> for Answer {
+    fn from(response: reqwest::Response) -> Self {
+        Answer {
+            status: response.status().as_u16(),
+            length: response.content_length(),
+            body: response.into(),
+        }
+    }
+}
+
 impl Answer {
     /// The body's next chunk; `None` at its end.
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, reqwest::Error> {
@@ -190,19 +200,15 @@ impl UpstreamClient {
             request = request.header(name, value);
         }
         let response = request.send().await.map_err(transport)?;
+        if response.status().is_success() {
+            return Ok(Answer::from(response));
+        }
         let retry_after = response
             .headers()
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let answer = Answer {
-            status: response.status().as_u16(),
-            length: response.content_length(),
-            body: response.into(),
-        };
-        if (200..300).contains(&answer.status) {
-            return Ok(answer);
-        }
+        let answer = Answer::from(response);
         Err(CallFailure::Status {
             status: answer.status,
             body: self.read_bounded(answer).await?,

@@ -7,8 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::fake_upstream::FakeUpstream;
-use crate::harness::{Gateway, Sim, SimEnv};
+use crate::harness::{FakeUpstream, Gateway, Sim, SimEnv};
 
 async fn post(gw: &Gateway, path: &str, key: &str, body: Vec<u8>) -> (u16, Value, Duration) {
     let started = Instant::now();
