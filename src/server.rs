@@ -116,6 +116,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         drain_after_disconnect: t.drain_after_disconnect,
         limits: limits(&t.limits),
         draining: draining.clone(),
+        closing: Default::default(),
         route_turns: std::sync::atomic::AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),
         store_url: store_url.clone(),
@@ -160,8 +161,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     // before Pingora shuts the runtimes down (what comes later is spooled, then replayed).
     let grace = Duration::from_secs(server.configuration.grace_period_seconds.unwrap_or(300));
     let linger = grace.saturating_sub((grace / 4).min(Duration::from_secs(1)));
-    let mut proxy =
-        pingora_proxy::http_proxy_service_with_name(&server.configuration, gateway, "tollgate");
+    let mut proxy = Service::new("tollgate".to_owned(), gateway);
     proxy.add_tcp(&t.listen.to_string());
     let mut admin_service = Service::new("tollgate admin".to_owned(), AdminApp(admin));
     admin_service.add_tcp(&t.admin_listen.to_string());

@@ -5,7 +5,7 @@
 //! since we read the body ourselves.
 
 use bytes::{Bytes, BytesMut};
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession as Session;
 
 use crate::api::GatewayError;
 

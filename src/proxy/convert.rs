@@ -1,8 +1,8 @@
 //! Between Pingora's values and the gateway's plain ones: the request head admission reads, and
 //! who is to blame for a Pingora failure.
 
+use pingora_core::protocols::http::ServerSession as Session;
 use pingora_error::{Error, ErrorSource};
-use pingora_proxy::{FailToProxy, Session};
 
 use crate::admission::RequestHead;
 use crate::api::error::Blame;
@@ -24,14 +24,6 @@ pub fn head(session: &Session) -> RequestHead<'_> {
             .iter()
             .map(|(name, value)| name.as_str().len() + value.len())
             .sum(),
-    }
-}
-
-/// How `fail_to_proxy` leaves the client connection: closed, with `code` logged (0: none).
-pub fn closed(code: u16) -> FailToProxy {
-    FailToProxy {
-        error_code: code,
-        can_reuse_downstream: false,
     }
 }
 

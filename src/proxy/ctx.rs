@@ -1,4 +1,4 @@
-//! Everything a request carries from `request_filter` to `logging`.
+//! Everything a request carries from its head being read to `logging`.
 
 use std::sync::Arc;
 use std::time::Instant;

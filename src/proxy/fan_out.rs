@@ -1,13 +1,12 @@
 //! Requests the gateway sends itself: a fan-out (an adapter asked for several upstream calls,
 //! e.g. Gemini embeddings batches) and every buffered answer (a fan-out of one call, so that
-//! the answer is read, bounded and translated before its status is chosen). Answered from
-//! `request_filter` through the shared
+//! the answer is read, bounded and translated before its status is chosen). Answered through the shared
 //! [`UpstreamClient`](crate::upstream::client::UpstreamClient), leaving in the context what a
 //! proxied request leaves for `logging` (the decision, upstream status, usage or error).
 
 use std::time::Instant;
 
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession as Session;
 
 use super::ctx::Ctx;
 use super::failover::Failover;

@@ -1,19 +1,22 @@
-//! The Pingora `ProxyHttp` implementation: each phase is a few lines that turn the session into
-//! plain values and call into the other rooms. This is the only room (with `server`) that
-//! imports Pingora.
+//! The gateway as a Pingora HTTP application ([`HttpServerApp`]): a few lines that turn the
+//! session into plain values and call into the other rooms. This is the only room (with
+//! `server`) that imports Pingora.
 //!
-//! A request's walk: `request_filter` asks [`admission`](crate::admission) about the head
+//! A request's walk: [`Gateway::respond`] asks [`admission`](crate::admission) about the head
 //! (local answers and auth), reads the body, and asks again for the decision and the upstream
 //! plan; a cache step is resolved through [`ContextCaches`]; then the gateway sends the plan
-//! itself through the shared [`UpstreamClient`] and answers from `request_filter`: a fan-out's
+//! itself through the shared [`UpstreamClient`] and answers: a fan-out's
 //! calls are joined (`fan_out.rs`), a buffered answer is read (bounded) and translated before
 //! its status is chosen, a stream is relayed as it arrives (`stream.rs`); both fail over to the
 //! model's other routes while nothing has reached the client (`failover.rs`). `logging` bills
 //! the outcome ([`admission::outcome`](crate::admission::outcome)) and writes the access event.
 //!
-//! Pingora's own upstream phases are not used: holding a stream's `200` until its first data
-//! frame (so that it can fail over), keep-alive comments while it is silent, and reading it on
-//! after its client left all need the whole stream in one loop.
+//! Pingora serves the connections (HTTP/1.1 keep-alive, h2, timeouts, graceful shutdown), but
+//! its proxy (`pingora-proxy`'s `ProxyHttp`) is not used: holding a stream's `200` until its
+//! first data frame (so that it can fail over), keep-alive comments while it is silent, and
+//! reading it on after its client left all need the whole stream in one loop, so the gateway
+//! sends upstream calls itself. With the proxy's phases unused, its per-request future (its
+//! cache and upstream states, about 15 KB) was held by every open stream for nothing.
 
 mod body;
 mod convert;
@@ -30,9 +33,11 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use pingora_core::upstreams::peer::HttpPeer;
-use pingora_error::{Error, ErrorSource, ErrorType};
-use pingora_proxy::{FailToProxy, ProxyHttp, Session};
+use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora_core::protocols::http::ServerSession as Session;
+use pingora_core::server::ShutdownWatch;
+use pingora_error::{Error, ErrorType};
+use tokio::sync::Notify;
 
 use crate::admission::{self, Admission, Admitted, Decision, HeadDecision};
 use crate::api::limits::Limits;
@@ -74,6 +79,8 @@ pub struct Gateway {
     pub limits: Limits,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
+    /// The service stopped listening: connections idle between requests close.
+    pub closing: Closing,
     /// Counts requests, so that routes of equal priority take turns.
     pub route_turns: AtomicU64,
     /// The store, opened on first use (`/v1/generation` only: nothing on the request path
@@ -220,19 +227,60 @@ impl Gateway {
     }
 }
 
+/// Pingora's side of a connection: one request at a time (HTTP/1.1 keep-alive), or one h2
+/// stream.
 #[async_trait]
-impl ProxyHttp for Gateway {
-    type CTX = Ctx;
-
-    fn new_ctx(&self) -> Ctx {
-        Ctx::default()
+impl HttpServerApp for Gateway {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: Session,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        if !self.read_head(&mut session).await {
+            return None;
+        }
+        if *shutdown.borrow() {
+            session.set_keepalive(None);
+        }
+        let mut ctx = Ctx::default();
+        let failed = self.respond(&mut session, &mut ctx).await.err();
+        self.logging(&session, failed.as_deref(), &mut ctx);
+        if failed.is_some() {
+            return None; // the gateway's own answer could not be written: the client is gone
+        }
+        let settings = HttpPersistentSettings::for_session(&session);
+        let reusable = session.finish().await.ok().flatten()?;
+        Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
     }
 
-    async fn request_filter(
-        &self,
-        session: &mut Session,
-        ctx: &mut Ctx,
-    ) -> pingora_error::Result<bool> {
+    async fn http_cleanup(&self) {
+        self.closing.close();
+    }
+}
+
+impl Gateway {
+    /// Reads the next request's head; `false`: there is none to answer (the client closed, the
+    /// service is closing, or the head was malformed and got its `400`).
+    async fn read_head(&self, session: &mut Session) -> bool {
+        let read = tokio::select! {
+            biased; // a request already buffered is answered
+            read = session.read_request() => read,
+            () = self.closing.wait() => return false,
+        };
+        match read {
+            Ok(read) => read,
+            Err(e) => {
+                if e.etype == ErrorType::InvalidHTTPHeader {
+                    let _ = session.respond_error(400).await;
+                }
+                session.shutdown().await;
+                false
+            }
+        }
+    }
+
+    /// Answers one request; `Err`: the gateway's own error answer could not be written.
+    async fn respond(&self, session: &mut Session, ctx: &mut Ctx) -> pingora_error::Result<()> {
         let sent_id = session.req_header().headers.get("x-request-id");
         ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
         ctx.request_id =
@@ -241,9 +289,7 @@ impl ProxyHttp for Gateway {
             session.set_keepalive(None);
         }
         // A client that stops reading cannot hold a connection (and a stream) forever.
-        session
-            .downstream_session
-            .set_write_timeout(Some(self.limits.client_write_timeout));
+        session.set_write_timeout(Some(self.limits.client_write_timeout));
         if let Err(e) = self.admit(session, ctx).await {
             if !ctx.body_read {
                 // Unread body: Pingora cannot reuse this connection, so say so.
@@ -252,41 +298,40 @@ impl ProxyHttp for Gateway {
             respond::error(session, &ctx.request_id, &e, None).await?;
             ctx.error = Some(e);
         }
-        Ok(true)
+        Ok(())
     }
 
-    /// Never reached: every request is answered in `request_filter`.
-    async fn upstream_peer(
-        &self,
-        _session: &mut Session,
-        _ctx: &mut Ctx,
-    ) -> pingora_error::Result<Box<HttpPeer>> {
-        Err(Error::explain(
-            ErrorType::InternalError,
-            "requests are answered in request_filter",
-        ))
-    }
-
-    /// Clients hanging up are routine, not errors worth an error log line.
-    fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, error: &Error) -> bool {
-        matches!(error.esource(), ErrorSource::Downstream)
-    }
-
-    /// Only a failed write of the gateway's own answer gets here: the client is gone.
-    async fn fail_to_proxy(
-        &self,
-        _session: &mut Session,
-        _e: &Error,
-        _ctx: &mut Ctx,
-    ) -> FailToProxy {
-        convert::closed(0)
-    }
-
-    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
+    /// Bills the finished request and writes its metrics and access event.
+    fn logging(&self, session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
+        if let Some(e) = e.filter(|e| convert::blame(e) != crate::api::error::Blame::Client) {
+            tracing::warn!("answering failed: {e}");
+        }
         let billed = self.bill(e.map(convert::blame), ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let path = session.req_header().uri.path();
         logging::count(path, status, ctx, billed);
         logging::access_log(path, status, ctx);
+    }
+}
+
+/// Wakes the connections waiting for their next request when the service stops listening
+/// (what `pingora-proxy` does in its `http_cleanup`).
+#[derive(Default)]
+pub struct Closing {
+    notify: Notify,
+    closed: AtomicBool,
+}
+
+impl Closing {
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    async fn wait(&self) {
+        let notified = self.notify.notified(); // registered before the flag is read
+        if !self.closed.load(Ordering::Acquire) {
+            notified.await;
+        }
     }
 }

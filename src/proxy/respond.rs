@@ -1,8 +1,8 @@
 //! Answers the gateway writes itself: local endpoints and every gateway-made error.
 
 use bytes::{Bytes, BytesMut};
+use pingora_core::protocols::http::ServerSession as Session;
 use pingora_http::ResponseHeader;
-use pingora_proxy::Session;
 
 use crate::api::GatewayError;
 use crate::providers::sse;
@@ -22,10 +22,8 @@ pub async fn json(
     for (name, value) in extra {
         header.insert_header(*name, *value)?;
     }
-    session
-        .write_response_header(Box::new(header), false)
-        .await?;
-    session.write_response_body(Some(body), true).await
+    session.write_response_header(Box::new(header)).await?;
+    session.write_response_body(body, true).await
 }
 
 /// The client's header for an upstream answer: the status kept, the body re-framed as chunked
@@ -73,8 +71,6 @@ pub async fn stream_error(session: &mut Session, e: &GatewayError) -> pingora_er
     let mut out = BytesMut::new();
     sse::write_error(&mut out, &e.to_string());
     sse::write_done(&mut out);
-    session
-        .write_response_body(Some(out.freeze()), true)
-        .await?;
+    session.write_response_body(out.freeze(), true).await?;
     session.finish_body().await.map(|_| ())
 }

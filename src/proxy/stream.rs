@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use pingora_proxy::Session;
+use pingora_core::protocols::http::ServerSession as Session;
 use tokio::time::Sleep;
 
 use super::ctx::Ctx;
@@ -132,7 +132,7 @@ impl<'s> Client<'s> {
             self.header_sent = true;
             let header = respond::answer_header(200, true, None, self.request_id);
             let written = match header {
-                Ok(h) => self.session.write_response_header(Box::new(h), false).await,
+                Ok(h) => self.session.write_response_header(Box::new(h)).await,
                 Err(e) => Err(e),
             };
             if written.is_err() {
@@ -141,12 +141,7 @@ impl<'s> Client<'s> {
             }
         }
         self.last_write = Instant::now();
-        if self
-            .session
-            .write_response_body(Some(bytes), end)
-            .await
-            .is_err()
-        {
+        if self.session.write_response_body(bytes, end).await.is_err() {
             self.left = true;
         }
     }

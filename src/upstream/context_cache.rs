@@ -4,8 +4,8 @@
 //! the cached-token price.
 //!
 //! Keyed by the adapter's hash of (route, model, prefix). Creation is single-flight (concurrent
-//! requests with the same prefix wait for one creation) and happens in `request_filter`, as part
-//! of the upstream work of the request that first needs it. A failed creation is not cached:
+//! requests with the same prefix wait for one creation) and happens while the request is
+//! admitted, as part of the upstream work of the request that first needs it. A failed creation is not cached:
 //! that request falls back to implicit caching and the next one tries again. The request whose
 //! call created the cache is told so ([`Named::created`]): it is billed the creation tokens
 //! and their storage for the TTL; the requests that reuse it pay the cached-token price.

@@ -181,7 +181,9 @@ fn the_cycle_check_finds_circles() {
 
 #[test]
 fn the_pingora_check_sees_paths_not_words() {
-    assert!(names_pingora("use pingora_proxy::Session;"));
+    assert!(names_pingora(
+        "use pingora_core::protocols::http::ServerSession;"
+    ));
     assert!(names_pingora(
         "let s = pingora_core::server::Server::new(None);"
     ));

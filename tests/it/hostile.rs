@@ -404,3 +404,60 @@ async fn an_upstream_redirect_is_not_followed() {
         "the request and its credential went upstream once, not again to the redirect's target"
     );
 }
+
+/// What one raw exchange gets back: the whole answer, read until the gateway closes (within
+/// 10 s: a connection kept alive fails the exchange).
+async fn exchange(addr: &str, request: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut answer))
+        .await
+        .expect("the gateway closes the connection")
+        .unwrap();
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+#[tokio::test]
+async fn malformed_heads_and_connect_are_refused_and_the_connection_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (_, key) = gw.workspace_with_key();
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let garbage = exchange(
+        &addr,
+        "GET /health HTTP/1.1\r\nHost: x\r\nbad header\r\n\r\n",
+    )
+    .await;
+    assert!(garbage.starts_with("HTTP/1.1 400"), "{garbage}");
+    // CONNECT: no tunnel, whatever its target, and the connection is not kept.
+    let connect = format!(
+        "CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\nAuthorization: Bearer {key}\r\n\r\n"
+    );
+    let answer = exchange(&addr, &connect).await;
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    // Two requests one after the other on one connection are both answered (keep-alive).
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut first = vec![0; 4096];
+    let n = sock.read(&mut first).await.unwrap();
+    assert!(
+        first[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&first[..n])
+    );
+    let second = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    sock.write_all(second.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    sock.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert!(sim.requests().await.is_empty());
+}
