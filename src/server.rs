@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use pingora_core::apps::http_app::ServeHttp;
+use pingora_core::listeners::ListenerConfig;
 use pingora_core::protocols::http::ServerSession;
+use pingora_core::protocols::l4::stream::L4BufferSettings;
 use pingora_core::server::configuration::Opt;
 use pingora_core::server::{ExecutionPhase, Server, ShutdownWatch};
 use pingora_core::services::background::{background_service, BackgroundService};
@@ -162,7 +164,12 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let grace = Duration::from_secs(server.configuration.grace_period_seconds.unwrap_or(300));
     let linger = grace.saturating_sub((grace / 4).min(Duration::from_secs(1)));
     let mut proxy = Service::new("tollgate".to_owned(), gateway);
-    proxy.add_tcp(&t.listen.to_string());
+    // No L4 read buffer: Pingora reads heads and bodies into buffers of its own, so its default
+    // 64 KiB one (zeroed, so fully resident once the allocator reuses memory) only added a copy
+    // and up to 64 KB to every connection, an open stream's included.
+    proxy.add_listener(
+        ListenerConfig::tcp(t.listen.to_string()).l4_buffer(L4BufferSettings::default().read(0)),
+    );
     let mut admin_service = Service::new("tollgate admin".to_owned(), AdminApp(admin));
     admin_service.add_tcp(&t.admin_listen.to_string());
     let sync = background_service(
