@@ -244,7 +244,7 @@ impl HttpServerApp for Gateway {
         }
         let mut ctx = Ctx::default();
         let failed = self.respond(&mut session, &mut ctx).await.err();
-        self.logging(&session, failed.as_deref(), &mut ctx);
+        self.logging(&session, failed.as_deref(), &ctx);
         if failed.is_some() {
             return None; // the gateway's own answer could not be written: the client is gone
         }
@@ -302,7 +302,7 @@ impl Gateway {
     }
 
     /// Bills the finished request and writes its metrics and access event.
-    fn logging(&self, session: &Session, e: Option<&Error>, ctx: &mut Ctx) {
+    fn logging(&self, session: &Session, e: Option<&Error>, ctx: &Ctx) {
         if let Some(e) = e.filter(|e| convert::blame(e) != crate::api::error::Blame::Client) {
             tracing::warn!("answering failed: {e}");
         }
