@@ -392,5 +392,6 @@ fn limits(conf: &crate::config::LimitsConf) -> crate::api::limits::Limits {
             .map_or(d.max_header_bytes, |b| b.as_u64()),
         body_timeout: conf.body_timeout.unwrap_or(d.body_timeout),
         client_write_timeout: conf.client_write_timeout.unwrap_or(d.client_write_timeout),
+        idle_timeout: conf.idle_timeout.unwrap_or(d.idle_timeout),
     }
 }

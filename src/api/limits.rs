@@ -37,6 +37,9 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Each write to the client must complete within this (slow readers).
     pub client_write_timeout: Duration,
+    /// A kept-alive connection waiting for its next request is closed after this (whole
+    /// seconds, at least one).
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -51,6 +54,7 @@ impl Default for Limits {
             max_header_bytes: 32 * 1024,
             body_timeout: Duration::from_secs(30),
             client_write_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(60),
         }
     }
 }

@@ -131,6 +131,9 @@ pub struct LimitsConf {
     /// Each write to the client must complete within this.
     #[serde(default, with = "humantime_serde::option")]
     pub client_write_timeout: Option<Duration>,
+    /// A kept-alive connection waiting for its next request is closed after this.
+    #[serde(default, with = "humantime_serde::option")]
+    pub idle_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

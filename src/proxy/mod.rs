@@ -287,6 +287,10 @@ impl Gateway {
             (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
         if self.draining.load(Ordering::Relaxed) {
             session.set_keepalive(None);
+        } else if session.get_keepalive().is_some() {
+            // Kept alive, but not forever (Pingora's HTTP/1.1 default): an idle connection
+            // holds memory a client would otherwise keep at no cost.
+            session.set_keepalive(Some(self.limits.idle_timeout.as_secs().max(1)));
         }
         // A client that stops reading cannot hold a connection (and a stream) forever.
         session.set_write_timeout(Some(self.limits.client_write_timeout));

@@ -165,6 +165,7 @@ pub struct GatewayBuilder {
     capture_logs: bool,
     unset_env: Vec<&'static str>,
     upstream: &'static str,
+    limits: &'static str,
 }
 
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
@@ -185,6 +186,7 @@ impl Gateway {
             capture_logs: false,
             unset_env: Vec::new(),
             upstream: "",
+            limits: "",
         }
     }
 
@@ -454,6 +456,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// More `tollgate.limits` settings, as YAML flow entries (`"idle_timeout: 1s"`).
+    pub fn limits(mut self, entries: &'static str) -> Self {
+        self.limits = entries;
+        self
+    }
+
     /// More `tollgate.upstream` settings, as YAML flow entries (`"breaker: {cooldown: 1s}"`).
     pub fn upstream(mut self, entries: &'static str) -> Self {
         self.upstream = entries;
@@ -497,7 +505,7 @@ impl GatewayBuilder {
              upgrade_sock: {dir}/upgrade.sock\npid_file: {dir}/tollgate.pid\n\
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
-             \x20 limits: {{body_timeout: {body_timeout}}}\n\
+             \x20 limits: {{body_timeout: {body_timeout}{limits}}}\n\
              \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
@@ -510,6 +518,11 @@ impl GatewayBuilder {
             drain = self.drain,
             answer = self.max_answer,
             body_timeout = self.body_timeout,
+            limits = if self.limits.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.limits)
+            },
             upstream = if self.upstream.is_empty() {
                 String::new()
             } else {

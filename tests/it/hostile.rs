@@ -461,3 +461,34 @@ async fn malformed_heads_and_connect_are_refused_and_the_connection_closed() {
     );
     assert!(sim.requests().await.is_empty());
 }
+
+#[tokio::test]
+async fn an_idle_kept_alive_connection_is_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = Gateway::builder().limits("idle_timeout: 1s").start();
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0; 4096];
+    let n = sock.read(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("keep-alive"),
+        "{answer}"
+    );
+    // Nothing more is sent: the gateway closes the connection after the idle limit.
+    let started = Instant::now();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut rest))
+        .await
+        .expect("an idle connection is closed")
+        .unwrap();
+    assert!(rest.is_empty());
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "not before the limit"
+    );
+}
