@@ -357,7 +357,7 @@ async fn oversized_heads_are_refused_with_431() {
 
 #[tokio::test]
 async fn a_slow_upload_times_out_with_408() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let sim = Sim::start();
     let gw = Gateway::builder()
         .simulator(&sim)
@@ -371,18 +371,12 @@ async fn a_slow_upload_times_out_with_408() {
          Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"model\":"
     );
     sock.write_all(head.as_bytes()).await.unwrap();
-    let started = Instant::now();
-    let mut answer = Vec::new();
     // The rest of the body never comes: the gateway answers and closes the connection.
-    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut answer))
-        .await
-        .expect("the gateway closes a stalled upload")
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer);
+    let (answer, took) = read_until_closed(&mut sock, "the gateway closes a stalled upload").await;
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("request_timeout"), "{answer}");
     assert!(
-        started.elapsed() >= Duration::from_millis(900),
+        took >= Duration::from_millis(900),
         "not before the deadline"
     );
     assert!(sim.requests().await.is_empty());
@@ -405,18 +399,41 @@ async fn an_upstream_redirect_is_not_followed() {
     );
 }
 
-/// What one raw exchange gets back: the whole answer, read until the gateway closes (within
-/// 10 s: a connection kept alive fails the exchange).
-async fn exchange(addr: &str, request: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
-    sock.write_all(request.as_bytes()).await.unwrap();
+/// What the gateway still sends on `sock`, read until it closes the connection (within 10 s:
+/// `what` names the close expected), and how long that took.
+async fn read_until_closed(sock: &mut tokio::net::TcpStream, what: &str) -> (String, Duration) {
+    use tokio::io::AsyncReadExt;
+    let started = Instant::now();
     let mut answer = Vec::new();
     tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut answer))
         .await
-        .expect("the gateway closes the connection")
+        .unwrap_or_else(|_| panic!("{what}"))
         .unwrap();
-    String::from_utf8_lossy(&answer).into_owned()
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    (answer, started.elapsed())
+}
+
+/// A connection that asked for `/health` and may be kept alive, and the answer it got.
+async fn health_kept_alive(addr: &str) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0; 4096];
+    let n = sock.read(&mut answer).await.unwrap();
+    (sock, String::from_utf8_lossy(&answer[..n]).into_owned())
+}
+
+/// What one raw exchange gets back: the whole answer, read until the gateway closes (within
+/// 10 s: a connection kept alive fails the exchange).
+async fn exchange(addr: &str, request: &str) -> String {
+    use tokio::io::AsyncWriteExt;
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.write_all(request.as_bytes()).await.unwrap();
+    read_until_closed(&mut sock, "the gateway closes the connection")
+        .await
+        .0
 }
 
 #[tokio::test]
@@ -439,17 +456,8 @@ async fn malformed_heads_and_connect_are_refused_and_the_connection_closed() {
     let answer = exchange(&addr, &connect).await;
     assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
     // Two requests one after the other on one connection are both answered (keep-alive).
-    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut first = vec![0; 4096];
-    let n = sock.read(&mut first).await.unwrap();
-    assert!(
-        first[..n].starts_with(b"HTTP/1.1 200"),
-        "{:?}",
-        String::from_utf8_lossy(&first[..n])
-    );
+    let (mut sock, first) = health_kept_alive(&addr).await;
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
     let second = "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
     sock.write_all(second.as_bytes()).await.unwrap();
     let mut answer = Vec::new();
@@ -464,31 +472,16 @@ async fn malformed_heads_and_connect_are_refused_and_the_connection_closed() {
 
 #[tokio::test]
 async fn an_idle_kept_alive_connection_is_closed() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let gw = Gateway::builder().limits("idle_timeout: 1s").start();
     let addr = gw.base.trim_start_matches("http://").to_owned();
-    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = vec![0; 4096];
-    let n = sock.read(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]).into_owned();
+    let (mut sock, answer) = health_kept_alive(&addr).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(
         answer.to_ascii_lowercase().contains("keep-alive"),
         "{answer}"
     );
     // Nothing more is sent: the gateway closes the connection after the idle limit.
-    let started = Instant::now();
-    let mut rest = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut rest))
-        .await
-        .expect("an idle connection is closed")
-        .unwrap();
-    assert!(rest.is_empty());
-    assert!(
-        started.elapsed() >= Duration::from_millis(900),
-        "not before the limit"
-    );
+    let (rest, took) = read_until_closed(&mut sock, "an idle connection is closed").await;
+    assert!(rest.is_empty(), "{rest}");
+    assert!(took >= Duration::from_millis(900), "not before the limit");
 }
