@@ -1,12 +1,12 @@
 //! tollgate: an OpenAI-compatible LLM gateway on Pingora.
 //!
 //! Rooms (see README "How it works"): `proxy` (the only Pingora code besides `server`) turns
-//! each request's session into plain values and calls `admission` (auth, gates, route, the adapter's plan;
-//! what a finished request is billed), which sits on `api` (the OpenAI wire format),
-//! `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the I/O a
-//! plan needs outside Pingora; everything rests on `store`, and `money` is a leaf. `commands`
-//! holds the operator operations the CLI (`cli`) and the admin API share. Arrows point one way
-//! (`tests/it/architecture.rs` checks it); only the `server` wiring imports `proxy`.
+//! each request's session into plain values and calls `admission` (auth, gates, route, the
+//! adapter's plan; what a finished request is billed), which sits on `api` (the OpenAI wire
+//! format), `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the
+//! I/O a plan needs outside Pingora; everything rests on `store`, and `money` is a leaf.
+//! `commands` holds the operator operations the CLI (`cli`) and the admin API share. Arrows point
+//! one way (`tests/it/architecture.rs` checks it); only the `server` wiring imports `proxy`.
 pub mod admin;
 pub mod admission;
 pub mod alerts;

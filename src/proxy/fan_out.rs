@@ -1,8 +1,8 @@
 //! Requests the gateway sends itself: a fan-out (an adapter asked for several upstream calls,
 //! e.g. Gemini embeddings batches) and every buffered answer (a fan-out of one call, so that
-//! the answer is read, bounded and translated before its status is chosen). Answered through the shared
-//! [`UpstreamClient`](crate::upstream::client::UpstreamClient), leaving in the context what a
-//! proxied request leaves for `logging` (the decision, upstream status, usage or error).
+//! the answer is read, bounded and translated before its status is chosen). Answered through
+//! the shared [`UpstreamClient`](crate::upstream::client::UpstreamClient), leaving in the
+//! context what `logging` needs (the decision, upstream status, usage or error).
 
 use std::time::Instant;
 
