@@ -118,7 +118,6 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         drain_after_disconnect: t.drain_after_disconnect,
         limits: limits(&t.limits),
         draining: draining.clone(),
-        closing: Default::default(),
         route_turns: std::sync::atomic::AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),
         store_url: store_url.clone(),

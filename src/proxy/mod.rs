@@ -36,10 +36,10 @@ use bytes::Bytes;
 use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::server::ShutdownWatch;
-use pingora_error::{Error, ErrorType};
-use tokio::sync::Notify;
+use pingora_error::ErrorType;
 
 use crate::admission::{self, Admission, Admitted, Decision, HeadDecision};
+use crate::api::error::Blame;
 use crate::api::limits::Limits;
 use crate::api::GatewayError;
 use crate::auth::KeyCache;
@@ -79,8 +79,6 @@ pub struct Gateway {
     pub limits: Limits,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
-    /// The service stopped listening: connections idle between requests close.
-    pub closing: Closing,
     /// Counts requests, so that routes of equal priority take turns.
     pub route_turns: AtomicU64,
     /// The store, opened on first use (`/v1/generation` only: nothing on the request path
@@ -236,15 +234,21 @@ impl HttpServerApp for Gateway {
         mut session: Session,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        if !self.read_head(&mut session).await {
+        if !read_head(&mut session, shutdown).await {
             return None;
         }
         if *shutdown.borrow() {
             session.set_keepalive(None);
         }
         let mut ctx = Ctx::default();
-        let failed = self.respond(&mut session, &mut ctx).await.err();
-        self.logging(&session, failed.as_deref(), &ctx);
+        let failed = self.respond(&mut session, &mut ctx).await.err().map(|e| {
+            let blame = convert::blame(&e);
+            if blame != Blame::Client {
+                tracing::warn!("answering failed: {e}");
+            }
+            blame
+        });
+        self.logging(&session, failed, &ctx);
         if failed.is_some() {
             return None; // the gateway's own answer could not be written: the client is gone
         }
@@ -252,33 +256,31 @@ impl HttpServerApp for Gateway {
         let reusable = session.finish().await.ok().flatten()?;
         Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
     }
+}
 
-    async fn http_cleanup(&self) {
-        self.closing.close();
+/// Reads the next request's head; `false`: there is none to answer (the client closed, the
+/// service is shutting down — a connection idle between requests closes — or the head was
+/// malformed and got its `400`).
+async fn read_head(session: &mut Session, shutdown: &ShutdownWatch) -> bool {
+    let mut shutdown = shutdown.clone();
+    let read = tokio::select! {
+        biased; // a request already buffered is answered
+        read = session.read_request() => read,
+        _ = shutdown.wait_for(|down| *down) => return false,
+    };
+    match read {
+        Ok(read) => read,
+        Err(e) => {
+            if e.etype == ErrorType::InvalidHTTPHeader {
+                let _ = session.respond_error(400).await;
+            }
+            session.shutdown().await;
+            false
+        }
     }
 }
 
 impl Gateway {
-    /// Reads the next request's head; `false`: there is none to answer (the client closed, the
-    /// service is closing, or the head was malformed and got its `400`).
-    async fn read_head(&self, session: &mut Session) -> bool {
-        let read = tokio::select! {
-            biased; // a request already buffered is answered
-            read = session.read_request() => read,
-            () = self.closing.wait() => return false,
-        };
-        match read {
-            Ok(read) => read,
-            Err(e) => {
-                if e.etype == ErrorType::InvalidHTTPHeader {
-                    let _ = session.respond_error(400).await;
-                }
-                session.shutdown().await;
-                false
-            }
-        }
-    }
-
     /// Answers one request; `Err`: the gateway's own error answer could not be written.
     async fn respond(&self, session: &mut Session, ctx: &mut Ctx) -> pingora_error::Result<()> {
         let sent_id = session.req_header().headers.get("x-request-id");
@@ -305,37 +307,13 @@ impl Gateway {
         Ok(())
     }
 
-    /// Bills the finished request and writes its metrics and access event.
-    fn logging(&self, session: &Session, e: Option<&Error>, ctx: &Ctx) {
-        if let Some(e) = e.filter(|e| convert::blame(e) != crate::api::error::Blame::Client) {
-            tracing::warn!("answering failed: {e}");
-        }
-        let billed = self.bill(e.map(convert::blame), ctx);
+    /// Bills the finished request and writes its metrics and access event; `failed`: who made
+    /// writing the gateway's own answer fail.
+    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
+        let billed = self.bill(failed, ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let path = session.req_header().uri.path();
         logging::count(path, status, ctx, billed);
         logging::access_log(path, status, ctx);
-    }
-}
-
-/// Wakes the connections waiting for their next request when the service stops listening
-/// (what `pingora-proxy` does in its `http_cleanup`).
-#[derive(Default)]
-pub struct Closing {
-    notify: Notify,
-    closed: AtomicBool,
-}
-
-impl Closing {
-    fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.notify.notify_waiters();
-    }
-
-    async fn wait(&self) {
-        let notified = self.notify.notified(); // registered before the flag is read
-        if !self.closed.load(Ordering::Acquire) {
-            notified.await;
-        }
     }
 }

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use crate::harness::{FakeUpstream, Gateway, Sim, SimEnv};
+use crate::raw::{health_kept_alive, read_until_closed};
 
 async fn post(gw: &Gateway, path: &str, key: &str, body: Vec<u8>) -> (u16, Value, Duration) {
     let started = Instant::now();
@@ -397,32 +398,6 @@ async fn an_upstream_redirect_is_not_followed() {
         1,
         "the request and its credential went upstream once, not again to the redirect's target"
     );
-}
-
-/// What the gateway still sends on `sock`, read until it closes the connection (within 10 s:
-/// `what` names the close expected), and how long that took.
-async fn read_until_closed(sock: &mut tokio::net::TcpStream, what: &str) -> (String, Duration) {
-    use tokio::io::AsyncReadExt;
-    let started = Instant::now();
-    let mut answer = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut answer))
-        .await
-        .unwrap_or_else(|_| panic!("{what}"))
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer).into_owned();
-    (answer, started.elapsed())
-}
-
-/// A connection that asked for `/health` and may be kept alive, and the answer it got.
-async fn health_kept_alive(addr: &str) -> (tokio::net::TcpStream, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
-    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut answer = vec![0; 4096];
-    let n = sock.read(&mut answer).await.unwrap();
-    (sock, String::from_utf8_lossy(&answer[..n]).into_owned())
 }
 
 /// What one raw exchange gets back: the whole answer, read until the gateway closes (within

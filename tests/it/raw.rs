@@ -1,9 +1,10 @@
 //! A minimal HTTP/1.1 client over a raw socket, for what reqwest will not do: `Expect:
-//! 100-continue`, hand-made chunked bodies, and exact control over headers.
+//! 100-continue`, hand-made chunked bodies, exact control over headers, and watching when the
+//! gateway closes a connection.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 pub struct RawResponse {
     pub status: u16,
@@ -152,4 +153,30 @@ fn dechunk(mut raw: &[u8]) -> Vec<u8> {
         out.extend_from_slice(&raw[eol + 2..eol + 2 + size]);
         raw = &raw[eol + 2 + size + 2..];
     }
+}
+
+/// What the gateway still sends on `sock`, read until it closes the connection (within 10 s:
+/// `what` names the close expected), and how long that took.
+pub async fn read_until_closed(sock: &mut tokio::net::TcpStream, what: &str) -> (String, Duration) {
+    use tokio::io::AsyncReadExt;
+    let started = Instant::now();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), sock.read_to_end(&mut answer))
+        .await
+        .unwrap_or_else(|_| panic!("{what}"))
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    (answer, started.elapsed())
+}
+
+/// A connection that asked for `/health` and may be kept alive, and the answer it got.
+pub async fn health_kept_alive(addr: &str) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    sock.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = vec![0; 4096];
+    let n = sock.read(&mut answer).await.unwrap();
+    (sock, String::from_utf8_lossy(&answer[..n]).into_owned())
 }

@@ -1,6 +1,7 @@
 //! Zero-downtime restarts, with real signals to real processes: a graceful upgrade (`serve -u`,
 //! then `SIGQUIT` to the old process) under steady load, streams included, loses no request and
-//! no ledger record; `SIGTERM` lets in-flight streams finish and flushes the ledger.
+//! no ledger record; `SIGTERM` lets in-flight streams finish, flushes the ledger and closes idle
+//! connections at once.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -8,7 +9,8 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{eventually, sse_data, Gateway, Sim};
+use crate::harness::{eventually, signal, sse_data, Gateway, Sim};
+use crate::raw::{health_kept_alive, read_until_closed};
 
 /// One request, judged: `Ok` when the client got a complete answer (a stream ending with its
 /// usage chunk and `[DONE]`, no error frame), else what went wrong.
@@ -133,4 +135,17 @@ async fn sigterm_lets_streams_finish_and_flushes_the_ledger() {
         reqwest::get(format!("{url}/health")).await.is_err(),
         "the gateway stopped"
     );
+}
+
+#[tokio::test]
+async fn sigterm_closes_connections_idle_between_requests_at_once() {
+    let gw = Gateway::builder().start(); // grace_period_seconds: 1
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let (mut sock, answer) = health_kept_alive(&addr).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    signal(gw.pid(), "TERM");
+    let (rest, took) = read_until_closed(&mut sock, "an idle connection closes").await;
+    assert!(rest.is_empty(), "{rest}");
+    // When the shutdown begins, not when the runtimes stop after the grace period.
+    assert!(took < Duration::from_millis(900), "closed after {took:?}");
 }
