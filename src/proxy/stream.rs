@@ -27,7 +27,7 @@ use crate::admission::{Admission, Admitted};
 use crate::api::error::Blame;
 use crate::api::{GatewayError, Usage};
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
-use crate::upstream::client::{transport, Answer, CallFailure};
+use crate::upstream::client::{Answer, CallFailure};
 
 const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 
@@ -301,8 +301,8 @@ impl Gateway {
 }
 
 /// An upstream read failing before the stream's first content: worth another route.
-fn before_content(e: reqwest::Error) -> CallFailure {
-    match transport(e) {
+fn before_content(failure: CallFailure) -> CallFailure {
+    match failure {
         CallFailure::Timeout => CallFailure::Timeout,
         _ => CallFailure::EarlyEnd {
             message: "upstream failed before any content".into(),
@@ -311,8 +311,11 @@ fn before_content(e: reqwest::Error) -> CallFailure {
 }
 
 /// An upstream read failing after the stream was committed.
-fn mid_stream(e: &reqwest::Error) -> GatewayError {
-    let what = if e.is_timeout() { "timeout" } else { "broken" };
+fn mid_stream(failure: &CallFailure) -> GatewayError {
+    let what = match failure {
+        CallFailure::Timeout => "timeout",
+        _ => "broken",
+    };
     GatewayError::MidStream(format!("upstream failed mid-response: {what}").into())
 }
 

@@ -8,13 +8,18 @@
 //! Invariants: at most [`MAX_IN_FLIGHT`] calls of one request are in flight at once; the first
 //! failure (non-2xx answer or transport error) ends the run and drops the calls still in
 //! flight — one failing part fails the whole request, so nothing is joined or billed. One
-//! `reqwest::Client` (its connection pool) is shared by every request, with the upstream
-//! timeouts of the config.
+//! hyper client (its connection pool) is shared by every request, with the upstream timeouts
+//! of the config.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::catalog::Endpoint;
 use crate::config::UpstreamConf;
@@ -104,54 +109,69 @@ pub struct Answer {
     pub status: u16,
     /// `Content-Length`, when sent.
     length: Option<u64>,
-    body: reqwest::Body,
-}
-
-impl From<reqwest::Response> for Answer {
-    fn from(response: reqwest::Response) -> Self {
-        Answer {
-            status: response.status().as_u16(),
-            length: response.content_length(),
-            body: response.into(),
-        }
-    }
+    body: Incoming,
+    /// The longest wait for the body's next bytes.
+    read_timeout: Duration,
 }
 
 impl Answer {
-    /// The body's next chunk; `None` at its end.
-    pub async fn chunk(&mut self) -> Result<Option<Bytes>, reqwest::Error> {
+    /// The body's next chunk; `None` at its end. `Err`: [`CallFailure::Timeout`] or
+    /// [`CallFailure::Broken`].
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, CallFailure> {
         use http_body_util::BodyExt;
-        while let Some(frame) = self.body.frame().await {
-            if let Ok(data) = frame?.into_data() {
-                return Ok(Some(data));
+        loop {
+            let frame = tokio::time::timeout(self.read_timeout, self.body.frame())
+                .await
+                .map_err(|_| timed_out("reading"))?;
+            match frame {
+                None => return Ok(None),
+                Some(Err(e)) => return Err(transport(&e)),
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
             }
         }
-        Ok(None)
     }
 }
 
+/// The upstream connection pool's client: hyper's own, without the layers `reqwest` puts on
+/// every call (its URL parsed three times, a redirect policy and a retry policy the gateway
+/// turns off), which were a quarter of the proxy thread's instructions per request.
+type Pool = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
+
 pub struct UpstreamClient {
-    client: reqwest::Client,
+    pool: Pool,
+    read_timeout: Duration,
     max_answer: u64,
 }
 
+const USER_AGENT: http::HeaderValue =
+    http::HeaderValue::from_static(concat!("tollgate/", env!("CARGO_PKG_VERSION")));
+
 impl UpstreamClient {
     pub fn new(conf: &UpstreamConf) -> Self {
-        let client = reqwest::Client::builder()
-            .connect_timeout(conf.connect_timeout)
-            .read_timeout(conf.read_timeout)
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false); // https is the TLS layer's
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(conf.connect_timeout));
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        // No retries of its own but a request on a pooled connection the upstream had closed
+        // before it was sent (hyper's default, safe): retrying is failover's
+        // (`proxy/failover.rs`). No redirects either: an upstream's redirect is its failure to
+        // report, not a place to resend the credential to.
+        let pool = hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(60))
-            // An upstream's redirect is its failure to report, not a place to resend the
-            // credential to.
-            .redirect(reqwest::redirect::Policy::none())
-            // Retrying is failover's (`proxy/failover.rs`); and reqwest's own policy copies
-            // every request's head in case it retries.
-            .retry(reqwest::retry::never().max_retries_per_request(0))
-            .user_agent(concat!("tollgate/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .unwrap_or_default();
+            .build(tls);
         UpstreamClient {
-            client,
+            pool,
+            read_timeout: conf.read_timeout,
             max_answer: conf.max_answer_body.as_u64(),
         }
     }
@@ -191,32 +211,45 @@ impl UpstreamClient {
         call: UpstreamRequest,
         accept: &'static str,
     ) -> Result<Answer, CallFailure> {
-        let mut request = self
-            .client
-            .post(endpoint.url(&call.path))
-            .header(http::header::ACCEPT, accept)
-            .body(call.body);
+        let mut request = http::Request::new(Full::new(call.body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = http::Uri::try_from(endpoint.url(&call.path)).map_err(|e| {
+            tracing::warn!("upstream call not sent: {e}");
+            CallFailure::Connect
+        })?;
+        let headers = request.headers_mut();
+        headers.insert(http::header::ACCEPT, http::HeaderValue::from_static(accept));
+        headers.insert(http::header::USER_AGENT, USER_AGENT);
         for (name, value) in call.headers {
-            request = request.header(name, value);
+            headers.append(name, value);
         }
-        let response = request.send().await.map_err(transport)?;
-        if response.status().is_success() {
-            return Ok(Answer::from(response));
+        let response = tokio::time::timeout(self.read_timeout, self.pool.request(request))
+            .await
+            .map_err(|_| timed_out("awaiting the answer"))?
+            .map_err(|e| transport(&e))?;
+        let (head, body) = response.into_parts();
+        let answer = Answer {
+            status: head.status.as_u16(),
+            length: hyper::body::Body::size_hint(&body).exact(),
+            body,
+            read_timeout: self.read_timeout,
+        };
+        if head.status.is_success() {
+            return Ok(answer);
         }
-        let retry_after = response
-            .headers()
+        let retry_after = head
+            .headers
             .get(http::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        let answer = Answer::from(response);
+        drop(head);
         Err(CallFailure::Status {
             status: answer.status,
-            body: self.read_bounded(answer).await?,
             retry_after,
+            body: self.read_bounded(answer).await?,
         })
     }
 }
-
 impl UpstreamClient {
     /// The answer's body, refused as soon as it grows past the limit (whatever
     /// `Content-Length` says).
@@ -228,7 +261,7 @@ impl UpstreamClient {
             return Err(too_large);
         }
         let mut body = bytes::BytesMut::new();
-        while let Some(chunk) = answer.chunk().await.map_err(transport)? {
+        while let Some(chunk) = answer.chunk().await? {
             if (body.len() + chunk.len()) as u64 > self.max_answer {
                 return Err(too_large);
             }
@@ -260,16 +293,36 @@ fn google_retry_delay(body: &[u8]) -> Option<Duration> {
 }
 
 /// The kind of a transport failure; the details go to the log, not to the client.
-pub fn transport(e: reqwest::Error) -> CallFailure {
-    let kind = if e.is_timeout() {
-        CallFailure::Timeout
-    } else if e.is_connect() {
-        CallFailure::Connect
-    } else {
-        CallFailure::Broken
-    };
-    tracing::warn!("upstream call failed: {}", e.without_url());
+pub fn transport(e: &(dyn std::error::Error + 'static)) -> CallFailure {
+    let mut cause = Some(e);
+    let mut detail = String::new();
+    let mut kind = CallFailure::Broken;
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::TimedOut {
+                kind = CallFailure::Timeout; // hyper's connect timeout
+            }
+        }
+        if matches!(kind, CallFailure::Broken)
+            && e.downcast_ref::<hyper_util::client::legacy::Error>()
+                .is_some_and(|e| e.is_connect())
+        {
+            kind = CallFailure::Connect;
+        }
+        detail = if detail.is_empty() {
+            e.to_string()
+        } else {
+            format!("{detail}: {e}")
+        };
+        cause = e.source();
+    }
+    tracing::warn!("upstream call failed: {detail}");
     kind
+}
+
+fn timed_out(waiting: &str) -> CallFailure {
+    tracing::warn!("upstream call failed: timed out {waiting}");
+    CallFailure::Timeout
 }
 
 #[cfg(test)]
