@@ -406,3 +406,136 @@ mod failover_tests {
         assert_eq!(retry(&reported.unwrap()), (429, Some("5".to_owned())));
     }
 }
+
+/// The client against raw local sockets: what each way an upstream can fail becomes.
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpListener;
+
+    fn client(max_answer: u64) -> UpstreamClient {
+        UpstreamClient::new(&UpstreamConf {
+            read_timeout: Duration::from_millis(300),
+            max_answer_body: bytesize::ByteSize::b(max_answer),
+            ..UpstreamConf::default()
+        })
+    }
+
+    fn call() -> UpstreamRequest {
+        UpstreamRequest {
+            path: "/v1/x?alt=sse".into(),
+            headers: vec![(
+                http::HeaderName::from_static("x-goog-api-key"),
+                http::HeaderValue::from_static("k"),
+            )],
+            body: Bytes::from_static(b"{\"a\":1}"),
+        }
+    }
+
+    /// A one-connection upstream that reads the request head and body, then writes `answer`
+    /// (and keeps the connection open); the request it read comes back on the handle.
+    async fn upstream(answer: &'static [u8]) -> (Endpoint, tokio::task::JoinHandle<String>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let endpoint = Endpoint::parse(&format!("http://{}", listener.local_addr().unwrap()));
+        let served = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 4096];
+            while !request.ends_with(b"{\"a\":1}") {
+                let n = socket.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the request ended early");
+                request.extend_from_slice(&buf[..n]);
+            }
+            socket.write_all(answer).await.unwrap();
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            String::from_utf8(request).unwrap()
+        });
+        (endpoint.unwrap(), served)
+    }
+
+    #[tokio::test]
+    async fn a_call_is_sent_as_planned_and_its_answer_read() {
+        let (endpoint, served) =
+            upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello").await;
+        let answers = client(1024).run(&endpoint, vec![call()]).await.unwrap();
+        assert_eq!(answers, vec![Bytes::from_static(b"hello")]);
+        let request = served.await.unwrap().to_ascii_lowercase();
+        assert!(
+            request.starts_with("post /v1/x?alt=sse http/1.1\r\n"),
+            "{request}"
+        );
+        for header in [
+            "x-goog-api-key: k",
+            "accept: application/json",
+            "user-agent: tollgate/",
+        ] {
+            assert!(request.contains(header), "{header} in {request}");
+        }
+    }
+
+    #[tokio::test]
+    async fn failures_are_told_apart() {
+        let failure = |answer: &'static [u8], max: u64| async move {
+            let (endpoint, _served) = upstream(answer).await;
+            client(max).run(&endpoint, vec![call()]).await.unwrap_err()
+        };
+        let throttled = failure(
+            b"HTTP/1.1 429 Too Many\r\nretry-after: 7\r\ncontent-length: 4\r\n\r\nslow",
+            1024,
+        )
+        .await;
+        let CallFailure::Status {
+            status,
+            body,
+            retry_after,
+        } = throttled
+        else {
+            panic!("{throttled:?}");
+        };
+        assert_eq!(
+            (status, &body[..], retry_after.as_deref()),
+            (429, &b"slow"[..], Some("7"))
+        );
+        let declared = failure(
+            b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789",
+            8,
+        )
+        .await;
+        assert!(
+            matches!(declared, CallFailure::TooLarge { limit: 8 }),
+            "{declared:?}"
+        );
+        let chunked = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\n01234\r\n5\r\n56789\r\n0\r\n\r\n";
+        let grown = failure(chunked, 8).await;
+        assert!(
+            matches!(grown, CallFailure::TooLarge { limit: 8 }),
+            "{grown:?}"
+        );
+        let silent_head = failure(b"", 1024).await;
+        assert!(
+            matches!(silent_head, CallFailure::Timeout),
+            "{silent_head:?}"
+        );
+        let silent_body =
+            failure(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n01234", 1024).await;
+        assert!(
+            matches!(silent_body, CallFailure::Timeout),
+            "{silent_body:?}"
+        );
+        let broken = failure(b"HTTP/1.1 200 OK\r\nbroken\r\n\r\n", 1024).await;
+        assert!(matches!(broken, CallFailure::Broken), "{broken:?}");
+    }
+
+    #[tokio::test]
+    async fn no_listener_is_a_connect_failure() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port(); // closed again: nothing listens there
+        let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap();
+        let failure = client(1024).run(&endpoint, vec![call()]).await.unwrap_err();
+        assert!(matches!(failure, CallFailure::Connect), "{failure:?}");
+    }
+}
