@@ -38,7 +38,7 @@ pub struct Limits {
     /// Each write to the client must complete within this (slow readers).
     pub client_write_timeout: Duration,
     /// A kept-alive connection waiting for its next request is closed after this (whole
-    /// seconds, at least one).
+    /// seconds, at least one); a request's head must arrive whole within it.
     pub idle_timeout: Duration,
 }
 

@@ -131,7 +131,8 @@ pub struct LimitsConf {
     /// Each write to the client must complete within this.
     #[serde(default, with = "humantime_serde::option")]
     pub client_write_timeout: Option<Duration>,
-    /// A kept-alive connection waiting for its next request is closed after this.
+    /// A kept-alive connection waiting for its next request is closed after this; a
+    /// request's head must arrive whole within it.
     #[serde(default, with = "humantime_serde::option")]
     pub idle_timeout: Option<Duration>,
 }

@@ -234,7 +234,7 @@ impl HttpServerApp for Gateway {
         mut session: Session,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        if !read_head(&mut session, shutdown).await {
+        if !read_head(&mut session, shutdown, self.limits.idle_timeout).await {
             return None;
         }
         if *shutdown.borrow() {
@@ -258,22 +258,28 @@ impl HttpServerApp for Gateway {
     }
 }
 
-/// Reads the next request's head; `false`: there is none to answer (the client closed, the
-/// service is shutting down — a connection idle between requests closes — or the head was
-/// malformed and got its `400`).
-async fn read_head(session: &mut Session, shutdown: &ShutdownWatch) -> bool {
+/// Reads the next request's head, whole within `limit` (a head trickled in a byte at a time
+/// would otherwise hold the connection as long as each read beat Pingora's per-read timeout);
+/// `false`: there is none to answer (the client closed or was too slow, the service is
+/// shutting down — a connection idle between requests closes — or the head was malformed and
+/// got its `400`).
+async fn read_head(session: &mut Session, shutdown: &ShutdownWatch, limit: Duration) -> bool {
     let mut shutdown = shutdown.clone();
     let read = tokio::select! {
         biased; // a request already buffered is answered
-        read = session.read_request() => read,
+        read = tokio::time::timeout(limit, session.read_request()) => read,
         _ = shutdown.wait_for(|down| *down) => return false,
     };
     match read {
-        Ok(read) => read,
-        Err(e) => {
+        Ok(Ok(read)) => read,
+        Ok(Err(e)) => {
             if e.etype == ErrorType::InvalidHTTPHeader {
                 let _ = session.respond_error(400).await;
             }
+            session.shutdown().await;
+            false
+        }
+        Err(_) => {
             session.shutdown().await;
             false
         }

@@ -456,3 +456,38 @@ async fn an_idle_kept_alive_connection_is_closed() {
     assert!(rest.is_empty(), "{rest}");
     assert!(took >= Duration::from_millis(900), "not before the limit");
 }
+
+#[tokio::test]
+async fn a_head_trickled_in_is_cut_off_at_the_idle_limit() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gw = Gateway::builder().limits("idle_timeout: 1s").start();
+    let addr = gw.base.trim_start_matches("http://").to_owned();
+    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    sock.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    // One header byte every 200 ms: each read arrives well within any per-read timeout, so
+    // only a limit on the whole head ends it.
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    let mut rest = Vec::new();
+    let took = loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "a head trickled in for 6 s is still being read"
+        );
+        if sock.write_all(b"X").await.is_err() {
+            break started.elapsed();
+        }
+        match tokio::time::timeout(Duration::from_millis(200), sock.read(&mut buf)).await {
+            Err(_) => {} // still open
+            Ok(Ok(0)) | Ok(Err(_)) => break started.elapsed(),
+            Ok(Ok(n)) => rest.extend_from_slice(&buf[..n]),
+        }
+    };
+    let rest = String::from_utf8_lossy(&rest);
+    assert!(
+        took < Duration::from_secs(4),
+        "closed {took:?} after the head began ({rest})"
+    );
+}
