@@ -250,6 +250,7 @@ impl UpstreamClient {
         })
     }
 }
+
 impl UpstreamClient {
     /// The answer's body, refused as soon as it grows past the limit (whatever
     /// `Content-Length` says).
