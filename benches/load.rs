@@ -114,6 +114,8 @@ fn start_sim(core: usize) -> (Proc, String) {
 struct Gateway {
     proc: Proc,
     addr: String,
+    /// The operators' listener (`/metrics`).
+    admin: String,
     conf: std::path::PathBuf,
     store: String,
     _dir: tempfile::TempDir,
@@ -184,6 +186,7 @@ impl Gateway {
         Gateway {
             proc,
             addr,
+            admin: format!("127.0.0.1:{admin}"),
             conf,
             store,
             _dir: dir,
@@ -719,7 +722,7 @@ async fn main() {
         }
         match case {
             "rates" => rates(&t, secs, &mut report).await,
-            "max" => max(&t, secs, pid, &mut report).await,
+            "max" => max(&t, secs, pid, &gw.admin, &mut report).await,
             "streams" => streams(&gw.addr, &secret, pid, quick, &mut report).await,
             _ => embeddings(&t, secs, &mut report).await,
         }
@@ -799,11 +802,34 @@ async fn rates(t: &Targets, secs: u64, report: &mut Report) {
     }
 }
 
-/// The maximum buffered and streamed rates (closed loop, 64 connections).
-async fn max(t: &Targets, secs: u64, pid: u32, report: &mut Report) {
+/// The most records the ledger writer may have queued at the maximum rate: half its queue
+/// (`billing::writer::QUEUE`, 16,384; a record that finds it full goes to the spool file), so
+/// that a writer falling behind fails the bench before it spills.
+const LEDGER_BACKLOG: f64 = 8_192.0;
+
+/// The maximum buffered and streamed rates (closed loop, 64 connections), and the ledger's
+/// backlog meanwhile.
+async fn max(t: &Targets, secs: u64, pid: u32, admin: &str, report: &mut Report) {
     let cpu0 = cpu_seconds(pid);
+    let until = Instant::now() + Duration::from_secs(secs);
+    let backlog = tokio::spawn(ledger_backlog(format!("http://{admin}/metrics"), until));
     let max = closed_loop(&t.gw_buffered, secs, 64).await;
     let core = (cpu_seconds(pid) - cpu0) / max.seconds;
+    let (queue, spooled) = backlog.await.unwrap_or_default();
+    println!(
+        "ledger backlog at the max rate: at most {queue} records queued, {spooled} bytes spooled"
+    );
+    report.check(
+        "ledger queue peak at max rate",
+        queue as f64,
+        "records",
+        LEDGER_BACKLOG,
+    );
+    report.check("ledger spooled at max rate", spooled as f64, "bytes", 0.0);
+    report.json.insert(
+        "ledger_backlog".into(),
+        json!({"peak_queue": queue, "peak_spool_bytes": spooled, "allowed_queue": LEDGER_BACKLOG}),
+    );
     report.sent_ok += max.ok;
     let max_rate = max.ok as f64 / max.seconds;
     let err_rate = max.errors as f64 / (max.ok + max.errors).max(1) as f64;
@@ -842,6 +868,28 @@ async fn max(t: &Targets, secs: u64, pid: u32, report: &mut Report) {
         "max_streamed".into(),
         json!({"rate": smax_rate, "errors": smax.errors}),
     );
+}
+
+/// The peak of the ledger writer's queue depth and spool size, sampled from `/metrics` every
+/// 250 ms until `until`.
+async fn ledger_backlog(metrics: String, until: Instant) -> (u64, u64) {
+    let client = reqwest::Client::new();
+    let gauge = |text: &str, name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<f64>().ok())
+            .unwrap_or(0.0) as u64
+    };
+    let (mut queue, mut spooled) = (0, 0);
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let Ok(res) = client.get(&metrics).send().await else {
+            continue;
+        };
+        let text = res.text().await.unwrap_or_default();
+        queue = queue.max(gauge(&text, "tollgate_ledger_queue_depth "));
+        spooled = spooled.max(gauge(&text, "tollgate_ledger_spool_bytes "));
+    }
+    (queue, spooled)
 }
 
 /// Embeddings of 100 inputs a request: added latency at a fixed rate, then the maximum.
