@@ -270,20 +270,16 @@ async fn read_head(session: &mut Session, shutdown: &ShutdownWatch, limit: Durat
         read = tokio::time::timeout(limit, session.read_request()) => read,
         _ = shutdown.wait_for(|down| *down) => return false,
     };
-    match read {
-        Ok(Ok(read)) => read,
-        Ok(Err(e)) => {
-            if e.etype == ErrorType::InvalidHTTPHeader {
-                let _ = session.respond_error(400).await;
-            }
-            session.shutdown().await;
-            false
-        }
-        Err(_) => {
-            session.shutdown().await;
-            false
-        }
+    let malformed = match read {
+        Ok(Ok(read)) => return read,
+        Ok(Err(e)) => e.etype == ErrorType::InvalidHTTPHeader,
+        Err(_) => false, // too slow
+    };
+    if malformed {
+        let _ = session.respond_error(400).await;
     }
+    session.shutdown().await;
+    false
 }
 
 impl Gateway {
