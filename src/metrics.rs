@@ -34,6 +34,7 @@ pub struct Metrics {
     tokens: IntCounterVec,
     cost: prometheus::CounterVec,
     attempts: IntCounterVec,
+    unpriced: IntCounterVec,
     ledger_commit: Histogram,
     ledger_queue: IntGauge,
     ledger_spool_bytes: IntGauge,
@@ -182,6 +183,13 @@ impl Metrics {
                 "Upstream attempts, failovers included, by answering route",
                 &["route"],
             ),
+            unpriced: counter(
+                &r,
+                "tollgate_usage_unpriced_total",
+                "Usage that could not be priced, billed at the request's worst case and flagged \
+                 for review (alert on any increase)",
+                &["model"],
+            ),
             ledger_commit,
             ledger_queue: gauge(
                 &r,
@@ -249,6 +257,11 @@ impl Metrics {
         if f.cost_usd > 0.0 {
             self.cost.with_label_values(&[f.model]).inc_by(f.cost_usd);
         }
+    }
+
+    /// A usage of `model` could not be priced (see `admission::outcome`).
+    pub fn usage_unpriced(&self, model: &str) {
+        self.unpriced.with_label_values(&[model]).inc();
     }
 
     /// One ledger batch committed (or failed) after `took`.

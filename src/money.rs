@@ -58,6 +58,11 @@ impl Usd {
 }
 
 impl Price {
+    /// The dearest price a catalog accepts: 10,000 USD per 1M tokens (a cent a token), some
+    /// fifteen times the dearest list price of 2026. It keeps every request's cost far inside
+    /// `i64` pico-USD: at this price a bucket of 900 million tokens still prices.
+    pub const MAX: Price = Price(10_000 * MICRO_PER_USD);
+
     pub const fn from_micro_per_mtok(micro: i64) -> Self {
         Price(micro)
     }

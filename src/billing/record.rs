@@ -104,5 +104,6 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
         usage_source: c.usage_source,
         attempts: c.attempts.max(1),
         request_id: Some(c.request_id.to_owned()),
+        review: None,
     })
 }

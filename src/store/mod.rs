@@ -371,6 +371,11 @@ pub struct UsageRecord {
     /// The request's `x-request-id` (none on records from before it was kept).
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Why the record needs an operator's review (none for an ordinary record): the usage the
+    /// upstream reported could not be priced, so the request's reserved worst case was billed
+    /// instead. See `billing::record`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
 }
 
 fn one_attempt() -> u32 {

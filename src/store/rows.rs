@@ -42,7 +42,7 @@ pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, 
                                      audio_input_tokens, cache_write_1h_tokens, \
                                      cache_storage_token_seconds, audio_input_price_micro, \
                                      cache_write_1h_price_micro, cache_storage_price_micro, \
-                                     attempts, request_id";
+                                     attempts, request_id, review";
 
 /// A result row of either backend, read by column position; a value of the wrong type is a
 /// corrupt row.
@@ -184,6 +184,7 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         attempts: u32::try_from(r.int32(30)?)
             .map_err(|_| StoreError::Corrupt("attempts out of range".into()))?,
         request_id: r.opt_text(31)?,
+        review: r.opt_text(32)?,
     })
 }
 

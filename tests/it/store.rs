@@ -834,6 +834,7 @@ fn record(
         usage_source: Default::default(),
         attempts: 2,
         request_id: Some(format!("trace-{id}")),
+        review: None,
         extra: Default::default(),
     }
 }
