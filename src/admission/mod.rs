@@ -11,6 +11,9 @@
 //!    the adapter's [`Plan`] (translated once).
 //!
 //! Every refusal is a [`GatewayError`], rendered by `api::error` alone.
+// Money and token arithmetic is checked or saturating by rule: a wrap here gives credit away
+// (tests may use plain operators).
+#![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
 
 pub mod outcome;
 
@@ -456,7 +459,8 @@ fn affordable_output(
     let left = free.pico().saturating_sub(input.cost.pico()).max(0);
     let rates = model.pricing.rates_for(body.len() as u64);
     let per_token = rates.output.micro_per_mtok().max(1);
-    u64::try_from(left / per_token).unwrap_or(0) / choices(req)
+    let per_choice = u64::try_from(left.checked_div(per_token).unwrap_or(0)).unwrap_or(0);
+    per_choice.checked_div(choices(req)).unwrap_or(0)
 }
 
 /// The output tokens one choice may produce, for the reservation: the client's
@@ -519,7 +523,7 @@ fn route_for(
 /// Which of routes weighing `weights` (`total` together) takes turn `turn`: each takes its
 /// weight's share of the turns, in order.
 fn weighted_turn(weights: impl Iterator<Item = u32>, total: u64, turn: u64) -> usize {
-    let mut point = turn % total.max(1);
+    let mut point = turn.checked_rem(total).unwrap_or(0);
     weights
         .map(u64::from)
         .position(|w| {

@@ -1,7 +1,8 @@
 //! A small in-process OpenAI-compatible upstream for the foundation tests: HTTP/1.1 with
 //! keep-alive over a raw socket, buffered and SSE answers, recording of every request, and
 //! faults chosen by markers in the last message (`[sim:fault=429]`, `[sim:fault=503]`,
-//! `[sim:fault=break-after=N]`). The Gemini/Anthropic families use `tollgate-sim` instead.
+//! `[sim:fault=break-after=N]`) and a delay before answering (`[sim:latency=MS]`, as the
+//! simulator's). The Gemini/Anthropic families use `tollgate-sim` instead.
 
 use std::sync::{Arc, Mutex};
 
@@ -113,6 +114,9 @@ async fn respond(
             .and_then(|r| r.split(']').next())
             .map(str::to_owned)
     };
+    if let Some(ms) = marker("latency").and_then(|ms| ms.parse().ok()) {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let fault = marker("fault");
     match fault.as_deref() {
         Some("429") => return send_json(w, 429, &json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}})).await,
