@@ -139,6 +139,35 @@ async fn an_overflowing_worst_case_creates_no_credit() {
 }
 
 #[tokio::test]
+async fn a_price_no_request_could_pay_is_refused_at_import() {
+    // With 9,223,372,036,854.775807 USD per 1M tokens, every answer's cost overflowed: the
+    // chat answered 200, no usage record was written and the balance never moved.
+    let fake = FakeUpstream::start().await;
+    let gw = Gateway::builder().fake_openai(&fake).start();
+    let file = gw.dir.path().join("absurd.yaml");
+    std::fs::write(
+        &file,
+        "models:\n  - {id: acme/absurd, provider: acme, family: openai, kind: chat, \
+         upstream_model: echo-1, profile: openai, input_price: 1, \
+         output_price: 9223372036854.775807}\n",
+    )
+    .unwrap();
+    let out = gw.cli_raw(&["catalog", "import", file.to_str().unwrap()]);
+    assert!(!out.status.success(), "imported");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("output_price") && err.contains("10000"),
+        "{err}"
+    );
+    let (_, key) = gw.workspace_with_key();
+    let res = gw.chat(
+        &key,
+        json!({"model": "acme/absurd", "messages": [{"role": "user", "content": "hi"}]}),
+    );
+    assert_eq!(res.await.status(), 400, "not in the catalog");
+}
+
+#[tokio::test]
 async fn a_burst_on_a_tiny_spend_limit_admits_one_chat() {
     let sim = Sim::start();
     let gw = Gateway::builder().simulator(&sim).start();

@@ -925,6 +925,8 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     d.stream = false;
     d.ttft_us = None;
     d.upstream_latency_us = None;
+    // A record flagged for an operator's review (a usage that could not be priced).
+    d.review = Some("unpriceable usage: billed the request's reserved worst case".into());
     assert_eq!(d.cost, pico(25_025_000));
     // Workspace w2 has no credit at all: its balance goes negative (overdraft is bounded
     // by the gate, not the store).
