@@ -112,7 +112,7 @@ impl Api {
         match req.method {
             Method::POST => {
                 let body: SignIn = json_body(req)?;
-                let (id, csrf, name) = self.guard.sign_in(&body.token)?;
+                let (id, csrf, name) = self.guard.sign_in(req, &body.token)?;
                 // The audit log names the session, not the token.
                 let actor = Actor::console(&name);
                 if let Ok(s) = self.store().await {

@@ -12,6 +12,7 @@ pub mod http;
 pub mod openapi;
 pub mod ops;
 pub mod session;
+pub mod throttle;
 
 use ::http::{Method, StatusCode};
 

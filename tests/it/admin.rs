@@ -653,3 +653,125 @@ async fn a_low_balance_sends_one_signed_webhook_retried_until_accepted() {
     let want = tollgate::alerts::signature(&secret, t.parse().unwrap(), body.as_bytes());
     assert_eq!(sig, want, "signed with the workspace's secret");
 }
+
+#[tokio::test]
+async fn an_admin_token_shorter_than_32_characters_stops_the_start() {
+    let gw = Gateway::builder().build();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("-c")
+        .arg(&gw.conf)
+        .arg("serve")
+        .env("TOLLGATE_ADMIN_TOKEN", "only-31-characters-long-xxxxxxx")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let admin: std::net::SocketAddr = gw.admin.trim_start_matches("http://").parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let serving = std::net::TcpStream::connect(admin).is_ok();
+        if serving || std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the gateway started with a 31-character admin token");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("TOLLGATE_ADMIN_TOKEN") && stderr.contains("at least 32 characters"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("only-31"),
+        "the token itself is never printed: {stderr}"
+    );
+}
+
+/// An admin-listener client whose connections come from `source` (any 127.0.0.0/8 address
+/// is loopback on Linux).
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn wrong_admin_tokens_are_logged_and_throttled_per_client_address() {
+    let gw = Gateway::builder().capture_logs().start();
+    let guesser = client_from([127, 0, 0, 1]);
+    let url = |p: &str| format!("{}{p}", gw.admin);
+    let mut answers = Vec::new();
+    for i in 0..30 {
+        let res = if i % 2 == 0 {
+            guesser
+                .get(url("/admin/v1/workspaces"))
+                .bearer_auth(format!("guess-number-{i}"))
+                .send()
+                .await
+                .unwrap()
+        } else {
+            guesser
+                .post(url("/admin/v1/session"))
+                .json(&json!({"token": format!("guess-number-{i}")}))
+                .send()
+                .await
+                .unwrap()
+        };
+        let retry_after = res
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+        answers.push((res.status().as_u16(), retry_after));
+    }
+    let first_429 = answers.iter().position(|(s, _)| *s == 429);
+    let Some(first_429) = first_429 else {
+        panic!("30 wrong tokens from one address and never a 429: {answers:?}");
+    };
+    assert!(first_429 >= 3, "a few mistakes are forgiven: {answers:?}");
+    assert!(answers[..first_429].iter().all(|(s, _)| *s == 401));
+    for (status, retry_after) in &answers[first_429..] {
+        assert_eq!(*status, 429, "{answers:?}");
+        assert!(
+            retry_after.is_some_and(|s| (1..=60).contains(&s)),
+            "{answers:?}"
+        );
+    }
+    // Throttled means throttled: the right token from that address waits too (no oracle).
+    let res = guesser
+        .get(url("/admin/v1/workspaces"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(code(&v), "rate_limited", "{v}");
+    // Another address is not held up.
+    let operator = client_from([127, 0, 0, 2]);
+    let res = operator
+        .get(url("/admin/v1/workspaces"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    let failures: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("admin sign-in failed"))
+        .collect();
+    assert!(failures.len() >= first_429, "each failure logged: {log}");
+    assert!(
+        failures.iter().all(|l| l.contains("127.0.0.1")),
+        "{failures:?}"
+    );
+    assert!(!log.contains("guess-number"), "never the token given");
+}

@@ -169,7 +169,7 @@ pub struct GatewayBuilder {
 }
 
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
-pub const ADMIN_TOKEN: &str = "test-admin-token-5f1c";
+pub const ADMIN_TOKEN: &str = "test-admin-token-5f1c0a9e7b3d2c4f8a6e";
 
 impl Gateway {
     pub fn builder() -> GatewayBuilder {
