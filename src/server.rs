@@ -148,7 +148,8 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
             t.admin_token_env
         );
     }
-    let api = admin::Api::new(guard, t.key_prefix.clone(), store_url.clone());
+    let mut api = admin::Api::new(guard, t.key_prefix.clone(), store_url.clone());
+    api.allow_private_webhooks = t.alerts.allow_private_webhooks;
     let store_url_alerts = store_url.clone();
     let admin = Admin::new(ops, api);
 
