@@ -1349,7 +1349,7 @@ impl Store for PgStore {
 
     async fn record_delivery(&self, d: &Delivery) -> StoreResult<()> {
         let at = codec::trunc(d.at);
-        let (attempt, status) = (i64::from(d.attempt), d.status.map(i64::from));
+        let (attempt, status) = (i64::from(d.attempt), d.status.map(|c| i64::from(c.code())));
         self.query_rows(
             &format!(
                 "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
@@ -1363,7 +1363,7 @@ impl Store for PgStore {
                 &attempt,
                 &at,
                 &status,
-                &d.error,
+                &d.result,
                 &d.delivered,
             ],
         )

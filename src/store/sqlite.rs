@@ -32,8 +32,8 @@ use super::rows::{
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter, UsageRecord,
-    Workspace,
+    LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult, UsageFilter,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -1164,8 +1164,8 @@ impl Store for SqliteStore {
                 d.event,
                 d.attempt,
                 codec::to_micros(codec::trunc(d.at)),
-                d.status,
-                d.error,
+                d.status.map(StatusClass::code),
+                d.result,
                 d.delivered
             ])?;
             Ok(())
