@@ -683,6 +683,29 @@ fn a_usage_that_cannot_be_priced_bills_the_worst_case_and_is_flagged() {
 }
 
 #[test]
+fn reasoning_beyond_the_output_is_not_a_record_the_database_refuses() {
+    // The database checks reasoning <= output; a record it refuses is set aside unbilled.
+    let w = World::new();
+    let d = w.chat("acme/llama").expect("admitted");
+    let t = Timings {
+        started_at: now(),
+        finished_at: now(),
+        upstream_latency: None,
+        ttft: None,
+    };
+    let reported = Usage {
+        input: 5,
+        output: 3,
+        reasoning: 9,
+        ..Usage::default()
+    };
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.output_tokens, r.reasoning_tokens), (3, 3));
+}
+
+#[test]
 fn an_admitted_request_holds_its_worst_case_until_it_ends() {
     let w = World::new();
     w.accounts.set_balance("ws_1", Usd::from_pico(1));
