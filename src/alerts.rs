@@ -264,6 +264,7 @@ mod tests {
             revoked_at: None,
             spend_limit: Some(usd(limit)),
             limit_reset: Some(LimitReset::Daily),
+            replaced_by: None,
         }
     }
 

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
-use super::{CommandError, CommandResult};
+use super::{plain_text, CommandError, CommandResult};
 use crate::money::Usd;
 use crate::store::{AlertSettings, Delivery, Store};
 
@@ -21,6 +21,8 @@ pub struct AlertRequest {
 }
 
 fn validate(req: &AlertRequest) -> CommandResult<()> {
+    // The URL parser drops tabs and newlines; the text stored is the one given.
+    plain_text("webhook_url", &req.webhook_url)?;
     let url = reqwest::Url::parse(&req.webhook_url)
         .map_err(|e| CommandError::Invalid(format!("webhook_url: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
-use super::{CommandError, CommandResult};
+use super::{plain_text, CommandError, CommandResult};
 use crate::auth::new_id;
 use crate::money::Usd;
 use crate::store::{
@@ -31,6 +31,7 @@ pub async fn add_credit(
     if !amount.is_positive() {
         return Err(CommandError::Invalid("--usd must be positive".into()));
     }
+    let note = note.map(|n| plain_text("note", n)).transpose()?;
     let entry = store
         .add_credit(&new_id("le"), workspace, amount, note)
         .await?;
