@@ -52,7 +52,7 @@ pub type CommandResult<T> = Result<T, CommandError>;
 /// Whether `c` may not appear in a name or note an operator sets: a control character
 /// (Unicode `Cc`: terminal escapes, newlines, NUL) or a bidirectional embedding, override or
 /// isolate (U+202A–U+202E, U+2066–U+2069), which make text display as something else.
-fn is_hidden_control(c: char) -> bool {
+pub(crate) fn is_hidden_control(c: char) -> bool {
     c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 
