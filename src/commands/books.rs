@@ -139,7 +139,7 @@ pub async fn usage_daily(
     from: NaiveDate,
     to: NaiveDate,
 ) -> CommandResult<Vec<DailyUsage>> {
-    let days = (to - from).num_days();
+    let days = to.signed_duration_since(from).num_days();
     if !(0..MAX_DAYS).contains(&days) {
         return Err(CommandError::Invalid(format!(
             "from..to: 1 to {MAX_DAYS} days, from not after to"

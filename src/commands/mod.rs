@@ -3,6 +3,7 @@
 //! serialisable result; none prints. Every change is made by an [`Actor`] and leaves an audit
 //! entry, so the two front ends cannot drift. The CLI renders the results (`cli::render`);
 //! their JSON is the CLI's `--json` output, field for field.
+#![warn(clippy::arithmetic_side_effects)]
 
 mod accounts;
 mod alerts;
