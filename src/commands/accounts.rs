@@ -1,6 +1,6 @@
 //! Workspaces and their API keys.
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{DateTime, Datelike, SubsecRound, Utc};
 use serde::Serialize;
 
 use super::audit::{self, Actor, Change};
@@ -155,6 +155,9 @@ pub async fn create_key(
         ));
     }
     let name = req.name.as_deref().map(checked_name).transpose()?;
+    if let Some(at) = req.expires_at {
+        checked_expiry(at)?;
+    }
     let minted = mint_secret(key_prefix);
     let key = store
         .create_key(NewKey {
@@ -178,6 +181,18 @@ pub async fn create_key(
         key,
         secret: minted.secret,
     })
+}
+
+/// A key's expiry must be a time both databases hold exactly (PostgreSQL's range ends 4713
+/// BC, chrono's later): years 1970 to 9999.
+fn checked_expiry(at: DateTime<Utc>) -> CommandResult<()> {
+    if (1970..=9999).contains(&at.year()) {
+        Ok(())
+    } else {
+        Err(CommandError::Invalid(
+            "expires_at: a time in the years 1970 to 9999 expected".into(),
+        ))
+    }
 }
 
 pub async fn list_keys(store: &dyn Store, workspace: &str) -> CommandResult<Vec<ApiKey>> {

@@ -387,3 +387,26 @@ async fn a_credit_past_the_largest_balance_is_refused_as_invalid() {
         "no entry for the refusal"
     );
 }
+
+#[tokio::test]
+async fn an_expiry_out_of_the_databases_range_is_refused() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
+    for at in [
+        chrono::DateTime::<Utc>::MIN_UTC,
+        chrono::DateTime::<Utc>::MAX_UTC,
+    ] {
+        let req = KeyRequest {
+            workspace: ws.id.clone(),
+            expires_at: Some(at),
+            ..KeyRequest::default()
+        };
+        let e = create_key(s.as_ref(), &Actor::cli(), "sk-", req)
+            .await
+            .unwrap_err();
+        assert!(invalid(e).starts_with("expires_at:"));
+    }
+    assert!(list_keys(s.as_ref(), &ws.id).await.unwrap().is_empty());
+}
