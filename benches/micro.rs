@@ -131,6 +131,7 @@ fn api_key(id: &str, minted: &MintedKey, now: DateTime<Utc>) -> ApiKey {
         revoked_at: None,
         spend_limit: None,
         limit_reset: None,
+        replaced_by: None,
     }
 }
 

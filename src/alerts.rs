@@ -479,6 +479,7 @@ mod tests {
             revoked_at: None,
             spend_limit: Some(usd(limit)),
             limit_reset: Some(LimitReset::Daily),
+            replaced_by: None,
         }
     }
 

@@ -249,6 +249,35 @@ macro_rules! decimal_deserialize {
 decimal_deserialize!(Usd);
 decimal_deserialize!(Price);
 
+/// The exact text of a decimal sent in JSON, as a string (`"1.25"`) or a number (`1.25`, read
+/// from the digits written, never through a double); `None` for null or a blank string.
+pub fn json_decimal_text(raw: &serde_json::value::RawValue) -> Result<Option<String>, String> {
+    let text = raw.get().trim();
+    match text.as_bytes().first() {
+        Some(b'"') => serde_json::from_str::<String>(text)
+            .map(|s| (!s.trim().is_empty()).then_some(s))
+            .map_err(|e| e.to_string()),
+        Some(b'-' | b'0'..=b'9') => Ok(Some(text.to_owned())),
+        _ if text == "null" => Ok(None),
+        _ => Err("a decimal expected, as a string or a number".to_owned()),
+    }
+}
+
+/// `deserialize_with` for an optional amount in a JSON body: a string or a number read from
+/// its exact text ([`json_decimal_text`]), so `1.0000000000000001` is refused as too precise
+/// rather than rounded. Needs serde_json's deserializer (no buffering: no `flatten` or
+/// `untagged` around it).
+pub fn exact_usd<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+    let raw: Option<Box<serde_json::value::RawValue>> = Option::deserialize(d)?;
+    let text = match raw {
+        Some(raw) => json_decimal_text(&raw).map_err(serde::de::Error::custom)?,
+        None => None,
+    };
+    text.map(|t| t.parse())
+        .transpose()
+        .map_err(serde::de::Error::custom)
+}
+
 /// Convenience for tests and literals: whole dollars.
 #[expect(
     clippy::arithmetic_side_effects,
@@ -344,6 +373,39 @@ mod tests {
         let text = serde_json::to_string(&v).unwrap();
         assert_eq!(text, "\"1234567.123456789012\"");
         assert_eq!(serde_json::from_str::<Usd>(&text).unwrap(), v);
+    }
+
+    #[test]
+    fn json_numbers_keep_their_exact_text() {
+        let text = |json: &str| {
+            let raw: Box<serde_json::value::RawValue> = serde_json::from_str(json).unwrap();
+            json_decimal_text(&raw)
+        };
+        assert_eq!(
+            text("1.0000000000000001").unwrap().as_deref(),
+            Some("1.0000000000000001")
+        );
+        assert_eq!(text(" \"2.5\" ").unwrap().as_deref(), Some("2.5"));
+        assert_eq!(text("null").unwrap(), None);
+        assert_eq!(text("\" \"").unwrap(), None);
+        assert!(text("true").is_err() && text("[1]").is_err());
+
+        #[derive(Deserialize)]
+        struct Body {
+            #[serde(default, deserialize_with = "exact_usd")]
+            usd: Option<Usd>,
+        }
+        let usd = |json: &str| serde_json::from_str::<Body>(json).map(|b| b.usd);
+        assert_eq!(
+            usd(r#"{"usd": 1.000000000001}"#).unwrap(),
+            Some(Usd(1_000_000_000_001))
+        );
+        assert!(usd(r#"{"usd": 1.0000000000000001}"#)
+            .unwrap_err()
+            .to_string()
+            .contains("decimal places"));
+        assert_eq!(usd(r#"{"usd": null}"#).unwrap(), None);
+        assert_eq!(usd("{}").unwrap(), None);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use http::{Method, StatusCode};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
 use super::error::AdminError;
@@ -16,6 +17,7 @@ use super::session::{self, Guard};
 use crate::commands::{
     self, Actor, AlertRequest, KeyRequest, KeyView, ModelPatch, PageRequest, WorkspaceView,
 };
+use crate::money::json_decimal_text;
 use crate::store::{self, LimitReset, Store, UsageFilter};
 
 /// What the admin API works with.
@@ -187,16 +189,14 @@ fn page(req: &Request) -> Result<PageRequest, AdminError> {
     )?)
 }
 
-/// A decimal given as a JSON string or number, as its exact text (the command layer parses
-/// it digit by digit); null or blank is none.
-fn decimal(field: &str, v: Option<serde_json::Value>) -> Result<Option<String>, AdminError> {
-    match v {
-        None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(s)) if s.trim().is_empty() => Ok(None),
-        Some(serde_json::Value::String(s)) => Ok(Some(s)),
-        Some(serde_json::Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(_) => Err(AdminError::Invalid(format!("{field}: a decimal expected"))),
-    }
+/// A decimal given as a JSON string or number, as its exact text (a number is read from the
+/// digits sent, never through a double; the command layer parses it digit by digit and
+/// refuses more than 12 decimal places); null or blank is none.
+fn decimal(field: &str, v: Option<&RawValue>) -> Result<Option<String>, AdminError> {
+    v.map(json_decimal_text)
+        .transpose()
+        .map(Option::flatten)
+        .map_err(|e| AdminError::Invalid(format!("{field}: {e}")))
 }
 
 fn ok(value: &impl Serialize) -> Answer {
@@ -221,6 +221,7 @@ pub struct Csrf {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NameBody {
+    /// 1 to 100 characters (trimmed), without control characters or bidirectional overrides.
     pub name: String,
 }
 
@@ -270,11 +271,13 @@ pub async fn list_keys(s: &dyn Store, ws: &str, req: &Request, now: DateTime<Utc
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewKeyBody {
+    /// 1 to 100 characters (trimmed), without control characters or bidirectional overrides.
     pub name: Option<String>,
     pub expires_at: Option<DateTime<Utc>>,
-    /// Exact decimal USD per window, with `limit_reset`.
+    /// Exact decimal USD per window, with `limit_reset`: a string (`"2.5"`) or a JSON number
+    /// read from its exact text (never rounded); at most 12 decimal places.
     #[schema(value_type = Option<String>)]
-    pub spend_limit_usd: Option<serde_json::Value>,
+    pub spend_limit_usd: Option<Box<RawValue>>,
     pub limit_reset: Option<LimitReset>,
 }
 
@@ -297,7 +300,7 @@ pub async fn create_key(
     now: DateTime<Utc>,
 ) -> Answer {
     let body: NewKeyBody = json_body(req)?;
-    let spend_limit_usd = decimal("spend_limit_usd", body.spend_limit_usd)?;
+    let spend_limit_usd = decimal("spend_limit_usd", body.spend_limit_usd.as_deref())?;
     let request = KeyRequest {
         workspace: ws.to_owned(),
         name: body.name.filter(|n| !n.trim().is_empty()),
@@ -322,7 +325,9 @@ pub async fn revoke_key(s: &dyn Store, actor: &Actor, id: &str, now: DateTime<Ut
 #[derive(Deserialize, ToSchema, Default)]
 #[serde(deny_unknown_fields)]
 pub struct RotateBody {
-    /// Seconds the old key keeps working (its `expires_at`); 0 or absent: revoked now.
+    /// Seconds the old key keeps working (its `expires_at`, never later than it was); 0 or
+    /// absent: revoked now. At most 2592000 (30 days). A key already rotated is refused
+    /// (409): rotate its replacement.
     pub grace_seconds: Option<u64>,
 }
 
@@ -335,7 +340,9 @@ pub struct KeyRotated {
 
 #[utoipa::path(post, path = "/admin/v1/keys/{key}/rotate", tag = "keys",
     params(("key" = String, Path)), request_body = RotateBody,
-    responses((status = 201, body = KeyRotated)))]
+    responses((status = 201, body = KeyRotated),
+        (status = 400, description = "grace_seconds over 2592000, or the key is revoked or expired"),
+        (status = 409, description = "the key was already rotated (rotate its replacement)")))]
 pub async fn rotate_key(
     s: &dyn Store,
     actor: &Actor,
@@ -368,9 +375,12 @@ pub async fn list_credits(s: &dyn Store, ws: &str, req: &Request) -> Answer {
 #[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreditBody {
-    /// Exact decimal USD, positive.
+    /// Exact decimal USD, positive: a string (`"10.5"`) or a JSON number read from its exact
+    /// text (never rounded); at most 12 decimal places. A credit that would take the balance
+    /// past 9223372.036854775807 USD is refused (400).
     #[schema(value_type = String)]
-    pub amount_usd: serde_json::Value,
+    pub amount_usd: Box<RawValue>,
+    /// Free text without control characters or bidirectional overrides.
     pub note: Option<String>,
 }
 
@@ -379,7 +389,7 @@ pub struct CreditBody {
     responses((status = 201, body = commands::Credited)))]
 pub async fn add_credit(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
     let body: CreditBody = json_body(req)?;
-    let amount = decimal("amount_usd", Some(body.amount_usd))?
+    let amount = decimal("amount_usd", Some(&body.amount_usd))?
         .ok_or_else(|| AdminError::Invalid("amount_usd: a decimal is needed".into()))?;
     let note = body.note.as_deref().filter(|n| !n.trim().is_empty());
     created(&commands::add_credit(s, actor, ws, &amount, note).await?)
@@ -443,7 +453,12 @@ pub async fn daily_usage(s: &dyn Store, ws: &str, req: &Request, now: DateTime<U
             .transpose()
     };
     let to = day("to")?.unwrap_or(now.date_naive());
-    let from = day("from")?.unwrap_or(to - chrono::Days::new(29));
+    let from = match day("from")? {
+        Some(from) => from,
+        None => to
+            .checked_sub_days(chrono::Days::new(29))
+            .ok_or_else(|| AdminError::Invalid("to: too early a day".into()))?,
+    };
     let data = commands::usage_daily(s, ws, from, to).await?;
     ok(&DailyPage { data })
 }
@@ -460,6 +475,8 @@ pub async fn get_alerts(s: &dyn Store, ws: &str) -> Answer {
 #[derive(ToSchema)]
 pub struct AlertBody {
     pub webhook_url: String,
+    /// Exact decimal USD, positive: a string or a JSON number read from its exact text
+    /// (never rounded); at most 12 decimal places.
     #[schema(value_type = Option<String>)]
     pub low_balance_usd: Option<String>,
     pub key_limit_percents: Vec<u8>,

@@ -72,6 +72,7 @@ impl From<CommandError> for AdminError {
         match e {
             CommandError::Store(s) => s.into(),
             CommandError::Invalid(m) => Self::Invalid(m),
+            CommandError::Conflict(m) => Self::Conflict(m),
             CommandError::Money(m) => Self::Invalid(m.to_string()),
             CommandError::Import(i) => Self::Invalid(i.to_string()),
         }
@@ -83,6 +84,7 @@ impl From<StoreError> for AdminError {
         match e {
             StoreError::NotFound(what) => Self::NotFound(format!("{what} not found")),
             StoreError::Conflict(m) => Self::Conflict(m),
+            StoreError::Overflow(m) => Self::Invalid(m),
             other => {
                 tracing::warn!("admin API: {other}");
                 Self::Store(other.to_string())

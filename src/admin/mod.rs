@@ -4,6 +4,7 @@
 //! (`/admin/v1/metrics`), its OpenAPI document, and the web console.
 //! Everything here takes and returns plain values (`http::Request`/`Response`); the Pingora
 //! glue is in `server.rs`.
+#![warn(clippy::arithmetic_side_effects)]
 
 pub mod api;
 pub mod console;
@@ -11,6 +12,8 @@ pub mod error;
 pub mod http;
 pub mod openapi;
 pub mod ops;
+// Reviewed: its only sum is `Instant + SESSION_TTL` (12 hours), which no clock overflows.
+#[allow(clippy::arithmetic_side_effects)]
 pub mod session;
 pub mod throttle;
 

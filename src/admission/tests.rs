@@ -82,6 +82,7 @@ impl World {
             revoked_at: None,
             spend_limit: None,
             limit_reset: None,
+            replaced_by: None,
         };
         edit(&mut key);
         let keys = KeyCache::default();

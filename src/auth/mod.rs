@@ -189,6 +189,7 @@ mod tests {
             revoked_at: None,
             spend_limit: None,
             limit_reset: None,
+            replaced_by: None,
         }
     }
 

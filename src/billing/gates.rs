@@ -357,6 +357,7 @@ mod tests {
             revoked_at: None,
             spend_limit: limit,
             limit_reset: limit.map(|_| LimitReset::Daily),
+            replaced_by: None,
         }
     }
 

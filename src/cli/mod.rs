@@ -118,6 +118,15 @@ pub enum KeyCmd {
     Revoke {
         id: String,
     },
+    /// Replace a key by a new one with its settings (the new secret is printed once); the old
+    /// key is revoked now, or keeps working for a grace period. A key is rotated once: to
+    /// rotate again, rotate its replacement.
+    Rotate {
+        id: String,
+        /// Seconds the old key keeps working (at most 2592000, 30 days); default: none.
+        #[arg(long)]
+        grace_seconds: Option<u64>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -200,6 +209,12 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
         Command::Key(KeyCmd::Revoke { id }) => {
             let revoked = commands::revoke_key(store, &actor, &id, Utc::now()).await?;
             render::print(json, &revoked, &render::revoked(&revoked))
+        }
+        Command::Key(KeyCmd::Rotate { id, grace_seconds }) => {
+            let grace = grace_seconds.map(std::time::Duration::from_secs);
+            let prefix = &config.tollgate.key_prefix;
+            let r = commands::rotate_key(store, &actor, prefix, &id, grace, Utc::now()).await?;
+            render::print(json, &r, &render::rotated(&r))
         }
         Command::Credit(CreditCmd::Add {
             workspace,

@@ -4,7 +4,9 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::CliError;
-use crate::commands::{CreatedKey, Credited, Imported, Ledger, Migrated, Revoked, Verified};
+use crate::commands::{
+    is_hidden_control, CreatedKey, Credited, Imported, Ledger, Migrated, Revoked, Rotated, Verified,
+};
 use crate::money::Price;
 use crate::store::{ApiKey, CatalogRows, ModelRow, UsageRecord, Workspace};
 
@@ -27,7 +29,7 @@ pub fn migrated(m: &Migrated) -> String {
 }
 
 pub fn workspace_created(ws: &Workspace) -> String {
-    format!("workspace {} created ({})", ws.id, ws.name)
+    plain(format!("workspace {} created ({})", ws.id, ws.name))
 }
 
 pub fn workspaces(list: &[Workspace]) -> String {
@@ -41,6 +43,15 @@ pub fn key_created(c: &CreatedKey) -> String {
         "{}\nsecret (shown once, store it now): {}",
         key(&c.key),
         c.secret
+    )
+}
+
+pub fn rotated(r: &Rotated) -> String {
+    format!(
+        "{}\nsecret (shown once, store it now): {}\nreplaces {}",
+        key(&r.key),
+        r.secret,
+        key(&r.old)
     )
 }
 
@@ -153,13 +164,13 @@ pub fn ledger(l: &Ledger) -> String {
         .entries
         .iter()
         .map(|e| {
-            format!(
+            plain(format!(
                 "{}  {:<6} {:>24} USD  {}",
                 e.created_at.to_rfc3339(),
                 format!("{:?}", e.kind).to_lowercase(),
                 e.amount,
                 e.note.as_deref().or(e.usage_id.as_deref()).unwrap_or("")
-            )
+            ))
         })
         .collect();
     text.push(format!("balance {} USD", l.balance));
@@ -181,7 +192,7 @@ fn key(k: &ApiKey) -> String {
         .expires_at
         .map(|e| format!("  expires {}", e.to_rfc3339()))
         .unwrap_or_default();
-    format!(
+    plain(format!(
         "{}  {}  {}  {}{}{}",
         k.id,
         k.hint,
@@ -189,9 +200,65 @@ fn key(k: &ApiKey) -> String {
         k.name.as_deref().unwrap_or("-"),
         expires,
         limit
-    )
+    ))
 }
 
+/// One line per item, each [shown plainly](plain).
 fn lines<T>(items: &[T], line: impl Fn(&T) -> String) -> String {
-    items.iter().map(line).collect::<Vec<_>>().join("\n")
+    items
+        .iter()
+        .map(|i| plain(line(i)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A line of stored text with its control characters and bidi overrides escaped (`\u{1b}`):
+/// rows written before names were checked may hold terminal escapes.
+fn plain(line: String) -> String {
+    if !line.chars().any(is_hidden_control) {
+        return line;
+    }
+    line.chars()
+        .map(|c| {
+            if is_hidden_control(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_control_characters_are_shown_escaped() {
+        let k = ApiKey {
+            id: "key_1".into(),
+            workspace_id: "ws_1".into(),
+            name: Some("\u{1b}[31mred\u{202e}\n".into()),
+            secret_hash: String::new(),
+            hint: "sk-…".into(),
+            created_at: Utc::now(),
+            expires_at: None,
+            revoked_at: None,
+            spend_limit: None,
+            limit_reset: None,
+            replaced_by: None,
+        };
+        let text = keys(&[k]);
+        assert!(
+            !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{text:?}"
+        );
+        assert!(text.contains(r"\u{1b}[31mred\u{202e}\u{a}"), "{text}");
+        let ws = Workspace {
+            id: "ws_1".into(),
+            name: "a\u{7}b".into(),
+            created_at: Utc::now(),
+        };
+        assert!(workspaces(&[ws]).contains(r"a\u{7}b"));
+    }
 }

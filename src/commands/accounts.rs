@@ -1,21 +1,24 @@
 //! Workspaces and their API keys.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, SubsecRound, Utc};
 use serde::Serialize;
 
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
-use super::{CommandError, CommandResult};
+use super::{plain_text, CommandError, CommandResult};
 use crate::auth::{mint_secret, new_id};
 use crate::billing::window::{current_spends, window_start};
 use crate::money::Usd;
-use crate::store::{ApiKey, LimitReset, NewKey, Store, StoreError, Workspace};
+use crate::store::{ApiKey, KeyRotation, LimitReset, NewKey, Store, StoreError, Workspace};
+
+/// The longest grace period a rotated key keeps working: 30 days.
+pub const MAX_GRACE: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
 
 /// The longest workspace or key name.
 const MAX_NAME: usize = 100;
 
 fn checked_name(name: &str) -> CommandResult<&str> {
-    let name = name.trim();
+    let name = plain_text("name", name.trim())?;
     if name.is_empty() || name.chars().count() > MAX_NAME {
         return Err(CommandError::Invalid(format!(
             "name: 1 to {MAX_NAME} characters expected"
@@ -152,6 +155,9 @@ pub async fn create_key(
         ));
     }
     let name = req.name.as_deref().map(checked_name).transpose()?;
+    if let Some(at) = req.expires_at {
+        checked_expiry(at)?;
+    }
     let minted = mint_secret(key_prefix);
     let key = store
         .create_key(NewKey {
@@ -175,6 +181,18 @@ pub async fn create_key(
         key,
         secret: minted.secret,
     })
+}
+
+/// A key's expiry must be a time both databases hold exactly (PostgreSQL's range ends 4713
+/// BC, chrono's later): years 1970 to 9999.
+fn checked_expiry(at: DateTime<Utc>) -> CommandResult<()> {
+    if (1970..=9999).contains(&at.year()) {
+        Ok(())
+    } else {
+        Err(CommandError::Invalid(
+            "expires_at: a time in the years 1970 to 9999 expected".into(),
+        ))
+    }
 }
 
 pub async fn list_keys(store: &dyn Store, workspace: &str) -> CommandResult<Vec<ApiKey>> {
@@ -224,6 +242,8 @@ pub struct KeyView {
     pub window_start: Option<DateTime<Utc>>,
     pub spend_usd: Option<Usd>,
     pub status: KeyStatus,
+    /// The key that replaced this one in a rotation (then this one cannot be rotated again).
+    pub replaced_by: Option<String>,
 }
 
 impl KeyView {
@@ -241,6 +261,7 @@ impl KeyView {
             revoked_at: key.revoked_at,
             spend_limit_usd: key.spend_limit,
             limit_reset: key.limit_reset,
+            replaced_by: key.replaced_by,
         }
     }
 }
@@ -334,8 +355,12 @@ pub struct Rotated {
     pub old: ApiKey,
 }
 
-/// A new key with the old one's settings; the old one is revoked now, or after `grace` (its
-/// `expires_at` brought forward, never pushed back).
+/// A new key with the old one's settings (its name, limit and original expiry); the old one
+/// is revoked now, or after `grace` (its `expires_at` brought forward, never pushed back).
+/// Everything is checked first, then the store makes the whole rotation — new key, old key
+/// ended and marked replaced, audit entry — in one transaction. A key already rotated (in its
+/// grace period, or revoked by its rotation) is refused with `Conflict`: rotate its
+/// replacement instead; so is the loser of two concurrent rotations.
 pub async fn rotate_key(
     store: &dyn Store,
     actor: &Actor,
@@ -344,45 +369,91 @@ pub async fn rotate_key(
     grace: Option<std::time::Duration>,
     now: DateTime<Utc>,
 ) -> CommandResult<Rotated> {
+    let until = grace_end(grace, now)?;
     let old = key(store, id).await?;
-    if KeyStatus::of(&old, None, now) != KeyStatus::Active {
-        return Err(CommandError::Invalid(format!(
-            "key {id} is revoked or expired: only a working key is rotated"
-        )));
-    }
-    let req = KeyRequest {
-        workspace: old.workspace_id.clone(),
+    check_rotatable(&old, now)?;
+    let minted = mint_secret(key_prefix);
+    let new = NewKey {
+        id: new_id("key"),
+        workspace_id: old.workspace_id.clone(),
         name: old.name.clone(),
+        secret_hash: minted.hash_hex,
+        hint: minted.hint,
         expires_at: old.expires_at,
-        spend_limit_usd: old.spend_limit.map(|l| l.to_string()),
+        spend_limit: old.spend_limit,
         limit_reset: old.limit_reset,
     };
-    let created = create_key(store, actor, key_prefix, req).await?;
-    let grace = grace
-        .filter(|g| !g.is_zero())
-        .map(|g| chrono::Duration::from_std(g).map(|g| now + g))
-        .transpose()
-        .map_err(|_| CommandError::Invalid("grace period too long".into()))?;
-    match grace {
-        Some(until) if old.expires_at.is_none_or(|e| until < e) => {
-            store.set_key_expiry(id, until).await?
-        }
-        Some(_) => {}
-        None => {
-            store.revoke_key(id, now).await?;
-        }
-    }
-    let after = key(store, id).await?;
+    let (old_revoked_at, old_expires_at) = match until {
+        None => (Some(now), old.expires_at),
+        Some(u) => (None, Some(old.expires_at.map_or(u, |e| e.min(u)))),
+    };
+    // The old key as the rotation leaves it, at storage precision (microseconds).
+    let after = ApiKey {
+        revoked_at: old_revoked_at.map(|t| t.trunc_subsecs(6)),
+        expires_at: old_expires_at.map(|t| t.trunc_subsecs(6)),
+        replaced_by: Some(new.id.clone()),
+        ..old.clone()
+    };
     let change = Change {
         action: "key.rotate",
         workspace: Some(&old.workspace_id),
         target: id,
     };
-    let snapshot = serde_json::json!({ "old": after, "new_key": created.key.id });
-    audit::record(store, actor, change, audit::snapshot(&old), Some(snapshot)).await?;
+    let snapshot = serde_json::json!({ "old": after, "new_key": new.id });
+    let audit = audit::entry(actor, change, audit::snapshot(&old), Some(snapshot));
+    let rotation = KeyRotation {
+        old_id: id.to_owned(),
+        new,
+        old_revoked_at,
+        old_expires_at,
+        now,
+        audit,
+    };
+    let (key, old) = store.rotate_key(&rotation).await?;
     Ok(Rotated {
-        key: created.key,
-        secret: created.secret,
-        old: after,
+        key,
+        secret: minted.secret,
+        old,
     })
+}
+
+/// When a grace period of `grace` from `now` ends (`None`: no grace, revoke now). Checked:
+/// at most [`MAX_GRACE`], and never past the end of representable time.
+fn grace_end(
+    grace: Option<std::time::Duration>,
+    now: DateTime<Utc>,
+) -> CommandResult<Option<DateTime<Utc>>> {
+    let Some(grace) = grace.filter(|g| !g.is_zero()) else {
+        return Ok(None);
+    };
+    if grace > MAX_GRACE {
+        return Err(CommandError::Invalid(format!(
+            "grace_seconds: at most {} (30 days)",
+            MAX_GRACE.as_secs()
+        )));
+    }
+    chrono::Duration::from_std(grace)
+        .ok()
+        .and_then(|g| now.checked_add_signed(g))
+        .map(Some)
+        .ok_or_else(|| {
+            CommandError::Invalid("grace_seconds: the grace period ends past the last date".into())
+        })
+}
+
+/// Only a working key that was not rotated before is rotated.
+fn check_rotatable(old: &ApiKey, now: DateTime<Utc>) -> CommandResult<()> {
+    if let Some(new) = &old.replaced_by {
+        return Err(CommandError::Conflict(format!(
+            "key {} was already rotated: its replacement is {new}; rotate the replacement instead",
+            old.id
+        )));
+    }
+    if KeyStatus::of(old, None, now) != KeyStatus::Active {
+        return Err(CommandError::Invalid(format!(
+            "key {} is revoked or expired: only a working key is rotated",
+            old.id
+        )));
+    }
+    Ok(())
 }

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
-use super::{CommandError, CommandResult};
+use super::{plain_text, CommandError, CommandResult};
 use crate::money::Usd;
 use crate::store::{AlertSettings, Delivery, Store};
 
@@ -14,7 +14,7 @@ use crate::store::{AlertSettings, Delivery, Store};
 #[serde(deny_unknown_fields)]
 pub struct AlertRequest {
     pub webhook_url: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::money::exact_usd")]
     pub low_balance_usd: Option<Usd>,
     #[serde(default)]
     pub key_limit_percents: Vec<u8>,
@@ -23,8 +23,10 @@ pub struct AlertRequest {
 /// `allow_private`: `tollgate.alerts.allow_private_webhooks` (else a literal non-public
 /// address is refused here; a name is checked each time it is resolved for a delivery).
 fn validate(req: &AlertRequest, allow_private: bool) -> CommandResult<()> {
+    // The URL parser drops tabs and newlines; the text stored is the one given.
+    plain_text("webhook_url", &req.webhook_url)?;
     crate::alerts::check_url(&req.webhook_url, allow_private)
-        .map_err(|e| CommandError::Invalid(e.to_string()))?;
+        .map_err(|e| CommandError::Invalid(format!("webhook_url: {e}")))?;
     if req.low_balance_usd.is_some_and(|l| !l.is_positive()) {
         return Err(CommandError::Invalid(
             "low_balance_usd must be positive".into(),

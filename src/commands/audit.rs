@@ -43,15 +43,14 @@ pub(super) struct Change<'a> {
     pub target: &'a str,
 }
 
-/// Appends the audit entry of a change, with the thing as it was and as it is now.
-pub(super) async fn record(
-    store: &dyn Store,
+/// The audit entry of a change, with the thing as it was and as it is now.
+pub(super) fn entry(
     actor: &Actor,
     change: Change<'_>,
     before: Option<serde_json::Value>,
     after: Option<serde_json::Value>,
-) -> CommandResult<()> {
-    let entry = AuditEntry {
+) -> AuditEntry {
+    AuditEntry {
         id: new_id("aud"),
         at: Utc::now(),
         actor: actor.0.clone(),
@@ -60,8 +59,20 @@ pub(super) async fn record(
         target: change.target.to_owned(),
         before,
         after,
-    };
-    Ok(store.append_audit(&entry).await?)
+    }
+}
+
+/// Appends the audit entry of a change, with the thing as it was and as it is now.
+pub(super) async fn record(
+    store: &dyn Store,
+    actor: &Actor,
+    change: Change<'_>,
+    before: Option<serde_json::Value>,
+    after: Option<serde_json::Value>,
+) -> CommandResult<()> {
+    Ok(store
+        .append_audit(&entry(actor, change, before, after))
+        .await?)
 }
 
 /// A thing as the audit log keeps it.

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
-use super::{CommandError, CommandResult};
+use super::{plain_text, CommandError, CommandResult};
 use crate::auth::new_id;
 use crate::money::Usd;
 use crate::store::{
@@ -31,6 +31,7 @@ pub async fn add_credit(
     if !amount.is_positive() {
         return Err(CommandError::Invalid("--usd must be positive".into()));
     }
+    let note = note.map(|n| plain_text("note", n)).transpose()?;
     let entry = store
         .add_credit(&new_id("le"), workspace, amount, note)
         .await?;
@@ -138,7 +139,7 @@ pub async fn usage_daily(
     from: NaiveDate,
     to: NaiveDate,
 ) -> CommandResult<Vec<DailyUsage>> {
-    let days = (to - from).num_days();
+    let days = to.signed_duration_since(from).num_days();
     if !(0..MAX_DAYS).contains(&days) {
         return Err(CommandError::Invalid(format!(
             "from..to: 1 to {MAX_DAYS} days, from not after to"

@@ -3,6 +3,7 @@
 //! serialisable result; none prints. Every change is made by an [`Actor`] and leaves an audit
 //! entry, so the two front ends cannot drift. The CLI renders the results (`cli::render`);
 //! their JSON is the CLI's `--json` output, field for field.
+#![warn(clippy::arithmetic_side_effects)]
 
 mod accounts;
 mod alerts;
@@ -15,7 +16,7 @@ mod setup;
 pub use accounts::{
     create_key, create_workspace, key_view, key_views, keys_page, list_keys, list_workspaces,
     rename_workspace, revoke_key, rotate_key, workspace_view, workspaces_page, CreatedKey,
-    KeyRequest, KeyStatus, KeyView, Revoked, Rotated, WorkspaceView,
+    KeyRequest, KeyStatus, KeyView, Revoked, Rotated, WorkspaceView, MAX_GRACE,
 };
 pub use alerts::{deliveries, put_alerts, AlertRequest};
 pub use audit::{audit_log, audit_sign_in, Actor};
@@ -42,9 +43,31 @@ pub enum CommandError {
     /// The input is not acceptable (the message names the flag or field).
     #[error("{0}")]
     Invalid(String),
+    /// The change collides with the current state (e.g. a key already rotated).
+    #[error("{0}")]
+    Conflict(String),
 }
 
 pub type CommandResult<T> = Result<T, CommandError>;
+
+/// Whether `c` may not appear in a name or note an operator sets: a control character
+/// (Unicode `Cc`: terminal escapes, newlines, NUL) or a bidirectional embedding, override or
+/// isolate (U+202A–U+202E, U+2066–U+2069), which make text display as something else.
+pub(crate) fn is_hidden_control(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Refuses free text holding [hidden controls](is_hidden_control); the message names `field`.
+fn plain_text<'a>(field: &str, text: &'a str) -> CommandResult<&'a str> {
+    match text.chars().find(|&c| is_hidden_control(c)) {
+        Some(c) => Err(CommandError::Invalid(format!(
+            "{field}: control characters and bidirectional overrides are not allowed (found \
+             U+{:04X})",
+            u32::from(c)
+        ))),
+        None => Ok(text),
+    }
+}
 
 #[cfg(test)]
 mod tests;

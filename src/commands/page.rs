@@ -55,7 +55,7 @@ impl PageRequest {
 
     /// How many rows to read: one more than shown tells whether another page follows.
     pub(super) fn fetch(&self) -> usize {
-        self.limit + 1
+        self.limit.saturating_add(1)
     }
 
     /// The page of `rows` (read with [`fetch`](Self::fetch)), `key` giving a row's sort key.

@@ -198,3 +198,215 @@ async fn the_default_catalog_is_imported_once_into_an_empty_store() {
         "migrations are idempotent"
     );
 }
+
+/// A workspace with one working key (`name`, optional original expiry).
+async fn one_key(
+    s: &dyn Store,
+    expires_at: Option<chrono::DateTime<Utc>>,
+) -> (String, crate::store::ApiKey) {
+    let ws = create_workspace(s, &Actor::cli(), "acme").await.unwrap();
+    let req = KeyRequest {
+        workspace: ws.id.clone(),
+        name: Some("svc".into()),
+        expires_at,
+        ..KeyRequest::default()
+    };
+    let key = create_key(s, &Actor::cli(), "sk-", req).await.unwrap().key;
+    (ws.id, key)
+}
+
+async fn actions(s: &dyn Store, ws: &str) -> Vec<String> {
+    audit_log(s, Some(ws), &PageRequest::default())
+        .await
+        .unwrap()
+        .data
+        .into_iter()
+        .map(|e| e.action)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_huge_grace_is_refused_before_anything_changes() {
+    let (s, _dir) = store().await;
+    let (ws, key) = one_key(s.as_ref(), None).await;
+    let huge = std::time::Duration::from_secs(10_000_000_000_000);
+    for grace in [huge, MAX_GRACE + std::time::Duration::from_secs(1)] {
+        let e = rotate_key(
+            s.as_ref(),
+            &Actor::cli(),
+            "sk-",
+            &key.id,
+            Some(grace),
+            Utc::now(),
+        )
+        .await
+        .unwrap_err();
+        assert!(invalid(e).contains("grace"));
+    }
+    assert_eq!(
+        list_keys(s.as_ref(), &ws).await.unwrap(),
+        std::slice::from_ref(&key)
+    );
+    assert_eq!(
+        actions(s.as_ref(), &ws).await,
+        ["key.create", "workspace.create"]
+    );
+    // The longest grace allowed works.
+    rotate_key(
+        s.as_ref(),
+        &Actor::cli(),
+        "sk-",
+        &key.id,
+        Some(MAX_GRACE),
+        Utc::now(),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn rotation_is_total_at_the_end_of_time() {
+    let (s, _dir) = store().await;
+    let (_, key) = one_key(s.as_ref(), None).await;
+    let end = chrono::DateTime::<Utc>::MAX_UTC - chrono::Duration::seconds(10);
+    let grace = Some(std::time::Duration::from_secs(3600));
+    let e = rotate_key(s.as_ref(), &Actor::cli(), "sk-", &key.id, grace, end)
+        .await
+        .unwrap_err();
+    assert!(invalid(e).contains("grace"));
+}
+
+#[tokio::test]
+async fn a_key_in_its_grace_period_is_not_rotated_again() {
+    let (s, _dir) = store().await;
+    let (ws, key) = one_key(s.as_ref(), None).await;
+    let grace = Some(std::time::Duration::from_secs(3600));
+    let now = Utc::now();
+    let r = rotate_key(s.as_ref(), &Actor::cli(), "sk-", &key.id, grace, now)
+        .await
+        .unwrap();
+    assert_eq!(r.key.expires_at, None, "the replacement inherits no grace");
+    assert!(r.old.expires_at.is_some());
+    let e = rotate_key(s.as_ref(), &Actor::cli(), "sk-", &key.id, grace, now)
+        .await
+        .unwrap_err();
+    match e {
+        CommandError::Conflict(m) => assert!(m.contains("replacement"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(list_keys(s.as_ref(), &ws).await.unwrap().len(), 2);
+    // Its replacement rotates.
+    rotate_key(s.as_ref(), &Actor::cli(), "sk-", &r.key.id, None, now)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_replacement_keeps_the_original_expiry_and_one_audit_entry_is_written() {
+    let (s, _dir) = store().await;
+    let now = Utc::now();
+    let original = now + chrono::Duration::days(10);
+    let (ws, key) = one_key(s.as_ref(), Some(original)).await;
+    let grace = Some(std::time::Duration::from_secs(3600));
+    let r = rotate_key(s.as_ref(), &Actor::cli(), "sk-", &key.id, grace, now)
+        .await
+        .unwrap();
+    assert_eq!(r.key.expires_at, key.expires_at, "the original expiry");
+    assert!(r.old.expires_at < key.expires_at, "the grace is shorter");
+    assert_eq!(
+        actions(s.as_ref(), &ws).await,
+        ["key.rotate", "key.create", "workspace.create"],
+        "one entry for the rotation"
+    );
+}
+
+#[tokio::test]
+async fn names_and_notes_refuse_control_characters() {
+    let (s, _dir) = store().await;
+    let a = Actor::cli();
+    let ws = create_workspace(s.as_ref(), &a, "acme").await.unwrap();
+    for bad in [
+        "\u{1b}[31mred",
+        "a\nb",
+        "tab\there",
+        "\u{202e}txt.exe",
+        "x\u{2066}y",
+        "nul\0",
+    ] {
+        let e = create_workspace(s.as_ref(), &a, bad).await.unwrap_err();
+        assert!(invalid(e).starts_with("name:"), "{bad:?}");
+        let e = rename_workspace(s.as_ref(), &a, &ws.id, bad)
+            .await
+            .unwrap_err();
+        assert!(invalid(e).starts_with("name:"), "{bad:?}");
+        let req = KeyRequest {
+            workspace: ws.id.clone(),
+            name: Some(bad.into()),
+            ..KeyRequest::default()
+        };
+        let e = create_key(s.as_ref(), &a, "sk-", req).await.unwrap_err();
+        assert!(invalid(e).starts_with("name:"), "{bad:?}");
+        let e = add_credit(s.as_ref(), &a, &ws.id, "1", Some(bad))
+            .await
+            .unwrap_err();
+        assert!(invalid(e).starts_with("note:"), "{bad:?}");
+    }
+    assert!(list_keys(s.as_ref(), &ws.id).await.unwrap().is_empty());
+    assert_eq!(ledger(s.as_ref(), &ws.id).await.unwrap().entries.len(), 0);
+    // Ordinary text, accents and emoji included, is kept.
+    let ok = create_workspace(s.as_ref(), &a, "Café 東京 🚀")
+        .await
+        .unwrap();
+    assert_eq!(ok.name, "Café 東京 🚀");
+}
+
+#[tokio::test]
+async fn a_credit_past_the_largest_balance_is_refused_as_invalid() {
+    let (s, _dir) = store().await;
+    let (ws, _) = one_key(s.as_ref(), None).await;
+    add_credit(s.as_ref(), &Actor::cli(), &ws, "9000000", None)
+        .await
+        .unwrap();
+    let e = add_credit(s.as_ref(), &Actor::cli(), &ws, "9000000", None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            CommandError::Store(crate::store::StoreError::Overflow(_))
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("balance"), "{e}");
+    let l = ledger(s.as_ref(), &ws).await.unwrap();
+    assert_eq!((l.entries.len(), l.balance), (1, usd(9_000_000)));
+    assert_eq!(actions(s.as_ref(), &ws).await[0], "credit.add");
+    assert_eq!(
+        actions(s.as_ref(), &ws).await.len(),
+        3,
+        "no entry for the refusal"
+    );
+}
+
+#[tokio::test]
+async fn an_expiry_out_of_the_databases_range_is_refused() {
+    let (s, _dir) = store().await;
+    let ws = create_workspace(s.as_ref(), &Actor::cli(), "acme")
+        .await
+        .unwrap();
+    for at in [
+        chrono::DateTime::<Utc>::MIN_UTC,
+        chrono::DateTime::<Utc>::MAX_UTC,
+    ] {
+        let req = KeyRequest {
+            workspace: ws.id.clone(),
+            expires_at: Some(at),
+            ..KeyRequest::default()
+        };
+        let e = create_key(s.as_ref(), &Actor::cli(), "sk-", req)
+            .await
+            .unwrap_err();
+        assert!(invalid(e).starts_with("expires_at:"));
+    }
+    assert!(list_keys(s.as_ref(), &ws.id).await.unwrap().is_empty());
+}

@@ -65,6 +65,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "usage_review",
         sql: include_str!("../../sql/postgres/0008_usage_review.sql"),
     },
+    Migration {
+        version: 9,
+        name: "key_rotation",
+        sql: include_str!("../../sql/postgres/0009_key_rotation.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -108,6 +113,11 @@ pub const SQLITE: &[Migration] = &[
         version: 8,
         name: "usage_review",
         sql: include_str!("../../sql/sqlite/0008_usage_review.sql"),
+    },
+    Migration {
+        version: 9,
+        name: "key_rotation",
+        sql: include_str!("../../sql/sqlite/0009_key_rotation.sql"),
     },
 ];
 

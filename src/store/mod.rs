@@ -47,6 +47,9 @@ pub enum StoreError {
     Backend(String),
     #[error("corrupt row: {0}")]
     Corrupt(String),
+    /// A sum would leave the exact range of its column (a balance past `i64` pico-USD).
+    #[error("{0}")]
+    Overflow(String),
 }
 
 impl StoreError {
@@ -54,7 +57,11 @@ impl StoreError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Backend(_) => true,
-            Self::BadUrl(_) | Self::NotFound(_) | Self::Conflict(_) | Self::Corrupt(_) => false,
+            Self::BadUrl(_)
+            | Self::NotFound(_)
+            | Self::Conflict(_)
+            | Self::Corrupt(_)
+            | Self::Overflow(_) => false,
         }
     }
 }
@@ -122,6 +129,9 @@ pub struct ApiKey {
     pub revoked_at: Option<DateTime<Utc>>,
     pub spend_limit: Option<Usd>,
     pub limit_reset: Option<LimitReset>,
+    /// The key a rotation made to replace this one; a replaced key is never rotated again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_by: Option<String>,
 }
 
 /// What `create_key` needs; the caller (auth) made the secret and its hash.
@@ -135,6 +145,21 @@ pub struct NewKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub spend_limit: Option<Usd>,
     pub limit_reset: Option<LimitReset>,
+}
+
+/// A key rotation, made in one transaction by [`Store::rotate_key`]: the replacement is
+/// created, the old key marked replaced by it and ended (revoked or given an earlier expiry),
+/// and the audit entry appended — all of it, or nothing.
+#[derive(Debug, Clone)]
+pub struct KeyRotation {
+    pub old_id: String,
+    pub new: NewKey,
+    /// The old key's `revoked_at` and `expires_at` after the rotation.
+    pub old_revoked_at: Option<DateTime<Utc>>,
+    pub old_expires_at: Option<DateTime<Utc>>,
+    /// The instant of the rotation: the old key must still work then (not expired).
+    pub now: DateTime<Utc>,
+    pub audit: AuditEntry,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -562,8 +587,15 @@ pub trait Store: Send + Sync + 'static {
     async fn all_keys(&self) -> StoreResult<Vec<ApiKey>>;
     /// Marks a key revoked at `at`; `false` when it was already revoked. `NotFound` if absent.
     async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool>;
+    /// Rotates a key in one transaction (see [`KeyRotation`]); returns the new key and the
+    /// old one as it is now. Only a key not yet replaced, not revoked and not expired at
+    /// `now` is rotated: the old row is changed by one conditional UPDATE, so of concurrent
+    /// rotations of one key exactly one succeeds and the others fail with `Conflict`, changing
+    /// nothing. `NotFound` when the old key is absent.
+    async fn rotate_key(&self, rotation: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)>;
 
-    /// Appends a credit (top-up) to the ledger and updates the balance row, atomically.
+    /// Appends a credit (top-up) to the ledger and updates the balance row, atomically; a
+    /// balance that would pass `i64` pico-USD is refused with `Overflow`, writing nothing.
     async fn add_credit(
         &self,
         entry_id: &str,

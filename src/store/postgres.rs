@@ -23,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{
-    Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+    GenericClient, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -40,8 +40,8 @@ use super::rows::{
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter, UsageRecord,
-    Workspace,
+    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -429,6 +429,74 @@ async fn workspace_exists(
     Ok(client.query_opt(&stmt, &[&id]).await?.is_some())
 }
 
+/// Inserts a new key (its workspace must exist) inside `tx`.
+async fn insert_key(tx: &deadpool_postgres::Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
+    if !workspace_exists(tx, &out.workspace_id).await? {
+        return Err(rows::no_workspace(&out.workspace_id));
+    }
+    let stmt = tx
+        .prepare_cached(&rows::insert_sql("api_keys", KEY_COLS, '$'))
+        .await?;
+    let spend_limit = out.spend_limit.map(Usd::pico);
+    let limit_reset = out.limit_reset.map(|l| l.as_str());
+    tx.execute(
+        &stmt,
+        &[
+            &out.id,
+            &out.workspace_id,
+            &out.name,
+            &out.secret_hash,
+            &out.hint,
+            &out.created_at,
+            &out.expires_at,
+            &out.revoked_at,
+            &spend_limit,
+            &limit_reset,
+            &out.replaced_by,
+        ],
+    )
+    .await
+    .map_err(|e| {
+        if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
+            let on_hash = e
+                .as_db_error()
+                .and_then(|db| db.constraint())
+                .is_some_and(|c| c.contains("secret_hash"));
+            rows::duplicate_key(out, on_hash)
+        } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
+            rows::no_workspace(&out.workspace_id)
+        } else {
+            pg_err(e)
+        }
+    })?;
+    Ok(())
+}
+
+/// Appends an audit entry through `client` (a pooled connection or a transaction).
+async fn insert_audit(client: &impl GenericClient, e: &AuditEntry) -> StoreResult<()> {
+    let [before, after] = rows::audit_json(e);
+    let at = codec::trunc(e.at);
+    let stmt = client
+        .prepare_cached(&rows::insert_sql("audit_log", AUDIT_COLS, '$'))
+        .await?;
+    client
+        .execute(
+            &stmt,
+            &[
+                &e.id,
+                &at,
+                &e.actor,
+                &e.action,
+                &e.workspace_id,
+                &e.target,
+                &before,
+                &after,
+            ],
+        )
+        .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl Store for PgStore {
     async fn migrate(&self) -> StoreResult<usize> {
@@ -520,45 +588,7 @@ impl Store for PgStore {
         let out = rows::new_api_key(key);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        if !workspace_exists(&tx, &out.workspace_id).await? {
-            return Err(rows::no_workspace(&out.workspace_id));
-        }
-        let stmt = tx
-            .prepare_cached(&format!(
-                "INSERT INTO api_keys ({KEY_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-            ))
-            .await?;
-        let spend_limit = out.spend_limit.map(Usd::pico);
-        let limit_reset = out.limit_reset.map(|l| l.as_str());
-        tx.execute(
-            &stmt,
-            &[
-                &out.id,
-                &out.workspace_id,
-                &out.name,
-                &out.secret_hash,
-                &out.hint,
-                &out.created_at,
-                &out.expires_at,
-                &None::<DateTime<Utc>>,
-                &spend_limit,
-                &limit_reset,
-            ],
-        )
-        .await
-        .map_err(|e| {
-            if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-                let on_hash = e
-                    .as_db_error()
-                    .and_then(|db| db.constraint())
-                    .is_some_and(|c| c.contains("secret_hash"));
-                rows::duplicate_key(&out, on_hash)
-            } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-                rows::no_workspace(&out.workspace_id)
-            } else {
-                pg_err(e)
-            }
-        })?;
+        insert_key(&tx, &out).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -616,6 +646,36 @@ impl Store for PgStore {
         }
     }
 
+    async fn rotate_key(&self, r: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)> {
+        let new = rows::new_api_key(r.new.clone());
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        insert_key(&tx, &new).await?;
+        let stmt = tx.prepare_cached(&rows::rotate_old_sql('$')).await?;
+        let (revoked, expires) = (
+            r.old_revoked_at.map(codec::trunc),
+            r.old_expires_at.map(codec::trunc),
+        );
+        // A concurrent rotation holding the row makes this wait for its commit; the row it
+        // then re-checks is replaced, so nothing is returned.
+        let old = tx
+            .query_opt(&stmt, &[&r.old_id, &new.id, &revoked, &expires, &r.now])
+            .await?;
+        let Some(old) = old else {
+            let stmt = tx
+                .prepare_cached(&format!("SELECT {KEY_COLS} FROM api_keys WHERE id = $1"))
+                .await?;
+            let current = tx.query_opt(&stmt, &[&r.old_id]).await?;
+            let current = current.as_ref().map(rows::api_key).transpose()?;
+            // Dropping `tx` rolls the new key back.
+            return Err(rows::rotation_refused(&r.old_id, current));
+        };
+        let old = rows::api_key(&old)?;
+        insert_audit(&tx, &r.audit).await?;
+        tx.commit().await?;
+        Ok((new, old))
+    }
+
     async fn add_credit(
         &self,
         entry_id: &str,
@@ -653,16 +713,24 @@ impl Store for PgStore {
                 pg_err(e)
             }
         })?;
-        // One statement, so concurrent credits to the same workspace serialise on the row.
+        // One statement, so concurrent credits to the same workspace serialise on the row. The
+        // amount is positive, so `MAX - amount` cannot overflow: a balance it would take past
+        // BIGINT is left as it is, and the whole credit refused.
         let upsert = tx
             .prepare_cached(
                 "INSERT INTO balances (workspace_id, balance_pico) VALUES ($1, $2)
                  ON CONFLICT (workspace_id) DO UPDATE
-                 SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico",
+                 SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico
+                 WHERE balances.balance_pico <= 9223372036854775807 - EXCLUDED.balance_pico",
             )
             .await?;
-        tx.execute(&upsert, &[&workspace_id, &amount.pico()])
-            .await?;
+        if tx
+            .execute(&upsert, &[&workspace_id, &amount.pico()])
+            .await?
+            == 0
+        {
+            return Err(rows::balance_overflow(workspace_id, amount));
+        }
         tx.commit().await?;
         Ok(entry)
     }
@@ -1236,25 +1304,7 @@ impl Store for PgStore {
     }
 
     async fn append_audit(&self, e: &AuditEntry) -> StoreResult<()> {
-        let [before, after] = rows::audit_json(e);
-        let at = codec::trunc(e.at);
-        self.query_rows(
-            &format!(
-                "INSERT INTO audit_log ({AUDIT_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-            ),
-            &[
-                &e.id,
-                &at,
-                &e.actor,
-                &e.action,
-                &e.workspace_id,
-                &e.target,
-                &before,
-                &after,
-            ],
-        )
-        .await?;
-        Ok(())
+        insert_audit(&self.client().await?, e).await
     }
 
     async fn audit_page(

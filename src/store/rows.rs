@@ -18,7 +18,8 @@ use crate::money::{Price, Usd};
 
 pub(crate) const WORKSPACE_COLS: &str = "id, name, created_at";
 pub(crate) const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, \
-                                   expires_at, revoked_at, spend_limit_pico, limit_reset";
+                                   expires_at, revoked_at, spend_limit_pico, limit_reset, \
+                                   replaced_by";
 /// Ledger entries are read as `LEDGER_COLS, usage_id` (the usage id is set by debits only).
 pub(crate) const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
 pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
@@ -77,6 +78,7 @@ pub(crate) fn api_key(r: &impl DbRow) -> StoreResult<ApiKey> {
         revoked_at: r.opt_time(7)?,
         spend_limit: r.opt_int(8)?.map(Usd::from_pico),
         limit_reset: codec::limit_reset_from(r.opt_text(9)?)?,
+        replaced_by: r.opt_text(10)?,
     })
 }
 
@@ -209,7 +211,35 @@ pub(crate) fn new_api_key(key: NewKey) -> ApiKey {
         revoked_at: None,
         spend_limit: key.spend_limit,
         limit_reset: key.limit_reset,
+        replaced_by: None,
     }
+}
+
+/// Why a rotation changed nothing, from the old key as the refusing transaction read it.
+pub(crate) fn rotation_refused(id: &str, current: Option<ApiKey>) -> StoreError {
+    match current {
+        None => StoreError::NotFound(format!("key {id}")),
+        Some(ApiKey {
+            replaced_by: Some(new),
+            ..
+        }) => StoreError::Conflict(format!(
+            "key {id} was already rotated: its replacement is {new}; rotate the replacement \
+             instead"
+        )),
+        Some(_) => StoreError::Conflict(format!(
+            "key {id} was revoked or expired while it was being rotated: only a working key is \
+             rotated"
+        )),
+    }
+}
+
+/// A credit refused because the balance would pass the largest exact amount.
+pub(crate) fn balance_overflow(workspace_id: &str, amount: Usd) -> StoreError {
+    StoreError::Overflow(format!(
+        "crediting {amount} USD would take the balance of workspace {workspace_id} past the \
+         largest amount it can hold ({} USD)",
+        Usd::from_pico(i64::MAX)
+    ))
 }
 
 /// A credit entry as it is stored (a positive amount, created now).
@@ -229,6 +259,35 @@ pub(crate) fn new_credit(
         created_at: codec::now(),
         usage_id: None,
     })
+}
+
+/// `INSERT INTO {table} ({cols}) VALUES (…)` with one placeholder per column, written
+/// `{mark}1`, `{mark}2`, … (`?` for SQLite, `$` for PostgreSQL).
+pub(crate) fn insert_sql(table: &str, cols: &str, mark: char) -> String {
+    let values: Vec<String> = (1..=cols.split(',').count())
+        .map(|i| format!("{mark}{i}"))
+        .collect();
+    format!(
+        "INSERT INTO {table} ({cols}) VALUES ({})",
+        values.join(", ")
+    )
+}
+
+/// Rotation's conditional UPDATE of the old key (parameters: id, replaced_by, revoked_at,
+/// expires_at, now): it changes a key only while it is not replaced, not revoked and not
+/// expired, so exactly one of concurrent rotations changes it.
+pub(crate) fn rotate_old_sql(mark: char) -> String {
+    let m = |i: u8| format!("{mark}{i}");
+    format!(
+        "UPDATE api_keys SET replaced_by = {}, revoked_at = {}, expires_at = {} \
+         WHERE id = {} AND replaced_by IS NULL AND revoked_at IS NULL \
+         AND (expires_at IS NULL OR expires_at > {}) RETURNING {KEY_COLS}",
+        m(2),
+        m(3),
+        m(4),
+        m(1),
+        m(5)
+    )
 }
 
 /// A key insert refused as a duplicate: of its secret's hash, or of its id.

@@ -32,7 +32,8 @@ use super::rows::{
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult, UsageFilter,
+    KeyRotation, LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult,
+    UsageFilter,
     UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
@@ -204,6 +205,63 @@ fn write_tx(conn: &mut Connection) -> StoreResult<Transaction<'_>> {
     Ok(conn.transaction_with_behavior(TransactionBehavior::Immediate)?)
 }
 
+/// Inserts a new key (its workspace must exist).
+fn insert_key(tx: &Connection, out: &ApiKey) -> StoreResult<()> {
+    if !workspace_exists(tx, &out.workspace_id)? {
+        return Err(rows::no_workspace(&out.workspace_id));
+    }
+    tx.prepare_cached(&rows::insert_sql("api_keys", KEY_COLS, '?'))?
+        .execute(params![
+            out.id,
+            out.workspace_id,
+            out.name,
+            out.secret_hash,
+            out.hint,
+            codec::to_micros(out.created_at),
+            out.expires_at.map(codec::to_micros),
+            out.revoked_at.map(codec::to_micros),
+            out.spend_limit.map(Usd::pico),
+            out.limit_reset.map(|l| l.as_str()),
+            out.replaced_by,
+        ])
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                rows::duplicate_key(out, e.to_string().contains("secret_hash"))
+            } else if is_fk_violation(&e) {
+                rows::no_workspace(&out.workspace_id)
+            } else {
+                e.into()
+            }
+        })?;
+    Ok(())
+}
+
+fn key_in(conn: &Connection, id: &str) -> StoreResult<Option<ApiKey>> {
+    let found = query_all(
+        conn,
+        &format!("SELECT {KEY_COLS} FROM api_keys WHERE id = ?1"),
+        [id],
+        |r| rows::api_key(r),
+    )?;
+    Ok(found.into_iter().next())
+}
+
+fn insert_audit(conn: &Connection, e: &AuditEntry) -> StoreResult<()> {
+    let [before, after] = rows::audit_json(e);
+    conn.prepare_cached(&rows::insert_sql("audit_log", AUDIT_COLS, '?'))?
+        .execute(params![
+            e.id,
+            codec::to_micros(codec::trunc(e.at)),
+            e.actor,
+            e.action,
+            e.workspace_id,
+            e.target,
+            before,
+            after
+        ])?;
+    Ok(())
+}
+
 impl SqliteStore {
     /// Opens (creating if missing, with its parent directories) the database at `path`, or a
     /// private in-memory database for `:memory:`. Does not migrate: call `migrate()`.
@@ -337,33 +395,7 @@ impl Store for SqliteStore {
         let out = rows::new_api_key(key);
         self.run(move |conn| {
             let tx = write_tx(conn)?;
-            if !workspace_exists(&tx, &out.workspace_id)? {
-                return Err(rows::no_workspace(&out.workspace_id));
-            }
-            tx.prepare_cached(&format!(
-                "INSERT INTO api_keys ({KEY_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-            ))?
-            .execute(params![
-                out.id,
-                out.workspace_id,
-                out.name,
-                out.secret_hash,
-                out.hint,
-                codec::to_micros(out.created_at),
-                out.expires_at.map(codec::to_micros),
-                None::<i64>,
-                out.spend_limit.map(Usd::pico),
-                out.limit_reset.map(|l| l.as_str()),
-            ])
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    rows::duplicate_key(&out, e.to_string().contains("secret_hash"))
-                } else if is_fk_violation(&e) {
-                    rows::no_workspace(&out.workspace_id)
-                } else {
-                    e.into()
-                }
-            })?;
+            insert_key(&tx, &out)?;
             tx.commit()?;
             Ok(out)
         })
@@ -372,16 +404,7 @@ impl Store for SqliteStore {
 
     async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKey>> {
         let id = id.to_owned();
-        self.run(move |conn| {
-            let found = query_all(
-                conn,
-                &format!("SELECT {KEY_COLS} FROM api_keys WHERE id = ?1"),
-                [&id],
-                |r| rows::api_key(r),
-            )?;
-            Ok(found.into_iter().next())
-        })
-        .await
+        self.run(move |conn| key_in(conn, &id)).await
     }
 
     async fn list_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>> {
@@ -439,6 +462,35 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn rotate_key(&self, rotation: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)> {
+        let r = rotation.clone();
+        let new = rows::new_api_key(r.new.clone());
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            insert_key(&tx, &new)?;
+            let old = query_all(
+                &tx,
+                &rows::rotate_old_sql('?'),
+                params![
+                    r.old_id,
+                    new.id,
+                    r.old_revoked_at.map(|t| codec::to_micros(codec::trunc(t))),
+                    r.old_expires_at.map(|t| codec::to_micros(codec::trunc(t))),
+                    codec::to_micros(r.now),
+                ],
+                |row| rows::api_key(row),
+            )?;
+            // Nothing changed: dropping `tx` rolls the new key back.
+            let Some(old) = old.into_iter().next() else {
+                return Err(rows::rotation_refused(&r.old_id, key_in(&tx, &r.old_id)?));
+            };
+            insert_audit(&tx, &r.audit)?;
+            tx.commit()?;
+            Ok((new, old))
+        })
+        .await
+    }
+
     async fn add_credit(
         &self,
         entry_id: &str,
@@ -470,13 +522,19 @@ impl Store for SqliteStore {
                     e.into()
                 }
             })?;
-            // STRICT table: an overflowing sum (which SQLite turns into a REAL) is refused.
-            tx.prepare_cached(
-                "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
-                 ON CONFLICT (workspace_id) DO UPDATE
-                 SET balance_pico = balances.balance_pico + excluded.balance_pico",
-            )?
-            .execute(params![entry.workspace_id, entry.amount.pico()])?;
+            // The amount is positive, so `MAX - amount` cannot overflow: a balance it would
+            // take past i64 is left as it is, and the whole credit refused.
+            let changed = tx
+                .prepare_cached(
+                    "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
+                     ON CONFLICT (workspace_id) DO UPDATE
+                     SET balance_pico = balances.balance_pico + excluded.balance_pico
+                     WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico",
+                )?
+                .execute(params![entry.workspace_id, entry.amount.pico()])?;
+            if changed == 0 {
+                return Err(rows::balance_overflow(&entry.workspace_id, entry.amount));
+            }
             tx.commit()?;
             Ok(entry)
         })
@@ -1028,24 +1086,7 @@ impl Store for SqliteStore {
 
     async fn append_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
         let e = entry.clone();
-        self.run(move |conn| {
-            let [before, after] = rows::audit_json(&e);
-            conn.prepare_cached(&format!(
-                "INSERT INTO audit_log ({AUDIT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"
-            ))?
-            .execute(params![
-                e.id,
-                codec::to_micros(codec::trunc(e.at)),
-                e.actor,
-                e.action,
-                e.workspace_id,
-                e.target,
-                before,
-                after
-            ])?;
-            Ok(())
-        })
-        .await
+        self.run(move |conn| insert_audit(conn, &e)).await
     }
 
     async fn audit_page(

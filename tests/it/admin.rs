@@ -285,7 +285,10 @@ async fn rotation_revokes_at_once_or_after_a_grace_period() {
         "no grace: the old key stops at once"
     );
     let (status, v) = call(&gw, "POST", &rotate, None).await;
-    assert_eq!(status, 400, "a revoked key is not rotated: {v}");
+    assert_eq!(
+        status, 409,
+        "a key revoked by its rotation is not rotated again: {v}"
+    );
 }
 
 #[tokio::test]
@@ -929,5 +932,186 @@ async fn webhook_redirects_are_not_followed_and_failures_are_not_quoted() {
         assert_eq!(a["result"], "failed: connection error", "{a}");
         assert_eq!(a["status"], Value::Null);
         assert!(a.get("error").is_none(), "no raw error: {a}");
+    }
+}
+
+/// Like `call`, with the body sent as this exact text (a JSON number that a `Value` would
+/// round).
+async fn call_raw(gw: &Gateway, path: &str, body: &str) -> (u16, Value) {
+    let res = reqwest::Client::new()
+        .post(format!("{}{path}", gw.admin))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+async fn workspace(gw: &Gateway, name: &str) -> String {
+    let body = Some(json!({ "name": name }));
+    let (status, ws) = call(gw, "POST", "/admin/v1/workspaces", body).await;
+    assert_eq!(status, 201, "{ws}");
+    ws["id"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn rotation_refuses_a_huge_grace_a_second_rotation_and_races() {
+    let gw = Gateway::builder().start();
+    let ws = workspace(&gw, "r").await;
+    let keys = format!("/admin/v1/workspaces/{ws}/keys");
+    let (_, first) = call(&gw, "POST", &keys, Some(json!({"name": "svc"}))).await;
+    let id = first["key"]["id"].as_str().unwrap().to_owned();
+    let rotate = format!("/admin/v1/keys/{id}/rotate");
+
+    for grace in [10_000_000_000_000u64, 30 * 86_400 + 1] {
+        let body = Some(json!({ "grace_seconds": grace }));
+        let (status, v) = call(&gw, "POST", &rotate, body).await;
+        assert_eq!((status, code(&v)), (400, "invalid_request"), "{v}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("grace_seconds"));
+    }
+    let (_, listed) = call(&gw, "GET", &keys, None).await;
+    assert_eq!(
+        listed["data"].as_array().unwrap().len(),
+        1,
+        "no new key: {listed}"
+    );
+    assert_eq!(
+        listed["data"][0]["expires_at"],
+        Value::Null,
+        "old key unchanged"
+    );
+    let (_, log) = call(&gw, "GET", &format!("/admin/v1/audit?workspace={ws}"), None).await;
+    assert_eq!(
+        log["data"].as_array().unwrap().len(),
+        2,
+        "nothing audited: {log}"
+    );
+
+    // Six at once: one replacement, five conflicts.
+    let grace = Some(json!({ "grace_seconds": 3600 }));
+    let calls = (0..6).map(|_| call(&gw, "POST", &rotate, grace.clone()));
+    let answers = futures_util::future::join_all(calls).await;
+    let statuses: Vec<u16> = answers.iter().map(|(s, _)| *s).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        5,
+        "{answers:?}"
+    );
+    let (_, listed) = call(&gw, "GET", &keys, None).await;
+    assert_eq!(listed["data"].as_array().unwrap().len(), 2);
+
+    // In its grace period the old key is not rotated again: its replacement is.
+    let (status, v) = call(&gw, "POST", &rotate, None).await;
+    assert_eq!((status, code(&v)), (409, "conflict"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("replacement"),
+        "{v}"
+    );
+}
+
+#[tokio::test]
+async fn amounts_are_exact_and_names_are_plain_text() {
+    let gw = Gateway::builder().start();
+    let ws = workspace(&gw, "exact").await;
+    let credits = format!("/admin/v1/workspaces/{ws}/credits");
+
+    // A JSON number is read from its text: never rounded to a double.
+    let (status, v) = call_raw(&gw, &credits, r#"{"amount_usd": 1.0000000000000001}"#).await;
+    assert_eq!((status, code(&v)), (400, "invalid_request"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("decimal places"),
+        "{v}"
+    );
+    let (status, v) = call_raw(&gw, &credits, r#"{"amount_usd": 1.000000000001}"#).await;
+    assert_eq!(
+        (status, &v["balance"]),
+        (201, &json!("1.000000000001")),
+        "{v}"
+    );
+    let (status, v) = call_raw(&gw, &credits, r#"{"amount_usd": 1e2}"#).await;
+    assert_eq!(status, 400, "{v}");
+
+    // Past the largest balance: a 400 that says so, nothing written.
+    let (status, v) = call_raw(&gw, &credits, r#"{"amount_usd": "9223372"}"#).await;
+    assert_eq!((status, code(&v)), (400, "invalid_request"), "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("balance"),
+        "{v}"
+    );
+    let (_, v) = call(&gw, "GET", &credits, None).await;
+    assert_eq!(v["balance"], "1.000000000001");
+
+    let keys = format!("/admin/v1/workspaces/{ws}/keys");
+    let body = r#"{"spend_limit_usd": 2.000000000001, "limit_reset": "daily"}"#;
+    let (status, v) = call_raw(&gw, &keys, body).await;
+    assert_eq!(
+        (status, &v["key"]["spend_limit_usd"]),
+        (201, &json!("2.000000000001")),
+        "{v}"
+    );
+    let alerts = format!("/admin/v1/workspaces/{ws}/alerts");
+    let body = r#"{"webhook_url": "http://127.0.0.1:9/", "low_balance_usd": 3.0000000000000001}"#;
+    let res = reqwest::Client::new()
+        .put(format!("{}{alerts}", gw.admin))
+        .bearer_auth(ADMIN_TOKEN)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        res.status().as_u16(),
+        400,
+        "low_balance_usd is not rounded either"
+    );
+
+    // A day at the start of time: refused, not a panic.
+    let (status, v) = call(
+        &gw,
+        "GET",
+        &format!("/admin/v1/workspaces/{ws}/usage/daily?to=-262143-01-05"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+
+    // Control characters and bidi overrides: refused, the field named.
+    for bad in ["\u{1b}[2J", "line\nbreak", "\u{202e}gpj.exe"] {
+        let body = Some(json!({ "name": bad }));
+        let (status, v) = call(&gw, "POST", "/admin/v1/workspaces", body.clone()).await;
+        assert_eq!(status, 400, "{v}");
+        assert!(
+            v["error"]["message"].as_str().unwrap().starts_with("name:"),
+            "{v}"
+        );
+        let (status, _) = call(&gw, "POST", &keys, body).await;
+        assert_eq!(status, 400);
+        let body = Some(json!({ "amount_usd": "1", "note": bad }));
+        let (status, v) = call(&gw, "POST", &credits, body).await;
+        assert!(
+            v["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("note:"),
+            "{v}"
+        );
+        assert_eq!(status, 400);
     }
 }

@@ -208,3 +208,85 @@ async fn postgres_books_survive_the_price_dimensions_migration() {
     );
     books_survive(Arc::new(store)).await;
 }
+
+/// Keys rotated at schema version 8: `key_old` rotated twice (the latest rotation's key
+/// exists), `key_lost`'s replacement was never stored, `key_plain` never rotated. `{t}` and
+/// `{t2}` are timestamps, `{t2}` the later.
+const ROTATED_V8: &str = "
+INSERT INTO workspaces (id, name, created_at) VALUES ('ws_1', 'w', {t});
+INSERT INTO api_keys (id, workspace_id, secret_hash, hint, created_at) VALUES
+    ('key_old', 'ws_1', 'h1', 'hint', {t}), ('key_a', 'ws_1', 'h2', 'hint', {t}),
+    ('key_b', 'ws_1', 'h3', 'hint', {t}), ('key_lost', 'ws_1', 'h4', 'hint', {t}),
+    ('key_plain', 'ws_1', 'h5', 'hint', {t});
+INSERT INTO audit_log (id, at, actor, action, workspace_id, target, before_json, after_json)
+VALUES ('aud_1', {t}, 'cli:x', 'key.rotate', 'ws_1', 'key_old', NULL, '{\"new_key\": \"key_a\"}'),
+       ('aud_2', {t2}, 'cli:x', 'key.rotate', 'ws_1', 'key_old', NULL, '{\"new_key\": \"key_b\"}'),
+       ('aud_3', {t}, 'cli:x', 'key.rotate', 'ws_1', 'key_lost', NULL, '{\"new_key\": \"key_gone\"}');
+";
+
+async fn rotations_are_backfilled(store: &dyn Store) {
+    let replaced =
+        |id: &'static str| async move { store.get_key(id).await.unwrap().unwrap().replaced_by };
+    assert_eq!(
+        replaced("key_old").await.as_deref(),
+        Some("key_b"),
+        "the latest"
+    );
+    assert_eq!(replaced("key_lost").await, None, "no such replacement");
+    assert_eq!(replaced("key_plain").await, None);
+    assert_eq!(replaced("key_b").await, None);
+}
+
+#[tokio::test]
+async fn sqlite_key_rotation_migration_backfills_replacements() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v8.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)
+            .unwrap();
+        for m in &migrations::migrations(Dialect::Sqlite)[..8] {
+            conn.execute_batch(m.sql).unwrap();
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+                rusqlite::params![m.version, m.name],
+            )
+            .unwrap();
+        }
+        conn.execute_batch(&ROTATED_V8.replace("{t2}", "2").replace("{t}", "1"))
+            .unwrap();
+    }
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    rotations_are_backfilled(&store).await;
+}
+
+#[tokio::test]
+async fn postgres_key_rotation_migration_backfills_replacements() {
+    let db = PgDatabase::create().await;
+    {
+        let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+        tokio::spawn(conn);
+        client
+            .batch_execute(migrations::PG_SCHEMA_MIGRATIONS)
+            .await
+            .unwrap();
+        for m in &migrations::migrations(Dialect::Postgres)[..8] {
+            client.batch_execute(m.sql).await.unwrap();
+            client
+                .execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                    &[&m.version, &m.name],
+                )
+                .await
+                .unwrap();
+        }
+        let rows = ROTATED_V8
+            .replace("{t2}", "to_timestamp(2)")
+            .replace("{t}", "to_timestamp(1)");
+        client.batch_execute(&rows).await.unwrap();
+    }
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    rotations_are_backfilled(&store).await;
+}

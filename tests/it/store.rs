@@ -15,6 +15,7 @@ use tollgate::api::usage::Usage;
 use tollgate::billing::cost::cost;
 use tollgate::billing::window::window_start;
 use tollgate::catalog::Rates;
+use tollgate::commands;
 use tollgate::money::{Price, Usd};
 use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
@@ -209,6 +210,10 @@ suite!(
     audit_log_pages_and_refuses_changes,
     alerts_claims_and_deliveries,
     rename_and_expiry,
+    rotation_with_a_huge_grace_changes_nothing,
+    concurrent_rotations_make_one_replacement,
+    rotation_is_one_transaction_with_its_audit_entry,
+    a_balance_overflow_is_refused_and_typed,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -2055,4 +2060,129 @@ async fn rename_and_expiry(b: Arc<Backend>) {
     )
     .await;
     assert_eq!(spaces.len(), 2);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Key rotation and credit limits (issue 26): through the command layer, on both backends.
+// ---------------------------------------------------------------------------------------------
+
+/// A workspace `w` with one working key named `svc`; the key.
+async fn rotatable(s: &dyn Store, expires_at: Option<DateTime<Utc>>) -> tollgate::store::ApiKey {
+    let a = commands::Actor::cli();
+    let ws = commands::create_workspace(s, &a, "w").await.unwrap();
+    let req = commands::KeyRequest {
+        workspace: ws.id,
+        name: Some("svc".into()),
+        expires_at,
+        ..commands::KeyRequest::default()
+    };
+    commands::create_key(s, &a, "sk-", req).await.unwrap().key
+}
+
+async fn audit_actions(s: &dyn Store) -> Vec<String> {
+    let page = commands::PageRequest::default();
+    let log = commands::audit_log(s, None, &page).await.unwrap();
+    log.data.into_iter().map(|e| e.action).collect()
+}
+
+async fn rotation_with_a_huge_grace_changes_nothing(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let key = rotatable(s, None).await;
+    let grace = Some(Duration::from_secs(10_000_000_000_000));
+    let a = commands::Actor::cli();
+    let e = commands::rotate_key(s, &a, "sk-", &key.id, grace, Utc::now())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("grace"), "{e}");
+    assert_eq!(
+        s.list_keys(&key.workspace_id).await.unwrap(),
+        std::slice::from_ref(&key)
+    );
+    assert_eq!(audit_actions(s).await, ["key.create", "workspace.create"]);
+}
+
+async fn concurrent_rotations_make_one_replacement(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let key = rotatable(s, None).await;
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        // Every rotation through its own instance: six replicas racing.
+        let (store, id) = (b.another().await, key.id.clone());
+        let grace = (i % 2 == 0).then(|| Duration::from_secs(3600));
+        tasks.push(tokio::spawn(async move {
+            let a = commands::Actor::cli();
+            commands::rotate_key(store.as_ref(), &a, "sk-", &id, grace, Utc::now()).await
+        }));
+    }
+    let mut done = Vec::new();
+    for t in tasks {
+        done.push(t.await.unwrap());
+    }
+    let (made, refused): (Vec<_>, Vec<_>) = done.into_iter().partition(Result::is_ok);
+    assert_eq!((made.len(), refused.len()), (1, 5), "{refused:?}");
+    for e in refused {
+        let e = e.unwrap_err();
+        assert!(
+            matches!(
+                e,
+                commands::CommandError::Conflict(_)
+                    | commands::CommandError::Store(StoreError::Conflict(_))
+            ),
+            "{e:?}"
+        );
+    }
+    let keys = s.list_keys(&key.workspace_id).await.unwrap();
+    assert_eq!(keys.len(), 2, "one replacement: {keys:?}");
+    let rotations = audit_actions(s).await;
+    assert_eq!(rotations.iter().filter(|a| *a == "key.rotate").count(), 1);
+}
+
+async fn rotation_is_one_transaction_with_its_audit_entry(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let original = Utc::now() + chrono::Duration::days(10);
+    let key = rotatable(s, Some(original)).await;
+    let a = commands::Actor::cli();
+    let grace = Some(Duration::from_secs(60));
+    let r = commands::rotate_key(s, &a, "sk-", &key.id, grace, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(r.key.expires_at, key.expires_at, "the original expiry");
+    assert_eq!(r.key.name.as_deref(), Some("svc"));
+    let old = s.get_key(&key.id).await.unwrap().unwrap();
+    assert_eq!(old, r.old, "the old key as stored");
+    assert!(old.expires_at < key.expires_at && old.revoked_at.is_none());
+    assert_eq!(
+        audit_actions(s).await,
+        ["key.rotate", "key.create", "workspace.create"]
+    );
+    // Rotating it again during its grace period is refused, naming its replacement.
+    let e = commands::rotate_key(s, &a, "sk-", &key.id, None, Utc::now())
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains(&r.key.id), "{e}");
+    assert_eq!(s.list_keys(&key.workspace_id).await.unwrap().len(), 2);
+}
+
+async fn a_balance_overflow_is_refused_and_typed(b: Arc<Backend>) {
+    let s = b.ready().await;
+    s.create_workspace("w", "w").await.unwrap();
+    s.add_credit("e1", "w", usd("9000000"), None).await.unwrap();
+    let e = s
+        .add_credit("e2", "w", usd("9000000"), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Overflow(_)), "{e:?}");
+    let text = e.to_string();
+    assert!(
+        text.contains("balance") && !text.contains("sqlite") && !text.contains("postgres"),
+        "{text}"
+    );
+    assert_eq!(s.balance("w").await.unwrap(), usd("9000000"));
+    assert_eq!(s.ledger("w").await.unwrap().len(), 1, "nothing written");
+    // Up to the last pico still fits.
+    let room = Usd::from_pico(i64::MAX)
+        .checked_sub(usd("9000000"))
+        .unwrap();
+    s.add_credit("e3", "w", room, None).await.unwrap();
+    assert_eq!(s.balance("w").await.unwrap(), Usd::from_pico(i64::MAX));
 }
