@@ -33,8 +33,7 @@ use super::rows::{
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
     KeyRotation, LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult,
-    UsageFilter,
-    UsageRecord, Workspace,
+    UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
