@@ -372,10 +372,13 @@ fn connection_limits(
             conf.reserve_files
         );
     }
+    let (p, a) = (fitted.public, fitted.admin);
     tracing::info!(
-        public = ?fitted.public,
-        admin = ?fitted.admin,
-        "connection limits (per listener: max, per client address)"
+        "connection limits: public {} ({} per client address), admin {} ({} per client address)",
+        p.max,
+        p.per_address,
+        a.max,
+        a.per_address
     );
     (fitted.public, fitted.admin)
 }

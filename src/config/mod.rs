@@ -147,7 +147,8 @@ pub struct ConnectionsConf {
     pub public: ListenerLimits,
     pub admin: ListenerLimits,
     /// File handles kept beyond the listeners' connections (and the public connections'
-    /// upstream calls): the store, logs, the spool, listeners, runtimes.
+    /// upstream calls): the store, logs, the spool, listeners, runtimes, and connections
+    /// accepted in a burst or being refused.
     pub reserve_files: u64,
 }
 
@@ -172,7 +173,7 @@ impl Default for ConnectionsConf {
                 max: 128,
                 per_address: 64,
             },
-            reserve_files: 256,
+            reserve_files: 512,
         }
     }
 }

@@ -5,11 +5,11 @@
 //! `body::read_within`.
 
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures_util::FutureExt;
 use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream, ServerApp};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::protocols::Stream;
@@ -26,6 +26,8 @@ pub struct Bounded<A> {
     limiter: Arc<Limiter>,
     /// For the refusal metric: `public` or `admin`.
     listener: &'static str,
+    /// Refused connections waiting for their client to close first (see [`refuse`]).
+    lingering: AtomicUsize,
 }
 
 impl<A> Bounded<A> {
@@ -34,12 +36,17 @@ impl<A> Bounded<A> {
             app: Arc::new(app),
             limiter,
             listener,
+            lingering: AtomicUsize::new(0),
         }
     }
 }
 
 /// How long writing the refusal may take (a fresh socket's buffer takes it at once).
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
+/// How long a refused connection waits for its client to close, and how many may wait at once
+/// per listener (their file handles come out of `reserve_files`); past that they close at once.
+const LINGER: Duration = Duration::from_millis(250);
+const MAX_LINGERING: usize = 32;
 
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
@@ -57,7 +64,9 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
             }
             Err(why) => {
                 crate::metrics::METRICS.connection_refused(self.listener, why.reason());
-                refuse(stream, why).await;
+                let linger = self.lingering.fetch_add(1, Ordering::AcqRel) < MAX_LINGERING;
+                refuse(stream, why, linger).await;
+                self.lingering.fetch_sub(1, Ordering::AcqRel);
                 None
             }
         }
@@ -73,24 +82,28 @@ fn peer_ip(stream: &Stream) -> Option<IpAddr> {
     digest.peer_addr()?.as_inet().map(|a| a.ip())
 }
 
-/// Writes the refusal and closes. What the client already sent is read first (without
-/// waiting), so that closing does not reset the connection under the answer.
-async fn refuse(mut stream: Stream, why: Refused) {
+/// Writes the refusal and closes; with `linger`, only once the client has closed (or after
+/// [`LINGER`]): closing with its request unread would reset the connection, and a reset can
+/// discard the answer before the client reads it.
+async fn refuse(mut stream: Stream, why: Refused, linger: bool) {
     let answer = connections::refusal(why);
-    let mut unread = [0u8; 4096];
-    for _ in 0..4 {
-        match stream.read(&mut unread).now_or_never() {
-            Some(Ok(1..)) => {}
-            _ => break,
-        }
-    }
     let write = async {
         stream.write_all(&answer).await?;
         AsyncWriteExt::shutdown(&mut stream).await
     };
-    if let Err(e) = tokio::time::timeout(REFUSAL_WRITE, write).await {
-        tracing::debug!("writing a connection refusal: {e}");
+    match tokio::time::timeout(REFUSAL_WRITE, write).await {
+        Ok(Ok(())) if linger => {
+            let _ = tokio::time::timeout(LINGER, until_closed(&mut stream)).await;
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!("writing a connection refusal: {e}"),
     }
+}
+
+/// Reads (and drops) what the client still sends, until it closes.
+async fn until_closed(stream: &mut Stream) {
+    let mut unread = [0u8; 4096];
+    while let Ok(1..) = stream.read(&mut unread).await {}
 }
 
 /// Reads the next request's head, whole within `limit` (a head trickled in a byte at a time
