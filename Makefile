@@ -25,8 +25,10 @@ demo: deps
 	echo; echo "workspace $$ws, key $$key (10 USD credit). Paste:"; echo; \
 	echo "curl -s localhost:8080/v1/chat/completions -H 'Authorization: Bearer $$key' -H 'Content-Type: application/json' \\"; \
 	echo "  -d '{\"model\":\"google/gemini-2.5-flash\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'"; echo; \
+	admin=$$(head -c 24 /dev/urandom | base64 | tr '+/' '-_'); \
+	echo "console: http://127.0.0.1:8081/ (admin token $$admin)"; echo; \
 	trap 'kill $$(cat data/demo-sim.pid) 2>/dev/null' EXIT INT TERM; \
-	$(DEMO_ENV) ./target/debug/tollgate -c conf/demo.yaml serve
+	TOLLGATE_ADMIN_TOKEN=$$admin $(DEMO_ENV) ./target/debug/tollgate -c conf/demo.yaml serve
 
 build: deps
 	$(CARGO) build --release --workspace --bins
@@ -79,7 +81,7 @@ bench: deps
 ## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with
 ## the captured fixtures. Stable Rust: no sanitizer (panics and the targets' asserts are found).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = request answer_gemini answer_anthropic answer_openai stream_gemini stream_anthropic stream_openai
+FUZZ_TARGETS = request worst_case cost answer_gemini answer_anthropic answer_openai stream_gemini stream_anthropic stream_openai
 fuzz: deps
 	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz build --sanitizer none -O

@@ -46,6 +46,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         usage_source: Default::default(),
         attempts: 1,
         request_id: None,
+        review: None,
     }
 }
 

@@ -1,6 +1,11 @@
 //! Prometheus metrics, names prefixed `tollgate_`, served at `/metrics` on the admin listener.
 //!
-//! One process-wide registry ([`METRICS`]): request counters and latency histograms are
+//! The billing series — what was sold, per model: `tollgate_cost_usd_total` and
+//! `tollgate_tokens_total` (tokens times the catalog's prices is revenue too) — are in a
+//! registry of their own, rendered only for the admin token (`/admin/v1/metrics`); the rest is
+//! operational and public on the admin listener.
+//!
+//! One process-wide set of registries ([`METRICS`]): request counters and latency histograms are
 //! recorded once per request in `logging` (a label lookup and a few atomic adds, no I/O);
 //! state that already lives elsewhere (key cache, catalog, route health, ledger queue and
 //! spool) is read when the registry is scraped ([`Scrape`]). A leaf room: it imports nothing
@@ -26,6 +31,8 @@ const BUCKETS: &[f64] = &[
 
 pub struct Metrics {
     registry: Registry,
+    /// The billing series.
+    billing: Registry,
     requests: IntCounterVec,
     refusals: IntCounterVec,
     connections_refused: IntCounterVec,
@@ -35,6 +42,7 @@ pub struct Metrics {
     tokens: IntCounterVec,
     cost: prometheus::CounterVec,
     attempts: IntCounterVec,
+    unpriced: IntCounterVec,
     ledger_commit: Histogram,
     ledger_queue: IntGauge,
     ledger_spool_bytes: IntGauge,
@@ -81,6 +89,8 @@ pub struct Scrape<'a> {
     pub ledger_spool_bytes: u64,
     /// `(model, kind, region, state (0 healthy, 1 half-open, 2 cooling), failures)`.
     pub routes: Vec<(&'a str, &'static str, &'a str, i64, i64)>,
+    /// Render the billing series too.
+    pub billing: bool,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -119,6 +129,7 @@ fn gauges(registry: &Registry, name: &str, help: &str, labels: &[&str]) -> IntGa
 impl Metrics {
     fn new() -> Self {
         let r = Registry::new();
+        let billing = Registry::new();
         let cost = prometheus::CounterVec::new(
             Opts::new(
                 "tollgate_cost_usd_total",
@@ -127,7 +138,9 @@ impl Metrics {
             &["model"],
         )
         .expect("valid metric");
-        r.register(Box::new(cost.clone())).expect("unique metric");
+        billing
+            .register(Box::new(cost.clone()))
+            .expect("unique metric");
         let ledger_commit = Histogram::with_opts(
             HistogramOpts::new(
                 "tollgate_ledger_commit_seconds",
@@ -177,7 +190,7 @@ impl Metrics {
                 &["model"],
             ),
             tokens: counter(
-                &r,
+                &billing,
                 "tollgate_tokens_total",
                 "Billed tokens by model and bucket",
                 &["model", "bucket"],
@@ -188,6 +201,13 @@ impl Metrics {
                 "tollgate_upstream_attempts_total",
                 "Upstream attempts, failovers included, by answering route",
                 &["route"],
+            ),
+            unpriced: counter(
+                &r,
+                "tollgate_usage_unpriced_total",
+                "Usage that could not be priced, billed at the request's worst case and flagged \
+                 for review (alert on any increase)",
+                &["model"],
             ),
             ledger_commit,
             ledger_queue: gauge(
@@ -224,6 +244,7 @@ impl Metrics {
                 route,
             ),
             registry: r,
+            billing,
         }
     }
 
@@ -265,6 +286,11 @@ impl Metrics {
             .inc();
     }
 
+    /// A usage of `model` could not be priced (see `admission::outcome`).
+    pub fn usage_unpriced(&self, model: &str) {
+        self.unpriced.with_label_values(&[model]).inc();
+    }
+
     /// One ledger batch committed (or failed) after `took`.
     pub fn ledger_committed(&self, took: Duration) {
         self.ledger_commit.observe(took.as_secs_f64());
@@ -288,8 +314,13 @@ impl Metrics {
                 .with_label_values(&labels)
                 .set(*failures);
         }
+        let mut families = self.registry.gather();
+        if s.billing {
+            families.extend(self.billing.gather());
+            families.sort_by(|a, b| a.name().cmp(b.name()));
+        }
         let mut out = Vec::new();
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut out) {
+        if let Err(e) = TextEncoder::new().encode(&families, &mut out) {
             tracing::warn!("encoding metrics: {e}");
         }
         out
@@ -332,15 +363,23 @@ mod tests {
             refused: true,
             ..f
         });
-        let text = String::from_utf8(m.render(&Scrape {
+        let scrape = |billing| Scrape {
             keys: 3,
             models: 2,
             store_reachable: true,
             ledger_queue: 1,
             ledger_spool_bytes: 0,
             routes: vec![("google/g", "vertex", "us-central1", 2, 3)],
-        }))
-        .unwrap();
+            billing,
+        };
+        let public = String::from_utf8(m.render(&scrape(false))).unwrap();
+        for billing in ["tollgate_cost_usd_total", "tollgate_tokens_total"] {
+            assert!(
+                !public.contains(billing),
+                "{billing} is not public:\n{public}"
+            );
+        }
+        let text = String::from_utf8(m.render(&scrape(true))).unwrap();
         for line in [
             r#"tollgate_requests_total{code="",endpoint="chat",model="google/g",route="vertex",status="200"} 1"#,
             r#"tollgate_refusals_total{code="insufficient_credit"} 1"#,

@@ -6,6 +6,9 @@
 //! An `i64` of pico-dollars holds amounts up to about 9.2 million USD; arithmetic is
 //! checked and overflow is an error, never a wrap. Decimal text is parsed digit by digit,
 //! never through a float.
+// Money and token arithmetic is checked or saturating by rule: a wrap here gives credit away
+// (tests may use plain operators).
+#![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
 
 use std::fmt;
 use std::str::FromStr;
@@ -58,6 +61,11 @@ impl Usd {
 }
 
 impl Price {
+    /// The dearest price a catalog accepts: 10,000 USD per 1M tokens (a cent a token), some
+    /// fifteen times the dearest list price of 2026. It keeps every request's cost far inside
+    /// `i64` pico-USD: at this price a bucket of 900 million tokens still prices.
+    pub const MAX: Price = Price(10_000 * MICRO_PER_USD);
+
     pub const fn from_micro_per_mtok(micro: i64) -> Self {
         Price(micro)
     }
@@ -109,16 +117,28 @@ fn parse_scaled(text: &str, scale: u32) -> Result<i64, MoneyError> {
     let frac_value: i64 = if frac.is_empty() {
         0
     } else {
-        frac.parse::<i64>().map_err(|_| overflow())? * 10i64.pow(scale - frac.len() as u32)
+        // At most `scale` digits (checked above), so the shift fits.
+        let shift = scale.saturating_sub(frac.len() as u32);
+        (frac.parse::<i64>().ok())
+            .and_then(|f| f.checked_mul(10i64.pow(shift)))
+            .ok_or_else(overflow)?
     };
     let value = whole
         .checked_mul(10i64.pow(scale))
         .and_then(|w| w.checked_add(frac_value))
         .ok_or_else(overflow)?;
-    Ok(if negative { -value } else { value })
+    if negative {
+        value.checked_neg().ok_or_else(overflow)
+    } else {
+        Ok(value)
+    }
 }
 
 /// Renders an integer scaled by `10^scale` as the shortest exact decimal text.
+#[expect(
+    clippy::arithmetic_side_effects,
+    reason = "division by a power of ten, never zero"
+)]
 fn format_scaled(value: i64, scale: u32, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let unit = 10u64.pow(scale);
     let sign = if value < 0 { "-" } else { "" };
@@ -230,6 +250,10 @@ decimal_deserialize!(Usd);
 decimal_deserialize!(Price);
 
 /// Convenience for tests and literals: whole dollars.
+#[expect(
+    clippy::arithmetic_side_effects,
+    reason = "literals only; an overflowing literal fails at compile time in a const"
+)]
 pub const fn usd(dollars: i64) -> Usd {
     Usd(dollars * PICO_PER_USD)
 }

@@ -42,6 +42,8 @@ pub enum ServeError {
     Credentials(#[from] crate::upstream::credentials::CredentialError),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    #[error(transparent)]
+    AdminToken(#[from] admin::session::WeakToken),
 }
 
 pub struct ServeOptions {
@@ -140,7 +142,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         ledger: gateway.ledger.clone(),
     };
     let token = std::env::var(&t.admin_token_env).ok();
-    let guard = admin::session::Guard::new(token.as_deref(), &t.admin_token_env);
+    let guard = admin::session::Guard::new(token.as_deref(), &t.admin_token_env)?;
     if guard.enabled() {
         tracing::info!(admin = %t.admin_listen, "admin API and console on (http://{}/)", t.admin_listen);
     } else {
@@ -150,7 +152,8 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
             t.admin_token_env
         );
     }
-    let api = admin::Api::new(guard, t.key_prefix.clone(), store_url.clone());
+    let mut api = admin::Api::new(guard, t.key_prefix.clone(), store_url.clone());
+    api.allow_private_webhooks = t.alerts.allow_private_webhooks;
     let store_url_alerts = store_url.clone();
     let admin = Admin::new(ops, api);
 
@@ -449,6 +452,10 @@ async fn admin_request(
     let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut req = admin::http::Request::new(head.method.clone(), target);
     req.headers = head.headers.clone();
+    req.peer = session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map(|a| a.ip());
     req.body = body;
     Ok(req)
 }

@@ -22,6 +22,8 @@ use crate::store::{self, LimitReset, Store, UsageFilter};
 pub struct Api {
     pub guard: Guard,
     pub key_prefix: String,
+    /// `tollgate.alerts.allow_private_webhooks`: what webhook URLs may be set.
+    pub allow_private_webhooks: bool,
     store_url: String,
     /// Opened on first use, on the admin service's own runtime.
     store: tokio::sync::OnceCell<Arc<dyn Store>>,
@@ -34,6 +36,7 @@ impl Api {
         Api {
             guard,
             key_prefix,
+            allow_private_webhooks: false,
             store_url,
             store: tokio::sync::OnceCell::new(),
         }
@@ -44,6 +47,7 @@ impl Api {
         Api {
             guard,
             key_prefix: key_prefix.to_owned(),
+            allow_private_webhooks: false,
             store_url: String::new(),
             store: tokio::sync::OnceCell::new_with(Some(store)),
         }
@@ -92,7 +96,9 @@ impl Api {
                 daily_usage(s, ws, req, now).await
             }
             (&Method::GET, ["workspaces", ws, "alerts"]) => get_alerts(s, ws).await,
-            (&Method::PUT, ["workspaces", ws, "alerts"]) => put_alerts(s, &actor, ws, req).await,
+            (&Method::PUT, ["workspaces", ws, "alerts"]) => {
+                put_alerts(s, &actor, ws, req, self.allow_private_webhooks).await
+            }
             (&Method::GET, ["workspaces", ws, "alerts", "deliveries"]) => {
                 list_deliveries(s, ws, req).await
             }
@@ -112,7 +118,7 @@ impl Api {
         match req.method {
             Method::POST => {
                 let body: SignIn = json_body(req)?;
-                let (id, csrf, name) = self.guard.sign_in(&body.token)?;
+                let (id, csrf, name) = self.guard.sign_in(req, &body.token)?;
                 // The audit log names the session, not the token.
                 let actor = Actor::console(&name);
                 if let Ok(s) = self.store().await {
@@ -462,9 +468,15 @@ pub struct AlertBody {
 #[utoipa::path(put, path = "/admin/v1/workspaces/{ws}/alerts", tag = "alerts",
     params(("ws" = String, Path)), request_body = AlertBody,
     responses((status = 200, body = crate::store::AlertSettings)))]
-pub async fn put_alerts(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
+pub async fn put_alerts(
+    s: &dyn Store,
+    actor: &Actor,
+    ws: &str,
+    req: &Request,
+    allow_private: bool,
+) -> Answer {
     let body: AlertRequest = json_body(req)?;
-    ok(&commands::put_alerts(s, actor, ws, body).await?)
+    ok(&commands::put_alerts(s, actor, ws, body, allow_private).await?)
 }
 
 #[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/alerts/deliveries", tag = "alerts",

@@ -14,6 +14,8 @@ pub enum AdminError {
     Unauthorized,
     #[error("missing or wrong X-CSRF-Token header for this console session")]
     Csrf,
+    #[error("too many wrong admin tokens from this address: retry in {retry_after} s")]
+    Throttled { retry_after: u64 },
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -32,6 +34,7 @@ impl AdminError {
             Self::Disabled(_) => (StatusCode::NOT_FOUND, "admin_disabled"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Csrf => (StatusCode::FORBIDDEN, "csrf_failed"),
+            Self::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -49,12 +52,18 @@ impl AdminError {
             503 => "api_error",
             _ => "invalid_request_error",
         };
-        Response::json(
+        let res = Response::json(
             status,
             &serde_json::json!({
                 "error": { "message": self.to_string(), "type": kind, "code": code }
             }),
-        )
+        );
+        match self {
+            Self::Throttled { retry_after } => {
+                res.with_header(http::header::RETRY_AFTER, retry_after.to_string())
+            }
+            _ => res,
+        }
     }
 }
 

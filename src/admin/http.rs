@@ -15,6 +15,8 @@ pub struct Request {
     pub query: Option<String>,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// The client's address (what failed sign-ins are counted and logged under).
+    pub peer: Option<std::net::IpAddr>,
 }
 
 impl Request {
@@ -29,6 +31,7 @@ impl Request {
             query,
             headers: HeaderMap::new(),
             body: Bytes::new(),
+            peer: None,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The operators' listener (`admin_listen`, loopback by default; never the public port):
 //! health, readiness, route health and Prometheus metrics (`ops`), the JSON admin API under
-//! `/admin/v1` (`api`, behind the admin token), its OpenAPI document, and the web console.
+//! `/admin/v1` (`api`, behind the admin token) with the billing metrics too
+//! (`/admin/v1/metrics`), its OpenAPI document, and the web console.
 //! Everything here takes and returns plain values (`http::Request`/`Response`); the Pingora
 //! glue is in `server.rs`.
 
@@ -11,6 +12,7 @@ pub mod http;
 pub mod openapi;
 pub mod ops;
 pub mod session;
+pub mod throttle;
 
 use ::http::{Method, StatusCode};
 
@@ -41,6 +43,14 @@ impl Admin {
             if get && req.path == "/admin/v1/openapi.json" {
                 let body = self.openapi.clone();
                 return Response::new(StatusCode::OK, "application/json", body);
+            }
+            if get && req.path == "/admin/v1/metrics" {
+                return match self.api.guard.check(req) {
+                    Ok(_) => {
+                        Response::new(StatusCode::OK, ops::METRICS_TYPE, self.ops.metrics(true))
+                    }
+                    Err(e) => e.response(),
+                };
             }
             return self.api.handle(req).await;
         }

@@ -1,6 +1,7 @@
 //! The operators' plain endpoints: liveness, readiness, a status summary, route health and
 //! Prometheus metrics — state read from this process's memory, no token needed (the admin
-//! listener is loopback by default).
+//! listener is loopback by default). What customers bought (cost and tokens per model) is left
+//! out of `/metrics`: `/admin/v1/metrics`, behind the admin token, renders it with the rest.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,14 +42,14 @@ struct RouteView<'a> {
 }
 
 /// Prometheus' text exposition format.
-const METRICS_TYPE: &str = "text/plain; version=0.0.4";
+pub const METRICS_TYPE: &str = "text/plain; version=0.0.4";
 
 impl Ops {
     /// `(status, content type, body)` for a GET of `path`; `None` when it is not one of
     /// these endpoints.
     pub fn get(&self, path: &str) -> Option<(u16, &'static str, Vec<u8>)> {
         match path {
-            "/metrics" => Some((200, METRICS_TYPE, self.metrics())),
+            "/metrics" => Some((200, METRICS_TYPE, self.metrics(false))),
             "/health" | "/ready" | "/routes" | "/status" => {
                 let (status, body) = self.get_json(path);
                 Some((status, "application/json", body))
@@ -57,8 +58,9 @@ impl Ops {
         }
     }
 
-    /// `/metrics`: the registry, with the state held elsewhere read now.
-    fn metrics(&self) -> Vec<u8> {
+    /// The registry, with the state held elsewhere read now; the billing series only with
+    /// `billing` (`/admin/v1/metrics`).
+    pub fn metrics(&self, billing: bool) -> Vec<u8> {
         let catalog = self.catalog.snapshot();
         let routes = self.route_views(&catalog);
         let gauges = routes
@@ -80,6 +82,7 @@ impl Ops {
             ledger_queue: self.ledger.queued(),
             ledger_spool_bytes: std::fs::metadata(&self.spool).map_or(0, |m| m.len()),
             routes: gauges,
+            billing,
         })
     }
 

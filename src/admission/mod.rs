@@ -11,6 +11,9 @@
 //!    the adapter's [`Plan`] (translated once).
 //!
 //! Every refusal is a [`GatewayError`], rendered by `api::error` alone.
+// Money and token arithmetic is checked or saturating by rule: a wrap here gives credit away
+// (tests may use plain operators).
+#![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
 
 pub mod outcome;
 
@@ -79,6 +82,8 @@ pub struct Admitted {
     /// The request's worst case, held against the gates until the request ends (dropped with
     /// the context, after `logging` has charged the actual cost).
     pub reservation: Reservation,
+    /// What the reservation assumed: billed instead of a usage that cannot be priced.
+    pub worst_case: WorstCase,
     /// Input tokens estimated from the body (4 bytes a token), billed when a stream is cut
     /// short before the upstream counted its input.
     pub input_estimate: u64,
@@ -159,7 +164,7 @@ impl Admission<'_> {
         let model = self.model_for(&req, op)?;
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
-        let reservation = self.reserve(&key, op, &model, &req, body, now)?;
+        let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
         let adapter = adapter_for(model.family);
         let target = Target {
@@ -190,6 +195,7 @@ impl Admission<'_> {
             adapter,
             response_cx,
             reservation,
+            worst_case,
             input_estimate: (body.len() as u64).div_ceil(4),
             cache_created: None,
         };
@@ -206,11 +212,23 @@ impl Admission<'_> {
         req: &RawRequest<'_>,
         body: &[u8],
         now: DateTime<Utc>,
-    ) -> Result<Reservation, GatewayError> {
+    ) -> Result<(Reservation, WorstCase), GatewayError> {
         let ttl = self.max_cache_ttl;
-        let worst = worst_case(model, req, body, op, ttl);
-        self.accounts
-            .reserve(key, op == Operation::Chat, worst, self.strict_credit, now)
+        let worst = worst_case(model, req, body, op, ttl).ok_or_else(|| {
+            GatewayError::invalid(
+                "the request's worst-case cost exceeds what one request may reserve \
+                 (about 9.2 million USD): lower max_tokens, n or the input",
+            )
+        })?;
+        let reservation = self
+            .accounts
+            .reserve(
+                key,
+                op == Operation::Chat,
+                worst.cost,
+                self.strict_credit,
+                now,
+            )
             .map_err(|e| match e {
                 GatewayError::InsufficientCredit if self.strict_credit => {
                     let free = self.accounts.unreserved(&key.workspace_id);
@@ -219,7 +237,8 @@ impl Admission<'_> {
                     }
                 }
                 other => other,
-            })
+            })?;
+        Ok((reservation, worst))
     }
 
     /// `GET /v1/key`: the calling key's own settings and state — never its secret — and its
@@ -364,43 +383,58 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
     }
 }
 
-/// Output tokens assumed when neither the client nor the catalog caps them.
+/// Output tokens reserved for a model whose catalog entry gives neither an output cap nor a
+/// context window.
 const DEFAULT_MAX_OUTPUT: u64 = 32_768;
+
+/// The most a request can cost, at the model's prices, and the token counts behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorstCase {
+    pub cost: Usd,
+    /// Input tokens assumed: one per body byte.
+    pub input_tokens: u64,
+    /// Output tokens assumed, all choices together.
+    pub output_tokens: u64,
+}
 
 /// The most a request can cost, at the model's prices: every body byte taken as an input token
 /// (an upper bound for text, since a token is at least one byte; images and audio count far
 /// fewer tokens than their bytes) at the dearest input price (cache writes and audio included)
-/// of the tier that many tokens fall in, plus the maximum output — the client's
-/// `max_completion_tokens`/`max_tokens` within the catalog's cap, else the cap, else 32,768 —
-/// for each of `n` choices, plus, when the request marks a cache breakpoint on a model that
-/// prices cache storage, storing every byte for the longest TTL. Embeddings produce no output.
+/// of the tier that many tokens fall in, plus the maximum output ([`max_output`]) for each of
+/// `n` choices, plus, when the request marks a cache breakpoint on a model that prices cache
+/// storage, storing every byte for the longest TTL. Embeddings produce no output.
+///
+/// `None` when it does not fit `i64` pico-USD (about 9.2 million USD): such a request cannot
+/// be reserved, so it is refused before anything goes upstream.
 pub fn worst_case(
     model: &Model,
     req: &RawRequest<'_>,
     body: &[u8],
     op: Operation,
     max_cache_ttl: Duration,
-) -> Usd {
-    let tokens = body.len() as u64;
-    let rates = model.pricing.rates_for(tokens);
-    let output = match op {
+) -> Option<WorstCase> {
+    let input_tokens = body.len() as u64;
+    let rates = model.pricing.rates_for(input_tokens);
+    let output_tokens = match op {
         Operation::Embeddings => 0,
-        Operation::Chat => max_output(model, req).saturating_mul(choices(req)),
+        Operation::Chat => max_output(model, req).checked_mul(choices(req))?,
     };
     let storage = match rates.cache_storage {
         Some(price) if marks_cache(body) => {
-            price.storage_cost(tokens.saturating_mul(max_cache_ttl.as_secs()))
+            price.storage_cost(input_tokens.checked_mul(max_cache_ttl.as_secs())?)?
         }
-        _ => Some(Usd::ZERO),
+        _ => Usd::ZERO,
     };
-    [
-        rates.dearest_input().cost(tokens),
-        rates.output.cost(output),
-        storage,
-    ]
-    .into_iter()
-    .try_fold(Usd::ZERO, |sum, part| sum.checked_add(part?))
-    .unwrap_or(Usd::from_pico(i64::MAX))
+    let cost = rates
+        .dearest_input()
+        .cost(input_tokens)?
+        .checked_add(rates.output.cost(output_tokens)?)?
+        .checked_add(storage)?;
+    Some(WorstCase {
+        cost,
+        input_tokens,
+        output_tokens,
+    })
 }
 
 /// Whether the body may carry a `cache_control` breakpoint (a byte search: a false positive
@@ -419,24 +453,29 @@ fn affordable_output(
     max_cache_ttl: Duration,
     free: Usd,
 ) -> u64 {
-    let input = worst_case(model, req, body, Operation::Embeddings, max_cache_ttl);
-    let left = free.pico().saturating_sub(input.pico()).max(0);
+    let Some(input) = worst_case(model, req, body, Operation::Embeddings, max_cache_ttl) else {
+        return 0;
+    };
+    let left = free.pico().saturating_sub(input.cost.pico()).max(0);
     let rates = model.pricing.rates_for(body.len() as u64);
     let per_token = rates.output.micro_per_mtok().max(1);
-    u64::try_from(left / per_token).unwrap_or(0) / choices(req)
+    let per_choice = u64::try_from(left.checked_div(per_token).unwrap_or(0)).unwrap_or(0);
+    per_choice.checked_div(choices(req)).unwrap_or(0)
 }
 
+/// The output tokens one choice may produce, for the reservation: the client's
+/// `max_completion_tokens`/`max_tokens` within the model's cap — the catalog's
+/// `max_output_tokens`, else its context window (no answer is longer than the context that
+/// holds it), else 32,768. A client cannot reserve beyond the cap, however large it asks.
 fn max_output(model: &Model, req: &RawRequest<'_>) -> u64 {
-    let cap = model.max_output_tokens.map(u64::from);
-    let asked = ["max_completion_tokens", "max_tokens"]
+    let cap = model
+        .max_output_tokens
+        .or(model.context_window)
+        .map_or(DEFAULT_MAX_OUTPUT, u64::from);
+    ["max_completion_tokens", "max_tokens"]
         .iter()
-        .find_map(|f| req.typed::<u64>(f).ok().flatten());
-    match (asked, cap) {
-        (Some(a), Some(c)) => a.min(c),
-        (Some(a), None) => a,
-        (None, Some(c)) => c,
-        (None, None) => DEFAULT_MAX_OUTPUT,
-    }
+        .find_map(|f| req.typed::<u64>(f).ok().flatten())
+        .map_or(cap, |asked| asked.min(cap))
 }
 
 fn choices(req: &RawRequest<'_>) -> u64 {
@@ -484,7 +523,7 @@ fn route_for(
 /// Which of routes weighing `weights` (`total` together) takes turn `turn`: each takes its
 /// weight's share of the turns, in order.
 fn weighted_turn(weights: impl Iterator<Item = u32>, total: u64, turn: u64) -> usize {
-    let mut point = turn % total.max(1);
+    let mut point = turn.checked_rem(total).unwrap_or(0);
     weights
         .map(u64::from)
         .position(|w| {

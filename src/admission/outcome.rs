@@ -137,6 +137,12 @@ pub struct Produced {
 }
 
 /// The usage record of a finished request, or `None` when nothing is billed.
+///
+/// A usage that cannot be priced (its cost overflows `i64` pico-USD: a price or a count no
+/// real request reaches) is never served free: the record bills the request's reserved worst
+/// case instead, as an estimate, and says in `review` what the upstream reported. `Err` only
+/// if even that cannot be priced, which admission rules out (it refuses a worst case that does
+/// not fit, at the same model's prices).
 pub fn usage_record_for(
     a: &Admitted,
     ending: Ending,
@@ -151,7 +157,7 @@ pub fn usage_record_for(
     );
     let outcome = billed(ending, &usage, produced.cache_created)?;
     let micros = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
-    Some(usage_record(Charge {
+    let charge = |usage, usage_source, cache_created| Charge {
         id: &a.response_cx.id,
         key: &a.key,
         model: &a.model,
@@ -162,7 +168,7 @@ pub fn usage_record_for(
         },
         stream: a.stream,
         usage,
-        cache_created: produced.cache_created,
+        cache_created,
         outcome,
         started_at: t.started_at,
         finished_at: t.finished_at,
@@ -171,5 +177,39 @@ pub fn usage_record_for(
         usage_source,
         attempts: produced.attempts,
         request_id: &a.request_id,
-    }))
+    };
+    let unpriced = match usage_record(charge(usage, usage_source, produced.cache_created)) {
+        Ok(record) => return Some(Ok(record)),
+        Err(err) => err,
+    };
+    let worst = Usage {
+        input: a.worst_case.input_tokens,
+        output: a.worst_case.output_tokens,
+        ..Usage::default()
+    };
+    Some(
+        usage_record(charge(worst, UsageSource::Estimated, None)).map(|mut record| {
+            record.review = Some(review_note(unpriced, &usage, produced.cache_created));
+            record
+        }),
+    )
+}
+
+/// What a record billed at its worst case says about the usage that could not be priced.
+fn review_note(err: CostError, usage: &Usage, cache: Option<CacheCreation>) -> String {
+    let cache = cache.map_or(String::new(), |c| {
+        format!(", a cache of {} tokens for {} s", c.tokens, c.ttl_secs)
+    });
+    format!(
+        "unpriceable usage ({err}): reported input {}, audio input {}, cache read {}, \
+         cache write {} (1 h: {}), output {}, cache storage {} token-seconds{cache}; \
+         billed the request's reserved worst case instead",
+        usage.input,
+        usage.audio_input,
+        usage.cache_read,
+        usage.cache_write,
+        usage.cache_write_1h,
+        usage.output,
+        usage.cache_storage_token_seconds,
+    )
 }

@@ -540,28 +540,169 @@ fn the_worst_case_is_every_byte_an_input_token_plus_the_maximum_output() {
     let model = w.catalog.model("acme/llama").unwrap().clone(); // 1 USD in, 2 USD out per 1M
     let worst = |body: &str| {
         let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
-        worst_case(&model, &req, body.as_bytes(), Operation::Chat, HOUR)
+        worst_case(&model, &req, body.as_bytes(), Operation::Chat, HOUR).map(|w| w.cost)
     };
     let plain = r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}]}"#;
     // 66 bytes at 1 µUSD per token, 32,768 default output tokens at 2 µUSD.
     assert_eq!(
         worst(plain),
-        Usd::from_pico(66 * 1_000_000 + 32_768 * 2_000_000)
+        Some(Usd::from_pico(66 * 1_000_000 + 32_768 * 2_000_000))
     );
     let capped = r#"{"model":"acme/llama","max_tokens":10,"n":3,"messages":[{"role":"user","content":"hi"}]}"#;
     assert_eq!(
         worst(capped),
-        Usd::from_pico(capped.len() as i64 * 1_000_000 + 30 * 2_000_000),
+        Some(Usd::from_pico(
+            capped.len() as i64 * 1_000_000 + 30 * 2_000_000
+        )),
         "the client's cap, for each of n choices"
     );
     let embed = r#"{"model":"acme/embed","input":"abc"}"#;
     let req = RawRequest::parse(embed.as_bytes(), Operation::Embeddings).unwrap();
     let e = w.catalog.model("acme/embed").unwrap();
     assert_eq!(
-        worst_case(e, &req, embed.as_bytes(), Operation::Embeddings, HOUR),
-        Usd::from_pico(embed.len() as i64 * 1_000_000),
+        worst_case(e, &req, embed.as_bytes(), Operation::Embeddings, HOUR).map(|w| w.cost),
+        Some(Usd::from_pico(embed.len() as i64 * 1_000_000)),
         "embeddings: input only"
     );
+}
+
+/// The worst case of `body` on `model` of `catalog` (a one-model catalog in YAML).
+fn worst_on(model_yaml: &str, body: &str) -> Option<WorstCase> {
+    let rows: CatalogRows = serde_yaml::from_str(&format!(
+        "models:\n  - {{id: acme/m, provider: acme, family: openai, kind: chat, \
+         upstream_model: m, {model_yaml}}}\n"
+    ))
+    .unwrap();
+    let catalog = Snapshot::build(&rows, &ProvidersConf::default(), &HashMap::new());
+    let model = catalog.model("acme/m").unwrap().clone();
+    let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
+    worst_case(&model, &req, body.as_bytes(), Operation::Chat, HOUR)
+}
+
+#[test]
+fn a_client_cannot_reserve_beyond_the_models_cap_however_much_it_asks() {
+    // The most a request may ask (a larger one is a 400 before admission).
+    let huge =
+        r#"{"model":"acme/m","max_tokens":4294967295,"messages":[{"role":"user","content":"hi"}]}"#;
+    let prices = "input_price: 1, output_price: 2";
+    let output = |yaml: &str| worst_on(&format!("{prices}, {yaml}"), huge).map(|w| w.output_tokens);
+    assert_eq!(
+        output("max_output_tokens: 8192"),
+        Some(8_192),
+        "the catalog's cap"
+    );
+    assert_eq!(
+        output("context_window: 200000"),
+        Some(200_000),
+        "no output cap: the context window"
+    );
+    assert_eq!(
+        worst_on(prices, huge).map(|w| w.output_tokens),
+        Some(32_768),
+        "neither: the default (was: whatever was asked)"
+    );
+    let small = r#"{"model":"acme/m","max_completion_tokens":5,"n":2,"messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(worst_on(prices, small).map(|w| w.output_tokens), Some(10));
+}
+
+#[test]
+fn a_worst_case_beyond_i64_is_refused_before_the_upstream() {
+    // At the dearest price a catalog accepts, a few billion output tokens for 128 choices do
+    // not fit i64 pico-USD: admission must refuse, not reserve i64::MAX (which let a second
+    // request's release create credit).
+    let model = "input_price: 1, output_price: 10000, max_output_tokens: 4000000000";
+    let body = r#"{"model":"acme/m","n":128,"messages":[{"role":"user","content":"hi"}]}"#;
+    assert_eq!(worst_on(model, body), None);
+    let mut w = World::new();
+    w.catalog = {
+        let rows: CatalogRows = serde_yaml::from_str(&CATALOG.replace(
+            "input_price: 1, output_price: 2}",
+            "input_price: 1, output_price: 10000, max_output_tokens: 4000000000}",
+        ))
+        .unwrap();
+        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 8), "127.0.0.1:8".parse().unwrap())]);
+        Snapshot::build(&rows, &ProvidersConf::default(), &addrs)
+    };
+    let refused = w.post(
+        "/v1/chat/completions",
+        r#"{"model":"acme/llama","n":128,"messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    let Err(err) = refused else {
+        panic!("admitted a request whose worst case does not fit")
+    };
+    assert_eq!((err.status(), err.code()), (400, "invalid_request_error"));
+    assert!(err.to_string().contains("worst-case"), "{err}");
+    assert_eq!(w.accounts.unreserved("ws_1"), usd(10), "nothing held");
+}
+
+#[test]
+fn a_usage_that_cannot_be_priced_bills_the_worst_case_and_is_flagged() {
+    let w = World::new();
+    let d = w.chat("acme/llama").expect("admitted");
+    let t = Timings {
+        started_at: now(),
+        finished_at: now(),
+        upstream_latency: None,
+        ttft: None,
+    };
+    // A (hostile) upstream reports more output than i64 pico-USD can price.
+    let reported = Usage {
+        input: 10,
+        output: u64::MAX / 2,
+        ..Usage::default()
+    };
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
+        .expect("billed, never dropped")
+        .expect("priced at the worst case");
+    let worst = d.admitted.worst_case;
+    assert_eq!(
+        (r.input_tokens, r.output_tokens),
+        (worst.input_tokens, worst.output_tokens)
+    );
+    assert_eq!(r.usage_source, UsageSource::Estimated);
+    assert!(r.cost.is_positive() && r.cost <= worst.cost);
+    let review = r.review.expect("flagged for review");
+    assert!(review.contains(&(u64::MAX / 2).to_string()), "{review}");
+    // An ordinary usage is not flagged.
+    let plain = usage_record_for(
+        &d.admitted,
+        Ending::Complete,
+        produced(
+            Usage {
+                input: 1,
+                output: 1,
+                ..Usage::default()
+            },
+            0,
+        ),
+        t,
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(plain.review, None);
+}
+
+#[test]
+fn reasoning_beyond_the_output_is_not_a_record_the_database_refuses() {
+    // The database checks reasoning <= output; a record it refuses is set aside unbilled.
+    let w = World::new();
+    let d = w.chat("acme/llama").expect("admitted");
+    let t = Timings {
+        started_at: now(),
+        finished_at: now(),
+        upstream_latency: None,
+        ttft: None,
+    };
+    let reported = Usage {
+        input: 5,
+        output: 3,
+        reasoning: 9,
+        ..Usage::default()
+    };
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
+        .unwrap()
+        .unwrap();
+    assert_eq!((r.output_tokens, r.reasoning_tokens), (3, 3));
 }
 
 #[test]

@@ -76,6 +76,10 @@ pub enum GatewayError {
     MissingCredentials(&'static str),
     #[error("{message}")]
     Upstream { status: u16, message: Box<str> },
+    /// The upstream refused the operator's credential (its 401 or 403). Its own words may
+    /// quote that credential back: the customer gets this line only, the log the rest.
+    #[error("the upstream refused the gateway's credentials")]
+    UpstreamCredentials { status: u16 },
     /// The upstream failed after the client's 200 and part of the answer were sent: the
     /// stream ends with an error frame; its status is never sent.
     #[error("{0}")]
@@ -108,6 +112,22 @@ impl GatewayError {
         Self::Upstream { status, message }
     }
 
+    /// An upstream's non-2xx answer, `message` its scrubbed wording: an error status is the
+    /// client's, any other (a redirect, which is not followed) a 502.
+    pub fn upstream_answer(status: u16, message: &str) -> Self {
+        match status {
+            401 | 403 => Self::UpstreamCredentials { status },
+            400..=599 => Self::Upstream {
+                status,
+                message: message.into(),
+            },
+            _ => Self::Upstream {
+                status: 502,
+                message: message.into(),
+            },
+        }
+    }
+
     pub fn status(&self) -> u16 {
         match self {
             Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => 401,
@@ -127,7 +147,7 @@ impl GatewayError {
             Self::StoreUnavailable => 503,
             Self::MethodNotAllowed { .. } => 405,
             Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
-            Self::Upstream { status, .. } => *status,
+            Self::Upstream { status, .. } | Self::UpstreamCredentials { status } => *status,
             Self::MidStream(_) => 502,
             Self::Internal(_) => 500,
         }
@@ -152,7 +172,9 @@ impl GatewayError {
             | Self::NotFound(_)
             | Self::NoGeneration(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
-            Self::Upstream { .. } | Self::MidStream(_) => "upstream_error",
+            Self::Upstream { .. } | Self::UpstreamCredentials { .. } | Self::MidStream(_) => {
+                "upstream_error"
+            }
             Self::NoRoute(_)
             | Self::MissingCredentials(_)
             | Self::StoreUnavailable
@@ -183,14 +205,18 @@ impl GatewayError {
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NoRoute(_) => "no_route",
             Self::MissingCredentials(_) => "upstream_unconfigured",
-            Self::Upstream { .. } | Self::MidStream(_) => "upstream_error",
+            Self::Upstream { .. } | Self::UpstreamCredentials { .. } | Self::MidStream(_) => {
+                "upstream_error"
+            }
             Self::Internal(_) => "internal_error",
         }
     }
 
     pub fn blame(&self) -> Blame {
         match self {
-            Self::Upstream { .. } | Self::MidStream(_) => Blame::Upstream,
+            Self::Upstream { .. } | Self::UpstreamCredentials { .. } | Self::MidStream(_) => {
+                Blame::Upstream
+            }
             Self::NoRoute(_)
             | Self::MissingCredentials(_)
             | Self::StoreUnavailable
@@ -345,6 +371,26 @@ mod tests {
         assert_eq!(e.status(), 529);
         assert_eq!(parse(&e)["error"]["type"], "upstream_error");
         assert_eq!(e.blame(), Blame::Upstream);
+    }
+
+    #[test]
+    fn a_refused_credential_is_told_without_the_upstreams_words() {
+        for status in [401, 403] {
+            let e = GatewayError::upstream_answer(status, "Incorrect API key: Bearer [redacted]");
+            let v = parse(&e);
+            assert_eq!(e.status(), status);
+            assert_eq!(
+                (&v["error"]["type"], &v["error"]["code"]),
+                (&"upstream_error".into(), &"upstream_error".into())
+            );
+            assert_eq!(
+                v["error"]["message"],
+                "the upstream refused the gateway's credentials"
+            );
+        }
+        let e = GatewayError::upstream_answer(429, "slow down");
+        assert_eq!((e.status(), e.to_string().as_str()), (429, "slow down"));
+        assert_eq!(GatewayError::upstream_answer(302, "moved").status(), 502);
     }
 
     #[test]

@@ -81,6 +81,16 @@ impl<'a> RawRequest<'a> {
                     )))
                 }
             }
+            // No model writes billions of tokens, and a bound keeps the worst case that
+            // admission reserves computable for every model, capped or not.
+            for field in ["max_tokens", "max_completion_tokens"] {
+                if req.typed::<Option<u32>>(field).is_err() {
+                    return Err(GatewayError::invalid(format!(
+                        "invalid value for {field}: expected an integer from 0 to {}",
+                        u32::MAX
+                    )));
+                }
+            }
         }
         Ok(req)
     }
@@ -249,6 +259,32 @@ mod tests {
                 RawRequest::parse(chat(good).as_bytes(), Operation::Chat).is_ok(),
                 "{good}"
             );
+        }
+    }
+
+    #[test]
+    fn output_caps_must_be_token_counts_a_model_could_write() {
+        for field in ["max_tokens", "max_completion_tokens"] {
+            let chat = |v: &str| format!(r#"{{"model":"m","messages":[1],"{field}":{v}}}"#);
+            for bad in [
+                "1e18",
+                "1000000000000000000",
+                "4294967296",
+                "-1",
+                "1.5",
+                "\"9\"",
+            ] {
+                let e = err(&chat(bad), Operation::Chat);
+                assert!(
+                    e.starts_with(&format!("invalid value for {field}")),
+                    "{bad}: {e}"
+                );
+            }
+            for good in ["0", "4096", "4294967295", "null"] {
+                let body = chat(good);
+                let ok = RawRequest::parse(body.as_bytes(), Operation::Chat);
+                assert!(ok.is_ok(), "{field} {good}");
+            }
         }
     }
 

@@ -28,8 +28,17 @@ pub struct Usage {
 }
 
 impl Usage {
+    /// Every input token (saturating: the counts are the upstream's, and a hostile one could
+    /// send any).
     pub fn prompt_tokens(&self) -> u64 {
-        self.input + self.audio_input + self.cache_read + self.cache_write + self.cache_write_1h
+        [
+            self.audio_input,
+            self.cache_read,
+            self.cache_write,
+            self.cache_write_1h,
+        ]
+        .into_iter()
+        .fold(self.input, u64::saturating_add)
     }
     pub fn is_zero(&self) -> bool {
         *self == Usage::default()
@@ -40,10 +49,10 @@ impl Usage {
         OpenAiUsage {
             prompt_tokens: self.prompt_tokens(),
             completion_tokens: self.output,
-            total_tokens: self.prompt_tokens() + self.output,
+            total_tokens: self.prompt_tokens().saturating_add(self.output),
             prompt_tokens_details: PromptDetails {
                 cached_tokens: self.cache_read,
-                cache_write_tokens: self.cache_write + self.cache_write_1h,
+                cache_write_tokens: self.cache_write.saturating_add(self.cache_write_1h),
             },
             completion_tokens_details: CompletionDetails {
                 reasoning_tokens: self.reasoning,
@@ -60,7 +69,10 @@ impl Usage {
             .map_or(0, |d| d.reasoning_tokens);
         Usage {
             input: v.prompt_tokens.saturating_sub(
-                details.cached_tokens + details.cache_write_tokens + details.audio_tokens,
+                details
+                    .cached_tokens
+                    .saturating_add(details.cache_write_tokens)
+                    .saturating_add(details.audio_tokens),
             ),
             audio_input: details.audio_tokens,
             cache_read: details.cached_tokens,

@@ -51,23 +51,51 @@ impl Cell {
             .saturating_sub(self.pending.load(Relaxed))
     }
 
-    /// Reserves `amount` if `admit(value, reserved so far)` allows it, in one step.
+    /// Reserves `amount` (never negative) if `admit(value, reserved so far)` allows it, in one
+    /// step. A sum that would overflow is refused: saturating it would let the release of the
+    /// whole amount later take more out than went in, and leave the cell holding credit that
+    /// does not exist.
     fn reserve(&self, amount: i64, admit: impl Fn(i64, i64) -> bool) -> bool {
+        debug_assert!(amount >= 0, "a reservation is never negative");
         let mut held = self.reserved.load(Relaxed);
         loop {
+            let Some(next) = held.checked_add(amount) else {
+                return false;
+            };
             if !admit(self.value(), held) {
                 return false;
             }
-            match self.reserved.compare_exchange_weak(
-                held,
-                held.saturating_add(amount),
-                Relaxed,
-                Relaxed,
-            ) {
+            match self
+                .reserved
+                .compare_exchange_weak(held, next, Relaxed, Relaxed)
+            {
                 Ok(_) => return true,
                 Err(now) => held = now,
             }
         }
+    }
+
+    /// Gives back what [`reserve`](Self::reserve) took.
+    fn unreserve(&self, amount: i64) {
+        let before = self.reserved.fetch_sub(amount, Relaxed);
+        debug_assert!(
+            before >= amount,
+            "released {amount} of {before} reserved: the in-flight total went negative"
+        );
+    }
+
+    /// Adds `cost` to the pending charges, saturating: a sum beyond `i64` (millions of USD in
+    /// flight) reads as no credit at all, which refuses rather than gives.
+    fn add_pending(&self, cost: i64) {
+        let _ = self
+            .pending
+            .fetch_update(Relaxed, Relaxed, |p| Some(p.saturating_add(cost)));
+    }
+
+    fn sub_pending(&self, cost: i64) {
+        let _ = self
+            .pending
+            .fetch_update(Relaxed, Relaxed, |p| Some(p.saturating_sub(cost)));
     }
 }
 
@@ -88,9 +116,9 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        self.balance.reserved.fetch_sub(self.amount, Relaxed);
+        self.balance.unreserve(self.amount);
         if let Some(s) = &self.spend {
-            s.cell.reserved.fetch_sub(self.amount, Relaxed);
+            s.cell.unreserve(self.amount);
         }
     }
 }
@@ -212,11 +240,9 @@ impl Accounts {
 
     /// A finished request's cost, charged at once (before it is committed).
     pub fn charge(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id)
-            .pending
-            .fetch_add(cost.pico(), Relaxed);
+        entry(&self.balances, workspace_id).add_pending(cost.pico());
         if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
-            s.cell.pending.fetch_add(cost.pico(), Relaxed);
+            s.cell.add_pending(cost.pico());
         }
     }
 
@@ -225,22 +251,15 @@ impl Accounts {
     /// writer's own, and the follower's): `committed` is only ever set from the database, so a
     /// charge can never be subtracted twice, whichever read lands first.
     pub fn settled(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id)
-            .pending
-            .fetch_sub(cost.pico(), Relaxed);
+        entry(&self.balances, workspace_id).sub_pending(cost.pico());
         if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
-            s.cell.pending.fetch_sub(cost.pico(), Relaxed);
+            s.cell.sub_pending(cost.pico());
         }
     }
 
-    /// The charge will never commit (its record was refused): forget it.
+    /// The charge will never commit (its record was refused): forget it, as a settled one.
     pub fn release(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id)
-            .pending
-            .fetch_sub(cost.pico(), Relaxed);
-        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
-            s.cell.pending.fetch_sub(cost.pico(), Relaxed);
-        }
+        self.settled(workspace_id, key, cost);
     }
 
     /// The database's balance for a workspace (start-up and change feed).
@@ -576,5 +595,88 @@ mod tests {
             a.reserve(&k, true, usd(3), true, now).is_ok(),
             "exactly covered"
         );
+    }
+
+    /// What the workspace's cell holds reserved (tests).
+    fn reserved(a: &Accounts, ws: &str) -> i64 {
+        a.balances
+            .load()
+            .get(ws)
+            .map_or(0, |c| c.reserved.load(Relaxed))
+    }
+
+    #[test]
+    fn a_worst_case_that_would_overflow_the_in_flight_total_is_refused_not_saturated() {
+        // The phantom-credit sequence: one ordinary request in flight, then one whose worst
+        // case is i64::MAX. Saturating the sum and releasing both in full left the total at
+        // minus the first reservation: credit that existed only in memory.
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        let k = key(Some(usd(1_000)));
+        a.set_balance("ws_1", usd(1));
+        let ordinary = a.reserve(&k, true, usd(2), false, now).expect("admitted");
+        let huge = a.reserve(&k, true, Usd::from_pico(i64::MAX), false, now);
+        assert_eq!(huge.unwrap_err(), GatewayError::InsufficientCredit);
+        drop(ordinary);
+        assert_eq!(
+            reserved(&a, "ws_1"),
+            0,
+            "nothing left reserved, nothing below zero"
+        );
+        assert_eq!(a.unreserved("ws_1"), usd(1), "no credit appeared");
+        let alone = a.reserve(&k, true, Usd::from_pico(i64::MAX), false, now);
+        assert!(
+            alone.is_ok(),
+            "alone, it fits the total (admission bounds it first)"
+        );
+        drop(alone);
+        assert_eq!(reserved(&a, "ws_1"), 0);
+    }
+
+    #[test]
+    fn pending_charges_saturate_towards_no_credit() {
+        let a = Accounts::default();
+        a.set_balance("ws_1", usd(1));
+        a.charge("ws_1", None, Usd::from_pico(i64::MAX));
+        a.charge("ws_1", None, Usd::from_pico(i64::MAX));
+        assert!(
+            a.check_credit("ws_1").is_err(),
+            "a wrapped sum would have read as a fortune"
+        );
+    }
+
+    proptest::proptest! {
+        /// Any mix of reservations (amounts across the whole range) and releases, in any
+        /// order: the in-flight total is exactly the sum of the live reservations, never
+        /// negative, and the credit seen never exceeds the balance.
+        #[test]
+        fn reservations_never_make_the_in_flight_total_negative(
+            ops in proptest::collection::vec(
+                (proptest::prop_oneof![0..=1_000i64, 0..=i64::MAX, (i64::MAX - 8)..=i64::MAX],
+                 proptest::bool::ANY, proptest::bool::ANY, 0..4usize),
+                1..64),
+            balance in 0..=i64::MAX,
+        ) {
+            let a = Accounts::default();
+            let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+            let k = key(Some(Usd::from_pico(balance.max(1))));
+            a.set_balance("ws_1", Usd::from_pico(balance));
+            let mut live: Vec<Reservation> = Vec::new();
+            for (amount, strict, chat, drop_at) in ops {
+                if let Ok(r) = a.reserve(&k, chat, Usd::from_pico(amount), strict, now) {
+                    live.push(r);
+                }
+                if drop_at < live.len() && drop_at % 2 == 0 {
+                    live.swap_remove(drop_at);
+                }
+                let sum = live.iter().try_fold(0i64, |s, r| s.checked_add(r.amount));
+                proptest::prop_assert_eq!(Some(reserved(&a, "ws_1")), sum);
+                proptest::prop_assert!(reserved(&a, "ws_1") >= 0);
+                proptest::prop_assert!(a.unreserved("ws_1").pico() <= balance);
+            }
+            drop(live);
+            proptest::prop_assert_eq!(reserved(&a, "ws_1"), 0);
+            proptest::prop_assert_eq!(a.unreserved("ws_1").pico(), balance);
+        }
     }
 }

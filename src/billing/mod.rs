@@ -6,6 +6,9 @@
 //! - `gates`: the credit (402) and spend-limit (429) checks, answered from memory.
 //! - `writer`: usage records and debits committed in batches off the response path, with a
 //!   spool for database outages.
+// Money and token arithmetic is checked or saturating by rule: a wrap here gives credit away
+// (tests may use plain operators).
+#![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
 pub mod cost;
 pub mod gates;
 pub mod record;

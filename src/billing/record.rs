@@ -77,7 +77,9 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
         cache_read_tokens: usage.cache_read,
         cache_write_tokens: usage.cache_write,
         output_tokens: usage.output,
-        reasoning_tokens: usage.reasoning,
+        // A breakdown of the output, never more (the database refuses more, which would leave
+        // the request unbilled).
+        reasoning_tokens: usage.reasoning.min(usage.output),
         input_price: rates.input,
         output_price: rates.output,
         cache_read_price: rates.cache_read,
@@ -104,5 +106,6 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
         usage_source: c.usage_source,
         attempts: c.attempts.max(1),
         request_id: Some(c.request_id.to_owned()),
+        review: None,
     })
 }

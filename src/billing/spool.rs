@@ -216,6 +216,7 @@ mod tests {
             usage_source: Default::default(),
             attempts: 1,
             request_id: None,
+            review: None,
             extra: Default::default(),
         }
     }

@@ -86,7 +86,7 @@ fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
 impl LedgerSink {
     /// Records waiting for the writer.
     pub fn queued(&self) -> usize {
-        self.tx.max_capacity() - self.tx.capacity()
+        self.tx.max_capacity().saturating_sub(self.tx.capacity())
     }
 
     /// Charges the gates at once and queues the record; never waits.
@@ -147,7 +147,8 @@ impl LedgerWriter {
                     }
                 }
                 _ = &mut shutdown, if stop_at.is_none() => {
-                    stop_at = Some(tokio::time::Instant::now() + linger);
+                    let now = tokio::time::Instant::now();
+                    stop_at = Some(now.checked_add(linger).unwrap_or(now));
                 }
                 _ = stop => break,
             }
@@ -287,8 +288,11 @@ impl LedgerWriter {
         };
         let mut refused = HashSet::new();
         for (n, chunk) in records.chunks(BATCH).enumerate() {
+            // Positions in `records`, which is in memory: the sum cannot overflow.
+            #[expect(clippy::arithmetic_side_effects, reason = "an index into a Vec")]
+            let at = |i| n * BATCH + i;
             match self.write(store, chunk).await {
-                Ok(bad) => refused.extend(bad.into_iter().map(|i| n * BATCH + i)),
+                Ok(bad) => refused.extend(bad.into_iter().map(at)),
                 Err(e) => {
                     return tracing::warn!(spooled = records.len(), "spool replay deferred: {e}")
                 }
@@ -311,10 +315,13 @@ impl LedgerWriter {
 }
 
 async fn prune_feed(store: &dyn Store) {
-    let Ok(kept) = chrono::Duration::from_std(FEED_KEPT) else {
+    let Some(before) = chrono::Duration::from_std(FEED_KEPT)
+        .ok()
+        .and_then(|kept| chrono::Utc::now().checked_sub_signed(kept))
+    else {
         return;
     };
-    match store.prune_changes(chrono::Utc::now() - kept).await {
+    match store.prune_changes(before).await {
         Ok(n) if n > 0 => tracing::debug!(rows = n, "change feed pruned"),
         Ok(_) => {}
         Err(e) => tracing::warn!("change feed pruning failed: {e}"),

@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 use std::path::Path;
 
-use crate::store::CatalogRows;
+use crate::money::Price;
+use crate::store::{CatalogRows, ModelRow};
 
 use super::{Family, RouteKind};
 
@@ -60,6 +61,14 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         if !ids.insert(m.id.as_str()) {
             return Err(ImportError::Invalid(format!("model {} listed twice", m.id)));
         }
+        if let Some((name, price)) = prices(m).find(|(_, p)| *p > Price::MAX) {
+            return Err(ImportError::Invalid(format!(
+                "model {}: {name} {price} USD per 1M tokens is above the most a catalog \
+                 accepts ({} USD)",
+                m.id,
+                Price::MAX
+            )));
+        }
         if m.long_context.as_ref().is_some_and(|l| l.above == 0) {
             return Err(ImportError::Invalid(format!(
                 "model {}: long_context.above must be a positive token count",
@@ -99,6 +108,36 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         }
     }
     Ok(())
+}
+
+/// Every price of a model row, named as in the catalog file.
+fn prices(m: &ModelRow) -> impl Iterator<Item = (&'static str, Price)> + '_ {
+    let long = m.long_context.as_ref();
+    [
+        ("input_price", Some(m.input_price)),
+        ("output_price", Some(m.output_price)),
+        ("cache_read_price", m.cache_read_price),
+        ("cache_write_price", m.cache_write_price),
+        ("cache_write_1h_price", m.cache_write_1h_price),
+        ("audio_input_price", m.audio_input_price),
+        ("cache_storage_price", m.cache_storage_price),
+        ("long_context.input_price", long.map(|l| l.input_price)),
+        ("long_context.output_price", long.map(|l| l.output_price)),
+        (
+            "long_context.cache_read_price",
+            long.and_then(|l| l.cache_read_price),
+        ),
+        (
+            "long_context.cache_write_price",
+            long.and_then(|l| l.cache_write_price),
+        ),
+        (
+            "long_context.cache_write_1h_price",
+            long.and_then(|l| l.cache_write_1h_price),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(name, p)| Some((name, p?)))
 }
 
 #[cfg(test)]
@@ -143,5 +182,41 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cannot carry"));
+    }
+
+    #[test]
+    fn refuses_prices_above_the_bound_in_every_field() {
+        let base: CatalogRows = serde_yaml::from_str(
+            "models: [{id: a/b, provider: a, family: anthropic, kind: chat, upstream_model: b, \
+             input_price: 1, output_price: 1, \
+             long_context: {above: 1000, input_price: 1, output_price: 1}}]",
+        )
+        .unwrap();
+        type Set = fn(&mut ModelRow, Price);
+        let fields: [(&str, Set); 6] = [
+            ("input_price", |m, p| m.input_price = p),
+            ("output_price", |m, p| m.output_price = p),
+            ("cache_read_price", |m, p| m.cache_read_price = Some(p)),
+            ("cache_storage_price", |m, p| {
+                m.cache_storage_price = Some(p)
+            }),
+            ("long_context.output_price", |m, p| {
+                m.long_context.as_mut().unwrap().output_price = p;
+            }),
+            ("long_context.cache_write_1h_price", |m, p| {
+                m.long_context.as_mut().unwrap().cache_write_1h_price = Some(p);
+            }),
+        ];
+        let with = |set: Set, price: &str| {
+            let mut rows = base.clone();
+            set(&mut rows.models[0], price.parse().unwrap());
+            validate(&rows)
+        };
+        for (field, set) in fields {
+            let err = with(set, "9223372036854.775807").unwrap_err();
+            assert!(err.to_string().contains(field), "{field}: {err}");
+            assert!(with(set, "10000").is_ok(), "{field}: the bound itself");
+            assert!(with(set, "10000.000001").is_err(), "{field}");
+        }
     }
 }

@@ -20,14 +20,11 @@ pub struct AlertRequest {
     pub key_limit_percents: Vec<u8>,
 }
 
-fn validate(req: &AlertRequest) -> CommandResult<()> {
-    let url = reqwest::Url::parse(&req.webhook_url)
-        .map_err(|e| CommandError::Invalid(format!("webhook_url: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(CommandError::Invalid(
-            "webhook_url: an http(s) URL expected".into(),
-        ));
-    }
+/// `allow_private`: `tollgate.alerts.allow_private_webhooks` (else a literal non-public
+/// address is refused here; a name is checked each time it is resolved for a delivery).
+fn validate(req: &AlertRequest, allow_private: bool) -> CommandResult<()> {
+    crate::alerts::check_url(&req.webhook_url, allow_private)
+        .map_err(|e| CommandError::Invalid(e.to_string()))?;
     if req.low_balance_usd.is_some_and(|l| !l.is_positive()) {
         return Err(CommandError::Invalid(
             "low_balance_usd must be positive".into(),
@@ -51,8 +48,9 @@ pub async fn put_alerts(
     actor: &Actor,
     workspace: &str,
     req: AlertRequest,
+    allow_private_webhooks: bool,
 ) -> CommandResult<AlertSettings> {
-    validate(&req)?;
+    validate(&req, allow_private_webhooks)?;
     let before = store.get_alerts(workspace).await?;
     let secret = before.as_ref().map_or_else(
         || {

@@ -100,6 +100,9 @@ pub struct AlertsConf {
     /// How long one attempt may take.
     #[serde(with = "humantime_serde")]
     pub timeout: Duration,
+    /// Let webhooks reach loopback, private and link-local addresses (a receiver inside the
+    /// operator's network). Off: public addresses only, checked when set and when delivered.
+    pub allow_private_webhooks: bool,
 }
 
 impl Default for AlertsConf {
@@ -109,6 +112,7 @@ impl Default for AlertsConf {
             attempts: 5,
             backoff: Duration::from_secs(2),
             timeout: Duration::from_secs(10),
+            allow_private_webhooks: false,
         }
     }
 }

@@ -31,10 +31,13 @@ pub(crate) fn upstream_message(status: u16, detail: &str) -> String {
 /// An upstream's error text with what identifies the operator's accounts taken out: Google
 /// names the project (`projects/<id>/…`, `project <id>`, 12-digit project numbers) and service
 /// accounts (e-mail addresses) in its messages, and a message may echo a credential (API keys
-/// `AIza…` / `sk-…`, OAuth tokens `ya29.…`). The rest — what went wrong — is kept.
+/// `AIza…` / `sk-…`, OAuth tokens `ya29.…`, whatever follows `Bearer`, `Basic` or an API-key
+/// header's name, `key=…` query parameters). The rest — what went wrong — is kept. The
+/// gateway's own secrets are also taken out literally (`Credentials::redact`).
 pub(crate) fn scrub(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut after_project = false;
+    let mut after_credential_name = false;
     for word in text.split_inclusive(char::is_whitespace) {
         let trimmed = word.trim_end();
         let (body_start, body_end) = core_span(trimmed);
@@ -44,8 +47,13 @@ pub(crate) fn scrub(text: &str) -> String {
             &word[body_end..],
         );
         out.push_str(lead);
-        if is_secret(core) || after_project && looks_like_project_id(core) {
+        if is_secret(core)
+            || after_credential_name && !core.is_empty()
+            || after_project && looks_like_project_id(core)
+        {
             out.push_str("[redacted]");
+        } else if let Some(word) = redact_parameters(core) {
+            out.push_str(&word);
         } else if let Some(at) = core.find("projects/") {
             let id_start = at + "projects/".len();
             let id_end = core[id_start..]
@@ -59,8 +67,52 @@ pub(crate) fn scrub(text: &str) -> String {
         }
         out.push_str(tail);
         after_project = core.eq_ignore_ascii_case("project");
+        after_credential_name = CREDENTIAL_NAMES
+            .iter()
+            .any(|n| core.eq_ignore_ascii_case(n));
     }
     redact_long_numbers(&out)
+}
+
+/// Words a credential follows: auth schemes and API-key header names (`x-api-key: …`).
+const CREDENTIAL_NAMES: &[&str] = &[
+    "bearer",
+    "basic",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "api_key",
+    "apikey",
+];
+
+/// `word` with the values of its credential parameters taken out (`key=AIza…` in a quoted
+/// URL, `access_token=…`, `x-api-key=…`), when it has any.
+fn redact_parameters(word: &str) -> Option<String> {
+    let mut out = String::with_capacity(word.len());
+    let mut found = false;
+    for piece in word.split_inclusive(['?', '&']) {
+        let (param, sep) = match piece.strip_suffix(['?', '&']) {
+            Some(p) => (p, &piece[p.len()..]),
+            None => (piece, ""),
+        };
+        let secret = param.split_once('=').filter(|(name, value)| {
+            !value.is_empty()
+                && ["key", "access_token", "token"]
+                    .iter()
+                    .chain(CREDENTIAL_NAMES)
+                    .any(|n| name.eq_ignore_ascii_case(n))
+        });
+        match secret {
+            Some((name, _)) => {
+                found = true;
+                out.push_str(name);
+                out.push_str("=[redacted]");
+            }
+            None => out.push_str(param),
+        }
+        out.push_str(sep);
+    }
+    found.then_some(out)
 }
 
 /// Runs of 10 or more digits (Google project numbers are 12) anywhere in the text.
@@ -99,7 +151,7 @@ fn is_secret(word: &str) -> bool {
     email
         || word.starts_with("AIza") && word.len() >= 30
         || word.starts_with("ya29.")
-        || word.starts_with("sk-") && word.len() >= 20
+        || (word.starts_with("sk-") || word.starts_with("sk_")) && word.len() >= 12
 }
 
 /// A Google project id after the word "project": 6–30 of `[a-z0-9-]` with a digit or a hyphen
@@ -325,6 +377,43 @@ mod tests {
             upstream_message(403, "Permission denied on resource project acme-prod-42."),
             "upstream answered HTTP 403: Permission denied on resource project [redacted]."
         );
+    }
+
+    #[test]
+    fn credentials_echoed_back_are_taken_out() {
+        for (echo, want) in [
+            (
+                "Incorrect API key provided: Bearer sec-dummy-openai.",
+                "Incorrect API key provided: Bearer [redacted].",
+            ),
+            (
+                "Authorization: bearer abc.def-ghi was refused",
+                "Authorization: bearer [redacted] was refused",
+            ),
+            (
+                "invalid x-api-key: 'ant-dummy-key' (check it)",
+                "invalid x-api-key: '[redacted]' (check it)",
+            ),
+            (
+                "GET /v1beta/models?alt=sse&key=not-a-google-key failed",
+                "GET /v1beta/models?alt=sse&key=[redacted] failed",
+            ),
+            (
+                "Basic dXNlcjpwYXNz rejected",
+                "Basic [redacted] rejected",
+            ),
+            (
+                "Incorrect API key provided: sk-proj-abc1. You can find your API key at https://platform.openai.com/account/api-keys.",
+                "Incorrect API key provided: [redacted]. You can find your API key at https://platform.openai.com/account/api-keys.",
+            ),
+            ("key sk_live_0123456789", "key [redacted]"),
+            (
+                "The api key is not valid for this model",
+                "The api key is not valid for this model",
+            ),
+        ] {
+            assert_eq!(scrub(echo), want);
+        }
     }
 
     #[test]

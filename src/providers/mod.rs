@@ -89,6 +89,25 @@ impl Credentials {
         }
     }
 
+    /// `text` with every credential of this gateway in it replaced, matched literally: what an
+    /// upstream quotes back of the credential it was sent, in whatever words. Secrets shorter
+    /// than 8 characters (placeholders for local servers) are left, or they would eat words.
+    pub fn redact(&self, text: &str) -> String {
+        let vertex = self.vertex_token.current();
+        let secrets = [&self.openai, &self.gemini, &self.anthropic, &vertex]
+            .into_iter()
+            .flatten()
+            .map(Secret::expose)
+            .filter(|s| s.len() >= 8);
+        let mut out = text.to_owned();
+        for secret in secrets {
+            if out.contains(secret) {
+                out = out.replace(secret, "[redacted]");
+            }
+        }
+        out
+    }
+
     /// What a route of `kind` needs and this gateway lacks, if anything (`openai` routes may
     /// run without a key: local servers expect none).
     pub fn missing_for(&self, kind: RouteKind) -> Option<&'static str> {
@@ -294,4 +313,25 @@ pub(crate) fn header(
     let value = HeaderValue::from_str(value)
         .map_err(|_| GatewayError::Internal(format!("invalid value for header {name}").into()))?;
     Ok((HeaderName::from_static(name), value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateways_own_secrets_are_redacted_literally() {
+        let creds = Credentials {
+            openai: Some(Secret::new("sec-dummy-openai")),
+            anthropic: Some(Secret::new("short")),
+            ..Credentials::default()
+        };
+        creds
+            .vertex_token
+            .set(Some(Secret::new("ya29-like-token-1")));
+        assert_eq!(
+            creds.redact("key sec-dummy-openai (sec-dummy-openai) and ya29-like-token-1, short"),
+            "key [redacted] ([redacted]) and [redacted], short"
+        );
+    }
 }

@@ -14,7 +14,7 @@ use super::{respond, Gateway};
 use crate::admission::{Admission, Admitted};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
-use crate::providers::{buffered_join, Adapter, FanOut, Joiner, UpstreamRequest};
+use crate::providers::{buffered_join, Credentials, FanOut, Joiner, UpstreamRequest};
 use crate::upstream::client::CallFailure;
 
 impl Gateway {
@@ -104,7 +104,7 @@ impl Gateway {
                 if let CallFailure::Status { status, .. } = &failure {
                     ctx.upstream_status = Some(*status);
                 }
-                let (e, after) = call_failure(admitted.adapter, failure);
+                let (e, after) = call_failure(&admitted, &self.credentials, failure);
                 retry_after = after;
                 Err(e)
             }
@@ -129,11 +129,13 @@ impl Gateway {
     }
 }
 
-/// A failed call as the gateway's error (the transport wording of every upstream call),
-/// and the `Retry-After` the upstream asked for. An upstream's error status is the client's;
-/// any other (a redirect, which is not followed) is a 502.
+/// A failed call as the gateway's error (the transport wording of every upstream call, for
+/// every family), and the `Retry-After` the upstream asked for. An upstream's answer is worded
+/// by its family's adapter, scrubbed, and rid of this gateway's credentials; when it refused
+/// those credentials, its words go to the log and the client is told only that.
 pub(super) fn call_failure(
-    adapter: &dyn Adapter,
+    admitted: &Admitted,
+    credentials: &Credentials,
     failure: CallFailure,
 ) -> (GatewayError, Option<String>) {
     match failure {
@@ -141,17 +143,20 @@ pub(super) fn call_failure(
             status,
             body,
             retry_after,
-        } => (
-            GatewayError::Upstream {
-                status: if (400..600).contains(&status) {
-                    status
-                } else {
-                    502
-                },
-                message: adapter.upstream_error_message(status, &body).into(),
-            },
-            retry_after,
-        ),
+        } => {
+            let message = admitted.adapter.upstream_error_message(status, &body);
+            let message = credentials.redact(&message);
+            let e = GatewayError::upstream_answer(status, &message);
+            if let GatewayError::UpstreamCredentials { .. } = e {
+                tracing::warn!(
+                    request_id = %admitted.request_id,
+                    route = admitted.route.kind.as_str(),
+                    upstream = %message,
+                    "the upstream refused the gateway's credentials"
+                );
+            }
+            (e, retry_after)
+        }
         CallFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
         CallFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
         CallFailure::TooLarge { limit } => (

@@ -33,12 +33,18 @@ impl Gateway {
         };
         match usage_record_for(a, ending, produced, timings)? {
             Ok(record) => {
+                if let Some(review) = &record.review {
+                    tracing::error!(id = %record.id, model = %record.model_id, "{review}");
+                    METRICS.usage_unpriced(&record.model_id);
+                }
                 let billed = Billed::of(&record);
                 self.ledger.submit(record);
                 Some(billed)
             }
             Err(err) => {
-                tracing::error!(id = %a.response_cx.id, "cannot price usage: {err}");
+                // Admission refuses a worst case that cannot be priced, so this is a bug.
+                tracing::error!(id = %a.response_cx.id, "cannot price even the worst case: {err}");
+                METRICS.usage_unpriced(&a.model.id);
                 None
             }
         }

@@ -218,7 +218,8 @@ impl Gateway {
             }
         };
         if let Some(failure) = failure {
-            let (e, retry_after) = super::fan_out::call_failure(admitted.adapter, failure);
+            let (e, retry_after) =
+                super::fan_out::call_failure(&admitted, &self.credentials, failure);
             if client.header_sent {
                 // A keep-alive already committed the 200: the stream's own way to fail.
                 if !client.left {

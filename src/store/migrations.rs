@@ -60,6 +60,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "admin",
         sql: include_str!("../../sql/postgres/0007_admin.sql"),
     },
+    Migration {
+        version: 8,
+        name: "usage_review",
+        sql: include_str!("../../sql/postgres/0008_usage_review.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -98,6 +103,11 @@ pub const SQLITE: &[Migration] = &[
         version: 7,
         name: "admin",
         sql: include_str!("../../sql/sqlite/0007_admin.sql"),
+    },
+    Migration {
+        version: 8,
+        name: "usage_review",
+        sql: include_str!("../../sql/sqlite/0008_usage_review.sql"),
     },
 ];
 

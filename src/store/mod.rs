@@ -371,6 +371,11 @@ pub struct UsageRecord {
     /// The request's `x-request-id` (none on records from before it was kept).
     #[serde(default)]
     pub request_id: Option<String>,
+    /// Why the record needs an operator's review (none for an ordinary record): the usage the
+    /// upstream reported could not be priced, so the request's reserved worst case was billed
+    /// instead. See `billing::record`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<String>,
 }
 
 fn one_attempt() -> u32 {
@@ -492,10 +497,52 @@ pub struct Delivery {
     pub event: String,
     pub attempt: u32,
     pub at: DateTime<Utc>,
-    /// The receiver's HTTP status, when it answered.
-    pub status: Option<u16>,
-    pub error: Option<String>,
+    /// The class of the receiver's HTTP status (`2xx` … `5xx`) when it answered.
+    #[schema(value_type = Option<String>, example = "2xx")]
+    pub status: Option<StatusClass>,
+    /// What the attempt came to, never the receiver's words or a raw connection error:
+    /// `delivered 2xx in 120 ms`, `refused: non-2xx (4xx) in 35 ms`, `refused: address not
+    /// allowed`, `failed: connection error`, `failed: timeout`.
+    pub result: String,
     pub delivered: bool,
+}
+
+/// An HTTP status class: all a delivery keeps of its receiver's status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusClass(u8);
+
+impl StatusClass {
+    pub fn of(status: u16) -> Self {
+        StatusClass(u8::try_from(status / 100).unwrap_or(9))
+    }
+
+    /// As the store keeps it: the class's first status (`4xx` → 400).
+    pub fn code(self) -> u16 {
+        u16::from(self.0) * 100
+    }
+}
+
+impl std::fmt::Display for StatusClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}xx", self.0)
+    }
+}
+
+impl Serialize for StatusClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StatusClass {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.strip_suffix("xx")
+            .and_then(|n| n.parse::<u8>().ok())
+            .filter(|n| (1..=9).contains(n))
+            .map(StatusClass)
+            .ok_or_else(|| serde::de::Error::custom("a status class such as 2xx expected"))
+    }
 }
 
 #[async_trait]

@@ -136,13 +136,13 @@ const INSERT_USAGE: &str = "WITH new AS (
         cost_pico, outcome, started_at, finished_at, upstream_latency_us, ttft_us,
         spend_window_start, usage_source, audio_input_tokens, cache_write_1h_tokens,
         cache_storage_token_seconds, audio_input_price_micro, cache_write_1h_price_micro,
-        cache_storage_price_micro, attempts, request_id)
+        cache_storage_price_micro, attempts, request_id, review)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[],
         $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
         $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[],
         $24::text[], $25::int8[], $26::int8[], $27::int8[], $28::int8[], $29::int8[],
-        $30::int8[], $31::int4[], $32::text[])
+        $30::int8[], $31::int4[], $32::text[], $33::text[])
         AS t(id)
     ORDER BY id COLLATE \"C\"
     ON CONFLICT (id) DO NOTHING
@@ -725,6 +725,7 @@ impl Store for PgStore {
         let mut sources = Vec::with_capacity(n);
         let mut attempts = Vec::with_capacity(n);
         let mut request_ids = Vec::with_capacity(n);
+        let mut reviews = Vec::with_capacity(n);
         let mut audio = Vec::with_capacity(n);
         let mut write_1h = Vec::with_capacity(n);
         let mut storage = Vec::with_capacity(n);
@@ -765,6 +766,7 @@ impl Store for PgStore {
             sources.push(codec::source_str(r.usage_source));
             attempts.push(i32::try_from(r.attempts).unwrap_or(i32::MAX));
             request_ids.push(r.request_id.as_deref());
+            reviews.push(r.review.as_deref());
         }
 
         let mut client = self.client().await?;
@@ -809,6 +811,7 @@ impl Store for PgStore {
                     &storage_price,
                     &attempts,
                     &request_ids,
+                    &reviews,
                 ],
             )
             .await
@@ -1346,7 +1349,7 @@ impl Store for PgStore {
 
     async fn record_delivery(&self, d: &Delivery) -> StoreResult<()> {
         let at = codec::trunc(d.at);
-        let (attempt, status) = (i64::from(d.attempt), d.status.map(i64::from));
+        let (attempt, status) = (i64::from(d.attempt), d.status.map(|c| i64::from(c.code())));
         self.query_rows(
             &format!(
                 "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
@@ -1360,7 +1363,7 @@ impl Store for PgStore {
                 &attempt,
                 &at,
                 &status,
-                &d.error,
+                &d.result,
                 &d.delivered,
             ],
         )

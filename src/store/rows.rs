@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, Cursor, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
-    LedgerKind, LongContextRow, ModelRow, NewKey, RouteRow, StoreError, StoreResult, UsageFilter,
-    UsageRecord, Workspace,
+    LedgerKind, LongContextRow, ModelRow, NewKey, RouteRow, StatusClass, StoreError, StoreResult,
+    UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -42,7 +42,7 @@ pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, 
                                      audio_input_tokens, cache_write_1h_tokens, \
                                      cache_storage_token_seconds, audio_input_price_micro, \
                                      cache_write_1h_price_micro, cache_storage_price_micro, \
-                                     attempts, request_id";
+                                     attempts, request_id, review";
 
 /// A result row of either backend, read by column position; a value of the wrong type is a
 /// corrupt row.
@@ -184,6 +184,7 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         attempts: u32::try_from(r.int32(30)?)
             .map_err(|_| StoreError::Corrupt("attempts out of range".into()))?,
         request_id: r.opt_text(31)?,
+        review: r.opt_text(32)?,
     })
 }
 
@@ -308,7 +309,13 @@ pub(crate) fn percents_to_db(p: &[u8]) -> String {
 }
 
 pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {
-    let status = r.opt_int(6)?;
+    let status = r
+        .opt_int(6)?
+        .map(u16::try_from)
+        .transpose()
+        .map_err(|_| StoreError::Corrupt("delivery status".into()))?
+        .map(StatusClass::of);
+    let delivered = r.flag(8)?;
     Ok(Delivery {
         id: r.text(0)?,
         workspace_id: r.text(1)?,
@@ -317,13 +324,26 @@ pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {
         attempt: u32::try_from(r.int(4)?)
             .map_err(|_| StoreError::Corrupt("delivery attempt".into()))?,
         at: r.time(5)?,
-        status: status
-            .map(u16::try_from)
-            .transpose()
-            .map_err(|_| StoreError::Corrupt("delivery status".into()))?,
-        error: r.opt_text(7)?,
-        delivered: r.flag(8)?,
+        status,
+        result: result_line(r.opt_text(7)?, status, delivered),
+        delivered,
     })
+}
+
+/// The result line recorded (in the `error` column). Rows from before result lines kept a raw
+/// error there, or nothing: they are summed up from their status instead.
+fn result_line(recorded: Option<String>, status: Option<StatusClass>, delivered: bool) -> String {
+    let current = |r: &String| {
+        ["delivered ", "refused: ", "failed: "]
+            .iter()
+            .any(|p| r.starts_with(p))
+    };
+    match (recorded, status) {
+        (Some(r), _) if current(&r) => r,
+        (_, Some(class)) if delivered => format!("delivered {class}"),
+        (_, Some(class)) => format!("refused: non-2xx ({class})"),
+        (_, None) => "failed: connection error".to_owned(),
+    }
 }
 
 /// A newest-first page query, the same for both dialects but for how a parameter is written

@@ -32,8 +32,8 @@ use super::rows::{
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter, UsageRecord,
-    Workspace,
+    LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult, UsageFilter,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -524,7 +524,7 @@ impl Store for SqliteStore {
                 let mut insert = tx.prepare_cached(&format!(
                     "INSERT INTO usage_records ({USAGE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6,
                      ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                     ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32)
+                     ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
                      ON CONFLICT (id) DO NOTHING"
                 ))?;
                 let mut debit = tx.prepare_cached(
@@ -569,6 +569,7 @@ impl Store for SqliteStore {
                             storage_price,
                             i64::from(r.attempts),
                             r.request_id,
+                            r.review,
                         ])
                         .map_err(usage_err)?;
                     if inserted == 0 {
@@ -1163,8 +1164,8 @@ impl Store for SqliteStore {
                 d.event,
                 d.attempt,
                 codec::to_micros(codec::trunc(d.at)),
-                d.status,
-                d.error,
+                d.status.map(StatusClass::code),
+                d.result,
                 d.delivered
             ])?;
             Ok(())

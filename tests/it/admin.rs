@@ -580,8 +580,10 @@ async fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<(String, String)
             };
             log.lock().unwrap().push((head.to_ascii_lowercase(), body));
             let status = statuses.next().unwrap_or(200);
-            let answer =
-                format!("HTTP/1.1 {status} X\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+            // A redirect points elsewhere on the receiver: followed, it would be answered 200.
+            let answer = format!(
+                "HTTP/1.1 {status} X\r\nlocation: /elsewhere\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
             let _ = sock.write_all(answer.as_bytes()).await;
         }
     });
@@ -590,7 +592,10 @@ async fn receiver(statuses: Vec<u16>) -> (String, Arc<Mutex<Vec<(String, String)
 
 #[tokio::test]
 async fn a_low_balance_sends_one_signed_webhook_retried_until_accepted() {
-    let gw = Gateway::builder().start();
+    // The receiver is on loopback: a private address, allowed here by the operator.
+    let gw = Gateway::builder()
+        .alerts("allow_private_webhooks: true")
+        .start();
     let (url, got) = receiver(vec![500]).await;
     let (_, ws) = call(
         &gw,
@@ -633,8 +638,14 @@ async fn a_low_balance_sends_one_signed_webhook_retried_until_accepted() {
     );
     assert_eq!(
         (&attempts[1]["status"], &attempts[1]["attempt"]),
-        (&json!(500), &json!(1))
+        (&json!("5xx"), &json!(1))
     );
+    let result = |a: &Value| a["result"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        result(&attempts[1]).starts_with("refused: non-2xx (5xx) in "),
+        "{v}"
+    );
+    assert!(result(&attempts[0]).starts_with("delivered 2xx in "), "{v}");
     assert_eq!(attempts[0]["event_id"], attempts[1]["event_id"]);
 
     let got = got.lock().unwrap().clone();
@@ -652,4 +663,271 @@ async fn a_low_balance_sends_one_signed_webhook_retried_until_accepted() {
     let t = sig.split(',').next().unwrap().trim_start_matches("t=");
     let want = tollgate::alerts::signature(&secret, t.parse().unwrap(), body.as_bytes());
     assert_eq!(sig, want, "signed with the workspace's secret");
+}
+
+#[tokio::test]
+async fn an_admin_token_shorter_than_32_characters_stops_the_start() {
+    let gw = Gateway::builder().build();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("-c")
+        .arg(&gw.conf)
+        .arg("serve")
+        .env("TOLLGATE_ADMIN_TOKEN", "only-31-characters-long-xxxxxxx")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let admin: std::net::SocketAddr = gw.admin.trim_start_matches("http://").parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let serving = std::net::TcpStream::connect(admin).is_ok();
+        if serving || std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the gateway started with a 31-character admin token");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("TOLLGATE_ADMIN_TOKEN") && stderr.contains("at least 32 characters"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("only-31"),
+        "the token itself is never printed: {stderr}"
+    );
+}
+
+/// An admin-listener client whose connections come from `source` (any 127.0.0.0/8 address
+/// is loopback on Linux).
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn wrong_admin_tokens_are_logged_and_throttled_per_client_address() {
+    let gw = Gateway::builder().capture_logs().start();
+    let guesser = client_from([127, 0, 0, 1]);
+    let url = |p: &str| format!("{}{p}", gw.admin);
+    let mut answers = Vec::new();
+    for i in 0..30 {
+        let res = if i % 2 == 0 {
+            guesser
+                .get(url("/admin/v1/workspaces"))
+                .bearer_auth(format!("guess-number-{i}"))
+                .send()
+                .await
+                .unwrap()
+        } else {
+            guesser
+                .post(url("/admin/v1/session"))
+                .json(&json!({"token": format!("guess-number-{i}")}))
+                .send()
+                .await
+                .unwrap()
+        };
+        let retry_after = res
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap().parse::<u64>().unwrap());
+        answers.push((res.status().as_u16(), retry_after));
+    }
+    let first_429 = answers.iter().position(|(s, _)| *s == 429);
+    let Some(first_429) = first_429 else {
+        panic!("30 wrong tokens from one address and never a 429: {answers:?}");
+    };
+    assert!(first_429 >= 3, "a few mistakes are forgiven: {answers:?}");
+    assert!(answers[..first_429].iter().all(|(s, _)| *s == 401));
+    for (status, retry_after) in &answers[first_429..] {
+        assert_eq!(*status, 429, "{answers:?}");
+        assert!(
+            retry_after.is_some_and(|s| (1..=60).contains(&s)),
+            "{answers:?}"
+        );
+    }
+    // Throttled means throttled: the right token from that address waits too (no oracle).
+    let res = guesser
+        .get(url("/admin/v1/workspaces"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(code(&v), "rate_limited", "{v}");
+    // Another address is not held up.
+    let operator = client_from([127, 0, 0, 2]);
+    let res = operator
+        .get(url("/admin/v1/workspaces"))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    let failures: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("admin sign-in failed"))
+        .collect();
+    assert!(failures.len() >= first_429, "each failure logged: {log}");
+    assert!(
+        failures.iter().all(|l| l.contains("127.0.0.1")),
+        "{failures:?}"
+    );
+    assert!(!log.contains("guess-number"), "never the token given");
+}
+
+/// A new workspace with 1 USD credit and its alerts set to `url`: `(status, answer, id)`. With
+/// `due`, a low-balance alert at 5 USD fires at once; without, nothing is ever sent.
+async fn alert_to(gw: &Gateway, url: &str, due: bool) -> (u16, Value, String) {
+    let (_, ws) = call(
+        gw,
+        "POST",
+        "/admin/v1/workspaces",
+        Some(json!({"name": "a"})),
+    )
+    .await;
+    let ws = ws["id"].as_str().unwrap().to_owned();
+    let credits = format!("/admin/v1/workspaces/{ws}/credits");
+    call(gw, "POST", &credits, Some(json!({"amount_usd": "1"}))).await;
+    let mut body = json!({"webhook_url": url});
+    if due {
+        body["low_balance_usd"] = json!("5");
+    }
+    let alerts = format!("/admin/v1/workspaces/{ws}/alerts");
+    let (status, v) = call(gw, "PUT", &alerts, Some(body)).await;
+    (status, v, ws)
+}
+
+/// A workspace's delivery attempts once there are `n` (or whatever there is after 10 s).
+async fn deliveries(gw: &Gateway, ws: &str, n: usize) -> Vec<Value> {
+    let path = format!("/admin/v1/workspaces/{ws}/alerts/deliveries");
+    let mut got = Vec::new();
+    for _ in 0..100 {
+        let (_, v) = call(gw, "GET", &path, None).await;
+        got = v["data"].as_array().cloned().unwrap_or_default();
+        if got.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    got
+}
+
+#[tokio::test]
+async fn webhooks_to_private_addresses_are_refused_when_set() {
+    let gw = Gateway::builder().start();
+    for url in [
+        "http://127.0.0.1:8081/status",
+        "http://[::1]/hook",
+        "http://0x7f000001/hook",
+        "http://2130706433/hook",
+        "http://127.1/hook",
+        "http://0.0.0.0/hook",
+        "http://10.1.2.3/hook",
+        "http://172.16.0.1/hook",
+        "http://192.168.1.1/hook",
+        "http://169.254.169.254/latest/meta-data",
+        "http://100.64.0.1/hook",
+        "http://[fe80::1]/hook",
+        "http://[fd00::1]/hook",
+        "http://[::ffff:127.0.0.1]/hook",
+        "http://[::ffff:10.0.0.1]/hook",
+        "http://224.0.0.1/hook",
+        "http://255.255.255.255/hook",
+    ] {
+        let (status, v, _) = alert_to(&gw, url, true).await;
+        assert_eq!((status, code(&v)), (400, "invalid_request"), "{url}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("allow_private_webhooks"),
+            "{url}: {message}"
+        );
+    }
+    let (status, v, _) = alert_to(&gw, "https://hooks.example.com/tollgate", false).await;
+    assert_eq!(status, 200, "a public host is fine: {v}");
+}
+
+#[tokio::test]
+async fn webhooks_resolving_to_private_addresses_are_refused_when_delivered() {
+    let gw = Gateway::builder().start();
+    let (url, got) = receiver(vec![]).await;
+    let port = url.rsplit(':').next().unwrap().trim_end_matches("/hook");
+    // Set by name, it passes; delivered, the name resolves to loopback and is refused.
+    let (status, v, by_name) = alert_to(&gw, &format!("http://localhost:{port}/hook"), true).await;
+    assert_eq!(status, 200, "{v}");
+    // Stored directly (as before this check existed): literal addresses in any spelling.
+    let store = tollgate::store::open(&gw.store_url).await.unwrap();
+    let mut literal = Vec::new();
+    for host in ["127.0.0.1", "0x7f000001", "[::1]"] {
+        let (_, _, ws) = alert_to(&gw, "https://hooks.example.com/x", false).await;
+        let mut settings = store.get_alerts(&ws).await.unwrap().unwrap();
+        settings.webhook_url = format!("http://{host}:{port}/hook");
+        settings.low_balance = Some(tollgate::money::Usd::from_pico(5_000_000_000_000));
+        store.put_alerts(&settings).await.unwrap();
+        literal.push(ws);
+    }
+    for ws in std::iter::once(&by_name).chain(&literal) {
+        let attempts = deliveries(&gw, ws, 1).await;
+        assert!(!attempts.is_empty(), "{ws}: no attempt recorded");
+        for a in &attempts {
+            assert_eq!(a["delivered"], false);
+            assert_eq!(a["result"], "refused: address not allowed", "{a}");
+        }
+    }
+    assert!(
+        got.lock().unwrap().is_empty(),
+        "nothing reached the receiver"
+    );
+}
+
+#[tokio::test]
+async fn webhook_redirects_are_not_followed_and_failures_are_not_quoted() {
+    let gw = Gateway::builder()
+        .alerts("allow_private_webhooks: true")
+        .start();
+    let (url, got) = receiver(vec![302, 307, 301]).await;
+    let (status, v, redirected) = alert_to(&gw, &url, true).await;
+    assert_eq!(status, 200, "{v}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let nobody = format!("http://{}/hook", closed.local_addr().unwrap());
+    drop(closed);
+    let (_, _, refused) = alert_to(&gw, &nobody, true).await;
+
+    let attempts = deliveries(&gw, &redirected, 3).await;
+    assert_eq!(attempts.len(), 3, "{attempts:?}");
+    for a in &attempts {
+        assert_eq!(
+            (&a["delivered"], &a["status"]),
+            (&json!(false), &json!("3xx"))
+        );
+        let result = a["result"].as_str().unwrap();
+        assert!(result.starts_with("refused: non-2xx (3xx) in "), "{a}");
+        assert!(result.ends_with(" ms"), "{a}");
+    }
+    let paths: Vec<String> = got
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|(head, _)| head.lines().next().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(paths, ["post /hook http/1.1"; 3], "never /elsewhere");
+
+    let attempts = deliveries(&gw, &refused, 3).await;
+    assert_eq!(attempts.len(), 3, "{attempts:?}");
+    for a in &attempts {
+        assert_eq!(a["result"], "failed: connection error", "{a}");
+        assert_eq!(a["status"], Value::Null);
+        assert!(a.get("error").is_none(), "no raw error: {a}");
+    }
 }

@@ -1,7 +1,9 @@
 //! A small in-process OpenAI-compatible upstream for the foundation tests: HTTP/1.1 with
 //! keep-alive over a raw socket, buffered and SSE answers, recording of every request, and
 //! faults chosen by markers in the last message (`[sim:fault=429]`, `[sim:fault=503]`,
-//! `[sim:fault=break-after=N]`). The Gemini/Anthropic families use `tollgate-sim` instead.
+//! `[sim:fault=break-after=N]`, `[sim:fault=echo-401]`: an error quoting the credential back)
+//! and a delay before answering (`[sim:latency=MS]`, as the simulator's). The Gemini/Anthropic
+//! families use `tollgate-sim` instead.
 
 use std::sync::{Arc, Mutex};
 
@@ -113,10 +115,20 @@ async fn respond(
             .and_then(|r| r.split(']').next())
             .map(str::to_owned)
     };
+    if let Some(ms) = marker("latency").and_then(|ms| ms.parse().ok()) {
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
     let fault = marker("fault");
     match fault.as_deref() {
         Some("429") => return send_json(w, 429, &json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}})).await,
         Some("503") => return send_json(w, 503, &json!({"error": {"message": "The server is overloaded", "type": "server_error"}})).await,
+        // An upstream that quotes the credential it was sent back in its error (some do).
+        Some(f) if f.starts_with("echo-") => {
+            let status = f["echo-".len()..].parse().unwrap_or(500);
+            let auth = headers["authorization"].as_str().unwrap_or_default();
+            let message = format!("Incorrect API key provided: {auth} (x-api-key: {FAKE_KEY}; key {FAKE_KEY})");
+            return send_json(w, status, &json!({"error": {"message": message, "type": "invalid_request_error"}})).await;
+        }
         // A redirect to itself: followed, it would come back with the credential, again.
         Some("redirect") => {
             let head = format!("HTTP/1.1 307 X\r\nlocation: {path}\r\ncontent-length: 0\r\n\r\n");

@@ -170,10 +170,11 @@ pub struct GatewayBuilder {
     limits: &'static str,
     connections: &'static str,
     open_files: Option<u64>,
+    alerts: &'static str,
 }
 
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
-pub const ADMIN_TOKEN: &str = "test-admin-token-5f1c";
+pub const ADMIN_TOKEN: &str = "test-admin-token-5f1c0a9e7b3d2c4f8a6e";
 
 impl Gateway {
     pub fn builder() -> GatewayBuilder {
@@ -193,6 +194,7 @@ impl Gateway {
             limits: "",
             connections: "",
             open_files: None,
+            alerts: "",
         }
     }
 
@@ -497,6 +499,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// More `tollgate.alerts` settings, as YAML flow entries (`"allow_private_webhooks: true"`).
+    pub fn alerts(mut self, entries: &'static str) -> Self {
+        self.alerts = entries;
+        self
+    }
+
     /// `tollgate.upstream.max_answer_body`.
     pub fn max_answer_body(mut self, size: &'static str) -> Self {
         self.max_answer = size;
@@ -535,7 +543,7 @@ impl GatewayBuilder {
              tollgate:\n  listen: 127.0.0.1:{port}\n  admin_listen: 127.0.0.1:{admin_port}\n  store: \"{store_url}\"\n\
              \x20 catalog_file: {catalog}\n  ledger_spool: {dir}/ledger.spool\n  catalog_refresh: {refresh}\n  max_request_body: {max}\n  strict_credit: {strict}\n  drain_after_disconnect: {drain}\n\
              \x20 limits: {{body_timeout: {body_timeout}{limits}}}\n\
-             \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s}}\n\
+             \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s{alerts}}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}",
             connections = if self.connections.is_empty() {
@@ -556,6 +564,11 @@ impl GatewayBuilder {
                 String::new()
             } else {
                 format!(", {}", self.limits)
+            },
+            alerts = if self.alerts.is_empty() {
+                String::new()
+            } else {
+                format!(", {}", self.alerts)
             },
             upstream = if self.upstream.is_empty() {
                 String::new()

@@ -39,6 +39,7 @@ fn record(i: usize) -> UsageRecord {
         usage_source: Default::default(),
         attempts: 1,
         request_id: None,
+        review: None,
         extra: Default::default(),
     }
 }

@@ -76,6 +76,7 @@ fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
         usage_source: UsageSource::Reported,
         attempts: 1,
         request_id: None,
+        review: None,
     }
 }
 

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{Gateway, Sim};
+use crate::harness::{Gateway, Sim, ADMIN_TOKEN};
 
 fn hello(stream: bool) -> Value {
     json!({"model": "google/gemini-2.5-flash", "stream": stream,
@@ -187,9 +187,10 @@ async fn metrics_count_the_traffic_sent() {
         sample(&text, r#"tollgate_refusals_total{code="invalid_key"}"#),
         Some(2.0)
     );
+    let billed = scrape(&gw, "/admin/v1/metrics", Some(ADMIN_TOKEN)).await.1;
     for (bucket, field) in [("input", "input_tokens"), ("output", "output_tokens")] {
         let series = format!(r#"tollgate_tokens_total{{bucket="{bucket}",model="{model}"}}"#);
-        assert_eq!(sample(&text, &series), Some(sum(field)), "{bucket}");
+        assert_eq!(sample(&billed, &series), Some(sum(field)), "{bucket}");
     }
     let ttft = format!(r#"tollgate_time_to_first_token_seconds_count{{model="{model}"}}"#);
     assert_eq!(sample(&text, &ttft), Some(4.0));
@@ -204,4 +205,50 @@ async fn metrics_count_the_traffic_sent() {
     assert_eq!(sample(&text, "tollgate_store_reachable"), Some(1.0));
     let route = format!(r#"tollgate_route_state{{kind="gemini-api",model="{model}",region=""}}"#);
     assert_eq!(sample(&text, &route), Some(0.0), "healthy");
+}
+
+/// A GET of the admin listener's `path`, with the admin token or without: `(status, body)`.
+async fn scrape(gw: &Gateway, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut req = reqwest::Client::new().get(format!("{}{path}", gw.admin));
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let res = req.send().await.unwrap();
+    (res.status().as_u16(), res.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn money_series_need_the_admin_token() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (_, key) = gw.workspace_with_key();
+    let res = post(&gw, &key, None, hello(false)).await;
+    assert_eq!(res.status(), 200);
+    let cost = r#"tollgate_cost_usd_total{model="google/gemini-2.5-flash"}"#;
+    let mut billed = String::new();
+    for _ in 0..50 {
+        let (status, text) = scrape(&gw, "/admin/v1/metrics", Some(ADMIN_TOKEN)).await;
+        assert_eq!(status, 200, "{text}");
+        billed = text;
+        if sample(&billed, cost).is_some_and(|usd| usd > 0.0) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(
+        sample(&billed, cost).is_some_and(|usd| usd > 0.0),
+        "{billed}"
+    );
+    assert!(billed.contains("tollgate_requests_total{"), "and the rest");
+
+    let (status, public) = scrape(&gw, "/metrics", None).await;
+    assert_eq!(status, 200);
+    assert!(public.contains("tollgate_requests_total{"), "{public}");
+    for money in ["tollgate_cost_usd", "tollgate_tokens_total"] {
+        assert!(!public.contains(money), "{money} in the public /metrics");
+    }
+    let (status, _) = scrape(&gw, "/admin/v1/metrics", None).await;
+    assert_eq!(status, 401);
+    let (status, _) = scrape(&gw, "/admin/v1/metrics", Some("not-the-admin-token")).await;
+    assert_eq!(status, 401);
 }

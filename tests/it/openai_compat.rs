@@ -173,3 +173,60 @@ async fn openai_embeddings_pass_through() {
     assert_eq!(v["data"].as_array().unwrap().len(), 2);
     assert_eq!(sim.requests()[0]["path"], "/v1/embeddings");
 }
+
+/// The text of an answer, buffered or streamed, with its status.
+async fn answer(gw: &Gateway, key: &str, stream: bool, fault: &str) -> (u16, String) {
+    let body = json!({"model": "acme/echo", "stream": stream,
+                      "messages": [{"role": "user", "content": format!("hi [sim:fault={fault}]")}]});
+    let res = gw.chat(key, body).await;
+    (res.status().as_u16(), res.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn an_upstream_refusing_the_credential_is_reported_without_its_words() {
+    let sim = FakeUpstream::start().await;
+    let gw = Gateway::builder().fake_openai(&sim).capture_logs().start();
+    let (_, key) = gw.workspace_with_key();
+    for (stream, status) in [(false, 401), (true, 401), (false, 403)] {
+        let (got, text) = answer(&gw, &key, stream, &format!("echo-{status}")).await;
+        assert_eq!(got, status, "the upstream's status: {text}");
+        assert!(!text.contains(FAKE_KEY), "the credential: {text}");
+        assert!(
+            !text.contains("Incorrect API key"),
+            "the upstream's words: {text}"
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["type"], "upstream_error", "{v}");
+        assert_eq!(v["error"]["code"], "upstream_error", "{v}");
+        assert_eq!(
+            v["error"]["message"],
+            "the upstream refused the gateway's credentials"
+        );
+    }
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    assert!(
+        log.contains("Incorrect API key provided"),
+        "the operator reads the upstream's words in the log"
+    );
+    assert!(!log.contains(FAKE_KEY), "but not the credential");
+}
+
+#[tokio::test]
+async fn other_upstream_errors_keep_their_words_but_not_a_credential() {
+    let sim = FakeUpstream::start().await;
+    let gw = Gateway::builder().fake_openai(&sim).start();
+    let (_, key) = gw.workspace_with_key();
+    for (stream, status) in [(false, 400), (true, 400), (false, 500)] {
+        let (got, text) = answer(&gw, &key, stream, &format!("echo-{status}")).await;
+        assert_eq!(got, status, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(&format!(
+                "upstream answered HTTP {status}: Incorrect API key provided: Bearer [redacted]"
+            )),
+            "{message}"
+        );
+        assert!(!text.contains(FAKE_KEY), "{text}");
+    }
+}

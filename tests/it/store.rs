@@ -21,8 +21,8 @@ use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
     AlertSettings, AuditEntry, CatalogRows, ChangeKind, Cursor, Delivery, LedgerKind, LimitReset,
-    ModelRow, NewKey, ProfileRow, RouteRow, Store, StoreError, StoreResult, UsageEndpoint,
-    UsageFilter, UsageOutcome, UsageRecord,
+    ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult,
+    UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -834,6 +834,7 @@ fn record(
         usage_source: Default::default(),
         attempts: 2,
         request_id: Some(format!("trace-{id}")),
+        review: None,
         extra: Default::default(),
     }
 }
@@ -924,6 +925,8 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     d.stream = false;
     d.ttft_us = None;
     d.upstream_latency_us = None;
+    // A record flagged for an operator's review (a usage that could not be priced).
+    d.review = Some("unpriceable usage: billed the request's reserved worst case".into());
     assert_eq!(d.cost, pico(25_025_000));
     // Workspace w2 has no credit at all: its balance goes negative (overdraft is bounded
     // by the gate, not the store).
@@ -1976,8 +1979,12 @@ async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
             event: "balance.low".into(),
             attempt,
             at: now + chrono::Duration::seconds(i64::from(attempt)),
-            status: (attempt > 1).then_some(if attempt == 3 { 204 } else { 500 }),
-            error: (attempt == 1).then(|| "connection refused".to_owned()),
+            status: (attempt > 1).then_some(StatusClass::of(if attempt == 3 { 204 } else { 503 })),
+            result: match attempt {
+                1 => "failed: connection error".to_owned(),
+                2 => "refused: non-2xx (5xx) in 40 ms".to_owned(),
+                _ => "delivered 2xx in 12 ms".to_owned(),
+            },
             delivered: attempt == 3,
         };
         s.record_delivery(&d).await.unwrap();
@@ -1985,7 +1992,12 @@ async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
     let page = s.deliveries_page("w1", None, 2).await.unwrap();
     assert_eq!(
         (page[0].attempt, page[0].status, page[0].delivered),
-        (3, Some(204), true)
+        (3, Some(StatusClass::of(200)), true)
+    );
+    assert_eq!(page[0].result, "delivered 2xx in 12 ms");
+    assert_eq!(
+        page[1].status.map(|c| c.to_string()).as_deref(),
+        Some("5xx")
     );
     let rest = s
         .deliveries_page(
@@ -1999,8 +2011,8 @@ async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
         .await
         .unwrap();
     assert_eq!(
-        (rest.len(), rest[0].error.as_deref()),
-        (1, Some("connection refused"))
+        (rest.len(), rest[0].result.as_str()),
+        (1, "failed: connection error")
     );
 }
 

@@ -1284,7 +1284,7 @@
     const deliveries = pagedTable({
       id: 'deliveries-table',
       path: `/workspaces/${enc(ctx.id)}/alerts/deliveries`,
-      columns: [{ label: 'Time' }, { label: 'Event' }, { label: 'Attempt', cls: 'num' }, { label: 'HTTP status', cls: 'num' }, { label: 'Result' }, { label: 'Error' }, { label: 'Event ID' }],
+      columns: [{ label: 'Time' }, { label: 'Event' }, { label: 'Attempt', cls: 'num' }, { label: 'HTTP status', cls: 'num' }, { label: 'Result' }, { label: 'Detail' }, { label: 'Event ID' }],
       empty: () => emptyState('No deliveries yet', 'Alert events and each attempt to deliver them appear here.'),
       row: (d) => h('tr', { 'data-testid': 'delivery-row', 'data-id': d.id },
         timeCell(d.at),
@@ -1292,7 +1292,7 @@
         h('td', { class: 'num' }, int(d.attempt)),
         h('td', { class: 'num mono' }, d.status ?? '—'),
         h('td', null, d.delivered ? badge('delivered', 'delivered') : badge('failed', 'failed')),
-        h('td', { class: 'small' }, d.error || h('span', { class: 'muted' }, '—')),
+        h('td', { class: 'small' }, d.result || h('span', { class: 'muted' }, '—')),
         h('td', null, h('code', { class: 'small muted' }, d.event_id || ''))),
     });
 

@@ -140,7 +140,7 @@ fn audio_in(details: &[ModalityCount]) -> u64 {
         .iter()
         .filter(|d| d.modality == Modality::Audio)
         .map(|d| d.token_count)
-        .sum()
+        .fold(0, u64::saturating_add)
 }
 
 impl UsageMetadata {
@@ -167,10 +167,15 @@ impl UsageMetadata {
                 .unwrap_or(0)
                 .saturating_sub(cached)
                 .saturating_sub(audio)
-                + self.tool_use_prompt_token_count.unwrap_or(0),
+                .saturating_add(self.tool_use_prompt_token_count.unwrap_or(0)),
             audio_input: audio,
             cache_read: cached,
-            output: self.candidates_token_count.unwrap_or(0) + thoughts,
+            // Saturating: the counts are the upstream's, and a sum that wrapped would bill
+            // next to nothing (a saturated one is flagged as unpriceable instead).
+            output: self
+                .candidates_token_count
+                .unwrap_or(0)
+                .saturating_add(thoughts),
             reasoning: thoughts,
             ..Usage::default()
         })
@@ -375,6 +380,20 @@ mod tests {
             reasoning,
             ..Usage::default()
         }
+    }
+
+    #[test]
+    fn counts_near_u64_max_saturate_instead_of_wrapping_to_a_tiny_bill() {
+        let max = u64::MAX;
+        let m: UsageMetadata = serde_json::from_value(json!({
+            "promptTokenCount": 10, "toolUsePromptTokenCount": max,
+            "candidatesTokenCount": max, "thoughtsTokenCount": 2,
+            "promptTokensDetails": [{"modality": "AUDIO", "tokenCount": max},
+                                    {"modality": "AUDIO", "tokenCount": max}],
+        }))
+        .unwrap();
+        let u = m.usage().unwrap();
+        assert_eq!((u.input, u.output, u.audio_input), (max, max, max));
     }
 
     fn thought_of(file: &str) -> String {

@@ -1,0 +1,185 @@
+//! Failed admin sign-ins, throttled per client address: each address has a small bucket of
+//! allowed failures (a token bucket: `BURST`, one more every `REFILL`). An address whose bucket
+//! is empty is refused — the right token included, so the refusal is no oracle — until its
+//! next failure is allowed again. IPv6 clients count per /64, which one host usually holds.
+//!
+//! At most `MAX_CLIENTS` addresses are kept: a full bucket is the same as none and is dropped
+//! first; past that, the address closest to a full bucket is forgotten.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Failures allowed in a row.
+const BURST: f64 = 10.0;
+/// One more failure is allowed after this.
+const REFILL: Duration = Duration::from_secs(6);
+/// Addresses kept at most.
+const MAX_CLIENTS: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// Failures still allowed at `at`.
+    allowed: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn allowed(&self, now: Instant) -> f64 {
+        let refilled = now.saturating_duration_since(self.at).as_secs_f64() / REFILL.as_secs_f64();
+        (self.allowed + refilled).min(BURST)
+    }
+}
+
+pub struct Throttle {
+    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    max_clients: usize,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle::with_capacity(MAX_CLIENTS)
+    }
+}
+
+/// The address a client is counted under.
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(prefix.into())
+            }
+        },
+    }
+}
+
+impl Throttle {
+    fn with_capacity(max_clients: usize) -> Self {
+        Throttle {
+            buckets: Mutex::new(HashMap::new()),
+            max_clients,
+        }
+    }
+
+    /// `Err(wait)` while `client` may not try: how long until it may.
+    pub fn check(&self, client: IpAddr, now: Instant) -> Result<(), Duration> {
+        let Ok(buckets) = self.buckets.lock() else {
+            return Ok(());
+        };
+        let Some(bucket) = buckets.get(&client_key(client)) else {
+            return Ok(());
+        };
+        let allowed = bucket.allowed(now);
+        if allowed >= 1.0 {
+            return Ok(());
+        }
+        Err(REFILL.mul_f64(1.0 - allowed))
+    }
+
+    /// Counts one failure of `client`.
+    pub fn failed(&self, client: IpAddr, now: Instant) {
+        let Ok(mut buckets) = self.buckets.lock() else {
+            return;
+        };
+        let key = client_key(client);
+        if !buckets.contains_key(&key) && buckets.len() >= self.max_clients {
+            make_room(&mut buckets, now);
+        }
+        let allowed = buckets.get(&key).map_or(BURST, |b| b.allowed(now));
+        let bucket = Bucket {
+            allowed: (allowed - 1.0).max(0.0),
+            at: now,
+        };
+        buckets.insert(key, bucket);
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.buckets.lock().map_or(0, |b| b.len())
+    }
+}
+
+/// Drops the full buckets; when there are none, the fullest one.
+fn make_room(buckets: &mut HashMap<IpAddr, Bucket>, now: Instant) {
+    let before = buckets.len();
+    buckets.retain(|_, b| b.allowed(now) < BURST);
+    if buckets.len() < before {
+        return;
+    }
+    let fullest = buckets
+        .iter()
+        .max_by(|a, b| a.1.allowed(now).total_cmp(&b.1.allowed(now)))
+        .map(|(k, _)| *k);
+    if let Some(k) = fullest {
+        buckets.remove(&k);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn a_burst_of_failures_waits_for_the_refill_and_other_addresses_do_not() {
+        let t = Throttle::default();
+        let (a, now) = (ip("192.0.2.7"), Instant::now());
+        for _ in 0..10 {
+            assert_eq!(t.check(a, now), Ok(()));
+            t.failed(a, now);
+        }
+        assert_eq!(
+            t.check(a, now),
+            Err(REFILL),
+            "the 11th try waits one refill"
+        );
+        assert_eq!(t.check(ip("192.0.2.8"), now), Ok(()));
+        let half = now + REFILL / 2;
+        assert_eq!(t.check(a, half), Err(REFILL / 2));
+        let later = now + REFILL;
+        assert_eq!(t.check(a, later), Ok(()), "one more try after the refill");
+        t.failed(a, later);
+        assert_eq!(t.check(a, later), Err(REFILL));
+        assert_eq!(t.check(a, later + REFILL * 20), Ok(()), "forgiven in time");
+    }
+
+    #[test]
+    fn ipv6_clients_count_per_64_and_mapped_addresses_as_ipv4() {
+        let t = Throttle::default();
+        let now = Instant::now();
+        for i in 0..10 {
+            t.failed(ip(&format!("2001:db8:1:2::{i:x}")), now);
+        }
+        assert!(t.check(ip("2001:db8:1:2:ffff::1"), now).is_err());
+        assert!(t.check(ip("2001:db8:1:3::1"), now).is_ok());
+        for _ in 0..10 {
+            t.failed(ip("::ffff:192.0.2.1"), now);
+        }
+        assert!(t.check(ip("192.0.2.1"), now).is_err());
+    }
+
+    #[test]
+    fn the_map_stays_bounded() {
+        let t = Throttle::with_capacity(8);
+        let now = Instant::now();
+        for i in 0..100u32 {
+            t.failed(IpAddr::from(i.to_be_bytes()), now);
+        }
+        assert_eq!(t.len(), 8);
+        // The most restricted addresses are kept longest.
+        let guesser = ip("198.51.100.1");
+        for _ in 0..10 {
+            t.failed(guesser, now);
+        }
+        t.failed(ip("198.51.100.2"), now);
+        assert!(t.check(guesser, now).is_err());
+        assert_eq!(t.len(), 8);
+    }
+}
