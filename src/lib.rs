@@ -5,7 +5,8 @@
 //! adapter's plan; what a finished request is billed), which sits on `api` (the OpenAI wire
 //! format), `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the
 //! I/O a plan needs outside Pingora; everything rests on `store`, and `money` is a leaf.
-//! `commands` holds the operator operations the CLI (`cli`) and the admin API share. Arrows point
+//! `commands` holds the operator operations the CLI (`cli`) and the admin API share;
+//! `connections` counts each listener's connections and fits them into the open-file limit. Arrows point
 //! one way (`tests/it/architecture.rs` checks it); only the `server` wiring imports `proxy`.
 pub mod admin;
 pub mod admission;
@@ -17,6 +18,7 @@ pub mod catalog;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod connections;
 pub mod metrics;
 pub mod money;
 pub mod providers;

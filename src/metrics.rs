@@ -35,6 +35,7 @@ pub struct Metrics {
     billing: Registry,
     requests: IntCounterVec,
     refusals: IntCounterVec,
+    connections_refused: IntCounterVec,
     gateway_added: HistogramVec,
     upstream_latency: HistogramVec,
     first_token: HistogramVec,
@@ -164,6 +165,12 @@ impl Metrics {
                 "Requests the gateway refused itself (auth, credit, spend limit, limits), by code",
                 &["code"],
             ),
+            connections_refused: counter(
+                &r,
+                "tollgate_connections_refused_total",
+                "Connections refused at a listener's limit, by listener and reason (total, per_address)",
+                &["listener", "reason"],
+            ),
             gateway_added: histogram(
                 &r,
                 "tollgate_gateway_added_seconds",
@@ -270,6 +277,13 @@ impl Metrics {
         if f.cost_usd > 0.0 {
             self.cost.with_label_values(&[f.model]).inc_by(f.cost_usd);
         }
+    }
+
+    /// A connection refused at `listener`'s connection limit.
+    pub fn connection_refused(&self, listener: &str, reason: &str) {
+        self.connections_refused
+            .with_label_values(&[listener, reason])
+            .inc();
     }
 
     /// A usage of `model` could not be priced (see `admission::outcome`).

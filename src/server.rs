@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora_core::apps::http_app::ServeHttp;
+use pingora_core::apps::{HttpServerApp, ReusedHttpStream};
 use pingora_core::listeners::ListenerConfig;
 use pingora_core::protocols::http::ServerSession;
 use pingora_core::protocols::l4::stream::L4BufferSettings;
@@ -24,6 +24,8 @@ use crate::admin::{self, Admin};
 use crate::catalog;
 use crate::commands::{self, CommandError};
 use crate::config::Config;
+use crate::connections::{self, Limiter};
+use crate::proxy::listener::{self, Bounded};
 use crate::proxy::Gateway;
 use crate::store;
 use crate::sync::Follower;
@@ -92,6 +94,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         )
     })?;
     drop(runtime);
+    let (public_limits, admin_limits) = connection_limits(&t.connections);
 
     let vertex_refresher = vertex.map(|account| VertexRefresher {
         account,
@@ -102,6 +105,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         follower.accounts.clone(),
     )?;
     let draining = Arc::new(AtomicBool::new(false));
+    let request_limits = limits(&t.limits);
     let gateway = Gateway {
         accounts: follower.accounts.clone(),
         ledger,
@@ -118,7 +122,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         strict_credit: t.strict_credit,
         max_cache_ttl: t.max_cache_ttl,
         drain_after_disconnect: t.drain_after_disconnect,
-        limits: limits(&t.limits),
+        limits: request_limits.clone(),
         draining: draining.clone(),
         route_turns: std::sync::atomic::AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),
@@ -160,19 +164,30 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     };
     let mut server = Server::new_with_opt_and_conf(opt, config.server);
     server.bootstrap();
-    follow_shutdown(server.watch_execution_phase(), draining);
+    follow_shutdown(server.watch_execution_phase(), draining.clone());
     // The writer commits what requests finishing in the grace period bill, and stops just
     // before Pingora shuts the runtimes down (what comes later is spooled, then replayed).
     let grace = Duration::from_secs(server.configuration.grace_period_seconds.unwrap_or(300));
     let linger = grace.saturating_sub((grace / 4).min(Duration::from_secs(1)));
-    let mut proxy = Service::new("tollgate".to_owned(), gateway);
+    let mut proxy = Service::new(
+        "tollgate".to_owned(),
+        Bounded::new(gateway, Limiter::new(public_limits), "public"),
+    );
     // No L4 read buffer: Pingora reads heads and bodies into buffers of its own, so its default
     // 64 KiB one (zeroed, so fully resident once the allocator reuses memory) only added a copy
     // and up to 64 KB to every connection, an open stream's included.
     proxy.add_listener(
         ListenerConfig::tcp(t.listen.to_string()).l4_buffer(L4BufferSettings::default().read(0)),
     );
-    let mut admin_service = Service::new("tollgate admin".to_owned(), AdminApp(admin));
+    let admin_app = AdminApp {
+        admin,
+        limits: request_limits,
+        draining,
+    };
+    let mut admin_service = Service::new(
+        "tollgate admin".to_owned(),
+        Bounded::new(admin_app, Limiter::new(admin_limits), "admin"),
+    );
     admin_service.add_tcp(&t.admin_listen.to_string());
     let sync = background_service(
         "follower",
@@ -332,31 +347,107 @@ fn follow_shutdown(
     });
 }
 
-struct AdminApp(Admin);
+/// The open-file limit raised as far as allowed, and both listeners' connection limits fitted
+/// into it (said in the log, with whatever had to be lowered).
+fn connection_limits(
+    conf: &crate::config::ConnectionsConf,
+) -> (crate::config::ListenerLimits, crate::config::ListenerLimits) {
+    let open_files = match connections::raise_open_files() {
+        Ok(files) => {
+            tracing::info!(
+                "open-file limit {} (was {}, hard limit {})",
+                files.now,
+                files.before,
+                files.hard
+            );
+            files.now
+        }
+        Err(e) => {
+            tracing::warn!("cannot read the open-file limit ({e}); assuming 1024");
+            1024
+        }
+    };
+    let fitted = connections::fit(conf, open_files);
+    for lowered in &fitted.clamped {
+        tracing::warn!(
+            "{lowered}, to fit the open-file limit of {open_files} \
+             (2 per public connection, 1 per admin one, {} in reserve)",
+            conf.reserve_files
+        );
+    }
+    let (p, a) = (fitted.public, fitted.admin);
+    tracing::info!(
+        "connection limits: public {} ({} per client address), admin {} ({} per client address)",
+        p.max,
+        p.per_address,
+        a.max,
+        a.per_address
+    );
+    (fitted.public, fitted.admin)
+}
+
+/// The admin listener's Pingora side: the public listener's head, body and idle deadlines
+/// around [`Admin::handle`].
+struct AdminApp {
+    admin: Admin,
+    limits: crate::api::limits::Limits,
+    /// The process is being upgraded or stopped: answers close their connections.
+    draining: Arc<AtomicBool>,
+}
 
 #[async_trait]
-impl ServeHttp for AdminApp {
-    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        let res = match admin_request(session).await {
-            Ok(req) => self.0.handle(&req).await,
-            Err(e) => e.response(),
-        };
-        let mut builder = http::Response::builder()
-            .status(res.status)
-            .header("content-type", res.content_type)
-            .header("content-length", res.body.len())
-            .header("cache-control", "no-store");
-        for (name, value) in res.headers {
-            builder = builder.header(name, value);
+impl HttpServerApp for AdminApp {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        mut session: ServerSession,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        if !listener::read_head(&mut session, shutdown, self.limits.idle_timeout).await {
+            return None;
         }
-        builder.body(res.body).unwrap_or_default()
+        let closing = *shutdown.borrow() || self.draining.load(Ordering::Relaxed);
+        listener::keep_alive(&mut session, self.limits.idle_timeout, closing);
+        session.set_write_timeout(Some(self.limits.client_write_timeout));
+        let res = match admin_request(&mut session, self.limits.body_timeout).await {
+            Ok(req) => self.admin.handle(&req).await,
+            Err(e) => {
+                session.set_keepalive(None); // the body was not read whole
+                let status =
+                    http::StatusCode::from_u16(e.status()).unwrap_or(http::StatusCode::BAD_REQUEST);
+                admin::http::Response::new(status, "application/json", e.envelope().to_vec())
+            }
+        };
+        if let Err(e) = write_admin_response(&mut session, res).await {
+            tracing::debug!("writing an admin answer: {e}");
+            return None;
+        }
+        listener::reuse(session).await
     }
 }
 
-/// The session's request as a plain value, its body read up to `admin::http::MAX_BODY`.
+async fn write_admin_response(
+    session: &mut ServerSession,
+    res: admin::http::Response,
+) -> pingora_error::Result<()> {
+    let mut header = pingora_http::ResponseHeader::build(res.status, Some(3 + res.headers.len()))?;
+    header.insert_header("content-type", res.content_type)?;
+    header.insert_header("content-length", res.body.len().to_string())?;
+    header.insert_header("cache-control", "no-store")?;
+    for (name, value) in res.headers {
+        header.append_header(name, value)?;
+    }
+    session.write_response_header(Box::new(header)).await?;
+    session.write_response_body(res.body.into(), true).await
+}
+
+/// The session's request as a plain value, its body read whole (at most
+/// `admin::http::MAX_BODY` bytes) within `deadline`.
 async fn admin_request(
     session: &mut ServerSession,
-) -> Result<admin::http::Request, admin::error::AdminError> {
+    deadline: Duration,
+) -> Result<admin::http::Request, crate::api::GatewayError> {
+    let max = admin::http::MAX_BODY as u64;
+    let body = crate::proxy::body::read_within(session, max, deadline).await?;
     let head = session.req_header();
     let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut req = admin::http::Request::new(head.method.clone(), target);
@@ -365,21 +456,7 @@ async fn admin_request(
         .client_addr()
         .and_then(|a| a.as_inet())
         .map(|a| a.ip());
-    let mut body = Vec::new();
-    while let Some(chunk) = session
-        .read_request_body()
-        .await
-        .map_err(|e| admin::error::AdminError::Invalid(format!("reading the body: {e}")))?
-    {
-        if body.len() + chunk.len() > admin::http::MAX_BODY {
-            return Err(admin::error::AdminError::Invalid(format!(
-                "body larger than {} bytes",
-                admin::http::MAX_BODY
-            )));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    req.body = body.into();
+    req.body = body;
     Ok(req)
 }
 

@@ -78,6 +78,8 @@ pub struct TollgateConf {
     #[serde(with = "humantime_serde")]
     pub drain_after_disconnect: Duration,
     pub limits: LimitsConf,
+    /// How many connections each listener holds (`connections`).
+    pub connections: ConnectionsConf,
     pub upstream: UpstreamConf,
     pub providers: ProvidersConf,
     pub log: LogConf,
@@ -139,6 +141,45 @@ pub struct LimitsConf {
     /// request's head must arrive whole within it.
     #[serde(default, with = "humantime_serde::option")]
     pub idle_timeout: Option<Duration>,
+}
+
+/// Connection limits of both listeners, fitted into the open-file limit at start (see
+/// `connections`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConnectionsConf {
+    pub public: ListenerLimits,
+    pub admin: ListenerLimits,
+    /// File handles kept beyond the listeners' connections (and the public connections'
+    /// upstream calls): the store, logs, the spool, listeners, runtimes, and connections
+    /// accepted in a burst or being refused.
+    pub reserve_files: u64,
+}
+
+/// One listener's connection limits; a connection past either is refused with a 503.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListenerLimits {
+    /// Connections open at once, all clients together.
+    pub max: usize,
+    /// Connections open at once from one client address (an IPv6 client: its /64).
+    pub per_address: usize,
+}
+
+impl Default for ConnectionsConf {
+    fn default() -> Self {
+        ConnectionsConf {
+            public: ListenerLimits {
+                max: 16_384,
+                per_address: 4_096,
+            },
+            admin: ListenerLimits {
+                max: 128,
+                per_address: 64,
+            },
+            reserve_files: 512,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -264,6 +305,7 @@ impl Default for TollgateConf {
             max_cache_ttl: Duration::from_secs(3600),
             drain_after_disconnect: Duration::from_secs(60),
             limits: LimitsConf::default(),
+            connections: ConnectionsConf::default(),
             upstream: UpstreamConf::default(),
             providers: ProvidersConf::default(),
             log: LogConf::default(),
@@ -438,6 +480,17 @@ impl Config {
                 problems.push(format!("tollgate.providers.{name}: {e}"));
             }
         }
+        let c = &t.connections;
+        for (name, l) in [("public", c.public), ("admin", c.admin)] {
+            if l.max == 0 || l.per_address == 0 || l.per_address > l.max {
+                problems.push(format!(
+                    "tollgate.connections.{name}: max at least 1, per_address from 1 to max"
+                ));
+            }
+        }
+        if c.reserve_files < 64 {
+            problems.push("tollgate.connections.reserve_files: at least 64".to_owned());
+        }
         if self.server.threads == 0 {
             problems.push("threads: at least 1".to_owned());
         }
@@ -540,6 +593,38 @@ mod tests {
         ] {
             assert!(e.contains(field), "{field} missing from: {e}");
         }
+    }
+
+    #[test]
+    fn connection_limits_are_read_and_checked() {
+        let c = Config::parse(
+            "tollgate:\n  connections:\n    admin: {max: 8, per_address: 2}\n    reserve_files: 100\n",
+        )
+        .unwrap();
+        let conn = c.tollgate.connections;
+        assert_eq!(
+            conn.admin,
+            ListenerLimits {
+                max: 8,
+                per_address: 2
+            }
+        );
+        assert_eq!(
+            conn.public,
+            ConnectionsConf::default().public,
+            "default kept"
+        );
+        assert_eq!(conn.reserve_files, 100);
+        let e = Config::parse(
+            "tollgate:\n  connections:\n    public: {max: 4, per_address: 5}\n    admin: {max: 0, per_address: 0}\n    reserve_files: 1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        for field in ["connections.public", "connections.admin", "reserve_files"] {
+            assert!(e.contains(field), "{field} missing from: {e}");
+        }
+        let e = Config::parse("tollgate:\n  connections:\n    admin: {max: 8}\n").unwrap_err();
+        assert!(e.to_string().contains("per_address"), "{e}");
     }
 
     #[test]

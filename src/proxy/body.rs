@@ -1,15 +1,33 @@
-//! Reading the client body before routing, bounded by `max_request_body`.
+//! Reading a client body whole, bounded in size and time: before routing (bounded by
+//! `max_request_body`), and on the admin listener.
 //!
 //! The gateway sends upstream bodies itself, so the client's body is read whole, once, here
 //! (Pingora's 64 KiB replay buffer is not involved). `Expect: 100-continue` is answered here,
 //! since we read the body ourselves.
+
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use pingora_core::protocols::http::ServerSession as Session;
 
 use crate::api::GatewayError;
 
-pub async fn read_bounded(session: &mut Session, max: u64) -> Result<Bytes, GatewayError> {
+/// The whole body, at most `max` bytes, arrived within `deadline` (a slow upload would
+/// otherwise hold its connection as long as each read beat Pingora's per-read timeout). Both
+/// listeners read bodies through this.
+pub async fn read_within(
+    session: &mut Session,
+    max: u64,
+    deadline: Duration,
+) -> Result<Bytes, GatewayError> {
+    tokio::time::timeout(deadline, read_bounded(session, max))
+        .await
+        .map_err(|_| GatewayError::BodyTimeout {
+            secs: deadline.as_secs(),
+        })?
+}
+
+async fn read_bounded(session: &mut Session, max: u64) -> Result<Bytes, GatewayError> {
     let declared = content_length(session)?;
     if declared.is_some_and(|n| n > max) {
         return Err(GatewayError::BodyTooLarge { limit: max });

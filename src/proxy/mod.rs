@@ -18,11 +18,12 @@
 //! sends upstream calls itself. With the proxy's phases unused, its per-request future (its
 //! cache and upstream states, about 15 KB) was held by every open stream for nothing.
 
-mod body;
+pub mod body;
 mod convert;
 pub mod ctx;
 mod failover;
 mod fan_out;
+pub mod listener;
 mod logging;
 mod respond;
 mod stream;
@@ -33,10 +34,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use pingora_core::apps::{HttpPersistentSettings, HttpServerApp, ReusedHttpStream};
+use pingora_core::apps::{HttpServerApp, ReusedHttpStream};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::server::ShutdownWatch;
-use pingora_error::ErrorType;
 
 use crate::admission::{self, Admission, Admitted, Decision, HeadDecision};
 use crate::api::error::Blame;
@@ -136,13 +136,8 @@ impl Gateway {
             }
             HeadDecision::ReadBody { op, key } => (op, key),
         };
-        let deadline = self.limits.body_timeout;
         let body =
-            tokio::time::timeout(deadline, body::read_bounded(session, self.max_request_body))
-                .await
-                .map_err(|_| GatewayError::BodyTimeout {
-                    secs: deadline.as_secs(),
-                })??;
+            body::read_within(session, self.max_request_body, self.limits.body_timeout).await?;
         ctx.body_read = true;
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
             // Credit added a moment ago admits the next request.
@@ -234,68 +229,44 @@ impl HttpServerApp for Gateway {
         mut session: Session,
         shutdown: &ShutdownWatch,
     ) -> Option<ReusedHttpStream> {
-        if !read_head(&mut session, shutdown, self.limits.idle_timeout).await {
+        if !listener::read_head(&mut session, shutdown, self.limits.idle_timeout).await {
             return None;
         }
-        if *shutdown.borrow() {
-            session.set_keepalive(None);
-        }
         let mut ctx = Ctx::default();
-        let failed = self.respond(&mut session, &mut ctx).await.err().map(|e| {
-            let blame = convert::blame(&e);
-            if blame != Blame::Client {
-                tracing::warn!("answering failed: {e}");
-            }
-            blame
-        });
+        let closing = *shutdown.borrow() || self.draining.load(Ordering::Relaxed);
+        let failed = self
+            .respond(&mut session, &mut ctx, closing)
+            .await
+            .err()
+            .map(|e| {
+                let blame = convert::blame(&e);
+                if blame != Blame::Client {
+                    tracing::warn!("answering failed: {e}");
+                }
+                blame
+            });
         self.logging(&session, failed, &ctx);
         if failed.is_some() {
             return None; // the gateway's own answer could not be written: the client is gone
         }
-        let settings = HttpPersistentSettings::for_session(&session);
-        let reusable = session.finish().await.ok().flatten()?;
-        Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
+        listener::reuse(session).await
     }
-}
-
-/// Reads the next request's head, whole within `limit` (a head trickled in a byte at a time
-/// would otherwise hold the connection as long as each read beat Pingora's per-read timeout);
-/// `false`: there is none to answer (the client closed or was too slow, the service is
-/// shutting down — a connection idle between requests closes — or the head was malformed and
-/// got its `400`).
-async fn read_head(session: &mut Session, shutdown: &ShutdownWatch, limit: Duration) -> bool {
-    let mut shutdown = shutdown.clone();
-    let read = tokio::select! {
-        biased; // a request already buffered is answered
-        read = tokio::time::timeout(limit, session.read_request()) => read,
-        _ = shutdown.wait_for(|down| *down) => return false,
-    };
-    let malformed = match read {
-        Ok(Ok(read)) => return read,
-        Ok(Err(e)) => e.etype == ErrorType::InvalidHTTPHeader,
-        Err(_) => false, // too slow
-    };
-    if malformed {
-        let _ = session.respond_error(400).await;
-    }
-    session.shutdown().await;
-    false
 }
 
 impl Gateway {
-    /// Answers one request; `Err`: the gateway's own error answer could not be written.
-    async fn respond(&self, session: &mut Session, ctx: &mut Ctx) -> pingora_error::Result<()> {
+    /// Answers one request (`closing`: and closes the connection after it); `Err`: the
+    /// gateway's own error answer could not be written.
+    async fn respond(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        closing: bool,
+    ) -> pingora_error::Result<()> {
         let sent_id = session.req_header().headers.get("x-request-id");
         ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
         ctx.request_id =
             (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
-        if self.draining.load(Ordering::Relaxed) {
-            session.set_keepalive(None);
-        } else if session.get_keepalive().is_some() {
-            // Kept alive, but not forever (Pingora's HTTP/1.1 default): an idle connection
-            // holds memory a client would otherwise keep at no cost.
-            session.set_keepalive(Some(self.limits.idle_timeout.as_secs().max(1)));
-        }
+        listener::keep_alive(session, self.limits.idle_timeout, closing);
         // A client that stops reading cannot hold a connection (and a stream) forever.
         session.set_write_timeout(Some(self.limits.client_write_timeout));
         if let Err(e) = self.admit(session, ctx).await {

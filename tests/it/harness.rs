@@ -149,6 +149,8 @@ pub struct Gateway {
     debug_log: bool,
     /// Test credentials left out of the gateway's environment.
     unset_env: Vec<&'static str>,
+    /// The open-file limit (soft and hard) the gateway runs under, when a test sets one.
+    open_files: Option<u64>,
     child: Option<ChildGuard>,
 }
 
@@ -166,6 +168,8 @@ pub struct GatewayBuilder {
     unset_env: Vec<&'static str>,
     upstream: &'static str,
     limits: &'static str,
+    connections: &'static str,
+    open_files: Option<u64>,
     alerts: &'static str,
 }
 
@@ -188,6 +192,8 @@ impl Gateway {
             unset_env: Vec::new(),
             upstream: "",
             limits: "",
+            connections: "",
+            open_files: None,
             alerts: "",
         }
     }
@@ -301,7 +307,18 @@ impl Gateway {
     /// `tollgate serve` (with `-u`: take the listeners over from a running process) with the
     /// test environment.
     fn serve_command(&self, upgrade: bool) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        let bin = env!("CARGO_BIN_EXE_tollgate");
+        let mut cmd = match self.open_files {
+            // The shell lowers the limit, then becomes the gateway (same process id).
+            Some(n) => {
+                let mut sh = Command::new("sh");
+                sh.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(bin);
+                sh
+            }
+            None => Command::new(bin),
+        };
         cmd.arg("-c").arg(&self.conf).arg("serve");
         if upgrade {
             cmd.arg("-u");
@@ -464,6 +481,18 @@ impl GatewayBuilder {
         self
     }
 
+    /// `tollgate.connections`, as YAML flow entries (`"admin: {max: 3, per_address: 2}"`).
+    pub fn connections(mut self, entries: &'static str) -> Self {
+        self.connections = entries;
+        self
+    }
+
+    /// Runs the gateway under this open-file limit (soft and hard), as a small host would.
+    pub fn open_files(mut self, n: u64) -> Self {
+        self.open_files = Some(n);
+        self
+    }
+
     /// More `tollgate.upstream` settings, as YAML flow entries (`"breaker: {cooldown: 1s}"`).
     pub fn upstream(mut self, entries: &'static str) -> Self {
         self.upstream = entries;
@@ -516,7 +545,12 @@ impl GatewayBuilder {
              \x20 limits: {{body_timeout: {body_timeout}{limits}}}\n\
              \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s{alerts}}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
-             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}",
+             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}",
+            connections = if self.connections.is_empty() {
+                String::new()
+            } else {
+                format!("  connections: {{{}}}\n", self.connections)
+            },
             providers = self.provider_sim.as_deref().map(provider_conf).unwrap_or_default(),
             dir = dir.path().display(),
             catalog = catalog.display(),
@@ -551,6 +585,7 @@ impl GatewayBuilder {
             log_file: dir.path().join("gateway.log"),
             debug_log: self.capture_logs,
             unset_env: self.unset_env,
+            open_files: self.open_files,
             dir,
             child: None,
         };

@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::harness::{FakeUpstream, Gateway, Sim, SimEnv};
-use crate::raw::{health_kept_alive, read_until_closed};
+use crate::harness::{FakeUpstream, Gateway, Sim, SimEnv, ADMIN_TOKEN};
+use crate::raw::{health_kept_alive, read_until_closed, trickle_head_until_closed};
 
 async fn post(gw: &Gateway, path: &str, key: &str, body: Vec<u8>) -> (u16, Value, Duration) {
     let started = Instant::now();
@@ -356,30 +356,43 @@ async fn oversized_heads_are_refused_with_431() {
     assert!(sim.requests().await.is_empty());
 }
 
-#[tokio::test]
-async fn a_slow_upload_times_out_with_408() {
+/// What the gateway answers a POST to `path` whose body stops after a few bytes, read until it
+/// closes the connection, and how long that took.
+async fn stalled_upload(addr: &str, path: &str, key: &str) -> (String, Duration) {
     use tokio::io::AsyncWriteExt;
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
+         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"model\":"
+    );
+    sock.write_all(head.as_bytes()).await.unwrap();
+    // The rest of the body never comes: the gateway answers and closes the connection.
+    let what = format!("{addr} closes a stalled upload");
+    read_until_closed(&mut sock, &what).await
+}
+
+#[tokio::test]
+async fn a_slow_upload_times_out_with_408_on_both_listeners() {
     let sim = Sim::start();
     let gw = Gateway::builder()
         .simulator(&sim)
         .body_timeout("1s")
         .start();
     let (_, key) = gw.workspace_with_key();
-    let addr = gw.base.trim_start_matches("http://").to_owned();
-    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    let head = format!(
-        "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\
-         Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"model\":"
-    );
-    sock.write_all(head.as_bytes()).await.unwrap();
-    // The rest of the body never comes: the gateway answers and closes the connection.
-    let (answer, took) = read_until_closed(&mut sock, "the gateway closes a stalled upload").await;
-    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
-    assert!(answer.contains("request_timeout"), "{answer}");
-    assert!(
-        took >= Duration::from_millis(900),
-        "not before the deadline"
-    );
+    let public = gw.base.trim_start_matches("http://").to_owned();
+    let admin = gw.admin.trim_start_matches("http://").to_owned();
+    for (addr, path, key) in [
+        (&public, "/v1/chat/completions", key.as_str()),
+        (&admin, "/admin/v1/workspaces", ADMIN_TOKEN),
+    ] {
+        let (answer, took) = stalled_upload(addr, path, key).await;
+        assert!(answer.starts_with("HTTP/1.1 408"), "{path}: {answer}");
+        assert!(answer.contains("request_timeout"), "{path}: {answer}");
+        assert!(
+            took >= Duration::from_millis(900),
+            "{path}: not before the deadline"
+        );
+    }
     assert!(sim.requests().await.is_empty());
 }
 
@@ -442,52 +455,39 @@ async fn malformed_heads_and_connect_are_refused_and_the_connection_closed() {
 }
 
 #[tokio::test]
-async fn an_idle_kept_alive_connection_is_closed() {
+async fn an_idle_kept_alive_connection_is_closed_on_both_listeners() {
     let gw = Gateway::builder().limits("idle_timeout: 1s").start();
-    let addr = gw.base.trim_start_matches("http://").to_owned();
-    let (mut sock, answer) = health_kept_alive(&addr).await;
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-    assert!(
-        answer.to_ascii_lowercase().contains("keep-alive"),
-        "{answer}"
-    );
-    // Nothing more is sent: the gateway closes the connection after the idle limit.
-    let (rest, took) = read_until_closed(&mut sock, "an idle connection is closed").await;
-    assert!(rest.is_empty(), "{rest}");
-    assert!(took >= Duration::from_millis(900), "not before the limit");
+    for url in [&gw.base, &gw.admin] {
+        let addr = url.trim_start_matches("http://");
+        let (mut sock, answer) = health_kept_alive(addr).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{url}: {answer}");
+        assert!(
+            answer.to_ascii_lowercase().contains("keep-alive"),
+            "{url}: {answer}"
+        );
+        // Nothing more is sent: the gateway closes the connection after the idle limit.
+        let what = format!("{url}: an idle connection is closed");
+        let (rest, took) = read_until_closed(&mut sock, &what).await;
+        assert!(rest.is_empty(), "{url}: {rest}");
+        assert!(
+            took >= Duration::from_millis(900),
+            "{url}: not before the limit"
+        );
+    }
 }
 
 #[tokio::test]
-async fn a_head_trickled_in_is_cut_off_at_the_idle_limit() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+async fn a_head_trickled_in_is_cut_off_at_the_idle_limit_on_both_listeners() {
     let gw = Gateway::builder().limits("idle_timeout: 1s").start();
-    let addr = gw.base.trim_start_matches("http://").to_owned();
-    let mut sock = tokio::net::TcpStream::connect(&addr).await.unwrap();
-    sock.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .unwrap();
-    // One header byte every 200 ms: each read arrives well within any per-read timeout, so
-    // only a limit on the whole head ends it.
-    let started = Instant::now();
-    let mut buf = [0u8; 1024];
-    let mut rest = Vec::new();
-    let took = loop {
+    for (url, path) in [
+        (&gw.base, "/v1/chat/completions"),
+        (&gw.admin, "/admin/v1/workspaces"),
+    ] {
+        let addr = url.trim_start_matches("http://");
+        let took = trickle_head_until_closed(addr, path).await;
         assert!(
-            started.elapsed() < Duration::from_secs(6),
-            "a head trickled in for 6 s is still being read"
+            took < Duration::from_secs(4),
+            "{url}: closed {took:?} after the head began"
         );
-        if sock.write_all(b"X").await.is_err() {
-            break started.elapsed();
-        }
-        match tokio::time::timeout(Duration::from_millis(200), sock.read(&mut buf)).await {
-            Err(_) => {} // still open
-            Ok(Ok(0)) | Ok(Err(_)) => break started.elapsed(),
-            Ok(Ok(n)) => rest.extend_from_slice(&buf[..n]),
-        }
-    };
-    let rest = String::from_utf8_lossy(&rest);
-    assert!(
-        took < Duration::from_secs(4),
-        "closed {took:?} after the head began ({rest})"
-    );
+    }
 }

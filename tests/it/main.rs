@@ -21,6 +21,7 @@ mod gemini_adapter;
 mod harness;
 mod hostile;
 mod ledger_writer;
+mod listeners;
 mod live;
 mod migrations;
 mod observability;

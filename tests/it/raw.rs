@@ -180,3 +180,37 @@ pub async fn health_kept_alive(addr: &str) -> (tokio::net::TcpStream, String) {
     let n = sock.read(&mut answer).await.unwrap();
     (sock, String::from_utf8_lossy(&answer[..n]).into_owned())
 }
+
+/// Sends the start of a head to `addr`, then one more header byte every 200 ms (each read
+/// arrives well within any per-read timeout, so only a limit on the whole head ends it) until
+/// the gateway closes the connection: how long after the head began that was (at most 6 s:
+/// past that the head is still being read, and this fails).
+pub async fn trickle_head_until_closed(addr: &str, path: &str) -> Duration {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sock = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let start = format!("POST {path} HTTP/1.1\r\nHost: x\r\n");
+    sock.write_all(start.as_bytes()).await.unwrap();
+    let started = Instant::now();
+    let mut buf = [0u8; 1024];
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(6),
+            "a head trickled in for 6 s to {addr} is still being read"
+        );
+        if sock.write_all(b"X").await.is_err() {
+            return started.elapsed();
+        }
+        match tokio::time::timeout(Duration::from_millis(200), sock.read(&mut buf)).await {
+            Err(_) | Ok(Ok(1..)) => {} // still open
+            Ok(Ok(0)) | Ok(Err(_)) => return started.elapsed(),
+        }
+    }
+}
+
+/// A connection to `addr` from the loopback address `source` (any of 127.0.0.0/8), so that
+/// one test can be several clients.
+pub async fn connect_from(source: &str, addr: &str) -> std::io::Result<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(format!("{source}:0").parse().unwrap())?;
+    socket.connect(addr.parse().unwrap()).await
+}

@@ -1,0 +1,149 @@
+//! What both listeners (the public API and the admin one) share around their HTTP apps: a
+//! connection limit ([`Bounded`]), a whole-head deadline that also ends an idle kept-alive
+//! connection ([`read_head`]), how long a connection is kept alive ([`keep_alive`]) and
+//! handing a finished connection back for its next request ([`reuse`]). The body deadline is
+//! `body::read_within`.
+
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream, ServerApp};
+use pingora_core::protocols::http::ServerSession as Session;
+use pingora_core::protocols::Stream;
+use pingora_core::server::ShutdownWatch;
+use pingora_error::ErrorType;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::connections::{self, Limiter, Refused};
+
+/// A listener's app behind its connection limit: a connection past it is answered a `503`
+/// and closed at once, before anything of it is read.
+pub struct Bounded<A> {
+    app: Arc<A>,
+    limiter: Arc<Limiter>,
+    /// For the refusal metric: `public` or `admin`.
+    listener: &'static str,
+    /// Refused connections waiting for their client to close first (see [`refuse`]).
+    lingering: AtomicUsize,
+}
+
+impl<A> Bounded<A> {
+    pub fn new(app: A, limiter: Arc<Limiter>, listener: &'static str) -> Self {
+        Bounded {
+            app: Arc::new(app),
+            limiter,
+            listener,
+            lingering: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// How long writing the refusal may take (a fresh socket's buffer takes it at once).
+const REFUSAL_WRITE: Duration = Duration::from_secs(1);
+/// How long a refused connection waits for its client to close, and how many may wait at once
+/// per listener (their file handles come out of `reserve_files`); past that they close at once.
+const LINGER: Duration = Duration::from_millis(250);
+const MAX_LINGERING: usize = 32;
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        match self.limiter.admit(peer_ip(&stream)) {
+            Ok(guard) => {
+                // The app serves the whole connection (every kept-alive request) in this call.
+                let reused = self.app.process_new(stream, shutdown).await;
+                drop(guard);
+                reused
+            }
+            Err(why) => {
+                crate::metrics::METRICS.connection_refused(self.listener, why.reason());
+                let linger = self.lingering.fetch_add(1, Ordering::AcqRel) < MAX_LINGERING;
+                refuse(stream, why, linger).await;
+                self.lingering.fetch_sub(1, Ordering::AcqRel);
+                None
+            }
+        }
+    }
+
+    async fn cleanup(&self) {
+        self.app.cleanup().await;
+    }
+}
+
+fn peer_ip(stream: &Stream) -> Option<IpAddr> {
+    let digest = stream.get_socket_digest()?;
+    digest.peer_addr()?.as_inet().map(|a| a.ip())
+}
+
+/// Writes the refusal and closes; with `linger`, only once the client has closed (or after
+/// [`LINGER`]): closing with its request unread would reset the connection, and a reset can
+/// discard the answer before the client reads it.
+async fn refuse(mut stream: Stream, why: Refused, linger: bool) {
+    let answer = connections::refusal(why);
+    let write = async {
+        stream.write_all(&answer).await?;
+        AsyncWriteExt::shutdown(&mut stream).await
+    };
+    match tokio::time::timeout(REFUSAL_WRITE, write).await {
+        Ok(Ok(())) if linger => {
+            let _ = tokio::time::timeout(LINGER, until_closed(&mut stream)).await;
+        }
+        Ok(_) => {}
+        Err(e) => tracing::debug!("writing a connection refusal: {e}"),
+    }
+}
+
+/// Reads (and drops) what the client still sends, until it closes.
+async fn until_closed(stream: &mut Stream) {
+    let mut unread = [0u8; 4096];
+    while let Ok(1..) = stream.read(&mut unread).await {}
+}
+
+/// Reads the next request's head, whole within `limit` (a head trickled in a byte at a time
+/// would otherwise hold the connection as long as each read beat Pingora's per-read timeout);
+/// `false`: there is none to answer (the client closed or was too slow, the service is
+/// shutting down — a connection idle between requests closes — or the head was malformed and
+/// got its `400`).
+pub async fn read_head(session: &mut Session, shutdown: &ShutdownWatch, limit: Duration) -> bool {
+    let mut shutdown = shutdown.clone();
+    let read = tokio::select! {
+        biased; // a request already buffered is answered
+        read = tokio::time::timeout(limit, session.read_request()) => read,
+        _ = shutdown.wait_for(|down| *down) => return false,
+    };
+    let malformed = match read {
+        Ok(Ok(read)) => return read,
+        Ok(Err(e)) => e.etype == ErrorType::InvalidHTTPHeader,
+        Err(_) => false, // too slow
+    };
+    if malformed {
+        let _ = session.respond_error(400).await;
+    }
+    session.shutdown().await;
+    false
+}
+
+/// Keeps the connection open after this answer for at most `idle` (Pingora's HTTP/1.1 default
+/// would keep an idle one for as long as the client likes), or not at all when `closing`
+/// (the process is being upgraded or stopped: clients move to fresh connections).
+pub fn keep_alive(session: &mut Session, idle: Duration, closing: bool) {
+    if closing {
+        session.set_keepalive(None);
+    } else if session.get_keepalive().is_some() {
+        session.set_keepalive(Some(idle.as_secs().max(1)));
+    }
+}
+
+/// Ends the exchange; the connection, if it can carry another request, for the next one.
+pub async fn reuse(session: Session) -> Option<ReusedHttpStream> {
+    let settings = HttpPersistentSettings::for_session(&session);
+    let reusable = session.finish().await.ok().flatten()?;
+    Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
+}
