@@ -36,7 +36,9 @@ fuzz_target!(|input: ([u64; 8], [u64; 7], u8)| {
     };
     let p = |o: Option<Price>| i128::from(o.unwrap_or(rates.input).micro_per_mtok());
     let storage_price = i128::from(rates.cache_storage.unwrap_or_default().micro_per_mtok());
-    let exact: i128 = [
+    // The exact sum in i128, `None` past i128 (six products of up to 2^127 each can exceed it).
+    let storage_pico_seconds = i128::from(storage).checked_mul(storage_price);
+    let exact: Option<i128> = [
         (input_t, i128::from(rates.input.micro_per_mtok())),
         (audio, p(rates.audio_input)),
         (read, p(rates.cache_read)),
@@ -45,23 +47,27 @@ fuzz_target!(|input: ([u64; 8], [u64; 7], u8)| {
         (output, i128::from(rates.output.micro_per_mtok())),
     ]
     .iter()
-    .map(|&(n, price)| i128::from(n) * price)
-    .sum::<i128>()
-        + (i128::from(storage) * storage_price + 3_599) / 3_600;
+    .try_fold(0i128, |sum, &(n, price)| {
+        sum.checked_add(i128::from(n).checked_mul(price)?)
+    })
+    .and_then(|sum| sum.checked_add(storage_pico_seconds?.checked_add(3_599)? / 3_600));
     let fits = |n: u64| i64::try_from(n).is_ok();
     let counts_fit = [input_t, audio, read, write, write_1h, output, storage]
         .into_iter()
         .all(fits);
+    let max = i128::from(i64::MAX);
     match cost(&usage, &rates) {
         Ok(c) => {
             assert!(c.pico() >= 0, "a negative cost: {c}");
-            assert_eq!(i128::from(c.pico()), exact, "not the exact cost");
+            assert_eq!(Some(i128::from(c.pico())), exact, "not the exact cost");
         }
         // Storage is checked before rounding (token-seconds × price), so it may fail a hair
         // before the rounded total would; any other failure must be a true overflow.
         Err(e) => assert!(
-            !counts_fit || exact > i128::from(i64::MAX) || i128::from(storage) * storage_price + 3_599 > i128::from(i64::MAX),
-            "refused a cost that fits: {e}, exact {exact}"
+            !counts_fit
+                || exact.is_none_or(|x| x > max)
+                || storage_pico_seconds.is_none_or(|x| x + 3_599 > max),
+            "refused a cost that fits: {e}, exact {exact:?}"
         ),
     }
 });
