@@ -14,7 +14,7 @@ use crate::auth::{mint_secret, MintedKey};
 use crate::config::ProvidersConf;
 use crate::money::{usd, Usd};
 use crate::store::CatalogRows;
-use crate::store::{LimitReset, UsageOutcome, UsageSource};
+use crate::store::{LimitReset, UsageOutcome, UsageRecord, UsageSource};
 
 const HOUR: Duration = Duration::from_secs(3_600);
 
@@ -636,8 +636,9 @@ fn a_worst_case_beyond_i64_is_refused_before_the_upstream() {
     assert_eq!(w.accounts.unreserved("ws_1"), usd(10), "nothing held");
 }
 
-#[test]
-fn a_usage_that_cannot_be_priced_bills_the_worst_case_and_is_flagged() {
+/// The usage record of a complete chat on `acme/llama` whose upstream reported `reported`,
+/// and the worst case the chat reserved.
+fn record_of(reported: Usage) -> (UsageRecord, WorstCase) {
     let w = World::new();
     let d = w.chat("acme/llama").expect("admitted");
     let t = Timings {
@@ -646,16 +647,20 @@ fn a_usage_that_cannot_be_priced_bills_the_worst_case_and_is_flagged() {
         upstream_latency: None,
         ttft: None,
     };
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
+        .expect("billed, never dropped")
+        .expect("priced");
+    (r, d.admitted.worst_case)
+}
+
+#[test]
+fn a_usage_that_cannot_be_priced_bills_the_worst_case_and_is_flagged() {
     // A (hostile) upstream reports more output than i64 pico-USD can price.
-    let reported = Usage {
+    let (r, worst) = record_of(Usage {
         input: 10,
         output: u64::MAX / 2,
         ..Usage::default()
-    };
-    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
-        .expect("billed, never dropped")
-        .expect("priced at the worst case");
-    let worst = d.admitted.worst_case;
+    });
     assert_eq!(
         (r.input_tokens, r.output_tokens),
         (worst.input_tokens, worst.output_tokens)
@@ -664,45 +669,23 @@ fn a_usage_that_cannot_be_priced_bills_the_worst_case_and_is_flagged() {
     assert!(r.cost.is_positive() && r.cost <= worst.cost);
     let review = r.review.expect("flagged for review");
     assert!(review.contains(&(u64::MAX / 2).to_string()), "{review}");
-    // An ordinary usage is not flagged.
-    let plain = usage_record_for(
-        &d.admitted,
-        Ending::Complete,
-        produced(
-            Usage {
-                input: 1,
-                output: 1,
-                ..Usage::default()
-            },
-            0,
-        ),
-        t,
-    )
-    .unwrap()
-    .unwrap();
-    assert_eq!(plain.review, None);
+    let (plain, _) = record_of(Usage {
+        input: 1,
+        output: 1,
+        ..Usage::default()
+    });
+    assert_eq!(plain.review, None, "an ordinary usage is not flagged");
 }
 
 #[test]
 fn reasoning_beyond_the_output_is_not_a_record_the_database_refuses() {
     // The database checks reasoning <= output; a record it refuses is set aside unbilled.
-    let w = World::new();
-    let d = w.chat("acme/llama").expect("admitted");
-    let t = Timings {
-        started_at: now(),
-        finished_at: now(),
-        upstream_latency: None,
-        ttft: None,
-    };
-    let reported = Usage {
+    let (r, _) = record_of(Usage {
         input: 5,
         output: 3,
         reasoning: 9,
         ..Usage::default()
-    };
-    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
-        .unwrap()
-        .unwrap();
+    });
     assert_eq!((r.output_tokens, r.reasoning_tokens), (3, 3));
 }
 
