@@ -53,9 +53,9 @@ async fn queue_fault(sim: &Sim, fault: &str, surface: &str, count: u64) {
 }
 
 /// The route of the newest usage record of a workspace.
-fn billed_route(gw: &Gateway, ws: &str) -> Value {
-    let records = gw.cli_json(&["usage", "--workspace", ws]);
-    let records = records.as_array().unwrap();
+/// The route of the workspace's one usage record, once the ledger writer has committed it.
+async fn billed_route(gw: &Gateway, ws: &str) -> Value {
+    let records = gw.usage_records(ws, 1).await;
     assert_eq!(
         records.len(),
         1,
@@ -91,7 +91,7 @@ async fn a_route_refusing_connections_fails_over_to_the_next() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
     assert_eq!(status, 200, "answered by the second route");
-    assert_eq!(billed_route(&gw, &ws), "vertex");
+    assert_eq!(billed_route(&gw, &ws).await, "vertex");
 }
 
 #[tokio::test]
@@ -103,7 +103,7 @@ async fn throttling_and_server_errors_fail_over_and_the_answering_route_is_bille
     queue_fault(&sim, "429", "gemini", 1).await;
     let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
-    assert_eq!(billed_route(&gw, &ws), "vertex");
+    assert_eq!(billed_route(&gw, &ws).await, "vertex");
     let routes: Vec<Value> = sim
         .requests()
         .await
