@@ -263,11 +263,15 @@ pub fn json_decimal_text(raw: &serde_json::value::RawValue) -> Result<Option<Str
     }
 }
 
-/// `deserialize_with` for an optional amount in a JSON body: a string or a number read from
-/// its exact text ([`json_decimal_text`]), so `1.0000000000000001` is refused as too precise
-/// rather than rounded. Needs serde_json's deserializer (no buffering: no `flatten` or
+/// `deserialize_with` for an optional amount or price in a JSON body: a string or a number read
+/// from its exact text ([`json_decimal_text`]), so `1.0000000000000001` is refused as too
+/// precise rather than rounded. Needs serde_json's deserializer (no buffering: no `flatten` or
 /// `untagged` around it).
-pub fn exact_usd<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Usd>, D::Error> {
+pub fn exact<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: FromStr<Err = MoneyError>,
+{
     let raw: Option<Box<serde_json::value::RawValue>> = Option::deserialize(d)?;
     let text = match raw {
         Some(raw) => json_decimal_text(&raw).map_err(serde::de::Error::custom)?,
@@ -392,7 +396,7 @@ mod tests {
 
         #[derive(Deserialize)]
         struct Body {
-            #[serde(default, deserialize_with = "exact_usd")]
+            #[serde(default, deserialize_with = "exact")]
             usd: Option<Usd>,
         }
         let usd = |json: &str| serde_json::from_str::<Body>(json).map(|b| b.usd);

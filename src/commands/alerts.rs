@@ -14,7 +14,7 @@ use crate::store::{AlertSettings, Delivery, Store};
 #[serde(deny_unknown_fields)]
 pub struct AlertRequest {
     pub webhook_url: String,
-    #[serde(default, deserialize_with = "crate::money::exact_usd")]
+    #[serde(default, deserialize_with = "crate::money::exact")]
     pub low_balance_usd: Option<Usd>,
     #[serde(default)]
     pub key_limit_percents: Vec<u8>,

@@ -7,17 +7,22 @@ use serde::Deserialize;
 use super::audit::{self, Actor, Change};
 use super::{CommandError, CommandResult};
 use crate::catalog::import;
-use crate::money::Price;
+use crate::money::{exact, Price};
 use crate::store::{CatalogRows, ModelRow, RouteRow, Store, StoreError};
 
-/// The fields of a model an operator may change (all optional).
+/// The fields of a model an operator may change (all optional). Prices are read from their
+/// exact JSON text: more than six decimals is refused, never rounded.
 #[derive(Debug, Clone, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelPatch {
     pub active: Option<bool>,
+    #[serde(default, deserialize_with = "exact")]
     pub input_price: Option<Price>,
+    #[serde(default, deserialize_with = "exact")]
     pub output_price: Option<Price>,
+    #[serde(default, deserialize_with = "exact")]
     pub cache_read_price: Option<Price>,
+    #[serde(default, deserialize_with = "exact")]
     pub cache_write_price: Option<Price>,
 }
 

@@ -410,3 +410,18 @@ async fn an_expiry_out_of_the_databases_range_is_refused() {
     }
     assert!(list_keys(s.as_ref(), &ws.id).await.unwrap().is_empty());
 }
+
+#[test]
+fn model_patch_prices_are_read_from_their_exact_text() {
+    let patch = |json: &str| serde_json::from_str::<super::ModelPatch>(json);
+    let p = patch(r#"{"input_price": 0.35, "output_price": "1.25"}"#).unwrap();
+    assert_eq!(p.input_price.map(|p| p.micro_per_mtok()), Some(350_000));
+    assert_eq!(p.output_price.map(|p| p.micro_per_mtok()), Some(1_250_000));
+    // A double would read this as 0.1 and store it silently.
+    let err = patch(r#"{"input_price": 0.1000000000000000001}"#).unwrap_err();
+    assert!(err.to_string().contains("decimal places"), "{err}");
+    assert!(patch(r#"{"cache_read_price": null}"#)
+        .unwrap()
+        .cache_read_price
+        .is_none());
+}

@@ -525,6 +525,8 @@ async fn catalog_edits_reach_v1_models_and_the_audit_log() {
         .unwrap()
         .clone();
     assert_eq!(row["input_price"], json!(0.35));
+    let (status, v) = call(&gw, "PATCH", path, Some(json!({"output_price": 10000.5}))).await;
+    assert_eq!(status, 400, "a price above the catalog's bound: {v}");
     let route = format!("{path}/routes/0");
     let (status, v) = call(&gw, "PATCH", &route, Some(json!({"active": false}))).await;
     assert_eq!(
