@@ -108,6 +108,22 @@ impl Credentials {
         out
     }
 
+    /// [`redact`](Self::redact) over translated stream bytes (UTF-8 SSE frames): the same bytes
+    /// when no credential is in them.
+    pub fn redact_bytes(&self, bytes: Bytes) -> Bytes {
+        match std::str::from_utf8(&bytes) {
+            Ok(text) => {
+                let redacted = self.redact(text);
+                if redacted == text {
+                    bytes
+                } else {
+                    Bytes::from(redacted)
+                }
+            }
+            Err(_) => bytes,
+        }
+    }
+
     /// What a route of `kind` needs and this gateway lacks, if anything (`openai` routes may
     /// run without a key: local servers expect none).
     pub fn missing_for(&self, kind: RouteKind) -> Option<&'static str> {

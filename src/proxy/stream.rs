@@ -276,6 +276,9 @@ impl Gateway {
                 }
             };
             let out = match step {
+                // The upstream's in-band error is in these frames: it may quote the
+                // credential it was sent (the error path only, so the copy costs nothing).
+                Step::Send(out) if relay.failed().is_some() => self.credentials.redact_bytes(out),
                 Step::Send(out) => out,
                 Step::EarlyEnd(message) => {
                     return Ended::Early(CallFailure::EarlyEnd { message });
@@ -290,6 +293,7 @@ impl Gateway {
             client.send(out, end).await;
             if end {
                 if let Some(message) = relay.failed() {
+                    let message = self.credentials.redact(message);
                     ctx.error = Some(GatewayError::MidStream(message.into()));
                 }
                 break;

@@ -1,7 +1,8 @@
 //! A small in-process OpenAI-compatible upstream for the foundation tests: HTTP/1.1 with
 //! keep-alive over a raw socket, buffered and SSE answers, recording of every request, and
 //! faults chosen by markers in the last message (`[sim:fault=429]`, `[sim:fault=503]`,
-//! `[sim:fault=break-after=N]`, `[sim:fault=echo-401]`: an error quoting the credential back)
+//! `[sim:fault=break-after=N]`, `[sim:fault=echo-401]`: an error quoting the credential back,
+//! `[sim:fault=stream-echo]`: a stream whose in-band error, after the first chunk, quotes it)
 //! and a delay before answering (`[sim:latency=MS]`, as the simulator's). The Gemini/Anthropic
 //! families use `tollgate-sim` instead.
 
@@ -179,6 +180,12 @@ async fn respond(
     events.push(chunk(json!({}), json!("stop")));
     if body["stream_options"]["include_usage"] == true {
         events.push(json!({"id": "chatcmpl-upstream", "object": "chat.completion.chunk", "created": 1_700_000_000, "model": model, "choices": [], "usage": usage}));
+    }
+    if fault.as_deref() == Some("stream-echo") {
+        events.truncate(2);
+        events.push(
+            json!({"error": {"message": format!("session lost for key {FAKE_KEY}"), "code": 500}}),
+        );
     }
     let break_after: Option<usize> = fault
         .as_deref()

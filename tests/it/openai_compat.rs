@@ -230,3 +230,19 @@ async fn other_upstream_errors_keep_their_words_but_not_a_credential() {
         assert!(!text.contains(FAKE_KEY), "{text}");
     }
 }
+
+#[tokio::test]
+async fn an_in_band_stream_error_never_quotes_the_credential() {
+    let sim = FakeUpstream::start().await;
+    let gw = Gateway::builder().fake_openai(&sim).capture_logs().start();
+    let (_, key) = gw.workspace_with_key();
+    let (status, text) = answer(&gw, &key, true, "stream-echo").await;
+    assert_eq!(status, 200, "the stream had begun: {text}");
+    assert!(text.contains("session lost for key [redacted]"), "{text}");
+    assert!(
+        !text.contains(FAKE_KEY),
+        "the credential reached the client: {text}"
+    );
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    assert!(!log.contains(FAKE_KEY), "nor the log");
+}
