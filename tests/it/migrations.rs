@@ -125,22 +125,7 @@ async fn books_survive(store: Arc<dyn Store>) {
 async fn sqlite_books_survive_the_price_dimensions_migration() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v2.db");
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)
-            .unwrap();
-        for m in &migrations::migrations(Dialect::Sqlite)[..2] {
-            conn.execute_batch(m.sql).unwrap();
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
-                rusqlite::params![m.version, m.name],
-            )
-            .unwrap();
-        }
-        conn.pragma_update(None, "foreign_keys", true).unwrap();
-        conn.execute_batch(&BOOKS_V2.replace("{t}", "0").replace("{no}", "0"))
-            .unwrap();
-    }
+    sqlite_at(&path, 2, &BOOKS_V2.replace("{t}", "0").replace("{no}", "0"));
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
@@ -178,28 +163,10 @@ async fn sqlite_books_survive_the_price_dimensions_migration() {
 #[tokio::test]
 async fn postgres_books_survive_the_price_dimensions_migration() {
     let db = PgDatabase::create().await;
-    {
-        let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(migrations::PG_SCHEMA_MIGRATIONS)
-            .await
-            .unwrap();
-        for m in &migrations::migrations(Dialect::Postgres)[..2] {
-            client.batch_execute(m.sql).await.unwrap();
-            client
-                .execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                    &[&m.version, &m.name],
-                )
-                .await
-                .unwrap();
-        }
-        let books = BOOKS_V2
-            .replace("{t}", "to_timestamp(0)")
-            .replace("{no}", "false");
-        client.batch_execute(&books).await.unwrap();
-    }
+    let books = BOOKS_V2
+        .replace("{t}", "to_timestamp(0)")
+        .replace("{no}", "false");
+    pg_at(&db.url, 2, &books).await;
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
@@ -241,21 +208,11 @@ async fn rotations_are_backfilled(store: &dyn Store) {
 async fn sqlite_key_rotation_migration_backfills_replacements() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("v8.db");
-    {
-        let conn = rusqlite::Connection::open(&path).unwrap();
-        conn.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)
-            .unwrap();
-        for m in &migrations::migrations(Dialect::Sqlite)[..8] {
-            conn.execute_batch(m.sql).unwrap();
-            conn.execute(
-                "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
-                rusqlite::params![m.version, m.name],
-            )
-            .unwrap();
-        }
-        conn.execute_batch(&ROTATED_V8.replace("{t2}", "2").replace("{t}", "1"))
-            .unwrap();
-    }
+    sqlite_at(
+        &path,
+        8,
+        &ROTATED_V8.replace("{t2}", "2").replace("{t}", "1"),
+    );
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(store.migrate().await.unwrap(), 1);
     rotations_are_backfilled(&store).await;
@@ -264,29 +221,50 @@ async fn sqlite_key_rotation_migration_backfills_replacements() {
 #[tokio::test]
 async fn postgres_key_rotation_migration_backfills_replacements() {
     let db = PgDatabase::create().await;
-    {
-        let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
-        tokio::spawn(conn);
-        client
-            .batch_execute(migrations::PG_SCHEMA_MIGRATIONS)
-            .await
-            .unwrap();
-        for m in &migrations::migrations(Dialect::Postgres)[..8] {
-            client.batch_execute(m.sql).await.unwrap();
-            client
-                .execute(
-                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                    &[&m.version, &m.name],
-                )
-                .await
-                .unwrap();
-        }
-        let rows = ROTATED_V8
-            .replace("{t2}", "to_timestamp(2)")
-            .replace("{t}", "to_timestamp(1)");
-        client.batch_execute(&rows).await.unwrap();
-    }
+    let rows = ROTATED_V8
+        .replace("{t2}", "to_timestamp(2)")
+        .replace("{t}", "to_timestamp(1)");
+    pg_at(&db.url, 8, &rows).await;
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(store.migrate().await.unwrap(), 1);
     rotations_are_backfilled(&store).await;
+}
+
+/// A SQLite database at `path` migrated to `version` only (foreign keys on, as the store runs),
+/// then holding `rows`.
+fn sqlite_at(path: &std::path::Path, version: usize, rows: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(migrations::SQLITE_SCHEMA_MIGRATIONS)
+        .unwrap();
+    for m in &migrations::migrations(Dialect::Sqlite)[..version] {
+        conn.execute_batch(m.sql).unwrap();
+        conn.execute(
+            "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?1, ?2, 0)",
+            rusqlite::params![m.version, m.name],
+        )
+        .unwrap();
+    }
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    conn.execute_batch(rows).unwrap();
+}
+
+/// The PostgreSQL database at `url` migrated to `version` only, then holding `rows`.
+async fn pg_at(url: &str, version: usize, rows: &str) {
+    let (client, conn) = tokio_postgres::connect(url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    client
+        .batch_execute(migrations::PG_SCHEMA_MIGRATIONS)
+        .await
+        .unwrap();
+    for m in &migrations::migrations(Dialect::Postgres)[..version] {
+        client.batch_execute(m.sql).await.unwrap();
+        client
+            .execute(
+                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+                &[&m.version, &m.name],
+            )
+            .await
+            .unwrap();
+    }
+    client.batch_execute(rows).await.unwrap();
 }
