@@ -108,10 +108,11 @@ impl Drop for Guard {
     }
 }
 
-/// The "address" a per-address limit counts: an IPv4 address (an IPv4-mapped IPv6 one
-/// included), or an IPv6 /64, the block one subscriber is given (counting single IPv6
-/// addresses would let one client open as many connections as it has addresses).
-fn client_of(ip: IpAddr) -> IpAddr {
+/// The "address" a per-address limit counts (here, and in the admin sign-in throttle): an IPv4
+/// address (an IPv4-mapped IPv6 one included), or an IPv6 /64, the block one subscriber is
+/// given (counting single IPv6 addresses would let one client open as many connections, or
+/// make as many guesses, as it has addresses).
+pub fn client_of(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let prefix = u128::from(v6) & !((1u128 << 64) - 1);

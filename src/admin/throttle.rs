@@ -11,6 +11,8 @@ use std::net::IpAddr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::connections::client_of;
+
 /// Failures allowed in a row.
 const BURST: f64 = 10.0;
 /// One more failure is allowed after this.
@@ -43,20 +45,6 @@ impl Default for Throttle {
     }
 }
 
-/// The address a client is counted under.
-fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(prefix.into())
-            }
-        },
-    }
-}
-
 impl Throttle {
     fn with_capacity(max_clients: usize) -> Self {
         Throttle {
@@ -70,7 +58,7 @@ impl Throttle {
         let Ok(buckets) = self.buckets.lock() else {
             return Ok(());
         };
-        let Some(bucket) = buckets.get(&client_key(client)) else {
+        let Some(bucket) = buckets.get(&client_of(client)) else {
             return Ok(());
         };
         let allowed = bucket.allowed(now);
@@ -85,7 +73,7 @@ impl Throttle {
         let Ok(mut buckets) = self.buckets.lock() else {
             return;
         };
-        let key = client_key(client);
+        let key = client_of(client);
         if !buckets.contains_key(&key) && buckets.len() >= self.max_clients {
             make_room(&mut buckets, now);
         }
