@@ -7,6 +7,7 @@
 
 pub mod health;
 pub mod import;
+pub mod lifecycle;
 pub mod profile;
 
 use std::collections::HashMap;
@@ -201,6 +202,8 @@ pub struct Route {
     pub kind: RouteKind,
     pub endpoint: Endpoint,
     pub region: Option<String>,
+    /// The upstream id on this route when it differs from the model's (Vertex's `name@date`).
+    pub upstream_model: Option<String>,
     /// Resolved when the snapshot was built; `None` if resolution failed.
     pub addr: Option<SocketAddr>,
     /// Lower is preferred; routes of equal priority share the load.
@@ -368,6 +371,7 @@ fn model_from_row(
             kind,
             endpoint,
             region: r.region.clone(),
+            upstream_model: r.upstream_model.clone(),
             addr,
             priority: r.priority,
             weight: u32::try_from(r.weight).unwrap_or(1).max(1),

@@ -18,6 +18,10 @@ pub struct Profile {
     /// Smallest prompt (in tokens, estimated) worth an explicit context cache; 0 disables
     /// explicit caching for the model (implicit caching still applies upstream).
     pub min_cache_tokens: u32,
+    /// Embedding models: the output dimensionality asked of the upstream when the client names
+    /// none, so that a catalog id keeps its width on a wider successor model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<u32>,
 }
 
 impl Profile {

@@ -94,9 +94,19 @@ pub fn catalog(rows: &CatalogRows) -> String {
             m.output_price,
             other_prices(m),
             routes.join(","),
-            if m.active { "" } else { "  [inactive]" }
+            lifecycle(m)
         )
     })
+}
+
+/// `[inactive]`, with the shutdown date when the catalog knows it.
+fn lifecycle(m: &ModelRow) -> String {
+    match (m.active, m.shutdown) {
+        (true, None) => String::new(),
+        (true, Some(day)) => format!("  [shutdown {day}]"),
+        (false, None) => "  [inactive]".into(),
+        (false, Some(day)) => format!("  [inactive, shut down {day}]"),
+    }
 }
 
 /// The prices a model has beyond input and output, each as `name price`.

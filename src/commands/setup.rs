@@ -6,7 +6,7 @@ use serde::Serialize;
 
 use super::audit::{self, Actor, Change};
 use super::CommandResult;
-use crate::catalog::import;
+use crate::catalog::{import, lifecycle};
 use crate::store::{CatalogRows, Store};
 
 /// How many schema migrations ran.
@@ -22,7 +22,8 @@ pub struct Imported {
     pub routes: usize,
 }
 
-/// Migrations, then the default catalog if the catalog is empty. Idempotent.
+/// Migrations, then the default catalog if the catalog is empty, then a warning for each
+/// active model near or past its provider's shutdown date. Idempotent.
 pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResult<()> {
     let Migrated { applied } = migrate(store).await?;
     if applied > 0 {
@@ -32,6 +33,11 @@ pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResu
         let Imported { models, .. } =
             import_catalog(store, &Actor::system(), Path::new(catalog_file)).await?;
         tracing::info!(models, file = catalog_file, "default catalog imported");
+    }
+    let rows = store.load_catalog().await?;
+    let today = chrono::Utc::now().date_naive();
+    for notice in lifecycle::shutdown_notices(&rows.models, today) {
+        tracing::warn!(model = %notice.model, shutdown = %notice.shutdown, "{notice}");
     }
     Ok(())
 }

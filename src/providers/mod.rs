@@ -153,6 +153,16 @@ pub struct Target<'a> {
     pub max_cache_ttl: std::time::Duration,
 }
 
+impl Target<'_> {
+    /// The id the upstream knows the model by on this route.
+    pub fn upstream_model(&self) -> &str {
+        self.route
+            .upstream_model
+            .as_deref()
+            .unwrap_or(&self.model.upstream_model)
+    }
+}
+
 /// `tollgate.max_cache_ttl` by default: one hour.
 pub const DEFAULT_MAX_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(3600);
 

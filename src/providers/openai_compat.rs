@@ -36,7 +36,7 @@ impl Adapter for OpenAiCompat {
             Operation::Chat => "/chat/completions",
             Operation::Embeddings => "/embeddings",
         };
-        let model = json_string(&target.model.upstream_model);
+        let model = json_string(target.upstream_model());
         let stream_options = if target.stream {
             Some(with_include_usage(req.get("stream_options"))?)
         } else {

@@ -70,6 +70,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "key_rotation",
         sql: include_str!("../../sql/postgres/0009_key_rotation.sql"),
     },
+    Migration {
+        version: 10,
+        name: "model_lifecycle",
+        sql: include_str!("../../sql/postgres/0010_model_lifecycle.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -118,6 +123,11 @@ pub const SQLITE: &[Migration] = &[
         version: 9,
         name: "key_rotation",
         sql: include_str!("../../sql/sqlite/0009_key_rotation.sql"),
+    },
+    Migration {
+        version: 10,
+        name: "model_lifecycle",
+        sql: include_str!("../../sql/sqlite/0010_model_lifecycle.sql"),
     },
 ];
 

@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::money::{Price, Usd};
@@ -223,6 +223,13 @@ pub struct ModelRow {
     pub context_window: Option<u32>,
     #[serde(default = "yes")]
     pub active: bool,
+    /// The day the provider stops (or stopped) serving the model: announced for a deprecated
+    /// model that is still served, past for a retired one (kept, inactive, for its records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shutdown: Option<NaiveDate>,
+    /// Where the prices and limits come from and when they were checked (free text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A model's long-context tier: above `above` prompt tokens, the whole request is billed at
@@ -251,6 +258,10 @@ pub struct RouteRow {
     pub base_url: Option<String>,
     #[serde(default)]
     pub region: Option<String>,
+    /// The id this route calls when it differs from the model's `upstream_model` (Vertex names
+    /// older Claude models with an `@date` suffix the Anthropic API does not use).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_model: Option<String>,
     #[serde(default)]
     pub priority: i32,
     /// Share of the load among the model's routes of equal priority (1–1000).

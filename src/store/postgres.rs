@@ -1151,6 +1151,8 @@ impl Store for PgStore {
                     &extra[7],
                     &extra[8],
                     &extra[9],
+                    &m.shutdown.map(|d| d.to_string()),
+                    &m.source,
                 ],
             )
             .await
@@ -1164,8 +1166,9 @@ impl Store for PgStore {
         }
         let insert = tx
             .prepare_cached(
-                "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight,
+                                     upstream_model)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
             )
             .await?;
         for r in &rows.routes {
@@ -1179,6 +1182,7 @@ impl Store for PgStore {
                     &r.priority,
                     &r.active,
                     &r.weight,
+                    &r.upstream_model,
                 ],
             )
             .await

@@ -31,8 +31,10 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      long_input_price_micro, long_output_price_micro, \
                                      long_cache_read_price_micro, \
                                      long_cache_write_price_micro, \
-                                     long_cache_write_1h_price_micro, context_window";
-pub(crate) const ROUTE_COLS: &str = "model_id, kind, base_url, region, priority, active, weight";
+                                     long_cache_write_1h_price_micro, context_window, \
+                                     shutdown_on, source";
+pub(crate) const ROUTE_COLS: &str =
+    "model_id, kind, base_url, region, priority, active, weight, upstream_model";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
                                      stream, input_tokens, cache_read_tokens, \
                                      cache_write_tokens, output_tokens, reasoning_tokens, \
@@ -132,6 +134,14 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
             })
             .transpose()?,
         active: r.flag(12)?,
+        shutdown: r
+            .opt_text(23)?
+            .map(|d| {
+                d.parse()
+                    .map_err(|_| StoreError::Corrupt(format!("shutdown_on {d:?} is not a date")))
+            })
+            .transpose()?,
+        source: r.opt_text(24)?,
     })
 }
 
@@ -144,6 +154,7 @@ pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
         priority: r.int32(4)?,
         active: r.flag(5)?,
         weight: r.int32(6)?,
+        upstream_model: r.opt_text(7)?,
     })
 }
 

@@ -904,6 +904,8 @@ impl Store for SqliteStore {
                             extra[7],
                             extra[8],
                             extra[9],
+                            m.shutdown.map(|d| d.to_string()),
+                            m.source,
                         ])
                         .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
                 }
@@ -912,14 +914,21 @@ impl Store for SqliteStore {
                     clear.execute([id])?;
                 }
                 let mut insert = tx.prepare_cached(
-                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight,
+                                         upstream_model)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
                 for r in &rows.routes {
                     insert
                         .execute(params![
-                            r.model_id, r.kind, r.base_url, r.region, r.priority, r.active,
-                            r.weight
+                            r.model_id,
+                            r.kind,
+                            r.base_url,
+                            r.region,
+                            r.priority,
+                            r.active,
+                            r.weight,
+                            r.upstream_model
                         ])
                         .map_err(|e| {
                             if is_fk_violation(&e) {

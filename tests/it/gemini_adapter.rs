@@ -66,6 +66,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
         kind: RouteKind::GeminiApi,
         endpoint: Endpoint::parse(&sim.url).unwrap(),
         region: None,
+        upstream_model: None,
         addr: None,
         priority: 0,
         weight: 1,

@@ -265,6 +265,10 @@ fn model(id: &str, input: &str) -> ModelRow {
         max_output_tokens: None,
         context_window: Some(1_048_576),
         active: true,
+        shutdown: chrono::NaiveDate::from_ymd_opt(2027, 5, 7),
+        source: Some(format!(
+            "https://example.com/pricing/{id} (checked 2026-11-26)"
+        )),
     }
 }
 
@@ -274,6 +278,7 @@ fn route(model_id: &str, kind: &str, priority: i32) -> RouteRow {
         kind: kind.to_owned(),
         base_url: None,
         region: None,
+        upstream_model: (priority > 0).then(|| format!("{model_id}@20251001")),
         priority,
         weight: 1,
         active: true,

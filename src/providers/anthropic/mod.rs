@@ -109,7 +109,7 @@ fn transport(
     };
     Ok(format!(
         "{base}/v1/projects/{project}/locations/{location}/publishers/anthropic/models/{}:{method}",
-        target.model.upstream_model
+        target.upstream_model()
     ))
 }
 
@@ -158,6 +158,7 @@ pub(super) mod test_support {
                 can_disable: true,
             },
             min_cache_tokens: 1024,
+            dimensions: None,
         }
     }
 
@@ -187,6 +188,7 @@ pub(super) mod test_support {
             priority: 0,
             weight: 1,
             health: Default::default(),
+            upstream_model: None,
         }
     }
 

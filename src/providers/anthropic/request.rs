@@ -151,7 +151,7 @@ pub(super) fn build(
     }
     let body = MessagesRequest {
         anthropic_version: vertex.then_some(super::VERTEX_VERSION),
-        model: (!vertex).then_some(model.upstream_model.as_str()),
+        model: (!vertex).then_some(target.upstream_model()),
         max_tokens,
         system,
         messages,

@@ -70,7 +70,7 @@ pub(super) fn cache_plan(
     // Capped: the operator pays the upstream for the cache's storage.
     let ttl = ttl_seconds(ttl.as_deref())?.min(target.max_cache_ttl.as_secs().max(1));
     let model = match target.route.kind {
-        RouteKind::GeminiApi => format!("models/{}", target.model.upstream_model),
+        RouteKind::GeminiApi => format!("models/{}", target.upstream_model()),
         _ => vertex_model(target, creds)?,
     };
     let system_json = to_bytes(system)?;
@@ -88,7 +88,7 @@ pub(super) fn cache_plan(
         .unwrap_or_default();
     let mut hash = Sha256::new();
     for piece in [
-        target.model.upstream_model.as_bytes(),
+        target.upstream_model().as_bytes(),
         &system_json,
         &tools_json,
         &config_json,

@@ -343,15 +343,19 @@ pub(super) fn fan_out(
     target: &Target<'_>,
     creds: &Credentials,
 ) -> Result<FanOut, GatewayError> {
-    let model = EmbedModel::of(&target.model.upstream_model);
-    let p = parse(req, model, &target.model.id)?;
+    let upstream = target.upstream_model();
+    let model = EmbedModel::of(upstream);
+    let mut p = parse(req, model, &target.model.id)?;
+    // The catalog id's promised width, when the client names none (`google/text-embedding-004`
+    // is 768 wide on a 3072-wide successor).
+    p.dimensions = p.dimensions.or(target.model.profile.dimensions);
     let surface = Surface::of(target.route.kind)?;
     let mut headers = vec![header("content-type", "application/json")?];
     let path = transport(target, creds, surface.method(), &mut headers)?;
     let estimates: Vec<u64> = p.inputs.iter().map(|t| estimate_tokens(t, model)).collect();
     let (max_items, max_tokens) = surface.limits(model);
     let batches = plan_batches(&estimates, max_items, max_tokens);
-    let model_name = format!("models/{}", target.model.upstream_model);
+    let model_name = format!("models/{upstream}");
     let calls = batches
         .iter()
         .map(|range| {

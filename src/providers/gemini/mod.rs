@@ -153,10 +153,7 @@ fn transport(
     let base = &target.route.endpoint.base_path;
     let path = match target.route.kind {
         RouteKind::GeminiApi => {
-            format!(
-                "{base}/v1beta/models/{}:{method}",
-                target.model.upstream_model
-            )
+            format!("{base}/v1beta/models/{}:{method}", target.upstream_model())
         }
         _ => format!("{base}/v1/{}:{method}", vertex_model(target, creds)?),
     };
@@ -213,7 +210,7 @@ fn vertex_model(target: &Target<'_>, creds: &Credentials) -> Result<String, Gate
     Ok(format!(
         "{}/publishers/google/models/{}",
         vertex_location(target, creds)?,
-        target.model.upstream_model
+        target.upstream_model()
     ))
 }
 
@@ -303,6 +300,7 @@ pub(super) mod test_support {
             forward: forward.iter().map(|s| (*s).to_owned()).collect(),
             thinking,
             min_cache_tokens: 2048,
+            dimensions: None,
         }
     }
 
@@ -381,6 +379,7 @@ pub(super) mod test_support {
             priority: 0,
             weight: 1,
             health: Default::default(),
+            upstream_model: None,
         }
     }
 
