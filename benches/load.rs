@@ -543,7 +543,7 @@ struct Targets {
 /// Inputs per embeddings request.
 const EMBED_BATCH: usize = 100;
 
-fn targets(gw: &str, sim: &str, secret: &str, vertex_token: &str) -> Targets {
+fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
     let sim_addr = sim.trim_start_matches("http://");
     let auth = format!("Bearer {secret}");
     let chat = |stream: bool| {
@@ -553,7 +553,11 @@ fn targets(gw: &str, sim: &str, secret: &str, vertex_token: &str) -> Targets {
     let gemini = json!({"contents": [{"role": "user", "parts": [{"text": PROMPT}]}]});
     let key = [("x-goog-api-key", "sim-gemini-key")];
     let inputs: Vec<String> = (0..EMBED_BATCH).map(|i| format!("{i}: {PROMPT}")).collect();
-    let instances: Vec<Value> = inputs.iter().map(|t| json!({"content": t})).collect();
+    // What the gateway sends for `google/text-embedding-004`: one Developer API batch.
+    let requests: Vec<Value> = inputs
+        .iter()
+        .map(|t| json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": t}]}, "outputDimensionality": 768}))
+        .collect();
     Targets {
         gw_embed: post(
             gw,
@@ -563,9 +567,9 @@ fn targets(gw: &str, sim: &str, secret: &str, vertex_token: &str) -> Targets {
         ),
         sim_embed: post(
             sim_addr,
-            "/v1/projects/bench/locations/us-central1/publishers/google/models/text-embedding-004:predict",
-            &[("authorization", &format!("Bearer {vertex_token}"))],
-            &json!({"instances": instances}),
+            "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+            &key,
+            &json!({"requests": requests}),
         ),
         gw_buffered: post(
             gw,
@@ -592,35 +596,6 @@ fn targets(gw: &str, sim: &str, secret: &str, vertex_token: &str) -> Targets {
             &gemini,
         ),
     }
-}
-
-/// A Vertex access token from the simulator's token endpoint, for hitting Vertex directly
-/// (the simulator checks the assertion's shape, not its signature).
-async fn vertex_token(sim: &str) -> String {
-    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    use base64::Engine as _;
-    let now = chrono::Utc::now().timestamp();
-    let claims = json!({"iss": "bench@bench.iam.gserviceaccount.com",
-        "scope": "https://www.googleapis.com/auth/cloud-platform",
-        "aud": format!("{sim}/token"), "iat": now, "exp": now + 3600});
-    let assertion = format!(
-        "{}.{}.c2ln",
-        URL_SAFE_NO_PAD.encode(br#"{"alg":"RS256","typ":"JWT"}"#),
-        URL_SAFE_NO_PAD.encode(claims.to_string())
-    );
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{sim}/token"))
-        .form(&[
-            ("grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"),
-            ("assertion", &assertion),
-        ])
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    answer["access_token"].as_str().unwrap().to_owned()
 }
 
 /// 2,000 (or `n`) streams open at once, each `events` events `gap_ms` apart: the gateway's peak
@@ -698,7 +673,7 @@ async fn main() {
     let (_sim, sim_url) = start_sim(1);
     let gw = Gateway::start(0, &sim_url, store.as_deref());
     let (ws, secret) = gw.key();
-    let t = targets(&gw.addr, &sim_url, &secret, &vertex_token(&sim_url).await);
+    let t = targets(&gw.addr, &sim_url, &secret);
     let pid = gw.pid();
     let idle_rss = rss_kb(pid, "VmRSS:");
     // Warm up both paths (connections, caches, allocator).

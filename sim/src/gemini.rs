@@ -424,8 +424,10 @@ fn family(model: &str) -> Family {
     }
 }
 
+/// Thinking levels per model (Vertex model guides, Nov 2026): 3.7 and 3.8 Flash dropped
+/// `minimal`; 3 Pro Preview had only two levels.
 fn g3_levels(model: &str) -> &'static [&'static str] {
-    if model.contains("flash") {
+    if model.contains("flash") && version(model) < 3.65 {
         &["minimal", "low", "medium", "high"]
     } else if model.contains("pro") && version(model) < 3.05 {
         &["low", "high"]
@@ -2274,6 +2276,8 @@ mod tests {
         assert_eq!(family("gemini-3-pro-preview"), Family::G3);
         assert_eq!(family("gemini-2.0-flash"), Family::Old);
         assert_eq!(g3_levels("gemini-3-pro-preview"), &["low", "high"]);
+        assert_eq!(g3_levels("gemini-3.6-flash")[0], "minimal");
+        assert_eq!(g3_levels("gemini-3.8-flash"), &["low", "medium", "high"]);
         assert_eq!(
             g3_levels("gemini-3.1-pro-preview"),
             &["low", "medium", "high"]

@@ -8,6 +8,9 @@
 pub mod health;
 pub mod import;
 pub mod lifecycle;
+
+#[cfg(test)]
+mod default_prices;
 pub mod profile;
 
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
-//! Embeddings on family A end to end: the real gateway against `tollgate-sim`, on Vertex
-//! (`google/text-embedding-004`, the default catalog's route) and on the Developer API
-//! (`devapi/*`, pinned by the harness), asserting what the client gets and what reached
-//! upstream. The simulator's vectors depend only on the text and the width (see its
+//! Embeddings on family A end to end: the real gateway against `tollgate-sim`, on the Developer
+//! API (`google/text-embedding-004`, the default catalog's first route, served by
+//! `gemini-embedding-001` at 768 dimensions) and on Vertex (`vertex/text-embedding-005`, pinned
+//! by the harness), asserting what the client gets and what reached upstream. The simulator's vectors depend only on the text and the width (see its
 //! `content.rs`), so both routes must give the same vectors for the same text.
 
 use std::time::Instant;
@@ -11,8 +11,8 @@ use serde_json::{json, Value};
 
 use crate::harness::{Gateway, Sim};
 
-const VERTEX: &str = "google/text-embedding-004";
-const DEVAPI: &str = "devapi/text-embedding-004";
+const VERTEX: &str = "vertex/text-embedding-005";
+const DEVAPI: &str = "google/text-embedding-004";
 const ROUTES: [&str; 2] = [VERTEX, DEVAPI];
 
 struct Env {
@@ -141,7 +141,7 @@ async fn single_string_on_both_routes() {
         let c = &calls[0];
         if model == VERTEX {
             assert_eq!(c["route"], "vertex.predict");
-            assert_eq!(c["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/text-embedding-004:predict");
+            assert_eq!(c["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/text-embedding-005:predict");
             assert!(c["headers"]["authorization"]
                 .as_str()
                 .unwrap()
@@ -154,12 +154,12 @@ async fn single_string_on_both_routes() {
             assert_eq!(c["route"], "gemini.batch_embed");
             assert_eq!(
                 c["path"],
-                "/v1beta/models/text-embedding-004:batchEmbedContents"
+                "/v1beta/models/gemini-embedding-001:batchEmbedContents"
             );
             assert_eq!(c["headers"]["x-goog-api-key"], "sim-gemini-key");
             assert_eq!(
                 c["body"],
-                json!({"requests": [{"model": "models/text-embedding-004", "content": {"parts": [{"text": "hello world"}]}}]})
+                json!({"requests": [{"model": "models/gemini-embedding-001", "content": {"parts": [{"text": "hello world"}]}, "outputDimensionality": 768}]})
             );
         }
         assert!(
@@ -172,11 +172,13 @@ async fn single_string_on_both_routes() {
         );
         by_route.push(vs.into_iter().next().unwrap());
     }
-    assert_eq!(
-        bits(&by_route[0]),
-        bits(&by_route[1]),
-        "same text, same vector"
-    );
+    // Two upstream models: close (the simulator derives both from the text) but not the same.
+    let apart: f32 = by_route[0]
+        .iter()
+        .zip(&by_route[1])
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max);
+    assert!(apart < 1e-3, "same text, nearly the same vector: {apart}");
 }
 
 #[tokio::test]
@@ -296,20 +298,33 @@ async fn calls_run_concurrently_with_a_bound_of_four() {
 #[tokio::test]
 async fn dimensions_and_task_type_reach_upstream() {
     let e = env().await;
-    let full = e.ok(json!({"model": VERTEX, "input": "tune me"})).await;
-    let full = vectors(&full, VERTEX, 1).remove(0);
     for model in ROUTES {
+        let full = e.ok(json!({"model": model, "input": "tune me"})).await;
+        let full = vectors(&full, model, 1).remove(0);
         e.clear().await;
         let v = e
             .ok(json!({"model": model, "input": ["tune me", "and me"], "dimensions": 256, "task_type": "RETRIEVAL_DOCUMENT"}))
             .await;
         let vs = vectors(&v, model, 2);
         assert!(vs.iter().all(|x| x.len() == 256), "{model}");
-        assert_eq!(
-            bits(&vs[0]),
-            bits(&full[..256]),
-            "{model}: a truncated (Matryoshka) prefix"
-        );
+        if model == VERTEX {
+            assert_eq!(
+                bits(&vs[0]),
+                bits(&full[..256]),
+                "{model}: a truncated (Matryoshka) prefix"
+            );
+        } else {
+            // gemini-embedding-001 is unit length only at 3072: the gateway normalises cuts,
+            // so the 256 prefix is the 768 vector's prefix scaled to unit length.
+            let norm = full[..256].iter().map(|x| x * x).sum::<f32>().sqrt();
+            for (got, want) in vs[0].iter().zip(&full[..256]) {
+                assert!(
+                    (got - want / norm).abs() < 1e-5,
+                    "{model}: {got} vs {}",
+                    want / norm
+                );
+            }
+        }
         let calls = e.calls().await;
         assert_eq!(calls.len(), 1);
         let b = &calls[0]["body"];
@@ -390,9 +405,9 @@ async fn client_errors_are_400_before_upstream() {
         (json!({"model": VERTEX, "input": [1, 2, 3]}), "token ids is not supported"),
         (json!({"model": DEVAPI, "input": [[1, 2]]}), "token ids is not supported"),
         (json!({"model": VERTEX}), "missing required field: input"),
-        (json!({"model": VERTEX, "input": "x", "dimensions": 0}), "dimensions must be between 1 and 768 for model \"google/text-embedding-004\" (got 0)"),
-        (json!({"model": DEVAPI, "input": "x", "dimensions": 769}), "dimensions must be between 1 and 768 for model \"devapi/text-embedding-004\" (got 769)"),
-        (json!({"model": VERTEX, "input": "x", "task_type": "SUMMARIZATION"}), "task_type \"SUMMARIZATION\" is not supported by model \"google/text-embedding-004\"; use one of: RETRIEVAL_QUERY,"),
+        (json!({"model": VERTEX, "input": "x", "dimensions": 0}), "dimensions must be between 1 and 768 for model \"vertex/text-embedding-005\" (got 0)"),
+        (json!({"model": DEVAPI, "input": "x", "dimensions": 3073}), "dimensions must be between 1 and 3072 for model \"google/text-embedding-004\" (got 3073)"),
+        (json!({"model": VERTEX, "input": "x", "task_type": "SUMMARIZATION"}), "task_type \"SUMMARIZATION\" is not supported by model \"vertex/text-embedding-005\"; use one of: RETRIEVAL_QUERY,"),
         (json!({"model": VERTEX, "input": "x", "encoding_format": "int8"}), "encoding_format must be \"float\" or \"base64\""),
         (json!({"model": VERTEX, "input": "x", "stream": true}), "embeddings cannot be streamed"),
     ];
@@ -455,7 +470,8 @@ async fn upstream_429_fails_the_request_with_its_status() {
 #[tokio::test]
 async fn one_failing_batch_fails_the_whole_request() {
     let e = env().await;
-    for (model, calls) in [(DEVAPI, 3), (VERTEX, 2)] {
+    // Models with one route each: a failover would retry the whole request elsewhere.
+    for (model, calls) in [("devapi/gemini-embedding-001", 3), (VERTEX, 2)] {
         e.clear().await;
         let mut inputs: Vec<String> = (0..251).map(|i| format!("input {i}")).collect();
         inputs[180] = "this one fails [sim:fault=503]".into();

@@ -178,19 +178,26 @@ async fn thinking_maps_to_a_clamped_budget_on_2_5() {
 #[tokio::test]
 async fn thinking_maps_to_a_level_on_gemini_3() {
     let e = env().await;
-    for (effort, level) in [
-        ("low", "low"),
-        ("medium", "high"),
-        ("high", "high"),
-        ("minimal", "low"),
+    // 3.1 Pro and 3.8 Flash have no `minimal` level (the simulator answers it with Google's
+    // 400); 3 Flash has.
+    for (model, effort, level) in [
+        ("google/gemini-3.1-pro-preview", "low", "low"),
+        ("google/gemini-3.1-pro-preview", "medium", "medium"),
+        ("google/gemini-3.1-pro-preview", "xhigh", "high"),
+        ("google/gemini-3.8-flash", "minimal", "low"),
+        ("google/gemini-3.8-flash", "none", "low"),
+        ("google/gemini-3-flash-preview", "minimal", "minimal"),
+        ("google/gemini-3.6-flash", "high", "high"),
     ] {
-        let (status, v) = e.chat(json!({"model": "google/gemini-3-pro-preview", "messages": user("think"), "reasoning_effort": effort})).await;
-        assert_eq!(status, 200, "{effort}: {v}");
+        let (status, v) = e
+            .chat(json!({"model": model, "messages": user("think"), "reasoning_effort": effort}))
+            .await;
+        assert_eq!(status, 200, "{model} {effort}: {v}");
         let sent = &e.last_upstream().await["body"]["generationConfig"]["thinkingConfig"];
         assert_eq!(
             sent,
             &json!({"thinkingLevel": level, "includeThoughts": true}),
-            "effort {effort}"
+            "{model} effort {effort}"
         );
     }
 }
@@ -225,10 +232,10 @@ async fn unsupported_parameters_are_dropped_per_generation() {
     );
     assert_eq!(g["maxOutputTokens"], 300);
     assert_eq!(g["stopSequences"], json!(["END"]));
+    assert_eq!(g["seed"], 7, "2.5 forwards seed: {g}");
     for dropped in [
         "frequencyPenalty",
         "presencePenalty",
-        "seed",
         "logprobs",
         "responseLogprobs",
     ] {
@@ -249,18 +256,23 @@ async fn unsupported_parameters_are_dropped_per_generation() {
         assert!(!text.contains(dropped), "{dropped} leaked upstream: {text}");
     }
 
-    let (status, v) = e.chat(with("google/gemini-2.0-flash")).await;
-    assert_eq!(status, 200, "{v}");
-    let g = e.last_upstream().await["body"]["generationConfig"].clone();
-    assert_eq!(
-        (
-            g["frequencyPenalty"].as_f64(),
-            g["presencePenalty"].as_f64(),
-            g["seed"].as_u64()
-        ),
-        (Some(0.5), Some(0.25), Some(7)),
-        "2.0 forwards them: {g}"
-    );
+    // Google deprecated the sampling parameters from 3.6 on: seed goes with them.
+    for model in ["google/gemini-3.8-flash", "google/gemini-3.5-flash-lite"] {
+        let (status, v) = e.chat(with(model)).await;
+        assert_eq!(status, 200, "{model}: {v}");
+        let g = e.last_upstream().await["body"]["generationConfig"].clone();
+        for dropped in [
+            "temperature",
+            "topP",
+            "topK",
+            "seed",
+            "frequencyPenalty",
+            "presencePenalty",
+        ] {
+            assert!(g.get(dropped).is_none(), "{model} sent {dropped}: {g}");
+        }
+        assert_eq!(g["maxOutputTokens"], 300, "{model}");
+    }
 }
 
 fn weather_tools() -> Value {
@@ -272,8 +284,8 @@ fn weather_tools() -> Value {
 async fn tool_calls_round_trip_with_thought_signatures() {
     let e = env().await;
     for model in [
-        "google/gemini-3-pro-preview",
-        "vertex/gemini-3-pro-preview",
+        "google/gemini-3.1-pro-preview",
+        "vertex/gemini-3.1-pro-preview",
         "google/gemini-2.5-flash",
     ] {
         let mut messages = user("weather in Paris? [sim:call=get_weather]")

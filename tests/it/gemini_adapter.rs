@@ -138,7 +138,7 @@ fn replay(call: &Value) -> Value {
 #[tokio::test]
 async fn gemini3_tool_call_round_trips_its_signature() {
     let sim = Sim::start();
-    let m = model("gemini-3-pro-preview", "gemini-3-pro");
+    let m = model("gemini-3.1-pro-preview", "gemini-3.1-pro");
     for stream in [false, true] {
         let ask = json!({"model": "x", "stream": stream, "tools": weather_tools(), "tool_choice": "required",
             "reasoning_effort": "minimal",
@@ -194,9 +194,14 @@ async fn thinking_and_parameters_are_accepted_per_model() {
     };
     let cases = [
         (
-            "gemini-2.0-flash",
-            "gemini-2.0",
-            json!({"reasoning_effort": "high"}),
+            "gemini-3.8-flash",
+            "gemini-3.7",
+            json!({"reasoning_effort": "minimal"}),
+        ),
+        (
+            "gemini-3.6-flash",
+            "gemini-3.6",
+            json!({"reasoning_effort": "xhigh"}),
         ),
         (
             "gemini-2.5-pro",
@@ -224,18 +229,18 @@ async fn thinking_and_parameters_are_accepted_per_model() {
             json!({"reasoning": {"enabled": true}}),
         ),
         (
-            "gemini-3-pro-preview",
-            "gemini-3-pro",
+            "gemini-3.1-pro-preview",
+            "gemini-3.1-pro",
             json!({"reasoning_effort": "minimal"}),
         ),
         (
-            "gemini-3-pro-preview",
-            "gemini-3-pro",
+            "gemini-3.1-pro-preview",
+            "gemini-3.1-pro",
             json!({"reasoning": {"effort": "none"}}),
         ),
         (
-            "gemini-3-pro-preview",
-            "gemini-3-pro",
+            "gemini-3.1-pro-preview",
+            "gemini-3.1-pro",
             json!({"reasoning": {"max_tokens": 5000}}),
         ),
         (

@@ -714,21 +714,21 @@ fn provider_conf(sim: &str) -> String {
 }
 
 /// Test models that pin one route kind each, with the default catalog's profiles. The default
-/// catalog serves `google/text-embedding-004` on Vertex; `devapi/*` embedding models pin the
-/// Developer API (the simulator serves every `*embedding*` model there: text-embedding-004 with
-/// 768 dimensions, gemini-embedding-001 — the successor — with 3072).
+/// catalog serves `google/text-embedding-004` by `gemini-embedding-001` at 768 dimensions, on
+/// the Developer API first; `vertex/text-embedding-005` pins Vertex's `:predict` with a model
+/// that is 768 wide natively and takes 250 inputs a call.
 const ROUTE_CATALOG: &str = "models:
   - {id: vertex/gemini-2.5-flash, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 0.30, output_price: 2.50, cache_read_price: 0.03}
-  - {id: vertex/gemini-3-pro-preview, provider: google, family: gemini, kind: chat, upstream_model: gemini-3-pro-preview, profile: gemini-3-pro, input_price: 2, output_price: 12, cache_read_price: 0.2}
+  - {id: vertex/gemini-3.1-pro-preview, provider: google, family: gemini, kind: chat, upstream_model: gemini-3.1-pro-preview, profile: gemini-3.1-pro, input_price: 2, output_price: 12, cache_read_price: 0.2}
   - {id: global/gemini-2.5-flash, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 0.30, output_price: 2.50, cache_read_price: 0.03}
-  - {id: devapi/text-embedding-004, provider: google, family: gemini, kind: embedding, upstream_model: text-embedding-004, profile: embedding, input_price: 0.025, output_price: 0.0, capabilities: [embeddings]}
+  - {id: vertex/text-embedding-005, provider: google, family: gemini, kind: embedding, upstream_model: text-embedding-005, profile: embedding, input_price: 0.025, output_price: 0.0, capabilities: [embeddings]}
   - {id: devapi/gemini-embedding-001, provider: google, family: gemini, kind: embedding, upstream_model: gemini-embedding-001, profile: embedding, input_price: 0.15, output_price: 0.0, capabilities: [embeddings]}
   - {id: vertex/claude-sonnet-4-5, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-sonnet-4-5@20250929, profile: claude, input_price: 3, output_price: 15, cache_read_price: 0.30, cache_write_price: 3.75, max_output_tokens: 64000}
 routes:
   - {model_id: vertex/gemini-2.5-flash, kind: vertex, region: us-central1}
-  - {model_id: vertex/gemini-3-pro-preview, kind: vertex, region: us-central1}
+  - {model_id: vertex/gemini-3.1-pro-preview, kind: vertex-global, region: global}
   - {model_id: global/gemini-2.5-flash, kind: vertex-global, region: global}
-  - {model_id: devapi/text-embedding-004, kind: gemini-api}
+  - {model_id: vertex/text-embedding-005, kind: vertex, region: us-central1}
   - {model_id: devapi/gemini-embedding-001, kind: gemini-api}
   - {model_id: vertex/claude-sonnet-4-5, kind: vertex-anthropic, region: us-east5}
 ";

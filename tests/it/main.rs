@@ -11,6 +11,7 @@ mod architecture;
 mod billing;
 mod bodies;
 mod console;
+mod default_catalog;
 mod disconnects;
 mod embeddings;
 mod fake_upstream;

@@ -58,12 +58,12 @@ async fn official_python_sdk_chats_through_the_gateway() {
 
 #[tokio::test]
 async fn official_python_sdk_embeds_through_the_gateway() {
-    // Vertex (the default catalog's route) and the Developer API (pinned by the harness).
+    // The Developer API (the default catalog's first route) and Vertex (pinned by the harness).
     let stdout = run_script(
         "sdk_embeddings.py",
         &[(
             "TOLLGATE_EMBED_MODELS",
-            "google/text-embedding-004,devapi/text-embedding-004",
+            "google/text-embedding-004,vertex/text-embedding-005",
         )],
     )
     .await;

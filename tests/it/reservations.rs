@@ -11,7 +11,7 @@ const BURST: usize = 100;
 
 /// A chat the simulator answers after 1.5 s, so the whole burst is in flight together.
 fn slow() -> Value {
-    json!({"model": "anthropic/claude-opus-4-1", "max_tokens": 64,
+    json!({"model": "anthropic/claude-opus-5-5", "max_tokens": 64,
            "messages": [{"role": "user", "content": "[sim:latency=1500] tell me"}]})
 }
 
@@ -194,7 +194,7 @@ async fn strict_credit_refuses_what_the_balance_cannot_pay_for() {
     gw.cli(&["credit", "add", "--workspace", &ws, "--usd", "0.01"]);
     let key = gw.key(&ws, &[]);
     let ask = |max_tokens: u32| {
-        json!({"model": "anthropic/claude-opus-4-1", "max_tokens": max_tokens,
+        json!({"model": "anthropic/claude-opus-5-5", "max_tokens": max_tokens,
                "messages": [{"role": "user", "content": "hi"}]})
     };
     let res = gw.chat(&key, ask(32_000)).await;

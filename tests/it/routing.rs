@@ -410,7 +410,11 @@ async fn models_are_listed_only_while_a_route_has_credentials() {
         listed("anthropic/claude-haiku-4-5"),
         "Anthropic key: {ids:?}"
     );
-    for vertex_only in ["vertex/gemini-2.5-flash", "google/text-embedding-004"] {
+    assert!(
+        listed("google/text-embedding-004"),
+        "served on the Developer API first: {ids:?}"
+    );
+    for vertex_only in ["vertex/gemini-2.5-flash", "vertex/text-embedding-005"] {
         assert!(
             !listed(vertex_only),
             "{vertex_only} has no credentials: {ids:?}"
@@ -451,7 +455,7 @@ async fn an_embeddings_fan_out_fails_over_whole_to_the_next_route() {
     let file = gw.dir.path().join("two-routes.yaml");
     std::fs::write(
         &file,
-        "models:\n  - {id: two/embed, provider: google, family: gemini, kind: embedding, upstream_model: text-embedding-004, profile: embedding, input_price: 0.025, output_price: 0}\n\
+        "models:\n  - {id: two/embed, provider: google, family: gemini, kind: embedding, upstream_model: gemini-embedding-001, profile: embedding-768, input_price: 0.025, output_price: 0}\n\
          routes:\n  - {model_id: two/embed, kind: gemini-api, priority: 0}\n\
          \x20 - {model_id: two/embed, kind: vertex, region: us-central1, priority: 10}\n",
     )

@@ -101,6 +101,10 @@ pub struct EmbedModel {
     pub task_types: &'static [&'static str],
     /// Inputs per Vertex `:predict` call (never above [`VERTEX_MAX_INSTANCES`]).
     pub vertex_max_instances: usize,
+    /// Whether the model's vectors are unit length only at full width: Google documents that
+    /// `gemini-embedding-001` cut below 3072 must be normalised by the caller. OpenAI clients
+    /// expect unit vectors at any `dimensions`, so the gateway normalises such cuts.
+    pub cut_needs_normalising: bool,
 }
 
 /// The embedding models the gateway has limits for (gemini.md §10).
@@ -111,6 +115,7 @@ pub const MODELS: &[EmbedModel] = &[
         max_input_tokens: 2048,
         task_types: TASK_TYPES,
         vertex_max_instances: VERTEX_MAX_INSTANCES,
+        cut_needs_normalising: false,
     },
     EmbedModel {
         name: "text-embedding-005",
@@ -118,6 +123,7 @@ pub const MODELS: &[EmbedModel] = &[
         max_input_tokens: 2048,
         task_types: TASK_TYPES_WITH_CODE,
         vertex_max_instances: VERTEX_MAX_INSTANCES,
+        cut_needs_normalising: false,
     },
     EmbedModel {
         name: "text-multilingual-embedding-002",
@@ -125,6 +131,7 @@ pub const MODELS: &[EmbedModel] = &[
         max_input_tokens: 2048,
         task_types: TASK_TYPES,
         vertex_max_instances: VERTEX_MAX_INSTANCES,
+        cut_needs_normalising: false,
     },
     EmbedModel {
         name: "gemini-embedding-001",
@@ -132,6 +139,7 @@ pub const MODELS: &[EmbedModel] = &[
         max_input_tokens: 2048,
         task_types: TASK_TYPES_WITH_CODE,
         vertex_max_instances: 1,
+        cut_needs_normalising: true,
     },
 ];
 
@@ -143,6 +151,7 @@ const OTHER: EmbedModel = EmbedModel {
     max_input_tokens: 2048,
     task_types: TASK_TYPES_WITH_CODE,
     vertex_max_instances: 1,
+    cut_needs_normalising: true,
 };
 
 impl EmbedModel {
@@ -376,6 +385,7 @@ pub(super) fn fan_out(
         batches,
         estimates,
         base64: p.base64,
+        normalise: model.cut_needs_normalising && p.dimensions.is_some_and(|d| d < model.max_dims),
     };
     Ok(FanOut {
         calls,
@@ -505,6 +515,8 @@ struct JoinPlan {
     batches: Vec<Range<usize>>,
     estimates: Vec<u64>,
     base64: bool,
+    /// Scale every vector to unit length ([`EmbedModel::cut_needs_normalising`]).
+    normalise: bool,
 }
 
 impl JoinPlan {
@@ -550,6 +562,9 @@ impl JoinPlan {
                 )));
             }
         }
+        if self.normalise {
+            vectors.iter_mut().for_each(|v| normalise(v));
+        }
         let body = embeddings::render(&vectors, self.base64, &cx.model_id, tokens)
             .map_err(|e| TranslateError::Shape(e.to_string()))?;
         Ok(Translated {
@@ -559,6 +574,19 @@ impl JoinPlan {
                 ..Usage::default()
             },
         })
+    }
+}
+
+/// Scales `v` to unit length (a zero vector stays zero).
+fn normalise(v: &mut [f32]) {
+    let norm = v
+        .iter()
+        .map(|x| f64::from(*x) * f64::from(*x))
+        .sum::<f64>()
+        .sqrt();
+    if norm > 0.0 {
+        v.iter_mut()
+            .for_each(|x| *x = (f64::from(*x) / norm) as f32);
     }
 }
 
@@ -993,6 +1021,29 @@ mod tests {
         assert_eq!(v["object"], want["object"]);
         assert_eq!(v["data"][1]["object"], want["data"][1]["object"]);
         assert_eq!(v["usage"]["total_tokens"], v["usage"]["prompt_tokens"]);
+    }
+
+    #[test]
+    fn vectors_cut_below_full_width_are_normalised_where_google_leaves_it_to_the_caller() {
+        let three_four = || Bytes::from_static(br#"{"embeddings":[{"values":[3.0,4.0]}]}"#);
+        let cases = [
+            ("gemini-embedding-001", json!(2), [0.6, 0.8]),
+            ("gemini-embedding-001", json!(null), [3.0, 4.0]),
+            ("text-embedding-005", json!(2), [3.0, 4.0]),
+        ];
+        for (upstream, dims, want) in cases {
+            let f = plan(
+                json!({"model": ID, "input": "x", "dimensions": dims}),
+                upstream,
+                RouteKind::GeminiApi,
+            );
+            let (v, _) = join(f, &[three_four()]);
+            assert_eq!(
+                floats(&v["data"][0]["embedding"]),
+                want,
+                "{upstream} {dims}"
+            );
+        }
     }
 
     #[test]

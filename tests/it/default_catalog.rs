@@ -1,0 +1,167 @@
+//! The default catalog against the simulator, which knows the upstream ids Google and
+//! Anthropic serve (and answers retired ones with their 404): every active model answers on
+//! every route it lists, chat buffered and streamed with every parameter a client may send (its
+//! profile decides what is forwarded, the simulator refuses what the real service refuses), and
+//! `/v1/models` lists exactly the active models.
+
+use std::path::Path;
+
+use serde_json::{json, Value};
+use tollgate::store::{CatalogRows, ModelRow, RouteRow};
+
+use crate::harness::{chunks, sse_data, Gateway, Sim, SimEnv};
+
+fn default_catalog() -> CatalogRows {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/catalog.yaml");
+    tollgate::catalog::import::read_file(&path).unwrap()
+}
+
+/// One model per (model, active route) of the default catalog, pinned to that route:
+/// `pin/<n>/<model id>`, same upstream id, profile and prices.
+fn pinned(rows: &CatalogRows) -> (CatalogRows, Vec<(String, RouteRow)>) {
+    let mut out = CatalogRows::default();
+    let mut pins = Vec::new();
+    for m in rows.models.iter().filter(|m| m.active) {
+        let routes = rows
+            .routes
+            .iter()
+            .filter(|r| r.model_id == m.id && r.active);
+        for (n, r) in routes.enumerate() {
+            let id = format!("pin/{n}/{}", m.id);
+            out.models.push(ModelRow {
+                id: id.clone(),
+                ..m.clone()
+            });
+            let route = RouteRow {
+                model_id: id.clone(),
+                priority: 0,
+                ..r.clone()
+            };
+            out.routes.push(route.clone());
+            pins.push((id, route));
+        }
+    }
+    (out, pins)
+}
+
+/// Everything an OpenAI client may send with a chat; each model forwards what its profile
+/// says and drops the rest.
+fn chat_body(model: &str, stream: bool) -> Value {
+    json!({"model": model, "stream": stream,
+        "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hello catalog"}],
+        "temperature": 0.4, "top_p": 0.9, "top_k": 20, "max_tokens": 2048, "stop": ["\n\n\n"],
+        "seed": 7, "frequency_penalty": 0.5, "presence_penalty": 0.25, "n": 1,
+        "reasoning_effort": "medium", "user": "catalog-test", "logit_bias": {"1": 2}})
+}
+
+#[tokio::test]
+async fn every_active_model_answers_on_every_route_it_lists() {
+    let rows = default_catalog();
+    let (pinned_rows, pins) = pinned(&rows);
+    let sim = Sim::start();
+    let mut gw = Gateway::builder().simulator(&sim).build();
+    let file = gw.dir.path().join("pinned.yaml");
+    std::fs::write(&file, serde_json::to_string(&pinned_rows).unwrap()).unwrap();
+    gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+    gw.start();
+    let (_, key) = gw.workspace_with_key();
+    let kinds: Vec<&str> = pins.iter().map(|(_, r)| r.kind.as_str()).collect();
+    for kind in [
+        "gemini-api",
+        "vertex",
+        "vertex-global",
+        "anthropic",
+        "vertex-anthropic",
+    ] {
+        assert!(kinds.contains(&kind), "no {kind} route in the catalog");
+    }
+    let post = |path: &'static str, body: Value| {
+        let req = reqwest::Client::new()
+            .post(gw.url(path))
+            .bearer_auth(&key)
+            .json(&body);
+        async move {
+            let res = req.send().await.unwrap();
+            (res.status().as_u16(), res.text().await.unwrap())
+        }
+    };
+    let mut failures = Vec::new();
+    for (id, route) in &pins {
+        let model = rows.models.iter().find(|m| id.ends_with(&m.id)).unwrap();
+        let what = format!("{} on {} {:?}", model.id, route.kind, route.region);
+        if model.kind == "embedding" {
+            let (status, body) = post(
+                "/v1/embeddings",
+                json!({"model": id, "input": ["one", "two"]}),
+            )
+            .await;
+            let v: Value = serde_json::from_str(&body).unwrap_or_default();
+            let width = v["data"][1]["embedding"].as_array().map(Vec::len);
+            let want = if model.id == "google/text-embedding-004" {
+                768
+            } else {
+                3072
+            };
+            if status != 200 || width != Some(want) {
+                failures.push(format!(
+                    "{what}: embeddings {status} width {width:?} {body}"
+                ));
+            }
+            continue;
+        }
+        let (status, body) = post("/v1/chat/completions", chat_body(id, false)).await;
+        let v: Value = serde_json::from_str(&body).unwrap_or_default();
+        let text = v["choices"][0]["message"]["content"].as_str().unwrap_or("");
+        if status != 200 || !text.contains("hello catalog") {
+            failures.push(format!("{what}: buffered {status} {body}"));
+            continue;
+        }
+        let (status, body) = post("/v1/chat/completions", chat_body(id, true)).await;
+        let frames = sse_data(&body);
+        if status != 200 || frames.last().map(String::as_str) != Some("[DONE]") {
+            failures.push(format!("{what}: stream {status} {body}"));
+            continue;
+        }
+        let streamed: String = chunks(&frames)
+            .iter()
+            .filter_map(|c| {
+                c["choices"][0]["delta"]["content"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+        if !streamed.contains("hello catalog") {
+            failures.push(format!("{what}: streamed text {streamed:?}"));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[tokio::test]
+async fn models_lists_exactly_the_active_models() {
+    let e = SimEnv::start();
+    let rows = default_catalog();
+    let listed = e.gw.model_ids(&e.key).await;
+    for m in &rows.models {
+        assert_eq!(
+            listed.contains(&m.id),
+            m.active,
+            "{} (active: {}) in {listed:?}",
+            m.id,
+            m.active
+        );
+    }
+}
+
+#[tokio::test]
+async fn retired_models_stay_in_the_catalog_but_are_not_served() {
+    let e = SimEnv::start();
+    let rows = default_catalog();
+    let retired: Vec<&ModelRow> = rows.models.iter().filter(|m| !m.active).collect();
+    assert!(!retired.is_empty() && retired.iter().all(|m| m.shutdown.is_some()));
+    for m in retired {
+        let (status, v) = e.chat(chat_body(&m.id, false)).await;
+        assert_eq!(status, 400, "{}: {v}", m.id);
+        assert_eq!(v["error"]["code"], "model_not_found", "{v}");
+    }
+}
