@@ -165,3 +165,31 @@ async fn retired_models_stay_in_the_catalog_but_are_not_served() {
         assert_eq!(v["error"]["code"], "model_not_found", "{v}");
     }
 }
+
+#[tokio::test]
+async fn the_gateway_warns_at_start_of_models_near_their_shutdown() {
+    let sim = Sim::start();
+    let mut gw = Gateway::builder().simulator(&sim).capture_logs().build();
+    let today = chrono::Utc::now().date_naive();
+    let soon = today + chrono::Days::new(10);
+    let later = today + chrono::Days::new(31);
+    let file = gw.dir.path().join("lifecycle.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "models:\n  - {{id: g/soon, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 1, output_price: 1, shutdown: {soon}}}\n\
+             \x20 - {{id: g/later, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 1, output_price: 1, shutdown: {later}}}\n\
+             \x20 - {{id: g/gone, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 1, output_price: 1, shutdown: {today}, active: false}}\n"
+        ),
+    )
+    .unwrap();
+    gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+    let listed = gw.cli(&["catalog", "list"]);
+    assert!(listed.contains(&format!("[shutdown {soon}]")), "{listed}");
+    assert!(listed.contains(&format!("[inactive, shut down {today}]")), "{listed}");
+    gw.start();
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    let warned = |id: &str| log.lines().any(|l| l.contains("WARN") && l.contains(&format!("model {id} is shut down")));
+    assert!(warned("g/soon"), "{log}");
+    assert!(!warned("g/later") && !warned("g/gone"), "{log}");
+}
