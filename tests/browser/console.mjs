@@ -287,6 +287,8 @@ async function run(browser) {
     const n = await page.locator('#catalog-table tr[data-testid="model-row"]').count();
     assert.ok(n > 0, 'the catalog lists no model');
     await page.locator(`#catalog-table tr[data-testid="model-row"][data-model-id="${CHAT_MODEL}"]`).waitFor();
+    const retired = page.locator('#catalog-table tr[data-model-id="google/gemini-2.0-flash"] [data-testid="model-shutdown"]');
+    assert.match(await retired.textContent(), /shut down 2026-06-01/, 'a retired model shows its shutdown date');
     await shot(page, '06-catalog');
   });
 

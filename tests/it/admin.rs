@@ -525,6 +525,18 @@ async fn catalog_edits_reach_v1_models_and_the_audit_log() {
         .unwrap()
         .clone();
     assert_eq!(row["input_price"], json!(0.35));
+    let retired = catalog["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "google/gemini-2.0-flash")
+        .unwrap();
+    assert_eq!(
+        (&retired["active"], &retired["shutdown"]),
+        (&json!(false), &json!("2026-06-01")),
+        "a retired model keeps its row and its date"
+    );
+    assert!(retired["source"].as_str().is_some_and(|s| !s.is_empty()));
     let (status, v) = call(&gw, "PATCH", path, Some(json!({"output_price": 10000.5}))).await;
     assert_eq!(status, 400, "a price above the catalog's bound: {v}");
     let route = format!("{path}/routes/0");

@@ -1456,7 +1456,8 @@
       const modelRow = h('tr', { class: 'model-row', 'data-testid': 'model-row', 'data-model-id': model.id },
         h('td', null,
           h('div', { class: 'cell-title mono' }, model.id),
-          h('div', { class: 'cell-sub' }, [model.provider, model.family, model.kind].filter(Boolean).join(' · '), model.upstream_model ? ` → ${model.upstream_model}` : '')),
+          h('div', { class: 'cell-sub' }, [model.provider, model.family, model.kind].filter(Boolean).join(' · '), model.upstream_model ? ` → ${model.upstream_model}` : '',
+            model.shutdown ? h('span', { 'data-testid': 'model-shutdown', title: model.source || '' }, ` · ${model.active ? 'shuts down' : 'shut down'} ${model.shutdown}`) : null)),
         priceCells,
         h('td', null, toggle({
           checked: !!model.active, label: `${model.id} active`, testid: 'model-active',
