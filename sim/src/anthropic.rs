@@ -1809,19 +1809,17 @@ mod tests {
             ),
             (true, true)
         );
-        assert_eq!(
-            thinking_mode(
-                t(json!({"type": "disabled"})).as_ref(),
-                generation("claude-opus-5"),
-                0
-            )
-            .0,
-            false
-        );
+        let off = t(json!({"type": "disabled"}));
+        let opus5 = generation("claude-opus-5");
+        assert_eq!(thinking_mode(off.as_ref(), opus5, 0), (false, false));
         let between = t(json!({"type": "between_tools"}));
-        assert_eq!(thinking_mode(between.as_ref(), opus55, 0).0, false);
-        assert_eq!(thinking_mode(between.as_ref(), opus55, 1).0, true);
-        assert_eq!(thinking_mode(None, sonnet45, 0).0, false, "off by default");
+        assert_eq!(thinking_mode(between.as_ref(), opus55, 0), (false, false));
+        assert_eq!(thinking_mode(between.as_ref(), opus55, 1), (true, false));
+        assert_eq!(
+            thinking_mode(None, sonnet45, 0),
+            (false, true),
+            "off by default"
+        );
         assert_eq!(
             thinking_mode(
                 t(json!({"type": "enabled", "budget_tokens": 1024})).as_ref(),
