@@ -45,8 +45,8 @@ pub enum Thinking {
     /// allowed level.
     Level { levels: Vec<String> },
     /// Adaptive thinking with an effort level (Anthropic `thinking: {type: adaptive}` plus
-    /// `output_config.effort`; Claude Opus 4.6+, Sonnet 4.6+, Haiku 5.5), levels lowest first
-    /// (`[low, medium, high, xhigh, max]`). The model decides how much to think; no token
+    /// `output_config.effort`; Claude Opus / Sonnet 4.6 and later, Haiku 5.5, Fable), levels
+    /// lowest first (`[low, medium, high, xhigh, max]`). The model decides how much to think; no token
     /// budget is ever sent (adaptive-only models refuse one). Effort `none` sends
     /// `{type: disabled}` only when `can_disable`, else the lowest level.
     Effort {
