@@ -22,7 +22,21 @@
 //! - thinking: `budget_tokens` ≥ 1024 and < `max_tokens` (unless the
 //!   `interleaved-thinking-2025-05-14` beta is sent), no modified `temperature`, no `top_k`,
 //!   `top_p` ≥ 0.95, no forced `tool_choice`, a final assistant message must start with a
-//!   thinking block; replayed `thinking` blocks must carry a signature this simulator issued.
+//!   thinking block; replayed `thinking` blocks must carry a signature this simulator issued;
+//!   only the fields of each type (`effort` inside `thinking` is an extra input), `display`
+//!   `summarized` or `omitted`;
+//! - per model generation ([`generation`], by id): adaptive-only models (Opus 5.5 / 5, Sonnet
+//!   5.5 / 5, Haiku 5.5, Fable 5.x, Opus 4.7 / 4.8) refuse `type: enabled` (budget_tokens,
+//!   use adaptive + `output_config.effort`), non-default `temperature`, any `top_p` / `top_k`;
+//!   Opus 5.5, Sonnet 5.5, Haiku 5.5 and Fable refuse `type: disabled` (Sonnet 5.5 takes
+//!   `between_tools`); `adaptive` only on Opus / Sonnet 4.6+; `output_config.effort` (low,
+//!   medium, high, xhigh, max) only on models with effort (Opus 4.5+, Sonnet 4.6+).
+//!
+//! Thinking in answers: a `thinking` block (signed) when asked for, or on adaptive-only models
+//! unless disabled (they think by default). Its text is `Thinking: <subject>`, left empty —
+//! and not streamed: no `thinking_delta`, only the `signature_delta` — when `display` is
+//! `omitted`, the default of adaptive-only models. Its tokens count in `output_tokens` either
+//! way.
 //!
 //! Prompt caching: breakpoints are the blocks carrying `cache_control` in the order tools →
 //! system → messages (plus the end of the prompt for a top-level `cache_control`). A
@@ -210,6 +224,104 @@ fn is_newer_sampling_model(model: &str) -> bool {
     .any(|p| model.contains(p))
 }
 
+/// `output_config.effort` values.
+const EFFORTS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
+
+/// What a Claude generation accepts for thinking and sampling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Generation {
+    /// `thinking: {type: enabled, budget_tokens}` (a manual budget).
+    budget: bool,
+    /// `thinking: {type: adaptive}`.
+    adaptive: bool,
+    /// `output_config.effort`.
+    effort: bool,
+    /// `thinking: {type: disabled}`.
+    can_disable: bool,
+    /// `thinking: {type: between_tools}` (Sonnet 5.5's least thinking).
+    between_tools: bool,
+    /// Adaptive-only: thinks when not told otherwise, shows no thinking text unless
+    /// `display: summarized`, and takes only default sampling parameters.
+    adaptive_only: bool,
+    /// Non-default `temperature`, any `top_p` / `top_k` are refused.
+    default_sampling: bool,
+}
+
+/// A model's generation from its id (dated and Vertex `@` ids alike). Where the rules come
+/// from: Anthropic's model pages and the adaptive-thinking / effort guides, Nov 2026 —
+/// Opus 5.5, Sonnet 5.5, Haiku 5.5 and Fable 5.x are adaptive-only and cannot turn thinking
+/// off (Sonnet 5.5 offers `between_tools` instead); Opus 5 / Sonnet 5 and Opus 4.7 / 4.8 are
+/// adaptive-only but can; all of those refuse `budget_tokens` and non-default sampling.
+/// Opus 4.6 / Sonnet 4.6 take adaptive + effort and still the (deprecated) budget; Opus 4.5
+/// takes effort with a budget (no adaptive); older models (Haiku 4.5, Sonnet 4.5, Opus 4.1
+/// …) know only `budget_tokens`.
+fn generation(model: &str) -> Generation {
+    let has = |ids: &[&str]| ids.iter().any(|p| model.contains(p));
+    let adaptive_only = Generation {
+        budget: false,
+        adaptive: true,
+        effort: true,
+        can_disable: true,
+        between_tools: false,
+        adaptive_only: true,
+        default_sampling: true,
+    };
+    let budget_only = Generation {
+        budget: true,
+        adaptive: false,
+        effort: false,
+        can_disable: true,
+        between_tools: false,
+        adaptive_only: false,
+        default_sampling: false,
+    };
+    // Longer ids first: `opus-5` is also a prefix of `opus-5-5`.
+    if has(&["opus-5-5", "haiku-5-5", "fable-5"]) {
+        Generation {
+            can_disable: false,
+            ..adaptive_only
+        }
+    } else if has(&["sonnet-5-5"]) {
+        Generation {
+            can_disable: false,
+            between_tools: true,
+            ..adaptive_only
+        }
+    } else if has(&["opus-5", "sonnet-5", "opus-4-7", "opus-4-8"]) {
+        adaptive_only
+    } else if has(&["opus-4-6", "sonnet-4-6"]) {
+        Generation {
+            adaptive: true,
+            effort: true,
+            ..budget_only
+        }
+    } else if has(&["opus-4-5"]) {
+        Generation {
+            effort: true,
+            ..budget_only
+        }
+    } else {
+        budget_only
+    }
+}
+
+/// Whether the model thinks on this request, and whether its thinking text is shown: an
+/// explicit type decides (`between_tools` thinks only after tool results), else the
+/// generation; `display` decides the text, by default shown except on adaptive-only models.
+fn thinking_mode(th: Option<&Value>, gen: Generation, tool_results: usize) -> (bool, bool) {
+    let thinks = match th.and_then(|t| t.get("type")).and_then(Value::as_str) {
+        Some("enabled" | "adaptive") => true,
+        Some("between_tools") => tool_results > 0,
+        Some(_) => false,
+        None => gen.adaptive_only,
+    };
+    let shown = match th.and_then(|t| t.get("display")).and_then(Value::as_str) {
+        Some(d) => d == "summarized",
+        None => !gen.adaptive_only,
+    };
+    (thinks, shown)
+}
+
 fn cache_minimum(model: &str) -> u64 {
     if ["opus-4-6", "opus-4-5", "haiku-4-5"]
         .iter()
@@ -373,8 +485,10 @@ fn cache_usage(sim: &Sim, scan: &PromptScan, model: &str, total: u64) -> (u64, u
     (input, creation, read, last.long)
 }
 
+/// The request checks; `model` is the body's, or on Vertex the URL's.
 fn validate(
     obj: &Map<String, Value>,
+    model: &str,
     vertex: bool,
     headers: &axum::http::HeaderMap,
     count_only: bool,
@@ -403,9 +517,11 @@ fn validate(
             "A maximum of 4 blocks with cache_control may be provided. Found {cache_blocks}."
         )));
     }
-    check_sampling(obj).map_err(|m| inv(&m))?;
+    let gen = generation(model);
+    check_sampling(obj, model, gen).map_err(|m| inv(&m))?;
+    check_output_config(obj, gen).map_err(|m| inv(&m))?;
     if let Some(th) = obj.get("thinking") {
-        check_thinking(obj, th, msgs, headers, count_only).map_err(|m| inv(&m))?;
+        check_thinking(obj, th, msgs, headers, count_only, gen).map_err(|m| inv(&m))?;
     }
     Ok(())
 }
@@ -585,8 +701,9 @@ fn check_system(obj: &Map<String, Value>) -> Result<usize, String> {
     }
 }
 
-/// `temperature` in [0, 1], not beside `top_p` on newer models; string stop sequences.
-fn check_sampling(obj: &Map<String, Value>) -> Result<(), String> {
+/// `temperature` in [0, 1], not beside `top_p` on newer models, only defaults on the
+/// adaptive-only generations; string stop sequences.
+fn check_sampling(obj: &Map<String, Value>, model: &str, gen: Generation) -> Result<(), String> {
     let temperature = obj.get("temperature").and_then(Value::as_f64);
     if let Some(t) = temperature {
         if t > 1.0 {
@@ -596,7 +713,9 @@ fn check_sampling(obj: &Map<String, Value>) -> Result<(), String> {
             return Err("temperature: Input should be greater than or equal to 0".into());
         }
     }
-    let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
+    if gen.default_sampling {
+        check_default_sampling(obj, temperature)?;
+    }
     if temperature.is_some() && obj.get("top_p").is_some() && is_newer_sampling_model(model) {
         return Err("`temperature` and `top_p` cannot both be specified for this model. Please use only one.".into());
     }
@@ -608,19 +727,98 @@ fn check_sampling(obj: &Map<String, Value>) -> Result<(), String> {
     Ok(())
 }
 
-/// `thinking`: its type, the budget (at least 1024, below `max_tokens` unless interleaved),
-/// and what thinking forbids.
+/// On the adaptive-only generations: `temperature` only at its default 1, no `top_p`, no
+/// `top_k` (the sampling parameters are deprecated there).
+fn check_default_sampling(
+    obj: &Map<String, Value>,
+    temperature: Option<f64>,
+) -> Result<(), String> {
+    if temperature.is_some_and(|t| t != 1.0) {
+        return Err("temperature: this model only supports the default temperature of 1; leave `temperature` unset".into());
+    }
+    for name in ["top_p", "top_k"] {
+        if obj.get(name).is_some_and(|v| !v.is_null()) {
+            return Err(format!(
+                "{name}: `{name}` is not supported on this model; leave it unset"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Top-level `output_config`: `effort` one of the five levels, and only on models with effort.
+fn check_output_config(obj: &Map<String, Value>, gen: Generation) -> Result<(), String> {
+    let Some(oc) = obj.get("output_config") else {
+        return Ok(());
+    };
+    let Some(oc) = oc.as_object() else {
+        return Err("output_config: Input should be a valid dictionary".into());
+    };
+    if let Some(k) = oc
+        .keys()
+        .find(|k| !["effort", "format"].contains(&k.as_str()))
+    {
+        return Err(format!("output_config.{k}: Extra inputs are not permitted"));
+    }
+    let Some(effort) = oc.get("effort") else {
+        return Ok(());
+    };
+    if !gen.effort {
+        return Err("output_config.effort: effort is not supported on this model".into());
+    }
+    match effort.as_str() {
+        Some(e) if EFFORTS.contains(&e) => Ok(()),
+        _ => Err(
+            "output_config.effort: Input should be 'low', 'medium', 'high', 'xhigh' or 'max'"
+                .into(),
+        ),
+    }
+}
+
+/// The fields a `thinking` object of type `kind` may hold, and its `display`.
+fn check_thinking_fields(kind: &str, th: &Value) -> Result<(), String> {
+    let allowed: &[&str] = match kind {
+        "enabled" => &["type", "budget_tokens", "display"],
+        "adaptive" | "between_tools" => &["type", "display"],
+        _ => &["type"],
+    };
+    if let Some(k) = th
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !allowed.contains(&k.as_str())))
+    {
+        return Err(format!(
+            "thinking.{kind}.{k}: Extra inputs are not permitted"
+        ));
+    }
+    match th.get("display") {
+        None => Ok(()),
+        Some(Value::String(d)) if d == "summarized" || d == "omitted" => Ok(()),
+        Some(_) => Err(format!(
+            "thinking.{kind}.display: Input should be 'summarized' or 'omitted'"
+        )),
+    }
+}
+
+/// `thinking`: its type (as the model's generation allows it), the budget (at least 1024,
+/// below `max_tokens` unless interleaved), and what thinking forbids.
 fn check_thinking(
     obj: &Map<String, Value>,
     th: &Value,
     msgs: &[Value],
     headers: &axum::http::HeaderMap,
     count_only: bool,
+    gen: Generation,
 ) -> Result<(), String> {
     let kind = th.get("type").and_then(Value::as_str).unwrap_or("");
+    check_thinking_fields(kind, th)?;
     match kind {
-        "disabled" => return Ok(()),
-        "adaptive" => {}
+        "disabled" if gen.can_disable => return Ok(()),
+        "disabled" => return Err("thinking.type: thinking cannot be disabled on this model; use `output_config.effort: \"low\"` to think less".into()),
+        "between_tools" if gen.between_tools => return Ok(()),
+        "between_tools" => return Err("thinking.type: 'between_tools' is not supported on this model".into()),
+        "adaptive" if gen.adaptive => {}
+        "adaptive" => return Err("thinking.type: adaptive thinking is not supported on this model; use `thinking: {\"type\": \"enabled\", \"budget_tokens\": N}`".into()),
+        "enabled" if !gen.budget => return Err("thinking.enabled.budget_tokens: budget_tokens is not supported on this model. Use adaptive thinking (`thinking: {\"type\": \"adaptive\"}`) with `output_config.effort` to control how much the model thinks.".into()),
         "enabled" => {
             let budget = th
                 .get("budget_tokens")
@@ -640,7 +838,7 @@ fn check_thinking(
         }
         other => {
             return Err(format!(
-                "thinking: Input tag '{other}' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive'"
+                "thinking: Input tag '{other}' found using 'type' does not match any of the expected tags: 'disabled', 'enabled', 'adaptive', 'between_tools'"
             ))
         }
     }
@@ -714,8 +912,8 @@ fn status_fault(f: &Fault, vertex: bool, model: &str) -> Option<Response> {
 
 fn count_tokens(sim: &Sim, req: &Req) -> R {
     let obj = parse(req.body, false)?;
-    validate(&obj, false, req.headers, true)?;
     let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
+    validate(&obj, model, false, req.headers, true)?;
     if !model.starts_with("claude-") {
         return Err(fixtures::anthropic_error(
             404,
@@ -968,7 +1166,7 @@ fn answer(
     tool_results: usize,
     fault: Option<Fault>,
 ) -> R {
-    validate(obj, vertex, req.headers, false)?;
+    validate(obj, model_raw, vertex, req.headers, false)?;
     if !model_raw.starts_with("claude-") {
         return Err(if vertex {
             fixtures::vertex_model_not_found("-", "-", "anthropic", model_raw)
@@ -985,11 +1183,8 @@ fn answer(
     let model = model_raw.replace('@', "-");
     let stream = stream_route || obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let max_tokens = obj.get("max_tokens").and_then(Value::as_u64).unwrap_or(1);
-    let thinks = obj
-        .get("thinking")
-        .and_then(|t| t.get("type"))
-        .and_then(Value::as_str)
-        .is_some_and(|t| t == "enabled" || t == "adaptive");
+    let gen = generation(&model);
+    let (thinks, shown) = thinking_mode(obj.get("thinking"), gen, tool_results);
     let scan = scan_prompt(obj, &model);
     let total = prompt_tok(scan.bytes);
     let (input, creation, read, long_ttl) = cache_usage(sim, &scan, &model, total);
@@ -1012,10 +1207,11 @@ fn answer(
     } else {
         let mut used = 0u64;
         if thinks {
+            // Billed in full whether or not the text is shown.
             let t = content::thought_text(&subject);
             used = tok(t.len());
             let sig = content::signature(&format!("{model}|thinking|{t}"));
-            ans.thinking = Some((t, sig));
+            ans.thinking = Some((if shown { t } else { String::new() }, sig));
         }
         let calls = choose_calls(obj, markers);
         if !calls.is_empty() {
@@ -1219,10 +1415,13 @@ fn stream_events(ans: &Answer, model: &str, id: &str, vertex: bool, chunks: usiz
                 signature: "",
             },
         );
-        for piece in split_pieces(t, chunks) {
-            ev.push(delta(index, Delta::ThinkingDelta { thinking: piece }));
+        // With the text omitted only the signature comes.
+        if !t.is_empty() {
+            for piece in split_pieces(t, chunks) {
+                ev.push(delta(index, Delta::ThinkingDelta { thinking: piece }));
+            }
+            ev.push(delta(index, Delta::ThinkingDelta { thinking: "" }));
         }
-        ev.push(delta(index, Delta::ThinkingDelta { thinking: "" }));
         ev.push(delta(index, Delta::SignatureDelta { signature: s }));
         ev.push(stop(index));
         index += 1;
@@ -1327,40 +1526,309 @@ mod tests {
         let ok = v(
             json!({"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}),
         );
-        assert!(validate(&ok, false, &h, false).is_ok());
+        assert!(validate(&ok, "claude-sonnet-4-5", false, &h, false).is_ok());
         let no_max = v(json!({"model":"claude-x","messages":[{"role":"user","content":"hi"}]}));
         assert_eq!(
-            msg_of(validate(&no_max, false, &h, false)),
+            msg_of(validate(&no_max, "claude-x", false, &h, false)),
             "400 Bad Request"
         );
         let twice = v(
             json!({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}),
         );
-        assert!(validate(&twice, false, &h, false).is_err());
+        assert!(validate(&twice, "claude-x", false, &h, false).is_err());
         let extra = v(
             json!({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"a"}],"n":2}),
         );
-        assert!(validate(&extra, false, &h, false).is_err());
+        assert!(validate(&extra, "claude-x", false, &h, false).is_err());
         let low_budget = v(
             json!({"model":"claude-x","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&low_budget, false, &h, false).is_err());
+        assert!(validate(&low_budget, "claude-x", false, &h, false).is_err());
         let over = v(
             json!({"model":"claude-x","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&over, false, &h, false).is_err());
+        assert!(validate(&over, "claude-x", false, &h, false).is_err());
         let vertex_model = v(
             json!({"model":"claude-x","anthropic_version":VERTEX_VERSION,"max_tokens":5,"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&vertex_model, true, &h, false).is_err());
+        assert!(validate(&vertex_model, "claude-x", true, &h, false).is_err());
         let orphan = v(json!({"model":"claude-x","max_tokens":5,"messages":[
             {"role":"user","content":"a"},{"role":"assistant","content":"b"},
             {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"r"}]}]}));
-        assert!(validate(&orphan, false, &h, false).is_err());
+        assert!(validate(&orphan, "claude-x", false, &h, false).is_err());
         let both = v(
             json!({"model":"claude-sonnet-4-5","max_tokens":5,"temperature":0.5,"top_p":0.9,"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&both, false, &h, false).is_err());
+        assert!(validate(&both, "claude-sonnet-4-5", false, &h, false).is_err());
+    }
+
+    /// The 400 message of `body` for `model` (empty when valid), direct or on Vertex.
+    fn refusal(model: &str, extra: Value, vertex: bool) -> String {
+        let mut body = json!({"max_tokens": 4000, "messages": [{"role": "user", "content": "a"}]});
+        if vertex {
+            body["anthropic_version"] = json!(VERTEX_VERSION);
+        } else {
+            body["model"] = json!(model);
+        }
+        for (k, val) in extra.as_object().unwrap() {
+            body[k] = val.clone();
+        }
+        let h = axum::http::HeaderMap::new();
+        match validate(&v(body), model, vertex, &h, false) {
+            Ok(()) => String::new(),
+            Err(resp) => {
+                assert_eq!(resp.status(), 400);
+                let bytes = futures_body(resp);
+                let e: Value = serde_json::from_slice(&bytes).unwrap();
+                let e = &e["error"];
+                assert_eq!(e["type"], "invalid_request_error", "{e}");
+                e["message"].as_str().unwrap().to_owned()
+            }
+        }
+    }
+
+    fn futures_body(resp: Response) -> Bytes {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(axum::body::to_bytes(resp.into_body(), usize::MAX))
+            .unwrap()
+    }
+
+    const ADAPTIVE_ONLY: &[&str] = &[
+        "claude-opus-5-5",
+        "claude-sonnet-5-5",
+        "claude-haiku-5-5",
+        "claude-fable-5-1",
+        "claude-fable-5-2",
+        "claude-fable-5",
+        "claude-opus-5",
+        "claude-sonnet-5",
+        "claude-opus-4-8",
+        "claude-opus-4-7",
+    ];
+
+    #[test]
+    fn generations_by_id() {
+        for m in ADAPTIVE_ONLY {
+            let g = generation(m);
+            assert!(
+                g.adaptive_only && !g.budget && g.adaptive && g.effort,
+                "{m}"
+            );
+            assert!(g.default_sampling, "{m}");
+        }
+        for (m, can_disable) in [
+            ("claude-opus-5-5", false),
+            ("claude-sonnet-5-5@20261001", false),
+            ("claude-haiku-5-5", false),
+            ("claude-fable-5-2", false),
+            ("claude-opus-5-20260301", true),
+            ("claude-sonnet-5", true),
+            ("claude-opus-4-7", true),
+        ] {
+            assert_eq!(generation(m).can_disable, can_disable, "{m}");
+        }
+        assert!(generation("claude-sonnet-5-5").between_tools);
+        assert!(!generation("claude-opus-5-5").between_tools);
+        let both = generation("claude-opus-4-6");
+        assert!(both.budget && both.adaptive && both.effort && !both.adaptive_only);
+        assert_eq!(generation("claude-sonnet-4-6"), both);
+        for m in [
+            "claude-haiku-4-5-20251001",
+            "claude-sonnet-4-5@20250929",
+            "claude-opus-4-1",
+            "claude-3-5-haiku",
+        ] {
+            let g = generation(m);
+            assert!(
+                g.budget && !g.adaptive && !g.effort && !g.default_sampling,
+                "{m}"
+            );
+        }
+    }
+
+    #[test]
+    fn adaptive_only_models_refuse_budgets_and_sampling() {
+        let budget = json!({"thinking": {"type": "enabled", "budget_tokens": 2048}});
+        for m in ADAPTIVE_ONLY {
+            for vertex in [false, true] {
+                let e = refusal(m, budget.clone(), vertex);
+                assert!(
+                    e.contains("budget_tokens is not supported on this model")
+                        && e.contains("adaptive")
+                        && e.contains("output_config.effort"),
+                    "{m}: {e}"
+                );
+                assert_eq!(
+                    refusal(
+                        m,
+                        json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": "max"}}),
+                        vertex
+                    ),
+                    "",
+                    "{m}"
+                );
+            }
+            for sampling in [
+                json!({"temperature": 0.5}),
+                json!({"top_p": 0.9}),
+                json!({"top_p": 1}),
+                json!({"top_k": 5}),
+            ] {
+                assert_ne!(refusal(m, sampling.clone(), false), "", "{m} {sampling}");
+            }
+            assert_eq!(refusal(m, json!({"temperature": 1}), false), "", "{m}");
+        }
+        let off = json!({"thinking": {"type": "disabled"}});
+        for m in [
+            "claude-opus-5-5",
+            "claude-fable-5-1",
+            "claude-sonnet-5-5",
+            "claude-haiku-5-5",
+        ] {
+            assert!(
+                refusal(m, off.clone(), false).contains("cannot be disabled"),
+                "{m}"
+            );
+        }
+        for m in [
+            "claude-opus-5",
+            "claude-sonnet-5",
+            "claude-opus-4-8",
+            "claude-opus-4-6",
+            "claude-haiku-4-5",
+        ] {
+            assert_eq!(refusal(m, off.clone(), false), "", "{m}");
+        }
+        let between = json!({"thinking": {"type": "between_tools"}});
+        assert_eq!(refusal("claude-sonnet-5-5", between.clone(), false), "");
+        assert_ne!(refusal("claude-opus-5-5", between, false), "");
+    }
+
+    #[test]
+    fn effort_and_display_are_checked() {
+        for effort in EFFORTS {
+            let oc = json!({"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": effort}});
+            assert_eq!(
+                refusal("claude-opus-5-5", oc.clone(), false),
+                "",
+                "{effort}"
+            );
+            assert_eq!(refusal("claude-opus-4-6", oc, false), "", "{effort}");
+        }
+        for (model, extra, want) in [
+            (
+                "claude-opus-5-5",
+                json!({"output_config": {"effort": "minimal"}}),
+                "output_config.effort: Input should be",
+            ),
+            (
+                "claude-opus-5-5",
+                json!({"output_config": {"effort": "extreme"}}),
+                "output_config.effort: Input should be",
+            ),
+            (
+                "claude-opus-5-5",
+                json!({"output_config": {"budget": 1}}),
+                "output_config.budget: Extra inputs",
+            ),
+            (
+                "claude-opus-5-5",
+                json!({"thinking": {"type": "adaptive", "effort": "high"}}),
+                "thinking.adaptive.effort: Extra inputs are not permitted",
+            ),
+            (
+                "claude-opus-5-5",
+                json!({"thinking": {"type": "adaptive", "display": "full"}}),
+                "thinking.adaptive.display: Input should be 'summarized' or 'omitted'",
+            ),
+            (
+                "claude-opus-5-5",
+                json!({"thinking": {"type": "adaptive", "budget_tokens": 2048}}),
+                "thinking.adaptive.budget_tokens: Extra inputs",
+            ),
+            (
+                "claude-haiku-4-5",
+                json!({"output_config": {"effort": "low"}}),
+                "output_config.effort: effort is not supported on this model",
+            ),
+            (
+                "claude-sonnet-4-5",
+                json!({"output_config": {"effort": "high"}}),
+                "output_config.effort: effort is not supported",
+            ),
+            (
+                "claude-haiku-4-5",
+                json!({"thinking": {"type": "adaptive"}}),
+                "thinking.type: adaptive thinking is not supported",
+            ),
+            (
+                "claude-opus-4-5",
+                json!({"thinking": {"type": "adaptive"}}),
+                "thinking.type: adaptive thinking is not supported",
+            ),
+        ] {
+            let e = refusal(model, extra.clone(), false);
+            assert!(e.starts_with(want), "{model} {extra}: {e}");
+        }
+        // Budget models keep their rules; 4.6 still takes a budget.
+        let budget = json!({"thinking": {"type": "enabled", "budget_tokens": 2048}});
+        assert_eq!(refusal("claude-haiku-4-5", budget.clone(), false), "");
+        assert_eq!(refusal("claude-opus-4-6", budget, false), "");
+        assert_eq!(
+            refusal(
+                "claude-opus-4-5",
+                json!({"output_config": {"effort": "low"}}),
+                false
+            ),
+            ""
+        );
+    }
+
+    #[test]
+    fn thinking_modes_by_generation() {
+        let opus55 = generation("claude-opus-5-5");
+        let sonnet45 = generation("claude-sonnet-4-5");
+        let t = |x: Value| Some(x);
+        // (thinks, text shown)
+        assert_eq!(
+            thinking_mode(None, opus55, 0),
+            (true, false),
+            "on by default, omitted"
+        );
+        assert_eq!(
+            thinking_mode(t(json!({"type": "adaptive"})).as_ref(), opus55, 0),
+            (true, false)
+        );
+        assert_eq!(
+            thinking_mode(
+                t(json!({"type": "adaptive", "display": "summarized"})).as_ref(),
+                opus55,
+                0
+            ),
+            (true, true)
+        );
+        let off = t(json!({"type": "disabled"}));
+        let opus5 = generation("claude-opus-5");
+        assert_eq!(thinking_mode(off.as_ref(), opus5, 0), (false, false));
+        let between = t(json!({"type": "between_tools"}));
+        assert_eq!(thinking_mode(between.as_ref(), opus55, 0), (false, false));
+        assert_eq!(thinking_mode(between.as_ref(), opus55, 1), (true, false));
+        assert_eq!(
+            thinking_mode(None, sonnet45, 0),
+            (false, true),
+            "off by default"
+        );
+        assert_eq!(
+            thinking_mode(
+                t(json!({"type": "enabled", "budget_tokens": 1024})).as_ref(),
+                sonnet45,
+                0
+            ),
+            (true, true),
+            "budget models show the text as before"
+        );
     }
 
     #[test]

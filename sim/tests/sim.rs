@@ -1187,6 +1187,108 @@ async fn anthropic_buffered_and_stream_shapes() {
         .contains("Invalid `signature`"));
 }
 
+/// The thinking text and signature of a stream's thinking block, and whether any
+/// `thinking_delta` came.
+fn streamed_thinking(ev: &[(String, Value)]) -> (String, String, bool) {
+    let deltas = |kind: &str, field: &str| -> String {
+        ev.iter()
+            .filter(|(_, d)| d["delta"]["type"] == kind)
+            .map(|(_, d)| d["delta"][field].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let any = ev
+        .iter()
+        .any(|(_, d)| d["delta"]["type"] == "thinking_delta");
+    (
+        deltas("thinking_delta", "thinking"),
+        deltas("signature_delta", "signature"),
+        any,
+    )
+}
+
+#[tokio::test]
+async fn anthropic_adaptive_thinking_answers() {
+    let sim = Sim::start(&[]);
+    let opus = |extra: Value| {
+        let mut b = json!({"model": "claude-opus-5-5", "max_tokens": 1000, "messages": [{"role": "user", "content": "Ponder"}]});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let billed = tok("Thinking: Ponder") + tok("Echo: Ponder");
+    // Thinking is on by default and its text omitted; the block is signed and billed.
+    for extra in [
+        json!({}),
+        json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": "high"}}),
+        json!({"thinking": {"type": "adaptive", "display": "omitted"}}),
+    ] {
+        let (s, v) = json_of(sim.anthropic(opus(extra.clone())).await).await;
+        assert_eq!(s, 200, "{extra}: {v}");
+        assert_eq!(v["content"][0]["type"], "thinking", "{extra}");
+        assert_eq!(v["content"][0]["thinking"], "", "{extra}");
+        assert!(!v["content"][0]["signature"].as_str().unwrap().is_empty());
+        assert_eq!(
+            v["content"][1],
+            json!({"type": "text", "text": "Echo: Ponder"})
+        );
+        assert_eq!(v["usage"]["output_tokens"], billed, "{extra}");
+        let mut body = opus(extra.clone());
+        body["stream"] = json!(true);
+        let ev = sse_events(&sim.anthropic(body).await.text().await.unwrap());
+        let (text, sig, any_delta) = streamed_thinking(&ev);
+        assert!(
+            text.is_empty() && !any_delta,
+            "no thinking_delta when empty: {extra}"
+        );
+        assert_eq!(sig, v["content"][0]["signature"], "{extra}");
+        assert_eq!(ev[ev.len() - 2].1["usage"]["output_tokens"], billed);
+    }
+    // display: summarized shows a short summary, buffered and streamed.
+    let summarized = json!({"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "low"}});
+    let (_, v) = json_of(sim.anthropic(opus(summarized.clone())).await).await;
+    assert_eq!(v["content"][0]["thinking"], "Thinking: Ponder");
+    assert_eq!(v["usage"]["output_tokens"], billed);
+    let signature = v["content"][0]["signature"].as_str().unwrap().to_owned();
+    let mut body = opus(summarized);
+    body["stream"] = json!(true);
+    let ev = sse_events(&sim.anthropic(body).await.text().await.unwrap());
+    assert_eq!(streamed_thinking(&ev).0, "Thinking: Ponder");
+    // The signed block replays.
+    let replay = opus(json!({"messages": [
+        {"role": "user", "content": "Ponder"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "Thinking: Ponder", "signature": signature}, {"type": "text", "text": "Echo: Ponder"}]},
+        {"role": "user", "content": "again"}]}));
+    assert_eq!(sim.anthropic(replay).await.status(), 200);
+    // Where thinking can be turned off, off means no block; budget models are unchanged.
+    let mut off = opus(json!({"thinking": {"type": "disabled"}}));
+    off["model"] = json!("claude-sonnet-5");
+    let (_, v) = json_of(sim.anthropic(off).await).await;
+    assert_eq!(
+        v["content"],
+        json!([{"type": "text", "text": "Echo: Ponder"}])
+    );
+    let (_, v) = json_of(sim.anthropic(claude("Ponder")).await).await;
+    assert_eq!(
+        v["content"],
+        json!([{"type": "text", "text": "Echo: Ponder"}])
+    );
+    // The wrong mapping is refused as the real API refuses it.
+    let (s, v) = json_of(
+        sim.anthropic(opus(
+            json!({"thinking": {"type": "enabled", "budget_tokens": 2048}}),
+        ))
+        .await,
+    )
+    .await;
+    assert_eq!(s, 400);
+    assert_eq!(v["error"]["type"], "invalid_request_error");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("budget_tokens is not supported on this model"));
+}
+
 #[tokio::test]
 async fn anthropic_validation_and_auth() {
     let sim = Sim::start(&[]);

@@ -48,6 +48,16 @@ pub enum Thinking {
     /// Named levels (Gemini 3 `thinkingLevel`), lowest first; an effort maps to the nearest
     /// allowed level.
     Level { levels: Vec<String> },
+    /// Adaptive thinking with an effort level (Anthropic `thinking: {type: adaptive}` plus
+    /// `output_config.effort`; Claude Opus / Sonnet 4.6 and later, Haiku 5.5, Fable), levels
+    /// lowest first (`[low, medium, high, xhigh, max]`). The model decides how much to think; no token
+    /// budget is ever sent (adaptive-only models refuse one). Effort `none` sends
+    /// `{type: disabled}` only when `can_disable`, else the lowest level.
+    Effort {
+        levels: Vec<String>,
+        #[serde(default)]
+        can_disable: bool,
+    },
 }
 
 #[cfg(test)]
@@ -75,6 +85,35 @@ mod tests {
             Thinking::Level {
                 levels: vec!["low".into(), "high".into()]
             }
+        );
+        let e: Thinking =
+            serde_yaml::from_str("{kind: effort, levels: [low, medium, high, xhigh, max]}")
+                .unwrap();
+        assert_eq!(
+            e,
+            Thinking::Effort {
+                levels: ["low", "medium", "high", "xhigh", "max"]
+                    .map(String::from)
+                    .to_vec(),
+                can_disable: false
+            }
+        );
+        let e: Thinking =
+            serde_yaml::from_str("{kind: effort, levels: [low, high], can_disable: true}").unwrap();
+        assert!(matches!(
+            e,
+            Thinking::Effort {
+                can_disable: true,
+                ..
+            }
+        ));
+        // Stored as JSON in the database: the same shape round-trips.
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["kind"], "effort");
+        assert_eq!(serde_json::from_value::<Thinking>(json).unwrap(), e);
+        assert!(
+            serde_yaml::from_str::<Thinking>("{kind: effort, levels: [low], budget: 1}").is_err(),
+            "unknown fields of a kind are errors"
         );
         assert!(
             serde_yaml::from_str::<Profile>("forwards: []").is_err(),

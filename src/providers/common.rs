@@ -3,7 +3,7 @@
 //! ([`forwarded`], [`stop`], [`part_text`]), and the client's reasoning controls (OpenRouter
 //! `reasoning`, OpenAI `reasoning_effort`, deprecated `include_reasoning`) read into one
 //! [`ReasoningAsk`] that each family then maps onto its own thinking knobs (Gemini
-//! `thinkingConfig`, Anthropic `thinking.budget_tokens`). The wire types themselves are `api`'s.
+//! `thinkingConfig`, Anthropic `thinking.budget_tokens` or adaptive `output_config.effort`). The wire types themselves are `api`'s.
 
 use std::borrow::Cow;
 
@@ -284,6 +284,29 @@ impl Effort {
             _ => Self::High,
         }
     }
+
+    /// The allowed level (lowest first) nearest to this effort, rounding up — `minimal` →
+    /// `low` where there is no `minimal`, `xhigh` → `max` where there is no `xhigh` — or the
+    /// highest level when none is as high; `none` is the lowest level (callers that can turn
+    /// thinking off decide that before). Level names outside the ladder are never picked by
+    /// rank. `None` only for an empty list.
+    pub fn nearest_level(self, levels: &[String]) -> Option<&str> {
+        const LADDER: [&str; 6] = ["minimal", "low", "medium", "high", "xhigh", "max"];
+        let rank = |name: &str| LADDER.iter().position(|l| *l == name);
+        let want = match self {
+            Self::None => return levels.first().map(String::as_str),
+            Self::Minimal => 0,
+            Self::Low => 1,
+            Self::Medium => 2,
+            Self::High => 3,
+            Self::XHigh => 4,
+        };
+        levels
+            .iter()
+            .find(|l| rank(l).is_some_and(|r| r >= want))
+            .or(levels.last())
+            .map(String::as_str)
+    }
 }
 
 /// What the client asked of thinking, before a profile's limits apply.
@@ -414,6 +437,31 @@ mod tests {
         ] {
             assert_eq!(scrub(echo), want);
         }
+    }
+
+    #[test]
+    fn efforts_round_up_to_the_nearest_level() {
+        let levels = |l: &[&str]| l.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        let claude = levels(&["low", "medium", "high", "xhigh", "max"]);
+        let no_xhigh = levels(&["low", "medium", "high", "max"]);
+        let gemini = levels(&["low", "high"]);
+        for (effort, on_claude, on_no_xhigh, on_gemini) in [
+            (Effort::None, "low", "low", "low"),
+            (Effort::Minimal, "low", "low", "low"),
+            (Effort::Low, "low", "low", "low"),
+            (Effort::Medium, "medium", "medium", "high"),
+            (Effort::High, "high", "high", "high"),
+            (Effort::XHigh, "xhigh", "max", "high"),
+        ] {
+            assert_eq!(effort.nearest_level(&claude), Some(on_claude), "{effort:?}");
+            assert_eq!(
+                effort.nearest_level(&no_xhigh),
+                Some(on_no_xhigh),
+                "{effort:?}"
+            );
+            assert_eq!(effort.nearest_level(&gemini), Some(on_gemini), "{effort:?}");
+        }
+        assert_eq!(Effort::High.nearest_level(&[]), None);
     }
 
     #[test]

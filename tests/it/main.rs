@@ -5,6 +5,7 @@
 //! adapter against the simulator's request validation (`gemini_adapter.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod adaptive;
 mod admin;
 mod anthropic;
 mod architecture;

@@ -162,6 +162,20 @@ pub(super) mod test_support {
         }
     }
 
+    /// A model with an effort profile (adaptive thinking) over `levels`, forwarding what
+    /// `profile()` forwards, with a 64000-token output cap.
+    pub fn effort_model(levels: &[&str], can_disable: bool) -> Model {
+        let mut m = model(Some(64000));
+        m.profile = Arc::new(Profile {
+            thinking: Thinking::Effort {
+                levels: levels.iter().map(|l| (*l).to_owned()).collect(),
+                can_disable,
+            },
+            ..profile()
+        });
+        m
+    }
+
     pub fn model(max_output_tokens: Option<u32>) -> Model {
         Model {
             id: Arc::from("anthropic/claude-test"),

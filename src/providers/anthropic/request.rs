@@ -29,6 +29,21 @@
 //!   or `enabled: false` sends no `thinking` (the default: off). With thinking on, Anthropic
 //!   forbids a modified `temperature` and `top_k` and wants `top_p` ≥ 0.95, so those are
 //!   dropped.
+//! - reasoning on an **effort** profile (adaptive thinking: Opus 4.6+ / Sonnet 4.6+ / the 5.x
+//!   models, which refuse `budget_tokens` with a 400) → `thinking: {type: adaptive, display}`
+//!   and a top-level `output_config: {effort}`; never a budget, and `max_tokens` is left as
+//!   it is (the model fits its thinking into it). `display` is `summarized` (the 5.x default
+//!   is `omitted`: empty thinking text) or `omitted` when the client excluded reasoning. The
+//!   effort is the client's, rounded up to the nearest level the profile lists (`minimal` →
+//!   lowest, `xhigh` → `max` where there is no `xhigh`); `reasoning.max_tokens` becomes an
+//!   effort by the budget table above read backwards (`Effort::of_budget`: ≤ 512 minimal,
+//!   ≤ 1024 low, ≤ 8192 medium, more high) — adaptive models take no budget, and a level
+//!   is the closest thing to one. `reasoning: {}`, `enabled: true` or `max_tokens: -1` send
+//!   adaptive thinking with no effort (the model's default). Effort `none`, budget 0 or
+//!   `enabled: false` send `{type: disabled}` where the profile `can_disable`, else the
+//!   lowest level (Opus 5.5, Sonnet 5.5 and Fable cannot stop thinking). No reasoning field,
+//!   or only `exclude`, sends neither field: the model's default applies. With adaptive
+//!   thinking on, `temperature`, `top_k` and `top_p` follow the thinking rule above.
 
 use std::borrow::Cow;
 
@@ -67,6 +82,8 @@ struct MessagesRequest<'a> {
     stop_sequences: Option<Vec<Cow<'a, str>>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     thinking: Option<ThinkingOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<OutputConfig<'a>>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
 }
@@ -111,10 +128,31 @@ struct CacheControl<'a> {
 }
 
 #[derive(Serialize, Debug, PartialEq, Eq)]
-struct ThinkingOut {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    budget_tokens: u32,
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ThinkingOut {
+    /// A manual budget (budget profiles).
+    Enabled {
+        budget_tokens: u32,
+    },
+    /// The model decides how much to think (effort profiles); `display` says whether the
+    /// thinking text comes back summarized or empty.
+    Adaptive {
+        display: &'static str,
+    },
+    Disabled,
+}
+
+impl ThinkingOut {
+    /// Anthropic's sampling restrictions apply (they do while the model thinks).
+    fn is_on(&self) -> bool {
+        !matches!(self, Self::Disabled)
+    }
+}
+
+/// Top-level `output_config` (not inside `thinking`): the adaptive thinking effort.
+#[derive(Serialize, Debug, PartialEq, Eq)]
+struct OutputConfig<'a> {
+    effort: &'a str,
 }
 
 // ----- translation ---------------------------------------------------------------------------
@@ -137,11 +175,17 @@ pub(super) fn build(
         None => forwarded::<u32>(req, p, "max_tokens", "max_tokens")?,
     };
     let mut max_tokens = asked.unwrap_or(cap).clamp(1, cap);
-    let thinking = thinking(req, p, &mut max_tokens, cap)?;
+    let (thinking, output_config) = match &p.thinking {
+        Thinking::Effort {
+            levels,
+            can_disable,
+        } => adaptive(req, p, levels, *can_disable)?,
+        _ => (budget_thinking(req, p, &mut max_tokens, cap)?, None),
+    };
     let mut temperature = forwarded::<f64>(req, p, "temperature", "temperature")?.map(temperature);
     let mut top_p = forwarded::<f64>(req, p, "top_p", "top_p")?;
     let mut top_k = forwarded::<u32>(req, p, "top_k", "top_k")?.filter(|&k| k > 0);
-    if thinking.is_some() {
+    if thinking.as_ref().is_some_and(ThinkingOut::is_on) {
         temperature = None;
         top_k = None;
         top_p = top_p.filter(|&v| v >= 0.95);
@@ -160,6 +204,7 @@ pub(super) fn build(
         top_k,
         stop_sequences: stop(req, p)?,
         thinking,
+        output_config,
         stream: target.stream,
     };
     serde_json::to_vec(&body).map(Bytes::from).map_err(|e| {
@@ -185,8 +230,9 @@ fn refuse_tools(req: &RawRequest<'_>, target: &Target<'_>) -> Result<(), Gateway
     Ok(())
 }
 
-/// `thinking` from the reasoning controls; adjusts `max_tokens` so the budget fits below it.
-fn thinking(
+/// `thinking` from the reasoning controls on a budget profile; adjusts `max_tokens` so the
+/// budget fits below it.
+fn budget_thinking(
     req: &RawRequest<'_>,
     p: &Profile,
     max_tokens: &mut u32,
@@ -227,10 +273,44 @@ fn thinking(
         // The model's output cap leaves no room for the smallest budget.
         return Ok(None);
     }
-    Ok(Some(ThinkingOut {
-        kind: "enabled",
+    Ok(Some(ThinkingOut::Enabled {
         budget_tokens: budget,
     }))
+}
+
+/// `thinking` and `output_config` from the reasoning controls on an effort profile (adaptive
+/// thinking): the rules are in the module doc.
+fn adaptive<'p>(
+    req: &RawRequest<'_>,
+    p: &Profile,
+    levels: &'p [String],
+    can_disable: bool,
+) -> Result<(Option<ThinkingOut>, Option<OutputConfig<'p>>), GatewayError> {
+    if !p.forwards("reasoning") {
+        return Ok((None, None));
+    }
+    let Some(asked) = reasoning_ask(req)? else {
+        return Ok((None, None));
+    };
+    let effort = match asked.ask {
+        // Only asking for the text to be left out changes nothing upstream.
+        Ask::Default if asked.exclude => return Ok((None, None)),
+        Ask::Default | Ask::Dynamic => None,
+        Ask::Budget(n) => Some(Effort::of_budget(n)),
+        Ask::Effort(e) => Some(e),
+    };
+    if effort == Some(Effort::None) && can_disable {
+        return Ok((Some(ThinkingOut::Disabled), None));
+    }
+    let display = if asked.exclude {
+        "omitted"
+    } else {
+        "summarized"
+    };
+    let output_config = effort
+        .and_then(|e| e.nearest_level(levels))
+        .map(|effort| OutputConfig { effort });
+    Ok((Some(ThinkingOut::Adaptive { display }), output_config))
 }
 
 /// The system blocks and the alternating messages.
@@ -550,6 +630,10 @@ mod tests {
 
     fn thinking(extra: Value) -> (Value, Value) {
         let b = body(with(extra));
+        assert!(
+            b.get("output_config").is_none(),
+            "never on a budget profile: {b}"
+        );
         (b["thinking"].clone(), b["max_tokens"].clone())
     }
 
@@ -674,6 +758,240 @@ mod tests {
                 .starts_with("invalid value for reasoning_effort"),
             "{e}"
         );
+    }
+
+    const ALL_LEVELS: &[&str] = &["low", "medium", "high", "xhigh", "max"];
+
+    /// The body for `extra` on a model with an effort profile (`[temperature, top_p, top_k,
+    /// max_tokens, stop, reasoning]` forwarded, output cap 64000), on the direct route.
+    fn adaptive_body(extra: Value, levels: &[&str], can_disable: bool) -> Value {
+        let m = effort_model(levels, can_disable);
+        try_built(&with(extra), &m, RouteKind::Anthropic, None, false)
+            .unwrap()
+            .2
+    }
+
+    /// (`thinking`, `output_config`) sent for `extra`.
+    fn adaptive(extra: Value, levels: &[&str], can_disable: bool) -> (Value, Value) {
+        let b = adaptive_body(extra, levels, can_disable);
+        assert!(
+            b["thinking"].get("budget_tokens").is_none(),
+            "never a budget: {b}"
+        );
+        assert!(
+            b["thinking"].get("effort").is_none(),
+            "effort is top-level: {b}"
+        );
+        (b["thinking"].clone(), b["output_config"].clone())
+    }
+
+    fn summarized() -> Value {
+        json!({"type": "adaptive", "display": "summarized"})
+    }
+
+    #[test]
+    fn effort_profiles_map_every_openai_effort_to_a_level() {
+        let no_xhigh = &["low", "medium", "high", "max"];
+        for (effort, level, without_xhigh) in [
+            ("minimal", "low", "low"),
+            ("low", "low", "low"),
+            ("medium", "medium", "medium"),
+            ("high", "high", "high"),
+            ("xhigh", "xhigh", "max"),
+        ] {
+            for can_disable in [false, true] {
+                for extra in [
+                    json!({"reasoning_effort": effort}),
+                    json!({"reasoning": {"effort": effort}}),
+                ] {
+                    assert_eq!(
+                        adaptive(extra.clone(), ALL_LEVELS, can_disable),
+                        (summarized(), json!({"effort": level})),
+                        "{extra}"
+                    );
+                }
+            }
+            assert_eq!(
+                adaptive(json!({"reasoning_effort": effort}), no_xhigh, false),
+                (summarized(), json!({"effort": without_xhigh})),
+                "{effort} without xhigh"
+            );
+        }
+        // `none`: off where the model allows it, else the least thinking there is.
+        for off in [
+            json!({"reasoning_effort": "none"}),
+            json!({"reasoning": {"enabled": false}}),
+            json!({"reasoning": {"max_tokens": 0}}),
+        ] {
+            assert_eq!(
+                adaptive(off.clone(), ALL_LEVELS, true),
+                (json!({"type": "disabled"}), Value::Null),
+                "{off}"
+            );
+            assert_eq!(
+                adaptive(off.clone(), ALL_LEVELS, false),
+                (summarized(), json!({"effort": "low"})),
+                "{off}"
+            );
+        }
+    }
+
+    #[test]
+    fn effort_profiles_read_budgets_as_efforts() {
+        for (tokens, level) in [
+            (1, "low"),
+            (512, "low"),
+            (1024, "low"),
+            (1025, "medium"),
+            (8192, "medium"),
+            (20000, "high"),
+            (100_000, "high"),
+        ] {
+            assert_eq!(
+                adaptive(
+                    json!({"reasoning": {"max_tokens": tokens}}),
+                    ALL_LEVELS,
+                    false
+                ),
+                (summarized(), json!({"effort": level})),
+                "{tokens}"
+            );
+        }
+        // The budget wins over an effort, as on budget profiles.
+        assert_eq!(
+            adaptive(
+                json!({"reasoning": {"max_tokens": 2000, "effort": "high"}}),
+                ALL_LEVELS,
+                false
+            ),
+            (summarized(), json!({"effort": "medium"}))
+        );
+        // Dynamic or no amount: adaptive thinking at the model's default effort.
+        for extra in [
+            json!({"reasoning": {"max_tokens": -1}}),
+            json!({"reasoning": {"enabled": true}}),
+            json!({"reasoning": {}}),
+            json!({"include_reasoning": true}),
+        ] {
+            assert_eq!(
+                adaptive(extra.clone(), ALL_LEVELS, false),
+                (summarized(), Value::Null),
+                "{extra}"
+            );
+        }
+    }
+
+    #[test]
+    fn effort_profiles_leave_out_the_text_or_send_nothing() {
+        let omitted = json!({"type": "adaptive", "display": "omitted"});
+        for (extra, want) in [
+            (
+                json!({"reasoning": {"effort": "high", "exclude": true}}),
+                (omitted.clone(), json!({"effort": "high"})),
+            ),
+            (
+                json!({"include_reasoning": false, "reasoning_effort": "low"}),
+                (omitted.clone(), json!({"effort": "low"})),
+            ),
+            (
+                json!({"reasoning": {"enabled": true, "exclude": true}}),
+                (omitted.clone(), Value::Null),
+            ),
+            // Only leaving the text out: nothing to ask upstream (its default applies).
+            (
+                json!({"reasoning": {"exclude": true}}),
+                (Value::Null, Value::Null),
+            ),
+            (
+                json!({"include_reasoning": false}),
+                (Value::Null, Value::Null),
+            ),
+            // No reasoning field at all: the model's default.
+            (json!({}), (Value::Null, Value::Null)),
+            (
+                json!({"reasoning": null, "reasoning_effort": null}),
+                (Value::Null, Value::Null),
+            ),
+        ] {
+            assert_eq!(adaptive(extra.clone(), ALL_LEVELS, false), want, "{extra}");
+        }
+        let e = try_built(
+            &with(json!({"reasoning_effort": "max"})),
+            &effort_model(ALL_LEVELS, false),
+            RouteKind::Anthropic,
+            None,
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("invalid value for reasoning_effort"),
+            "OpenAI's values only: {e}"
+        );
+    }
+
+    #[test]
+    fn effort_profiles_keep_max_tokens_and_follow_the_sampling_rule() {
+        let b = adaptive_body(
+            json!({"reasoning_effort": "xhigh", "max_tokens": 100}),
+            ALL_LEVELS,
+            false,
+        );
+        assert_eq!(b["max_tokens"], 100, "no budget to make room for");
+        let b = adaptive_body(json!({"reasoning_effort": "high"}), ALL_LEVELS, false);
+        assert_eq!(b["max_tokens"], 64000);
+        // Thinking on: modified temperature and top_k dropped, top_p kept from 0.95.
+        let b = adaptive_body(
+            json!({"reasoning_effort": "low", "temperature": 0.3, "top_k": 5, "top_p": 0.97}),
+            ALL_LEVELS,
+            false,
+        );
+        assert!(
+            b.get("temperature").is_none() && b.get("top_k").is_none(),
+            "{b}"
+        );
+        assert_eq!(b["top_p"], 0.97);
+        // Thinking off, or not asked for: sampling as sent (the profile decides).
+        for extra in [
+            json!({"reasoning_effort": "none", "temperature": 0.3, "top_k": 5}),
+            json!({"temperature": 0.3, "top_k": 5}),
+        ] {
+            let b = adaptive_body(extra.clone(), ALL_LEVELS, true);
+            assert_eq!(
+                (b["temperature"].clone(), b["top_k"].clone()),
+                (json!(0.3), json!(5)),
+                "{extra}"
+            );
+        }
+        // A profile that does not forward reasoning sends no thinking at all.
+        let mut m = effort_model(ALL_LEVELS, false);
+        std::sync::Arc::make_mut(&mut m.profile)
+            .forward
+            .retain(|f| f != "reasoning");
+        let (_, _, b) = try_built(
+            &with(json!({"reasoning_effort": "high"})),
+            &m,
+            RouteKind::Anthropic,
+            None,
+            false,
+        )
+        .unwrap();
+        assert!(
+            b.get("thinking").is_none() && b.get("output_config").is_none(),
+            "{b}"
+        );
+        // Vertex gets the same fields beside its envelope.
+        let (_, _, b) = try_built(
+            &with(json!({"reasoning_effort": "medium"})),
+            &effort_model(ALL_LEVELS, false),
+            RouteKind::VertexAnthropic,
+            Some("us-east5"),
+            true,
+        )
+        .unwrap();
+        assert_eq!(b["thinking"], summarized());
+        assert_eq!(b["output_config"], json!({"effort": "medium"}));
+        assert_eq!(b["anthropic_version"], "vertex-2023-10-16");
     }
 
     #[test]

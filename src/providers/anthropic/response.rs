@@ -2,8 +2,11 @@
 //! translator shares (usage, stop reasons).
 //!
 //! - content blocks: `text` → `content` (joined; null when empty), `thinking` → `reasoning`
-//!   (left out when the client excluded reasoning), `tool_use` → `tool_calls` (only seen if an
-//!   upstream answers with one; this family does not send tools); others ignored;
+//!   (left out when the client excluded reasoning, and when every thinking block is empty —
+//!   adaptive thinking with `display: omitted` sends the block with a signature and no text),
+//!   `tool_use` → `tool_calls` (only seen if an upstream answers with one; this family does
+//!   not send tools); signatures and others ignored (the gateway replays no thinking: a
+//!   conversation's earlier turns go back as text);
 //! - `stop_reason`: `end_turn` / `stop_sequence` / `pause_turn` → `stop`, `max_tokens` /
 //!   `model_context_window_exceeded` → `length`, `refusal` → `content_filter`, `tool_use` →
 //!   `tool_calls`;
@@ -241,6 +244,31 @@ mod tests {
         let (v, _) = run("anthropic-message-thinking.json", true);
         assert!(v["choices"][0]["message"].get("reasoning").is_none());
         assert_eq!(v["choices"][0]["message"]["content"], "925 ÷ 5 = 185");
+    }
+
+    #[test]
+    fn empty_thinking_blocks_give_no_reasoning() {
+        let run = |content: Value| {
+            let body = json!({"content": content, "stop_reason": "end_turn",
+                "usage": {"input_tokens": 3, "output_tokens": 40}});
+            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx()).unwrap();
+            let v: Value = serde_json::from_slice(&t.body).unwrap();
+            (v["choices"][0]["message"].clone(), t.usage)
+        };
+        // Adaptive thinking, display omitted: the block is there, signed, and empty.
+        let (m, u) = run(json!([
+            {"type": "thinking", "thinking": "", "signature": "EqQBCkYIBxgCKkA="},
+            {"type": "text", "text": "Echo: hi"}
+        ]));
+        assert!(m.get("reasoning").is_none(), "{m}");
+        assert_eq!(m["content"], "Echo: hi");
+        assert_eq!(u.output, 40, "thinking is still billed as output");
+        let (m, _) = run(json!([
+            {"type": "thinking", "thinking": "", "signature": "a"},
+            {"type": "thinking", "thinking": "summary", "signature": "b"},
+            {"type": "text", "text": "x"}
+        ]));
+        assert_eq!(m["reasoning"], "summary");
     }
 
     #[test]

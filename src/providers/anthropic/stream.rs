@@ -4,8 +4,9 @@
 //! - `message_start`: usage of the input side (`input_tokens`, cache read/write) and a
 //!   provisional `output_tokens`, which later counts replace;
 //! - `content_block_start` / `content_block_delta`: `text_delta` → `delta.content`,
-//!   `thinking_delta` → `delta.reasoning` (unless the client excluded reasoning),
-//!   `signature_delta` ignored, a `tool_use` block → one `tool_calls` entry (id and name at its
+//!   `thinking_delta` → `delta.reasoning` (unless the client excluded reasoning; empty text
+//!   writes nothing, so a thinking block with `display: omitted` — start, `signature_delta`,
+//!   stop — gives no frame), `signature_delta` ignored, a `tool_use` block → one `tool_calls` entry (id and name at its
 //!   start, `input_json_delta` fragments as `arguments`) numbered by a running counter;
 //!   the first delta carries `role: "assistant"`;
 //! - `message_delta`: the `stop_reason` and cumulative usage (first-party repeats the input
@@ -514,6 +515,36 @@ mod tests {
         assert_eq!(joined(&out, "reasoning"), "");
         assert!(!joined(&out, "content").is_empty());
         assert_eq!(out[0]["choices"][0]["delta"]["role"], "assistant");
+    }
+
+    #[test]
+    fn an_empty_thinking_block_writes_no_reasoning() {
+        // Adaptive thinking with the text omitted: no thinking_delta, only the signature.
+        let input = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"EqQBCkYIBxgCKkA=\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":1,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":30}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let whole = run_stream(&Anthropic, cx(), input, &[]);
+        for cut in 0..=input.len() {
+            assert_eq!(run_stream(&Anthropic, cx(), input, &[cut]), whole);
+        }
+        let out = frames(&whole);
+        assert!(
+            out.iter()
+                .all(|f| f["choices"][0]["delta"].get("reasoning").is_none()),
+            "{out:?}"
+        );
+        assert_eq!(
+            out[0]["choices"][0]["delta"],
+            json!({"role": "assistant", "content": "Hi"})
+        );
+        assert_eq!(out[out.len() - 2]["usage"]["completion_tokens"], 30);
+        assert_eq!(out.len(), 4, "content, finish, usage, [DONE]: {out:?}");
     }
 
     #[test]

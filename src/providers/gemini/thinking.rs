@@ -9,6 +9,7 @@
 //! |---|---|---|---|
 //! | budget `[min, max]` | clamped; `0` stays only if `can_disable`, else `min`; `-1` dynamic | none 0, minimal 512, low 1024, medium 8192, high 24576, xhigh 32768, then clamped | `-1` |
 //! | level (lowest first) | mapped to an effort by the same table, then as effort | nearest allowed level, rounding up; `none` → lowest | model default |
+//! | effort (Anthropic's adaptive kind) | dropped: no Gemini knob | dropped | dropped |
 //!
 //! `includeThoughts` is true unless the client excluded reasoning (`reasoning.exclude` or
 //! `include_reasoning: false`). No reasoning field at all → no `thinkingConfig`; a budget and a
@@ -31,21 +32,14 @@ pub(super) struct ThinkingConfig {
     thinking_level: Option<String>,
 }
 
-/// The Gemini 3 level name of an effort's rank.
-fn level_name(effort: Effort) -> &'static str {
-    match effort {
-        Effort::None | Effort::Minimal => "minimal",
-        Effort::Low => "low",
-        Effort::Medium => "medium",
-        Effort::High | Effort::XHigh => "high",
-    }
-}
-
 pub(super) fn thinking_config(
     req: &RawRequest<'_>,
     p: &Profile,
 ) -> Result<Option<ThinkingConfig>, GatewayError> {
-    if !p.forwards("reasoning") || p.thinking == Thinking::None {
+    // Adaptive effort is Anthropic's control: Gemini has no such knob (its levels are
+    // `Level`), so a profile of that kind drops reasoning here, as `None` does.
+    let no_controls = matches!(p.thinking, Thinking::None | Thinking::Effort { .. });
+    if !p.forwards("reasoning") || no_controls {
         return Ok(None);
     }
     let Some(asked) = reasoning_ask(req)? else {
@@ -58,7 +52,7 @@ pub(super) fn thinking_config(
         thinking_level: None,
     };
     match &p.thinking {
-        Thinking::None => return Ok(None),
+        Thinking::None | Thinking::Effort { .. } => return Ok(None),
         Thinking::Budget {
             min,
             max,
@@ -67,7 +61,9 @@ pub(super) fn thinking_config(
             config.thinking_budget = budget(ask).map(|b| clamp_budget(b, *min, *max, *can_disable));
         }
         Thinking::Level { levels } => {
-            config.thinking_level = level_effort(ask).and_then(|e| pick_level(levels, e));
+            config.thinking_level = level_effort(ask)
+                .and_then(|e| e.nearest_level(levels))
+                .map(str::to_owned);
         }
     }
     Ok(Some(config))
@@ -97,25 +93,6 @@ fn level_effort(ask: Ask) -> Option<Effort> {
         Ask::Budget(n) => Some(Effort::of_budget(n)),
         Ask::Effort(e) => Some(e),
     }
-}
-
-/// The allowed level nearest to `effort`, rounding up (`minimal` → `low` where there is no
-/// `minimal`, `medium` → `high`); `none` is the lowest level (thinking cannot be turned off).
-fn pick_level(levels: &[String], effort: Effort) -> Option<String> {
-    if effort == Effort::None {
-        return levels.first().cloned();
-    }
-    let rank = |name: &str| {
-        ["minimal", "low", "medium", "high"]
-            .iter()
-            .position(|l| *l == name)
-    };
-    let want = rank(level_name(effort));
-    levels
-        .iter()
-        .find(|l| rank(l) >= want)
-        .or(levels.last())
-        .cloned()
 }
 
 #[cfg(test)]
@@ -319,6 +296,22 @@ mod tests {
             pro3(),
         );
         assert_eq!(t, json!({"includeThoughts": false, "thinkingLevel": "low"}));
+    }
+
+    #[test]
+    fn an_effort_profile_sends_no_thinking_config() {
+        // Anthropic's adaptive kind; nothing in it maps onto Gemini's knobs.
+        let mut p = profile_levels(&["low", "high"]);
+        p.thinking = crate::catalog::Thinking::Effort {
+            levels: vec!["low".into(), "high".into()],
+            can_disable: true,
+        };
+        for extra in [
+            json!({"reasoning_effort": "high"}),
+            json!({"reasoning": {"max_tokens": 0}}),
+        ] {
+            assert_eq!(thinking(extra.clone(), p.clone()), Value::Null, "{extra}");
+        }
     }
 
     #[test]
