@@ -10,6 +10,8 @@
 // (tests may use plain operators).
 #![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
 pub mod cost;
+#[cfg(test)]
+mod default_prices;
 pub mod gates;
 pub mod record;
 pub mod spool;

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::money::Price;
 use crate::store::{CatalogRows, ModelRow};
 
-use super::{Family, RouteKind};
+use super::{Family, Profile, RouteKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -41,6 +41,10 @@ pub fn read_file(path: &Path) -> Result<CatalogRows, ImportError> {
 /// Checks what the database cannot: known families, kinds and route kinds, and routes that
 /// point at models of a family they can carry.
 pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
+    for p in &rows.profiles {
+        serde_json::from_value::<Profile>(p.spec.clone())
+            .map_err(|e| ImportError::Invalid(format!("profile {}: {e}", p.name)))?;
+    }
     let mut ids = HashSet::new();
     for m in &rows.models {
         let family = Family::parse(&m.family).ok_or_else(|| {
@@ -99,6 +103,12 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         if let Some(url) = &r.base_url {
             super::Endpoint::parse(url)
                 .map_err(|e| ImportError::Invalid(format!("route for {}: {e}", r.model_id)))?;
+        }
+        if r.upstream_model.as_deref().is_some_and(str::is_empty) {
+            return Err(ImportError::Invalid(format!(
+                "route {} of {}: upstream_model must not be empty",
+                r.kind, r.model_id
+            )));
         }
         if !(1..=1000).contains(&r.weight) {
             return Err(ImportError::Invalid(format!(
@@ -170,6 +180,52 @@ mod tests {
                 m.id
             );
         }
+    }
+
+    #[test]
+    fn retired_and_deprecated_models_carry_their_dates() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/catalog.yaml");
+        let rows = read_file(Path::new(path)).unwrap();
+        let day = |id: &str| {
+            let m = rows.models.iter().find(|m| m.id == id).unwrap();
+            (m.active, m.shutdown.map(|d| d.to_string()))
+        };
+        assert_eq!(
+            day("google/gemini-2.0-flash"),
+            (false, Some("2026-06-01".into()))
+        );
+        assert_eq!(
+            day("google/gemini-3-pro-preview"),
+            (false, Some("2026-03-09".into()))
+        );
+        assert_eq!(
+            day("anthropic/claude-opus-4-1"),
+            (false, Some("2026-08-05".into()))
+        );
+        assert_eq!(
+            day("google/gemini-2.5-pro"),
+            (true, Some("2026-12-01".into()))
+        );
+        assert_eq!(
+            day("anthropic/claude-sonnet-4-5"),
+            (true, Some("2026-11-30".into()))
+        );
+        assert!(
+            rows.models
+                .iter()
+                .all(|m| m.source.as_deref().is_some_and(|s| !s.is_empty())),
+            "every model says where its figures come from"
+        );
+    }
+
+    #[test]
+    fn a_mistyped_profile_is_refused_at_import_not_skipped_at_load() {
+        let rows: CatalogRows = serde_yaml::from_str(
+            "profiles: [{name: p, spec: {forward: [], thinking: {kind: effort, levls: [low]}}}]",
+        )
+        .unwrap();
+        let err = validate(&rows).unwrap_err().to_string();
+        assert!(err.starts_with("profile p: "), "{err}");
     }
 
     #[test]

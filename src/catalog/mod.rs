@@ -8,9 +8,6 @@
 pub mod health;
 pub mod import;
 pub mod lifecycle;
-
-#[cfg(test)]
-mod default_prices;
 pub mod profile;
 
 use std::collections::HashMap;

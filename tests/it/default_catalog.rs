@@ -186,10 +186,16 @@ async fn the_gateway_warns_at_start_of_models_near_their_shutdown() {
     gw.cli(&["catalog", "import", file.to_str().unwrap()]);
     let listed = gw.cli(&["catalog", "list"]);
     assert!(listed.contains(&format!("[shutdown {soon}]")), "{listed}");
-    assert!(listed.contains(&format!("[inactive, shut down {today}]")), "{listed}");
+    assert!(
+        listed.contains(&format!("[inactive, shut down {today}]")),
+        "{listed}"
+    );
     gw.start();
     let log = std::fs::read_to_string(&gw.log_file).unwrap();
-    let warned = |id: &str| log.lines().any(|l| l.contains("WARN") && l.contains(&format!("model {id} is shut down")));
+    let warned = |id: &str| {
+        log.lines()
+            .any(|l| l.contains("WARN") && l.contains(&format!("model {id} is shut down")))
+    };
     assert!(warned("g/soon"), "{log}");
     assert!(!warned("g/later") && !warned("g/gone"), "{log}");
 }

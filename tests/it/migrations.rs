@@ -214,7 +214,8 @@ async fn sqlite_key_rotation_migration_backfills_replacements() {
         &ROTATED_V8.replace("{t2}", "2").replace("{t}", "1"),
     );
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    let pending = migrations::migrations(Dialect::Sqlite).len() - 8;
+    assert_eq!(store.migrate().await.unwrap(), pending);
     rotations_are_backfilled(&store).await;
 }
 
@@ -226,8 +227,60 @@ async fn postgres_key_rotation_migration_backfills_replacements() {
         .replace("{t}", "to_timestamp(1)");
     pg_at(&db.url, 8, &rows).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    let pending = migrations::migrations(Dialect::Postgres).len() - 8;
+    assert_eq!(store.migrate().await.unwrap(), pending);
     rotations_are_backfilled(&store).await;
+}
+
+/// A catalog written at schema version 9, before models had lifecycles.
+const CATALOG_V9: &str = "
+INSERT INTO models (id, provider, family, kind, upstream_model, profile, input_price_micro,
+                    output_price_micro, capabilities, active)
+VALUES ('google/old', 'google', 'gemini', 'chat', 'gemini-old', 'p', 1000000, 2000000, '[]', {yes});
+INSERT INTO routes (model_id, kind, priority, active) VALUES ('google/old', 'gemini-api', 0, {yes});
+";
+
+async fn catalog_rows_gain_empty_lifecycles(store: &dyn Store) {
+    let rows = store.load_catalog().await.unwrap();
+    let (m, r) = (&rows.models[0], &rows.routes[0]);
+    assert_eq!(
+        (m.id.as_str(), m.shutdown, m.source.as_deref()),
+        ("google/old", None, None)
+    );
+    assert_eq!(
+        (r.model_id.as_str(), r.upstream_model.as_deref()),
+        ("google/old", None)
+    );
+    let mut next = rows.clone();
+    next.models[0].shutdown = "2026-12-01".parse().ok();
+    next.routes[0].upstream_model = Some("gemini-old@001".into());
+    store.import_catalog(&next).await.unwrap();
+    assert_eq!(store.load_catalog().await.unwrap(), next);
+}
+
+#[tokio::test]
+async fn sqlite_catalogs_gain_lifecycles() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v9.db");
+    sqlite_at(&path, 9, &CATALOG_V9.replace("{yes}", "1"));
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Sqlite).len() - 9
+    );
+    catalog_rows_gain_empty_lifecycles(&store).await;
+}
+
+#[tokio::test]
+async fn postgres_catalogs_gain_lifecycles() {
+    let db = PgDatabase::create().await;
+    pg_at(&db.url, 9, &CATALOG_V9.replace("{yes}", "true")).await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Postgres).len() - 9
+    );
+    catalog_rows_gain_empty_lifecycles(&store).await;
 }
 
 /// A SQLite database at `path` migrated to `version` only (foreign keys on, as the store runs),

@@ -3,11 +3,13 @@
 //! threshold, in exact pico-USD worked out by hand (a price in USD per 1M tokens is that many
 //! micro-USD per token-million, i.e. pico-USD per token).
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use super::{import, pricing_of};
+use super::cost::cost;
 use crate::api::usage::Usage;
-use crate::billing::cost::cost;
+use crate::catalog::{import, Snapshot};
+use crate::config::ProvidersConf;
 use crate::store::CatalogRows;
 
 fn catalog() -> CatalogRows {
@@ -16,8 +18,8 @@ fn catalog() -> CatalogRows {
 }
 
 fn bill(rows: &CatalogRows, id: &str, usage: Usage) -> i64 {
-    let row = rows.models.iter().find(|m| m.id == id).unwrap();
-    let pricing = pricing_of(row);
+    let snapshot = Snapshot::build(rows, &ProvidersConf::default(), &HashMap::new());
+    let pricing = &snapshot.model(id).unwrap().pricing;
     cost(&usage, pricing.rates_for(usage.prompt_tokens()))
         .unwrap()
         .pico()
@@ -161,39 +163,4 @@ fn every_bucket_is_billed_at_the_recorded_price() {
     for (id, usage, want) in cases {
         assert_eq!(bill(&rows, id, usage), want, "{id}: {usage:?}");
     }
-}
-
-#[test]
-fn retired_and_deprecated_models_carry_their_dates() {
-    let rows = catalog();
-    let day = |id: &str| {
-        let m = rows.models.iter().find(|m| m.id == id).unwrap();
-        (m.active, m.shutdown.map(|d| d.to_string()))
-    };
-    assert_eq!(
-        day("google/gemini-2.0-flash"),
-        (false, Some("2026-06-01".into()))
-    );
-    assert_eq!(
-        day("google/gemini-3-pro-preview"),
-        (false, Some("2026-03-09".into()))
-    );
-    assert_eq!(
-        day("anthropic/claude-opus-4-1"),
-        (false, Some("2026-08-05".into()))
-    );
-    assert_eq!(
-        day("google/gemini-2.5-pro"),
-        (true, Some("2026-12-01".into()))
-    );
-    assert_eq!(
-        day("anthropic/claude-sonnet-4-5"),
-        (true, Some("2026-11-30".into()))
-    );
-    assert!(
-        rows.models
-            .iter()
-            .all(|m| m.source.as_deref().is_some_and(|s| !s.is_empty())),
-        "every model says where its figures come from"
-    );
 }
