@@ -10,6 +10,7 @@ mod anthropic;
 mod architecture;
 mod billing;
 mod bodies;
+mod catalog_check;
 mod console;
 mod disconnects;
 mod embeddings;
