@@ -299,13 +299,13 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
     }
 }
 
-/// Fails (exit 1, the reasons on stderr) when an active route's model is no longer listed.
+/// Fails (exit 1, the reasons on stderr) when an active route's model is not listed.
 fn drift_verdict(report: &commands::DriftReport) -> Result<(), CliError> {
     if report.failures.is_empty() {
         return Ok(());
     }
     Err(CliError::Usage(format!(
-        "catalog drift: {} active route(s) call a model their upstream no longer lists:\n  {}",
+        "catalog drift: {} active route(s) call a model their upstream does not list:\n  {}",
         report.failures.len(),
         report.failures.join("\n  ")
     )))

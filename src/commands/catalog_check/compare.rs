@@ -199,8 +199,8 @@ pub struct NotInCatalog {
     pub base_urls: Vec<String>,
 }
 
-/// The whole check: `failures` non-empty means an active route calls a model its upstream no
-/// longer lists (the CLI exits 1); `notes` are inactive models their upstream still lists.
+/// The whole check: `failures` non-empty means an active route calls a model its upstream does
+/// not list (the CLI exits 1); `notes` are inactive models their upstream still lists.
 #[derive(Debug, Clone, Serialize)]
 pub struct DriftReport {
     pub routes: Vec<RouteCheck>,
@@ -304,8 +304,9 @@ fn describe(r: &RouteCheck) -> String {
         .as_deref()
         .map(|g| format!(" ({g})"))
         .unwrap_or_default();
+    let surface = r.surface.map_or("its", SurfaceKind::as_str);
     format!(
-        "{}: route {}{region} calls {}, which {} no longer lists",
+        "{}: route {}{region} calls {}, which the {surface} listing at {} does not have",
         r.model,
         r.route,
         r.upstream_model,
