@@ -134,27 +134,8 @@ fn invalid(msg: &str, vertex: bool) -> Response {
 
 /// `POST /v1/messages` and `/v1/messages/count_tokens`.
 pub fn handle_direct(sim: &Sim, req: &Req, count_only: bool) -> Response {
-    match req.headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
-        None => {
-            return fixtures::anthropic_error(
-                401,
-                "authentication_error",
-                "x-api-key header is required",
-                false,
-            )
-        }
-        Some(k) if k != sim.cfg.anthropic_key => {
-            return fixtures::anthropic_error(
-                401,
-                "authentication_error",
-                "invalid x-api-key",
-                false,
-            )
-        }
-        Some(_) => {}
-    }
-    if req.headers.get("anthropic-version").is_none() {
-        return invalid("anthropic-version: header is required", false);
+    if let Err(r) = direct_auth(sim, req) {
+        return r;
     }
     let r = if count_only {
         count_tokens(sim, req)
@@ -162,6 +143,43 @@ pub fn handle_direct(sim: &Sim, req: &Req, count_only: bool) -> Response {
         messages(sim, req, None, false)
     };
     r.unwrap_or_else(|e| e)
+}
+
+/// The Anthropic API's `x-api-key` and `anthropic-version` checks (messages and listing).
+pub fn direct_auth(sim: &Sim, req: &Req) -> Result<(), Response> {
+    match req.headers.get("x-api-key").and_then(|v| v.to_str().ok()) {
+        None => {
+            return Err(fixtures::anthropic_error(
+                401,
+                "authentication_error",
+                "x-api-key header is required",
+                false,
+            ))
+        }
+        Some(k) if k != sim.cfg.anthropic_key => {
+            return Err(fixtures::anthropic_error(
+                401,
+                "authentication_error",
+                "invalid x-api-key",
+                false,
+            ))
+        }
+        Some(_) => {}
+    }
+    if req.headers.get("anthropic-version").is_none() {
+        return Err(invalid("anthropic-version: header is required", false));
+    }
+    Ok(())
+}
+
+/// A direct-API 400 `invalid_request_error`.
+pub fn invalid_direct(msg: &str) -> Response {
+    invalid(msg, false)
+}
+
+/// The direct API's 404 for a model it does not serve.
+fn model_not_found(model: &str) -> Response {
+    fixtures::anthropic_error(404, "not_found_error", &format!("model: {model}"), false)
 }
 
 /// Vertex `:rawPredict` / `:streamRawPredict` (bearer already checked).
@@ -914,15 +932,9 @@ fn count_tokens(sim: &Sim, req: &Req) -> R {
     let obj = parse(req.body, false)?;
     let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
     validate(&obj, model, false, req.headers, true)?;
-    if !model.starts_with("claude-") {
-        return Err(fixtures::anthropic_error(
-            404,
-            "not_found_error",
-            &format!("model: {model}"),
-            false,
-        ));
+    if sim.models.claude(Surface::Anthropic, model).is_none() {
+        return Err(model_not_found(model));
     }
-    let _ = sim;
     let scan = scan_prompt(&obj, model);
     let v = serde_json::json!({ "input_tokens": prompt_tok(scan.bytes) });
     Ok(respond::json(StatusCode::OK, JSON_PLAIN, &v))
@@ -1167,20 +1179,17 @@ fn answer(
     fault: Option<Fault>,
 ) -> R {
     validate(obj, model_raw, vertex, req.headers, false)?;
-    if !model_raw.starts_with("claude-") {
-        return Err(if vertex {
-            fixtures::vertex_model_not_found("-", "-", "anthropic", model_raw)
-        } else {
-            fixtures::anthropic_error(
-                404,
-                "not_found_error",
-                &format!("model: {model_raw}"),
-                false,
-            )
-        });
-    }
-    // Vertex ids `claude-x@YYYYMMDD` come back as `claude-x-YYYYMMDD`.
-    let model = model_raw.replace('@', "-");
+    // Vertex checked the id against its registry before the body (`vertex.rs`); its ids
+    // `claude-x@YYYYMMDD` come back as `claude-x-YYYYMMDD`. The direct API answers an alias
+    // with the dated id it resolves to.
+    let model = if vertex {
+        model_raw.replace('@', "-")
+    } else {
+        sim.models
+            .claude(Surface::Anthropic, model_raw)
+            .ok_or_else(|| model_not_found(model_raw))?
+            .api_id()
+    };
     let stream = stream_route || obj.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let max_tokens = obj.get("max_tokens").and_then(Value::as_u64).unwrap_or(1);
     let gen = generation(&model);
@@ -1527,35 +1536,38 @@ mod tests {
             json!({"model":"claude-sonnet-4-5","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}),
         );
         assert!(validate(&ok, "claude-sonnet-4-5", false, &h, false).is_ok());
-        let no_max = v(json!({"model":"claude-x","messages":[{"role":"user","content":"hi"}]}));
+        let no_max =
+            v(json!({"model":"claude-haiku-4-5","messages":[{"role":"user","content":"hi"}]}));
         assert_eq!(
-            msg_of(validate(&no_max, "claude-x", false, &h, false)),
+            msg_of(validate(&no_max, "claude-haiku-4-5", false, &h, false)),
             "400 Bad Request"
         );
         let twice = v(
-            json!({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}),
+            json!({"model":"claude-haiku-4-5","max_tokens":5,"messages":[{"role":"user","content":"a"},{"role":"user","content":"b"}]}),
         );
-        assert!(validate(&twice, "claude-x", false, &h, false).is_err());
+        assert!(validate(&twice, "claude-haiku-4-5", false, &h, false).is_err());
         let extra = v(
-            json!({"model":"claude-x","max_tokens":5,"messages":[{"role":"user","content":"a"}],"n":2}),
+            json!({"model":"claude-haiku-4-5","max_tokens":5,"messages":[{"role":"user","content":"a"}],"n":2}),
         );
-        assert!(validate(&extra, "claude-x", false, &h, false).is_err());
+        assert!(validate(&extra, "claude-haiku-4-5", false, &h, false).is_err());
         let low_budget = v(
-            json!({"model":"claude-x","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":"a"}]}),
+            json!({"model":"claude-haiku-4-5","max_tokens":5000,"thinking":{"type":"enabled","budget_tokens":512},"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&low_budget, "claude-x", false, &h, false).is_err());
+        assert!(validate(&low_budget, "claude-haiku-4-5", false, &h, false).is_err());
         let over = v(
-            json!({"model":"claude-x","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"a"}]}),
+            json!({"model":"claude-haiku-4-5","max_tokens":2000,"thinking":{"type":"enabled","budget_tokens":2000},"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&over, "claude-x", false, &h, false).is_err());
+        assert!(validate(&over, "claude-haiku-4-5", false, &h, false).is_err());
         let vertex_model = v(
-            json!({"model":"claude-x","anthropic_version":VERTEX_VERSION,"max_tokens":5,"messages":[{"role":"user","content":"a"}]}),
+            json!({"model":"claude-haiku-4-5","anthropic_version":VERTEX_VERSION,"max_tokens":5,"messages":[{"role":"user","content":"a"}]}),
         );
-        assert!(validate(&vertex_model, "claude-x", true, &h, false).is_err());
-        let orphan = v(json!({"model":"claude-x","max_tokens":5,"messages":[
+        assert!(validate(&vertex_model, "claude-haiku-4-5", true, &h, false).is_err());
+        let orphan = v(
+            json!({"model":"claude-haiku-4-5","max_tokens":5,"messages":[
             {"role":"user","content":"a"},{"role":"assistant","content":"b"},
-            {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"r"}]}]}));
-        assert!(validate(&orphan, "claude-x", false, &h, false).is_err());
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_x","content":"r"}]}]}),
+        );
+        assert!(validate(&orphan, "claude-haiku-4-5", false, &h, false).is_err());
         let both = v(
             json!({"model":"claude-sonnet-4-5","max_tokens":5,"temperature":0.5,"top_p":0.9,"messages":[{"role":"user","content":"a"}]}),
         );

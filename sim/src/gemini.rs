@@ -5,6 +5,10 @@
 //! (`\r\n\r\n` separators, no `[DONE]`), `gemini-count-tokens.json`,
 //! `gemini-batch-embed-contents.json`, `gemini-prompt-blocked-safety-vertex.json`.
 //!
+//! Model ids are the registry's (`models.rs`): an id the surface does not serve (retired,
+//! misspelt, or an embedding model asked to generate) gets fixture
+//! `gemini-error-404-model-not-found-devapi.json` (Vertex: the publisher-model 404).
+//!
 //! Validates, with the real 400 bodies (gemini.md §2–§8):
 //! - unknown fields (camelCase or snake_case accepted, like Google's JSON parser) at the top
 //!   level, in `generationConfig`, `thinkingConfig`, `contents[].parts[]`, `functionCall`,
@@ -57,6 +61,7 @@ use crate::content::{
 };
 use crate::faults::{self, Fault, StreamFault, Surface};
 use crate::fixtures;
+use crate::models::Kind;
 use crate::respond::{self, JSON_GOOGLE};
 use crate::{Req, Sim};
 
@@ -436,13 +441,14 @@ fn g3_levels(model: &str) -> &'static [&'static str] {
     }
 }
 
-pub fn is_generate_model(model: &str) -> bool {
-    (model.starts_with("gemini-") || model.starts_with("gemma-") || model.starts_with("learnlm-"))
-        && !model.contains("embedding")
-}
-
-pub fn is_embedding_model(model: &str) -> bool {
-    model.contains("embedding")
+/// Whether `surface` (Gemini or Vertex) serves `model` as `kind`: the registry decides.
+fn serves(sim: &Sim, vertex: bool, model: &str, kind: Kind) -> bool {
+    let surface = if vertex {
+        Surface::Vertex
+    } else {
+        Surface::Gemini
+    };
+    sim.models.google(surface, model, kind).is_some()
 }
 
 /// Full (default) embedding width of a model.
@@ -1120,7 +1126,7 @@ fn create_cache(sim: &Sim, req: &Req, parent: &str, vertex: bool) -> R {
         .and_then(Value::as_str)
         .ok_or_else(|| fixtures::invalid_argument("* CachedContent.model: model is required.\n"))?;
     let model = model_full.rsplit('/').next().unwrap_or(model_full);
-    if !is_generate_model(model) {
+    if !serves(sim, vertex, model, Kind::Chat) {
         return Err(fixtures::gemini_model_not_found(
             model,
             "v1beta",
@@ -1475,7 +1481,7 @@ fn generate_validated(
     fault: Option<Fault>,
 ) -> R {
     let vertex = api.vertex.is_some();
-    check_model(api, model, stream)?;
+    check_model(sim, api, model, stream)?;
     let unknown = unknown_fields(obj, vertex);
     if !unknown.is_empty() {
         return Err(fixtures::unknown_fields(&unknown));
@@ -1531,8 +1537,8 @@ fn generate_validated(
 }
 
 /// A model this surface generates with, else the surface's 404.
-fn check_model(api: &GenApi, model: &str, stream: bool) -> Result<(), Response> {
-    if is_generate_model(model) {
+fn check_model(sim: &Sim, api: &GenApi, model: &str, stream: bool) -> Result<(), Response> {
+    if serves(sim, api.vertex.is_some(), model, Kind::Chat) {
         return Ok(());
     }
     Err(match &api.vertex {
@@ -2072,7 +2078,7 @@ fn count_inner(sim: &Sim, req: &Req, api: &GenApi, model: &str) -> R {
             return Ok(r);
         }
     }
-    if !is_generate_model(model) && !is_embedding_model(model) {
+    if !serves(sim, vertex, model, Kind::Chat) && !serves(sim, vertex, model, Kind::Embedding) {
         return Err(match &api.vertex {
             Some(vi) => fixtures::vertex_model_not_found(vi.project, vi.location, "google", model),
             None => fixtures::gemini_model_not_found(model, api.version, "countTokens"),
@@ -2213,7 +2219,7 @@ fn embed_inner(sim: &Sim, req: &Req, version: &str, model: &str, batch: bool) ->
     } else {
         "embedContent"
     };
-    if !is_embedding_model(model) {
+    if !serves(sim, false, model, Kind::Embedding) {
         return Err(fixtures::gemini_model_not_found(model, version, method));
     }
     let mut unknown = Vec::new();

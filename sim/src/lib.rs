@@ -20,6 +20,17 @@
 //! | `POST /token` (JWT-bearer grant) | — | `oauth.rs` |
 //! | `POST /v1/messages`, `POST /v1/messages/count_tokens` | `x-api-key` = `--anthropic-key`, `anthropic-version` | `anthropic.rs` |
 //! | `POST /v1/chat/completions`, `POST /v1/embeddings`, `GET /v1/models` | `Authorization: Bearer --openai-key` | `openai.rs` |
+//! | `GET /v1beta/models?pageSize=&pageToken=` (also `GET /v1/models` when it carries `x-goog-api-key` or `?key=`) | Gemini key | `listing.rs` |
+//! | `GET /v1/models?limit=&after_id=&before_id=` when it carries `x-api-key` | Anthropic key, `anthropic-version` | `listing.rs` |
+//! | `GET /v1beta1/publishers/{google,anthropic}/models?pageSize=&pageToken=` (shape from Google's REST reference as remembered, not captured) | `Authorization: Bearer` token from `/token` | `listing.rs` |
+//!
+//! `GET /v1/models` is three surfaces on one path, told apart by the credential it carries:
+//! a Google key → Gemini, `x-api-key` → Anthropic, anything else → OpenAI.
+//!
+//! Which model ids exist where is the registry's (`models.rs`: what the real services list as
+//! of 2026-11-26): an unknown or retired id gets each surface's real 404 (Gemini
+//! `models/… is not found`, Vertex `Publisher Model … was not found`, Anthropic
+//! `not_found_error` `model: …`), and the listings above show the same table.
 //!
 //! Answers are deterministic: `"Echo: <last user text>"`, tokens = `ceil(bytes/4)`; the exact
 //! rule is in `content.rs`. Per-surface validation rules are listed in each module's doc.
@@ -54,14 +65,16 @@
 //! | `GET /_sim/stats` | `{requests_total, by_route{NAME: n}, tokens_issued, faults_injected, vertex_flex_requests, vertex_priority_requests, recording, recorded, recorded_dropped}` |
 //! | `POST /_sim/faults` `{"fault":"429","count":1,"surface":"any"}` | queue a fault for the next `count` model requests of `surface` (`any`, `gemini`, `vertex`, `anthropic`, `anthropic-vertex`, `openai`) → `{"queued": n}` |
 //! | `GET /_sim/faults`, `DELETE /_sim/faults` | list / clear queued faults |
-//! | `POST /_sim/reset` | clear log, queued faults, Gemini caches, Anthropic prompt cache and counters (issued tokens stay valid) |
+//! | `POST /_sim/models/withdraw` `{"surface":"gemini","model":"gemini-2.5-pro"}` | take a model off one surface (`gemini`, `vertex`, `anthropic`, `anthropic-vertex`): its listing and its calls (which then 404) → `{"withdrawn": id, "surface": s}`; 400 if that surface does not serve it |
+//! | `POST /_sim/reset` | clear log, queued faults, Gemini caches, Anthropic prompt cache, withdrawn models and counters (issued tokens stay valid) |
 //! | `GET /_sim/health` | `{"ok": true}` |
 //!
 //! Route names: `gemini.generate`, `gemini.stream`, `gemini.count_tokens`, `gemini.embed`,
 //! `gemini.batch_embed`, `gemini.cache`, `vertex.generate`, `vertex.stream`,
 //! `vertex.count_tokens`, `vertex.predict`, `vertex.cache`, `vertex.claude`,
 //! `vertex.claude_stream`, `oauth.token`, `anthropic.messages`, `anthropic.count_tokens`,
-//! `openai.chat`, `openai.embeddings`, `openai.models`, `unknown`.
+//! `openai.chat`, `openai.embeddings`, `openai.models`, `gemini.models`, `vertex.models`,
+//! `anthropic.models`, `unknown`.
 //!
 //! ## Flags
 //!
@@ -81,6 +94,8 @@ mod content;
 mod faults;
 mod fixtures;
 mod gemini;
+mod listing;
+pub mod models;
 mod oauth;
 mod openai;
 mod record;
@@ -166,6 +181,7 @@ pub struct Sim {
     pub tokens: oauth::TokenStore,
     pub gcache: gemini::CacheStore,
     pub pcache: anthropic::PromptCache,
+    pub models: models::Registry,
 }
 
 impl Sim {
@@ -248,6 +264,11 @@ enum Target<'a> {
     OpenAiChat,
     OpenAiEmbeddings,
     OpenAiModels,
+    GeminiModels,
+    VertexModels {
+        publisher: &'a str,
+    },
+    AnthropicModels,
     Unknown,
 }
 
@@ -270,21 +291,52 @@ impl Target<'_> {
             Target::OpenAiChat => Route::OpenAiChat,
             Target::OpenAiEmbeddings => Route::OpenAiEmbeddings,
             Target::OpenAiModels => Route::OpenAiModels,
+            Target::GeminiModels => Route::GeminiModels,
+            Target::VertexModels { .. } => Route::VertexModels,
+            Target::AnthropicModels => Route::AnthropicModels,
             Target::Unknown => Route::Unknown,
         }
     }
 }
 
-fn classify<'a>(method: &Method, path: &'a str) -> Target<'a> {
+/// Whose `GET /v1/models` this is: the credential it carries decides, as only the
+/// provider that issued it would answer.
+fn models_list_target(headers: &HeaderMap, query: &str) -> Target<'static> {
+    if headers.contains_key("x-goog-api-key") || query_param(query, "key").is_some() {
+        Target::GeminiModels
+    } else if headers.contains_key("x-api-key") {
+        Target::AnthropicModels
+    } else {
+        Target::OpenAiModels
+    }
+}
+
+/// `GET /v1beta1/publishers/{publisher}/models`.
+fn vertex_models_target(path: &str) -> Option<Target<'_>> {
+    let publisher = path
+        .strip_prefix("/v1beta1/publishers/")?
+        .strip_suffix("/models")?;
+    (!publisher.is_empty() && !publisher.contains('/'))
+        .then_some(Target::VertexModels { publisher })
+}
+
+fn classify<'a>(method: &Method, path: &'a str, headers: &HeaderMap, query: &str) -> Target<'a> {
     let post = method == Method::POST;
+    let get = method == Method::GET;
     match path {
         "/token" if post => return Target::Token,
         "/v1/messages" if post => return Target::AnthropicMessages,
         "/v1/messages/count_tokens" if post => return Target::AnthropicCount,
         "/v1/chat/completions" if post => return Target::OpenAiChat,
         "/v1/embeddings" if post => return Target::OpenAiEmbeddings,
-        "/v1/models" if method == Method::GET => return Target::OpenAiModels,
+        "/v1/models" if get => return models_list_target(headers, query),
+        "/v1beta/models" if get => return Target::GeminiModels,
         _ => {}
+    }
+    if get {
+        if let Some(t) = vertex_models_target(path) {
+            return t;
+        }
     }
     for version in ["v1beta", "v1"] {
         let prefix_len = version.len() + 2;
@@ -371,7 +423,8 @@ async fn dispatch(State(sim): State<Arc<Sim>>, req: Request) -> Response {
             )
         }
     };
-    let target = classify(&parts.method, path);
+    let query = parts.uri.query().unwrap_or("");
+    let target = classify(&parts.method, path, &parts.headers, query);
     let route = target.route();
     sim.stats.count(route);
     if sim.rec.enabled() {
@@ -382,7 +435,7 @@ async fn dispatch(State(sim): State<Arc<Sim>>, req: Request) -> Response {
     let req = Req {
         method: &parts.method,
         headers: &parts.headers,
-        query: parts.uri.query().unwrap_or(""),
+        query,
         body: &body,
     };
     let resp = match &target {
@@ -402,6 +455,9 @@ async fn dispatch(State(sim): State<Arc<Sim>>, req: Request) -> Response {
         Target::OpenAiChat => openai::chat(&sim, &req),
         Target::OpenAiEmbeddings => openai::embeddings(&sim, &req),
         Target::OpenAiModels => openai::models(&sim, &req),
+        Target::GeminiModels => listing::gemini(&sim, &req),
+        Target::VertexModels { publisher } => listing::vertex(&sim, &req, publisher),
+        Target::AnthropicModels => listing::anthropic(&sim, &req),
         Target::Unknown => not_found(&parts.method, path),
     };
     let latency = resp
@@ -445,11 +501,13 @@ fn control(sim: &Sim, method: &Method, path: &str, query: &str, body: &Bytes) ->
         },
         ("GET", "faults") => ok(json!(sim.faults.list())),
         ("DELETE", "faults") => ok(json!({ "cleared": sim.faults.clear() })),
+        ("POST", "models/withdraw") => withdraw(sim, body),
         ("POST", "reset") => {
             sim.rec.clear();
             sim.faults.clear();
             sim.gcache.clear();
             sim.pcache.clear();
+            sim.models.reset();
             sim.stats.reset();
             ok(json!({ "reset": true }))
         }
@@ -459,6 +517,27 @@ fn control(sim: &Sim, method: &Method, path: &str, query: &str, body: &Bytes) ->
             JSON_PLAIN,
             &json!({ "error": format!("no control route {} /_sim/{path}", method.as_str()) }),
         ),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct Withdraw {
+    surface: String,
+    model: String,
+}
+
+/// `POST /_sim/models/withdraw`.
+fn withdraw(sim: &Sim, body: &Bytes) -> Response {
+    let result = serde_json::from_slice::<Withdraw>(body)
+        .map_err(|e| format!("expected {{\"surface\": \"gemini\", \"model\": \"<id>\"}}: {e}"))
+        .and_then(|w| sim.models.withdraw(&w.surface, &w.model).map(|()| w));
+    match result {
+        Ok(w) => respond::json(
+            StatusCode::OK,
+            JSON_PLAIN,
+            &json!({ "withdrawn": w.model, "surface": w.surface }),
+        ),
+        Err(e) => respond::json(StatusCode::BAD_REQUEST, JSON_PLAIN, &json!({ "error": e })),
     }
 }
 
@@ -481,6 +560,7 @@ pub async fn serve(listener: tokio::net::TcpListener, opts: Options) -> std::io:
         tokens: oauth::TokenStore::default(),
         gcache: gemini::CacheStore::default(),
         pcache: anthropic::PromptCache::default(),
+        models: models::Registry::default(),
     });
     let app = Router::new().fallback(dispatch).with_state(sim);
     use axum::serve::ListenerExt as _;

@@ -37,11 +37,14 @@ pub enum Route {
     OpenAiChat,
     OpenAiEmbeddings,
     OpenAiModels,
+    GeminiModels,
+    VertexModels,
+    AnthropicModels,
     Unknown,
 }
 
 impl Route {
-    pub const ALL: [Route; 20] = [
+    pub const ALL: [Route; 23] = [
         Route::GeminiGenerate,
         Route::GeminiStream,
         Route::GeminiCountTokens,
@@ -61,6 +64,9 @@ impl Route {
         Route::OpenAiChat,
         Route::OpenAiEmbeddings,
         Route::OpenAiModels,
+        Route::GeminiModels,
+        Route::VertexModels,
+        Route::AnthropicModels,
         Route::Unknown,
     ];
 
@@ -85,6 +91,9 @@ impl Route {
             Route::OpenAiChat => "openai.chat",
             Route::OpenAiEmbeddings => "openai.embeddings",
             Route::OpenAiModels => "openai.models",
+            Route::GeminiModels => "gemini.models",
+            Route::VertexModels => "vertex.models",
+            Route::AnthropicModels => "anthropic.models",
             Route::Unknown => "unknown",
         }
     }

@@ -14,7 +14,10 @@
 //!   `ON_DEMAND`. The value lands in `usageMetadata.trafficType` (buffered; in streams every
 //!   chunk carries `{trafficType}` and only the last one the counts — fixture
 //!   `gemini-stream-thinking-2.5-flash-vertex.sse`);
-//! - `:predict` embeddings (text-embedding-004/005, gemini-embedding-001): `instances[]` of
+//! - model ids: what the registry (`models.rs`) serves on Vertex, else the publisher-model 404
+//!   (an undated Claude 4.5 id included);
+//! - `:predict` embeddings (text-embedding-005, text-multilingual-embedding-002,
+//!   gemini-embedding-001): `instances[]` of
 //!   `{content, task_type?, title?}`, `parameters{outputDimensionality?, autoTruncate?}`, at most
 //!   250 instances (1 for gemini-embedding-001) and 20,000 tokens, 2,048 tokens per input
 //!   (truncated unless `autoTruncate: false`); answer shaped like fixture
@@ -33,6 +36,7 @@ use crate::content::{self, tok, Markers};
 use crate::faults::Surface;
 use crate::fixtures;
 use crate::gemini::{self, GenApi, VertexInfo};
+use crate::models::Kind;
 use crate::oauth;
 use crate::record::Route;
 use crate::respond::{self, JSON_GOOGLE};
@@ -206,8 +210,8 @@ pub fn handle(sim: &Sim, req: &Req, vp: &VPath) -> Response {
         VKind::Model {
             publisher: "anthropic",
             model,
-            method,
-        } if !model.starts_with("claude-") => {
+            ..
+        } if sim.models.claude(Surface::AnthropicVertex, model).is_none() => {
             fixtures::vertex_model_not_found(vp.project, vp.location, "anthropic", model)
         }
         VKind::Model {
@@ -282,7 +286,11 @@ fn predict_inner(sim: &Sim, req: &Req, vp: &VPath, model: &str) -> Result<Respon
     {
         return Ok(respond::with_latency(r, markers.latency_ms));
     }
-    if !gemini::is_embedding_model(model) {
+    if sim
+        .models
+        .google(Surface::Vertex, model, Kind::Embedding)
+        .is_none()
+    {
         return Err(fixtures::vertex_model_not_found(
             vp.project,
             vp.location,

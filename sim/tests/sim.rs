@@ -201,7 +201,7 @@ async fn json_of(r: reqwest::Response) -> (u16, Value) {
 async fn gemini_buffered_text_thinking_and_gemini3() {
     let sim = Sim::start(&[]);
     let (s, v) = json_of(
-        sim.gemini("gemini-2.0-flash", "generateContent", user("Hello"))
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", user("Hello"))
             .await,
     )
     .await;
@@ -217,7 +217,7 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
     assert_eq!(u["totalTokenCount"], tok("Hello") + tok("Echo: Hello"));
     assert_eq!(u["promptTokensDetails"][0]["modality"], "TEXT");
     assert!(u.get("thoughtsTokenCount").is_none());
-    assert_eq!(v["modelVersion"], "gemini-2.0-flash");
+    assert_eq!(v["modelVersion"], "gemini-2.5-flash-lite");
     assert!(v["responseId"].as_str().is_some());
     assert!(v.get("createTime").is_none());
 
@@ -251,7 +251,7 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
 
     // Gemini 3: signature on the text part.
     let (_, v) = json_of(
-        sim.gemini("gemini-3-pro-preview", "generateContent", user("Hi"))
+        sim.gemini("gemini-3.1-pro-preview", "generateContent", user("Hi"))
             .await,
     )
     .await;
@@ -265,7 +265,7 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
     let mut body = user("Hi");
     body["generationConfig"] = json!({"responseMimeType": "application/json"});
     let (_, v) = json_of(
-        sim.gemini("gemini-2.0-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -348,7 +348,7 @@ async fn gemini_stream_uses_crlf_and_running_usage() {
     // Gemini 3 ends with an empty text part carrying the signature.
     let raw = sim
         .gemini(
-            "gemini-3-pro-preview",
+            "gemini-3.1-pro-preview",
             "streamGenerateContent",
             user("Hi [sim:chunks=2]"),
         )
@@ -366,7 +366,7 @@ async fn gemini_stream_uses_crlf_and_running_usage() {
     // Without alt=sse Google streams one JSON array.
     let r = sim
         .http
-        .post(sim.url("/v1beta/models/gemini-2.0-flash:streamGenerateContent"))
+        .post(sim.url("/v1beta/models/gemini-2.5-flash-lite:streamGenerateContent"))
         .header("x-goog-api-key", GKEY)
         .json(&user("Hi"))
         .send()
@@ -470,12 +470,10 @@ async fn gemini_validation_errors() {
         v,
         json!({"error": {"code": 400, "message": "Penalty is not enabled for models/gemini-2.5-flash", "status": "INVALID_ARGUMENT"}})
     );
-    assert_eq!(
-        sim.gemini("gemini-2.0-flash", "generateContent", body)
-            .await
-            .status(),
-        200
-    );
+    // Vertex still takes penalties.
+    let t = sim.token().await;
+    let vertex = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent";
+    assert_eq!(sim.vertex(&t, vertex, body).await.status(), 200);
     let mut body = user("x");
     body["generationConfig"] = json!({"frequencyPenalty": 0.0});
     assert_eq!(
@@ -501,7 +499,7 @@ async fn gemini_validation_errors() {
     // thinkingConfig rules.
     let cases = [
         ("gemini-3.1-pro-preview", json!({"thinkingLevel": "low", "thinkingBudget": 1024}), "You can only set only one of thinking budget and thinking level."),
-        ("gemini-3-pro-preview", json!({"thinkingLevel": "minimal"}), "Thinking level MINIMAL is not supported for this model. Please retry with other thinking level."),
+        ("gemini-3.1-pro-preview", json!({"thinkingLevel": "minimal"}), "Thinking level MINIMAL is not supported for this model. Please retry with other thinking level."),
         ("gemini-2.5-pro", json!({"thinkingBudget": 0}), "Budget 0 is invalid. This model only works in thinking mode."),
         ("gemini-2.5-flash-lite", json!({"thinkingBudget": 128}), "The thinking budget 128 is invalid. Please choose a value between 512 and 24576."),
     ];
@@ -521,7 +519,7 @@ async fn gemini_validation_errors() {
         400
     );
     assert_eq!(
-        sim.gemini("gemini-3-pro-preview", "generateContent", body)
+        sim.gemini("gemini-3.1-pro-preview", "generateContent", body)
             .await
             .status(),
         200
@@ -554,7 +552,7 @@ async fn gemini_function_calls_and_signatures() {
     let mut body = user("weather? [sim:call=get_weather]");
     body["tools"] = tools.clone();
     let (s, v) = json_of(
-        sim.gemini("gemini-2.0-flash", "generateContent", body.clone())
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body.clone())
             .await,
     )
     .await;
@@ -572,7 +570,11 @@ async fn gemini_function_calls_and_signatures() {
 
     let mut par = user("[sim:call=get_weather][sim:parallel=3]");
     par["tools"] = tools.clone();
-    let (_, v) = json_of(sim.gemini("gemini-2.0-flash", "generateContent", par).await).await;
+    let (_, v) = json_of(
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", par)
+            .await,
+    )
+    .await;
     assert_eq!(
         v["candidates"][0]["content"]["parts"]
             .as_array()
@@ -583,7 +585,7 @@ async fn gemini_function_calls_and_signatures() {
 
     // Gemini 3: signature on the first call + finishMessage; replay must carry it.
     let (_, v) = json_of(
-        sim.gemini("gemini-3-pro-preview", "generateContent", body.clone())
+        sim.gemini("gemini-3.1-pro-preview", "generateContent", body.clone())
             .await,
     )
     .await;
@@ -605,7 +607,7 @@ async fn gemini_function_calls_and_signatures() {
     };
     let (s, v) = json_of(
         sim.gemini(
-            "gemini-3-pro-preview",
+            "gemini-3.1-pro-preview",
             "generateContent",
             history(call_part.clone()),
         )
@@ -621,7 +623,7 @@ async fn gemini_function_calls_and_signatures() {
     unsigned.as_object_mut().unwrap().remove("thoughtSignature");
     let (s, v) = json_of(
         sim.gemini(
-            "gemini-3-pro-preview",
+            "gemini-3.1-pro-preview",
             "generateContent",
             history(unsigned.clone()),
         )
@@ -643,7 +645,7 @@ async fn gemini_function_calls_and_signatures() {
     let mut forged = call_part;
     forged["thoughtSignature"] = json!("Zm9yZ2Vk");
     assert_eq!(
-        sim.gemini("gemini-3-pro-preview", "generateContent", history(forged))
+        sim.gemini("gemini-3.1-pro-preview", "generateContent", history(forged))
             .await
             .status(),
         400
@@ -679,13 +681,13 @@ async fn gemini_count_tokens_and_embeddings() {
     );
 
     let body = json!({"content": {"parts": [{"text": "hello"}]}, "taskType": "RETRIEVAL_QUERY", "outputDimensionality": 16});
-    let (s, v) = json_of(sim.gemini("text-embedding-004", "embedContent", body).await).await;
+    let (s, v) = json_of(sim.gemini("gemini-embedding-2", "embedContent", body).await).await;
     assert_eq!(s, 200, "{v}");
     let one = v["embedding"]["values"].as_array().unwrap().clone();
     assert_eq!(one.len(), 16);
     let (_, v) = json_of(
         sim.gemini(
-            "text-embedding-004",
+            "gemini-embedding-2",
             "embedContent",
             json!({"content": {"parts": [{"text": "hello"}]}}),
         )
@@ -693,7 +695,7 @@ async fn gemini_count_tokens_and_embeddings() {
     )
     .await;
     let full = v["embedding"]["values"].as_array().unwrap();
-    assert_eq!(full.len(), 768);
+    assert_eq!(full.len(), 3072);
     assert_eq!(
         &full[..16],
         &one[..],
@@ -870,7 +872,7 @@ async fn token_endpoint_checks_the_assertion() {
 async fn vertex_generate_stream_tiers_and_auth() {
     let sim = Sim::start(&[]);
     let t = sim.token().await;
-    let regional = "/v1/projects/proj/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent";
+    let regional = "/v1/projects/proj/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite:generateContent";
     let (s, v) = json_of(sim.vertex(&t, regional, user("Hello")).await).await;
     assert_eq!(s, 200, "{v}");
     assert!(v["createTime"].as_str().unwrap().ends_with('Z'));
@@ -1011,7 +1013,7 @@ async fn vertex_token_expiry_and_project() {
     let sim = Sim::start(&["--token-ttl-secs", "1", "--vertex-project", "good"]);
     let t = sim.token().await;
     let path = |p: &str| {
-        format!("/v1/projects/{p}/locations/us-central1/publishers/google/models/gemini-2.0-flash:generateContent")
+        format!("/v1/projects/{p}/locations/us-central1/publishers/google/models/gemini-2.5-flash-lite:generateContent")
     };
     assert_eq!(sim.vertex(&t, &path("good"), user("x")).await.status(), 200);
     let (s, v) = json_of(sim.vertex(&t, &path("other"), user("x")).await).await;
@@ -1028,7 +1030,7 @@ async fn vertex_predict_embeddings() {
     let sim = Sim::start(&[]);
     let t = sim.token().await;
     let path =
-        "/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-004:predict";
+        "/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-005:predict";
     let body = json!({"instances": [{"content": "Hello, world!", "task_type": "RETRIEVAL_QUERY"}, {"content": "second", "title": "t"}],
         "parameters": {"outputDimensionality": 8, "autoTruncate": true}});
     let (s, v) = json_of(sim.vertex(&t, path, body).await).await;
@@ -1756,7 +1758,7 @@ async fn break_after_drops_the_connection_mid_body() {
     let sim = Sim::start(&[]);
     let r = sim
         .gemini(
-            "gemini-2.0-flash",
+            "gemini-2.5-flash-lite",
             "streamGenerateContent",
             user("one two three four [sim:fault=break-after=2][sim:chunks=4]"),
         )
@@ -1778,7 +1780,7 @@ async fn break_after_drops_the_connection_mid_body() {
     // Buffered: the first N bytes, then the drop.
     let r = sim
         .gemini(
-            "gemini-2.0-flash",
+            "gemini-2.5-flash-lite",
             "generateContent",
             user("x [sim:fault=break-after=10]"),
         )
@@ -1794,7 +1796,7 @@ async fn stall_keeps_the_client_waiting() {
     let sim = Sim::start(&[]);
     let mut r = sim
         .gemini(
-            "gemini-2.0-flash",
+            "gemini-2.5-flash-lite",
             "streamGenerateContent",
             user("x [sim:fault=stall]"),
         )
@@ -1847,7 +1849,7 @@ async fn error_events_mid_stream() {
 
     let r = sim
         .gemini(
-            "gemini-2.0-flash",
+            "gemini-2.5-flash-lite",
             "streamGenerateContent",
             user("hello [sim:fault=error-event]"),
         )
@@ -1879,7 +1881,7 @@ async fn latency_and_chunk_delay_markers() {
     let started = Instant::now();
     assert_eq!(
         sim.gemini(
-            "gemini-2.0-flash",
+            "gemini-2.5-flash-lite",
             "generateContent",
             user("x [sim:latency=300]")
         )
@@ -1891,7 +1893,7 @@ async fn latency_and_chunk_delay_markers() {
     let started = Instant::now();
     let raw = sim
         .gemini(
-            "gemini-2.0-flash",
+            "gemini-2.5-flash-lite",
             "streamGenerateContent",
             user("abcdef [sim:chunk-delay=100][sim:chunks=4]"),
         )
@@ -1978,4 +1980,380 @@ async fn recording_and_stats() {
             .await["requests_total"],
         1
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model registry and listings
+// ---------------------------------------------------------------------------------------------
+
+impl Sim {
+    async fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut rb = self.http.get(self.url(path));
+        for (k, v) in headers {
+            rb = rb.header(*k, *v);
+        }
+        json_of(rb.send().await.unwrap()).await
+    }
+
+    async fn withdraw(&self, surface: &str, model: &str) {
+        self.control(
+            reqwest::Method::POST,
+            "/_sim/models/withdraw",
+            Some(json!({"surface": surface, "model": model})),
+        )
+        .await;
+    }
+}
+
+const ANTHROPIC_HEADERS: [(&str, &str); 2] =
+    [("x-api-key", AKEY), ("anthropic-version", "2023-06-01")];
+
+/// Every Gemini listing page, following `nextPageToken`.
+async fn gemini_ids(sim: &Sim, page_size: usize) -> Vec<String> {
+    let mut ids = Vec::new();
+    let mut token = String::new();
+    loop {
+        let path = format!("/v1beta/models?pageSize={page_size}&pageToken={token}");
+        let (s, v) = sim.get(&path, &[("x-goog-api-key", GKEY)]).await;
+        assert_eq!(s, 200, "{v}");
+        let page = v["models"].as_array().unwrap();
+        assert!(page.len() <= page_size);
+        ids.extend(
+            page.iter()
+                .map(|m| m["baseModelId"].as_str().unwrap().to_owned()),
+        );
+        match v["nextPageToken"].as_str() {
+            Some(t) => token = t.to_owned(),
+            None => return ids,
+        }
+    }
+}
+
+#[tokio::test]
+async fn retired_and_unknown_ids_get_each_surface_404() {
+    let sim = Sim::start(&[]);
+    let t = sim.token().await;
+    for model in [
+        "gemini-2.0-flash",
+        "gemini-3-pro-preview",
+        "gemini-3.1-flash-lite-preview",
+    ] {
+        let (s, v) = json_of(sim.gemini(model, "generateContent", user("x")).await).await;
+        assert_eq!(s, 404, "{model}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with(&format!("models/{model} is not found")));
+        let path = format!(
+            "/v1/projects/p/locations/global/publishers/google/models/{model}:generateContent"
+        );
+        let (s, v) = json_of(sim.vertex(&t, &path, user("x")).await).await;
+        assert_eq!(s, 404, "{model}");
+        assert!(v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Publisher Model"));
+    }
+    let embed = json!({"content": {"parts": [{"text": "x"}]}});
+    assert_eq!(
+        sim.gemini("text-embedding-004", "embedContent", embed.clone())
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(
+        sim.gemini("text-embedding-005", "embedContent", embed.clone())
+            .await
+            .status(),
+        404,
+        "Vertex only"
+    );
+    assert_eq!(
+        sim.gemini("gemini-embedding-2", "embedContent", embed)
+            .await
+            .status(),
+        200
+    );
+    let predict = |m: &str| {
+        format!("/v1/projects/p/locations/us-central1/publishers/google/models/{m}:predict")
+    };
+    let inst = json!({"instances": [{"content": "x"}]});
+    assert_eq!(
+        sim.vertex(&t, &predict("text-embedding-004"), inst.clone())
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(
+        sim.vertex(&t, &predict("gemini-embedding-2"), inst.clone())
+            .await
+            .status(),
+        404
+    );
+    assert_eq!(
+        sim.vertex(&t, &predict("text-multilingual-embedding-002"), inst)
+            .await
+            .status(),
+        200
+    );
+
+    for model in [
+        "claude-opus-4-1",
+        "claude-3-5-haiku-20241022",
+        "claude-sonnet-4-5@20250929",
+    ] {
+        let mut body = claude("x");
+        body["model"] = json!(model);
+        let (s, v) = json_of(sim.anthropic(body).await).await;
+        assert_eq!(s, 404, "{model}");
+        assert_eq!(
+            v["error"],
+            json!({"type": "not_found_error", "message": format!("model: {model}")})
+        );
+    }
+    let mut alias = claude("x");
+    alias["model"] = json!("claude-haiku-4-5");
+    let (s, v) = json_of(sim.anthropic(alias).await).await;
+    assert_eq!(s, 200);
+    assert_eq!(
+        v["model"], "claude-haiku-4-5-20251001",
+        "an alias answers as its dated id"
+    );
+
+    let vbody = json!({"anthropic_version": "vertex-2023-10-16", "max_tokens": 5, "messages": [{"role": "user", "content": "x"}]});
+    let raw = |m: &str| {
+        format!("/v1/projects/p/locations/us-east5/publishers/anthropic/models/{m}:rawPredict")
+    };
+    for (model, want) in [
+        ("claude-opus-5-5", 200),
+        ("claude-sonnet-4-5", 404),
+        ("claude-opus-4-5@20251101", 200),
+        ("claude-opus-4-1", 404),
+    ] {
+        assert_eq!(
+            sim.vertex(&t, &raw(model), vbody.clone()).await.status(),
+            want,
+            "{model}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn gemini_listing_pages_and_auth() {
+    let sim = Sim::start(&[]);
+    let all = gemini_ids(&sim, 1000).await;
+    assert_eq!(
+        all,
+        gemini_ids(&sim, 4).await,
+        "pages join up to the whole list"
+    );
+    assert!(all.contains(&"gemini-3.8-flash".to_owned()));
+    assert!(all.contains(&"gemini-embedding-2".to_owned()));
+    assert!(!all
+        .iter()
+        .any(|m| m == "gemini-2.0-flash" || m == "text-embedding-005"));
+    let (_, v) = sim.get("/v1beta/models", &[("x-goog-api-key", GKEY)]).await;
+    assert!(v.get("nextPageToken").is_none());
+    let m = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["baseModelId"] == "gemini-3.8-flash")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        m,
+        json!({"name": "models/gemini-3.8-flash", "baseModelId": "gemini-3.8-flash", "version": "001",
+            "displayName": "Gemini 3.8 Flash", "inputTokenLimit": 1048576, "outputTokenLimit": 65536,
+            "supportedGenerationMethods": ["generateContent", "countTokens"], "thinking": true})
+    );
+    let e = v["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["baseModelId"] == "gemini-embedding-001")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        e["supportedGenerationMethods"],
+        json!(["embedContent", "batchEmbedContents"])
+    );
+    assert_eq!(e["inputTokenLimit"], 2048);
+    // `/v1/models` with a Google key is the Gemini listing; with a Bearer key, OpenAI's.
+    let (s, v) = sim.get(&format!("/v1/models?key={GKEY}"), &[]).await;
+    assert_eq!(s, 200);
+    assert_eq!(v["models"].as_array().unwrap().len(), all.len());
+    let (s, v) = sim
+        .get(
+            "/v1/models",
+            &[("authorization", &format!("Bearer {OKEY}"))],
+        )
+        .await;
+    assert_eq!(s, 200);
+    assert_eq!(v["object"], "list");
+    assert_eq!(sim.get("/v1beta/models", &[]).await.0, 403);
+    assert_eq!(
+        sim.get(
+            "/v1beta/models?pageToken=nope!",
+            &[("x-goog-api-key", GKEY)]
+        )
+        .await
+        .0,
+        400
+    );
+    let stats = sim.control(reqwest::Method::GET, "/_sim/stats", None).await;
+    assert!(stats["by_route"]["gemini.models"].as_u64().unwrap() >= 3);
+}
+
+#[tokio::test]
+async fn anthropic_listing_pages_newest_first() {
+    let sim = Sim::start(&[]);
+    let (s, v) = sim.get("/v1/models?limit=3", &ANTHROPIC_HEADERS).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["data"][0],
+        json!({"type": "model", "id": "claude-opus-5-5", "display_name": "Claude Opus 5.5", "created_at": "2026-09-22T00:00:00Z"})
+    );
+    assert_eq!(v["has_more"], true);
+    assert_eq!(v["first_id"], "claude-opus-5-5");
+    let mut ids: Vec<String> = Vec::new();
+    let mut after = String::new();
+    loop {
+        let (_, v) = sim
+            .get(&format!("/v1/models?limit=4{after}"), &ANTHROPIC_HEADERS)
+            .await;
+        ids.extend(
+            v["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["id"].as_str().unwrap().to_owned()),
+        );
+        if v["has_more"] == false {
+            break;
+        }
+        after = format!("&after_id={}", v["last_id"].as_str().unwrap());
+    }
+    assert_eq!(ids.len(), 15);
+    assert!(ids.contains(&"claude-sonnet-4-5-20250929".to_owned()));
+    assert!(!ids
+        .iter()
+        .any(|i| i.starts_with("claude-opus-4-1") || i.starts_with("claude-3")));
+    let (_, v) = sim.get("/v1/models", &ANTHROPIC_HEADERS).await;
+    assert_eq!(v["data"].as_array().unwrap().len(), 15, "default limit 20");
+    assert_eq!(v["has_more"], false);
+    let (_, v) = sim
+        .get(
+            "/v1/models?limit=2&before_id=claude-haiku-5-5",
+            &ANTHROPIC_HEADERS,
+        )
+        .await;
+    assert_eq!(v["first_id"], "claude-opus-5-5");
+    assert_eq!(v["last_id"], "claude-sonnet-5-5");
+    assert_eq!(v["has_more"], false);
+    assert_eq!(
+        sim.get("/v1/models?limit=0", &ANTHROPIC_HEADERS).await.0,
+        400
+    );
+    assert_eq!(
+        sim.get(
+            "/v1/models",
+            &[("x-api-key", "wrong"), ("anthropic-version", "2023-06-01")]
+        )
+        .await
+        .0,
+        401
+    );
+}
+
+#[tokio::test]
+async fn vertex_publisher_listings() {
+    let sim = Sim::start(&[]);
+    let t = sim.token().await;
+    let auth = format!("Bearer {t}");
+    let h = [("authorization", auth.as_str())];
+    let (s, v) = sim
+        .get("/v1beta1/publishers/google/models?pageSize=1000", &h)
+        .await;
+    assert_eq!(s, 200, "{v}");
+    let names: Vec<&str> = v["publisherModels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["name"].as_str().unwrap())
+        .collect();
+    assert!(names.contains(&"publishers/google/models/text-embedding-005"));
+    assert!(!names.contains(&"publishers/google/models/gemini-embedding-2"));
+    assert_eq!(
+        v["publisherModels"][0],
+        json!({"name": "publishers/google/models/gemini-3.8-flash", "versionId": "001", "launchStage": "GA"})
+    );
+    let (_, v) = sim
+        .get("/v1beta1/publishers/google/models?pageSize=5", &h)
+        .await;
+    assert_eq!(v["publisherModels"].as_array().unwrap().len(), 5);
+    assert!(v["nextPageToken"].is_string());
+    let (_, v) = sim.get("/v1beta1/publishers/anthropic/models", &h).await;
+    let sonnet = v["publisherModels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "publishers/anthropic/models/claude-sonnet-4-5")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        sonnet["versionId"], "20250929",
+        "the @date a call must carry"
+    );
+    assert_eq!(
+        sim.get("/v1beta1/publishers/google/models", &[]).await.0,
+        401
+    );
+    assert_eq!(sim.get("/v1beta1/publishers/meta/models", &h).await.0, 404);
+}
+
+#[tokio::test]
+async fn withdrawn_models_leave_listing_and_calls_until_reset() {
+    let sim = Sim::start(&[]);
+    let t = sim.token().await;
+    sim.withdraw("gemini", "gemini-2.5-pro").await;
+    assert_eq!(
+        sim.gemini("gemini-2.5-pro", "generateContent", user("x"))
+            .await
+            .status(),
+        404
+    );
+    assert!(!gemini_ids(&sim, 1000)
+        .await
+        .contains(&"gemini-2.5-pro".to_owned()));
+    let vertex =
+        "/v1/projects/p/locations/global/publishers/google/models/gemini-2.5-pro:generateContent";
+    assert_eq!(
+        sim.vertex(&t, vertex, user("x")).await.status(),
+        200,
+        "other surfaces keep it"
+    );
+    sim.withdraw("anthropic", "claude-sonnet-4-5").await;
+    let mut body = claude("x");
+    body["model"] = json!("claude-sonnet-4-5-20250929");
+    assert_eq!(sim.anthropic(body.clone()).await.status(), 404);
+    let (_, v) = sim.get("/v1/models?limit=100", &ANTHROPIC_HEADERS).await;
+    assert_eq!(v["data"].as_array().unwrap().len(), 14);
+    let r = sim
+        .http
+        .post(sim.url("/_sim/models/withdraw"))
+        .json(&json!({"surface": "vertex", "model": "gemini-embedding-2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400, "not served there");
+    sim.control(reqwest::Method::POST, "/_sim/reset", None)
+        .await;
+    assert_eq!(
+        sim.gemini("gemini-2.5-pro", "generateContent", user("x"))
+            .await
+            .status(),
+        200
+    );
+    assert_eq!(sim.anthropic(body).await.status(), 200);
 }

@@ -111,7 +111,7 @@ impl RouteKind {
         }
     }
     /// The configured default endpoint for this kind (`{region}` substituted).
-    fn default_base(self, providers: &ProvidersConf, region: Option<&str>) -> String {
+    pub fn default_base(self, providers: &ProvidersConf, region: Option<&str>) -> String {
         let p = providers;
         let regional = || {
             p.vertex

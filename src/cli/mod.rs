@@ -165,6 +165,29 @@ pub enum CatalogCmd {
         file: PathBuf,
     },
     List,
+    /// Ask each provider's model listing which models it still serves; report catalog drift.
+    ///
+    /// Every catalog route (active or not) of kind gemini-api, vertex, vertex-global, anthropic
+    /// or vertex-anthropic is checked against the listing of the upstream it calls (the
+    /// route's base URL, or its region's Vertex endpoint; publisher `google` or `anthropic`),
+    /// with the conf's credentials (the API key variables, the Vertex service account):
+    /// `listed`, `missing` (its calls would get the provider's 404), or `unchecked: <why>`
+    /// (no credentials for that kind, the listing failed, OpenAI-compatible routes). Ids
+    /// compare as the surface takes them: an Anthropic alias counts as its dated id; on
+    /// Vertex a dated Claude model must be called `@date`. Then the models a checked
+    /// upstream lists that no route of its kind calls ("not in catalog"), and notes on
+    /// inactive models still listed. `--json` prints the whole report.
+    ///
+    /// Exit status 1 (and why, on stderr) when an active model's active route is missing;
+    /// a missing inactive model or route is expected, an unchecked route is not a failure.
+    Check {
+        /// Seconds each listing request (and minting the Vertex token) may take.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=600))]
+        timeout: u64,
+        /// Models asked per listing page; at most 50 pages are read a listing.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        page_size: u64,
+    },
 }
 
 /// Loads the conf; the default path may be absent (all defaults), an explicit one may not.
@@ -233,6 +256,17 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             let rows = commands::list_catalog(store).await?;
             render::print(json, &rows, &render::catalog(&rows))
         }
+        Command::Catalog(CatalogCmd::Check { timeout, page_size }) => {
+            let opts = commands::CheckOptions {
+                timeout: std::time::Duration::from_secs(timeout),
+                page_size: usize::try_from(page_size).unwrap_or(1000),
+            };
+            let env = |k: &str| std::env::var(k).ok();
+            let providers = &config.tollgate.providers;
+            let report = commands::check_catalog(store, providers, env, opts).await?;
+            render::print(json, &report, &render::drift(&report))?;
+            drift_verdict(&report)
+        }
         Command::Usage { workspace, since } => {
             let records = commands::usage(store, &workspace, since).await?;
             render::print(json, &records, &render::usage(&records))
@@ -263,6 +297,18 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             "ledger needs --workspace ID, or: ledger verify".into(),
         )),
     }
+}
+
+/// Fails (exit 1, the reasons on stderr) when an active route's model is not listed.
+fn drift_verdict(report: &commands::DriftReport) -> Result<(), CliError> {
+    if report.failures.is_empty() {
+        return Ok(());
+    }
+    Err(CliError::Usage(format!(
+        "catalog drift: {} active route(s) call a model their upstream does not list:\n  {}",
+        report.failures.len(),
+        report.failures.join("\n  ")
+    )))
 }
 
 impl From<KeyCreate> for KeyRequest {

@@ -5,7 +5,8 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::commands::{
-    is_hidden_control, CreatedKey, Credited, Imported, Ledger, Migrated, Revoked, Rotated, Verified,
+    is_hidden_control, CreatedKey, Credited, DriftReport, Imported, Ledger, Migrated, Revoked,
+    Rotated, RouteCheck, RouteStatus, Verified,
 };
 use crate::money::Price;
 use crate::store::{ApiKey, CatalogRows, ModelRow, UsageRecord, Workspace};
@@ -137,6 +138,82 @@ fn other_prices(m: &ModelRow) -> String {
         );
     }
     out.concat()
+}
+
+/// `catalog check`: the routes, the models not in the catalog, the surfaces asked, notes and
+/// a summary, each section under its heading.
+pub fn drift(r: &DriftReport) -> String {
+    let mut out = vec!["routes:".to_owned(), lines(&r.routes, route_check)];
+    if !r.not_in_catalog.is_empty() {
+        out.push("not in catalog:".to_owned());
+        out.push(lines(&r.not_in_catalog, |n| {
+            format!(
+                "  {:<17} {:<40} {}",
+                n.surface.as_str(),
+                n.model,
+                n.base_urls.join(", ")
+            )
+        }));
+    }
+    out.push("surfaces:".to_owned());
+    out.push(lines(&r.surfaces, |s| {
+        let what = match (&s.models, &s.unchecked) {
+            (Some(n), _) => format!("{n} models listed"),
+            (None, why) => format!("unchecked: {}", why.as_deref().unwrap_or("")),
+        };
+        format!("  {:<17} {:<40} {what}", s.surface.as_str(), s.base_url)
+    }));
+    if !r.notes.is_empty() {
+        out.push("notes:".to_owned());
+        out.push(lines(&r.notes, |n| format!("  {n}")));
+    }
+    out.push(drift_summary(r));
+    out.join("\n")
+}
+
+/// One route: model, route (kind, region, off), upstream id, and its status.
+fn route_check(c: &RouteCheck) -> String {
+    let model = format!(
+        "{}{}",
+        c.model,
+        if c.model_active { "" } else { " [inactive]" }
+    );
+    let route = format!(
+        "{}{}{}",
+        c.route,
+        c.region
+            .as_deref()
+            .map(|g| format!(" {g}"))
+            .unwrap_or_default(),
+        if c.route_active { "" } else { " (off)" }
+    );
+    let status = match (c.status, c.reason.as_deref()) {
+        (RouteStatus::Listed, _) => "listed".to_owned(),
+        (RouteStatus::Missing, _) if c.fails() => "MISSING".to_owned(),
+        (RouteStatus::Missing, _) => "missing (inactive: expected)".to_owned(),
+        (RouteStatus::Unchecked, why) => format!("unchecked: {}", why.unwrap_or("")),
+    };
+    let hint = match (c.status, c.reason.as_deref()) {
+        (RouteStatus::Missing, Some(h)) => format!("; {h}"),
+        _ => String::new(),
+    };
+    format!(
+        "  {model:<40} {route:<28} {:<32} {status}{hint}",
+        c.upstream_model
+    )
+}
+
+fn drift_summary(r: &DriftReport) -> String {
+    let count = |s: RouteStatus| r.routes.iter().filter(|c| c.status == s).count();
+    format!(
+        "{} route(s): {} listed, {} missing ({} on active routes of active models), {} unchecked; {} listed model(s) not in catalog",
+        r.routes.len(),
+        count(RouteStatus::Listed),
+        count(RouteStatus::Missing),
+        r.failures.len(),
+        count(RouteStatus::Unchecked),
+        r.not_in_catalog.len()
+    )
 }
 
 pub fn usage(records: &[UsageRecord]) -> String {

@@ -10,6 +10,7 @@ mod alerts;
 mod audit;
 mod books;
 mod catalog;
+mod catalog_check;
 mod page;
 mod setup;
 
@@ -25,6 +26,9 @@ pub use books::{
     Ledger, LedgerPage, Verified, MAX_DAYS,
 };
 pub use catalog::{catalog_view, set_route_active, update_model, ModelPatch, ModelView};
+pub use catalog_check::{
+    check_catalog, CheckOptions, DriftReport, RouteCheck, Status as RouteStatus,
+};
 pub use page::{Page, PageRequest};
 pub use setup::{import_catalog, list_catalog, migrate, prepare_store, Imported, Migrated};
 

@@ -171,6 +171,7 @@ pub struct GatewayBuilder {
     connections: &'static str,
     open_files: Option<u64>,
     alerts: &'static str,
+    only_catalog: Option<&'static str>,
 }
 
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
@@ -195,6 +196,7 @@ impl Gateway {
             connections: "",
             open_files: None,
             alerts: "",
+            only_catalog: None,
         }
     }
 
@@ -207,6 +209,34 @@ impl Gateway {
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Runs the `tollgate` CLI with the test credentials `serve` gets (less `without_env`),
+    /// for commands that call the providers; success is not asserted.
+    pub fn cli_with_credentials(&self, args: &[&str]) -> std::process::Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tollgate"));
+        cmd.arg("-c")
+            .arg(&self.conf)
+            .args(args)
+            .env("RUST_LOG", "warn");
+        self.credentials_env(&mut cmd);
+        cmd.output().unwrap()
+    }
+
+    /// The test credentials of the provider environment variables, less `without_env`.
+    fn credentials_env(&self, cmd: &mut Command) {
+        cmd.env("TEST_OPENAI_KEY", FAKE_KEY)
+            .env("TEST_GEMINI_KEY", "sim-gemini-key")
+            .env("TEST_ANTHROPIC_KEY", "sim-anthropic-key")
+            .env("TEST_VERTEX_PROJECT", "tollgate-test")
+            .env(
+                "TEST_VERTEX_CREDENTIALS",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("tests/fixtures/test-service-account.json"),
+            );
+        for name in &self.unset_env {
+            cmd.env_remove(name);
+        }
     }
 
     pub fn cli_raw(&self, args: &[&str]) -> std::process::Output {
@@ -323,22 +353,11 @@ impl Gateway {
         if upgrade {
             cmd.arg("-u");
         }
-        cmd.env("TEST_OPENAI_KEY", FAKE_KEY)
-            .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
-            .env("TEST_GEMINI_KEY", "sim-gemini-key")
-            .env("TEST_ANTHROPIC_KEY", "sim-anthropic-key")
-            .env("TEST_VERTEX_PROJECT", "tollgate-test")
-            .env(
-                "TEST_VERTEX_CREDENTIALS",
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("tests/fixtures/test-service-account.json"),
-            )
+        cmd.env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
             .env("RUST_LOG", self.log_level())
             .stdout(Stdio::null())
             .stderr(self.log_sink());
-        for name in &self.unset_env {
-            cmd.env_remove(name);
-        }
+        self.credentials_env(&mut cmd);
         cmd
     }
 
@@ -457,6 +476,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// The store gets only this catalog (YAML), also the conf's `catalog_file`: neither
+    /// `conf/catalog.yaml` nor the simulator's route catalog is imported.
+    pub fn only_catalog(mut self, yaml: &'static str) -> Self {
+        self.only_catalog = Some(yaml);
+        self
+    }
+
     /// Leaves a test credential (e.g. `TEST_GEMINI_KEY`) out of the gateway's environment.
     pub fn without_env(mut self, name: &'static str) -> Self {
         self.unset_env.push(name);
@@ -535,7 +561,14 @@ impl GatewayBuilder {
         let store_url = self
             .store_url
             .unwrap_or_else(|| format!("sqlite://{}/tollgate.db", dir.path().display()));
-        let catalog = Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/catalog.yaml");
+        let catalog = match self.only_catalog {
+            Some(yaml) => {
+                let file = dir.path().join("catalog.yaml");
+                std::fs::write(&file, yaml).unwrap();
+                file
+            }
+            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("conf/catalog.yaml"),
+        };
         let conf = dir.path().join("tollgate.yaml");
         let text = format!(
             "threads: 2\ngrace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
@@ -591,7 +624,7 @@ impl GatewayBuilder {
         };
         gw.cli(&["migrate"]);
         gw.cli(&["catalog", "import", catalog.to_str().unwrap()]);
-        if self.provider_sim.is_some() {
+        if self.provider_sim.is_some() && self.only_catalog.is_none() {
             let file = gw.dir.path().join("route-catalog.yaml");
             std::fs::write(&file, ROUTE_CATALOG).unwrap();
             gw.cli(&["catalog", "import", file.to_str().unwrap()]);

@@ -11,6 +11,7 @@ mod anthropic;
 mod architecture;
 mod billing;
 mod bodies;
+mod catalog_check;
 mod console;
 mod default_catalog;
 mod disconnects;
