@@ -199,3 +199,39 @@ async fn the_gateway_warns_at_start_of_models_near_their_shutdown() {
     assert!(warned("g/soon"), "{log}");
     assert!(!warned("g/later") && !warned("g/gone"), "{log}");
 }
+
+#[tokio::test]
+async fn the_default_catalog_passes_its_own_check() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).build();
+    let out = gw.cli_with_credentials(&["--json", "catalog", "check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    assert!(out.status.success(), "{stderr}\n{report:#}");
+    let rows = default_catalog();
+    for r in report["routes"].as_array().unwrap() {
+        let active = rows
+            .models
+            .iter()
+            .any(|m| m.active && r["model"] == m.id.as_str());
+        if active && r["route_active"] == true {
+            assert_eq!(r["status"], "listed", "{r}");
+        } else if rows.models.iter().any(|m| r["model"] == m.id.as_str()) && !active {
+            assert_eq!(
+                r["status"], "missing",
+                "a retired model is gone upstream: {r}"
+            );
+        }
+    }
+    let unlisted: Vec<&str> = report["not_in_catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["model"].as_str())
+        .collect();
+    assert!(
+        unlisted.iter().any(|m| m.starts_with("gemini-4-")),
+        "{unlisted:?}"
+    );
+}

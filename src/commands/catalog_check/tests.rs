@@ -245,3 +245,17 @@ fn an_unasked_surface_leaves_its_routes_unchecked() {
     assert!(r.routes.iter().all(|c| c.status == Status::Unchecked));
     assert!(r.failures.is_empty() && r.not_in_catalog.is_empty());
 }
+
+#[test]
+fn a_route_is_checked_by_the_id_it_calls() {
+    let rows = rows(
+        "models:\n  - {id: anthropic/h, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-haiku-4-5, input_price: 1, output_price: 5}\n\
+         routes:\n  - {model_id: anthropic/h, kind: anthropic}\n  - {model_id: anthropic/h, kind: vertex-anthropic, region: us-east5, upstream_model: claude-haiku-4-5@20251001}\n",
+    );
+    let (model, routes) = (&rows.models[0], &rows.routes);
+    assert_eq!(compare::upstream_id(model, &routes[0]), "claude-haiku-4-5");
+    assert_eq!(
+        compare::upstream_id(model, &routes[1]),
+        "claude-haiku-4-5@20251001"
+    );
+}
