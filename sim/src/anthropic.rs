@@ -7,8 +7,8 @@
 //! `anthropic-vertex-stream-cache-*.sse` (Vertex: `msg_vrtx_` ids, `message_delta.usage` =
 //! `{output_tokens}` only).
 //!
-//! Validates (anthropic.md §1–§2, §6), answering with the real `invalid_request_error` body
-//! (`"<field>: <pydantic-style message>"`):
+//! Validates (`docs/wire.md`: Anthropic endpoints, request body, prompt caching), answering
+//! with the real `invalid_request_error` body (`"<field>: <pydantic-style message>"`):
 //! - direct: `x-api-key` must match (401 `authentication_error`), `anthropic-version` header
 //!   required, `model` required, body `anthropic_version` is an extra input;
 //! - Vertex: body `anthropic_version` must be `"vertex-2023-10-16"`, `model` must be absent;

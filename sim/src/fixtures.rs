@@ -1,7 +1,7 @@
 //! Real provider error bodies (and the one canned success body) the simulator returns, so the
 //! gateway's error mapping is exercised against the shapes it will meet in production.
 //!
-//! Sources (all under `shared/wire/fixtures/`, see `SOURCES.md` there):
+//! Sources (all under `tests/fixtures/`, see `tests/fixtures/SOURCES.md`):
 //! - Gemini: `gemini-error-400-api-key-invalid-devapi.json`, `gemini-error-400-batch-embed-limit.json`,
 //!   `gemini-error-400-penalty-not-enabled.json`, `gemini-error-400-thinking-config-live.json`,
 //!   `gemini-error-400-thinking-level-minimal-unsupported.json`, `gemini-error-403-permission-denied-vertex.json`,
@@ -9,10 +9,12 @@
 //!   `gemini-error-429-retryinfo-devapi.json` (Developer API 429), `gemini-stream-error-mid-stream-vertex.txt`
 //!   (mid-stream bare error object), `gemini-prompt-blocked-safety-vertex.json`.
 //! - Anthropic: `anthropic-error-*.json` envelope (`type`, `error{type,message}`, `request_id`);
-//!   429/500/529 use that envelope with the types of anthropic.md §5 (no recorded body exists).
+//!   429/500/529 use that envelope with the types of `docs/wire.md#anthropic-errors` (no
+//!   recorded body exists).
 //! - OpenAI: `openai-error-400-unsupported-parameter.json` envelope.
 //!
-//! Bodies not captured in the fixtures are written from gemini.md §9 / anthropic.md §5 and the
+//! Bodies not captured in the fixtures are written from `docs/wire.md#gemini-errors` /
+//! `docs/wire.md#anthropic-errors` and the
 //! providers' published messages; each such function says so. Google errors are
 //! pretty-printed like the captures.
 
@@ -232,7 +234,8 @@ pub fn gemini_429_dev() -> Response {
     )
 }
 
-/// Vertex 429 (shared-capacity exhaustion; Vertex's published message, gemini.md §9).
+/// Vertex 429 (shared-capacity exhaustion; Vertex's published message,
+/// `docs/wire.md#gemini-errors`).
 pub fn vertex_429() -> Response {
     google_error(
         429,
@@ -242,7 +245,8 @@ pub fn vertex_429() -> Response {
     )
 }
 
-/// Vertex quota 429 as Claude-on-Vertex returns it (Google envelope, anthropic.md §1).
+/// Vertex quota 429 as Claude-on-Vertex returns it (Google envelope,
+/// `docs/wire.md#anthropic-endpoints-and-headers`).
 pub fn vertex_claude_429(model: &str) -> Response {
     let base = model.split('@').next().unwrap_or(model);
     google_error(
@@ -255,7 +259,7 @@ pub fn vertex_claude_429(model: &str) -> Response {
     )
 }
 
-/// 500 INTERNAL (gemini.md §9; Developer API wording).
+/// 500 INTERNAL (`docs/wire.md#gemini-errors`; Developer API wording).
 pub fn gemini_500(vertex: bool) -> Response {
     let msg = if vertex {
         "Internal error encountered."
@@ -265,7 +269,7 @@ pub fn gemini_500(vertex: bool) -> Response {
     google_error(500, "INTERNAL", msg, Vec::new())
 }
 
-/// 503 UNAVAILABLE (gemini.md §9 message).
+/// 503 UNAVAILABLE (`docs/wire.md#gemini-errors`).
 /// A 200 that is not the provider's answer: what a misbehaving proxy in between may send.
 pub fn garbage_200() -> Response {
     respond::raw(
@@ -441,7 +445,7 @@ pub fn anthropic_overloaded(status: u16, vertex: bool) -> Response {
     respond::with_header(resp, "retry-after", "1")
 }
 
-/// The mid-stream `event: error` frame (anthropic.md §4).
+/// The mid-stream `event: error` frame (`docs/wire.md#anthropic-streaming`).
 pub fn anthropic_error_event() -> bytes::Bytes {
     bytes::Bytes::from_static(
         b"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n",

@@ -9,7 +9,7 @@
 //! misspelt, or an embedding model asked to generate) gets fixture
 //! `gemini-error-404-model-not-found-devapi.json` (Vertex: the publisher-model 404).
 //!
-//! Validates, with the real 400 bodies (gemini.md §2–§8):
+//! Validates, with the real 400 bodies (`docs/wire.md`, the Gemini sections):
 //! - unknown fields (camelCase or snake_case accepted, like Google's JSON parser) at the top
 //!   level, in `generationConfig`, `thinkingConfig`, `contents[].parts[]`, `functionCall`,
 //!   `functionResponse`, `tools[]`, `functionDeclarations[]`, their OpenAPI-subset
@@ -460,7 +460,7 @@ pub fn embedding_width(model: &str) -> usize {
     }
 }
 
-/// Minimum explicit-cache size (gemini.md §7, newer table; Vertex 2,048).
+/// Minimum explicit-cache size (`docs/wire.md#gemini-context-caching`; Vertex 2,048).
 fn cache_minimum(model: &str, vertex: bool) -> u64 {
     if vertex {
         return 2048;
@@ -1820,7 +1820,7 @@ fn args() -> &'static Value {
 
 impl<'a> Render<'a> {
     /// The streamed answer: SSE events (with `alt=sse`), else one JSON array as Google
-    /// streams it without (gemini.md §6); stream faults apply to SSE.
+    /// streams it without (`docs/wire.md#gemini-streaming`); stream faults apply to SSE.
     fn stream(&self, sim: &Sim, markers: &Markers, sse: bool, fault: Option<Fault>) -> R {
         let events = self.stream_chunks(sim.chunks(markers));
         if !sse {

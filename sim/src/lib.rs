@@ -2,7 +2,7 @@
 //!
 //! Upstream providers are unreachable from CI and the bench machines, so tests, `make demo` and
 //! the load bench point the gateway at this binary. It serves every upstream surface on one
-//! loopback port with bodies shaped like the captured fixtures in `shared/wire/fixtures/`,
+//! loopback port with bodies shaped like the captured fixtures in `tests/fixtures/`,
 //! validates requests the way the real services do (so translator bugs surface as the same
 //! 400s they would cause in production), and injects faults on demand.
 //!

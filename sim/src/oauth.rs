@@ -1,7 +1,7 @@
 //! Fake Google OAuth2 token endpoint (`POST /token`) and the bearer-token check every Vertex
 //! route uses, so the gateway's service-account JWT flow and token refresh are exercised.
 //!
-//! Validates (gemini.md §1, RFC 7523 grant):
+//! Validates (`docs/wire.md#gemini-endpoints-and-authentication`, RFC 7523 grant):
 //! - form body with `grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer` (else 400
 //!   `unsupported_grant_type`) and an `assertion`;
 //! - the assertion is three base64url segments, header and claims decode to JSON objects, the

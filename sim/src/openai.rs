@@ -6,7 +6,7 @@
 //! [DONE]`), `openai-embeddings.json` and the error envelope of
 //! `openai-error-400-unsupported-parameter.json`.
 //!
-//! Validates (openai-chat.md): `Authorization: Bearer <--openai-key>` (401
+//! Validates (`docs/wire.md#client-side-openai-chat`): `Authorization: Bearer <--openai-key>` (401
 //! `invalid_api_key`); `model` and `messages` required; unknown top-level parameters rejected
 //! like api.openai.com ("Unrecognized request argument supplied: x"); embeddings `input` must
 //! be a string, strings, token ids or token-id arrays, `encoding_format` `float|base64`.

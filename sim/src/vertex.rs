@@ -7,13 +7,13 @@
 //! - every route needs `Authorization: Bearer <issued token>` (401/403 Google bodies); with
 //!   `--vertex-project P` other projects get fixture `gemini-error-403-permission-denied-vertex.json`;
 //! - `location` may be a region or `global`;
-//! - service tiers (gemini.md §8): `X-Vertex-AI-LLM-Request-Type: dedicated` →
-//!   `PROVISIONED_THROUGHPUT`; on the `global` location `X-Vertex-AI-LLM-Shared-Request-Type:
-//!   flex|priority` → `ON_DEMAND_FLEX` / `ON_DEMAND_PRIORITY`; everything else (including
-//!   those headers on a regional location, `shared` alone, or a body `serviceTier`) →
-//!   `ON_DEMAND`. The value lands in `usageMetadata.trafficType` (buffered; in streams every
-//!   chunk carries `{trafficType}` and only the last one the counts — fixture
-//!   `gemini-stream-thinking-2.5-flash-vertex.sse`);
+//! - service tiers (`docs/wire.md#gemini-service-tiers`): `X-Vertex-AI-LLM-Request-Type:
+//!   dedicated` → `PROVISIONED_THROUGHPUT`; on the `global` location
+//!   `X-Vertex-AI-LLM-Shared-Request-Type: flex|priority` → `ON_DEMAND_FLEX` /
+//!   `ON_DEMAND_PRIORITY`; everything else (including those headers on a regional location,
+//!   `shared` alone, or a body `serviceTier`) → `ON_DEMAND`. The value lands in
+//!   `usageMetadata.trafficType` (buffered; in streams every chunk carries `{trafficType}` and
+//!   only the last one the counts — fixture `gemini-stream-thinking-2.5-flash-vertex.sse`);
 //! - model ids: what the registry (`models.rs`) serves on Vertex, else the publisher-model 404
 //!   (an undated Claude 4.5 id included);
 //! - `:predict` embeddings (text-embedding-005, text-multilingual-embedding-002,

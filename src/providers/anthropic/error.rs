@@ -1,10 +1,11 @@
 //! Anthropic error bodies → one readable line for the client's error envelope.
 //!
-//! Anthropic answers `{"type":"error","error":{"type","message"},"request_id"}` (anthropic.md
-//! §5), also inside a 200 stream as an `error` event; on Vertex, quota and auth failures come in
-//! Google's shape `{"error":{"code","message","status"}}` instead — both are read. The line
-//! keeps the error type (`overloaded_error`, `rate_limit_error` …) or Google's status and the
-//! request id; anything else falls back to the trimmed body.
+//! Anthropic answers `{"type":"error","error":{"type","message"},"request_id"}`
+//! (`docs/wire.md#anthropic-errors`), also inside a 200 stream as an `error` event; on Vertex,
+//! quota and auth failures come in Google's shape `{"error":{"code","message","status"}}`
+//! instead — both are read. The line keeps the error type (`overloaded_error`,
+//! `rate_limit_error` …) or Google's status and the request id; anything else falls back to the
+//! trimmed body.
 //! Fixtures: `tests/fixtures/anthropic-error-*.json`.
 
 use serde::Deserialize;

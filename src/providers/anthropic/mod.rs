@@ -8,8 +8,8 @@
 //! Files: `request.rs` (OpenAI body → Messages API body, thinking and caching included),
 //! `response.rs` (buffered message → `chat.completion`, shared usage/stop mappings),
 //! `stream.rs` (Messages SSE events → `chat.completion.chunk` frames), `error.rs` (Anthropic and
-//! Google error bodies). Wire notes: `shared/wire/anthropic.md`; fixtures:
-//! `tests/fixtures/anthropic-*` (`SOURCES.md`).
+//! Google error bodies). Wire notes: `docs/wire.md` (the Anthropic sections); fixtures:
+//! `tests/fixtures/anthropic-*` (`tests/fixtures/SOURCES.md`).
 //!
 //! Tools are not offered on this family (catalog profile `claude` does not forward them): a
 //! request with `tools`, `tool_choice` or tool-call history is refused with 400

@@ -7,7 +7,7 @@
 //! `tools`, `tool_choice` and tool-call history are refused (400 `unsupported_parameter`)
 //! because a silently dropped tool would change what the model answers.
 //!
-//! Mappings (anthropic.md §2):
+//! Mappings (`docs/wire.md#anthropic-request-body`):
 //! - system/developer messages → `system` text blocks; a `cache_control` on the first system
 //!   message (on the message or on one of its parts, OpenRouter style) → `cache_control`
 //!   `{type: ephemeral, ttl?}` on the last system block;

@@ -10,12 +10,12 @@
 //! - `stop_reason`: `end_turn` / `stop_sequence` / `pause_turn` → `stop`, `max_tokens` /
 //!   `model_context_window_exceeded` → `length`, `refusal` → `content_filter`, `tool_use` →
 //!   `tool_calls`;
-//! - usage (anthropic.md §3): `input = input_tokens`, `cache_read = cache_read_input_tokens`,
-//!   `cache_write`/`cache_write_1h` = `cache_creation_input_tokens` split by
-//!   `cache_creation.ephemeral_{5m,1h}_input_tokens` (all 5-minute when the split is absent),
-//!   `output = output_tokens` (thinking
-//!   included), `reasoning = output_tokens_details.thinking_tokens` when present (Anthropic
-//!   does not split it otherwise).
+//! - usage (`docs/wire.md#anthropic-responses-and-usage`): `input = input_tokens`,
+//!   `cache_read = cache_read_input_tokens`, `cache_write`/`cache_write_1h` =
+//!   `cache_creation_input_tokens` split by `cache_creation.ephemeral_{5m,1h}_input_tokens`
+//!   (all 5-minute when the split is absent), `output = output_tokens` (thinking included),
+//!   `reasoning = output_tokens_details.thinking_tokens` when present (Anthropic does not
+//!   split it otherwise).
 //!
 //! Fixtures: `anthropic-message-*.json` (table test below).
 

@@ -1,6 +1,7 @@
 //! Messages API SSE events → OpenAI `chat.completion.chunk` frames.
 //!
-//! Events are read by their JSON `type` (the `event:` name repeats it; anthropic.md §4):
+//! Events are read by their JSON `type` (the `event:` name repeats it;
+//! `docs/wire.md#anthropic-streaming`):
 //! - `message_start`: usage of the input side (`input_tokens`, cache read/write) and a
 //!   provisional `output_tokens`, which later counts replace;
 //! - `content_block_start` / `content_block_delta`: `text_delta` → `delta.content`,

@@ -1,13 +1,14 @@
-//! The explicit context cache a request could use (gemini.md §7), as a pure plan.
+//! The explicit context cache a request could use (`docs/wire.md#gemini-context-caching`), as
+//! a pure plan.
 //!
 //! OpenRouter's convention marks a cacheable prefix with `cache_control` on a text part
-//! (openai-chat.md §7.4). Gemini caches are separate resources holding the system
-//! instruction, tools and tool config; a request that names a cache must leave those three
-//! out. So: if the first system message is in part form and one of its text parts carries
+//! (`docs/wire.md#client-side-cache-markers`). Gemini caches are separate resources holding the
+//! system instruction, tools and tool config; a request that names a cache must leave those
+//! three out. So: if the first system message is in part form and one of its text parts carries
 //! `cache_control`, the plan is to cache the whole system instruction plus tools and tool
-//! config. The adapter turns it into the plan's cache step: create the cache with
-//! `create_body` (or reuse one under the same `key`), then send the body that names it and
-//! leaves the cached parts out (`request::naming_cache`).
+//! config. The adapter turns it into the plan's cache step: create the cache with `create_body`
+//! (or reuse one under the same `key`), then send the body that names it and leaves the cached
+//! parts out (`request::naming_cache`).
 //!
 //! The key hashes the upstream model and the JSON of what is cached, each followed by a 0 byte,
 //! so the conversation after the prefix never changes it. A model whose profile says

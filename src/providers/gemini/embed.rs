@@ -1,7 +1,7 @@
 //! Embeddings on family A: an OpenAI `/v1/embeddings` body becomes one or more Gemini embedding
 //! calls (a [`FanOut`]), and their answers become one OpenAI `list` of `embedding` objects.
-//! Wire notes: `shared/wire/gemini.md` §10 and `openai-chat.md` §6; fixtures:
-//! `tests/fixtures/gemini-batch-embed-contents*.json`, `vertex-embedding-predict*.json`,
+//! Wire notes: `docs/wire.md#gemini-embeddings` and `docs/wire.md#client-side-embeddings`;
+//! fixtures: `tests/fixtures/gemini-batch-embed-contents*.json`, `vertex-embedding-predict*.json`,
 //! `openai-embeddings.json`.
 //!
 //! ## Surfaces and their per-call limits
@@ -29,7 +29,8 @@
 //! `dimensions` outside the range and a `task_type` outside the model's list are 400s with the
 //! allowed values in the message (`task_type` is matched without regard to case and sent in
 //! Google's upper case). `CODE_RETRIEVAL_QUERY` is not accepted for `text-embedding-004`:
-//! gemini.md lists it for text-embedding-005 and gemini-embedding-001 only.
+//! Google lists it for text-embedding-005 and gemini-embedding-001 only
+//! (`docs/wire.md#gemini-embeddings`).
 //!
 //! ## Usage
 //!
@@ -107,7 +108,7 @@ pub struct EmbedModel {
     pub cut_needs_normalising: bool,
 }
 
-/// The embedding models the gateway has limits for (gemini.md §10).
+/// The embedding models the gateway has limits for (`docs/wire.md#gemini-embeddings`).
 pub const MODELS: &[EmbedModel] = &[
     EmbedModel {
         name: "text-embedding-004",

@@ -1,6 +1,7 @@
 //! Google error bodies → one readable line for the client's error envelope.
 //!
-//! Both surfaces answer `{"error":{"code","message","status","details"}}` (gemini.md §9);
+//! Both surfaces answer `{"error":{"code","message","status","details"}}`
+//! (`docs/wire.md#gemini-errors`);
 //! Vertex sometimes wraps it in a one-element array. The line keeps Google's `status` (it says
 //! more than the HTTP code: `RESOURCE_EXHAUSTED`, `INVALID_ARGUMENT`…) and, when a `RetryInfo`
 //! detail is present, the delay Google asks for. Anything else falls back to the trimmed body.

@@ -10,7 +10,8 @@
 //! (`alt=sse` events → `chat.completion.chunk` frames), `error.rs` (Google error bodies),
 //! `embed.rs` (`/v1/embeddings` → batched `batchEmbedContents` / `:predict` calls, a
 //! [`FanOut`], with the per-model embedding limits).
-//! Wire notes: `shared/wire/gemini.md`; fixtures: `tests/fixtures/gemini-*` (`SOURCES.md`).
+//! Wire notes: `docs/wire.md` (the Gemini sections); fixtures: `tests/fixtures/gemini-*`
+//! (`tests/fixtures/SOURCES.md`).
 //!
 //! ## Tool-call ids carry thought signatures
 //!

@@ -3,11 +3,11 @@
 //!
 //! Driven by the model's parameter profile (`catalog::Profile`): a field is translated only
 //! when the profile forwards it; every other field is accepted and dropped, so a client written
-//! for OpenAI or OpenRouter never breaks on a Gemini model (gemini.md §2.2: 2.5 and later
-//! answer 400 to non-zero penalties, hence profiles without them). What is forwarded is
-//! type-checked, and a wrong type is a 400 naming the field.
+//! for OpenAI or OpenRouter never breaks on a Gemini model (`docs/wire.md#gemini-request-body`:
+//! 2.5 and later answer 400 to non-zero penalties, hence profiles without them). What is
+//! forwarded is type-checked, and a wrong type is a 400 naming the field.
 //!
-//! Invariants (gemini.md §2, §3, §7, §8):
+//! Invariants (`docs/wire.md`: Gemini request body, thinking, context caching, service tiers):
 //! - `contents` only has roles `user` and `model`, always set, adjacent same-role turns merged;
 //!   system/developer text goes to `systemInstruction`; tool results are `user` turns of
 //!   `functionResponse` parts named after the assistant tool call they answer;

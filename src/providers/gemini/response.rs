@@ -1,7 +1,7 @@
 //! Buffered `GenerateContentResponse` → OpenAI `chat.completion`, plus the wire types and
 //! mappings the stream translator shares (usage, finish reasons, tool calls).
 //!
-//! Why the mappings look as they do (gemini.md §4–§5):
+//! Why the mappings look as they do (`docs/wire.md#gemini-responses-and-usage`):
 //! - parts: `thought: true` text → `message.reasoning` (left out when the client excluded
 //!   reasoning), other text → `content` (null when empty), `functionCall` → `tool_calls` with a
 //!   minted id carrying the part's `thoughtSignature` (see the module doc of `gemini`);

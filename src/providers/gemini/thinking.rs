@@ -3,7 +3,8 @@
 //! Inputs: `reasoning: {effort, max_tokens, exclude, enabled}` (OpenRouter), top-level
 //! `reasoning_effort` (OpenAI), deprecated `include_reasoning`. Why clamping lives here:
 //! Google rejects out-of-range budgets and unsupported levels with a 400 instead of adjusting
-//! them (gemini.md §3; fixtures `gemini-error-400-thinking-*.json`), so the gateway decides:
+//! them (`docs/wire.md#gemini-thinking`; fixtures `gemini-error-400-thinking-*.json`), so the
+//! gateway decides:
 //!
 //! | profile kind | from `max_tokens` | from `effort` | `enabled: true` |
 //! |---|---|---|---|
