@@ -210,3 +210,112 @@ fn the_money_leaf_imports_no_room() {
         graph["money"]
     );
 }
+
+/// Every file of the repository (no build output, no installed packages), relative to its root.
+fn repository_files() -> Vec<String> {
+    fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy();
+            if path.is_dir() {
+                if !["target", "node_modules", ".git", ".venv"].contains(&name.as_ref()) {
+                    walk(&path, root, out);
+                }
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    walk(root, root, &mut files);
+    files
+}
+
+/// What is wrong with the documents one doc-comment line cites: a path that leaves the
+/// repository (`shared/…`, `../…`), or a Markdown file (`name.md`, `docs/x.md#anchor`) that is
+/// not in it, or whose anchor names no heading. `files` are the repository's, relative to its
+/// root; a bare file name may be any of them.
+fn outside_citations(line: &str, files: &[String], root: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let words = line.split(|c: char| {
+        c.is_whitespace() || matches!(c, '`' | '(' | ')' | '[' | ']' | ',' | ';' | '"' | '\'')
+    });
+    for word in words.filter(|w| !w.is_empty()) {
+        let word = word.trim_end_matches(['.', ':']);
+        if word.starts_with("shared/") || word.contains("/shared/") || word.contains("../") {
+            found.push(format!("{word}: outside the repository"));
+            continue;
+        }
+        let (path, anchor) = match word.split_once('#') {
+            Some((p, a)) => (p, Some(a)),
+            None => (word, None),
+        };
+        if !path.ends_with(".md") || path.contains("://") {
+            continue;
+        }
+        let hit = files
+            .iter()
+            .find(|f| *f == path || (!path.contains('/') && f.rsplit('/').next() == Some(path)));
+        let Some(hit) = hit else {
+            found.push(format!("{word}: not a file of the repository"));
+            continue;
+        };
+        if let Some(anchor) = anchor {
+            let text = std::fs::read_to_string(root.join(hit)).unwrap();
+            if !crate::docs::anchors(&text).contains(anchor) {
+                found.push(format!("{word}: {hit} has no heading with that anchor"));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn doc_comments_cite_only_the_repository() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = repository_files();
+    let mut rs_files = Vec::new();
+    sources(&root.join("src"), &mut rs_files);
+    sources(&root.join("sim/src"), &mut rs_files);
+    rs_files.sort();
+    let mut offenders = Vec::new();
+    for path in rs_files {
+        let rel = path.strip_prefix(root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.trim_start();
+            if !(line.starts_with("//!") || line.starts_with("///")) {
+                continue;
+            }
+            for problem in outside_citations(line, &files, root) {
+                offenders.push(format!("{rel}:{}: {problem}", n + 1));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "doc comments cite documents the repository does not hold (write what is needed in \
+         docs/ and cite that):\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn the_citation_check_sees_paths_outside_and_missing_documents() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = repository_files();
+    let check = |line: &str| outside_citations(line, &files, root);
+    assert!(
+        check("//! Wire notes: `docs/wire.md#gemini-errors`; fixtures (`SOURCES.md`).").is_empty()
+    );
+    assert!(check("/// the prices (docs/providers.md): see `README.md`.").is_empty());
+    assert_eq!(
+        check("//! Wire notes: `shared/wire/gemini.md` §10").len(),
+        1
+    );
+    assert_eq!(check("//! see ../notes/x.txt").len(), 1);
+    assert_eq!(check("//! (gemini.md §9)").len(), 1);
+    assert_eq!(check("//! docs/wire.md#no-such-heading").len(), 1);
+    assert!(check("//! `POST /v1/messages`, https://example.com/a.md").is_empty());
+}

@@ -15,6 +15,7 @@ mod catalog_check;
 mod console;
 mod default_catalog;
 mod disconnects;
+mod docs;
 mod embeddings;
 mod fake_upstream;
 mod faults;
