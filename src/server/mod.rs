@@ -11,34 +11,30 @@ mod state;
 use pingora_core::server::configuration::Opt;
 use pingora_core::server::Server;
 
-use crate::admin::session::WeakToken;
-use crate::commands::CommandError;
 use crate::config::Config;
 use crate::connections;
 
 use admin_app::AdminApp;
+pub use state::ServeError;
 use state::State;
-
-/// Why the gateway could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum ServeError {
-    #[error(transparent)]
-    Store(#[from] crate::store::StoreError),
-    #[error(transparent)]
-    Setup(#[from] CommandError),
-    #[error(transparent)]
-    Credentials(#[from] crate::upstream::credentials::CredentialError),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error(transparent)]
-    AdminToken(#[from] WeakToken),
-}
 
 pub struct ServeOptions {
     pub upgrade: bool,
     pub daemon: bool,
 }
 
+impl ServeOptions {
+    fn pingora(&self) -> Opt {
+        Opt {
+            upgrade: self.upgrade,
+            daemon: self.daemon,
+            ..Opt::default()
+        }
+    }
+}
+
+/// Runs the gateway until the process is stopped (or upgraded); returns only when it cannot
+/// start.
 pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let store_url = config.store_url(|k| std::env::var(k).ok());
     let Config {
@@ -47,12 +43,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     } = config;
     let state = State::build(&t, store_url)?;
     let (public_limits, admin_limits) = t.connections.fitted(connections::open_file_limit());
-    let opt = Opt {
-        upgrade: opts.upgrade,
-        daemon: opts.daemon,
-        ..Opt::default()
-    };
-    let mut server = Server::new_with_opt_and_conf(opt, pingora_conf);
+    let mut server = Server::new_with_opt_and_conf(opts.pingora(), pingora_conf);
     server.bootstrap();
     listeners::follow_shutdown(server.watch_execution_phase(), state.draining.clone());
     let admin = AdminApp {

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admin::{self, Admin};
+use crate::admin::session::{Guard, WeakToken};
+use crate::admin::{Admin, Api, Ops};
 use crate::billing::writer::{LedgerSink, LedgerWriter};
 use crate::catalog;
 use crate::commands;
@@ -23,7 +24,20 @@ use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::credentials::{self, VertexAccount};
 
-use super::ServeError;
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    #[error(transparent)]
+    Setup(#[from] commands::CommandError),
+    #[error(transparent)]
+    Credentials(#[from] credentials::CredentialError),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    AdminToken(#[from] WeakToken),
+}
 
 pub struct State {
     pub gateway: Gateway,
@@ -59,7 +73,7 @@ impl State {
             draining.clone(),
             &store_url,
         );
-        let admin = admin(t, &follower, &gateway, &store_url)?;
+        let admin = Admin::new(ops(t, &follower, &gateway, &store_url), api(t, &store_url)?);
         let background = Background {
             follower,
             writer,
@@ -161,15 +175,9 @@ fn gateway(
     }
 }
 
-/// The admin API and console over the gateway's caches; off (said in the log) without an
-/// admin token, and refused at start with a weak one.
-fn admin(
-    t: &TollgateConf,
-    follower: &Follower,
-    gateway: &Gateway,
-    store_url: &str,
-) -> Result<Admin, ServeError> {
-    let ops = admin::Ops {
+/// The admin listener's view of the gateway's caches, credentials and ledger queue.
+fn ops(t: &TollgateConf, follower: &Follower, gateway: &Gateway, store_url: &str) -> Ops {
+    Ops {
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         store_kind: if store_url.starts_with("sqlite") {
@@ -181,9 +189,14 @@ fn admin(
         spool: Path::new(&t.ledger_spool).to_path_buf(),
         credentials: gateway.credentials.clone(),
         ledger: gateway.ledger.clone(),
-    };
+    }
+}
+
+/// The admin API and console: off (said in the log) without an admin token, refused at start
+/// with a weak one.
+fn api(t: &TollgateConf, store_url: &str) -> Result<Api, ServeError> {
     let token = std::env::var(&t.admin_token_env).ok();
-    let guard = admin::session::Guard::new(token.as_deref(), &t.admin_token_env)?;
+    let guard = Guard::new(token.as_deref(), &t.admin_token_env)?;
     if guard.enabled() {
         tracing::info!(admin = %t.admin_listen, "admin API and console on (http://{}/)", t.admin_listen);
     } else {
@@ -193,7 +206,7 @@ fn admin(
             t.admin_token_env
         );
     }
-    let mut api = admin::Api::new(guard, t.key_prefix.clone(), store_url.to_owned());
+    let mut api = Api::new(guard, t.key_prefix.clone(), store_url.to_owned());
     api.allow_private_webhooks = t.alerts.allow_private_webhooks;
-    Ok(Admin::new(ops, api))
+    Ok(api)
 }
