@@ -12,31 +12,41 @@ run: deps
 	$(CARGO) build --release --bin tollgate
 	./target/release/tollgate -c $(CONF) serve
 
-## The gateway and the upstream simulator wired together, with a workspace, credit and a key.
+## The whole product on this machine: the gateway wired to the upstream simulator (nothing
+## reaches a real provider), a workspace with 10 USD credit and a key, and the console on the
+## admin listener behind a fresh random admin token; prints both with paste-ready curls.
 DEMO_ENV = DEMO_GEMINI_KEY=sim-gemini-key DEMO_ANTHROPIC_KEY=sim-anthropic-key DEMO_OPENAI_KEY=sim-openai-key \
 	DEMO_VERTEX_PROJECT=tollgate-test DEMO_VERTEX_CREDENTIALS=$(CURDIR)/tests/fixtures/test-service-account.json
+DEMO_MODEL = google/gemini-3.8-flash
 demo: deps
 	$(CARGO) build --workspace --bins
 	mkdir -p data && rm -f data/demo.db*
 	./target/debug/tollgate-sim --listen 127.0.0.1:18000 --vertex-project tollgate-test > data/demo-sim.log & echo $$! > data/demo-sim.pid
-	@ws=$$(./target/debug/tollgate -c conf/demo.yaml --json workspace create --name demo | sed -n 's/.*"id": "\(ws_[^"]*\)".*/\1/p' | head -n1); \
-	./target/debug/tollgate -c conf/demo.yaml credit add --workspace $$ws --usd 10 >/dev/null; \
-	key=$$(./target/debug/tollgate -c conf/demo.yaml --json key create --workspace $$ws --name demo | sed -n 's/.*"secret": "\([^"]*\)".*/\1/p'); \
-	echo; echo "workspace $$ws, key $$key (10 USD credit). Paste:"; echo; \
+	@trap 'kill $$(cat data/demo-sim.pid) 2>/dev/null' EXIT INT TERM; \
+	tg="./target/debug/tollgate -c conf/demo.yaml"; \
+	ws=$$($$tg --json workspace create --name demo | sed -n 's/.*"id": "\(ws_[^"]*\)".*/\1/p' | head -n1); \
+	$$tg credit add --workspace $$ws --usd 10 >/dev/null; \
+	key=$$($$tg --json key create --workspace $$ws --name demo | sed -n 's/.*"secret": "\([^"]*\)".*/\1/p'); \
+	admin=$$(head -c 30 /dev/urandom | base64 | tr '+/' '-_'); \
+	echo; \
+	echo "API      http://127.0.0.1:8080/v1  key $$key (workspace $$ws, 10 USD credit)"; \
+	echo "console  http://127.0.0.1:8081/    admin token $$admin"; \
+	echo; echo "Paste:"; echo; \
 	echo "curl -s localhost:8080/v1/chat/completions -H 'Authorization: Bearer $$key' -H 'Content-Type: application/json' \\"; \
-	echo "  -d '{\"model\":\"google/gemini-2.5-flash\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'"; echo; \
-	admin=$$(head -c 24 /dev/urandom | base64 | tr '+/' '-_'); \
-	echo "console: http://127.0.0.1:8081/ (admin token $$admin)"; echo; \
-	trap 'kill $$(cat data/demo-sim.pid) 2>/dev/null' EXIT INT TERM; \
-	TOLLGATE_ADMIN_TOKEN=$$admin $(DEMO_ENV) ./target/debug/tollgate -c conf/demo.yaml serve
+	echo "  -d '{\"model\":\"$(DEMO_MODEL)\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello!\"}]}'"; \
+	echo "curl -s localhost:8081/admin/v1/workspaces -H 'Authorization: Bearer $$admin'"; echo; \
+	TOLLGATE_ADMIN_TOKEN=$$admin $(DEMO_ENV) $$tg serve
 
 build: deps
 	$(CARGO) build --release --workspace --bins
 
 ## Everything the project tests: unit, the simulator's own tests, and the one integration binary
 ## (store suite on SQLite and PostgreSQL, the gateway end to end, the console in Chromium).
+## The PostgreSQL half runs against TOLLGATE_TEST_PG_URL when a server answers there, else in
+## a throwaway cluster (WITH_PG). TEST_ARGS: what `cargo test` is given.
+TEST_ARGS ?= --workspace --lib --bins --tests -- --test-threads=2
 test: deps pg venv browser-deps
-	TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test --workspace --lib --bins --tests -- --test-threads=2
+	@$(WITH_PG) env TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test $(TEST_ARGS)
 
 ## The official OpenAI Python SDK in a local venv (used by the SDK integration test).
 venv: .venv/.stamp
@@ -93,9 +103,10 @@ fuzz: deps
 	done
 
 ## The Debian packages the project needs — the one list (`.ci/run` uses `make deps` too):
-## Pingora's zlib-ng build (cmake, a C toolchain), TLS roots, `pg_isready`, the OpenAI SDK
-## test's venv and the browser the console's test drives (chromium; Node.js: `browser-deps`).
-DEB_PACKAGES = cmake build-essential ca-certificates postgresql-client python3-venv chromium
+## Pingora's zlib-ng build (cmake, a C toolchain), TLS roots, `psql` and `pg_isready`, the
+## PostgreSQL server (make test's throwaway cluster, the outage test's private one), the OpenAI
+## SDK test's venv and the browser the console's test drives (chromium; Node.js: `browser-deps`).
+DEB_PACKAGES = cmake build-essential ca-certificates postgresql-client postgresql python3-venv chromium
 
 ## Installs the missing ones: as root with apt-get (one update, then a non-interactive
 ## install); otherwise stops with the line to paste.
@@ -111,19 +122,31 @@ deps:
 	echo "installing: $$missing"; \
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing
 
-## make test's PostgreSQL: the local cluster is started when it is installed but stopped;
-## otherwise this says what is needed.
+## Whether a PostgreSQL server answers at TOLLGATE_TEST_PG_URL: signed in, the database there.
+PG_ANSWERS = PGCONNECT_TIMEOUT=5 psql -w -Atq -c 'select 1' "$$TOLLGATE_TEST_PG_URL" >/dev/null 2>&1
+
+## Runs the command after it against that server, or, when none answers, in a throwaway cluster:
+## Debian's pg_virtualenv makes one in a temporary directory on a free port (its server runs as
+## the postgres user, as initdb refuses root), the command gets its URL, and the cluster is
+## dropped when the command ends. No system cluster is started or changed.
+WITH_PG = if $(PG_ANSWERS); then :; else \
+	  echo "no PostgreSQL answers at $$TOLLGATE_TEST_PG_URL: using a throwaway cluster (pg_virtualenv)"; \
+	  set -- pg_virtualenv -t bash -c 'createdb test && \
+	    TOLLGATE_TEST_PG_URL="postgres://$$PGUSER:$$PGPASSWORD@127.0.0.1:$$PGPORT/test" exec "$$@"' with-pg; \
+	fi; "$$@"
+
+## make test's PostgreSQL: the local cluster is started when it is installed but stopped; with
+## none answering at TOLLGATE_TEST_PG_URL, make test brings its own throwaway one (WITH_PG).
 pg: deps
-	@pg_isready -q -d "$(TOLLGATE_TEST_PG_URL)" && exit 0; \
-	if [ "$$(id -u)" = 0 ] && command -v pg_ctlcluster >/dev/null 2>&1 && [ -d /etc/postgresql ]; then \
+	@$(PG_ANSWERS) && exit 0; \
+	v=$$(ls /etc/postgresql 2>/dev/null | head -n1); \
+	if [ "$$(id -u)" = 0 ] && [ -d "/etc/postgresql/$$v/main" ] && command -v pg_ctlcluster >/dev/null 2>&1 && \
+	  ! pg_ctlcluster "$$v" main status >/dev/null 2>&1; then \
 	  echo "starting the local PostgreSQL"; \
-	  pg_ctlcluster --skip-systemctl-redirect "$$(ls /etc/postgresql | head -n1)" main start || true; \
-	  for i in $$(seq 30); do pg_isready -q -d "$(TOLLGATE_TEST_PG_URL)" && exit 0; sleep 1; done; \
+	  pg_ctlcluster --skip-systemctl-redirect "$$v" main start || true; \
+	  for i in $$(seq 30); do pg_isready -q -d "$$TOLLGATE_TEST_PG_URL" && break; sleep 1; done; \
 	fi; \
-	echo "make test needs a PostgreSQL server answering at $(TOLLGATE_TEST_PG_URL)"; \
-	echo "(TOLLGATE_TEST_PG_URL). For the default: sudo apt-get install -y postgresql, trust auth"; \
-	echo "for user postgres on 127.0.0.1 (pg_hba.conf), and sudo -u postgres createdb test."; \
-	exit 1
+	$(PG_ANSWERS) || echo "no PostgreSQL answers at $$TOLLGATE_TEST_PG_URL: make test uses a throwaway cluster"
 
 clean:
 	$(CARGO) clean

@@ -5,8 +5,8 @@
 //! a `503` ([`refusal`]) and closed, so a flood of slow clients meets a clean refusal instead
 //! of exhausting the process's file handles. At start the open-file limit is raised as far as
 //! allowed ([`raise_open_files`]) and the configured limits are fitted into it with room to
-//! spare ([`fit`]), so that a flood of one listener never starves the other, the upstream
-//! calls, the store or the logs.
+//! spare (`ConnectionsConf::fit` in `config`), so that a flood of one listener never starves
+//! the other, the upstream calls, the store or the logs.
 
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
 
-use crate::config::{ConnectionsConf, ListenerLimits};
+use crate::config::ListenerLimits;
 
 /// Why a new connection was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -160,68 +160,24 @@ pub fn raise_open_files() -> Result<OpenFiles, nix::Error> {
     Ok(OpenFiles { before, now, hard })
 }
 
-/// The listeners' limits as they will be enforced, and what had to be lowered to fit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fitted {
-    pub public: ListenerLimits,
-    pub admin: ListenerLimits,
-    /// One line per lowered setting, naming it.
-    pub clamped: Vec<String>,
-}
-
-/// File handles a full gateway may take: each public connection two (its request's upstream
-/// call holds one too), each admin connection one, plus the reserve (store, logs, spool,
-/// listeners, runtimes).
-pub fn handles_needed(public: &ListenerLimits, admin: &ListenerLimits, reserve: u64) -> u64 {
-    (2 * public.max as u64)
-        .saturating_add(admin.max as u64)
-        .saturating_add(reserve)
-}
-
-/// Fits the configured limits into `open_files` handles. When they do not fit, the admin
-/// listener keeps its limit up to an eighth of what the reserve leaves, and the public one
-/// gets the rest; each per-address limit stays within its listener's total.
-pub fn fit(conf: &ConnectionsConf, open_files: u64) -> Fitted {
-    let (mut public, mut admin) = (conf.public, conf.admin);
-    if handles_needed(&public, &admin, conf.reserve_files) > open_files {
-        let room = open_files.saturating_sub(conf.reserve_files);
-        admin.max = admin.max.min(usize_of(room / 8).max(1));
-        public.max = public
-            .max
-            .min(usize_of(room.saturating_sub(admin.max as u64) / 2).max(1));
-    }
-    public.per_address = public.per_address.min(public.max);
-    admin.per_address = admin.per_address.min(admin.max);
-    let mut clamped = Vec::new();
-    for (name, was, now) in [
-        ("public.max", conf.public.max, public.max),
-        (
-            "public.per_address",
-            conf.public.per_address,
-            public.per_address,
-        ),
-        ("admin.max", conf.admin.max, admin.max),
-        (
-            "admin.per_address",
-            conf.admin.per_address,
-            admin.per_address,
-        ),
-    ] {
-        if now < was {
-            clamped.push(format!(
-                "tollgate.connections.{name}: {was} lowered to {now}"
-            ));
+/// The open-file limit after [`raise_open_files`] (said in the log); 1024 when it cannot be
+/// read.
+pub fn open_file_limit() -> u64 {
+    match raise_open_files() {
+        Ok(files) => {
+            tracing::info!(
+                "open-file limit {} (was {}, hard limit {})",
+                files.now,
+                files.before,
+                files.hard
+            );
+            files.now
+        }
+        Err(e) => {
+            tracing::warn!("cannot read the open-file limit ({e}); assuming 1024");
+            1024
         }
     }
-    Fitted {
-        public,
-        admin,
-        clamped,
-    }
-}
-
-fn usize_of(n: u64) -> usize {
-    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 #[cfg(test)]
@@ -327,78 +283,6 @@ mod tests {
             v["error"]["message"].as_str().unwrap().contains("is 8"),
             "{v}"
         );
-    }
-
-    fn conf(public: (usize, usize), admin: (usize, usize), reserve: u64) -> ConnectionsConf {
-        let limits = |(max, per_address)| ListenerLimits { max, per_address };
-        ConnectionsConf {
-            public: limits(public),
-            admin: limits(admin),
-            reserve_files: reserve,
-        }
-    }
-
-    #[test]
-    fn limits_that_fit_are_kept() {
-        let c = conf((1_000, 100), (50, 10), 256);
-        let fitted = fit(&c, 2 * 1_000 + 50 + 256);
-        assert_eq!((fitted.public, fitted.admin), (c.public, c.admin));
-        assert!(fitted.clamped.is_empty());
-    }
-
-    #[test]
-    fn limits_too_large_for_the_open_files_are_lowered_and_named() {
-        let c = conf((16_384, 4_096), (128, 64), 256);
-        let fitted = fit(&c, 1_024);
-        // 768 handles beyond the reserve: the admin keeps 96, the public listener 336.
-        assert_eq!(
-            fitted.admin,
-            ListenerLimits {
-                max: 96,
-                per_address: 64
-            }
-        );
-        assert_eq!(
-            fitted.public,
-            ListenerLimits {
-                max: 336,
-                per_address: 336
-            }
-        );
-        assert!(handles_needed(&fitted.public, &fitted.admin, 256) <= 1_024);
-        assert_eq!(
-            fitted.clamped,
-            [
-                "tollgate.connections.public.max: 16384 lowered to 336",
-                "tollgate.connections.public.per_address: 4096 lowered to 336",
-                "tollgate.connections.admin.max: 128 lowered to 96",
-            ]
-        );
-    }
-
-    #[test]
-    fn no_room_at_all_still_leaves_each_listener_one_connection() {
-        let fitted = fit(&conf((100, 10), (10, 10), 256), 200);
-        assert_eq!(
-            fitted.public,
-            ListenerLimits {
-                max: 1,
-                per_address: 1
-            }
-        );
-        assert_eq!(
-            fitted.admin,
-            ListenerLimits {
-                max: 1,
-                per_address: 1
-            }
-        );
-    }
-
-    #[test]
-    fn an_unlimited_open_file_limit_keeps_everything() {
-        let c = conf((16_384, 4_096), (128, 64), 256);
-        assert!(fit(&c, u64::MAX).clamped.is_empty());
     }
 
     #[test]

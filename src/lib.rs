@@ -6,8 +6,9 @@
 //! format), `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the
 //! I/O a plan needs outside Pingora; everything rests on `store`, and `money` is a leaf.
 //! `commands` holds the operator operations the CLI (`cli`) and the admin API share;
-//! `connections` counts each listener's connections and fits them into the open-file limit. Arrows point
-//! one way (`tests/it/architecture.rs` checks it); only the `server` wiring imports `proxy`.
+//! `connections` counts each listener's connections (`config` fits their limits into the
+//! open-file limit). Arrows point one way (`tests/it/architecture.rs` checks it); only the
+//! `server` wiring imports `proxy`.
 pub mod admin;
 pub mod admission;
 pub mod alerts;

@@ -3,7 +3,7 @@
 //! `/admin/v1` (`api`, behind the admin token) with the billing metrics too
 //! (`/admin/v1/metrics`), its OpenAPI document, and the web console.
 //! Everything here takes and returns plain values (`http::Request`/`Response`); the Pingora
-//! glue is in `server.rs`.
+//! glue is in `server/admin_app.rs`.
 #![warn(clippy::arithmetic_side_effects)]
 
 pub mod api;

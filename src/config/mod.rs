@@ -7,6 +7,7 @@
 //! Secrets are never in the file: providers name the environment variables that hold them.
 
 pub mod endpoint;
+pub mod limits;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
