@@ -10,6 +10,8 @@
 //! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
 //! (`;` separates lines) to the gateway's conf.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+// The bench drives load from tasks of its own.
+#![allow(clippy::disallowed_methods)]
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};

@@ -374,6 +374,10 @@ async fn check_all(
                     if store.claim_alert(ws, &claim, now).await? {
                         let (store, client) = (store.clone(), client.clone());
                         let settings = settings.clone();
+                        #[expect(
+                            clippy::disallowed_methods,
+                            reason = "a delivery retries for minutes; the check that claimed it must not wait"
+                        )]
                         tokio::spawn(deliver(store, client, settings, event, conf));
                     }
                 }

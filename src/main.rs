@@ -11,6 +11,10 @@ fn main() {
     let cli = Cli::parse();
     if let Err(e) = run(cli) {
         eprintln!("tollgate: {e}");
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the one place the process ends: everything below returns its error here"
+        )]
         std::process::exit(1);
     }
 }

@@ -360,6 +360,10 @@ impl PgStore {
             .await
             .map_err(|e| StoreError::Backend(format!("postgres: LISTEN {CHANNEL}: {e}")))?;
         let changed = Arc::new(Notify::new());
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the LISTEN connection lives as long as the store; Drop aborts it"
+        )]
         let listener = tokio::spawn(run_listener(listen_config, Arc::clone(&changed), first));
         Ok(Self {
             pool,

@@ -439,6 +439,10 @@ mod client_tests {
     async fn upstream(answer: &'static [u8]) -> (Endpoint, tokio::task::JoinHandle<String>) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let endpoint = Endpoint::parse(&format!("http://{}", listener.local_addr().unwrap()));
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a test's fake upstream serves while the test calls it"
+        )]
         let served = tokio::spawn(async move {
             let (mut socket, _) = listener.accept().await.unwrap();
             let mut request = Vec::new();

@@ -4,6 +4,8 @@
 //! SQLite and PostgreSQL (`store.rs`); the ledger writer against a real store; the Gemini
 //! adapter against the simulator's request validation (`gemini_adapter.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+// Tests start their own fake upstreams, servers and clients as they need them.
+#![allow(clippy::disallowed_methods)]
 
 mod adaptive;
 mod admin;
