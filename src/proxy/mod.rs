@@ -168,28 +168,19 @@ impl Gateway {
         Ok(())
     }
 
-    /// Creates (or reuses) the plan's explicit context cache and sends the body naming it; if
-    /// creation failed the request goes as planned, its prefix inline.
-    /// Caches are the workspace's own: never shared across workspaces.
+    /// The request to send for a planned `request` and its cache step
+    /// ([`ContextCaches::request_for`]), the cache's creation recorded on `admitted`.
     async fn use_cache(
         &self,
-        mut request: UpstreamRequest,
+        request: UpstreamRequest,
         cache: Option<CacheStep>,
         admitted: &mut Admitted,
     ) -> UpstreamRequest {
-        let Some(step) = cache else {
-            return request;
-        };
-        let key = format!("{} {}", admitted.key.workspace_id, step.key);
-        let endpoint = &admitted.route.endpoint;
-        // Boxed: the cache's future is large and rare, and every request's future would
-        // otherwise reserve room for it for its whole life (an open stream included).
-        let named = Box::pin(self.caches.name_for(&key, endpoint, step.ttl, step.create)).await;
-        if let Some(named) = named {
-            request.body = (step.body_using)(&named.name);
-            admitted.cache_created = named.created;
-        }
-        request
+        let (workspace, endpoint) = (&admitted.key.workspace_id, &admitted.route.endpoint);
+        let created = &mut admitted.cache_created;
+        (self.caches)
+            .request_for(workspace, endpoint, request, cache, created)
+            .await
     }
 
     /// `/v1/generation`: the workspace's usage record `id`, read from the store (a record
