@@ -274,7 +274,7 @@ impl Gateway {
     /// Bills the finished request and writes its metrics and access event; `failed`: who made
     /// writing the gateway's own answer fail.
     fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
-        let billed = self.bill(failed, ctx);
+        let billed = logging::bill(&self.ledger, failed, ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let path = session.req_header().uri.path();
         logging::count(path, status, ctx, billed);
