@@ -2,23 +2,30 @@
 //! session into plain values and call into the other rooms. This is the only room (with
 //! `server`) that imports Pingora.
 //!
-//! A request's walk: [`Gateway::respond`] asks [`admission`](crate::admission) about the head
-//! (local answers and auth), reads the body, and asks again for the decision and the upstream
-//! plan; a cache step is resolved through [`ContextCaches`]; then the gateway sends the plan
-//! itself through the shared [`UpstreamClient`] and answers: a fan-out's
-//! calls are joined (`fan_out.rs`), a buffered answer is read (bounded) and translated before
-//! its status is chosen, a stream is relayed as it arrives (`stream.rs`); both fail over to the
-//! model's other routes while nothing has reached the client (`failover.rs`). `logging` bills
-//! the outcome ([`admission::outcome`](crate::admission::outcome)) and writes the access event.
+//! A request's walk, top to bottom (the ordinary chat path: steps 1 to 4 with `buffered.rs`):
+//!
+//! 1. [`Gateway::respond`] → `admit`: [`admission`](crate::admission) decides about the head
+//!    (local answers, auth), `body::read_within` reads the body, and admission decides again:
+//!    the admitted request and its upstream [`Plan`].
+//! 2. A proxied plan's context-cache step ([`ContextCaches`]).
+//! 3. One way of answering, each a plain function over the session: `buffered.rs` (the answer
+//!    read whole, bounded, translated, then written), `stream.rs` (relayed as it arrives) or
+//!    `fan_out.rs` (several calls joined into a buffered answer). Each runs its attempts
+//!    through the one failover driver (`failover.rs`), which moves the request to the model's
+//!    other routes while nothing has reached the client.
+//! 4. `logging`: bills the outcome ([`admission::outcome`](crate::admission::outcome)) and
+//!    writes the metrics and the access event.
 //!
 //! Pingora serves the connections (HTTP/1.1 keep-alive, h2, timeouts, graceful shutdown), but
 //! its proxy (`pingora-proxy`'s `ProxyHttp`) is not used: holding a stream's `200` until its
 //! first data frame (so that it can fail over), keep-alive comments while it is silent, and
 //! reading it on after its client left all need the whole stream in one loop, so the gateway
-//! sends upstream calls itself. With the proxy's phases unused, its per-request future (its
-//! cache and upstream states, about 15 KB) was held by every open stream for nothing.
+//! sends upstream calls itself through the shared [`UpstreamClient`]. With the proxy's phases
+//! unused, its per-request future (its cache and upstream states, about 15 KB) was held by
+//! every open stream for nothing.
 
 pub mod body;
+mod buffered;
 mod convert;
 pub mod ctx;
 mod failover;
@@ -38,7 +45,7 @@ use pingora_core::apps::{HttpServerApp, ReusedHttpStream};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::server::ShutdownWatch;
 
-use crate::admission::{self, Admission, Admitted, Decision, HeadDecision};
+use crate::admission::{self, Admission, Decision, HeadDecision};
 use crate::api::error::Blame;
 use crate::api::limits::Limits;
 use crate::api::GatewayError;
@@ -47,11 +54,12 @@ use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
-use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
+use crate::providers::{Credentials, Plan, UpstreamRequest};
 use crate::sync::Freshness;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
 use ctx::Ctx;
+use failover::{Failover, Outbound};
 
 /// Shared, read-mostly state of the proxy.
 pub struct Gateway {
@@ -94,23 +102,30 @@ pub struct Gateway {
 const FRESH_WAIT: Duration = Duration::from_secs(1);
 
 impl Gateway {
-    fn admission<'a>(
-        &'a self,
-        catalog: &'a Snapshot,
-        request_id: Option<Arc<str>>,
-    ) -> Admission<'a> {
-        Admission {
-            catalog,
-            keys: &self.keys,
-            accounts: &self.accounts,
-            credentials: &self.credentials,
-            strict_credit: self.strict_credit,
-            max_cache_ttl: self.max_cache_ttl,
-            limits: &self.limits,
-            route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),
-            now: Instant::now(),
-            request_id,
+    /// Answers one request (`closing`: and closes the connection after it); `Err`: the
+    /// gateway's own error answer could not be written.
+    async fn respond(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        closing: bool,
+    ) -> pingora_error::Result<()> {
+        let sent_id = session.req_header().headers.get("x-request-id");
+        ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
+        ctx.request_id =
+            (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
+        listener::keep_alive(session, self.limits.idle_timeout, closing);
+        // A client that stops reading cannot hold a connection (and a stream) forever.
+        session.set_write_timeout(Some(self.limits.client_write_timeout));
+        if let Err(e) = self.admit(session, ctx).await {
+            if !ctx.body_read {
+                // Unread body: Pingora cannot reuse this connection, so say so.
+                session.set_keepalive(None);
+            }
+            respond::error(session, &ctx.request_id, &e, None).await?;
+            ctx.error = Some(e);
         }
+        Ok(())
     }
 
     /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
@@ -148,39 +163,75 @@ impl Gateway {
             }
             decision => decision,
         };
-        let Decision { mut admitted, plan } = decision?;
-        ctx.request_id = admitted.request_id.clone();
-        let request = match plan {
-            Plan::FanOut(plan) => {
-                self.run_fan_out(session, ctx, &admission, admitted, plan, &body)
-                    .await;
-                return Ok(());
-            }
-            Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,
-        };
-        if admitted.stream {
-            self.run_stream(session, ctx, &admission, admitted, request, &body)
-                .await;
-        } else {
-            self.run_buffered(session, ctx, &admission, admitted, request, &body)
-                .await;
-        }
+        self.answer_upstream(session, ctx, &admission, decision?, &body)
+            .await;
         Ok(())
     }
 
-    /// The request to send for a planned `request` and its cache step
-    /// ([`ContextCaches::request_for`]), the cache's creation recorded on `admitted`.
-    async fn use_cache(
+    /// Answers an admitted request from its upstream: the plan's context-cache step, then its
+    /// way of answering.
+    async fn answer_upstream(
         &self,
-        request: UpstreamRequest,
-        cache: Option<CacheStep>,
-        admitted: &mut Admitted,
-    ) -> UpstreamRequest {
-        let (workspace, endpoint) = (&admitted.key.workspace_id, &admitted.route.endpoint);
-        let created = &mut admitted.cache_created;
-        (self.caches)
-            .request_for(workspace, endpoint, request, cache, created)
-            .await
+        session: &mut Session,
+        ctx: &mut Ctx,
+        admission: &Admission<'_>,
+        decision: Decision,
+        body: &[u8],
+    ) {
+        let Decision { admitted, plan } = decision;
+        ctx.request_id = admitted.request_id.clone();
+        let stream = admitted.stream;
+        let outbound = self.outbound();
+        let mut failover = Failover::new(admission, body, &self.caches, outbound, admitted);
+        let planned = match plan {
+            Plan::FanOut(calls) => return fan_out::answer(session, ctx, failover, calls).await,
+            Plan::Proxy { request, cache } => (request, cache),
+        };
+        let request: UpstreamRequest = failover.ready(planned).await;
+        if stream {
+            stream::answer(session, ctx, failover, request).await;
+        } else {
+            buffered::answer(session, ctx, failover, request).await;
+        }
+    }
+
+    /// Bills the finished request and writes its metrics and access event; `failed`: who made
+    /// writing the gateway's own answer fail.
+    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
+        let billed = logging::bill(&self.ledger, failed, ctx);
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let path = session.req_header().uri.path();
+        logging::count(path, status, ctx, billed);
+        logging::access_log(path, status, ctx);
+    }
+
+    fn admission<'a>(
+        &'a self,
+        catalog: &'a Snapshot,
+        request_id: Option<Arc<str>>,
+    ) -> Admission<'a> {
+        Admission {
+            catalog,
+            keys: &self.keys,
+            accounts: &self.accounts,
+            credentials: &self.credentials,
+            strict_credit: self.strict_credit,
+            max_cache_ttl: self.max_cache_ttl,
+            limits: &self.limits,
+            route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),
+            now: Instant::now(),
+            request_id,
+        }
+    }
+
+    /// What a request's upstream attempts send through.
+    fn outbound(&self) -> Outbound<'_> {
+        Outbound {
+            client: &self.client,
+            credentials: &self.credentials,
+            conf: &self.upstream,
+            drain_after_disconnect: self.drain_after_disconnect,
+        }
     }
 
     /// `/v1/generation`: the workspace's usage record `id`, read from the store (a record
@@ -241,43 +292,5 @@ impl HttpServerApp for Gateway {
             return None; // the gateway's own answer could not be written: the client is gone
         }
         listener::reuse(session).await
-    }
-}
-
-impl Gateway {
-    /// Answers one request (`closing`: and closes the connection after it); `Err`: the
-    /// gateway's own error answer could not be written.
-    async fn respond(
-        &self,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        closing: bool,
-    ) -> pingora_error::Result<()> {
-        let sent_id = session.req_header().headers.get("x-request-id");
-        ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
-        ctx.request_id =
-            (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
-        listener::keep_alive(session, self.limits.idle_timeout, closing);
-        // A client that stops reading cannot hold a connection (and a stream) forever.
-        session.set_write_timeout(Some(self.limits.client_write_timeout));
-        if let Err(e) = self.admit(session, ctx).await {
-            if !ctx.body_read {
-                // Unread body: Pingora cannot reuse this connection, so say so.
-                session.set_keepalive(None);
-            }
-            respond::error(session, &ctx.request_id, &e, None).await?;
-            ctx.error = Some(e);
-        }
-        Ok(())
-    }
-
-    /// Bills the finished request and writes its metrics and access event; `failed`: who made
-    /// writing the gateway's own answer fail.
-    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
-        let billed = logging::bill(&self.ledger, failed, ctx);
-        let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let path = session.req_header().uri.path();
-        logging::count(path, status, ctx, billed);
-        logging::access_log(path, status, ctx);
     }
 }

@@ -1,0 +1,130 @@
+//! The ordinary way of answering: a buffered answer. Its call goes through the failover
+//! driver (`failover.rs`), its answer is read whole (bounded by `upstream.max_answer_body`)
+//! and translated before its status is chosen, then written at once. A fan-out
+//! (`fan_out.rs`) is answered the same way, its calls' answers joined.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use pingora_core::protocols::http::ServerSession as Session;
+
+use super::ctx::Ctx;
+use super::failover::{client_error, Attempt, Failover};
+use super::respond;
+use crate::admission::Admitted;
+use crate::api::GatewayError;
+use crate::providers::{Credentials, ResponseCx, TranslateError, Translated, UpstreamRequest};
+use crate::upstream::client::{CallFailure, UpstreamClient};
+
+/// Sends a buffered request (failing over while its attempts fail) and answers the client.
+pub(super) async fn answer(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    failover: Failover<'_>,
+    request: UpstreamRequest,
+) {
+    let outbound = failover.outbound;
+    let mut calls = Calls(outbound.client);
+    let (admitted, answers) = failover.run(ctx, request, &mut calls).await;
+    let adapter = admitted.adapter;
+    let translate = |bodies: Vec<Bytes>, cx: &ResponseCx| {
+        adapter.translate_buffered(bodies.first().map_or(&[][..], |b| &b[..]), cx)
+    };
+    write(
+        session,
+        ctx,
+        admitted,
+        outbound.credentials,
+        answers,
+        translate,
+    )
+    .await;
+}
+
+/// Attempts that send their calls and read every answer whole.
+pub(super) struct Calls<'a>(pub &'a UpstreamClient);
+
+impl Calls<'_> {
+    /// Every call's answer, in call order (their success recorded on the route), or the first
+    /// failure.
+    pub async fn send(
+        &self,
+        admitted: &Admitted,
+        calls: Vec<UpstreamRequest>,
+    ) -> Result<Vec<Bytes>, CallFailure> {
+        let answers = self.0.run(&admitted.route.endpoint, calls).await?;
+        admitted.route.health.succeeded();
+        Ok(answers)
+    }
+}
+
+/// Nothing reaches the client before the answer is read whole: every failure may fail over.
+impl Attempt<UpstreamRequest> for Calls<'_> {
+    type Answer = Vec<Bytes>;
+
+    async fn attempt(
+        &mut self,
+        _: &mut Ctx,
+        admitted: &Admitted,
+        request: UpstreamRequest,
+    ) -> Result<Vec<Bytes>, CallFailure> {
+        self.send(admitted, vec![request]).await
+    }
+}
+
+/// Answers the client with `join` of the answers, or with the failure the driver reported;
+/// records in `ctx` what `logging` needs (the decision, upstream status, usage or error).
+pub(super) async fn write<T>(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    admitted: Admitted,
+    credentials: &Credentials,
+    answers: Result<T, CallFailure>,
+    join: impl FnOnce(T, &ResponseCx) -> Result<Translated, TranslateError>,
+) {
+    ctx.first_byte_at = Some(Instant::now());
+    let (outcome, retry_after) = outcome(ctx, &admitted, credentials, answers, join);
+    ctx.admitted = Some(admitted);
+    let id = ctx.request_id.clone();
+    let written = match outcome {
+        Ok(t) => {
+            ctx.usage = t.usage;
+            ctx.first_body_at = Some(Instant::now());
+            respond::json(session, &id, 200, t.body, &[]).await
+        }
+        Err(e) => {
+            let written = respond::error(session, &id, &e, retry_after.as_deref()).await;
+            ctx.error = Some(e);
+            written
+        }
+    };
+    if let Err(e) = written {
+        tracing::debug!("writing a buffered answer failed: {e}");
+    }
+}
+
+/// The client's answer (or error, and the upstream's `Retry-After`), and the upstream status.
+fn outcome<T>(
+    ctx: &mut Ctx,
+    admitted: &Admitted,
+    credentials: &Credentials,
+    answers: Result<T, CallFailure>,
+    join: impl FnOnce(T, &ResponseCx) -> Result<Translated, TranslateError>,
+) -> (Result<Translated, GatewayError>, Option<String>) {
+    match answers {
+        Ok(answers) => {
+            ctx.upstream_status = Some(200);
+            let joined = join(answers, &admitted.response_cx);
+            let untranslatable = |e: TranslateError| GatewayError::Upstream {
+                status: 502,
+                message: e.to_string().into(),
+            };
+            (joined.map_err(untranslatable), None)
+        }
+        Err(failure) => {
+            ctx.upstream_status = failure.status().or(ctx.upstream_status);
+            let (e, retry_after) = client_error(admitted, credentials, failure);
+            (Err(e), retry_after)
+        }
+    }
+}
