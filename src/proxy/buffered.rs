@@ -128,3 +128,65 @@ fn outcome<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::tests::World;
+    use crate::providers::Secret;
+
+    fn outcome_of(
+        answers: Result<Vec<Bytes>, CallFailure>,
+    ) -> (
+        Option<u16>,
+        Result<Translated, GatewayError>,
+        Option<String>,
+    ) {
+        let body = r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}]}"#;
+        let admitted = World::new()
+            .post("/v1/chat/completions", body)
+            .unwrap()
+            .admitted;
+        let credentials = Credentials {
+            openai: Some(Secret::new("sec-dummy-openai")),
+            ..Credentials::default()
+        };
+        let translate = |bodies: Vec<Bytes>, cx: &ResponseCx| {
+            admitted.adapter.translate_buffered(&bodies[0], cx)
+        };
+        let mut ctx = Ctx::default();
+        let (answer, retry_after) = outcome(&mut ctx, &admitted, &credentials, answers, translate);
+        (ctx.upstream_status, answer, retry_after)
+    }
+
+    #[test]
+    fn an_answer_is_translated_and_an_untranslatable_one_is_a_502() {
+        let answer = r#"{"id":"up","object":"chat.completion","created":1,"model":"llama-3","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        let (status, translated, _) = outcome_of(Ok(vec![Bytes::from(answer)]));
+        assert_eq!(status, Some(200));
+        let body = translated.unwrap().body;
+        assert!(std::str::from_utf8(&body).unwrap().contains("acme/llama"));
+        let (status, translated, _) = outcome_of(Ok(vec![Bytes::from_static(b"{nope")]));
+        assert_eq!(status, Some(200));
+        assert_eq!(translated.err().map(|e| e.status()), Some(502));
+    }
+
+    #[test]
+    fn a_failed_call_keeps_its_status_and_wait_and_loses_the_credential() {
+        let failure = CallFailure::Status {
+            status: 429,
+            body: Bytes::from_static(br#"{"error":{"message":"slow down, sec-dummy-openai"}}"#),
+            retry_after: Some("7".into()),
+        };
+        let (status, answer, retry_after) = outcome_of(Err(failure));
+        assert_eq!((status, retry_after.as_deref()), (Some(429), Some("7")));
+        let e = answer.err().unwrap();
+        assert_eq!(e.status(), 429);
+        assert!(!e.to_string().contains("sec-dummy-openai"), "{e}");
+        let (status, answer, _) = outcome_of(Err(CallFailure::Timeout));
+        assert_eq!(
+            (status, answer.err().map(|e| e.status())),
+            (None, Some(504))
+        );
+    }
+}

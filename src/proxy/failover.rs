@@ -286,3 +286,124 @@ pub(super) fn client_error(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::admission::tests::World;
+    use crate::admission::Decision;
+
+    /// An attempt that fails as scripted (then answers), noting each route it was sent to.
+    struct Scripted {
+        failures: VecDeque<CallFailure>,
+        routes: Vec<String>,
+        client_leaves: bool,
+    }
+
+    impl Attempt<UpstreamRequest> for Scripted {
+        type Answer = ();
+
+        async fn attempt(
+            &mut self,
+            ctx: &mut Ctx,
+            admitted: &Admitted,
+            _: UpstreamRequest,
+        ) -> Result<(), CallFailure> {
+            self.routes.push(admitted.route.endpoint.base_path.clone());
+            ctx.client_left = self.client_leaves;
+            self.failures.pop_front().map_or(Ok(()), Err)
+        }
+    }
+
+    fn status(status: u16) -> CallFailure {
+        CallFailure::Status {
+            status,
+            body: Bytes::new(),
+            retry_after: None,
+        }
+    }
+
+    /// A chat on `acme/twin` (routes `/a`, then `/b`) through the driver, its attempts failing
+    /// with `failures`: the routes tried, the attempts counted, and the status reported
+    /// (`Err(None)`: a failure without one).
+    fn drive(
+        conf: UpstreamConf,
+        client_leaves: bool,
+        failures: Vec<CallFailure>,
+    ) -> (Vec<String>, u32, Result<(), Option<u16>>) {
+        let world = World::new();
+        let body = r#"{"model":"acme/twin","messages":[{"role":"user","content":"hi"}]}"#;
+        let Decision { admitted, plan } = world.post("/v1/chat/completions", body).unwrap();
+        let (request, _) = UpstreamRequest::planned(plan).unwrap();
+        let (admission, caches) = (world.admission(), ContextCaches::default());
+        let (client, credentials) = (UpstreamClient::new(&conf), Credentials::default());
+        let outbound = Outbound {
+            client: &client,
+            credentials: &credentials,
+            conf: &conf,
+            drain_after_disconnect: Duration::ZERO,
+        };
+        let failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
+        let (mut ctx, mut attempt) = (
+            Ctx::default(),
+            Scripted {
+                failures: failures.into(),
+                routes: Vec::new(),
+                client_leaves,
+            },
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (_, result) = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
+        let result = result.map_err(|f| f.status());
+        (attempt.routes, ctx.attempts, result)
+    }
+
+    #[test]
+    fn an_attempt_failing_before_the_client_is_answered_by_the_next_route() {
+        let (routes, attempts, result) = drive(UpstreamConf::default(), false, vec![status(503)]);
+        assert_eq!(routes, ["/a", "/b"]);
+        assert_eq!((attempts, result), (2, Ok(())));
+    }
+
+    #[test]
+    fn the_requests_own_fault_is_not_failed_over() {
+        let (routes, attempts, result) = drive(UpstreamConf::default(), false, vec![status(400)]);
+        assert_eq!(routes, ["/a"]);
+        assert_eq!((attempts, result), (1, Err(Some(400))));
+    }
+
+    #[test]
+    fn when_every_route_fails_the_throttling_is_reported() {
+        let failures = vec![status(429), status(503)];
+        let (routes, attempts, result) = drive(UpstreamConf::default(), false, failures);
+        assert_eq!(routes, ["/a", "/b"]);
+        assert_eq!((attempts, result), (2, Err(Some(429))));
+    }
+
+    #[test]
+    fn no_route_is_tried_past_the_limits_or_for_a_client_that_left() {
+        let once = UpstreamConf {
+            max_attempts: 1,
+            ..UpstreamConf::default()
+        };
+        let late = UpstreamConf {
+            failover_deadline: Duration::ZERO,
+            ..UpstreamConf::default()
+        };
+        for (conf, client_leaves) in [(once, false), (late, false), (Default::default(), true)] {
+            let (routes, _, result) = drive(conf, client_leaves, vec![CallFailure::Timeout]);
+            assert_eq!(
+                (routes.len(), result),
+                (1, Err(None)),
+                "leaves: {client_leaves}"
+            );
+        }
+    }
+}
