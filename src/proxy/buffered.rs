@@ -1,7 +1,8 @@
-//! The ordinary way of answering: a buffered answer. Its call goes through the failover
-//! driver (`failover.rs`), its answer is read whole (bounded by `upstream.max_answer_body`)
-//! and translated before its status is chosen, then written at once. A fan-out
-//! (`fan_out.rs`) is answered the same way, its calls' answers joined.
+//! The ordinary way of answering: a buffered answer. Its calls go through the failover driver
+//! (`failover.rs`), their answers are read whole (bounded by `upstream.max_answer_body`) and
+//! translated (or joined) before the status is chosen, then written at once. A chat or a
+//! single embeddings call is one call, [`translate`]d; a fan-out is several, joined
+//! (`fan_out.rs`).
 
 use std::time::Instant;
 
@@ -9,36 +10,34 @@ use bytes::Bytes;
 use pingora_core::protocols::http::ServerSession as Session;
 
 use super::ctx::Ctx;
-use super::failover::{client_error, Attempt, Failover};
+use super::failover::{client_error, Attempt, Call, Failover};
 use super::respond;
 use crate::admission::Admitted;
 use crate::api::GatewayError;
-use crate::providers::{Credentials, ResponseCx, TranslateError, Translated, UpstreamRequest};
+use crate::providers::{Credentials, TranslateError, Translated, UpstreamRequest};
 use crate::upstream::client::{CallFailure, UpstreamClient};
 
-/// Sends a buffered request (failing over while its attempts fail) and answers the client.
-pub(super) async fn answer(
+/// Sends `call` (failing over while its attempts fail) and answers the client with `join` of
+/// its answers.
+pub(super) async fn answer<'a, C: Call, T>(
     session: &mut Session,
     ctx: &mut Ctx,
-    failover: Failover<'_>,
-    request: UpstreamRequest,
-) {
+    failover: &mut Failover<'a>,
+    call: C,
+    join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
+) where
+    Calls<'a>: Attempt<C, Answer = T>,
+{
     let outbound = failover.outbound;
-    let mut calls = Calls(outbound.client);
-    let (admitted, answers) = failover.run(ctx, request, &mut calls).await;
-    let adapter = admitted.adapter;
-    let translate = |bodies: Vec<Bytes>, cx: &ResponseCx| {
-        adapter.translate_buffered(bodies.first().map_or(&[][..], |b| &b[..]), cx)
-    };
-    write(
-        session,
-        ctx,
-        admitted,
-        outbound.credentials,
-        answers,
-        translate,
-    )
-    .await;
+    let answers = failover.run(ctx, call, &mut Calls(outbound.client)).await;
+    let admitted = failover.admitted();
+    write(session, ctx, admitted, outbound.credentials, answers, join).await;
+}
+
+/// The join of a single call: the adapter's translation of its answer.
+pub(super) fn translate(bodies: Vec<Bytes>, a: &Admitted) -> Result<Translated, TranslateError> {
+    let body = bodies.first().map_or(&[][..], |b| &b[..]);
+    a.adapter.translate_buffered(body, &a.response_cx)
 }
 
 /// Attempts that send their calls and read every answer whole.
@@ -73,18 +72,17 @@ impl Attempt<UpstreamRequest> for Calls<'_> {
 }
 
 /// Answers the client with `join` of the answers, or with the failure the driver reported;
-/// records in `ctx` what `logging` needs (the decision, upstream status, usage or error).
-pub(super) async fn write<T>(
+/// records in `ctx` what `logging` needs (upstream status, usage or error).
+async fn write<T>(
     session: &mut Session,
     ctx: &mut Ctx,
-    admitted: Admitted,
+    admitted: &Admitted,
     credentials: &Credentials,
     answers: Result<T, CallFailure>,
-    join: impl FnOnce(T, &ResponseCx) -> Result<Translated, TranslateError>,
+    join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
 ) {
     ctx.first_byte_at = Some(Instant::now());
-    let (outcome, retry_after) = outcome(ctx, &admitted, credentials, answers, join);
-    ctx.admitted = Some(admitted);
+    let (outcome, retry_after) = outcome(ctx, admitted, credentials, answers, join);
     let id = ctx.request_id.clone();
     let written = match outcome {
         Ok(t) => {
@@ -109,12 +107,12 @@ fn outcome<T>(
     admitted: &Admitted,
     credentials: &Credentials,
     answers: Result<T, CallFailure>,
-    join: impl FnOnce(T, &ResponseCx) -> Result<Translated, TranslateError>,
+    join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
 ) -> (Result<Translated, GatewayError>, Option<String>) {
     match answers {
         Ok(answers) => {
             ctx.upstream_status = Some(200);
-            let joined = join(answers, &admitted.response_cx);
+            let joined = join(answers, admitted);
             let untranslatable = |e: TranslateError| GatewayError::Upstream {
                 status: 502,
                 message: e.to_string().into(),
@@ -150,9 +148,6 @@ mod tests {
         let credentials = Credentials {
             openai: Some(Secret::new("sec-dummy-openai")),
             ..Credentials::default()
-        };
-        let translate = |bodies: Vec<Bytes>, cx: &ResponseCx| {
-            admitted.adapter.translate_buffered(&bodies[0], cx)
         };
         let mut ctx = Ctx::default();
         let (answer, retry_after) = outcome(&mut ctx, &admitted, &credentials, answers, translate);

@@ -22,8 +22,8 @@
 //!     async fn attempt(&mut self, ctx, admitted, request) -> Result<(), CallFailure> { … }
 //! }
 //! let request = failover.ready(planned).await; // the context-cache step
-//! let (admitted, relayed) = failover.run(ctx, request, &mut my_stream).await;
-//! // Err(failure): tell the client `client_error(&admitted, credentials, failure)`.
+//! let relayed = failover.run(ctx, request, &mut my_stream).await;
+//! // Err(failure): tell the client `client_error(failover.admitted(), credentials, failure)`.
 //! ```
 
 use std::time::{Duration, Instant};
@@ -95,20 +95,20 @@ impl<'a> Failover<'a> {
         C::ready(planned, self.caches, &mut self.admitted).await
     }
 
-    /// Runs `attempt` with `call` on the route being tried, then on the next routes while
-    /// attempts fail before reaching the client. Hands back the request (its route the one that
-    /// answered, or the last one tried) and the answer, or the failure to tell the client about.
-    pub async fn run<C: Call, A: Attempt<C>>(
-        mut self,
-        ctx: &mut Ctx,
-        call: C,
-        attempt: &mut A,
-    ) -> (Admitted, Result<A::Answer, CallFailure>) {
-        let answered = self.attempts(ctx, call, attempt).await;
-        (self.admitted, answered)
+    /// The request: its route is the one being tried, or after [`run`](Self::run) the one
+    /// that answered (or the last one tried).
+    pub fn admitted(&self) -> &Admitted {
+        &self.admitted
     }
 
-    async fn attempts<C: Call, A: Attempt<C>>(
+    pub fn into_admitted(self) -> Admitted {
+        self.admitted
+    }
+
+    /// Runs `attempt` with `call` on the route being tried, then on the next routes while
+    /// attempts fail before reaching the client: the answer, or the failure to tell the client
+    /// about.
+    pub async fn run<C: Call, A: Attempt<C>>(
         &mut self,
         ctx: &mut Ctx,
         mut call: C,
@@ -347,7 +347,7 @@ mod tests {
             conf: &conf,
             drain_after_disconnect: Duration::ZERO,
         };
-        let failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
+        let mut failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
         let (mut ctx, mut attempt) = (
             Ctx::default(),
             Scripted {
@@ -360,7 +360,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let (_, result) = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
+        let result = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
         let result = result.map_err(|f| f.status());
         (attempt.routes, ctx.attempts, result)
     }

@@ -2,17 +2,19 @@
 //! session into plain values and call into the other rooms. This is the only room (with
 //! `server`) that imports Pingora.
 //!
-//! A request's walk, top to bottom (the ordinary chat path: steps 1 to 4 with `buffered.rs`):
+//! A request's walk, all of it in [`Gateway::respond`] and `admit` (the ordinary chat request
+//! goes 1, 2, 3 with `buffered.rs`, 4):
 //!
-//! 1. [`Gateway::respond`] → `admit`: [`admission`](crate::admission) decides about the head
-//!    (local answers, auth), `body::read_within` reads the body, and admission decides again:
-//!    the admitted request and its upstream [`Plan`].
-//! 2. A proxied plan's context-cache step ([`ContextCaches`]).
+//! 1. [`admission`](crate::admission) decides about the head (local answers, auth),
+//!    `body::read_within` reads the body, and admission decides again: the admitted request
+//!    and its upstream [`Plan`].
+//! 2. The failover driver (`failover.rs`) takes the request; a proxied plan's context-cache
+//!    step is taken ([`ContextCaches`]).
 //! 3. One way of answering, each a plain function over the session: `buffered.rs` (the answer
 //!    read whole, bounded, translated, then written), `stream.rs` (relayed as it arrives) or
 //!    `fan_out.rs` (several calls joined into a buffered answer). Each runs its attempts
-//!    through the one failover driver (`failover.rs`), which moves the request to the model's
-//!    other routes while nothing has reached the client.
+//!    through the driver, which moves the request to the model's other routes while nothing
+//!    has reached the client.
 //! 4. `logging`: bills the outcome ([`admission::outcome`](crate::admission::outcome)) and
 //!    writes the metrics and the access event.
 //!
@@ -48,13 +50,14 @@ use pingora_core::server::ShutdownWatch;
 use crate::admission::{self, Admission, Decision, HeadDecision};
 use crate::api::error::Blame;
 use crate::api::limits::Limits;
-use crate::api::GatewayError;
+use crate::api::{GatewayError, Operation};
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
-use crate::providers::{Credentials, Plan, UpstreamRequest};
+use crate::providers::{Credentials, Plan};
+use crate::store::ApiKey;
 use crate::sync::Freshness;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
@@ -132,24 +135,8 @@ impl Gateway {
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
         let catalog = self.catalog.snapshot();
         let admission = self.admission(&catalog, ctx.client_request_id.clone());
-        let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
-            // A key created a moment ago (`tollgate key create` then use) is not refused.
-            Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
-                admission.head(&convert::head(session), chrono::Utc::now())
-            }
-            head => head,
-        };
-        let (op, key) = match head? {
-            HeadDecision::Answer(body) => {
-                self.answer(session, &ctx.request_id, body).await;
-                return Ok(());
-            }
-            HeadDecision::Generation { workspace_id, id } => {
-                let body = self.generation(&workspace_id, &id).await?;
-                self.answer(session, &ctx.request_id, body).await;
-                return Ok(());
-            }
-            HeadDecision::ReadBody { op, key } => (op, key),
+        let Some((op, key)) = self.head(session, ctx, &admission).await? else {
+            return Ok(()); // answered here
         };
         let body =
             body::read_within(session, self.max_request_body, self.limits.body_timeout).await?;
@@ -163,36 +150,52 @@ impl Gateway {
             }
             decision => decision,
         };
-        self.answer_upstream(session, ctx, &admission, decision?, &body)
-            .await;
+        let Decision { admitted, plan } = decision?;
+        let outbound = self.outbound();
+        let mut failover = Failover::new(&admission, &body, &self.caches, outbound, admitted);
+        ctx.request_id = failover.admitted().request_id.clone();
+        match plan {
+            Plan::FanOut(calls) => {
+                buffered::answer(session, ctx, &mut failover, calls, fan_out::join).await;
+            }
+            Plan::Proxy { request, cache } => {
+                let request = failover.ready((request, cache)).await;
+                if failover.admitted().stream {
+                    stream::answer(session, ctx, &mut failover, request).await;
+                } else {
+                    let translate = buffered::translate;
+                    buffered::answer(session, ctx, &mut failover, request, translate).await;
+                }
+            }
+        }
+        ctx.admitted = Some(failover.into_admitted());
         Ok(())
     }
 
-    /// Answers an admitted request from its upstream: the plan's context-cache step, then its
-    /// way of answering.
-    async fn answer_upstream(
+    /// What the head alone decides: an answer given here (`None`: `/health`, `/v1/models`,
+    /// `/v1/key`, `/v1/generation`), or the operation and key whose body is to be read.
+    async fn head(
         &self,
         session: &mut Session,
-        ctx: &mut Ctx,
+        ctx: &Ctx,
         admission: &Admission<'_>,
-        decision: Decision,
-        body: &[u8],
-    ) {
-        let Decision { admitted, plan } = decision;
-        ctx.request_id = admitted.request_id.clone();
-        let stream = admitted.stream;
-        let outbound = self.outbound();
-        let mut failover = Failover::new(admission, body, &self.caches, outbound, admitted);
-        let planned = match plan {
-            Plan::FanOut(calls) => return fan_out::answer(session, ctx, failover, calls).await,
-            Plan::Proxy { request, cache } => (request, cache),
+    ) -> Result<Option<(Operation, Arc<ApiKey>)>, GatewayError> {
+        let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
+            // A key created a moment ago (`tollgate key create` then use) is not refused.
+            Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
+                admission.head(&convert::head(session), chrono::Utc::now())
+            }
+            head => head,
         };
-        let request: UpstreamRequest = failover.ready(planned).await;
-        if stream {
-            stream::answer(session, ctx, failover, request).await;
-        } else {
-            buffered::answer(session, ctx, failover, request).await;
-        }
+        let body = match head? {
+            HeadDecision::Answer(body) => body,
+            HeadDecision::Generation { workspace_id, id } => {
+                self.generation(&workspace_id, &id).await?
+            }
+            HeadDecision::ReadBody { op, key } => return Ok(Some((op, key))),
+        };
+        self.answer(session, &ctx.request_id, body).await;
+        Ok(None)
     }
 
     /// Bills the finished request and writes its metrics and access event; `failed`: who made

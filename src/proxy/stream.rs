@@ -191,20 +191,18 @@ struct Streaming<'s> {
 pub(super) async fn answer(
     session: &mut Session,
     ctx: &mut Ctx,
-    failover: Failover<'_>,
+    failover: &mut Failover<'_>,
     request: UpstreamRequest,
 ) {
     let id = ctx.request_id.clone();
     let mut streaming = Streaming::new(session, &id, failover.outbound);
-    let (admitted, relayed) = failover.run(ctx, request, &mut streaming).await;
-    if let Err(failure) = relayed {
+    if let Err(failure) = failover.run(ctx, request, &mut streaming).await {
         let credentials = streaming.outbound.credentials;
-        let (e, retry_after) = client_error(&admitted, credentials, failure);
+        let (e, retry_after) = client_error(failover.admitted(), credentials, failure);
         streaming.client.fail(&e, retry_after.as_deref()).await;
         ctx.error = Some(e);
     }
     ctx.client_left = streaming.client.left;
-    ctx.admitted = Some(admitted);
 }
 
 /// An attempt is the client's from its first data frame: `Err` only before it.
