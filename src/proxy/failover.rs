@@ -101,6 +101,7 @@ impl<'a> Failover<'a> {
         &self.admitted
     }
 
+    /// The request, to be recorded once it is answered.
     pub fn into_admitted(self) -> Admitted {
         self.admitted
     }
