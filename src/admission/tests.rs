@@ -37,19 +37,23 @@ models:
      input_price: 1, output_price: 0}
   - {id: acme/down, provider: acme, family: openai, kind: chat, upstream_model: d,
      input_price: 1, output_price: 1}
+  - {id: acme/twin, provider: acme, family: openai, kind: chat, upstream_model: t,
+     input_price: 1, output_price: 1}
 routes:
   - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:9/v1", priority: 1}
   - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:8/v1", priority: 2}
   - {model_id: acme/embed, kind: openai, base_url: "http://127.0.0.1:8/v1"}
   - {model_id: acme/down, kind: openai, base_url: "http://127.0.0.1:9/v1"}
+  - {model_id: acme/twin, kind: openai, base_url: "http://127.0.0.1:8/a", priority: 1}
+  - {model_id: acme/twin, kind: openai, base_url: "http://127.0.0.1:8/b", priority: 2}
 "#;
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 24, 12, 0, 0).unwrap()
 }
 
-/// The test world: a catalog where only port 8 resolved, one workspace, one key. Other
-/// rooms' tests admit requests through it too.
+/// The test world: a catalog where only port 8 resolved (`acme/twin` has two routes there),
+/// one workspace, one key. Other rooms' tests admit requests through it too.
 pub(crate) struct World {
     strict: bool,
     limits: Limits,
@@ -100,7 +104,7 @@ impl World {
         }
     }
 
-    fn admission(&self) -> Admission<'_> {
+    pub(crate) fn admission(&self) -> Admission<'_> {
         Admission {
             catalog: &self.catalog,
             keys: &self.keys,

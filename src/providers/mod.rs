@@ -264,14 +264,6 @@ pub struct FanOut {
     pub join: Joiner,
 }
 
-/// The joiner of a buffered request sent as one call: the adapter's translation of its answer.
-pub fn buffered_join(adapter: &'static dyn Adapter) -> Joiner {
-    Box::new(move |answers, cx| {
-        let body = answers.first().map_or(&[][..], |b| &b[..]);
-        adapter.translate_buffered(body, cx)
-    })
-}
-
 impl fmt::Debug for FanOut {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("FanOut")

@@ -1,103 +1,161 @@
-//! Failing over: when an attempt failed before anything reached the client (a buffered answer,
-//! a stream before its first data frame, every call of a fan-out), the request is planned
-//! again for its next eligible route (those not cooling down first), within
-//! `upstream.max_attempts` attempts and `upstream.failover_deadline`. Every attempt's outcome
-//! feeds its route's breaker. When no attempt is left, the failure the client is told about is
-//! the one [`CallFailure::to_report`] prefers (throttling first, the shortest wait).
+//! The failover driver, written once for every way of answering (buffered, streamed, fanned
+//! out) and every front door: [`Failover::run`] sends a request's attempts.
+//!
+//! - An attempt goes to `admitted.route`; its outcome feeds that route's breaker.
+//! - An attempt that failed before anything of it reached the client (a buffered answer before
+//!   it was read, a stream before its first data frame, any call of a fan-out) hands the request
+//!   to its next eligible route (those not cooling down first), planned again and its
+//!   context-cache step taken, within `upstream.max_attempts` attempts and
+//!   `upstream.failover_deadline`, and never for a client that has left.
+//! - When no attempt is left, the failure the client is told about is the one
+//!   [`CallFailure::to_report`] prefers (throttling first, the shortest wait), worded by
+//!   [`client_error`].
+//!
+//! The seam: a way of answering is an [`Attempt`] of a kind of [`Call`] (a proxied request, a
+//! fan-out's calls). The attempt sends its call and answers the client; its result says whether
+//! the client has been committed to (`Ok`) or not (`Err`: the next route may answer). A new
+//! front door (another client wire format) implements [`Attempt`] for its own answering:
+//!
+//! ```text
+//! impl Attempt<UpstreamRequest> for MyStream<'_> {
+//!     type Answer = ();
+//!     async fn attempt(&mut self, ctx, admitted, request) -> Result<(), CallFailure> { … }
+//! }
+//! let request = failover.ready(planned).await; // the context-cache step
+//! let relayed = failover.run(ctx, request, &mut my_stream).await;
+//! // Err(failure): tell the client `client_error(failover.admitted(), credentials, failure)`.
+//! ```
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::ctx::Ctx;
-use super::Gateway;
 use crate::admission::{Admission, Admitted};
+use crate::api::error::Transport;
+use crate::api::GatewayError;
 use crate::catalog::Route;
 use crate::config::UpstreamConf;
-use crate::providers::{FanOut, Plan, UpstreamRequest};
-use crate::upstream::client::CallFailure;
+use crate::providers::{CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
+use crate::upstream::client::{CallFailure, UpstreamClient};
+use crate::upstream::context_cache::ContextCaches;
 
+/// One way of answering, as the driver runs it: one attempt per route tried.
+pub(super) trait Attempt<C: Call> {
+    /// What the attempt that answered hands back to its way of answering.
+    type Answer;
+    /// Sends `call` to `admitted.route` and answers the client (or begins to). `Err` means
+    /// nothing of this attempt reached the client (a stream's keep-alive comments aside), so
+    /// another route may still answer; once the client is committed to, the attempt sees the
+    /// answer through, whatever happens, and returns `Ok`. An attempt that saw its client
+    /// leave says so in `ctx.client_left`: the request is then not failed over.
+    async fn attempt(
+        &mut self,
+        ctx: &mut Ctx,
+        admitted: &Admitted,
+        call: C,
+    ) -> Result<Self::Answer, CallFailure>;
+}
+
+/// An admitted request being answered from upstream: the route being tried is
+/// `admitted.route`; the routes still to try and the failure to report so far.
 pub(super) struct Failover<'a> {
     admission: &'a Admission<'a>,
     body: &'a [u8],
+    caches: &'a ContextCaches,
+    /// What the attempts send through.
+    pub outbound: Outbound<'a>,
+    admitted: Admitted,
     /// The routes still to try, computed at the first failure.
     routes: Option<std::vec::IntoIter<Route>>,
+    /// The failure to tell the client about so far.
     reported: Option<CallFailure>,
-    deadline: Instant,
-    max_attempts: u32,
 }
 
 impl<'a> Failover<'a> {
-    pub fn new(admission: &'a Admission<'a>, body: &'a [u8], conf: &UpstreamConf) -> Self {
+    pub fn new(
+        admission: &'a Admission<'a>,
+        body: &'a [u8],
+        caches: &'a ContextCaches,
+        outbound: Outbound<'a>,
+        admitted: Admitted,
+    ) -> Self {
         Failover {
             admission,
             body,
+            caches,
+            outbound,
+            admitted,
             routes: None,
             reported: None,
-            deadline: Instant::now() + conf.failover_deadline,
-            max_attempts: conf.max_attempts,
         }
     }
 
-    /// After the attempt on `admitted.route` failed with `failure` before anything reached the
-    /// client: the next attempt's request (`admitted.route` is then its route), or the failure
-    /// to tell the client.
-    pub async fn next(
-        &mut self,
-        gateway: &Gateway,
-        ctx: &mut Ctx,
-        admitted: &mut Admitted,
-        failure: CallFailure,
-    ) -> Result<UpstreamRequest, CallFailure> {
-        let proxy = |plan| match plan {
-            Plan::Proxy { request, cache } => Some((request, cache)),
-            Plan::FanOut(_) => None,
-        };
-        let (request, cache) = self.next_plan(ctx, admitted, failure, proxy)?;
-        Ok(gateway.use_cache(request, cache, admitted).await)
+    /// The call to send for `planned` on the route being tried (a proxied request's
+    /// context-cache step taken).
+    pub async fn ready<C: Call>(&mut self, planned: C::Planned) -> C {
+        C::ready(planned, self.caches, &mut self.admitted).await
     }
 
-    /// As [`next`](Self::next), for a plan that fans out (Gemini embeddings batches): the
-    /// next route's calls, all of them again.
-    pub fn next_fan_out(
-        &mut self,
-        ctx: &mut Ctx,
-        admitted: &mut Admitted,
-        failure: CallFailure,
-    ) -> Result<FanOut, CallFailure> {
-        let fan_out = |plan| match plan {
-            Plan::FanOut(f) => Some(f),
-            Plan::Proxy { .. } => None,
-        };
-        self.next_plan(ctx, admitted, failure, fan_out)
+    /// The request: its route is the one being tried, or after [`run`](Self::run) the one
+    /// that answered (or the last one tried).
+    pub fn admitted(&self) -> &Admitted {
+        &self.admitted
     }
 
-    /// Records the failure on its route; when another attempt is allowed, moves `admitted` to
-    /// the next route whose plan `take` accepts and returns that plan.
-    fn next_plan<T>(
+    /// The request, to be recorded once it is answered.
+    pub fn into_admitted(self) -> Admitted {
+        self.admitted
+    }
+
+    /// Runs `attempt` with `call` on the route being tried, then on the next routes while
+    /// attempts fail before reaching the client: the answer, or the failure to tell the client
+    /// about.
+    pub async fn run<C: Call, A: Attempt<C>>(
         &mut self,
         ctx: &mut Ctx,
-        admitted: &mut Admitted,
-        failure: CallFailure,
-        take: impl Fn(Plan) -> Option<T>,
-    ) -> Result<T, CallFailure> {
-        record(&admitted.route, &failure);
-        // Nobody is waiting for a stream whose client left before it began.
-        let exhausted =
-            ctx.attempts >= self.max_attempts || Instant::now() >= self.deadline || ctx.client_left;
-        if !failure.worth_another_route() || exhausted {
-            return Err(CallFailure::to_report(self.reported.take(), failure));
+        mut call: C,
+        attempt: &mut A,
+    ) -> Result<A::Answer, CallFailure> {
+        let started = Instant::now();
+        ctx.upstream_at = Some(started);
+        let deadline = started + self.outbound.conf.failover_deadline;
+        loop {
+            let failure = match attempt.attempt(ctx, &self.admitted, call).await {
+                Ok(answer) => return Ok(answer),
+                Err(failure) => failure,
+            };
+            record(&self.admitted.route, &failure);
+            // Nobody is waiting for a stream whose client left before it began.
+            let exhausted = ctx.attempts >= self.outbound.conf.max_attempts
+                || Instant::now() >= deadline
+                || ctx.client_left;
+            if exhausted || !failure.worth_another_route() {
+                return Err(CallFailure::to_report(self.reported.take(), failure));
+            }
+            let planned = self.next_route::<C>(ctx, failure)?;
+            call = self.ready(planned).await;
         }
-        let (admission, body) = (self.admission, self.body);
+    }
+
+    /// Moves the request to the next route whose plan has a `C`, and returns that; `Err`:
+    /// there is none, and the failure to report.
+    fn next_route<C: Call>(
+        &mut self,
+        ctx: &mut Ctx,
+        failure: CallFailure,
+    ) -> Result<C::Planned, CallFailure> {
+        let (admission, body, admitted) = (self.admission, self.body, &mut self.admitted);
         let routes = self
             .routes
             .get_or_insert_with(|| admission.fallbacks(admitted, body).into_iter());
         let next = routes.find_map(|route| {
             let plan = admission.replan(admitted, body, &route).ok()?;
-            Some((route, take(plan)?))
+            Some((route, C::planned(plan)?))
         });
-        let Some((route, plan)) = next else {
-            return Err(CallFailure::to_report(self.reported.take(), failure));
+        let reported = CallFailure::to_report(self.reported.take(), failure);
+        let Some((route, planned)) = next else {
+            return Err(reported);
         };
-        self.reported = Some(CallFailure::to_report(self.reported.take(), failure));
+        self.reported = Some(reported);
         tracing::info!(
             request_id = %admitted.request_id,
             from = admitted.route.kind.as_str(),
@@ -108,8 +166,66 @@ impl<'a> Failover<'a> {
         // one created for the next route replaces it there (not yet summed).
         admitted.route = route;
         ctx.attempts += 1;
-        Ok(plan)
+        Ok(planned)
     }
+}
+
+/// What one attempt sends, as a route's [`Plan`] has it.
+pub(super) trait Call: Sized {
+    /// This kind of call's part of a plan.
+    type Planned;
+    /// `None`: the plan is answered another way (its route is skipped).
+    fn planned(plan: Plan) -> Option<Self::Planned>;
+    /// The call to send on `admitted.route` (a proxied request's context-cache step taken).
+    async fn ready(planned: Self::Planned, caches: &ContextCaches, admitted: &mut Admitted)
+        -> Self;
+}
+
+/// One request, proxied: its context-cache step is `upstream::context_cache`'s.
+impl Call for UpstreamRequest {
+    type Planned = (UpstreamRequest, Option<CacheStep>);
+
+    fn planned(plan: Plan) -> Option<Self::Planned> {
+        match plan {
+            Plan::Proxy { request, cache } => Some((request, cache)),
+            Plan::FanOut(_) => None,
+        }
+    }
+
+    async fn ready(planned: Self::Planned, caches: &ContextCaches, a: &mut Admitted) -> Self {
+        let (request, step) = planned;
+        let (workspace, endpoint) = (&a.key.workspace_id, &a.route.endpoint);
+        caches
+            .request_for(workspace, endpoint, request, step, &mut a.cache_created)
+            .await
+    }
+}
+
+/// A fan-out's calls: all of them again on the next route, with that route's joiner.
+impl Call for FanOut {
+    type Planned = FanOut;
+
+    fn planned(plan: Plan) -> Option<FanOut> {
+        match plan {
+            Plan::FanOut(f) => Some(f),
+            Plan::Proxy { .. } => None,
+        }
+    }
+
+    async fn ready(planned: FanOut, _: &ContextCaches, _: &mut Admitted) -> Self {
+        planned
+    }
+}
+
+/// What a request's attempts send through, borrowed from the gateway.
+#[derive(Clone, Copy)]
+pub(super) struct Outbound<'a> {
+    pub client: &'a UpstreamClient,
+    /// What upstream answers quoted to the client are scrubbed of.
+    pub credentials: &'a Credentials,
+    pub conf: &'a UpstreamConf,
+    /// `tollgate.drain_after_disconnect`: how long a stream is read on after its client left.
+    pub drain_after_disconnect: Duration,
 }
 
 /// What an attempt's failure says about its route: throttled, failed, or nothing (the
@@ -121,5 +237,174 @@ fn record(route: &Route, failure: &CallFailure) {
         f if f.worth_another_route() => route.health.failed(now),
         CallFailure::Broken | CallFailure::TooLarge { .. } => route.health.failed(now),
         _ => {}
+    }
+}
+
+/// The reported failure as the gateway's error (the transport wording of every upstream call,
+/// for every family), and the `Retry-After` the upstream asked for. An upstream's answer is
+/// worded by its family's adapter, scrubbed, and rid of this gateway's credentials; when it
+/// refused those credentials, its words go to the log and the client is told only that.
+pub(super) fn client_error(
+    admitted: &Admitted,
+    credentials: &Credentials,
+    failure: CallFailure,
+) -> (GatewayError, Option<String>) {
+    match failure {
+        CallFailure::Status {
+            status,
+            body,
+            retry_after,
+        } => {
+            let message = admitted.adapter.upstream_error_message(status, &body);
+            let message = credentials.redact(&message);
+            let e = GatewayError::upstream_answer(status, &message);
+            if let GatewayError::UpstreamCredentials { .. } = e {
+                tracing::warn!(
+                    request_id = %admitted.request_id,
+                    route = admitted.route.kind.as_str(),
+                    upstream = %message,
+                    "the upstream refused the gateway's credentials"
+                );
+            }
+            (e, retry_after)
+        }
+        CallFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
+        CallFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
+        CallFailure::TooLarge { limit } => (
+            GatewayError::Upstream {
+                status: 502,
+                message: format!("upstream answer exceeds the limit of {limit} bytes").into(),
+            },
+            None,
+        ),
+        CallFailure::Broken => (GatewayError::transport(Transport::Broken, None), None),
+        CallFailure::EarlyEnd { message } => (
+            GatewayError::Upstream {
+                status: 502,
+                message: message.into(),
+            },
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use bytes::Bytes;
+
+    use super::*;
+    use crate::admission::tests::World;
+    use crate::admission::Decision;
+
+    /// An attempt that fails as scripted (then answers), noting each route it was sent to.
+    struct Scripted {
+        failures: VecDeque<CallFailure>,
+        routes: Vec<String>,
+        client_leaves: bool,
+    }
+
+    impl Attempt<UpstreamRequest> for Scripted {
+        type Answer = ();
+
+        async fn attempt(
+            &mut self,
+            ctx: &mut Ctx,
+            admitted: &Admitted,
+            _: UpstreamRequest,
+        ) -> Result<(), CallFailure> {
+            self.routes.push(admitted.route.endpoint.base_path.clone());
+            ctx.client_left = self.client_leaves;
+            self.failures.pop_front().map_or(Ok(()), Err)
+        }
+    }
+
+    fn status(status: u16) -> CallFailure {
+        CallFailure::Status {
+            status,
+            body: Bytes::new(),
+            retry_after: None,
+        }
+    }
+
+    /// A chat on `acme/twin` (routes `/a`, then `/b`) through the driver, its attempts failing
+    /// with `failures`: the routes tried, the attempts counted, and the status reported
+    /// (`Err(None)`: a failure without one).
+    fn drive(
+        conf: UpstreamConf,
+        client_leaves: bool,
+        failures: Vec<CallFailure>,
+    ) -> (Vec<String>, u32, Result<(), Option<u16>>) {
+        let world = World::new();
+        let body = r#"{"model":"acme/twin","messages":[{"role":"user","content":"hi"}]}"#;
+        let Decision { admitted, plan } = world.post("/v1/chat/completions", body).unwrap();
+        let (request, _) = UpstreamRequest::planned(plan).unwrap();
+        let (admission, caches) = (world.admission(), ContextCaches::default());
+        let (client, credentials) = (UpstreamClient::new(&conf), Credentials::default());
+        let outbound = Outbound {
+            client: &client,
+            credentials: &credentials,
+            conf: &conf,
+            drain_after_disconnect: Duration::ZERO,
+        };
+        let mut failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
+        let (mut ctx, mut attempt) = (
+            Ctx::default(),
+            Scripted {
+                failures: failures.into(),
+                routes: Vec::new(),
+                client_leaves,
+            },
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let result = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
+        let result = result.map_err(|f| f.status());
+        (attempt.routes, ctx.attempts, result)
+    }
+
+    #[test]
+    fn an_attempt_failing_before_the_client_is_answered_by_the_next_route() {
+        let (routes, attempts, result) = drive(UpstreamConf::default(), false, vec![status(503)]);
+        assert_eq!(routes, ["/a", "/b"]);
+        assert_eq!((attempts, result), (2, Ok(())));
+    }
+
+    #[test]
+    fn the_requests_own_fault_is_not_failed_over() {
+        let (routes, attempts, result) = drive(UpstreamConf::default(), false, vec![status(400)]);
+        assert_eq!(routes, ["/a"]);
+        assert_eq!((attempts, result), (1, Err(Some(400))));
+    }
+
+    #[test]
+    fn when_every_route_fails_the_throttling_is_reported() {
+        let failures = vec![status(429), status(503)];
+        let (routes, attempts, result) = drive(UpstreamConf::default(), false, failures);
+        assert_eq!(routes, ["/a", "/b"]);
+        assert_eq!((attempts, result), (2, Err(Some(429))));
+    }
+
+    #[test]
+    fn no_route_is_tried_past_the_limits_or_for_a_client_that_left() {
+        let once = UpstreamConf {
+            max_attempts: 1,
+            ..UpstreamConf::default()
+        };
+        let late = UpstreamConf {
+            failover_deadline: Duration::ZERO,
+            ..UpstreamConf::default()
+        };
+        for (conf, client_leaves) in [(once, false), (late, false), (Default::default(), true)] {
+            let (routes, _, result) = drive(conf, client_leaves, vec![CallFailure::Timeout]);
+            assert_eq!(
+                (routes.len(), result),
+                (1, Err(None)),
+                "leaves: {client_leaves}"
+            );
+        }
     }
 }

@@ -4,49 +4,47 @@
 use std::time::{Duration, Instant};
 
 use super::ctx::Ctx;
-use super::Gateway;
 use crate::admission::outcome::{usage_record_for, Ending, Produced, Timings};
 use crate::api::error::Blame;
 use crate::api::GatewayError;
+use crate::billing::writer::LedgerSink;
 use crate::metrics::{Finished, METRICS};
 use crate::store::UsageRecord;
 
-impl Gateway {
-    /// Hands a finished request's usage record to the ledger, when
-    /// [`outcome`](crate::admission::outcome) says it is billed; returns its tokens and cost
-    /// for the metrics.
-    pub(super) fn bill(&self, proxy_failure: Option<Blame>, ctx: &Ctx) -> Option<Billed> {
-        let a = ctx.admitted.as_ref()?;
-        let stopped = proxy_failure.or(ctx.stopped);
-        let ending = Ending::of(ctx.error.as_ref(), stopped, ctx.client_left);
-        let timings = Timings {
-            started_at: ctx.started_at,
-            finished_at: chrono::Utc::now(),
-            upstream_latency: between(ctx.upstream_at, ctx.first_byte_at),
-            ttft: between(Some(ctx.started), ctx.first_body_at),
-        };
-        let produced = Produced {
-            reported: ctx.usage,
-            delivered: ctx.delivered,
-            cache_created: a.cache_created,
-            attempts: ctx.attempts,
-        };
-        match usage_record_for(a, ending, produced, timings)? {
-            Ok(record) => {
-                if let Some(review) = &record.review {
-                    tracing::error!(id = %record.id, model = %record.model_id, "{review}");
-                    METRICS.usage_unpriced(&record.model_id);
-                }
-                let billed = Billed::of(&record);
-                self.ledger.submit(record);
-                Some(billed)
+/// Hands a finished request's usage record to the ledger, when
+/// [`outcome`](crate::admission::outcome) says it is billed; returns its tokens and cost for
+/// the metrics. `proxy_failure`: who made writing the gateway's own answer fail.
+pub(super) fn bill(ledger: &LedgerSink, proxy_failure: Option<Blame>, ctx: &Ctx) -> Option<Billed> {
+    let a = ctx.admitted.as_ref()?;
+    let stopped = proxy_failure.or(ctx.stopped);
+    let ending = Ending::of(ctx.error.as_ref(), stopped, ctx.client_left);
+    let timings = Timings {
+        started_at: ctx.started_at,
+        finished_at: chrono::Utc::now(),
+        upstream_latency: between(ctx.upstream_at, ctx.first_byte_at),
+        ttft: between(Some(ctx.started), ctx.first_body_at),
+    };
+    let produced = Produced {
+        reported: ctx.usage,
+        delivered: ctx.delivered,
+        cache_created: a.cache_created,
+        attempts: ctx.attempts,
+    };
+    match usage_record_for(a, ending, produced, timings)? {
+        Ok(record) => {
+            if let Some(review) = &record.review {
+                tracing::error!(id = %record.id, model = %record.model_id, "{review}");
+                METRICS.usage_unpriced(&record.model_id);
             }
-            Err(err) => {
-                // Admission refuses a worst case that cannot be priced, so this is a bug.
-                tracing::error!(id = %a.response_cx.id, "cannot price even the worst case: {err}");
-                METRICS.usage_unpriced(&a.model.id);
-                None
-            }
+            let billed = Billed::of(&record);
+            ledger.submit(record);
+            Some(billed)
+        }
+        Err(err) => {
+            // Admission refuses a worst case that cannot be priced, so this is a bug.
+            tracing::error!(id = %a.response_cx.id, "cannot price even the worst case: {err}");
+            METRICS.usage_unpriced(&a.model.id);
+            None
         }
     }
 }

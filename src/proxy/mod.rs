@@ -2,23 +2,32 @@
 //! session into plain values and call into the other rooms. This is the only room (with
 //! `server`) that imports Pingora.
 //!
-//! A request's walk: [`Gateway::respond`] asks [`admission`](crate::admission) about the head
-//! (local answers and auth), reads the body, and asks again for the decision and the upstream
-//! plan; a cache step is resolved through [`ContextCaches`]; then the gateway sends the plan
-//! itself through the shared [`UpstreamClient`] and answers: a fan-out's
-//! calls are joined (`fan_out.rs`), a buffered answer is read (bounded) and translated before
-//! its status is chosen, a stream is relayed as it arrives (`stream.rs`); both fail over to the
-//! model's other routes while nothing has reached the client (`failover.rs`). `logging` bills
-//! the outcome ([`admission::outcome`](crate::admission::outcome)) and writes the access event.
+//! A request's walk, all of it in [`Gateway::respond`] and `admit` (the ordinary chat request
+//! goes 1, 2, 3 with `buffered.rs`, 4):
+//!
+//! 1. [`admission`](crate::admission) decides about the head (local answers, auth),
+//!    `body::read_within` reads the body, and admission decides again: the admitted request
+//!    and its upstream [`Plan`].
+//! 2. The failover driver (`failover.rs`) takes the request; a proxied plan's context-cache
+//!    step is taken ([`ContextCaches`]).
+//! 3. One way of answering, each a plain function over the session: `buffered.rs` (the answer
+//!    read whole, bounded, translated, then written), `stream.rs` (relayed as it arrives) or
+//!    `fan_out.rs` (several calls joined into a buffered answer). Each runs its attempts
+//!    through the driver, which moves the request to the model's other routes while nothing
+//!    has reached the client.
+//! 4. `logging`: bills the outcome ([`admission::outcome`](crate::admission::outcome)) and
+//!    writes the metrics and the access event.
 //!
 //! Pingora serves the connections (HTTP/1.1 keep-alive, h2, timeouts, graceful shutdown), but
 //! its proxy (`pingora-proxy`'s `ProxyHttp`) is not used: holding a stream's `200` until its
 //! first data frame (so that it can fail over), keep-alive comments while it is silent, and
 //! reading it on after its client left all need the whole stream in one loop, so the gateway
-//! sends upstream calls itself. With the proxy's phases unused, its per-request future (its
-//! cache and upstream states, about 15 KB) was held by every open stream for nothing.
+//! sends upstream calls itself through the shared [`UpstreamClient`]. With the proxy's phases
+//! unused, its per-request future (its cache and upstream states, about 15 KB) was held by
+//! every open stream for nothing.
 
 pub mod body;
+mod buffered;
 mod convert;
 pub mod ctx;
 mod failover;
@@ -38,20 +47,22 @@ use pingora_core::apps::{HttpServerApp, ReusedHttpStream};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::server::ShutdownWatch;
 
-use crate::admission::{self, Admission, Admitted, Decision, HeadDecision};
+use crate::admission::{self, Admission, Decision, HeadDecision};
 use crate::api::error::Blame;
 use crate::api::limits::Limits;
-use crate::api::GatewayError;
+use crate::api::{GatewayError, Operation};
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
-use crate::providers::{CacheStep, Credentials, Plan, UpstreamRequest};
+use crate::providers::{Credentials, Plan};
+use crate::store::ApiKey;
 use crate::sync::Freshness;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
 use ctx::Ctx;
+use failover::{Failover, Outbound};
 
 /// Shared, read-mostly state of the proxy.
 pub struct Gateway {
@@ -94,6 +105,109 @@ pub struct Gateway {
 const FRESH_WAIT: Duration = Duration::from_secs(1);
 
 impl Gateway {
+    /// Answers one request (`closing`: and closes the connection after it); `Err`: the
+    /// gateway's own error answer could not be written.
+    async fn respond(
+        &self,
+        session: &mut Session,
+        ctx: &mut Ctx,
+        closing: bool,
+    ) -> pingora_error::Result<()> {
+        let sent_id = session.req_header().headers.get("x-request-id");
+        ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
+        ctx.request_id =
+            (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
+        listener::keep_alive(session, self.limits.idle_timeout, closing);
+        // A client that stops reading cannot hold a connection (and a stream) forever.
+        session.set_write_timeout(Some(self.limits.client_write_timeout));
+        if let Err(e) = self.admit(session, ctx).await {
+            if !ctx.body_read {
+                // Unread body: Pingora cannot reuse this connection, so say so.
+                session.set_keepalive(None);
+            }
+            respond::error(session, &ctx.request_id, &e, None).await?;
+            ctx.error = Some(e);
+        }
+        Ok(())
+    }
+
+    /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
+    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
+        let catalog = self.catalog.snapshot();
+        let admission = self.admission(&catalog, ctx.client_request_id.clone());
+        let Some((op, key)) = self.head(session, ctx, &admission).await? else {
+            return Ok(()); // answered here
+        };
+        let body =
+            body::read_within(session, self.max_request_body, self.limits.body_timeout).await?;
+        ctx.body_read = true;
+        let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
+            // Credit added a moment ago admits the next request.
+            Err(GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })
+                if self.fresh.refresh(FRESH_WAIT).await =>
+            {
+                admission.admit(key, op, &body, chrono::Utc::now())
+            }
+            decision => decision,
+        };
+        let Decision { admitted, plan } = decision?;
+        let outbound = self.outbound();
+        let mut failover = Failover::new(&admission, &body, &self.caches, outbound, admitted);
+        ctx.request_id = failover.admitted().request_id.clone();
+        match plan {
+            Plan::FanOut(calls) => {
+                buffered::answer(session, ctx, &mut failover, calls, fan_out::join).await;
+            }
+            Plan::Proxy { request, cache } => {
+                let request = failover.ready((request, cache)).await;
+                if failover.admitted().stream {
+                    stream::answer(session, ctx, &mut failover, request).await;
+                } else {
+                    let translate = buffered::translate;
+                    buffered::answer(session, ctx, &mut failover, request, translate).await;
+                }
+            }
+        }
+        ctx.admitted = Some(failover.into_admitted());
+        Ok(())
+    }
+
+    /// What the head alone decides: an answer given here (`None`: `/health`, `/v1/models`,
+    /// `/v1/key`, `/v1/generation`), or the operation and key whose body is to be read.
+    async fn head(
+        &self,
+        session: &mut Session,
+        ctx: &Ctx,
+        admission: &Admission<'_>,
+    ) -> Result<Option<(Operation, Arc<ApiKey>)>, GatewayError> {
+        let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
+            // A key created a moment ago (`tollgate key create` then use) is not refused.
+            Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
+                admission.head(&convert::head(session), chrono::Utc::now())
+            }
+            head => head,
+        };
+        let body = match head? {
+            HeadDecision::Answer(body) => body,
+            HeadDecision::Generation { workspace_id, id } => {
+                self.generation(&workspace_id, &id).await?
+            }
+            HeadDecision::ReadBody { op, key } => return Ok(Some((op, key))),
+        };
+        self.answer(session, &ctx.request_id, body).await;
+        Ok(None)
+    }
+
+    /// Bills the finished request and writes its metrics and access event; `failed`: who made
+    /// writing the gateway's own answer fail.
+    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
+        let billed = logging::bill(&self.ledger, failed, ctx);
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let path = session.req_header().uri.path();
+        logging::count(path, status, ctx, billed);
+        logging::access_log(path, status, ctx);
+    }
+
     fn admission<'a>(
         &'a self,
         catalog: &'a Snapshot,
@@ -113,83 +227,14 @@ impl Gateway {
         }
     }
 
-    /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
-    async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
-        let catalog = self.catalog.snapshot();
-        let admission = self.admission(&catalog, ctx.client_request_id.clone());
-        let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
-            // A key created a moment ago (`tollgate key create` then use) is not refused.
-            Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
-                admission.head(&convert::head(session), chrono::Utc::now())
-            }
-            head => head,
-        };
-        let (op, key) = match head? {
-            HeadDecision::Answer(body) => {
-                self.answer(session, &ctx.request_id, body).await;
-                return Ok(());
-            }
-            HeadDecision::Generation { workspace_id, id } => {
-                let body = self.generation(&workspace_id, &id).await?;
-                self.answer(session, &ctx.request_id, body).await;
-                return Ok(());
-            }
-            HeadDecision::ReadBody { op, key } => (op, key),
-        };
-        let body =
-            body::read_within(session, self.max_request_body, self.limits.body_timeout).await?;
-        ctx.body_read = true;
-        let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
-            // Credit added a moment ago admits the next request.
-            Err(GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })
-                if self.fresh.refresh(FRESH_WAIT).await =>
-            {
-                admission.admit(key, op, &body, chrono::Utc::now())
-            }
-            decision => decision,
-        };
-        let Decision { mut admitted, plan } = decision?;
-        ctx.request_id = admitted.request_id.clone();
-        let request = match plan {
-            Plan::FanOut(plan) => {
-                self.run_fan_out(session, ctx, &admission, admitted, plan, &body)
-                    .await;
-                return Ok(());
-            }
-            Plan::Proxy { request, cache } => self.use_cache(request, cache, &mut admitted).await,
-        };
-        if admitted.stream {
-            self.run_stream(session, ctx, &admission, admitted, request, &body)
-                .await;
-        } else {
-            self.run_buffered(session, ctx, &admission, admitted, request, &body)
-                .await;
+    /// What a request's upstream attempts send through.
+    fn outbound(&self) -> Outbound<'_> {
+        Outbound {
+            client: &self.client,
+            credentials: &self.credentials,
+            conf: &self.upstream,
+            drain_after_disconnect: self.drain_after_disconnect,
         }
-        Ok(())
-    }
-
-    /// Creates (or reuses) the plan's explicit context cache and sends the body naming it; if
-    /// creation failed the request goes as planned, its prefix inline.
-    /// Caches are the workspace's own: never shared across workspaces.
-    async fn use_cache(
-        &self,
-        mut request: UpstreamRequest,
-        cache: Option<CacheStep>,
-        admitted: &mut Admitted,
-    ) -> UpstreamRequest {
-        let Some(step) = cache else {
-            return request;
-        };
-        let key = format!("{} {}", admitted.key.workspace_id, step.key);
-        let endpoint = &admitted.route.endpoint;
-        // Boxed: the cache's future is large and rare, and every request's future would
-        // otherwise reserve room for it for its whole life (an open stream included).
-        let named = Box::pin(self.caches.name_for(&key, endpoint, step.ttl, step.create)).await;
-        if let Some(named) = named {
-            request.body = (step.body_using)(&named.name);
-            admitted.cache_created = named.created;
-        }
-        request
     }
 
     /// `/v1/generation`: the workspace's usage record `id`, read from the store (a record
@@ -250,43 +295,5 @@ impl HttpServerApp for Gateway {
             return None; // the gateway's own answer could not be written: the client is gone
         }
         listener::reuse(session).await
-    }
-}
-
-impl Gateway {
-    /// Answers one request (`closing`: and closes the connection after it); `Err`: the
-    /// gateway's own error answer could not be written.
-    async fn respond(
-        &self,
-        session: &mut Session,
-        ctx: &mut Ctx,
-        closing: bool,
-    ) -> pingora_error::Result<()> {
-        let sent_id = session.req_header().headers.get("x-request-id");
-        ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
-        ctx.request_id =
-            (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
-        listener::keep_alive(session, self.limits.idle_timeout, closing);
-        // A client that stops reading cannot hold a connection (and a stream) forever.
-        session.set_write_timeout(Some(self.limits.client_write_timeout));
-        if let Err(e) = self.admit(session, ctx).await {
-            if !ctx.body_read {
-                // Unread body: Pingora cannot reuse this connection, so say so.
-                session.set_keepalive(None);
-            }
-            respond::error(session, &ctx.request_id, &e, None).await?;
-            ctx.error = Some(e);
-        }
-        Ok(())
-    }
-
-    /// Bills the finished request and writes its metrics and access event; `failed`: who made
-    /// writing the gateway's own answer fail.
-    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
-        let billed = self.bill(failed, ctx);
-        let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let path = session.req_header().uri.path();
-        logging::count(path, status, ctx, billed);
-        logging::access_log(path, status, ctx);
     }
 }

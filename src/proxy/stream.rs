@@ -21,11 +21,11 @@ use pingora_core::protocols::http::ServerSession as Session;
 use tokio::time::Sleep;
 
 use super::ctx::Ctx;
-use super::failover::Failover;
-use super::{respond, Gateway};
-use crate::admission::{Admission, Admitted};
+use super::failover::{client_error, Attempt, Failover, Outbound};
+use super::respond;
+use crate::admission::Admitted;
 use crate::api::error::Blame;
-use crate::api::{GatewayError, Usage};
+use crate::api::GatewayError;
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
 use crate::upstream::client::{Answer, CallFailure};
 
@@ -84,11 +84,11 @@ impl Relay {
     pub fn committed(&self) -> bool {
         self.committed
     }
-    pub fn usage(&self) -> Usage {
-        self.translator.usage()
-    }
-    pub fn delivered(&self) -> u64 {
-        self.translator.delivered()
+    /// What the stream has used and delivered so far, into the context (billed even if the
+    /// client leaves).
+    pub fn count(&self, ctx: &mut Ctx) {
+        ctx.usage = self.translator.usage();
+        ctx.delivered = self.translator.delivered();
     }
     /// The upstream's in-band error after the stream was committed (it ended with an error
     /// frame).
@@ -146,6 +146,18 @@ impl<'s> Client<'s> {
         }
     }
 
+    /// Tells the client about `e`: the error answer, or, once a keep-alive or content committed
+    /// the 200, the stream's own way to fail (the error frame and `[DONE]`).
+    async fn fail(&mut self, e: &GatewayError, retry_after: Option<&str>) {
+        if self.header_sent {
+            if !self.left {
+                let _ = respond::stream_error(self.session, e).await;
+            }
+        } else {
+            let _ = respond::error(self.session, self.request_id, e, retry_after).await;
+        }
+    }
+
     /// Awaits `work`, sending a keep-alive comment whenever nothing was written for the
     /// configured interval.
     async fn awaiting<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
@@ -169,139 +181,152 @@ impl<'s> Client<'s> {
     }
 }
 
-/// How an attempt's answer ended.
-enum Ended {
-    /// Read to its end (or the client left and it was read as long as allowed).
-    Done,
-    /// Failed before its first content: the next route may serve the request.
-    Early(CallFailure),
+/// A stream's attempts: the client's side, which they share, and what they send through.
+struct Streaming<'s> {
+    client: Client<'s>,
+    outbound: Outbound<'s>,
 }
 
-impl Gateway {
-    /// Sends a streamed request and relays its answer, failing over until the first data frame.
-    pub(super) async fn run_stream(
-        &self,
-        session: &mut Session,
+/// Sends a streamed request and relays its answer, failing over until its first data frame.
+pub(super) async fn answer(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    failover: &mut Failover<'_>,
+    request: UpstreamRequest,
+) {
+    let id = ctx.request_id.clone();
+    let mut streaming = Streaming::new(session, &id, failover.outbound);
+    if let Err(failure) = failover.run(ctx, request, &mut streaming).await {
+        let credentials = streaming.outbound.credentials;
+        let (e, retry_after) = client_error(failover.admitted(), credentials, failure);
+        streaming.client.fail(&e, retry_after.as_deref()).await;
+        ctx.error = Some(e);
+    }
+    ctx.client_left = streaming.client.left;
+}
+
+/// An attempt is the client's from its first data frame: `Err` only before it.
+impl Attempt<UpstreamRequest> for Streaming<'_> {
+    type Answer = ();
+
+    async fn attempt(
+        &mut self,
         ctx: &mut Ctx,
-        admission: &Admission<'_>,
-        mut admitted: Admitted,
-        mut request: UpstreamRequest,
-        body: &[u8],
-    ) {
-        ctx.upstream_at = Some(Instant::now());
-        let id = ctx.request_id.clone();
-        let mut client = Client::new(session, &id, self.upstream.stream_keep_alive);
-        let mut failover = Failover::new(admission, body, &self.upstream);
-        let failure = loop {
-            let endpoint = &admitted.route.endpoint;
-            let opened = client
-                .awaiting(self.client.open(endpoint, request, "text/event-stream"))
-                .await;
-            let ended = match opened {
-                Ok(response) => {
-                    ctx.first_byte_at = Some(Instant::now());
-                    ctx.upstream_status = Some(response.status);
-                    self.relay(&mut client, ctx, &admitted, response).await
-                }
-                Err(failure) => Ended::Early(failure),
-            };
-            let Ended::Early(failure) = ended else {
-                break None;
-            };
-            if let CallFailure::Status { status, .. } = &failure {
-                ctx.upstream_status = Some(*status);
+        admitted: &Admitted,
+        request: UpstreamRequest,
+    ) -> Result<(), CallFailure> {
+        let endpoint = &admitted.route.endpoint;
+        let open = self
+            .outbound
+            .client
+            .open(endpoint, request, "text/event-stream");
+        let relayed = match self.client.awaiting(open).await {
+            Ok(response) => {
+                ctx.first_byte_at = Some(Instant::now());
+                ctx.upstream_status = Some(response.status);
+                self.relay(ctx, admitted, response).await
             }
-            ctx.client_left = client.left;
-            match failover.next(self, ctx, &mut admitted, failure).await {
-                Ok(next) => request = next,
-                Err(report) => break Some(report),
-            }
+            Err(failure) => Err(failure),
         };
-        if let Some(failure) = failure {
-            let (e, retry_after) =
-                super::fan_out::call_failure(&admitted, &self.credentials, failure);
-            if client.header_sent {
-                // A keep-alive already committed the 200: the stream's own way to fail.
-                if !client.left {
-                    let _ = respond::stream_error(client.session, &e).await;
-                }
-            } else {
-                let _ = respond::error(client.session, &id, &e, retry_after.as_deref()).await;
-            }
-            ctx.error = Some(e);
+        if let Err(failure) = &relayed {
+            ctx.upstream_status = failure.status().or(ctx.upstream_status);
+            ctx.client_left = self.client.left;
         }
-        ctx.client_left = client.left;
-        ctx.admitted = Some(admitted);
+        relayed
+    }
+}
+
+impl<'s> Streaming<'s> {
+    fn new(session: &'s mut Session, request_id: &'s str, outbound: Outbound<'s>) -> Self {
+        let client = Client::new(session, request_id, outbound.conf.stream_keep_alive);
+        Streaming { client, outbound }
     }
 
     /// Relays one attempt's answer to the client; after the client left, reads on for
-    /// `drain_after_disconnect` at most.
+    /// `drain_after_disconnect` at most. `Err`: it failed before its first content.
     async fn relay(
-        &self,
-        client: &mut Client<'_>,
+        &mut self,
         ctx: &mut Ctx,
         admitted: &Admitted,
         mut response: Answer,
-    ) -> Ended {
+    ) -> Result<(), CallFailure> {
         let translator = admitted
             .adapter
             .stream_translator(admitted.response_cx.clone());
         let mut relay = Relay::new(translator);
         let mut drain_until = None;
         loop {
-            if client.left && drain_until.is_none() {
-                drain_until = Some(tokio::time::Instant::now() + self.drain_after_disconnect);
-            }
-            let chunk = match drain_until {
-                Some(until) => match tokio::time::timeout_at(until, response.chunk()).await {
-                    Ok(chunk) => chunk,
-                    Err(_) => {
-                        ctx.stopped = Some(Blame::Client); // not read to its end
-                        break;
-                    }
-                },
-                None => client.awaiting(response.chunk()).await,
+            let Some(chunk) = self.next_chunk(&mut response, &mut drain_until).await else {
+                ctx.stopped = Some(Blame::Client); // not read to its end
+                break;
             };
             let (step, end) = match chunk {
                 Ok(Some(bytes)) => (relay.feed(&bytes), false),
                 Ok(None) => (relay.finish(), true),
-                Err(e) if !relay.committed() => return Ended::Early(before_content(e)),
+                Err(e) if !relay.committed() => return Err(before_content(e)),
                 Err(e) => {
                     let e = mid_stream(&e);
-                    if !client.left {
-                        let _ = respond::stream_error(client.session, &e).await;
-                    }
+                    self.client.fail(&e, None).await;
                     ctx.error = Some(e);
                     break;
                 }
             };
-            let out = match step {
-                // The upstream's in-band error is in these frames: it may quote the
-                // credential it was sent (the error path only, so the copy costs nothing).
-                Step::Send(out) if relay.failed().is_some() => self.credentials.redact_bytes(out),
-                Step::Send(out) => out,
-                Step::EarlyEnd(message) => {
-                    return Ended::Early(CallFailure::EarlyEnd { message });
-                }
-            };
-            if relay.committed() && ctx.first_body_at.is_none() {
-                ctx.first_body_at = Some(Instant::now());
-                admitted.route.health.succeeded();
-            }
-            ctx.usage = relay.usage();
-            ctx.delivered = relay.delivered();
-            client.send(out, end).await;
+            self.deliver(ctx, admitted, &relay, step, end).await?;
             if end {
-                if let Some(message) = relay.failed() {
-                    let message = self.credentials.redact(message);
-                    ctx.error = Some(GatewayError::MidStream(message.into()));
-                }
                 break;
             }
         }
-        ctx.usage = relay.usage();
-        ctx.delivered = relay.delivered();
-        Ended::Done
+        relay.count(ctx);
+        Ok(())
+    }
+
+    /// The answer's next chunk; once the client left, only until `drain_until` (`None`: that
+    /// time is up).
+    async fn next_chunk(
+        &mut self,
+        response: &mut Answer,
+        drain_until: &mut Option<tokio::time::Instant>,
+    ) -> Option<Result<Option<Bytes>, CallFailure>> {
+        if self.client.left && drain_until.is_none() {
+            let drain = self.outbound.drain_after_disconnect;
+            *drain_until = Some(tokio::time::Instant::now() + drain);
+        }
+        match *drain_until {
+            Some(until) => tokio::time::timeout_at(until, response.chunk()).await.ok(),
+            None => Some(self.client.awaiting(response.chunk()).await),
+        }
+    }
+
+    /// Sends a step's bytes to the client, the context's counts kept; at the end, records the
+    /// in-band error the stream ended with, if any. `Err`: the attempt ended before its first
+    /// content.
+    async fn deliver(
+        &mut self,
+        ctx: &mut Ctx,
+        admitted: &Admitted,
+        relay: &Relay,
+        step: Step,
+        end: bool,
+    ) -> Result<(), CallFailure> {
+        let credentials = self.outbound.credentials;
+        let out = match step {
+            // The upstream's in-band error is in these frames: it may quote the credential it
+            // was sent (the error path only, so the copy costs nothing).
+            Step::Send(out) if relay.failed().is_some() => credentials.redact_bytes(out),
+            Step::Send(out) => out,
+            Step::EarlyEnd(message) => return Err(CallFailure::EarlyEnd { message }),
+        };
+        if relay.committed() && ctx.first_body_at.is_none() {
+            ctx.first_body_at = Some(Instant::now());
+            admitted.route.health.succeeded();
+        }
+        relay.count(ctx);
+        self.client.send(out, end).await;
+        if let Some(message) = relay.failed().filter(|_| end) {
+            let message = credentials.redact(message);
+            ctx.error = Some(GatewayError::MidStream(message.into()));
+        }
+        Ok(())
     }
 }
 

@@ -65,6 +65,14 @@ impl CallFailure {
         }
     }
 
+    /// The upstream's status, when it answered one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CallFailure::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
     pub fn is_throttled(&self) -> bool {
         matches!(self, CallFailure::Status { status: 429, .. })
     }

@@ -17,7 +17,7 @@ use moka::future::Cache;
 
 use crate::billing::record::CacheCreation;
 use crate::catalog::Endpoint;
-use crate::providers::UpstreamRequest;
+use crate::providers::{CacheStep, UpstreamRequest};
 
 /// Stop reusing a cache this long before the upstream expires it (a tenth of a short TTL, so
 /// a cache of 30 s or less is still reused rather than re-created per request).
@@ -69,9 +69,36 @@ impl ContextCaches {
         ContextCaches { client, entries }
     }
 
+    /// The request to send for a planned `request` and its cache `step` on `endpoint`: its body
+    /// names the workspace's cache for the step's prefix, created first when there is none. If
+    /// creation failed (or there is no step) it goes as planned, its prefix inline. When it names
+    /// a cache, `created` becomes that cache's creation if this request made it, else `None`.
+    /// Caches are the workspace's own: never shared across workspaces.
+    pub async fn request_for(
+        &self,
+        workspace_id: &str,
+        endpoint: &Endpoint,
+        mut request: UpstreamRequest,
+        step: Option<CacheStep>,
+        created: &mut Option<CacheCreation>,
+    ) -> UpstreamRequest {
+        let Some(step) = step else {
+            return request;
+        };
+        let key = format!("{workspace_id} {}", step.key);
+        // Boxed: the cache's future is large and rare, and every request's future would
+        // otherwise reserve room for it for its whole life (an open stream included).
+        let named = Box::pin(self.name_for(&key, endpoint, step.ttl, step.create)).await;
+        if let Some(named) = named {
+            request.body = (step.body_using)(&named.name);
+            *created = named.created;
+        }
+        request
+    }
+
     /// The cache's resource name for `key`, creating it with `request` (sent to `endpoint`)
     /// when there is none. `None` when creation failed: send the request uncached.
-    pub async fn name_for(
+    async fn name_for(
         &self,
         key: &str,
         endpoint: &Endpoint,

@@ -1,0 +1,187 @@
+//! The ordinary way of answering: a buffered answer. Its calls go through the failover driver
+//! (`failover.rs`), their answers are read whole (bounded by `upstream.max_answer_body`) and
+//! translated (or joined) before the status is chosen, then written at once. A chat or a
+//! single embeddings call is one call, [`translate`]d; a fan-out is several, joined
+//! (`fan_out.rs`).
+
+use std::time::Instant;
+
+use bytes::Bytes;
+use pingora_core::protocols::http::ServerSession as Session;
+
+use super::ctx::Ctx;
+use super::failover::{client_error, Attempt, Call, Failover};
+use super::respond;
+use crate::admission::Admitted;
+use crate::api::GatewayError;
+use crate::providers::{Credentials, TranslateError, Translated, UpstreamRequest};
+use crate::upstream::client::{CallFailure, UpstreamClient};
+
+/// Sends `call` (failing over while its attempts fail) and answers the client with `join` of
+/// its answers.
+pub(super) async fn answer<'a, C: Call, T>(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    failover: &mut Failover<'a>,
+    call: C,
+    join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
+) where
+    Calls<'a>: Attempt<C, Answer = T>,
+{
+    let outbound = failover.outbound;
+    let answers = failover.run(ctx, call, &mut Calls(outbound.client)).await;
+    let admitted = failover.admitted();
+    write(session, ctx, admitted, outbound.credentials, answers, join).await;
+}
+
+/// The join of a single call: the adapter's translation of its answer.
+pub(super) fn translate(bodies: Vec<Bytes>, a: &Admitted) -> Result<Translated, TranslateError> {
+    let body = bodies.first().map_or(&[][..], |b| &b[..]);
+    a.adapter.translate_buffered(body, &a.response_cx)
+}
+
+/// Attempts that send their calls and read every answer whole.
+pub(super) struct Calls<'a>(pub &'a UpstreamClient);
+
+impl Calls<'_> {
+    /// Every call's answer, in call order (their success recorded on the route), or the first
+    /// failure.
+    pub async fn send(
+        &self,
+        admitted: &Admitted,
+        calls: Vec<UpstreamRequest>,
+    ) -> Result<Vec<Bytes>, CallFailure> {
+        let answers = self.0.run(&admitted.route.endpoint, calls).await?;
+        admitted.route.health.succeeded();
+        Ok(answers)
+    }
+}
+
+/// Nothing reaches the client before the answer is read whole: every failure may fail over.
+impl Attempt<UpstreamRequest> for Calls<'_> {
+    type Answer = Vec<Bytes>;
+
+    async fn attempt(
+        &mut self,
+        _: &mut Ctx,
+        admitted: &Admitted,
+        request: UpstreamRequest,
+    ) -> Result<Vec<Bytes>, CallFailure> {
+        self.send(admitted, vec![request]).await
+    }
+}
+
+/// Answers the client with `join` of the answers, or with the failure the driver reported;
+/// records in `ctx` what `logging` needs (upstream status, usage or error).
+async fn write<T>(
+    session: &mut Session,
+    ctx: &mut Ctx,
+    admitted: &Admitted,
+    credentials: &Credentials,
+    answers: Result<T, CallFailure>,
+    join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
+) {
+    ctx.first_byte_at = Some(Instant::now());
+    let (outcome, retry_after) = outcome(ctx, admitted, credentials, answers, join);
+    let id = ctx.request_id.clone();
+    let written = match outcome {
+        Ok(t) => {
+            ctx.usage = t.usage;
+            ctx.first_body_at = Some(Instant::now());
+            respond::json(session, &id, 200, t.body, &[]).await
+        }
+        Err(e) => {
+            let written = respond::error(session, &id, &e, retry_after.as_deref()).await;
+            ctx.error = Some(e);
+            written
+        }
+    };
+    if let Err(e) = written {
+        tracing::debug!("writing a buffered answer failed: {e}");
+    }
+}
+
+/// The client's answer (or error, and the upstream's `Retry-After`), and the upstream status.
+fn outcome<T>(
+    ctx: &mut Ctx,
+    admitted: &Admitted,
+    credentials: &Credentials,
+    answers: Result<T, CallFailure>,
+    join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
+) -> (Result<Translated, GatewayError>, Option<String>) {
+    match answers {
+        Ok(answers) => {
+            ctx.upstream_status = Some(200);
+            let joined = join(answers, admitted);
+            let untranslatable = |e: TranslateError| GatewayError::Upstream {
+                status: 502,
+                message: e.to_string().into(),
+            };
+            (joined.map_err(untranslatable), None)
+        }
+        Err(failure) => {
+            ctx.upstream_status = failure.status().or(ctx.upstream_status);
+            let (e, retry_after) = client_error(admitted, credentials, failure);
+            (Err(e), retry_after)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::admission::tests::World;
+    use crate::providers::Secret;
+
+    fn outcome_of(
+        answers: Result<Vec<Bytes>, CallFailure>,
+    ) -> (
+        Option<u16>,
+        Result<Translated, GatewayError>,
+        Option<String>,
+    ) {
+        let body = r#"{"model":"acme/llama","messages":[{"role":"user","content":"hi"}]}"#;
+        let admitted = World::new()
+            .post("/v1/chat/completions", body)
+            .unwrap()
+            .admitted;
+        let credentials = Credentials {
+            openai: Some(Secret::new("sec-dummy-openai")),
+            ..Credentials::default()
+        };
+        let mut ctx = Ctx::default();
+        let (answer, retry_after) = outcome(&mut ctx, &admitted, &credentials, answers, translate);
+        (ctx.upstream_status, answer, retry_after)
+    }
+
+    #[test]
+    fn an_answer_is_translated_and_an_untranslatable_one_is_a_502() {
+        let answer = r#"{"id":"up","object":"chat.completion","created":1,"model":"llama-3","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        let (status, translated, _) = outcome_of(Ok(vec![Bytes::from(answer)]));
+        assert_eq!(status, Some(200));
+        let body = translated.unwrap().body;
+        assert!(std::str::from_utf8(&body).unwrap().contains("acme/llama"));
+        let (status, translated, _) = outcome_of(Ok(vec![Bytes::from_static(b"{nope")]));
+        assert_eq!(status, Some(200));
+        assert_eq!(translated.err().map(|e| e.status()), Some(502));
+    }
+
+    #[test]
+    fn a_failed_call_keeps_its_status_and_wait_and_loses_the_credential() {
+        let failure = CallFailure::Status {
+            status: 429,
+            body: Bytes::from_static(br#"{"error":{"message":"slow down, sec-dummy-openai"}}"#),
+            retry_after: Some("7".into()),
+        };
+        let (status, answer, retry_after) = outcome_of(Err(failure));
+        assert_eq!((status, retry_after.as_deref()), (Some(429), Some("7")));
+        let e = answer.err().unwrap();
+        assert_eq!(e.status(), 429);
+        assert!(!e.to_string().contains("sec-dummy-openai"), "{e}");
+        let (status, answer, _) = outcome_of(Err(CallFailure::Timeout));
+        assert_eq!(
+            (status, answer.err().map(|e| e.status())),
+            (None, Some(504))
+        );
+    }
+}
