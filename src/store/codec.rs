@@ -7,7 +7,6 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, SubsecRound, Utc};
 
-use super::rows::MODEL_COLS;
 use super::{
     CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, StoreError, StoreResult,
     UsageEndpoint, UsageOutcome, UsageRecord, UsageSource,
@@ -257,22 +256,6 @@ pub(crate) fn model_extra_columns(m: &ModelRow) -> StoreResult<[Option<i64>; 10]
     ])
 }
 
-/// The catalog's model upsert for a dialect whose placeholders are `{mark}1`, `{mark}2`, …:
-/// every `MODEL_COLS` column is written, the id being the conflict target.
-pub(crate) fn upsert_models_sql(mark: char) -> String {
-    let cols: Vec<&str> = MODEL_COLS.split(',').map(str::trim).collect();
-    let values: Vec<String> = (1..=cols.len()).map(|i| format!("{mark}{i}")).collect();
-    let set: Vec<String> = cols[1..]
-        .iter()
-        .map(|c| format!("{c} = excluded.{c}"))
-        .collect();
-    format!(
-        "INSERT INTO models ({MODEL_COLS}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
-        values.join(", "),
-        set.join(", ")
-    )
-}
-
 /// The records of a batch to attempt, in the order every writer inserts them: the first
 /// occurrence of each id, sorted by id (a consistent lock order between concurrent writers),
 /// with timestamps truncated to storage precision. Fails on a record that cannot be stored
@@ -411,17 +394,6 @@ pub(crate) fn catalog_model_ids(rows: &CatalogRows) -> BTreeSet<&str> {
         .iter()
         .map(|m| m.id.as_str())
         .chain(rows.routes.iter().map(|r| r.model_id.as_str()))
-        .collect()
-}
-
-/// Profile rows as stored (name, JSON text) → records; bad JSON is a corrupt row.
-pub(super) fn profiles_from_db(rows: Vec<(String, String)>) -> StoreResult<Vec<super::ProfileRow>> {
-    rows.into_iter()
-        .map(|(name, spec)| {
-            let spec = serde_json::from_str(&spec)
-                .map_err(|e| StoreError::Corrupt(format!("profile {name}: {e}")))?;
-            Ok(super::ProfileRow { name, spec })
-        })
         .collect()
 }
 

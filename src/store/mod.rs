@@ -26,6 +26,7 @@ mod open;
 pub mod postgres;
 mod records;
 mod rows;
+mod sql;
 pub mod sqlite;
 
 pub use open::open;
@@ -66,6 +67,47 @@ impl StoreError {
             | Self::Corrupt(_)
             | Self::Overflow(_) => false,
         }
+    }
+
+    /// Why a rotation changed nothing, from the old key as the refusing transaction read it.
+    pub(crate) fn rotation_refused(id: &str, current: Option<ApiKey>) -> Self {
+        match current {
+            None => Self::NotFound(format!("key {id}")),
+            Some(ApiKey {
+                replaced_by: Some(new),
+                ..
+            }) => Self::Conflict(format!(
+                "key {id} was already rotated: its replacement is {new}; rotate the replacement \
+                 instead"
+            )),
+            Some(_) => Self::Conflict(format!(
+                "key {id} was revoked or expired while it was being rotated: only a working key is \
+                 rotated"
+            )),
+        }
+    }
+
+    /// A credit refused because the balance would pass the largest exact amount.
+    pub(crate) fn balance_overflow(workspace_id: &str, amount: Usd) -> Self {
+        Self::Overflow(format!(
+            "crediting {amount} USD would take the balance of workspace {workspace_id} past the \
+             largest amount it can hold ({} USD)",
+            Usd::from_pico(i64::MAX)
+        ))
+    }
+
+    /// A key insert refused as a duplicate: of its secret's hash, or of its id.
+    pub(crate) fn duplicate_key(key: &ApiKey, on_secret_hash: bool) -> Self {
+        if on_secret_hash {
+            Self::Conflict("a key with this secret hash already exists".to_owned())
+        } else {
+            Self::Conflict(format!("key {} already exists", key.id))
+        }
+    }
+
+    /// A workspace that does not exist.
+    pub(crate) fn no_workspace(id: &str) -> Self {
+        Self::NotFound(format!("workspace {id}"))
     }
 }
 

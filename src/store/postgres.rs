@@ -34,8 +34,9 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socke
 
 use super::codec;
 use super::migrations::{self, Dialect};
-use super::rows::{
-    self, DbRow, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+use super::rows::{self, DbRow};
+use super::sql::{
+    self, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
     MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
@@ -432,10 +433,10 @@ async fn workspace_exists(
 /// Inserts a new key (its workspace must exist) inside `tx`.
 async fn insert_key(tx: &deadpool_postgres::Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
     if !workspace_exists(tx, &out.workspace_id).await? {
-        return Err(rows::no_workspace(&out.workspace_id));
+        return Err(StoreError::no_workspace(&out.workspace_id));
     }
     let stmt = tx
-        .prepare_cached(&rows::insert_sql("api_keys", KEY_COLS, '$'))
+        .prepare_cached(&sql::insert_sql("api_keys", KEY_COLS, '$'))
         .await?;
     let spend_limit = out.spend_limit.map(Usd::pico);
     let limit_reset = out.limit_reset.map(|l| l.as_str());
@@ -462,9 +463,9 @@ async fn insert_key(tx: &deadpool_postgres::Transaction<'_>, out: &ApiKey) -> St
                 .as_db_error()
                 .and_then(|db| db.constraint())
                 .is_some_and(|c| c.contains("secret_hash"));
-            rows::duplicate_key(out, on_hash)
+            StoreError::duplicate_key(out, on_hash)
         } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-            rows::no_workspace(&out.workspace_id)
+            StoreError::no_workspace(&out.workspace_id)
         } else {
             pg_err(e)
         }
@@ -477,7 +478,7 @@ async fn insert_audit(client: &impl GenericClient, e: &AuditEntry) -> StoreResul
     let [before, after] = rows::audit_json(e);
     let at = codec::trunc(e.at);
     let stmt = client
-        .prepare_cached(&rows::insert_sql("audit_log", AUDIT_COLS, '$'))
+        .prepare_cached(&sql::insert_sql("audit_log", AUDIT_COLS, '$'))
         .await?;
     client
         .execute(
@@ -651,7 +652,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         insert_key(&tx, &new).await?;
-        let stmt = tx.prepare_cached(&rows::rotate_old_sql('$')).await?;
+        let stmt = tx.prepare_cached(&sql::rotate_old_sql('$')).await?;
         let (revoked, expires) = (
             r.old_revoked_at.map(codec::trunc),
             r.old_expires_at.map(codec::trunc),
@@ -668,7 +669,7 @@ impl Store for PgStore {
             let current = tx.query_opt(&stmt, &[&r.old_id]).await?;
             let current = current.as_ref().map(rows::api_key).transpose()?;
             // Dropping `tx` rolls the new key back.
-            return Err(rows::rotation_refused(&r.old_id, current));
+            return Err(StoreError::rotation_refused(&r.old_id, current));
         };
         let old = rows::api_key(&old)?;
         insert_audit(&tx, &r.audit).await?;
@@ -687,7 +688,7 @@ impl Store for PgStore {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if !workspace_exists(&tx, workspace_id).await? {
-            return Err(rows::no_workspace(workspace_id));
+            return Err(StoreError::no_workspace(workspace_id));
         }
         let insert = tx
             .prepare_cached(&format!(
@@ -729,7 +730,7 @@ impl Store for PgStore {
             .await?
             == 0
         {
-            return Err(rows::balance_overflow(workspace_id, amount));
+            return Err(StoreError::balance_overflow(workspace_id, amount));
         }
         tx.commit().await?;
         Ok(entry)
@@ -1100,7 +1101,7 @@ impl Store for PgStore {
             .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?)))
             .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
         tx.commit().await?;
-        let profiles = codec::profiles_from_db(profiles)?;
+        let profiles = rows::profiles_from_db(profiles)?;
         Ok(CatalogRows {
             profiles,
             models,
@@ -1121,7 +1122,9 @@ impl Store for PgStore {
             tx.execute(&profile, &[&p.name, &p.spec.to_string()])
                 .await?;
         }
-        let upsert = tx.prepare_cached(&codec::upsert_models_sql('$')).await?;
+        let upsert = tx
+            .prepare_cached(&sql::upsert_sql("models", MODEL_COLS, '$'))
+            .await?;
         for m in &rows.models {
             let capabilities = codec::capabilities_to_db(&m.capabilities)?;
             let extra = codec::model_extra_columns(m)?;
@@ -1222,7 +1225,7 @@ impl Store for PgStore {
         rows.first()
             .map(rows::workspace)
             .transpose()?
-            .ok_or_else(|| rows::no_workspace(id))
+            .ok_or_else(|| StoreError::no_workspace(id))
     }
 
     async fn workspaces_page(
@@ -1275,7 +1278,7 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let (filter, after) = rows::usage_bounds(filter, after);
+        let (filter, after) = sql::usage_bounds(filter, after);
         let (filter, after) = (&filter, after.as_ref());
         let q = PageSql::usage(filter, after.is_some());
         let mut args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
@@ -1345,7 +1348,7 @@ impl Store for PgStore {
             .await
             .map_err(|e| {
                 if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-                    rows::no_workspace(&s.workspace_id)
+                    StoreError::no_workspace(&s.workspace_id)
                 } else {
                     pg_err(e)
                 }

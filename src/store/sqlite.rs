@@ -26,8 +26,9 @@ use rusqlite::{
 
 use super::codec;
 use super::migrations::{self, Dialect};
-use super::rows::{
-    self, DbRow, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+use super::rows::{self, DbRow};
+use super::sql::{
+    self, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
     MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
@@ -207,9 +208,9 @@ fn write_tx(conn: &mut Connection) -> StoreResult<Transaction<'_>> {
 /// Inserts a new key (its workspace must exist).
 fn insert_key(tx: &Connection, out: &ApiKey) -> StoreResult<()> {
     if !workspace_exists(tx, &out.workspace_id)? {
-        return Err(rows::no_workspace(&out.workspace_id));
+        return Err(StoreError::no_workspace(&out.workspace_id));
     }
-    tx.prepare_cached(&rows::insert_sql("api_keys", KEY_COLS, '?'))?
+    tx.prepare_cached(&sql::insert_sql("api_keys", KEY_COLS, '?'))?
         .execute(params![
             out.id,
             out.workspace_id,
@@ -225,9 +226,9 @@ fn insert_key(tx: &Connection, out: &ApiKey) -> StoreResult<()> {
         ])
         .map_err(|e| {
             if is_unique_violation(&e) {
-                rows::duplicate_key(out, e.to_string().contains("secret_hash"))
+                StoreError::duplicate_key(out, e.to_string().contains("secret_hash"))
             } else if is_fk_violation(&e) {
-                rows::no_workspace(&out.workspace_id)
+                StoreError::no_workspace(&out.workspace_id)
             } else {
                 e.into()
             }
@@ -247,7 +248,7 @@ fn key_in(conn: &Connection, id: &str) -> StoreResult<Option<ApiKey>> {
 
 fn insert_audit(conn: &Connection, e: &AuditEntry) -> StoreResult<()> {
     let [before, after] = rows::audit_json(e);
-    conn.prepare_cached(&rows::insert_sql("audit_log", AUDIT_COLS, '?'))?
+    conn.prepare_cached(&sql::insert_sql("audit_log", AUDIT_COLS, '?'))?
         .execute(params![
             e.id,
             codec::to_micros(codec::trunc(e.at)),
@@ -469,7 +470,7 @@ impl Store for SqliteStore {
             insert_key(&tx, &new)?;
             let old = query_all(
                 &tx,
-                &rows::rotate_old_sql('?'),
+                &sql::rotate_old_sql('?'),
                 params![
                     r.old_id,
                     new.id,
@@ -481,7 +482,10 @@ impl Store for SqliteStore {
             )?;
             // Nothing changed: dropping `tx` rolls the new key back.
             let Some(old) = old.into_iter().next() else {
-                return Err(rows::rotation_refused(&r.old_id, key_in(&tx, &r.old_id)?));
+                return Err(StoreError::rotation_refused(
+                    &r.old_id,
+                    key_in(&tx, &r.old_id)?,
+                ));
             };
             insert_audit(&tx, &r.audit)?;
             tx.commit()?;
@@ -501,7 +505,7 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &entry.workspace_id)? {
-                return Err(rows::no_workspace(&entry.workspace_id));
+                return Err(StoreError::no_workspace(&entry.workspace_id));
             }
             tx.prepare_cached(&format!(
                 "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
@@ -532,7 +536,10 @@ impl Store for SqliteStore {
                 )?
                 .execute(params![entry.workspace_id, entry.amount.pico()])?;
             if changed == 0 {
-                return Err(rows::balance_overflow(&entry.workspace_id, entry.amount));
+                return Err(StoreError::balance_overflow(
+                    &entry.workspace_id,
+                    entry.amount,
+                ));
             }
             tx.commit()?;
             Ok(entry)
@@ -854,7 +861,7 @@ impl Store for SqliteStore {
                 },
             )?;
             tx.commit()?;
-            let profiles = codec::profiles_from_db(profiles)?;
+            let profiles = rows::profiles_from_db(profiles)?;
             Ok(CatalogRows {
                 profiles,
                 models,
@@ -876,7 +883,7 @@ impl Store for SqliteStore {
                 for p in &rows.profiles {
                     profile.execute(params![p.name, p.spec.to_string()])?;
                 }
-                let mut upsert = tx.prepare_cached(&codec::upsert_models_sql('?'))?;
+                let mut upsert = tx.prepare_cached(&sql::upsert_sql("models", MODEL_COLS, '?'))?;
                 for m in &rows.models {
                     let extra = codec::model_extra_columns(m)?;
                     upsert
@@ -966,7 +973,7 @@ impl Store for SqliteStore {
                 .prepare_cached("UPDATE workspaces SET name = ?2 WHERE id = ?1")?
                 .execute(params![id, name])?;
             if changed == 0 {
-                return Err(rows::no_workspace(&id));
+                return Err(StoreError::no_workspace(&id));
             }
             let ws = query_all(
                 &tx,
@@ -975,7 +982,9 @@ impl Store for SqliteStore {
                 |r| rows::workspace(r),
             )?;
             tx.commit()?;
-            ws.into_iter().next().ok_or_else(|| rows::no_workspace(&id))
+            ws.into_iter()
+                .next()
+                .ok_or_else(|| StoreError::no_workspace(&id))
         })
         .await
     }
@@ -1052,7 +1061,7 @@ impl Store for SqliteStore {
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
         let ws = workspace_id.to_owned();
-        let (f, after) = rows::usage_bounds(filter, after);
+        let (f, after) = sql::usage_bounds(filter, after);
         self.run(move |conn| {
             let q = PageSql::usage(&f, after.is_some());
             let mut args = vec![SqlValue::Text(ws)];
@@ -1119,7 +1128,7 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &s.workspace_id)? {
-                return Err(rows::no_workspace(&s.workspace_id));
+                return Err(StoreError::no_workspace(&s.workspace_id));
             }
             tx.prepare_cached(&format!(
                 "INSERT INTO alert_settings ({ALERT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5) \
