@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use chrono::{DateTime, SubsecRound, Utc};
 
 use super::{
-    CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, StoreError, StoreResult,
-    UsageEndpoint, UsageOutcome, UsageRecord, UsageSource,
+    CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint,
+    UsageOutcome, UsageRecord, UsageSource,
 };
 use crate::money::{Price, Usd};
 
@@ -228,32 +228,6 @@ pub(crate) fn extra_prices(r: &UsageRecord) -> [Option<i64>; 3] {
         e.cache_storage_price,
     ]
     .map(|p| p.map(Price::micro_per_mtok))
-}
-
-/// A model row's prices after the base four, in `MODEL_COLS` order (the long-context
-/// threshold among them).
-pub(crate) fn model_extra_columns(m: &ModelRow) -> StoreResult<[Option<i64>; 10]> {
-    let micro = |p: Option<Price>| p.map(Price::micro_per_mtok);
-    let long = m.long_context.as_ref();
-    let above = long
-        .map(|l| {
-            i64::try_from(l.above).map_err(|_| {
-                StoreError::Conflict(format!("model {}: long_context.above too large", m.id))
-            })
-        })
-        .transpose()?;
-    Ok([
-        micro(m.cache_write_1h_price),
-        micro(m.audio_input_price),
-        micro(m.cache_storage_price),
-        above,
-        micro(long.map(|l| l.input_price)),
-        micro(long.map(|l| l.output_price)),
-        micro(long.and_then(|l| l.cache_read_price)),
-        micro(long.and_then(|l| l.cache_write_price)),
-        micro(long.and_then(|l| l.cache_write_1h_price)),
-        m.context_window.map(i64::from),
-    ])
 }
 
 /// The records of a batch to attempt, in the order every writer inserts them: the first

@@ -23,6 +23,7 @@
 mod codec;
 pub mod migrations;
 mod open;
+mod params;
 pub mod postgres;
 mod records;
 mod rows;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::BytesMut;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{
     GenericClient, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
@@ -29,15 +30,16 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::types::FromSql;
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket};
 
 use super::codec;
 use super::migrations::{self, Dialect};
+use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
-    self, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+    MODEL_COLS, PROFILE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
@@ -48,6 +50,8 @@ use crate::money::{Price, Usd};
 
 /// The NOTIFY channel the schema's `change_log` trigger announces on.
 const CHANNEL: &str = "tollgate_changes";
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for a free pooled connection before failing.
 const POOL_WAIT: Duration = Duration::from_secs(30);
@@ -242,6 +246,27 @@ fn at<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> StoreResult<T> {
         .map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
 }
 
+/// PostgreSQL binds times as `TIMESTAMPTZ` and flags as `BOOLEAN`; each value is checked
+/// against the parameter's type as its own Rust type would be.
+impl ToSql for Param<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match self {
+            Param::Null => Ok(IsNull::Yes),
+            Param::Text(s) => s.as_ref().to_sql_checked(ty, out),
+            Param::Int(n) => n.to_sql_checked(ty, out),
+            Param::Int32(n) => n.to_sql_checked(ty, out),
+            Param::Flag(b) => b.to_sql_checked(ty, out),
+            Param::Time(t) => t.to_sql_checked(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
 /// Wakes every current waiter and leaves one permit for the next, so a notification that
 /// lands between a follower's `changes_since` and its next `wait_for_change` is not lost
 /// (at worst one wake-up is spurious).
@@ -391,30 +416,15 @@ impl PgStore {
     }
 }
 
-/// A query parameter of a page query built at run time.
-type Param = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
-
 impl PgStore {
-    /// Runs a newest-first page query: `args` for its `equal`/`from`/`to` parameters, then the
-    /// cursor and the limit are added.
+    /// Runs a newest-first page query.
     async fn page<T>(
         &self,
-        q: &PageSql,
-        mut args: Vec<Param>,
-        after: Option<&Cursor>,
-        limit: usize,
+        page: Page<'_>,
         map: fn(&Row) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
-        if let Some(c) = after {
-            args.push(Box::new(c.at));
-            args.push(Box::new(c.id.clone()));
-        }
-        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
-        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = args
-            .iter()
-            .map(|a| a.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
-            .collect();
-        let rows = self.query_rows(&q.sql(|n| format!("${n}")), &refs).await?;
+        let sql = page.q.sql(|n| format!("${n}"));
+        let rows = self.query_rows(&sql, &refs(&page.args)).await?;
         rows::all(rows, map)
     }
 }
@@ -435,66 +445,77 @@ async fn insert_key(tx: &deadpool_postgres::Transaction<'_>, out: &ApiKey) -> St
     if !workspace_exists(tx, &out.workspace_id).await? {
         return Err(StoreError::no_workspace(&out.workspace_id));
     }
-    let stmt = tx
-        .prepare_cached(&sql::insert_sql("api_keys", KEY_COLS, '$'))
-        .await?;
-    let spend_limit = out.spend_limit.map(Usd::pico);
-    let limit_reset = out.limit_reset.map(|l| l.as_str());
-    tx.execute(
-        &stmt,
-        &[
-            &out.id,
-            &out.workspace_id,
-            &out.name,
-            &out.secret_hash,
-            &out.hint,
-            &out.created_at,
-            &out.expires_at,
-            &out.revoked_at,
-            &spend_limit,
-            &limit_reset,
-            &out.replaced_by,
-        ],
-    )
-    .await
-    .map_err(|e| {
-        if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-            let on_hash = e
-                .as_db_error()
-                .and_then(|db| db.constraint())
-                .is_some_and(|c| c.contains("secret_hash"));
-            StoreError::duplicate_key(out, on_hash)
-        } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-            StoreError::no_workspace(&out.workspace_id)
-        } else {
-            pg_err(e)
-        }
-    })?;
+    let insert = sql::insert_sql("api_keys", KEY_COLS, '$');
+    execute(tx, &insert, &params::api_key(out))
+        .await
+        .map_err(|e| {
+            if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
+                let on_hash = e
+                    .as_db_error()
+                    .and_then(|db| db.constraint())
+                    .is_some_and(|c| c.contains("secret_hash"));
+                StoreError::duplicate_key(out, on_hash)
+            } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
+                StoreError::no_workspace(&out.workspace_id)
+            } else {
+                pg_err(e)
+            }
+        })?;
     Ok(())
 }
 
 /// Appends an audit entry through `client` (a pooled connection or a transaction).
 async fn insert_audit(client: &impl GenericClient, e: &AuditEntry) -> StoreResult<()> {
-    let [before, after] = rows::audit_json(e);
-    let at = codec::trunc(e.at);
-    let stmt = client
-        .prepare_cached(&sql::insert_sql("audit_log", AUDIT_COLS, '$'))
-        .await?;
-    client
-        .execute(
-            &stmt,
-            &[
-                &e.id,
-                &at,
-                &e.actor,
-                &e.action,
-                &e.workspace_id,
-                &e.target,
-                &before,
-                &after,
-            ],
-        )
-        .await?;
+    let insert = sql::insert_sql("audit_log", AUDIT_COLS, '$');
+    execute(client, &insert, &params::audit_entry(e)).await?;
+    Ok(())
+}
+
+/// Executes the cached statement `sql` with `params` through `client` (a pooled connection or
+/// a transaction); returns the number of rows changed.
+async fn execute(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<u64, tokio_postgres::Error> {
+    let stmt = client.prepare_cached(sql).await?;
+    client.execute(&stmt, &refs(params)).await
+}
+
+/// Parameters as tokio-postgres takes them.
+fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+/// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
+/// named replaced.
+async fn import_rows(
+    tx: &deadpool_postgres::Transaction<'_>,
+    rows: &CatalogRows,
+) -> StoreResult<()> {
+    let profile = sql::upsert_sql("profiles", PROFILE_COLS, '$');
+    for p in &rows.profiles {
+        execute(tx, &profile, &params::profile(p)).await?;
+    }
+    let model = sql::upsert_sql("models", MODEL_COLS, '$');
+    for m in &rows.models {
+        execute(tx, &model, &params::model(m)?)
+            .await
+            .map_err(|e| StoreError::Backend(format!("model {}: {}", m.id, pg_err(e))))?;
+    }
+    for id in codec::catalog_model_ids(rows) {
+        execute(tx, "DELETE FROM routes WHERE model_id = $1", &[id.into()]).await?;
+    }
+    let route = sql::insert_sql("routes", ROUTE_COLS, '$');
+    for r in &rows.routes {
+        execute(tx, &route, &params::route(r)).await.map_err(|e| {
+            if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
+                StoreError::NotFound(format!("model {} (named by a route)", r.model_id))
+            } else {
+                StoreError::Backend(format!("route of {}: {}", r.model_id, pg_err(e)))
+            }
+        })?;
+    }
     Ok(())
 }
 
@@ -548,12 +569,8 @@ impl Store for PgStore {
             name: name.to_owned(),
             created_at: codec::now(),
         };
-        let client = self.client().await?;
-        let stmt = client
-            .prepare_cached("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
-            .await?;
-        client
-            .execute(&stmt, &[&ws.id, &ws.name, &ws.created_at])
+        let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '$');
+        execute(&self.client().await?, &insert, &params::workspace(&ws))
             .await
             .map_err(|e| {
                 if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
@@ -586,7 +603,7 @@ impl Store for PgStore {
     }
 
     async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
-        let out = rows::new_api_key(key);
+        let out = params::new_api_key(key);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         insert_key(&tx, &out).await?;
@@ -648,7 +665,7 @@ impl Store for PgStore {
     }
 
     async fn rotate_key(&self, r: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)> {
-        let new = rows::new_api_key(r.new.clone());
+        let new = params::new_api_key(r.new.clone());
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         insert_key(&tx, &new).await?;
@@ -684,36 +701,22 @@ impl Store for PgStore {
         amount: Usd,
         note: Option<&str>,
     ) -> StoreResult<LedgerEntry> {
-        let entry = rows::new_credit(entry_id, workspace_id, amount, note)?;
+        let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if !workspace_exists(&tx, workspace_id).await? {
             return Err(StoreError::no_workspace(workspace_id));
         }
-        let insert = tx
-            .prepare_cached(&format!(
-                "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES ($1, $2, $3, $4, $5, $6)"
-            ))
-            .await?;
-        tx.execute(
-            &insert,
-            &[
-                &entry.id,
-                &entry.workspace_id,
-                &codec::ledger_kind_str(entry.kind),
-                &amount.pico(),
-                &entry.note,
-                &entry.created_at,
-            ],
-        )
-        .await
-        .map_err(|e| {
-            if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-                StoreError::Conflict(format!("ledger entry {entry_id} already exists"))
-            } else {
-                pg_err(e)
-            }
-        })?;
+        let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '$');
+        execute(&tx, &insert, &params::ledger_entry(&entry))
+            .await
+            .map_err(|e| {
+                if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
+                    StoreError::Conflict(format!("ledger entry {entry_id} already exists"))
+                } else {
+                    pg_err(e)
+                }
+            })?;
         // One statement, so concurrent credits to the same workspace serialise on the row. The
         // amount is positive, so `MAX - amount` cannot overflow: a balance it would take past
         // BIGINT is left as it is, and the whole credit refused.
@@ -1112,91 +1115,7 @@ impl Store for PgStore {
     async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let profile = tx
-            .prepare_cached(
-                "INSERT INTO profiles (name, spec) VALUES ($1, $2)
-                 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec",
-            )
-            .await?;
-        for p in &rows.profiles {
-            tx.execute(&profile, &[&p.name, &p.spec.to_string()])
-                .await?;
-        }
-        let upsert = tx
-            .prepare_cached(&sql::upsert_sql("models", MODEL_COLS, '$'))
-            .await?;
-        for m in &rows.models {
-            let capabilities = codec::capabilities_to_db(&m.capabilities)?;
-            let extra = codec::model_extra_columns(m)?;
-            tx.execute(
-                &upsert,
-                &[
-                    &m.id,
-                    &m.provider,
-                    &m.family,
-                    &m.kind,
-                    &m.upstream_model,
-                    &m.profile,
-                    &m.input_price.micro_per_mtok(),
-                    &m.output_price.micro_per_mtok(),
-                    &m.cache_read_price.map(Price::micro_per_mtok),
-                    &m.cache_write_price.map(Price::micro_per_mtok),
-                    &capabilities,
-                    &codec::max_tokens_to_db(m.max_output_tokens),
-                    &m.active,
-                    &extra[0],
-                    &extra[1],
-                    &extra[2],
-                    &extra[3],
-                    &extra[4],
-                    &extra[5],
-                    &extra[6],
-                    &extra[7],
-                    &extra[8],
-                    &extra[9],
-                    &m.shutdown.map(|d| d.to_string()),
-                    &m.source,
-                ],
-            )
-            .await
-            .map_err(|e| StoreError::Backend(format!("model {}: {}", m.id, pg_err(e))))?;
-        }
-        let clear = tx
-            .prepare_cached("DELETE FROM routes WHERE model_id = $1")
-            .await?;
-        for id in codec::catalog_model_ids(rows) {
-            tx.execute(&clear, &[&id]).await?;
-        }
-        let insert = tx
-            .prepare_cached(
-                "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight,
-                                     upstream_model)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .await?;
-        for r in &rows.routes {
-            tx.execute(
-                &insert,
-                &[
-                    &r.model_id,
-                    &r.kind,
-                    &r.base_url,
-                    &r.region,
-                    &r.priority,
-                    &r.active,
-                    &r.weight,
-                    &r.upstream_model,
-                ],
-            )
-            .await
-            .map_err(|e| {
-                if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-                    StoreError::NotFound(format!("model {} (named by a route)", r.model_id))
-                } else {
-                    StoreError::Backend(format!("route of {}: {}", r.model_id, pg_err(e)))
-                }
-            })?;
-        }
+        import_rows(&tx, rows).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1233,8 +1152,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Workspace>> {
-        let q = PageSql::workspaces(after.is_some());
-        self.page(&q, vec![], after, limit, rows::workspace).await
+        self.page(Page::workspaces(after, limit), rows::workspace)
+            .await
     }
 
     async fn keys_page(
@@ -1243,9 +1162,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<ApiKey>> {
-        let q = PageSql::keys(after.is_some());
-        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        self.page(&q, args, after, limit, rows::api_key).await
+        self.page(Page::keys(workspace_id, after, limit), rows::api_key)
+            .await
     }
 
     async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()> {
@@ -1266,9 +1184,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<LedgerEntry>> {
-        let q = PageSql::ledger(after.is_some());
-        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        self.page(&q, args, after, limit, rows::ledger_entry).await
+        self.page(Page::ledger(workspace_id, after, limit), rows::ledger_entry)
+            .await
     }
 
     async fn usage_page(
@@ -1278,17 +1195,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let (filter, after) = sql::usage_bounds(filter, after);
-        let (filter, after) = (&filter, after.as_ref());
-        let q = PageSql::usage(filter, after.is_some());
-        let mut args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        for v in [&filter.key_id, &filter.model_id].into_iter().flatten() {
-            args.push(Box::new(v.clone()));
-        }
-        for t in [filter.from, filter.to].into_iter().flatten() {
-            args.push(Box::new(t));
-        }
-        self.page(&q, args, after, limit, rows::usage).await
+        self.page(Page::usage(workspace_id, filter, after, limit), rows::usage)
+            .await
     }
 
     async fn usage_daily(
@@ -1320,31 +1228,13 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<AuditEntry>> {
-        let q = PageSql::audit(workspace_id.is_some(), after.is_some());
-        let args: Vec<Param> = workspace_id
-            .map(|w| Box::new(w.to_owned()) as Param)
-            .into_iter()
-            .collect();
-        self.page(&q, args, after, limit, rows::audit_entry).await
+        self.page(Page::audit(workspace_id, after, limit), rows::audit_entry)
+            .await
     }
 
     async fn put_alerts(&self, s: &AlertSettings) -> StoreResult<()> {
-        let low = s.low_balance.map(Usd::pico);
-        let percents = rows::percents_to_db(&s.key_limit_percents);
-        let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
-                "INSERT INTO alert_settings ({ALERT_COLS}) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, \
-                 secret = EXCLUDED.secret, low_balance_pico = EXCLUDED.low_balance_pico, \
-                 key_limit_percents = EXCLUDED.key_limit_percents"
-            ))
-            .await?;
-        client
-            .execute(
-                &stmt,
-                &[&s.workspace_id, &s.webhook_url, &s.secret, &low, &percents],
-            )
+        let upsert = sql::upsert_sql("alert_settings", ALERT_COLS, '$');
+        execute(&self.client().await?, &upsert, &params::alert_settings(s))
             .await
             .map_err(|e| {
                 if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
@@ -1405,26 +1295,8 @@ impl Store for PgStore {
     }
 
     async fn record_delivery(&self, d: &Delivery) -> StoreResult<()> {
-        let at = codec::trunc(d.at);
-        let (attempt, status) = (i64::from(d.attempt), d.status.map(|c| i64::from(c.code())));
-        self.query_rows(
-            &format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            ),
-            &[
-                &d.id,
-                &d.workspace_id,
-                &d.event_id,
-                &d.event,
-                &attempt,
-                &at,
-                &status,
-                &d.result,
-                &d.delivered,
-            ],
-        )
-        .await?;
+        let insert = sql::insert_sql("webhook_deliveries", DELIVERY_COLS, '$');
+        execute(&self.client().await?, &insert, &params::delivery(d)).await?;
         Ok(())
     }
 
@@ -1434,9 +1306,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>> {
-        let q = PageSql::deliveries(after.is_some());
-        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        self.page(&q, args, after, limit, rows::delivery).await
+        self.page(Page::deliveries(workspace_id, after, limit), rows::delivery)
+            .await
     }
 
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {

@@ -9,8 +9,8 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry, LedgerKind,
-    LongContextRow, ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, StoreError, StoreResult,
+    AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
+    LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError, StoreResult,
     UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
@@ -188,42 +188,6 @@ pub(crate) fn all<R: DbRow, T>(
     rows.into_iter().map(|r| map(&r)).collect()
 }
 
-/// The key as it is stored: created now, times at the database's microsecond precision.
-pub(crate) fn new_api_key(key: NewKey) -> ApiKey {
-    ApiKey {
-        id: key.id,
-        workspace_id: key.workspace_id,
-        name: key.name,
-        secret_hash: key.secret_hash,
-        hint: key.hint,
-        created_at: codec::now(),
-        expires_at: key.expires_at.map(codec::trunc),
-        revoked_at: None,
-        spend_limit: key.spend_limit,
-        limit_reset: key.limit_reset,
-        replaced_by: None,
-    }
-}
-
-/// A credit entry as it is stored (a positive amount, created now).
-pub(crate) fn new_credit(
-    id: &str,
-    workspace_id: &str,
-    amount: Usd,
-    note: Option<&str>,
-) -> StoreResult<LedgerEntry> {
-    codec::check_credit(amount)?;
-    Ok(LedgerEntry {
-        id: id.to_owned(),
-        workspace_id: workspace_id.to_owned(),
-        kind: LedgerKind::Credit,
-        amount,
-        note: note.map(str::to_owned),
-        created_at: codec::now(),
-        usage_id: None,
-    })
-}
-
 fn json_from_db(what: &str, text: Option<String>) -> StoreResult<Option<serde_json::Value>> {
     text.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("{what}: {e}"))))
         .transpose()
@@ -240,14 +204,6 @@ pub(crate) fn audit_entry(r: &impl DbRow) -> StoreResult<AuditEntry> {
         before: json_from_db("audit before", r.opt_text(6)?)?,
         after: json_from_db("audit after", r.opt_text(7)?)?,
     })
-}
-
-/// An audit entry's `before` and `after` as stored (JSON text).
-pub(crate) fn audit_json(e: &AuditEntry) -> [Option<String>; 2] {
-    [
-        e.before.as_ref().map(|v| v.to_string()),
-        e.after.as_ref().map(|v| v.to_string()),
-    ]
 }
 
 pub(crate) fn daily_usage(r: &impl DbRow) -> StoreResult<DailyUsage> {
@@ -273,10 +229,6 @@ pub(crate) fn alert_settings(r: &impl DbRow) -> StoreResult<AlertSettings> {
         key_limit_percents: serde_json::from_str(&percents)
             .map_err(|e| StoreError::Corrupt(format!("key_limit_percents: {e}")))?,
     })
-}
-
-pub(crate) fn percents_to_db(p: &[u8]) -> String {
-    serde_json::to_string(p).unwrap_or_else(|_| "[]".into())
 }
 
 pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {

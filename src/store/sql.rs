@@ -3,6 +3,7 @@
 //! PostgreSQL). A record's columns are always listed in its `*_COLS` order, so the values a
 //! statement binds (`params`) and the rows it reads back (`rows`) agree by position.
 
+use super::params::Param;
 use super::{Cursor, UsageFilter};
 
 pub(crate) const WORKSPACE_COLS: &str = "id, name, created_at";
@@ -22,6 +23,7 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      long_cache_write_price_micro, \
                                      long_cache_write_1h_price_micro, context_window, \
                                      shutdown_on, source";
+pub(crate) const PROFILE_COLS: &str = "name, spec";
 pub(crate) const ROUTE_COLS: &str =
     "model_id, kind, base_url, region, priority, active, weight, upstream_model";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
@@ -198,6 +200,79 @@ impl PageSql {
             self.table,
             next()
         )
+    }
+}
+
+/// A page query with its parameters, in the order [`PageSql::sql`] numbers them.
+pub(crate) struct Page<'a> {
+    pub q: PageSql,
+    pub args: Vec<Param<'a>>,
+}
+
+impl<'a> Page<'a> {
+    /// `q` with `args` for its `equal`, `from` and `to` columns, then the cursor and the limit.
+    fn of(q: PageSql, mut args: Vec<Param<'a>>, after: Option<&Cursor>, limit: usize) -> Self {
+        if let Some(c) = after {
+            args.push(c.at.into());
+            args.push(c.id.clone().into());
+        }
+        args.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        Page { q, args }
+    }
+
+    pub(crate) fn workspaces(after: Option<&Cursor>, limit: usize) -> Self {
+        Self::of(PageSql::workspaces(after.is_some()), vec![], after, limit)
+    }
+
+    pub(crate) fn keys(workspace_id: &'a str, after: Option<&Cursor>, limit: usize) -> Self {
+        let q = PageSql::keys(after.is_some());
+        Self::of(q, vec![workspace_id.into()], after, limit)
+    }
+
+    pub(crate) fn ledger(workspace_id: &'a str, after: Option<&Cursor>, limit: usize) -> Self {
+        let q = PageSql::ledger(after.is_some());
+        Self::of(q, vec![workspace_id.into()], after, limit)
+    }
+
+    /// Of the two upper bounds, `to` and the cursor, only the tighter is kept ([`usage_bounds`]).
+    pub(crate) fn usage(
+        workspace_id: &'a str,
+        filter: &UsageFilter,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Self {
+        let (f, after) = usage_bounds(filter, after);
+        let q = PageSql::usage(&f, after.is_some());
+        let mut args = vec![workspace_id.into()];
+        args.extend(
+            [f.key_id, f.model_id]
+                .into_iter()
+                .flatten()
+                .map(Param::from),
+        );
+        args.extend([f.from, f.to].into_iter().flatten().map(Param::from));
+        Self::of(q, args, after.as_ref(), limit)
+    }
+
+    pub(crate) fn audit(
+        workspace_id: Option<&'a str>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Self {
+        let q = PageSql::audit(workspace_id.is_some(), after.is_some());
+        let args = workspace_id.into_iter().map(Param::from).collect();
+        Self::of(q, args, after, limit)
+    }
+
+    pub(crate) fn deliveries(workspace_id: &'a str, after: Option<&Cursor>, limit: usize) -> Self {
+        let q = PageSql::deliveries(after.is_some());
+        Self::of(q, vec![workspace_id.into()], after, limit)
+    }
+
+    /// The same page, borrowing nothing (SQLite's statements run on another thread).
+    pub(crate) fn into_owned(self) -> Page<'static> {
+        let args = self.args.into_iter().map(Param::into_owned).collect();
+        Page { q: self.q, args }
     }
 }
 

@@ -18,23 +18,24 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{
-    ffi, params, params_from_iter, Connection, OptionalExtension, Row, Transaction,
+    ffi, params, params_from_iter, Connection, OptionalExtension, Row, ToSql, Transaction,
     TransactionBehavior,
 };
 
 use super::codec;
 use super::migrations::{self, Dialect};
+use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
-    self, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+    MODEL_COLS, PROFILE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    KeyRotation, LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult,
-    UsageFilter, UsageRecord, Workspace,
+    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -122,6 +123,26 @@ fn corrupt(i: usize, e: rusqlite::Error) -> StoreError {
     StoreError::Corrupt(format!("column {i}: {e}"))
 }
 
+/// SQLite binds times as microseconds since the epoch and flags as integers.
+impl ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        let int = |n: i64| ToSqlOutput::Owned(SqlValue::Integer(n));
+        Ok(match self {
+            Param::Null => ToSqlOutput::Owned(SqlValue::Null),
+            Param::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Param::Int(n) => int(*n),
+            Param::Int32(n) => int(i64::from(*n)),
+            Param::Flag(b) => int(i64::from(*b)),
+            Param::Time(t) => int(codec::to_micros(*t)),
+        })
+    }
+}
+
+/// Executes the cached statement `sql` with `params`; returns the number of rows changed.
+fn execute(conn: &Connection, sql: &str, params: &[Param<'_>]) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params_from_iter(params))
+}
+
 /// Runs `sql` with `params` and converts every row with `f`.
 fn query_all<T, P: rusqlite::Params>(
     conn: &Connection,
@@ -138,22 +159,14 @@ fn query_all<T, P: rusqlite::Params>(
     Ok(out)
 }
 
-/// Runs a newest-first page query: `args` for its `equal`/`from`/`to` parameters, then the
-/// cursor and the limit are added.
-fn page<T>(
+/// Runs a newest-first page query.
+fn page_in<T>(
     conn: &Connection,
-    q: &PageSql,
-    mut args: Vec<SqlValue>,
-    after: Option<&Cursor>,
-    limit: usize,
+    page: &Page<'_>,
     f: impl Fn(&Row<'_>) -> StoreResult<T>,
 ) -> StoreResult<Vec<T>> {
-    if let Some(c) = after {
-        args.push(SqlValue::Integer(codec::to_micros(c.at)));
-        args.push(SqlValue::Text(c.id.clone()));
-    }
-    args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
-    query_all(conn, &q.sql(|n| format!("?{n}")), params_from_iter(args), f)
+    let sql = page.q.sql(|n| format!("?{n}"));
+    query_all(conn, &sql, params_from_iter(&page.args), f)
 }
 
 fn workspace_exists(conn: &Connection, id: &str) -> StoreResult<bool> {
@@ -210,29 +223,16 @@ fn insert_key(tx: &Connection, out: &ApiKey) -> StoreResult<()> {
     if !workspace_exists(tx, &out.workspace_id)? {
         return Err(StoreError::no_workspace(&out.workspace_id));
     }
-    tx.prepare_cached(&sql::insert_sql("api_keys", KEY_COLS, '?'))?
-        .execute(params![
-            out.id,
-            out.workspace_id,
-            out.name,
-            out.secret_hash,
-            out.hint,
-            codec::to_micros(out.created_at),
-            out.expires_at.map(codec::to_micros),
-            out.revoked_at.map(codec::to_micros),
-            out.spend_limit.map(Usd::pico),
-            out.limit_reset.map(|l| l.as_str()),
-            out.replaced_by,
-        ])
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                StoreError::duplicate_key(out, e.to_string().contains("secret_hash"))
-            } else if is_fk_violation(&e) {
-                StoreError::no_workspace(&out.workspace_id)
-            } else {
-                e.into()
-            }
-        })?;
+    let insert = sql::insert_sql("api_keys", KEY_COLS, '?');
+    execute(tx, &insert, &params::api_key(out)).map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::duplicate_key(out, e.to_string().contains("secret_hash"))
+        } else if is_fk_violation(&e) {
+            StoreError::no_workspace(&out.workspace_id)
+        } else {
+            e.into()
+        }
+    })?;
     Ok(())
 }
 
@@ -247,18 +247,36 @@ fn key_in(conn: &Connection, id: &str) -> StoreResult<Option<ApiKey>> {
 }
 
 fn insert_audit(conn: &Connection, e: &AuditEntry) -> StoreResult<()> {
-    let [before, after] = rows::audit_json(e);
-    conn.prepare_cached(&sql::insert_sql("audit_log", AUDIT_COLS, '?'))?
-        .execute(params![
-            e.id,
-            codec::to_micros(codec::trunc(e.at)),
-            e.actor,
-            e.action,
-            e.workspace_id,
-            e.target,
-            before,
-            after
-        ])?;
+    let insert = sql::insert_sql("audit_log", AUDIT_COLS, '?');
+    execute(conn, &insert, &params::audit_entry(e))?;
+    Ok(())
+}
+
+/// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
+/// named replaced.
+fn import_rows(tx: &Connection, rows: &CatalogRows) -> StoreResult<()> {
+    let profile = sql::upsert_sql("profiles", PROFILE_COLS, '?');
+    for p in &rows.profiles {
+        execute(tx, &profile, &params::profile(p))?;
+    }
+    let model = sql::upsert_sql("models", MODEL_COLS, '?');
+    for m in &rows.models {
+        execute(tx, &model, &params::model(m)?)
+            .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
+    }
+    for id in codec::catalog_model_ids(rows) {
+        execute(tx, "DELETE FROM routes WHERE model_id = ?1", &[id.into()])?;
+    }
+    let route = sql::insert_sql("routes", ROUTE_COLS, '?');
+    for r in &rows.routes {
+        execute(tx, &route, &params::route(r)).map_err(|e| {
+            if is_fk_violation(&e) {
+                StoreError::NotFound(format!("model {} (named by a route)", r.model_id))
+            } else {
+                StoreError::Backend(format!("route of {}: {e}", r.model_id))
+            }
+        })?;
+    }
     Ok(())
 }
 
@@ -349,11 +367,8 @@ impl Store for SqliteStore {
             created_at: codec::now(),
         };
         self.run(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![ws.id, ws.name, codec::to_micros(ws.created_at)])
-            .map_err(|e| {
+            let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '?');
+            execute(conn, &insert, &params::workspace(&ws)).map_err(|e| {
                 if is_unique_violation(&e) {
                     StoreError::Conflict(format!("workspace {} already exists", ws.id))
                 } else {
@@ -392,7 +407,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
-        let out = rows::new_api_key(key);
+        let out = params::new_api_key(key);
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             insert_key(&tx, &out)?;
@@ -464,7 +479,7 @@ impl Store for SqliteStore {
 
     async fn rotate_key(&self, rotation: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)> {
         let r = rotation.clone();
-        let new = rows::new_api_key(r.new.clone());
+        let new = params::new_api_key(r.new.clone());
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             insert_key(&tx, &new)?;
@@ -501,24 +516,14 @@ impl Store for SqliteStore {
         amount: Usd,
         note: Option<&str>,
     ) -> StoreResult<LedgerEntry> {
-        let entry = rows::new_credit(entry_id, workspace_id, amount, note)?;
+        let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &entry.workspace_id)? {
                 return Err(StoreError::no_workspace(&entry.workspace_id));
             }
-            tx.prepare_cached(&format!(
-                "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-            ))?
-            .execute(params![
-                entry.id,
-                entry.workspace_id,
-                codec::ledger_kind_str(entry.kind),
-                entry.amount.pico(),
-                entry.note,
-                codec::to_micros(entry.created_at),
-            ])
-            .map_err(|e| {
+            let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '?');
+            execute(&tx, &insert, &params::ledger_entry(&entry)).map_err(|e| {
                 if is_unique_violation(&e) {
                     StoreError::Conflict(format!("ledger entry {} already exists", entry.id))
                 } else {
@@ -875,80 +880,7 @@ impl Store for SqliteStore {
         let rows = rows.clone();
         self.run(move |conn| {
             let tx = write_tx(conn)?;
-            {
-                let mut profile = tx.prepare_cached(
-                    "INSERT INTO profiles (name, spec) VALUES (?1, ?2)
-                     ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
-                )?;
-                for p in &rows.profiles {
-                    profile.execute(params![p.name, p.spec.to_string()])?;
-                }
-                let mut upsert = tx.prepare_cached(&sql::upsert_sql("models", MODEL_COLS, '?'))?;
-                for m in &rows.models {
-                    let extra = codec::model_extra_columns(m)?;
-                    upsert
-                        .execute(params![
-                            m.id,
-                            m.provider,
-                            m.family,
-                            m.kind,
-                            m.upstream_model,
-                            m.profile,
-                            m.input_price.micro_per_mtok(),
-                            m.output_price.micro_per_mtok(),
-                            m.cache_read_price.map(Price::micro_per_mtok),
-                            m.cache_write_price.map(Price::micro_per_mtok),
-                            codec::capabilities_to_db(&m.capabilities)?,
-                            codec::max_tokens_to_db(m.max_output_tokens),
-                            m.active,
-                            extra[0],
-                            extra[1],
-                            extra[2],
-                            extra[3],
-                            extra[4],
-                            extra[5],
-                            extra[6],
-                            extra[7],
-                            extra[8],
-                            extra[9],
-                            m.shutdown.map(|d| d.to_string()),
-                            m.source,
-                        ])
-                        .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
-                }
-                let mut clear = tx.prepare_cached("DELETE FROM routes WHERE model_id = ?1")?;
-                for id in codec::catalog_model_ids(&rows) {
-                    clear.execute([id])?;
-                }
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight,
-                                         upstream_model)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )?;
-                for r in &rows.routes {
-                    insert
-                        .execute(params![
-                            r.model_id,
-                            r.kind,
-                            r.base_url,
-                            r.region,
-                            r.priority,
-                            r.active,
-                            r.weight,
-                            r.upstream_model
-                        ])
-                        .map_err(|e| {
-                            if is_fk_violation(&e) {
-                                StoreError::NotFound(format!(
-                                    "model {} (named by a route)",
-                                    r.model_id
-                                ))
-                            } else {
-                                StoreError::Backend(format!("route of {}: {e}", r.model_id))
-                            }
-                        })?;
-                }
-            }
+            import_rows(&tx, &rows)?;
             tx.commit()?;
             Ok(())
         })
@@ -994,14 +926,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Workspace>> {
-        let after = after.cloned();
-        self.run(move |conn| {
-            let q = PageSql::workspaces(after.is_some());
-            page(conn, &q, vec![], after.as_ref(), limit, |r| {
-                rows::workspace(r)
-            })
-        })
-        .await
+        let page = Page::workspaces(after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::workspace(r)))
+            .await
     }
 
     async fn keys_page(
@@ -1010,13 +937,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<ApiKey>> {
-        let (ws, after) = (workspace_id.to_owned(), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::keys(after.is_some());
-            let args = vec![SqlValue::Text(ws)];
-            page(conn, &q, args, after.as_ref(), limit, |r| rows::api_key(r))
-        })
-        .await
+        let page = Page::keys(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::api_key(r)))
+            .await
     }
 
     async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()> {
@@ -1042,15 +965,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<LedgerEntry>> {
-        let (ws, after) = (workspace_id.to_owned(), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::ledger(after.is_some());
-            let args = vec![SqlValue::Text(ws)];
-            page(conn, &q, args, after.as_ref(), limit, |r| {
-                rows::ledger_entry(r)
-            })
-        })
-        .await
+        let page = Page::ledger(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::ledger_entry(r)))
+            .await
     }
 
     async fn usage_page(
@@ -1060,23 +977,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let ws = workspace_id.to_owned();
-        let (f, after) = sql::usage_bounds(filter, after);
-        self.run(move |conn| {
-            let q = PageSql::usage(&f, after.is_some());
-            let mut args = vec![SqlValue::Text(ws)];
-            args.extend(
-                [f.key_id, f.model_id]
-                    .into_iter()
-                    .flatten()
-                    .map(SqlValue::Text),
-            );
-            for t in [f.from, f.to].into_iter().flatten() {
-                args.push(SqlValue::Integer(codec::to_micros(t)));
-            }
-            page(conn, &q, args, after.as_ref(), limit, |r| rows::usage(r))
-        })
-        .await
+        let page = Page::usage(workspace_id, filter, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::usage(r)))
+            .await
     }
 
     async fn usage_daily(
@@ -1112,15 +1015,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<AuditEntry>> {
-        let (ws, after) = (workspace_id.map(str::to_owned), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::audit(ws.is_some(), after.is_some());
-            let args = ws.into_iter().map(SqlValue::Text).collect();
-            page(conn, &q, args, after.as_ref(), limit, |r| {
-                rows::audit_entry(r)
-            })
-        })
-        .await
+        let page = Page::audit(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::audit_entry(r)))
+            .await
     }
 
     async fn put_alerts(&self, settings: &AlertSettings) -> StoreResult<()> {
@@ -1130,19 +1027,8 @@ impl Store for SqliteStore {
             if !workspace_exists(&tx, &s.workspace_id)? {
                 return Err(StoreError::no_workspace(&s.workspace_id));
             }
-            tx.prepare_cached(&format!(
-                "INSERT INTO alert_settings ({ALERT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5) \
-                 ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = excluded.webhook_url, \
-                 secret = excluded.secret, low_balance_pico = excluded.low_balance_pico, \
-                 key_limit_percents = excluded.key_limit_percents"
-            ))?
-            .execute(params![
-                s.workspace_id,
-                s.webhook_url,
-                s.secret,
-                s.low_balance.map(Usd::pico),
-                rows::percents_to_db(&s.key_limit_percents),
-            ])?;
+            let upsert = sql::upsert_sql("alert_settings", ALERT_COLS, '?');
+            execute(&tx, &upsert, &params::alert_settings(&s))?;
             tx.commit()?;
             Ok(())
         })
@@ -1211,21 +1097,8 @@ impl Store for SqliteStore {
     async fn record_delivery(&self, delivery: &Delivery) -> StoreResult<()> {
         let d = delivery.clone();
         self.run(move |conn| {
-            conn.prepare_cached(&format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-            ))?
-            .execute(params![
-                d.id,
-                d.workspace_id,
-                d.event_id,
-                d.event,
-                d.attempt,
-                codec::to_micros(codec::trunc(d.at)),
-                d.status.map(StatusClass::code),
-                d.result,
-                d.delivered
-            ])?;
+            let insert = sql::insert_sql("webhook_deliveries", DELIVERY_COLS, '?');
+            execute(conn, &insert, &params::delivery(&d))?;
             Ok(())
         })
         .await
@@ -1237,13 +1110,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>> {
-        let (ws, after) = (workspace_id.to_owned(), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::deliveries(after.is_some());
-            let args = vec![SqlValue::Text(ws)];
-            page(conn, &q, args, after.as_ref(), limit, |r| rows::delivery(r))
-        })
-        .await
+        let page = Page::deliveries(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::delivery(r)))
+            .await
     }
 
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {
@@ -1293,6 +1162,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod plan_tests {
     use super::*;
+    use crate::store::sql::PageSql;
 
     /// What SQLite plans for `sql` (its `EXPLAIN QUERY PLAN` details), parameters null.
     async fn plan(store: &SqliteStore, sql: String) -> Vec<String> {
