@@ -20,6 +20,7 @@
 //! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 
+mod batch;
 mod codec;
 pub mod migrations;
 mod open;

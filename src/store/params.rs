@@ -23,6 +23,9 @@ pub(crate) enum Param<'a> {
     Int(i64),
     /// An INTEGER column (PostgreSQL's int4).
     Int32(i32),
+    /// A count in an INTEGER column: SQLite keeps it whole, PostgreSQL's int4 saturates at
+    /// `i32::MAX`.
+    Count32(u32),
     Flag(bool),
     Time(DateTime<Utc>),
 }
@@ -35,6 +38,7 @@ impl Param<'_> {
             Param::Text(s) => Param::Text(Cow::Owned(s.into_owned())),
             Param::Int(n) => Param::Int(n),
             Param::Int32(n) => Param::Int32(n),
+            Param::Count32(n) => Param::Count32(n),
             Param::Flag(b) => Param::Flag(b),
             Param::Time(t) => Param::Time(t),
         }

@@ -16,6 +16,7 @@
 //! then spend rows by (key, window), each sorted in byte order — so writers wait for each
 //! other but never deadlock.
 
+use std::collections::HashSet;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,6 +26,7 @@ use bytes::BytesMut;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{
     GenericClient, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+    Transaction,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -33,6 +35,7 @@ use tokio_postgres::tls::NoTlsStream;
 use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket};
 
+use super::batch::{BatchTotals, UsageBatch};
 use super::codec;
 use super::migrations::{self, Dialect};
 use super::params::{self, Param};
@@ -46,7 +49,7 @@ use super::{
     KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
     UsageRecord, Workspace,
 };
-use crate::money::{Price, Usd};
+use crate::money::Usd;
 
 /// The NOTIFY channel the schema's `change_log` trigger announces on.
 const CHANNEL: &str = "tollgate_changes";
@@ -160,10 +163,10 @@ const INSERT_USAGE: &str = "WITH new AS (
 )
 SELECT usage_id FROM debits";
 
-/// Subtracts each workspace's total from its balance row (creating it), locking the rows in
-/// workspace-id order.
-const DEBIT_BALANCES: &str = "INSERT INTO balances (workspace_id, balance_pico)
-    SELECT w, -d FROM unnest($1::text[], $2::int8[]) AS t(w, d) ORDER BY w COLLATE \"C\"
+/// Adds each workspace's balance change (minus its debits) to its balance row (creating it),
+/// locking the rows in workspace-id order.
+const ADD_BALANCES: &str = "INSERT INTO balances (workspace_id, balance_pico)
+    SELECT w, d FROM unnest($1::text[], $2::int8[]) AS t(w, d) ORDER BY w COLLATE \"C\"
     ON CONFLICT (workspace_id) DO UPDATE
     SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico";
 
@@ -212,6 +215,46 @@ fn usage_err(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
+/// `record_usage`'s first step: the records and their debits, in id order. The unique index
+/// on `usage_records.id` is the idempotency guard: a concurrent writer of the same id makes
+/// this one wait for its commit, then skip the id. Returns the ids newly stored.
+async fn insert_usage(tx: &Transaction<'_>, batch: &UsageBatch) -> StoreResult<HashSet<String>> {
+    let columns = columns(batch.rows().map(|(_, row)| row));
+    let stmt = tx.prepare_cached(INSERT_USAGE).await?;
+    let inserted = tx.query(&stmt, &refs(&columns)).await.map_err(usage_err)?;
+    inserted.iter().map(|row| col(row, "usage_id")).collect()
+}
+
+/// `record_usage`'s last steps, a statement of arrays each, taking their row locks after
+/// every usage-id lock and in one global order (balances by workspace, spend by (key,
+/// window), the rollup by (workspace, day, model)), so concurrent writers cannot deadlock.
+async fn apply_totals(tx: &Transaction<'_>, totals: &BatchTotals) -> StoreResult<()> {
+    unnest(tx, ADD_BALANCES, &columns(totals.balances())).await?;
+    unnest(tx, ADD_KEY_SPEND, &columns(totals.key_spends())).await?;
+    unnest(tx, ADD_DAILY, &columns(totals.daily())).await
+}
+
+/// Executes the array statement `sql` with `columns`; nothing when they hold no row.
+async fn unnest(tx: &Transaction<'_>, sql: &str, columns: &[Vec<Param<'_>>]) -> StoreResult<()> {
+    if columns.first().is_none_or(Vec::is_empty) {
+        return Ok(());
+    }
+    let stmt = tx.prepare_cached(sql).await?;
+    tx.execute(&stmt, &refs(columns)).await.map_err(usage_err)?;
+    Ok(())
+}
+
+/// `rows` as one array per column, as `unnest` takes them.
+fn columns<'p, const N: usize>(rows: impl Iterator<Item = [Param<'p>; N]>) -> [Vec<Param<'p>>; N] {
+    let mut columns = std::array::from_fn(|_| Vec::new());
+    for row in rows {
+        for (column, value) in columns.iter_mut().zip(row) {
+            column.push(value);
+        }
+    }
+    columns
+}
+
 /// PostgreSQL keeps `TIMESTAMPTZ` and `BOOLEAN` natively.
 impl DbRow for Row {
     fn text(&self, i: usize) -> StoreResult<String> {
@@ -255,6 +298,9 @@ impl ToSql for Param<'_> {
             Param::Text(s) => s.as_ref().to_sql_checked(ty, out),
             Param::Int(n) => n.to_sql_checked(ty, out),
             Param::Int32(n) => n.to_sql_checked(ty, out),
+            Param::Count32(n) => i32::try_from(*n)
+                .unwrap_or(i32::MAX)
+                .to_sql_checked(ty, out),
             Param::Flag(b) => b.to_sql_checked(ty, out),
             Param::Time(t) => t.to_sql_checked(ty, out),
         }
@@ -430,10 +476,7 @@ impl PgStore {
 }
 
 /// Whether workspace `id` exists, as seen by `client` (inside its transaction, if any).
-async fn workspace_exists(
-    client: &deadpool_postgres::Transaction<'_>,
-    id: &str,
-) -> StoreResult<bool> {
+async fn workspace_exists(client: &Transaction<'_>, id: &str) -> StoreResult<bool> {
     let stmt = client
         .prepare_cached("SELECT 1 FROM workspaces WHERE id = $1")
         .await?;
@@ -441,7 +484,7 @@ async fn workspace_exists(
 }
 
 /// Inserts a new key (its workspace must exist) inside `tx`.
-async fn insert_key(tx: &deadpool_postgres::Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
+async fn insert_key(tx: &Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
     if !workspace_exists(tx, &out.workspace_id).await? {
         return Err(StoreError::no_workspace(&out.workspace_id));
     }
@@ -489,10 +532,7 @@ fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
 
 /// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
 /// named replaced.
-async fn import_rows(
-    tx: &deadpool_postgres::Transaction<'_>,
-    rows: &CatalogRows,
-) -> StoreResult<()> {
+async fn import_rows(tx: &Transaction<'_>, rows: &CatalogRows) -> StoreResult<()> {
     let profile = sql::upsert_sql("profiles", PROFILE_COLS, '$');
     for p in &rows.profiles {
         execute(tx, &profile, &params::profile(p)).await?;
@@ -766,200 +806,19 @@ impl Store for PgStore {
     }
 
     async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
-        let records = codec::prepare_batch(batch)?;
-        if records.is_empty() {
+        let batch = UsageBatch::prepare(batch)?;
+        if batch.is_empty() {
             return Ok(0);
         }
-        let n = records.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut workspaces = Vec::with_capacity(n);
-        let mut keys = Vec::with_capacity(n);
-        let mut models = Vec::with_capacity(n);
-        let mut routes = Vec::with_capacity(n);
-        let mut endpoints = Vec::with_capacity(n);
-        let mut streams = Vec::with_capacity(n);
-        let mut input = Vec::with_capacity(n);
-        let mut cache_read = Vec::with_capacity(n);
-        let mut cache_write = Vec::with_capacity(n);
-        let mut output = Vec::with_capacity(n);
-        let mut reasoning = Vec::with_capacity(n);
-        let mut input_price = Vec::with_capacity(n);
-        let mut output_price = Vec::with_capacity(n);
-        let mut cache_read_price = Vec::with_capacity(n);
-        let mut cache_write_price = Vec::with_capacity(n);
-        let mut costs = Vec::with_capacity(n);
-        let mut outcomes = Vec::with_capacity(n);
-        let mut started = Vec::with_capacity(n);
-        let mut finished = Vec::with_capacity(n);
-        let mut latency = Vec::with_capacity(n);
-        let mut ttft = Vec::with_capacity(n);
-        let mut windows = Vec::with_capacity(n);
-        let mut sources = Vec::with_capacity(n);
-        let mut attempts = Vec::with_capacity(n);
-        let mut request_ids = Vec::with_capacity(n);
-        let mut reviews = Vec::with_capacity(n);
-        let mut audio = Vec::with_capacity(n);
-        let mut write_1h = Vec::with_capacity(n);
-        let mut storage = Vec::with_capacity(n);
-        let mut audio_price = Vec::with_capacity(n);
-        let mut write_1h_price = Vec::with_capacity(n);
-        let mut storage_price = Vec::with_capacity(n);
-        for (r, ints) in &records {
-            let [a, w, st] = codec::extra_prices(r);
-            audio.push(ints.audio_input_tokens);
-            write_1h.push(ints.cache_write_1h_tokens);
-            storage.push(ints.cache_storage_token_seconds);
-            audio_price.push(a);
-            write_1h_price.push(w);
-            storage_price.push(st);
-            ids.push(r.id.as_str());
-            workspaces.push(r.workspace_id.as_str());
-            keys.push(r.key_id.as_str());
-            models.push(r.model_id.as_str());
-            routes.push(r.route.as_str());
-            endpoints.push(codec::endpoint_str(r.endpoint));
-            streams.push(r.stream);
-            input.push(ints.input_tokens);
-            cache_read.push(ints.cache_read_tokens);
-            cache_write.push(ints.cache_write_tokens);
-            output.push(ints.output_tokens);
-            reasoning.push(ints.reasoning_tokens);
-            input_price.push(r.input_price.micro_per_mtok());
-            output_price.push(r.output_price.micro_per_mtok());
-            cache_read_price.push(r.cache_read_price.map(Price::micro_per_mtok));
-            cache_write_price.push(r.cache_write_price.map(Price::micro_per_mtok));
-            costs.push(r.cost.pico());
-            outcomes.push(codec::outcome_str(r.outcome));
-            started.push(r.started_at);
-            finished.push(r.finished_at);
-            latency.push(ints.upstream_latency_us);
-            ttft.push(ints.ttft_us);
-            windows.push(r.spend_window_start);
-            sources.push(codec::source_str(r.usage_source));
-            attempts.push(i32::try_from(r.attempts).unwrap_or(i32::MAX));
-            request_ids.push(r.request_id.as_deref());
-            reviews.push(r.review.as_deref());
-        }
-
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        // 1. Records and their debits, in id order: the unique index on usage_records.id is
-        //    the idempotency guard (a concurrent writer of the same id makes us wait for its
-        //    commit, then skip the id).
-        let insert = tx.prepare_cached(INSERT_USAGE).await?;
-        let inserted = tx
-            .query(
-                &insert,
-                &[
-                    &ids,
-                    &workspaces,
-                    &keys,
-                    &models,
-                    &routes,
-                    &endpoints,
-                    &streams,
-                    &input,
-                    &cache_read,
-                    &cache_write,
-                    &output,
-                    &reasoning,
-                    &input_price,
-                    &output_price,
-                    &cache_read_price,
-                    &cache_write_price,
-                    &costs,
-                    &outcomes,
-                    &started,
-                    &finished,
-                    &latency,
-                    &ttft,
-                    &windows,
-                    &sources,
-                    &audio,
-                    &write_1h,
-                    &storage,
-                    &audio_price,
-                    &write_1h_price,
-                    &storage_price,
-                    &attempts,
-                    &request_ids,
-                    &reviews,
-                ],
-            )
-            .await
-            .map_err(usage_err)?;
-        let new_ids = inserted
-            .iter()
-            .map(|row| col::<String>(row, "usage_id"))
-            .collect::<StoreResult<std::collections::HashSet<String>>>()?;
-        if new_ids.is_empty() {
-            // Nothing new: commit anyway (nothing was written), no balance row is locked.
-            tx.commit().await?;
-            return Ok(0);
+        let new = insert_usage(&tx, &batch).await?;
+        // Nothing new: nothing was written, and no balance row is locked.
+        if !new.is_empty() {
+            apply_totals(&tx, &batch.totals(|id| new.contains(id))?).await?;
         }
-        let totals = codec::BatchTotals::of(
-            records
-                .iter()
-                .map(|(r, _)| r)
-                .filter(|r| new_ids.contains(&r.id)),
-        )?;
-        // 2. Balances, one row per workspace in id order (after every usage-id lock: all
-        //    writers take locks in the same global order, so they cannot deadlock).
-        let (ws, debits): (Vec<&str>, Vec<i64>) = totals
-            .by_workspace
-            .iter()
-            .map(|(w, d)| (w.as_str(), *d))
-            .unzip();
-        let stmt = tx.prepare_cached(DEBIT_BALANCES).await?;
-        tx.execute(&stmt, &[&ws, &debits])
-            .await
-            .map_err(usage_err)?;
-        // 3. Window spend, one row per (key, window) in that order.
-        if !totals.by_key_window.is_empty() {
-            let mut k = Vec::with_capacity(totals.by_key_window.len());
-            let mut w = Vec::with_capacity(totals.by_key_window.len());
-            let mut amounts = Vec::with_capacity(totals.by_key_window.len());
-            for ((key, start), spend) in &totals.by_key_window {
-                k.push(key.as_str());
-                w.push(*start);
-                amounts.push(*spend);
-            }
-            let stmt = tx.prepare_cached(ADD_KEY_SPEND).await?;
-            tx.execute(&stmt, &[&k, &w, &amounts])
-                .await
-                .map_err(usage_err)?;
-        }
-        // 4. The daily rollup, one row per (workspace, day, model) in that order.
-        let n = totals.by_day.len();
-        let (mut ws, mut days, mut models) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let (mut requests, mut input, mut output, mut cost) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for ((w, day, model), d) in &totals.by_day {
-            ws.push(w.as_str());
-            days.push(day.as_str());
-            models.push(model.as_str());
-            requests.push(d.requests);
-            input.push(d.input_tokens);
-            output.push(d.output_tokens);
-            cost.push(d.cost);
-        }
-        let stmt = tx.prepare_cached(ADD_DAILY).await?;
-        tx.execute(
-            &stmt,
-            &[&ws, &days, &models, &requests, &input, &output, &cost],
-        )
-        .await
-        .map_err(usage_err)?;
         tx.commit().await?;
-        Ok(new_ids.len() as u64)
+        Ok(new.len() as u64)
     }
 
     async fn usage(

@@ -12,6 +12,7 @@
 //! debit; balances and window spend are then updated once per workspace and per (key,
 //! window) from the records actually inserted.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -24,6 +25,7 @@ use rusqlite::{
     TransactionBehavior,
 };
 
+use super::batch::{self, BatchTotals, UsageBatch};
 use super::codec;
 use super::migrations::{self, Dialect};
 use super::params::{self, Param};
@@ -37,7 +39,7 @@ use super::{
     KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
     UsageRecord, Workspace,
 };
-use crate::money::{Price, Usd};
+use crate::money::Usd;
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -132,6 +134,7 @@ impl ToSql for Param<'_> {
             Param::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
             Param::Int(n) => int(*n),
             Param::Int32(n) => int(i64::from(*n)),
+            Param::Count32(n) => int(i64::from(*n)),
             Param::Flag(b) => int(i64::from(*b)),
             Param::Time(t) => int(codec::to_micros(*t)),
         })
@@ -249,6 +252,71 @@ fn key_in(conn: &Connection, id: &str) -> StoreResult<Option<ApiKey>> {
 fn insert_audit(conn: &Connection, e: &AuditEntry) -> StoreResult<()> {
     let insert = sql::insert_sql("audit_log", AUDIT_COLS, '?');
     execute(conn, &insert, &params::audit_entry(e))?;
+    Ok(())
+}
+
+/// A usage record's ledger debit (parameters: `batch::debit`).
+const INSERT_DEBIT: &str = "INSERT INTO ledger_entries
+    (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
+    VALUES (?1, ?2, 'debit', ?3, NULL, ?4, ?5)";
+
+/// Adds a balance change to its workspace's row (creating it). STRICT tables: an overflowing
+/// sum (which SQLite turns into a REAL) is refused.
+const ADD_BALANCE: &str = "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
+    ON CONFLICT (workspace_id) DO UPDATE
+    SET balance_pico = balances.balance_pico + excluded.balance_pico";
+
+const ADD_KEY_SPEND: &str = "INSERT INTO key_spend (key_id, window_start, spend_pico)
+    VALUES (?1, ?2, ?3)
+    ON CONFLICT (key_id, window_start) DO UPDATE
+    SET spend_pico = key_spend.spend_pico + excluded.spend_pico";
+
+const ADD_DAILY: &str = "INSERT INTO usage_daily (workspace_id, day, model_id, requests,
+    input_tokens, output_tokens, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
+    requests = requests + excluded.requests,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    cost_pico = cost_pico + excluded.cost_pico";
+
+/// `record_usage`'s first step: each record not yet stored, with its debit. The id's UNIQUE
+/// index is the idempotency guard: a stored id inserts nothing and is not debited. Returns
+/// the ids newly stored.
+fn insert_usage<'b>(tx: &Connection, batch: &'b UsageBatch) -> StoreResult<HashSet<&'b str>> {
+    let insert = sql::insert_sql("usage_records", USAGE_COLS, '?');
+    let mut insert = tx.prepare_cached(&format!("{insert} ON CONFLICT (id) DO NOTHING"))?;
+    let mut debit = tx.prepare_cached(INSERT_DEBIT)?;
+    let mut new = HashSet::new();
+    for (r, row) in batch.rows() {
+        if insert.execute(params_from_iter(&row)).map_err(usage_err)? == 0 {
+            continue;
+        }
+        debit
+            .execute(params_from_iter(&batch::debit(r)))
+            .map_err(usage_err)?;
+        new.insert(r.id.as_str());
+    }
+    Ok(new)
+}
+
+/// `record_usage`'s last steps: the balances, the window spend and the daily rollup, a
+/// statement per row of the batch's totals.
+fn apply_totals(tx: &Connection, totals: &BatchTotals) -> StoreResult<()> {
+    for_each_row(tx, ADD_BALANCE, totals.balances())?;
+    for_each_row(tx, ADD_KEY_SPEND, totals.key_spends())?;
+    for_each_row(tx, ADD_DAILY, totals.daily())
+}
+
+/// Executes the cached statement `sql` once for each of `rows`.
+fn for_each_row<'p, const N: usize>(
+    tx: &Connection,
+    sql: &str,
+    rows: impl Iterator<Item = [Param<'p>; N]>,
+) -> StoreResult<()> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    for row in rows {
+        stmt.execute(params_from_iter(&row)).map_err(usage_err)?;
+    }
     Ok(())
 }
 
@@ -581,123 +649,14 @@ impl Store for SqliteStore {
     }
 
     async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
-        let records = codec::prepare_batch(batch)?;
-        if records.is_empty() {
+        let batch = UsageBatch::prepare(batch)?;
+        if batch.is_empty() {
             return Ok(0);
         }
         self.run(move |conn| {
             let tx = write_tx(conn)?;
-            let mut new = Vec::with_capacity(records.len());
-            {
-                // The id's UNIQUE index is the idempotency guard: a stored id inserts nothing.
-                let mut insert = tx.prepare_cached(&format!(
-                    "INSERT INTO usage_records ({USAGE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6,
-                     ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                     ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
-                     ON CONFLICT (id) DO NOTHING"
-                ))?;
-                let mut debit = tx.prepare_cached(
-                    "INSERT INTO ledger_entries
-                        (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
-                     VALUES (?1, ?2, 'debit', ?3, NULL, ?4, ?5)",
-                )?;
-                for (r, ints) in &records {
-                    let finished = codec::to_micros(r.finished_at);
-                    let [audio_price, write_1h_price, storage_price] = codec::extra_prices(r);
-                    let inserted = insert
-                        .execute(params![
-                            r.id,
-                            r.workspace_id,
-                            r.key_id,
-                            r.model_id,
-                            r.route,
-                            codec::endpoint_str(r.endpoint),
-                            r.stream,
-                            ints.input_tokens,
-                            ints.cache_read_tokens,
-                            ints.cache_write_tokens,
-                            ints.output_tokens,
-                            ints.reasoning_tokens,
-                            r.input_price.micro_per_mtok(),
-                            r.output_price.micro_per_mtok(),
-                            r.cache_read_price.map(Price::micro_per_mtok),
-                            r.cache_write_price.map(Price::micro_per_mtok),
-                            r.cost.pico(),
-                            codec::outcome_str(r.outcome),
-                            codec::to_micros(r.started_at),
-                            finished,
-                            ints.upstream_latency_us,
-                            ints.ttft_us,
-                            r.spend_window_start.map(codec::to_micros),
-                            codec::source_str(r.usage_source),
-                            ints.audio_input_tokens,
-                            ints.cache_write_1h_tokens,
-                            ints.cache_storage_token_seconds,
-                            audio_price,
-                            write_1h_price,
-                            storage_price,
-                            i64::from(r.attempts),
-                            r.request_id,
-                            r.review,
-                        ])
-                        .map_err(usage_err)?;
-                    if inserted == 0 {
-                        continue;
-                    }
-                    debit
-                        .execute(params![
-                            codec::debit_id(&r.id),
-                            r.workspace_id,
-                            -r.cost.pico(),
-                            finished,
-                            r.id,
-                        ])
-                        .map_err(usage_err)?;
-                    new.push(r);
-                }
-                let totals = codec::BatchTotals::of(new.iter().copied())?;
-                // STRICT tables: an overflowing sum (which SQLite turns into a REAL) is refused.
-                let mut balance = tx.prepare_cached(
-                    "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
-                     ON CONFLICT (workspace_id) DO UPDATE
-                     SET balance_pico = balances.balance_pico + excluded.balance_pico",
-                )?;
-                for (w, total) in &totals.by_workspace {
-                    balance.execute(params![w, -total]).map_err(usage_err)?;
-                }
-                let mut spend = tx.prepare_cached(
-                    "INSERT INTO key_spend (key_id, window_start, spend_pico) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (key_id, window_start) DO UPDATE
-                     SET spend_pico = key_spend.spend_pico + excluded.spend_pico",
-                )?;
-                for ((key, start), total) in &totals.by_key_window {
-                    spend
-                        .execute(params![key, codec::to_micros(*start), total])
-                        .map_err(usage_err)?;
-                }
-                let mut daily = tx.prepare_cached(
-                    "INSERT INTO usage_daily (workspace_id, day, model_id, requests, \
-                     input_tokens, output_tokens, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
-                     requests = requests + excluded.requests,
-                     input_tokens = input_tokens + excluded.input_tokens,
-                     output_tokens = output_tokens + excluded.output_tokens,
-                     cost_pico = cost_pico + excluded.cost_pico",
-                )?;
-                for ((ws, day, model), d) in &totals.by_day {
-                    daily
-                        .execute(params![
-                            ws,
-                            day,
-                            model,
-                            d.requests,
-                            d.input_tokens,
-                            d.output_tokens,
-                            d.cost
-                        ])
-                        .map_err(usage_err)?;
-                }
-            }
+            let new = insert_usage(&tx, &batch)?;
+            apply_totals(&tx, &batch.totals(|id| new.contains(id))?)?;
             let applied = new.len() as u64;
             tx.commit()?;
             Ok(applied)
