@@ -37,7 +37,7 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socke
 
 use super::batch::{BatchTotals, UsageBatch};
 use super::codec;
-use super::migrations::{self, Dialect};
+use super::migrations::{self, Dialect, Migration};
 use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
@@ -122,6 +122,17 @@ impl From<PoolError> for StoreError {
     }
 }
 
+/// Maps an insert's error, a unique violation meaning that `what` already exists.
+fn exists(what: String) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    move |e| {
+        if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
+            StoreError::Conflict(format!("{what} already exists"))
+        } else {
+            pg_err(e)
+        }
+    }
+}
+
 fn is_code(e: &tokio_postgres::Error, code: &SqlState) -> bool {
     e.code() == Some(code)
 }
@@ -188,6 +199,24 @@ const ADD_DAILY: &str = "INSERT INTO usage_daily AS d
         input_tokens = d.input_tokens + EXCLUDED.input_tokens,
         output_tokens = d.output_tokens + EXCLUDED.output_tokens,
         cost_pico = d.cost_pico + EXCLUDED.cost_pico";
+
+/// Every workspace's books in one statement, one snapshot. SUM over BIGINT is NUMERIC (exact,
+/// unbounded): read as text and converted exactly.
+const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
+           COALESCE(b.balance_pico, 0) AS balance_pico,
+           COALESCE(l.total, 0)::text AS ledger_sum,
+           COALESCE(l.debits, 0)::text AS debit_sum,
+           COALESCE(u.total, 0)::text AS usage_cost_sum
+    FROM workspaces w
+    LEFT JOIN balances b ON b.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
+                      SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
+               FROM ledger_entries GROUP BY workspace_id) l
+           ON l.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
+               FROM usage_records GROUP BY workspace_id) u
+           ON u.workspace_id = w.id
+    ORDER BY w.id COLLATE \"C\"";
 
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
@@ -391,6 +420,24 @@ async fn run_listener(config: Config, changed: Arc<Notify>, first: Listening) {
     }
 }
 
+/// The connection pool (connections made on demand; none yet).
+fn pool(config: Config) -> StoreResult<Pool> {
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))
+}
+
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db?options=…`, no TLS): checks that the
     /// database answers and starts the change listener. Does not migrate: call `migrate()`.
@@ -404,20 +451,7 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("tollgate");
         }
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))?;
+        let pool = pool(config.clone())?;
         drop(pool.get().await?);
 
         // The listener detects a dead peer within about a minute even if no packet says so.
@@ -525,6 +559,16 @@ async fn execute(
     client.execute(&stmt, &refs(params)).await
 }
 
+/// Every row of the cached query `sql` (no parameters) as records.
+async fn select<T>(
+    client: &impl GenericClient,
+    sql: &str,
+    map: fn(&Row) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let stmt = client.prepare_cached(sql).await?;
+    rows::all(client.query(&stmt, &[]).await?, map)
+}
+
 /// Parameters as tokio-postgres takes them.
 fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
@@ -559,6 +603,42 @@ async fn import_rows(tx: &Transaction<'_>, rows: &CatalogRows) -> StoreResult<()
     Ok(())
 }
 
+/// Applies `m` inside `tx` unless it is recorded already; whether it was applied.
+async fn apply_migration(tx: &Transaction<'_>, m: &Migration) -> StoreResult<bool> {
+    // Held until commit: replicas starting together migrate one after another, and the later
+    // ones find the version recorded.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&migrations::PG_MIGRATION_LOCK],
+    )
+    .await?;
+    tx.batch_execute(migrations::PG_SCHEMA_MIGRATIONS).await?;
+    let done = tx
+        .query_opt(
+            "SELECT 1 FROM schema_migrations WHERE version = $1",
+            &[&m.version],
+        )
+        .await?
+        .is_some();
+    if done {
+        return Ok(false);
+    }
+    tx.batch_execute(m.sql).await.map_err(|e| {
+        StoreError::Backend(format!(
+            "migration {:04}_{}: {}",
+            m.version,
+            m.name,
+            pg_err(e)
+        ))
+    })?;
+    tx.execute(
+        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+        &[&m.version, &m.name],
+    )
+    .await?;
+    Ok(true)
+}
+
 #[async_trait]
 impl Store for PgStore {
     async fn migrate(&self) -> StoreResult<usize> {
@@ -566,39 +646,10 @@ impl Store for PgStore {
         let mut applied = 0;
         for m in migrations::migrations(Dialect::Postgres) {
             let tx = client.transaction().await?;
-            // Held until commit: replicas starting together migrate one after another, and
-            // the later ones find the version recorded.
-            tx.execute(
-                "SELECT pg_advisory_xact_lock($1)",
-                &[&migrations::PG_MIGRATION_LOCK],
-            )
-            .await?;
-            tx.batch_execute(migrations::PG_SCHEMA_MIGRATIONS).await?;
-            let done = tx
-                .query_opt(
-                    "SELECT 1 FROM schema_migrations WHERE version = $1",
-                    &[&m.version],
-                )
-                .await?
-                .is_some();
-            if done {
-                continue;
+            if apply_migration(&tx, m).await? {
+                tx.commit().await?;
+                applied += 1;
             }
-            tx.batch_execute(m.sql).await.map_err(|e| {
-                StoreError::Backend(format!(
-                    "migration {:04}_{}: {}",
-                    m.version,
-                    m.name,
-                    pg_err(e)
-                ))
-            })?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                &[&m.version, &m.name],
-            )
-            .await?;
-            tx.commit().await?;
-            applied += 1;
         }
         Ok(applied)
     }
@@ -612,13 +663,7 @@ impl Store for PgStore {
         let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '$');
         execute(&self.client().await?, &insert, &params::workspace(&ws))
             .await
-            .map_err(|e| {
-                if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-                    StoreError::Conflict(format!("workspace {id} already exists"))
-                } else {
-                    pg_err(e)
-                }
-            })?;
+            .map_err(exists(format!("workspace {id}")))?;
         Ok(ws)
     }
 
@@ -750,29 +795,9 @@ impl Store for PgStore {
         let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '$');
         execute(&tx, &insert, &params::ledger_entry(&entry))
             .await
-            .map_err(|e| {
-                if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-                    StoreError::Conflict(format!("ledger entry {entry_id} already exists"))
-                } else {
-                    pg_err(e)
-                }
-            })?;
-        // One statement, so concurrent credits to the same workspace serialise on the row. The
-        // amount is positive, so `MAX - amount` cannot overflow: a balance it would take past
-        // BIGINT is left as it is, and the whole credit refused.
-        let upsert = tx
-            .prepare_cached(
-                "INSERT INTO balances (workspace_id, balance_pico) VALUES ($1, $2)
-                 ON CONFLICT (workspace_id) DO UPDATE
-                 SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico
-                 WHERE balances.balance_pico <= 9223372036854775807 - EXCLUDED.balance_pico",
-            )
-            .await?;
-        if tx
-            .execute(&upsert, &[&workspace_id, &amount.pico()])
-            .await?
-            == 0
-        {
+            .map_err(exists(format!("ledger entry {entry_id}")))?;
+        let credit = [workspace_id.into(), amount.pico().into()];
+        if execute(&tx, &sql::credit_balance_sql('$'), &credit).await? == 0 {
             return Err(StoreError::balance_overflow(workspace_id, amount));
         }
         tx.commit().await?;
@@ -894,28 +919,7 @@ impl Store for PgStore {
     }
 
     async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
-        // One statement, one snapshot. SUM over BIGINT is NUMERIC (exact, unbounded): read as
-        // text and converted exactly.
-        let rows = self
-            .query_rows(
-                "SELECT w.id AS workspace_id,
-                        COALESCE(b.balance_pico, 0) AS balance_pico,
-                        COALESCE(l.total, 0)::text AS ledger_sum,
-                        COALESCE(l.debits, 0)::text AS debit_sum,
-                        COALESCE(u.total, 0)::text AS usage_cost_sum
-                 FROM workspaces w
-                 LEFT JOIN balances b ON b.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
-                                   SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
-                            FROM ledger_entries GROUP BY workspace_id) l
-                        ON l.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
-                            FROM usage_records GROUP BY workspace_id) u
-                        ON u.workspace_id = w.id
-                 ORDER BY w.id COLLATE \"C\"",
-                &[],
-            )
-            .await?;
+        let rows = self.query_rows(LEDGER_VERIFY, &[]).await?;
         rows.iter()
             .map(|r| {
                 let workspace_id: String = col(r, "workspace_id")?;
@@ -936,39 +940,21 @@ impl Store for PgStore {
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {
         let mut client = self.client().await?;
-        // One snapshot for both tables.
+        // One snapshot for every table.
         let tx = client
             .build_transaction()
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
             .await?;
-        let stmt = tx
-            .prepare_cached(&format!("SELECT {MODEL_COLS} FROM models ORDER BY id"))
-            .await?;
-        let models = rows::all(tx.query(&stmt, &[]).await?, rows::model)?;
-        let stmt = tx
-            .prepare_cached(&format!(
-                "SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"
-            ))
-            .await?;
-        let routes = rows::all(tx.query(&stmt, &[]).await?, rows::route)?;
-        let stmt = tx
-            .prepare_cached("SELECT name, spec FROM profiles ORDER BY name")
-            .await?;
-        let profiles = tx
-            .query(&stmt, &[])
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?)))
-            .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+        let [models, routes, profiles] = sql::catalog_selects();
+        let rows = CatalogRows {
+            models: select(&tx, &models, rows::model).await?,
+            routes: select(&tx, &routes, rows::route).await?,
+            profiles: select(&tx, &profiles, rows::profile).await?,
+        };
         tx.commit().await?;
-        let profiles = rows::profiles_from_db(profiles)?;
-        Ok(CatalogRows {
-            profiles,
-            models,
-            routes,
-        })
+        Ok(rows)
     }
 
     async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {

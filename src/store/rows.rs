@@ -26,6 +26,15 @@ pub(crate) trait DbRow {
     fn flag(&self, i: usize) -> StoreResult<bool>;
     fn time(&self, i: usize) -> StoreResult<DateTime<Utc>>;
     fn opt_time(&self, i: usize) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// A price column (micro-USD per 1M tokens).
+    fn price(&self, i: usize) -> StoreResult<Price> {
+        Ok(Price::from_micro_per_mtok(self.int(i)?))
+    }
+
+    fn opt_price(&self, i: usize) -> StoreResult<Option<Price>> {
+        Ok(self.opt_int(i)?.map(Price::from_micro_per_mtok))
+    }
 }
 
 pub(crate) fn workspace(r: &impl DbRow) -> StoreResult<Workspace> {
@@ -65,18 +74,6 @@ pub(crate) fn ledger_entry(r: &impl DbRow) -> StoreResult<LedgerEntry> {
 }
 
 pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
-    let price = |i: usize| Ok::<_, StoreError>(r.opt_int(i)?.map(Price::from_micro_per_mtok));
-    let long_context = match (r.opt_int(16)?, price(17)?, price(18)?) {
-        (Some(above), Some(input_price), Some(output_price)) => Some(LongContextRow {
-            above: codec::count_from_db("long_context_threshold", above)?,
-            input_price,
-            output_price,
-            cache_read_price: price(19)?,
-            cache_write_price: price(20)?,
-            cache_write_1h_price: price(21)?,
-        }),
-        _ => None,
-    };
     Ok(ModelRow {
         id: r.text(0)?,
         provider: r.text(1)?,
@@ -84,14 +81,14 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
         kind: r.text(3)?,
         upstream_model: r.text(4)?,
         profile: r.text(5)?,
-        input_price: Price::from_micro_per_mtok(r.int(6)?),
-        output_price: Price::from_micro_per_mtok(r.int(7)?),
-        cache_read_price: r.opt_int(8)?.map(Price::from_micro_per_mtok),
-        cache_write_price: r.opt_int(9)?.map(Price::from_micro_per_mtok),
-        cache_write_1h_price: price(13)?,
-        audio_input_price: price(14)?,
-        cache_storage_price: price(15)?,
-        long_context,
+        input_price: r.price(6)?,
+        output_price: r.price(7)?,
+        cache_read_price: r.opt_price(8)?,
+        cache_write_price: r.opt_price(9)?,
+        cache_write_1h_price: r.opt_price(13)?,
+        audio_input_price: r.opt_price(14)?,
+        cache_storage_price: r.opt_price(15)?,
+        long_context: long_context(r)?,
         capabilities: codec::capabilities_from_db(&r.text(10)?)?,
         max_output_tokens: codec::max_tokens_from_db(r.opt_int(11)?)?,
         context_window: r
@@ -111,6 +108,23 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
             .transpose()?,
         source: r.opt_text(24)?,
     })
+}
+
+/// A model row's long-context tier: none unless its threshold and both prices are set.
+fn long_context(r: &impl DbRow) -> StoreResult<Option<LongContextRow>> {
+    let (Some(above), Some(input_price), Some(output_price)) =
+        (r.opt_int(16)?, r.opt_price(17)?, r.opt_price(18)?)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(LongContextRow {
+        above: codec::count_from_db("long_context_threshold", above)?,
+        input_price,
+        output_price,
+        cache_read_price: r.opt_price(19)?,
+        cache_write_price: r.opt_price(20)?,
+        cache_write_1h_price: r.opt_price(21)?,
+    }))
 }
 
 pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
@@ -142,18 +156,11 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         cache_write_tokens: count(9, "cache_write_tokens")?,
         output_tokens: count(10, "output_tokens")?,
         reasoning_tokens: count(11, "reasoning_tokens")?,
-        input_price: Price::from_micro_per_mtok(r.int(12)?),
-        output_price: Price::from_micro_per_mtok(r.int(13)?),
-        cache_read_price: r.opt_int(14)?.map(Price::from_micro_per_mtok),
-        cache_write_price: r.opt_int(15)?.map(Price::from_micro_per_mtok),
-        extra: ExtraUsage {
-            audio_input_tokens: count(24, "audio_input_tokens")?,
-            cache_write_1h_tokens: count(25, "cache_write_1h_tokens")?,
-            cache_storage_token_seconds: count(26, "cache_storage_token_seconds")?,
-            audio_input_price: r.opt_int(27)?.map(Price::from_micro_per_mtok),
-            cache_write_1h_price: r.opt_int(28)?.map(Price::from_micro_per_mtok),
-            cache_storage_price: r.opt_int(29)?.map(Price::from_micro_per_mtok),
-        },
+        input_price: r.price(12)?,
+        output_price: r.price(13)?,
+        cache_read_price: r.opt_price(14)?,
+        cache_write_price: r.opt_price(15)?,
+        extra: extra_usage(r)?,
         cost: Usd::from_pico(r.int(16)?),
         outcome: codec::outcome_from(&r.text(17)?)?,
         started_at: r.time(18)?,
@@ -169,15 +176,25 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
     })
 }
 
-/// Profile rows as stored (name, JSON text) → records; bad JSON is a corrupt row.
-pub(crate) fn profiles_from_db(rows: Vec<(String, String)>) -> StoreResult<Vec<ProfileRow>> {
-    rows.into_iter()
-        .map(|(name, spec)| {
-            let spec = serde_json::from_str(&spec)
-                .map_err(|e| StoreError::Corrupt(format!("profile {name}: {e}")))?;
-            Ok(ProfileRow { name, spec })
-        })
-        .collect()
+/// A usage row's audio, 1-hour cache-write and cache-storage buckets and their prices.
+fn extra_usage(r: &impl DbRow) -> StoreResult<ExtraUsage> {
+    let count = |i: usize, name: &str| codec::count_from_db(name, r.int(i)?);
+    Ok(ExtraUsage {
+        audio_input_tokens: count(24, "audio_input_tokens")?,
+        cache_write_1h_tokens: count(25, "cache_write_1h_tokens")?,
+        cache_storage_token_seconds: count(26, "cache_storage_token_seconds")?,
+        audio_input_price: r.opt_price(27)?,
+        cache_write_1h_price: r.opt_price(28)?,
+        cache_storage_price: r.opt_price(29)?,
+    })
+}
+
+/// A profile row (its spec stored as JSON text); bad JSON is a corrupt row.
+pub(crate) fn profile(r: &impl DbRow) -> StoreResult<ProfileRow> {
+    let name = r.text(0)?;
+    let spec = serde_json::from_str(&r.text(1)?)
+        .map_err(|e| StoreError::Corrupt(format!("profile {name}: {e}")))?;
+    Ok(ProfileRow { name, spec })
 }
 
 /// Every row of a query as records.

@@ -46,6 +46,15 @@ pub(crate) const ALERT_COLS: &str =
 pub(crate) const DELIVERY_COLS: &str =
     "id, workspace_id, event_id, event, attempt, at, status, error, delivered";
 
+/// `load_catalog`'s reads, made in one snapshot: models, routes (in their order), profiles.
+pub(crate) fn catalog_selects() -> [String; 3] {
+    [
+        format!("SELECT {MODEL_COLS} FROM models ORDER BY id"),
+        format!("SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"),
+        format!("SELECT {PROFILE_COLS} FROM profiles ORDER BY name"),
+    ]
+}
+
 /// `INSERT INTO {table} ({cols}) VALUES (…)` with one placeholder per column, written
 /// `{mark}1`, `{mark}2`, … (`?` for SQLite, `$` for PostgreSQL).
 pub(crate) fn insert_sql(table: &str, cols: &str, mark: char) -> String {
@@ -55,6 +64,19 @@ pub(crate) fn insert_sql(table: &str, cols: &str, mark: char) -> String {
     format!(
         "INSERT INTO {table} ({cols}) VALUES ({})",
         values.join(", ")
+    )
+}
+
+/// Adds a credit to its workspace's balance row, creating it (parameters: workspace_id,
+/// amount): one statement, so concurrent credits serialise on the row. The amount is
+/// positive, so `MAX - amount` cannot overflow: a balance it would take past BIGINT is left as
+/// it is (no row changes), and the caller refuses the whole credit.
+pub(crate) fn credit_balance_sql(mark: char) -> String {
+    format!(
+        "INSERT INTO balances (workspace_id, balance_pico) VALUES ({mark}1, {mark}2) \
+         ON CONFLICT (workspace_id) DO UPDATE \
+         SET balance_pico = balances.balance_pico + excluded.balance_pico \
+         WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico"
     )
 }
 

@@ -75,6 +75,63 @@ fn is_fk_violation(e: &rusqlite::Error) -> bool {
     extended_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
 }
 
+/// Maps an insert's error, a unique violation meaning that `what` already exists.
+fn exists(what: String) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |e| {
+        if is_unique_violation(&e) {
+            StoreError::Conflict(format!("{what} already exists"))
+        } else {
+            e.into()
+        }
+    }
+}
+
+/// Every workspace's books in one statement, one snapshot. SQLite's SUM over INTEGER raises
+/// "integer overflow" as soon as a running total leaves i64 (it never silently turns REAL
+/// here: the STRICT columns hold only integers), even when the final sum would fit. So every
+/// sum is taken in two exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
+const LEDGER_VERIFY: &str = "SELECT w.id,
+           COALESCE(b.balance_pico, 0),
+           COALESCE(l.hi, 0), COALESCE(l.lo, 0),
+           COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
+           COALESCE(u.hi, 0), COALESCE(u.lo, 0)
+    FROM workspaces w
+    LEFT JOIN balances b ON b.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id,
+                      SUM(amount_pico >> 32) AS hi,
+                      SUM(amount_pico & 4294967295) AS lo,
+                      SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
+                          AS debit_hi,
+                      SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
+                          AS debit_lo
+               FROM ledger_entries GROUP BY workspace_id) l
+           ON l.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id,
+                      SUM(cost_pico >> 32) AS hi,
+                      SUM(cost_pico & 4294967295) AS lo
+               FROM usage_records GROUP BY workspace_id) u
+           ON u.workspace_id = w.id
+    ORDER BY w.id";
+
+/// A row of `LEDGER_VERIFY`: each sum from its two halves.
+fn ledger_check(r: &Row<'_>) -> StoreResult<LedgerCheck> {
+    let workspace_id: String = r.get(0)?;
+    let sum = |name: &str, hi: usize| {
+        codec::sum_from_parts(
+            &format!("{name} of {workspace_id}"),
+            r.get(hi)?,
+            r.get(hi + 1)?,
+        )
+    };
+    Ok(LedgerCheck {
+        balance_row: Usd::from_pico(r.get(1)?),
+        ledger_sum: sum("ledger_sum", 2)?,
+        debit_sum: sum("debit_sum", 4)?,
+        usage_cost_sum: sum("usage_cost_sum", 6)?,
+        workspace_id,
+    })
+}
+
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
@@ -436,13 +493,8 @@ impl Store for SqliteStore {
         };
         self.run(move |conn| {
             let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '?');
-            execute(conn, &insert, &params::workspace(&ws)).map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::Conflict(format!("workspace {} already exists", ws.id))
-                } else {
-                    e.into()
-                }
-            })?;
+            execute(conn, &insert, &params::workspace(&ws))
+                .map_err(exists(format!("workspace {}", ws.id)))?;
             Ok(ws)
         })
         .await
@@ -591,24 +643,10 @@ impl Store for SqliteStore {
                 return Err(StoreError::no_workspace(&entry.workspace_id));
             }
             let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '?');
-            execute(&tx, &insert, &params::ledger_entry(&entry)).map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::Conflict(format!("ledger entry {} already exists", entry.id))
-                } else {
-                    e.into()
-                }
-            })?;
-            // The amount is positive, so `MAX - amount` cannot overflow: a balance it would
-            // take past i64 is left as it is, and the whole credit refused.
-            let changed = tx
-                .prepare_cached(
-                    "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
-                     ON CONFLICT (workspace_id) DO UPDATE
-                     SET balance_pico = balances.balance_pico + excluded.balance_pico
-                     WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico",
-                )?
-                .execute(params![entry.workspace_id, entry.amount.pico()])?;
-            if changed == 0 {
+            execute(&tx, &insert, &params::ledger_entry(&entry))
+                .map_err(exists(format!("ledger entry {}", entry.id)))?;
+            let credit = [(&entry.workspace_id).into(), entry.amount.pico().into()];
+            if execute(&tx, &sql::credit_balance_sql('?'), &credit)? == 0 {
                 return Err(StoreError::balance_overflow(
                     &entry.workspace_id,
                     entry.amount,
@@ -745,92 +783,22 @@ impl Store for SqliteStore {
     }
 
     async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
-        self.run(|conn| {
-            // SQLite's SUM over INTEGER raises "integer overflow" as soon as a running total
-            // leaves i64 (it never silently turns REAL here: the STRICT columns hold only
-            // integers), even when the final sum would fit. So every sum is taken in two
-            // exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
-            query_all(
-                conn,
-                "SELECT w.id,
-                        COALESCE(b.balance_pico, 0),
-                        COALESCE(l.hi, 0), COALESCE(l.lo, 0),
-                        COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
-                        COALESCE(u.hi, 0), COALESCE(u.lo, 0)
-                 FROM workspaces w
-                 LEFT JOIN balances b ON b.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id,
-                                   SUM(amount_pico >> 32) AS hi,
-                                   SUM(amount_pico & 4294967295) AS lo,
-                                   SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
-                                       AS debit_hi,
-                                   SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
-                                       AS debit_lo
-                            FROM ledger_entries GROUP BY workspace_id) l
-                        ON l.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id,
-                                   SUM(cost_pico >> 32) AS hi,
-                                   SUM(cost_pico & 4294967295) AS lo
-                            FROM usage_records GROUP BY workspace_id) u
-                        ON u.workspace_id = w.id
-                 ORDER BY w.id",
-                [],
-                |r| {
-                    let workspace_id: String = r.get(0)?;
-                    let what = |name: &str| format!("{name} of {workspace_id}");
-                    Ok(LedgerCheck {
-                        balance_row: Usd::from_pico(r.get(1)?),
-                        ledger_sum: codec::sum_from_parts(
-                            &what("ledger_sum"),
-                            r.get(2)?,
-                            r.get(3)?,
-                        )?,
-                        debit_sum: codec::sum_from_parts(&what("debit_sum"), r.get(4)?, r.get(5)?)?,
-                        usage_cost_sum: codec::sum_from_parts(
-                            &what("usage_cost_sum"),
-                            r.get(6)?,
-                            r.get(7)?,
-                        )?,
-                        workspace_id,
-                    })
-                },
-            )
-        })
-        .await
+        self.run(|conn| query_all(conn, LEDGER_VERIFY, [], ledger_check))
+            .await
     }
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {
         self.run(|conn| {
-            // One read transaction: both tables from the same snapshot.
+            // One read transaction: every table from the same snapshot.
             let tx = conn.transaction()?;
-            let models = query_all(
-                &tx,
-                &format!("SELECT {MODEL_COLS} FROM models ORDER BY id"),
-                [],
-                |r| rows::model(r),
-            )?;
-            let routes = query_all(
-                &tx,
-                &format!("SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"),
-                [],
-                |r| rows::route(r),
-            )?;
-            let profiles = query_all(
-                &tx,
-                "SELECT name, spec FROM profiles ORDER BY name",
-                [],
-                |r| {
-                    let spec: String = r.get(1)?;
-                    Ok((r.get::<_, String>(0)?, spec))
-                },
-            )?;
+            let [models, routes, profiles] = sql::catalog_selects();
+            let rows = CatalogRows {
+                models: query_all(&tx, &models, [], |r| rows::model(r))?,
+                routes: query_all(&tx, &routes, [], |r| rows::route(r))?,
+                profiles: query_all(&tx, &profiles, [], |r| rows::profile(r))?,
+            };
             tx.commit()?;
-            let profiles = rows::profiles_from_db(profiles)?;
-            Ok(CatalogRows {
-                profiles,
-                models,
-                routes,
-            })
+            Ok(rows)
         })
         .await
     }
