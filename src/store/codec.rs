@@ -2,13 +2,11 @@
 //! microsecond precision, enum columns as text, capabilities as a JSON array, counts and exact
 //! sums, and the checks made before anything is written.
 
-use std::collections::BTreeSet;
-
 use chrono::{DateTime, SubsecRound, Utc};
 
 use super::{
-    CatalogRows, ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint,
-    UsageOutcome, UsageSource,
+    ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint, UsageOutcome,
+    UsageSource,
 };
 use crate::money::Usd;
 
@@ -194,15 +192,6 @@ pub(crate) fn sum_from_parts(what: &str, hi: i64, lo: i64) -> StoreResult<Usd> {
     i64::try_from(n)
         .map(Usd::from_pico)
         .map_err(|_| StoreError::Corrupt(format!("{what} {n} pico-USD is out of range")))
-}
-
-/// Every model id whose routes `import_catalog` replaces: those of the models and the routes.
-pub(crate) fn catalog_model_ids(rows: &CatalogRows) -> BTreeSet<&str> {
-    rows.models
-        .iter()
-        .map(|m| m.id.as_str())
-        .chain(rows.routes.iter().map(|r| r.model_id.as_str()))
-        .collect()
 }
 
 #[cfg(test)]

@@ -6,6 +6,13 @@
 //! shared), applied in order and recorded in `schema_migrations`, so `migrate()` is
 //! idempotent. Both backends pass the same suite (`tests/it/store.rs`).
 //!
+//! Files: this one holds the trait and its errors; `records` the records (re-exported here);
+//! `open` picks the backend a URL names. The backends, `postgres` and `sqlite`, differ only in
+//! their SQL and in how a value is bound and read; all else they share, in files that import
+//! one another one way (`tests/it/architecture.rs`): `sql` (column lists and statements built
+//! from them), `params` (what a write binds), `rows` (what a read maps back), `batch`
+//! (`record_usage`'s preparation and totals), `codec` (value conversions), and `migrations`.
+//!
 //! Change feed: triggers append a row to `change_log` whenever a key, workspace, balance or
 //! catalog row changes, and when usage records are inserted (`Spend`, ref: the key).
 //! Replicas follow it with `changes_since` (PostgreSQL also NOTIFYs on channel

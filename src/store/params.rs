@@ -4,13 +4,14 @@
 //! `TIMESTAMPTZ` and `BOOLEAN`, SQLite microseconds and integers.
 
 use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, Delivery, LedgerEntry, LedgerKind, LimitReset, ModelRow,
-    NewKey, ProfileRow, RouteRow, StoreError, StoreResult, Workspace,
+    AlertSettings, ApiKey, AuditEntry, CatalogRows, Delivery, LedgerEntry, LedgerKind, LimitReset,
+    ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -127,6 +128,15 @@ pub(crate) fn new_credit(
         created_at: codec::now(),
         usage_id: None,
     })
+}
+
+/// Every model id whose routes `import_catalog` replaces: those of the models and the routes.
+pub(crate) fn catalog_model_ids(rows: &CatalogRows) -> BTreeSet<&str> {
+    rows.models
+        .iter()
+        .map(|m| m.id.as_str())
+        .chain(rows.routes.iter().map(|r| r.model_id.as_str()))
+        .collect()
 }
 
 /// In `WORKSPACE_COLS` order.

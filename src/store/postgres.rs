@@ -8,13 +8,14 @@
 //! owns it ends when the `PgStore` is dropped.
 //!
 //! `record_usage` is built for several replicas writing at once: a batch is one transaction
-//! of three array-parameter statements (records + debits, balances, window spend), whatever
-//! its size. Idempotency rests on the primary key of `usage_records` (`ON CONFLICT DO
-//! NOTHING`; a racing writer of the same id waits for the other's commit, then skips it), and
-//! debits, balances and spend are derived only from the ids actually inserted. Every writer
-//! takes its row locks in one global order — usage ids, then balance rows by workspace id,
-//! then spend rows by (key, window), each sorted in byte order — so writers wait for each
-//! other but never deadlock.
+//! of four array-parameter statements (records + debits, balances, window spend, daily
+//! rollup), whatever its size, fed by the shared `batch` code. Idempotency rests on the
+//! primary key of `usage_records` (`ON CONFLICT DO NOTHING`; a racing writer of the same id
+//! waits for the other's commit, then skips it), and debits, balances, spend and rollup are
+//! derived only from the ids actually inserted. Every writer takes its row locks in one global
+//! order — usage ids, then balance rows by workspace id, then spend rows by (key, window), then
+//! rollup rows by (workspace, day, model), each sorted in byte order — so writers wait for
+//! each other but never deadlock.
 
 use std::collections::HashSet;
 use std::future::poll_fn;
@@ -53,8 +54,6 @@ use crate::money::Usd;
 
 /// The NOTIFY channel the schema's `change_log` trigger announces on.
 const CHANNEL: &str = "tollgate_changes";
-
-type BoxError = Box<dyn std::error::Error + Sync + Send>;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a caller waits for a free pooled connection before failing.
 const POOL_WAIT: Duration = Duration::from_secs(30);
@@ -200,24 +199,6 @@ const ADD_DAILY: &str = "INSERT INTO usage_daily AS d
         output_tokens = d.output_tokens + EXCLUDED.output_tokens,
         cost_pico = d.cost_pico + EXCLUDED.cost_pico";
 
-/// Every workspace's books in one statement, one snapshot. SUM over BIGINT is NUMERIC (exact,
-/// unbounded): read as text and converted exactly.
-const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
-           COALESCE(b.balance_pico, 0) AS balance_pico,
-           COALESCE(l.total, 0)::text AS ledger_sum,
-           COALESCE(l.debits, 0)::text AS debit_sum,
-           COALESCE(u.total, 0)::text AS usage_cost_sum
-    FROM workspaces w
-    LEFT JOIN balances b ON b.workspace_id = w.id
-    LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
-                      SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
-               FROM ledger_entries GROUP BY workspace_id) l
-           ON l.workspace_id = w.id
-    LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
-               FROM usage_records GROUP BY workspace_id) u
-           ON u.workspace_id = w.id
-    ORDER BY w.id COLLATE \"C\"";
-
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
@@ -317,6 +298,8 @@ fn at<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> StoreResult<T> {
     row.try_get(i)
         .map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
 }
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
 
 /// PostgreSQL binds times as `TIMESTAMPTZ` and flags as `BOOLEAN`; each value is checked
 /// against the parameter's type as its own Rust type would be.
@@ -574,6 +557,24 @@ fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
+/// Every workspace's books in one statement, one snapshot. SUM over BIGINT is NUMERIC (exact,
+/// unbounded): read as text and converted exactly.
+const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
+           COALESCE(b.balance_pico, 0) AS balance_pico,
+           COALESCE(l.total, 0)::text AS ledger_sum,
+           COALESCE(l.debits, 0)::text AS debit_sum,
+           COALESCE(u.total, 0)::text AS usage_cost_sum
+    FROM workspaces w
+    LEFT JOIN balances b ON b.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
+                      SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
+               FROM ledger_entries GROUP BY workspace_id) l
+           ON l.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
+               FROM usage_records GROUP BY workspace_id) u
+           ON u.workspace_id = w.id
+    ORDER BY w.id COLLATE \"C\"";
+
 /// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
 /// named replaced.
 async fn import_rows(tx: &Transaction<'_>, rows: &CatalogRows) -> StoreResult<()> {
@@ -587,7 +588,7 @@ async fn import_rows(tx: &Transaction<'_>, rows: &CatalogRows) -> StoreResult<()
             .await
             .map_err(|e| StoreError::Backend(format!("model {}: {}", m.id, pg_err(e))))?;
     }
-    for id in codec::catalog_model_ids(rows) {
+    for id in params::catalog_model_ids(rows) {
         execute(tx, "DELETE FROM routes WHERE model_id = $1", &[id.into()]).await?;
     }
     let route = sql::insert_sql("routes", ROUTE_COLS, '$');

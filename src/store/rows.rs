@@ -35,6 +35,15 @@ pub(crate) trait DbRow {
     fn opt_price(&self, i: usize) -> StoreResult<Option<Price>> {
         Ok(self.opt_int(i)?.map(Price::from_micro_per_mtok))
     }
+
+    /// A count column, named `what` if it is corrupt (negative).
+    fn count(&self, i: usize, what: &str) -> StoreResult<u64> {
+        codec::count_from_db(what, self.int(i)?)
+    }
+
+    fn opt_count(&self, i: usize, what: &str) -> StoreResult<Option<u64>> {
+        codec::opt_count_from_db(what, self.opt_int(i)?)
+    }
 }
 
 pub(crate) fn workspace(r: &impl DbRow) -> StoreResult<Workspace> {
@@ -141,8 +150,6 @@ pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
 }
 
 pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
-    let count = |i: usize, name: &str| codec::count_from_db(name, r.int(i)?);
-    let opt_count = |i: usize, name: &str| codec::opt_count_from_db(name, r.opt_int(i)?);
     Ok(UsageRecord {
         id: r.text(0)?,
         workspace_id: r.text(1)?,
@@ -151,11 +158,11 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         route: r.text(4)?,
         endpoint: codec::endpoint_from(&r.text(5)?)?,
         stream: r.flag(6)?,
-        input_tokens: count(7, "input_tokens")?,
-        cache_read_tokens: count(8, "cache_read_tokens")?,
-        cache_write_tokens: count(9, "cache_write_tokens")?,
-        output_tokens: count(10, "output_tokens")?,
-        reasoning_tokens: count(11, "reasoning_tokens")?,
+        input_tokens: r.count(7, "input_tokens")?,
+        cache_read_tokens: r.count(8, "cache_read_tokens")?,
+        cache_write_tokens: r.count(9, "cache_write_tokens")?,
+        output_tokens: r.count(10, "output_tokens")?,
+        reasoning_tokens: r.count(11, "reasoning_tokens")?,
         input_price: r.price(12)?,
         output_price: r.price(13)?,
         cache_read_price: r.opt_price(14)?,
@@ -165,8 +172,8 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         outcome: codec::outcome_from(&r.text(17)?)?,
         started_at: r.time(18)?,
         finished_at: r.time(19)?,
-        upstream_latency_us: opt_count(20, "upstream_latency_us")?,
-        ttft_us: opt_count(21, "ttft_us")?,
+        upstream_latency_us: r.opt_count(20, "upstream_latency_us")?,
+        ttft_us: r.opt_count(21, "ttft_us")?,
         spend_window_start: r.opt_time(22)?,
         usage_source: codec::source_from(&r.text(23)?)?,
         attempts: u32::try_from(r.int32(30)?)
@@ -178,11 +185,10 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
 
 /// A usage row's audio, 1-hour cache-write and cache-storage buckets and their prices.
 fn extra_usage(r: &impl DbRow) -> StoreResult<ExtraUsage> {
-    let count = |i: usize, name: &str| codec::count_from_db(name, r.int(i)?);
     Ok(ExtraUsage {
-        audio_input_tokens: count(24, "audio_input_tokens")?,
-        cache_write_1h_tokens: count(25, "cache_write_1h_tokens")?,
-        cache_storage_token_seconds: count(26, "cache_storage_token_seconds")?,
+        audio_input_tokens: r.count(24, "audio_input_tokens")?,
+        cache_write_1h_tokens: r.count(25, "cache_write_1h_tokens")?,
+        cache_storage_token_seconds: r.count(26, "cache_storage_token_seconds")?,
         audio_input_price: r.opt_price(27)?,
         cache_write_1h_price: r.opt_price(28)?,
         cache_storage_price: r.opt_price(29)?,
@@ -229,9 +235,9 @@ pub(crate) fn daily_usage(r: &impl DbRow) -> StoreResult<DailyUsage> {
         day: chrono::NaiveDate::parse_from_str(&day, "%Y-%m-%d")
             .map_err(|e| StoreError::Corrupt(format!("usage_daily.day {day:?}: {e}")))?,
         model_id: r.text(1)?,
-        requests: codec::count_from_db("requests", r.int(2)?)?,
-        input_tokens: codec::count_from_db("input_tokens", r.int(3)?)?,
-        output_tokens: codec::count_from_db("output_tokens", r.int(4)?)?,
+        requests: r.count(2, "requests")?,
+        input_tokens: r.count(3, "input_tokens")?,
+        output_tokens: r.count(4, "output_tokens")?,
         cost: Usd::from_pico(r.int(5)?),
     })
 }

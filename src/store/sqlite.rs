@@ -9,8 +9,9 @@
 //!
 //! `record_usage` runs a batch as one `IMMEDIATE` transaction of cached prepared statements:
 //! a record whose id is already stored inserts nothing (`ON CONFLICT DO NOTHING`) and gets no
-//! debit; balances and window spend are then updated once per workspace and per (key,
-//! window) from the records actually inserted.
+//! debit; balances, window spend and the daily rollup are then updated once per workspace,
+//! per (key, window) and per (workspace, day, model), from the totals the shared `batch` code
+//! sums over the records actually inserted.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -84,52 +85,6 @@ fn exists(what: String) -> impl FnOnce(rusqlite::Error) -> StoreError {
             e.into()
         }
     }
-}
-
-/// Every workspace's books in one statement, one snapshot. SQLite's SUM over INTEGER raises
-/// "integer overflow" as soon as a running total leaves i64 (it never silently turns REAL
-/// here: the STRICT columns hold only integers), even when the final sum would fit. So every
-/// sum is taken in two exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
-const LEDGER_VERIFY: &str = "SELECT w.id,
-           COALESCE(b.balance_pico, 0),
-           COALESCE(l.hi, 0), COALESCE(l.lo, 0),
-           COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
-           COALESCE(u.hi, 0), COALESCE(u.lo, 0)
-    FROM workspaces w
-    LEFT JOIN balances b ON b.workspace_id = w.id
-    LEFT JOIN (SELECT workspace_id,
-                      SUM(amount_pico >> 32) AS hi,
-                      SUM(amount_pico & 4294967295) AS lo,
-                      SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
-                          AS debit_hi,
-                      SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
-                          AS debit_lo
-               FROM ledger_entries GROUP BY workspace_id) l
-           ON l.workspace_id = w.id
-    LEFT JOIN (SELECT workspace_id,
-                      SUM(cost_pico >> 32) AS hi,
-                      SUM(cost_pico & 4294967295) AS lo
-               FROM usage_records GROUP BY workspace_id) u
-           ON u.workspace_id = w.id
-    ORDER BY w.id";
-
-/// A row of `LEDGER_VERIFY`: each sum from its two halves.
-fn ledger_check(r: &Row<'_>) -> StoreResult<LedgerCheck> {
-    let workspace_id: String = r.get(0)?;
-    let sum = |name: &str, hi: usize| {
-        codec::sum_from_parts(
-            &format!("{name} of {workspace_id}"),
-            r.get(hi)?,
-            r.get(hi + 1)?,
-        )
-    };
-    Ok(LedgerCheck {
-        balance_row: Usd::from_pico(r.get(1)?),
-        ledger_sum: sum("ledger_sum", 2)?,
-        debit_sum: sum("debit_sum", 4)?,
-        usage_cost_sum: sum("usage_cost_sum", 6)?,
-        workspace_id,
-    })
 }
 
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
@@ -377,6 +332,52 @@ fn for_each_row<'p, const N: usize>(
     Ok(())
 }
 
+/// Every workspace's books in one statement, one snapshot. SQLite's SUM over INTEGER raises
+/// "integer overflow" as soon as a running total leaves i64 (it never silently turns REAL
+/// here: the STRICT columns hold only integers), even when the final sum would fit. So every
+/// sum is taken in two exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
+const LEDGER_VERIFY: &str = "SELECT w.id,
+           COALESCE(b.balance_pico, 0),
+           COALESCE(l.hi, 0), COALESCE(l.lo, 0),
+           COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
+           COALESCE(u.hi, 0), COALESCE(u.lo, 0)
+    FROM workspaces w
+    LEFT JOIN balances b ON b.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id,
+                      SUM(amount_pico >> 32) AS hi,
+                      SUM(amount_pico & 4294967295) AS lo,
+                      SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
+                          AS debit_hi,
+                      SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
+                          AS debit_lo
+               FROM ledger_entries GROUP BY workspace_id) l
+           ON l.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id,
+                      SUM(cost_pico >> 32) AS hi,
+                      SUM(cost_pico & 4294967295) AS lo
+               FROM usage_records GROUP BY workspace_id) u
+           ON u.workspace_id = w.id
+    ORDER BY w.id";
+
+/// A row of `LEDGER_VERIFY`: each sum from its two halves.
+fn ledger_check(r: &Row<'_>) -> StoreResult<LedgerCheck> {
+    let workspace_id: String = r.get(0)?;
+    let sum = |name: &str, hi: usize| {
+        codec::sum_from_parts(
+            &format!("{name} of {workspace_id}"),
+            r.get(hi)?,
+            r.get(hi + 1)?,
+        )
+    };
+    Ok(LedgerCheck {
+        balance_row: Usd::from_pico(r.get(1)?),
+        ledger_sum: sum("ledger_sum", 2)?,
+        debit_sum: sum("debit_sum", 4)?,
+        usage_cost_sum: sum("usage_cost_sum", 6)?,
+        workspace_id,
+    })
+}
+
 /// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
 /// named replaced.
 fn import_rows(tx: &Connection, rows: &CatalogRows) -> StoreResult<()> {
@@ -389,7 +390,7 @@ fn import_rows(tx: &Connection, rows: &CatalogRows) -> StoreResult<()> {
         execute(tx, &model, &params::model(m)?)
             .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
     }
-    for id in codec::catalog_model_ids(rows) {
+    for id in params::catalog_model_ids(rows) {
         execute(tx, "DELETE FROM routes WHERE model_id = ?1", &[id.into()])?;
     }
     let route = sql::insert_sql("routes", ROUTE_COLS, '?');
