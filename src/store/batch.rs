@@ -266,3 +266,110 @@ fn add_to(sum: &mut i64, n: i64) -> Option<()> {
 fn overflow(what: &str) -> StoreError {
     StoreError::Conflict(format!("the batch's total cost for {what} overflows i64"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::money::Usd;
+    use crate::store::{UsageEndpoint, UsageOutcome};
+
+    fn record(id: &str, workspace: &str, cost: i64, window: Option<i64>) -> UsageRecord {
+        let at = |s: i64| DateTime::from_timestamp(s, 123_456_789).unwrap_or_default();
+        UsageRecord {
+            id: id.into(),
+            workspace_id: workspace.into(),
+            key_id: format!("key-{workspace}"),
+            model_id: "m".into(),
+            route: "r".into(),
+            endpoint: UsageEndpoint::Chat,
+            stream: false,
+            input_tokens: 10,
+            cache_read_tokens: 1,
+            cache_write_tokens: 0,
+            output_tokens: 5,
+            reasoning_tokens: 0,
+            input_price: Price::from_micro_per_mtok(1),
+            output_price: Price::from_micro_per_mtok(1),
+            cache_read_price: None,
+            cache_write_price: None,
+            extra: Default::default(),
+            cost: Usd::from_pico(cost),
+            outcome: UsageOutcome::Complete,
+            started_at: at(1_700_000_000),
+            finished_at: at(1_700_000_001),
+            upstream_latency_us: None,
+            ttft_us: None,
+            spend_window_start: window.map(at),
+            usage_source: Default::default(),
+            attempts: 1,
+            request_id: None,
+            review: None,
+        }
+    }
+
+    #[test]
+    fn a_batch_keeps_the_first_of_each_id_in_byte_order_at_storage_precision() {
+        let batch = [
+            record("b", "w", 1, None),
+            record("B", "w", 2, None),
+            record("b", "w", 3, None),
+        ];
+        let batch = UsageBatch::prepare(&batch).unwrap();
+        let rows: Vec<(&str, i64)> = batch
+            .rows()
+            .map(|(r, _)| (r.id.as_str(), r.cost.pico()))
+            .collect();
+        assert_eq!(rows, [("B", 2), ("b", 1)]);
+        let (r, params) = batch.rows().next().unwrap();
+        assert_eq!(r.finished_at.timestamp_subsec_nanos(), 123_456_000);
+        assert_eq!(params[19], Param::Time(r.finished_at));
+    }
+
+    #[test]
+    fn a_negative_cost_refuses_the_whole_batch() {
+        let batch = [record("a", "w", 1, None), record("b", "w", -1, None)];
+        assert!(matches!(
+            UsageBatch::prepare(&batch),
+            Err(StoreError::Conflict(_))
+        ));
+    }
+
+    #[test]
+    fn totals_sum_only_the_records_inserted() {
+        let batch = [
+            record("a", "w1", 1, Some(100)),
+            record("b", "w1", 2, Some(100)),
+            record("c", "w1", 40, Some(100)),
+            record("d", "w2", 4, None),
+        ];
+        let batch = UsageBatch::prepare(&batch).unwrap();
+        let totals = batch.totals(|id| id != "c").unwrap();
+        let balances: Vec<_> = totals.balances().collect();
+        assert_eq!(
+            balances,
+            [["w1".into(), Param::Int(-3)], ["w2".into(), Param::Int(-4)]]
+        );
+        let spends: Vec<_> = totals.key_spends().collect();
+        assert_eq!(spends.len(), 1, "w2's record has no spend window");
+        assert_eq!(spends[0][0], "key-w1".into());
+        assert_eq!(spends[0][2], Param::Int(3));
+        let daily: Vec<_> = totals.daily().collect();
+        let w1 = &daily[0];
+        assert_eq!(w1[1], "2023-11-14".into());
+        assert_eq!(
+            w1[3..],
+            [Param::Int(2), Param::Int(22), Param::Int(10), Param::Int(3)],
+            "requests, prompt-side tokens, output tokens, cost"
+        );
+    }
+
+    #[test]
+    fn a_sum_past_i64_refuses_the_batch() {
+        let batch = [record("a", "w", i64::MAX, None), record("b", "w", 1, None)];
+        let batch = UsageBatch::prepare(&batch).unwrap();
+        assert!(matches!(
+            batch.totals(|_| true),
+            Err(StoreError::Conflict(_))
+        ));
+    }
+}

@@ -319,7 +319,7 @@ pub(crate) fn usage_bounds(
 }
 
 #[cfg(test)]
-mod page_tests {
+mod tests {
     use super::{usage_bounds, PageSql};
     use crate::store::{Cursor, UsageFilter};
 
@@ -340,6 +340,15 @@ mod page_tests {
         assert_eq!((f.to, c), (Some(t(100)), None));
         let (f, c) = usage_bounds(&filter, None);
         assert_eq!((f.to, c), (Some(t(100)), None));
+    }
+
+    #[test]
+    fn an_upsert_writes_every_column_but_the_first_its_key() {
+        assert_eq!(
+            super::upsert_sql("profiles", super::PROFILE_COLS, '$'),
+            "INSERT INTO profiles (name, spec) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET spec = excluded.spec"
+        );
     }
 
     #[test]
