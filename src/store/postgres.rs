@@ -256,7 +256,8 @@ async fn unnest(tx: &Transaction<'_>, sql: &str, columns: &[Vec<Param<'_>>]) -> 
 
 /// `rows` as one array per column, as `unnest` takes them.
 fn columns<'p, const N: usize>(rows: impl Iterator<Item = [Param<'p>; N]>) -> [Vec<Param<'p>>; N] {
-    let mut columns = std::array::from_fn(|_| Vec::new());
+    let n = rows.size_hint().0;
+    let mut columns = std::array::from_fn(|_| Vec::with_capacity(n));
     for row in rows {
         for (column, value) in columns.iter_mut().zip(row) {
             column.push(value);
