@@ -1,18 +1,14 @@
 //! Value conversions both backends share, so the two cannot drift apart: timestamps at
-//! microsecond precision, enum columns as text, capabilities as a JSON array, and the checks
-//! made before anything is written. Also the batch preparation of `record_usage` (dedup,
-//! order, exact aggregation), so both backends apply a batch identically.
-
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+//! microsecond precision, enum columns as text, capabilities as a JSON array, counts and exact
+//! sums, and the checks made before anything is written.
 
 use chrono::{DateTime, SubsecRound, Utc};
 
-use super::rows::MODEL_COLS;
 use super::{
-    CatalogRows, ChangeKind, LedgerKind, LimitReset, ModelRow, StoreError, StoreResult,
-    UsageEndpoint, UsageOutcome, UsageRecord, UsageSource,
+    ChangeKind, LedgerKind, LimitReset, StoreError, StoreResult, UsageEndpoint, UsageOutcome,
+    UsageSource,
 };
-use crate::money::{Price, Usd};
+use crate::money::Usd;
 
 /// Both databases keep microseconds; every timestamp the store writes or returns is
 /// truncated to that, so what `create_*` returns equals what a later read returns.
@@ -160,7 +156,7 @@ pub(crate) fn outcome_from(text: &str) -> StoreResult<UsageOutcome> {
 
 /// A token count or duration as the BIGINT column holds it; beyond `i64` the record is
 /// refused (it could never have been priced).
-fn count_to_db(id: &str, what: &str, v: u64) -> StoreResult<i64> {
+pub(crate) fn count_to_db(id: &str, what: &str, v: u64) -> StoreResult<i64> {
     i64::try_from(v).map_err(|_| {
         StoreError::Conflict(format!(
             "usage record {id}: {what} {v} does not fit a BIGINT"
@@ -176,213 +172,6 @@ pub(crate) fn count_from_db(what: &str, v: i64) -> StoreResult<u64> {
 
 pub(crate) fn opt_count_from_db(what: &str, v: Option<i64>) -> StoreResult<Option<u64>> {
     v.map(|n| count_from_db(what, n)).transpose()
-}
-
-/// A usage record's integer columns, converted and checked once for both backends.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct UsageInts {
-    pub input_tokens: i64,
-    pub cache_read_tokens: i64,
-    pub cache_write_tokens: i64,
-    pub output_tokens: i64,
-    pub reasoning_tokens: i64,
-    pub upstream_latency_us: Option<i64>,
-    pub ttft_us: Option<i64>,
-    pub audio_input_tokens: i64,
-    pub cache_write_1h_tokens: i64,
-    pub cache_storage_token_seconds: i64,
-}
-
-impl UsageInts {
-    pub(crate) fn of(r: &UsageRecord) -> StoreResult<Self> {
-        let id = r.id.as_str();
-        let opt = |what: &str, v: Option<u64>| v.map(|n| count_to_db(id, what, n)).transpose();
-        Ok(Self {
-            input_tokens: count_to_db(id, "input_tokens", r.input_tokens)?,
-            cache_read_tokens: count_to_db(id, "cache_read_tokens", r.cache_read_tokens)?,
-            cache_write_tokens: count_to_db(id, "cache_write_tokens", r.cache_write_tokens)?,
-            output_tokens: count_to_db(id, "output_tokens", r.output_tokens)?,
-            reasoning_tokens: count_to_db(id, "reasoning_tokens", r.reasoning_tokens)?,
-            upstream_latency_us: opt("upstream_latency_us", r.upstream_latency_us)?,
-            ttft_us: opt("ttft_us", r.ttft_us)?,
-            audio_input_tokens: count_to_db(id, "audio_input_tokens", r.extra.audio_input_tokens)?,
-            cache_write_1h_tokens: count_to_db(
-                id,
-                "cache_write_1h_tokens",
-                r.extra.cache_write_1h_tokens,
-            )?,
-            cache_storage_token_seconds: count_to_db(
-                id,
-                "cache_storage_token_seconds",
-                r.extra.cache_storage_token_seconds,
-            )?,
-        })
-    }
-}
-
-/// A usage record's audio, 1-hour write and storage prices, in `USAGE_COLS` order.
-pub(crate) fn extra_prices(r: &UsageRecord) -> [Option<i64>; 3] {
-    let e = &r.extra;
-    [
-        e.audio_input_price,
-        e.cache_write_1h_price,
-        e.cache_storage_price,
-    ]
-    .map(|p| p.map(Price::micro_per_mtok))
-}
-
-/// A model row's prices after the base four, in `MODEL_COLS` order (the long-context
-/// threshold among them).
-pub(crate) fn model_extra_columns(m: &ModelRow) -> StoreResult<[Option<i64>; 10]> {
-    let micro = |p: Option<Price>| p.map(Price::micro_per_mtok);
-    let long = m.long_context.as_ref();
-    let above = long
-        .map(|l| {
-            i64::try_from(l.above).map_err(|_| {
-                StoreError::Conflict(format!("model {}: long_context.above too large", m.id))
-            })
-        })
-        .transpose()?;
-    Ok([
-        micro(m.cache_write_1h_price),
-        micro(m.audio_input_price),
-        micro(m.cache_storage_price),
-        above,
-        micro(long.map(|l| l.input_price)),
-        micro(long.map(|l| l.output_price)),
-        micro(long.and_then(|l| l.cache_read_price)),
-        micro(long.and_then(|l| l.cache_write_price)),
-        micro(long.and_then(|l| l.cache_write_1h_price)),
-        m.context_window.map(i64::from),
-    ])
-}
-
-/// The catalog's model upsert for a dialect whose placeholders are `{mark}1`, `{mark}2`, …:
-/// every `MODEL_COLS` column is written, the id being the conflict target.
-pub(crate) fn upsert_models_sql(mark: char) -> String {
-    let cols: Vec<&str> = MODEL_COLS.split(',').map(str::trim).collect();
-    let values: Vec<String> = (1..=cols.len()).map(|i| format!("{mark}{i}")).collect();
-    let set: Vec<String> = cols[1..]
-        .iter()
-        .map(|c| format!("{c} = excluded.{c}"))
-        .collect();
-    format!(
-        "INSERT INTO models ({MODEL_COLS}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
-        values.join(", "),
-        set.join(", ")
-    )
-}
-
-/// The records of a batch to attempt, in the order every writer inserts them: the first
-/// occurrence of each id, sorted by id (a consistent lock order between concurrent writers),
-/// with timestamps truncated to storage precision. Fails on a record that cannot be stored
-/// (a count beyond BIGINT, a negative cost) before anything is written.
-pub(crate) fn prepare_batch(batch: &[UsageRecord]) -> StoreResult<Vec<(UsageRecord, UsageInts)>> {
-    let mut seen = HashSet::with_capacity(batch.len());
-    let mut out = Vec::with_capacity(batch.len());
-    for r in batch {
-        if !seen.insert(r.id.as_str()) {
-            continue;
-        }
-        if r.cost.pico() < 0 {
-            return Err(StoreError::Conflict(format!(
-                "usage record {}: negative cost {} USD",
-                r.id, r.cost
-            )));
-        }
-        let ints = UsageInts::of(r)?;
-        let mut r = r.clone();
-        r.started_at = trunc(r.started_at);
-        r.finished_at = trunc(r.finished_at);
-        r.spend_window_start = r.spend_window_start.map(trunc);
-        out.push((r, ints));
-    }
-    // Byte order, like the `COLLATE "C"` the PostgreSQL backend sorts with.
-    out.sort_by(|a, b| a.0.id.as_bytes().cmp(b.0.id.as_bytes()));
-    Ok(out)
-}
-
-/// The ledger entry id of the debit for usage record `usage_id` (the PostgreSQL backend
-/// builds the same id in SQL: `'debit:' || id`).
-pub(crate) fn debit_id(usage_id: &str) -> String {
-    format!("debit:{usage_id}")
-}
-
-/// What the newly inserted records of a batch add up to, exactly: the debit per workspace and
-/// the spend per (key, window), each sorted — the order rows are locked in.
-#[derive(Debug, Default)]
-pub(crate) struct BatchTotals {
-    pub by_workspace: BTreeMap<String, i64>,
-    pub by_key_window: BTreeMap<(String, DateTime<Utc>), i64>,
-    /// The `usage_daily` rollup's additions, by (workspace, UTC day `YYYY-MM-DD`, model).
-    pub by_day: BTreeMap<(String, String, String), DailyTotals>,
-}
-
-/// One `usage_daily` row's additions: requests, prompt-side tokens, output tokens, cost.
-#[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct DailyTotals {
-    pub requests: i64,
-    pub input_tokens: i64,
-    pub output_tokens: i64,
-    pub cost: i64,
-}
-
-impl DailyTotals {
-    fn add(&mut self, r: &UsageRecord) -> Option<()> {
-        let x = &r.extra;
-        let input = [
-            r.input_tokens,
-            r.cache_read_tokens,
-            r.cache_write_tokens,
-            x.cache_write_1h_tokens,
-            x.audio_input_tokens,
-        ]
-        .into_iter()
-        .try_fold(0i64, |a, n| a.checked_add(i64::try_from(n).ok()?))?;
-        self.requests = self.requests.checked_add(1)?;
-        self.input_tokens = self.input_tokens.checked_add(input)?;
-        self.output_tokens = self
-            .output_tokens
-            .checked_add(i64::try_from(r.output_tokens).ok()?)?;
-        self.cost = self.cost.checked_add(r.cost.pico())?;
-        Some(())
-    }
-}
-
-impl BatchTotals {
-    pub(crate) fn of<'a>(new: impl IntoIterator<Item = &'a UsageRecord>) -> StoreResult<Self> {
-        let mut t = BatchTotals::default();
-        let overflow = |what: &str| {
-            StoreError::Conflict(format!("the batch's total cost for {what} overflows i64"))
-        };
-        for r in new {
-            let cost = r.cost.pico();
-            let w = t.by_workspace.entry(r.workspace_id.clone()).or_insert(0);
-            *w = w
-                .checked_add(cost)
-                .ok_or_else(|| overflow(&format!("workspace {}", r.workspace_id)))?;
-            let day = (
-                r.workspace_id.clone(),
-                r.finished_at.date_naive().to_string(),
-                r.model_id.clone(),
-            );
-            t.by_day
-                .entry(day)
-                .or_default()
-                .add(r)
-                .ok_or_else(|| overflow(&format!("the day of {}", r.id)))?;
-            if let Some(start) = r.spend_window_start {
-                let k = t
-                    .by_key_window
-                    .entry((r.key_id.clone(), start))
-                    .or_insert(0);
-                *k = k
-                    .checked_add(cost)
-                    .ok_or_else(|| overflow(&format!("key {}", r.key_id)))?;
-            }
-        }
-        Ok(t)
-    }
 }
 
 /// An exact decimal integer as PostgreSQL prints a NUMERIC sum, as `Usd`.
@@ -403,26 +192,6 @@ pub(crate) fn sum_from_parts(what: &str, hi: i64, lo: i64) -> StoreResult<Usd> {
     i64::try_from(n)
         .map(Usd::from_pico)
         .map_err(|_| StoreError::Corrupt(format!("{what} {n} pico-USD is out of range")))
-}
-
-/// Every model id whose routes `import_catalog` replaces: those of the models and the routes.
-pub(crate) fn catalog_model_ids(rows: &CatalogRows) -> BTreeSet<&str> {
-    rows.models
-        .iter()
-        .map(|m| m.id.as_str())
-        .chain(rows.routes.iter().map(|r| r.model_id.as_str()))
-        .collect()
-}
-
-/// Profile rows as stored (name, JSON text) → records; bad JSON is a corrupt row.
-pub(super) fn profiles_from_db(rows: Vec<(String, String)>) -> StoreResult<Vec<super::ProfileRow>> {
-    rows.into_iter()
-        .map(|(name, spec)| {
-            let spec = serde_json::from_str(&spec)
-                .map_err(|e| StoreError::Corrupt(format!("profile {name}: {e}")))?;
-            Ok(super::ProfileRow { name, spec })
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -4,7 +4,14 @@
 //! This is the only room that speaks SQL. Schema lives in `sql/postgres/NNNN_name.sql` and
 //! `sql/sqlite/NNNN_name.sql` (one file per dialect and version: their triggers cannot be
 //! shared), applied in order and recorded in `schema_migrations`, so `migrate()` is
-//! idempotent. Both backends pass the same suite (`tests/store.rs`).
+//! idempotent. Both backends pass the same suite (`tests/it/store.rs`).
+//!
+//! Files: this one holds the trait and its errors; `records` the records (re-exported here);
+//! `open` picks the backend a URL names. The backends, `postgres` and `sqlite`, differ only in
+//! their SQL and in how a value is bound and read; all else they share, in files that import
+//! one another one way (`tests/it/architecture.rs`): `sql` (column lists and statements built
+//! from them), `params` (what a write binds), `rows` (what a read maps back), `batch`
+//! (`record_usage`'s preparation and totals), `codec` (value conversions), and `migrations`.
 //!
 //! Change feed: triggers append a row to `change_log` whenever a key, workspace, balance or
 //! catalog row changes, and when usage records are inserted (`Spend`, ref: the key).
@@ -20,20 +27,26 @@
 //! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 
+mod batch;
 mod codec;
 pub mod migrations;
+mod open;
+mod params;
 pub mod postgres;
+mod records;
 mod rows;
+mod sql;
 pub mod sqlite;
 
-use std::sync::Arc;
+pub use open::open;
+pub use records::*;
+
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
+use chrono::{DateTime, Utc};
 
-use crate::money::{Price, Usd};
+use crate::money::Usd;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -64,522 +77,50 @@ impl StoreError {
             | Self::Overflow(_) => false,
         }
     }
+
+    /// Why a rotation changed nothing, from the old key as the refusing transaction read it.
+    pub(crate) fn rotation_refused(id: &str, current: Option<ApiKey>) -> Self {
+        match current {
+            None => Self::NotFound(format!("key {id}")),
+            Some(ApiKey {
+                replaced_by: Some(new),
+                ..
+            }) => Self::Conflict(format!(
+                "key {id} was already rotated: its replacement is {new}; rotate the replacement \
+                 instead"
+            )),
+            Some(_) => Self::Conflict(format!(
+                "key {id} was revoked or expired while it was being rotated: only a working key is \
+                 rotated"
+            )),
+        }
+    }
+
+    /// A credit refused because the balance would pass the largest exact amount.
+    pub(crate) fn balance_overflow(workspace_id: &str, amount: Usd) -> Self {
+        Self::Overflow(format!(
+            "crediting {amount} USD would take the balance of workspace {workspace_id} past the \
+             largest amount it can hold ({} USD)",
+            Usd::from_pico(i64::MAX)
+        ))
+    }
+
+    /// A key insert refused as a duplicate: of its secret's hash, or of its id.
+    pub(crate) fn duplicate_key(key: &ApiKey, on_secret_hash: bool) -> Self {
+        if on_secret_hash {
+            Self::Conflict("a key with this secret hash already exists".to_owned())
+        } else {
+            Self::Conflict(format!("key {} already exists", key.id))
+        }
+    }
+
+    /// A workspace that does not exist.
+    pub(crate) fn no_workspace(id: &str) -> Self {
+        Self::NotFound(format!("workspace {id}"))
+    }
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Workspace {
-    pub id: String,
-    pub name: String,
-    pub created_at: DateTime<Utc>,
-}
-
-/// The period of a key's spend window (UTC calendar windows).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-    utoipa::ToSchema,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum LimitReset {
-    Daily,
-    Weekly,
-    Monthly,
-}
-
-impl LimitReset {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Daily => "daily",
-            Self::Weekly => "weekly",
-            Self::Monthly => "monthly",
-        }
-    }
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "daily" => Some(Self::Daily),
-            "weekly" => Some(Self::Weekly),
-            "monthly" => Some(Self::Monthly),
-            _ => None,
-        }
-    }
-}
-
-/// An API key as stored: never the secret, only its SHA-256 (hex).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApiKey {
-    pub id: String,
-    pub workspace_id: String,
-    pub name: Option<String>,
-    /// Hex SHA-256 of the full secret.
-    #[serde(skip)]
-    pub secret_hash: String,
-    /// Display hint such as `sk-tg-AbCd…wxyz`; not enough to use the key.
-    pub hint: String,
-    pub created_at: DateTime<Utc>,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub revoked_at: Option<DateTime<Utc>>,
-    pub spend_limit: Option<Usd>,
-    pub limit_reset: Option<LimitReset>,
-    /// The key a rotation made to replace this one; a replaced key is never rotated again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaced_by: Option<String>,
-}
-
-/// What `create_key` needs; the caller (auth) made the secret and its hash.
-#[derive(Debug, Clone)]
-pub struct NewKey {
-    pub id: String,
-    pub workspace_id: String,
-    pub name: Option<String>,
-    pub secret_hash: String,
-    pub hint: String,
-    pub expires_at: Option<DateTime<Utc>>,
-    pub spend_limit: Option<Usd>,
-    pub limit_reset: Option<LimitReset>,
-}
-
-/// A key rotation, made in one transaction by [`Store::rotate_key`]: the replacement is
-/// created, the old key marked replaced by it and ended (revoked or given an earlier expiry),
-/// and the audit entry appended — all of it, or nothing.
-#[derive(Debug, Clone)]
-pub struct KeyRotation {
-    pub old_id: String,
-    pub new: NewKey,
-    /// The old key's `revoked_at` and `expires_at` after the rotation.
-    pub old_revoked_at: Option<DateTime<Utc>>,
-    pub old_expires_at: Option<DateTime<Utc>>,
-    /// The instant of the rotation: the old key must still work then (not expired).
-    pub now: DateTime<Utc>,
-    pub audit: AuditEntry,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum LedgerKind {
-    /// A top-up (positive amount).
-    Credit,
-    /// A charge for a usage record (negative amount).
-    Debit,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct LedgerEntry {
-    pub id: String,
-    pub workspace_id: String,
-    pub kind: LedgerKind,
-    /// Signed: credits positive, debits negative.
-    pub amount: Usd,
-    pub note: Option<String>,
-    pub created_at: DateTime<Utc>,
-    /// For a debit: the usage record it charges (each record is charged at most once).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_id: Option<String>,
-}
-
-/// A catalog model row. Prices are USD per 1M tokens; `None` cache prices mean "no distinct
-/// cache price".
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ModelRow {
-    pub id: String,
-    pub provider: String,
-    pub family: String,
-    pub kind: String,
-    pub upstream_model: String,
-    #[serde(default)]
-    pub profile: String,
-    pub input_price: Price,
-    pub output_price: Price,
-    #[serde(default)]
-    pub cache_read_price: Option<Price>,
-    #[serde(default)]
-    pub cache_write_price: Option<Price>,
-    /// Anthropic's 1-hour cache writes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_1h_price: Option<Price>,
-    /// Uncached audio input (Gemini).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audio_input_price: Option<Price>,
-    /// Explicit cache storage, USD per 1M tokens per hour (Gemini).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_storage_price: Option<Price>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub long_context: Option<LongContextRow>,
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-    #[serde(default)]
-    pub max_output_tokens: Option<u32>,
-    /// The most input tokens a request may carry (estimated; see `api::limits`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_window: Option<u32>,
-    #[serde(default = "yes")]
-    pub active: bool,
-    /// The day the provider stops (or stopped) serving the model: announced for a deprecated
-    /// model that is still served, past for a retired one (kept, inactive, for its records).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub shutdown: Option<NaiveDate>,
-    /// Where the prices and limits come from and when they were checked (free text).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-}
-
-/// A model's long-context tier: above `above` prompt tokens, the whole request is billed at
-/// these prices (a cache price left out: the tier's input price; audio: the tier's input
-/// price; storage: the model's).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct LongContextRow {
-    pub above: u64,
-    pub input_price: Price,
-    pub output_price: Price,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_read_price: Option<Price>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_price: Option<Price>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cache_write_1h_price: Option<Price>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RouteRow {
-    pub model_id: String,
-    pub kind: String,
-    #[serde(default)]
-    pub base_url: Option<String>,
-    #[serde(default)]
-    pub region: Option<String>,
-    /// The id this route calls when it differs from the model's `upstream_model` (Vertex names
-    /// older Claude models with an `@date` suffix the Anthropic API does not use).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub upstream_model: Option<String>,
-    #[serde(default)]
-    pub priority: i32,
-    /// Share of the load among the model's routes of equal priority (1–1000).
-    #[serde(default = "one_weight")]
-    pub weight: i32,
-    #[serde(default = "yes")]
-    pub active: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-fn one_weight() -> i32 {
-    1
-}
-
-/// A named parameter profile; `spec` is its JSON (interpreted by `catalog::Profile`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ProfileRow {
-    pub name: String,
-    pub spec: serde_json::Value,
-}
-
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CatalogRows {
-    #[serde(default)]
-    pub profiles: Vec<ProfileRow>,
-    #[serde(default)]
-    pub models: Vec<ModelRow>,
-    #[serde(default)]
-    pub routes: Vec<RouteRow>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ChangeKind {
-    Key,
-    Workspace,
-    Balance,
-    Catalog,
-    /// Usage records of this key (ref id) were written: its window spend changed.
-    Spend,
-}
-
-/// One row of the change feed: what changed, by id.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
-    pub seq: i64,
-    pub kind: ChangeKind,
-    pub ref_id: String,
-}
-
-/// Which billed endpoint a usage record is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "lowercase")]
-pub enum UsageEndpoint {
-    Chat,
-    Embeddings,
-}
-
-/// How the request ended. Every outcome is billed for the tokens the upstream reported (or,
-/// for a stream cut short, the tokens received so far).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UsageOutcome {
-    /// The response was delivered in full.
-    Complete,
-    /// The client went away mid-response; the upstream still produced (and billed) tokens.
-    ClientDisconnected,
-    /// The upstream failed after producing billable tokens.
-    UpstreamFailed,
-}
-
-/// Where a usage record's token counts come from.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize, utoipa::ToSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum UsageSource {
-    /// The upstream's own counts.
-    #[default]
-    Reported,
-    /// Raised to the gateway's estimate where the upstream had not reported final counts (a
-    /// stream the client left, or the upstream broke).
-    Estimated,
-}
-
-/// One successful request's bill: written once (idempotent by `id`), never changed.
-///
-/// Invariants (the database refuses a record breaking them): `cost` is exactly the tokens ×
-/// the prices recorded here (cached buckets without their own price at the input price —
-/// see `billing::cost`), `reasoning_tokens <= output_tokens`, and the key belongs to the
-/// workspace.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct UsageRecord {
-    /// The completion id returned to the client.
-    pub id: String,
-    pub workspace_id: String,
-    pub key_id: String,
-    pub model_id: String,
-    pub route: String,
-    pub endpoint: UsageEndpoint,
-    pub stream: bool,
-    /// Input tokens neither read from nor written to a cache.
-    pub input_tokens: u64,
-    pub cache_read_tokens: u64,
-    pub cache_write_tokens: u64,
-    /// All output tokens, reasoning included.
-    pub output_tokens: u64,
-    /// The part of `output_tokens` spent thinking.
-    pub reasoning_tokens: u64,
-    /// Prices in force at the time of the request, of the tier it fell in (USD per 1M
-    /// tokens).
-    pub input_price: Price,
-    pub output_price: Price,
-    pub cache_read_price: Option<Price>,
-    pub cache_write_price: Option<Price>,
-    /// The dimensions added by migration 0003 (records spooled before it read as zero/none).
-    #[serde(flatten)]
-    pub extra: ExtraUsage,
-    pub cost: Usd,
-    pub outcome: UsageOutcome,
-    pub started_at: DateTime<Utc>,
-    pub finished_at: DateTime<Utc>,
-    /// Microseconds from sending the upstream request to its response head.
-    pub upstream_latency_us: Option<u64>,
-    /// Microseconds from the client's request to the first byte of the response body.
-    pub ttft_us: Option<u64>,
-    /// Start of the key's spend window (`billing::window::window_start`) this cost counts
-    /// towards; `None` when the key has no spend limit (no `key_spend` row is touched).
-    pub spend_window_start: Option<DateTime<Utc>>,
-    /// Whether the token counts are the upstream's or an estimate (records spooled before
-    /// this field existed read as reported).
-    #[serde(default)]
-    pub usage_source: UsageSource,
-    /// Routes tried, the answering one included (failover; records spooled before this
-    /// field existed read as one).
-    #[serde(default = "one_attempt")]
-    pub attempts: u32,
-    /// The request's `x-request-id` (none on records from before it was kept).
-    #[serde(default)]
-    pub request_id: Option<String>,
-    /// Why the record needs an operator's review (none for an ordinary record): the usage the
-    /// upstream reported could not be priced, so the request's reserved worst case was billed
-    /// instead. See `billing::record`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<String>,
-}
-
-fn one_attempt() -> u32 {
-    1
-}
-
-/// A usage record's audio, 1-hour cache-write and cache-storage buckets and their prices.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(default)]
-pub struct ExtraUsage {
-    pub audio_input_tokens: u64,
-    pub cache_write_1h_tokens: u64,
-    /// Tokens × seconds of explicit-cache storage.
-    pub cache_storage_token_seconds: u64,
-    pub audio_input_price: Option<Price>,
-    pub cache_write_1h_price: Option<Price>,
-    /// USD per 1M tokens per hour.
-    pub cache_storage_price: Option<Price>,
-}
-
-/// One workspace's books, every sum computed by the database: consistent when
-/// `balance_row == ledger_sum` and `-debit_sum == usage_cost_sum`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LedgerCheck {
-    pub workspace_id: String,
-    /// The cached balance row (zero when the workspace has none).
-    pub balance_row: Usd,
-    /// Sum of every ledger entry (credits and debits).
-    pub ledger_sum: Usd,
-    /// Sum of `cost` over the workspace's usage records.
-    pub usage_cost_sum: Usd,
-    /// Sum of the debits (negative or zero).
-    pub debit_sum: Usd,
-}
-
-impl LedgerCheck {
-    /// Whether the balance row equals the ledger and the debits equal the usage costs.
-    pub fn is_consistent(&self) -> bool {
-        self.balance_row == self.ledger_sum
-            && Usd::ZERO.checked_sub(self.debit_sum) == Some(self.usage_cost_sum)
-    }
-}
-
-/// Where a page of a newest-first listing ends: the sort key of its last row. Every paged
-/// listing is ordered by (time, id) descending, and the next page holds the rows strictly
-/// after the cursor in that order, found through an index (no OFFSET scans).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Cursor {
-    pub at: DateTime<Utc>,
-    pub id: String,
-}
-
-/// Which of a workspace's usage records a page shows (all bounds optional).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct UsageFilter {
-    pub key_id: Option<String>,
-    pub model_id: Option<String>,
-    /// `finished_at >= from`.
-    pub from: Option<DateTime<Utc>>,
-    /// `finished_at < to`.
-    pub to: Option<DateTime<Utc>>,
-}
-
-/// One (UTC day, model) of a workspace's usage, summed by the database as records are written
-/// (a rollup table kept by a trigger, so charts never scan the records).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct DailyUsage {
-    pub day: chrono::NaiveDate,
-    pub model_id: String,
-    pub requests: u64,
-    /// Every prompt-side token: uncached, cache read, cache writes (5 min and 1 h), audio.
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cost: Usd,
-}
-
-/// One change made by an operator, kept forever (the table refuses UPDATE and DELETE).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct AuditEntry {
-    pub id: String,
-    pub at: DateTime<Utc>,
-    /// Who: `admin-token`, `console`, `cli:<user>`.
-    pub actor: String,
-    /// What, as `noun.verb`: `workspace.create`, `key.revoke`, `credit.add`, …
-    pub action: String,
-    /// The workspace concerned, when there is one (the catalog's changes have none).
-    pub workspace_id: Option<String>,
-    /// The id of the thing changed (workspace, key, ledger entry, model).
-    pub target: String,
-    #[schema(value_type = Option<Object>)]
-    pub before: Option<serde_json::Value>,
-    #[schema(value_type = Option<Object>)]
-    pub after: Option<serde_json::Value>,
-}
-
-/// A workspace's alert settings: where its signed webhooks go and what triggers them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct AlertSettings {
-    pub workspace_id: String,
-    pub webhook_url: String,
-    /// The HMAC-SHA256 key the deliveries are signed with.
-    #[serde(rename = "signing_secret")]
-    pub secret: String,
-    /// Fire when the balance falls below this (re-armed once it is back above).
-    #[serde(rename = "low_balance_usd")]
-    pub low_balance: Option<Usd>,
-    /// Fire when a key's window spend reaches these percentages of its limit (1–100).
-    pub key_limit_percents: Vec<u8>,
-}
-
-/// One attempt to deliver one webhook event.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Delivery {
-    pub id: String,
-    pub workspace_id: String,
-    /// The event's id (the same on every attempt of one event).
-    pub event_id: String,
-    /// `balance.low`, `key.spend_limit`.
-    pub event: String,
-    pub attempt: u32,
-    pub at: DateTime<Utc>,
-    /// The class of the receiver's HTTP status (`2xx` … `5xx`) when it answered.
-    #[schema(value_type = Option<String>, example = "2xx")]
-    pub status: Option<StatusClass>,
-    /// What the attempt came to, never the receiver's words or a raw connection error:
-    /// `delivered 2xx in 120 ms`, `refused: non-2xx (4xx) in 35 ms`, `refused: address not
-    /// allowed`, `failed: connection error`, `failed: timeout`.
-    pub result: String,
-    pub delivered: bool,
-}
-
-/// An HTTP status class: all a delivery keeps of its receiver's status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct StatusClass(u8);
-
-impl StatusClass {
-    pub fn of(status: u16) -> Self {
-        StatusClass(u8::try_from(status / 100).unwrap_or(9))
-    }
-
-    /// As the store keeps it: the class's first status (`4xx` → 400).
-    pub fn code(self) -> u16 {
-        u16::from(self.0) * 100
-    }
-}
-
-impl std::fmt::Display for StatusClass {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}xx", self.0)
-    }
-}
-
-impl Serialize for StatusClass {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for StatusClass {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        text.strip_suffix("xx")
-            .and_then(|n| n.parse::<u8>().ok())
-            .filter(|n| (1..=9).contains(n))
-            .map(StatusClass)
-            .ok_or_else(|| serde::de::Error::custom("a status class such as 2xx expected"))
-    }
-}
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
@@ -739,16 +280,4 @@ pub trait Store: Send + Sync + 'static {
     async fn latest_change(&self) -> StoreResult<i64>;
     /// Returns when a change may have happened or after `max` at the latest.
     async fn wait_for_change(&self, max: Duration);
-}
-
-/// Opens the store named by `url`: `sqlite://PATH` (file created if missing; `sqlite::memory:`
-/// for tests) or `postgres://…`.
-pub async fn open(url: &str) -> StoreResult<Arc<dyn Store>> {
-    if let Some(path) = url.strip_prefix("sqlite://") {
-        Ok(Arc::new(sqlite::SqliteStore::open(path)?))
-    } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        Ok(Arc::new(postgres::PgStore::connect(url).await?))
-    } else {
-        Err(StoreError::BadUrl(url.to_owned()))
-    }
 }

@@ -8,42 +8,49 @@
 //! owns it ends when the `PgStore` is dropped.
 //!
 //! `record_usage` is built for several replicas writing at once: a batch is one transaction
-//! of three array-parameter statements (records + debits, balances, window spend), whatever
-//! its size. Idempotency rests on the primary key of `usage_records` (`ON CONFLICT DO
-//! NOTHING`; a racing writer of the same id waits for the other's commit, then skips it), and
-//! debits, balances and spend are derived only from the ids actually inserted. Every writer
-//! takes its row locks in one global order — usage ids, then balance rows by workspace id,
-//! then spend rows by (key, window), each sorted in byte order — so writers wait for each
-//! other but never deadlock.
+//! of four array-parameter statements (records + debits, balances, window spend, daily
+//! rollup), whatever its size, fed by the shared `batch` code. Idempotency rests on the
+//! primary key of `usage_records` (`ON CONFLICT DO NOTHING`; a racing writer of the same id
+//! waits for the other's commit, then skips it), and debits, balances, spend and rollup are
+//! derived only from the ids actually inserted. Every writer takes its row locks in one global
+//! order — usage ids, then balance rows by workspace id, then spend rows by (key, window), then
+//! rollup rows by (workspace, day, model), each sorted in byte order — so writers wait for
+//! each other but never deadlock.
 
+use std::collections::HashSet;
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use bytes::BytesMut;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{
     GenericClient, Manager, ManagerConfig, Object, Pool, PoolError, RecyclingMethod, Runtime,
+    Transaction,
 };
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::tls::NoTlsStream;
-use tokio_postgres::types::FromSql;
+use tokio_postgres::types::{to_sql_checked, FromSql, IsNull, ToSql, Type};
 use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socket};
 
+use super::batch::{BatchTotals, UsageBatch};
 use super::codec;
-use super::migrations::{self, Dialect};
-use super::rows::{
-    self, DbRow, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+use super::migrations::{self, Dialect, Migration};
+use super::params::{self, Param};
+use super::rows::{self, DbRow};
+use super::sql::{
+    self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+    MODEL_COLS, PROFILE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
     KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
     UsageRecord, Workspace,
 };
-use crate::money::{Price, Usd};
+use crate::money::Usd;
 
 /// The NOTIFY channel the schema's `change_log` trigger announces on.
 const CHANNEL: &str = "tollgate_changes";
@@ -114,6 +121,17 @@ impl From<PoolError> for StoreError {
     }
 }
 
+/// Maps an insert's error, a unique violation meaning that `what` already exists.
+fn exists(what: String) -> impl FnOnce(tokio_postgres::Error) -> StoreError {
+    move |e| {
+        if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
+            StoreError::Conflict(format!("{what} already exists"))
+        } else {
+            pg_err(e)
+        }
+    }
+}
+
 fn is_code(e: &tokio_postgres::Error, code: &SqlState) -> bool {
     e.code() == Some(code)
 }
@@ -155,10 +173,10 @@ const INSERT_USAGE: &str = "WITH new AS (
 )
 SELECT usage_id FROM debits";
 
-/// Subtracts each workspace's total from its balance row (creating it), locking the rows in
-/// workspace-id order.
-const DEBIT_BALANCES: &str = "INSERT INTO balances (workspace_id, balance_pico)
-    SELECT w, -d FROM unnest($1::text[], $2::int8[]) AS t(w, d) ORDER BY w COLLATE \"C\"
+/// Adds each workspace's balance change (minus its debits) to its balance row (creating it),
+/// locking the rows in workspace-id order.
+const ADD_BALANCES: &str = "INSERT INTO balances (workspace_id, balance_pico)
+    SELECT w, d FROM unnest($1::text[], $2::int8[]) AS t(w, d) ORDER BY w COLLATE \"C\"
     ON CONFLICT (workspace_id) DO UPDATE
     SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico";
 
@@ -207,6 +225,47 @@ fn usage_err(e: tokio_postgres::Error) -> StoreError {
     }
 }
 
+/// `record_usage`'s first step: the records and their debits, in id order. The unique index
+/// on `usage_records.id` is the idempotency guard: a concurrent writer of the same id makes
+/// this one wait for its commit, then skip the id. Returns the ids newly stored.
+async fn insert_usage(tx: &Transaction<'_>, batch: &UsageBatch) -> StoreResult<HashSet<String>> {
+    let columns = columns(batch.rows().map(|(_, row)| row));
+    let stmt = tx.prepare_cached(INSERT_USAGE).await?;
+    let inserted = tx.query(&stmt, &refs(&columns)).await.map_err(usage_err)?;
+    inserted.iter().map(|row| col(row, "usage_id")).collect()
+}
+
+/// `record_usage`'s last steps, a statement of arrays each, taking their row locks after
+/// every usage-id lock and in one global order (balances by workspace, spend by (key,
+/// window), the rollup by (workspace, day, model)), so concurrent writers cannot deadlock.
+async fn apply_totals(tx: &Transaction<'_>, totals: &BatchTotals) -> StoreResult<()> {
+    unnest(tx, ADD_BALANCES, &columns(totals.balances())).await?;
+    unnest(tx, ADD_KEY_SPEND, &columns(totals.key_spends())).await?;
+    unnest(tx, ADD_DAILY, &columns(totals.daily())).await
+}
+
+/// Executes the array statement `sql` with `columns`; nothing when they hold no row.
+async fn unnest(tx: &Transaction<'_>, sql: &str, columns: &[Vec<Param<'_>>]) -> StoreResult<()> {
+    if columns.first().is_none_or(Vec::is_empty) {
+        return Ok(());
+    }
+    let stmt = tx.prepare_cached(sql).await?;
+    tx.execute(&stmt, &refs(columns)).await.map_err(usage_err)?;
+    Ok(())
+}
+
+/// `rows` as one array per column, as `unnest` takes them.
+fn columns<'p, const N: usize>(rows: impl Iterator<Item = [Param<'p>; N]>) -> [Vec<Param<'p>>; N] {
+    let n = rows.size_hint().0;
+    let mut columns = std::array::from_fn(|_| Vec::with_capacity(n));
+    for row in rows {
+        for (column, value) in columns.iter_mut().zip(row) {
+            column.push(value);
+        }
+    }
+    columns
+}
+
 /// PostgreSQL keeps `TIMESTAMPTZ` and `BOOLEAN` natively.
 impl DbRow for Row {
     fn text(&self, i: usize) -> StoreResult<String> {
@@ -239,6 +298,32 @@ impl DbRow for Row {
 fn at<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> StoreResult<T> {
     row.try_get(i)
         .map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
+}
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
+
+/// PostgreSQL binds times as `TIMESTAMPTZ` and flags as `BOOLEAN`; each value is checked
+/// against the parameter's type as its own Rust type would be.
+impl ToSql for Param<'_> {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match self {
+            Param::Null => Ok(IsNull::Yes),
+            Param::Text(s) => s.as_ref().to_sql_checked(ty, out),
+            Param::Int(n) => n.to_sql_checked(ty, out),
+            Param::Int32(n) => n.to_sql_checked(ty, out),
+            Param::Count32(n) => i32::try_from(*n)
+                .unwrap_or(i32::MAX)
+                .to_sql_checked(ty, out),
+            Param::Flag(b) => b.to_sql_checked(ty, out),
+            Param::Time(t) => t.to_sql_checked(ty, out),
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
 }
 
 /// Wakes every current waiter and leaves one permit for the next, so a notification that
@@ -319,6 +404,24 @@ async fn run_listener(config: Config, changed: Arc<Notify>, first: Listening) {
     }
 }
 
+/// The connection pool (connections made on demand; none yet).
+fn pool(config: Config) -> StoreResult<Pool> {
+    let manager = Manager::from_config(
+        config,
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .runtime(Runtime::Tokio1)
+        .wait_timeout(Some(POOL_WAIT))
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .recycle_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))
+}
+
 impl PgStore {
     /// Connects to `url` (`postgres://user@host:port/db?options=…`, no TLS): checks that the
     /// database answers and starts the change listener. Does not migrate: call `migrate()`.
@@ -332,20 +435,7 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("tollgate");
         }
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let pool = Pool::builder(manager)
-            .runtime(Runtime::Tokio1)
-            .wait_timeout(Some(POOL_WAIT))
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|e| StoreError::Backend(format!("postgres pool: {e}")))?;
+        let pool = pool(config.clone())?;
         drop(pool.get().await?);
 
         // The listener detects a dead peer within about a minute even if no packet says so.
@@ -394,39 +484,21 @@ impl PgStore {
     }
 }
 
-/// A query parameter of a page query built at run time.
-type Param = Box<dyn tokio_postgres::types::ToSql + Sync + Send>;
-
 impl PgStore {
-    /// Runs a newest-first page query: `args` for its `equal`/`from`/`to` parameters, then the
-    /// cursor and the limit are added.
+    /// Runs a newest-first page query.
     async fn page<T>(
         &self,
-        q: &PageSql,
-        mut args: Vec<Param>,
-        after: Option<&Cursor>,
-        limit: usize,
+        page: Page<'_>,
         map: fn(&Row) -> StoreResult<T>,
     ) -> StoreResult<Vec<T>> {
-        if let Some(c) = after {
-            args.push(Box::new(c.at));
-            args.push(Box::new(c.id.clone()));
-        }
-        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
-        let refs: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = args
-            .iter()
-            .map(|a| a.as_ref() as &(dyn tokio_postgres::types::ToSql + Sync))
-            .collect();
-        let rows = self.query_rows(&q.sql(|n| format!("${n}")), &refs).await?;
+        let sql = page.q.sql(|n| format!("${n}"));
+        let rows = self.query_rows(&sql, &refs(&page.args)).await?;
         rows::all(rows, map)
     }
 }
 
 /// Whether workspace `id` exists, as seen by `client` (inside its transaction, if any).
-async fn workspace_exists(
-    client: &deadpool_postgres::Transaction<'_>,
-    id: &str,
-) -> StoreResult<bool> {
+async fn workspace_exists(client: &Transaction<'_>, id: &str) -> StoreResult<bool> {
     let stmt = client
         .prepare_cached("SELECT 1 FROM workspaces WHERE id = $1")
         .await?;
@@ -434,71 +506,143 @@ async fn workspace_exists(
 }
 
 /// Inserts a new key (its workspace must exist) inside `tx`.
-async fn insert_key(tx: &deadpool_postgres::Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
+async fn insert_key(tx: &Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
     if !workspace_exists(tx, &out.workspace_id).await? {
-        return Err(rows::no_workspace(&out.workspace_id));
+        return Err(StoreError::no_workspace(&out.workspace_id));
     }
-    let stmt = tx
-        .prepare_cached(&rows::insert_sql("api_keys", KEY_COLS, '$'))
-        .await?;
-    let spend_limit = out.spend_limit.map(Usd::pico);
-    let limit_reset = out.limit_reset.map(|l| l.as_str());
-    tx.execute(
-        &stmt,
-        &[
-            &out.id,
-            &out.workspace_id,
-            &out.name,
-            &out.secret_hash,
-            &out.hint,
-            &out.created_at,
-            &out.expires_at,
-            &out.revoked_at,
-            &spend_limit,
-            &limit_reset,
-            &out.replaced_by,
-        ],
-    )
-    .await
-    .map_err(|e| {
-        if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-            let on_hash = e
-                .as_db_error()
-                .and_then(|db| db.constraint())
-                .is_some_and(|c| c.contains("secret_hash"));
-            rows::duplicate_key(out, on_hash)
-        } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-            rows::no_workspace(&out.workspace_id)
-        } else {
-            pg_err(e)
-        }
-    })?;
+    let insert = sql::insert_sql("api_keys", KEY_COLS, '$');
+    execute(tx, &insert, &params::api_key(out))
+        .await
+        .map_err(|e| {
+            if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
+                let on_hash = e
+                    .as_db_error()
+                    .and_then(|db| db.constraint())
+                    .is_some_and(|c| c.contains("secret_hash"));
+                StoreError::duplicate_key(out, on_hash)
+            } else if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
+                StoreError::no_workspace(&out.workspace_id)
+            } else {
+                pg_err(e)
+            }
+        })?;
     Ok(())
 }
 
 /// Appends an audit entry through `client` (a pooled connection or a transaction).
 async fn insert_audit(client: &impl GenericClient, e: &AuditEntry) -> StoreResult<()> {
-    let [before, after] = rows::audit_json(e);
-    let at = codec::trunc(e.at);
-    let stmt = client
-        .prepare_cached(&rows::insert_sql("audit_log", AUDIT_COLS, '$'))
-        .await?;
-    client
-        .execute(
-            &stmt,
-            &[
-                &e.id,
-                &at,
-                &e.actor,
-                &e.action,
-                &e.workspace_id,
-                &e.target,
-                &before,
-                &after,
-            ],
-        )
-        .await?;
+    let insert = sql::insert_sql("audit_log", AUDIT_COLS, '$');
+    execute(client, &insert, &params::audit_entry(e)).await?;
     Ok(())
+}
+
+/// Executes the cached statement `sql` with `params` through `client` (a pooled connection or
+/// a transaction); returns the number of rows changed.
+async fn execute(
+    client: &impl GenericClient,
+    sql: &str,
+    params: &[Param<'_>],
+) -> Result<u64, tokio_postgres::Error> {
+    let stmt = client.prepare_cached(sql).await?;
+    client.execute(&stmt, &refs(params)).await
+}
+
+/// Every row of the cached query `sql` (no parameters) as records.
+async fn select<T>(
+    client: &impl GenericClient,
+    sql: &str,
+    map: fn(&Row) -> StoreResult<T>,
+) -> StoreResult<Vec<T>> {
+    let stmt = client.prepare_cached(sql).await?;
+    rows::all(client.query(&stmt, &[]).await?, map)
+}
+
+/// Parameters as tokio-postgres takes them.
+fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
+    params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
+}
+
+/// Every workspace's books in one statement, one snapshot. SUM over BIGINT is NUMERIC (exact,
+/// unbounded): read as text and converted exactly.
+const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
+           COALESCE(b.balance_pico, 0) AS balance_pico,
+           COALESCE(l.total, 0)::text AS ledger_sum,
+           COALESCE(l.debits, 0)::text AS debit_sum,
+           COALESCE(u.total, 0)::text AS usage_cost_sum
+    FROM workspaces w
+    LEFT JOIN balances b ON b.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
+                      SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
+               FROM ledger_entries GROUP BY workspace_id) l
+           ON l.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
+               FROM usage_records GROUP BY workspace_id) u
+           ON u.workspace_id = w.id
+    ORDER BY w.id COLLATE \"C\"";
+
+/// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
+/// named replaced.
+async fn import_rows(tx: &Transaction<'_>, rows: &CatalogRows) -> StoreResult<()> {
+    let profile = sql::upsert_sql("profiles", PROFILE_COLS, '$');
+    for p in &rows.profiles {
+        execute(tx, &profile, &params::profile(p)).await?;
+    }
+    let model = sql::upsert_sql("models", MODEL_COLS, '$');
+    for m in &rows.models {
+        execute(tx, &model, &params::model(m)?)
+            .await
+            .map_err(|e| StoreError::Backend(format!("model {}: {}", m.id, pg_err(e))))?;
+    }
+    for id in params::catalog_model_ids(rows) {
+        execute(tx, "DELETE FROM routes WHERE model_id = $1", &[id.into()]).await?;
+    }
+    let route = sql::insert_sql("routes", ROUTE_COLS, '$');
+    for r in &rows.routes {
+        execute(tx, &route, &params::route(r)).await.map_err(|e| {
+            if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
+                StoreError::NotFound(format!("model {} (named by a route)", r.model_id))
+            } else {
+                StoreError::Backend(format!("route of {}: {}", r.model_id, pg_err(e)))
+            }
+        })?;
+    }
+    Ok(())
+}
+
+/// Applies `m` inside `tx` unless it is recorded already; whether it was applied.
+async fn apply_migration(tx: &Transaction<'_>, m: &Migration) -> StoreResult<bool> {
+    // Held until commit: replicas starting together migrate one after another, and the later
+    // ones find the version recorded.
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&migrations::PG_MIGRATION_LOCK],
+    )
+    .await?;
+    tx.batch_execute(migrations::PG_SCHEMA_MIGRATIONS).await?;
+    let done = tx
+        .query_opt(
+            "SELECT 1 FROM schema_migrations WHERE version = $1",
+            &[&m.version],
+        )
+        .await?
+        .is_some();
+    if done {
+        return Ok(false);
+    }
+    tx.batch_execute(m.sql).await.map_err(|e| {
+        StoreError::Backend(format!(
+            "migration {:04}_{}: {}",
+            m.version,
+            m.name,
+            pg_err(e)
+        ))
+    })?;
+    tx.execute(
+        "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
+        &[&m.version, &m.name],
+    )
+    .await?;
+    Ok(true)
 }
 
 #[async_trait]
@@ -508,39 +652,10 @@ impl Store for PgStore {
         let mut applied = 0;
         for m in migrations::migrations(Dialect::Postgres) {
             let tx = client.transaction().await?;
-            // Held until commit: replicas starting together migrate one after another, and
-            // the later ones find the version recorded.
-            tx.execute(
-                "SELECT pg_advisory_xact_lock($1)",
-                &[&migrations::PG_MIGRATION_LOCK],
-            )
-            .await?;
-            tx.batch_execute(migrations::PG_SCHEMA_MIGRATIONS).await?;
-            let done = tx
-                .query_opt(
-                    "SELECT 1 FROM schema_migrations WHERE version = $1",
-                    &[&m.version],
-                )
-                .await?
-                .is_some();
-            if done {
-                continue;
+            if apply_migration(&tx, m).await? {
+                tx.commit().await?;
+                applied += 1;
             }
-            tx.batch_execute(m.sql).await.map_err(|e| {
-                StoreError::Backend(format!(
-                    "migration {:04}_{}: {}",
-                    m.version,
-                    m.name,
-                    pg_err(e)
-                ))
-            })?;
-            tx.execute(
-                "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)",
-                &[&m.version, &m.name],
-            )
-            .await?;
-            tx.commit().await?;
-            applied += 1;
         }
         Ok(applied)
     }
@@ -551,20 +666,10 @@ impl Store for PgStore {
             name: name.to_owned(),
             created_at: codec::now(),
         };
-        let client = self.client().await?;
-        let stmt = client
-            .prepare_cached("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
-            .await?;
-        client
-            .execute(&stmt, &[&ws.id, &ws.name, &ws.created_at])
+        let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '$');
+        execute(&self.client().await?, &insert, &params::workspace(&ws))
             .await
-            .map_err(|e| {
-                if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-                    StoreError::Conflict(format!("workspace {id} already exists"))
-                } else {
-                    pg_err(e)
-                }
-            })?;
+            .map_err(exists(format!("workspace {id}")))?;
         Ok(ws)
     }
 
@@ -589,7 +694,7 @@ impl Store for PgStore {
     }
 
     async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
-        let out = rows::new_api_key(key);
+        let out = params::new_api_key(key);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         insert_key(&tx, &out).await?;
@@ -651,11 +756,11 @@ impl Store for PgStore {
     }
 
     async fn rotate_key(&self, r: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)> {
-        let new = rows::new_api_key(r.new.clone());
+        let new = params::new_api_key(r.new.clone());
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         insert_key(&tx, &new).await?;
-        let stmt = tx.prepare_cached(&rows::rotate_old_sql('$')).await?;
+        let stmt = tx.prepare_cached(&sql::rotate_old_sql('$')).await?;
         let (revoked, expires) = (
             r.old_revoked_at.map(codec::trunc),
             r.old_expires_at.map(codec::trunc),
@@ -672,7 +777,7 @@ impl Store for PgStore {
             let current = tx.query_opt(&stmt, &[&r.old_id]).await?;
             let current = current.as_ref().map(rows::api_key).transpose()?;
             // Dropping `tx` rolls the new key back.
-            return Err(rows::rotation_refused(&r.old_id, current));
+            return Err(StoreError::rotation_refused(&r.old_id, current));
         };
         let old = rows::api_key(&old)?;
         insert_audit(&tx, &r.audit).await?;
@@ -687,53 +792,19 @@ impl Store for PgStore {
         amount: Usd,
         note: Option<&str>,
     ) -> StoreResult<LedgerEntry> {
-        let entry = rows::new_credit(entry_id, workspace_id, amount, note)?;
+        let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         if !workspace_exists(&tx, workspace_id).await? {
-            return Err(rows::no_workspace(workspace_id));
+            return Err(StoreError::no_workspace(workspace_id));
         }
-        let insert = tx
-            .prepare_cached(&format!(
-                "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES ($1, $2, $3, $4, $5, $6)"
-            ))
-            .await?;
-        tx.execute(
-            &insert,
-            &[
-                &entry.id,
-                &entry.workspace_id,
-                &codec::ledger_kind_str(entry.kind),
-                &amount.pico(),
-                &entry.note,
-                &entry.created_at,
-            ],
-        )
-        .await
-        .map_err(|e| {
-            if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
-                StoreError::Conflict(format!("ledger entry {entry_id} already exists"))
-            } else {
-                pg_err(e)
-            }
-        })?;
-        // One statement, so concurrent credits to the same workspace serialise on the row. The
-        // amount is positive, so `MAX - amount` cannot overflow: a balance it would take past
-        // BIGINT is left as it is, and the whole credit refused.
-        let upsert = tx
-            .prepare_cached(
-                "INSERT INTO balances (workspace_id, balance_pico) VALUES ($1, $2)
-                 ON CONFLICT (workspace_id) DO UPDATE
-                 SET balance_pico = balances.balance_pico + EXCLUDED.balance_pico
-                 WHERE balances.balance_pico <= 9223372036854775807 - EXCLUDED.balance_pico",
-            )
-            .await?;
-        if tx
-            .execute(&upsert, &[&workspace_id, &amount.pico()])
-            .await?
-            == 0
-        {
-            return Err(rows::balance_overflow(workspace_id, amount));
+        let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '$');
+        execute(&tx, &insert, &params::ledger_entry(&entry))
+            .await
+            .map_err(exists(format!("ledger entry {entry_id}")))?;
+        let credit = [workspace_id.into(), amount.pico().into()];
+        if execute(&tx, &sql::credit_balance_sql('$'), &credit).await? == 0 {
+            return Err(StoreError::balance_overflow(workspace_id, amount));
         }
         tx.commit().await?;
         Ok(entry)
@@ -766,200 +837,19 @@ impl Store for PgStore {
     }
 
     async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
-        let records = codec::prepare_batch(batch)?;
-        if records.is_empty() {
+        let batch = UsageBatch::prepare(batch)?;
+        if batch.is_empty() {
             return Ok(0);
         }
-        let n = records.len();
-        let mut ids = Vec::with_capacity(n);
-        let mut workspaces = Vec::with_capacity(n);
-        let mut keys = Vec::with_capacity(n);
-        let mut models = Vec::with_capacity(n);
-        let mut routes = Vec::with_capacity(n);
-        let mut endpoints = Vec::with_capacity(n);
-        let mut streams = Vec::with_capacity(n);
-        let mut input = Vec::with_capacity(n);
-        let mut cache_read = Vec::with_capacity(n);
-        let mut cache_write = Vec::with_capacity(n);
-        let mut output = Vec::with_capacity(n);
-        let mut reasoning = Vec::with_capacity(n);
-        let mut input_price = Vec::with_capacity(n);
-        let mut output_price = Vec::with_capacity(n);
-        let mut cache_read_price = Vec::with_capacity(n);
-        let mut cache_write_price = Vec::with_capacity(n);
-        let mut costs = Vec::with_capacity(n);
-        let mut outcomes = Vec::with_capacity(n);
-        let mut started = Vec::with_capacity(n);
-        let mut finished = Vec::with_capacity(n);
-        let mut latency = Vec::with_capacity(n);
-        let mut ttft = Vec::with_capacity(n);
-        let mut windows = Vec::with_capacity(n);
-        let mut sources = Vec::with_capacity(n);
-        let mut attempts = Vec::with_capacity(n);
-        let mut request_ids = Vec::with_capacity(n);
-        let mut reviews = Vec::with_capacity(n);
-        let mut audio = Vec::with_capacity(n);
-        let mut write_1h = Vec::with_capacity(n);
-        let mut storage = Vec::with_capacity(n);
-        let mut audio_price = Vec::with_capacity(n);
-        let mut write_1h_price = Vec::with_capacity(n);
-        let mut storage_price = Vec::with_capacity(n);
-        for (r, ints) in &records {
-            let [a, w, st] = codec::extra_prices(r);
-            audio.push(ints.audio_input_tokens);
-            write_1h.push(ints.cache_write_1h_tokens);
-            storage.push(ints.cache_storage_token_seconds);
-            audio_price.push(a);
-            write_1h_price.push(w);
-            storage_price.push(st);
-            ids.push(r.id.as_str());
-            workspaces.push(r.workspace_id.as_str());
-            keys.push(r.key_id.as_str());
-            models.push(r.model_id.as_str());
-            routes.push(r.route.as_str());
-            endpoints.push(codec::endpoint_str(r.endpoint));
-            streams.push(r.stream);
-            input.push(ints.input_tokens);
-            cache_read.push(ints.cache_read_tokens);
-            cache_write.push(ints.cache_write_tokens);
-            output.push(ints.output_tokens);
-            reasoning.push(ints.reasoning_tokens);
-            input_price.push(r.input_price.micro_per_mtok());
-            output_price.push(r.output_price.micro_per_mtok());
-            cache_read_price.push(r.cache_read_price.map(Price::micro_per_mtok));
-            cache_write_price.push(r.cache_write_price.map(Price::micro_per_mtok));
-            costs.push(r.cost.pico());
-            outcomes.push(codec::outcome_str(r.outcome));
-            started.push(r.started_at);
-            finished.push(r.finished_at);
-            latency.push(ints.upstream_latency_us);
-            ttft.push(ints.ttft_us);
-            windows.push(r.spend_window_start);
-            sources.push(codec::source_str(r.usage_source));
-            attempts.push(i32::try_from(r.attempts).unwrap_or(i32::MAX));
-            request_ids.push(r.request_id.as_deref());
-            reviews.push(r.review.as_deref());
-        }
-
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        // 1. Records and their debits, in id order: the unique index on usage_records.id is
-        //    the idempotency guard (a concurrent writer of the same id makes us wait for its
-        //    commit, then skip the id).
-        let insert = tx.prepare_cached(INSERT_USAGE).await?;
-        let inserted = tx
-            .query(
-                &insert,
-                &[
-                    &ids,
-                    &workspaces,
-                    &keys,
-                    &models,
-                    &routes,
-                    &endpoints,
-                    &streams,
-                    &input,
-                    &cache_read,
-                    &cache_write,
-                    &output,
-                    &reasoning,
-                    &input_price,
-                    &output_price,
-                    &cache_read_price,
-                    &cache_write_price,
-                    &costs,
-                    &outcomes,
-                    &started,
-                    &finished,
-                    &latency,
-                    &ttft,
-                    &windows,
-                    &sources,
-                    &audio,
-                    &write_1h,
-                    &storage,
-                    &audio_price,
-                    &write_1h_price,
-                    &storage_price,
-                    &attempts,
-                    &request_ids,
-                    &reviews,
-                ],
-            )
-            .await
-            .map_err(usage_err)?;
-        let new_ids = inserted
-            .iter()
-            .map(|row| col::<String>(row, "usage_id"))
-            .collect::<StoreResult<std::collections::HashSet<String>>>()?;
-        if new_ids.is_empty() {
-            // Nothing new: commit anyway (nothing was written), no balance row is locked.
-            tx.commit().await?;
-            return Ok(0);
+        let new = insert_usage(&tx, &batch).await?;
+        // Nothing new: nothing was written, and no balance row is locked.
+        if !new.is_empty() {
+            apply_totals(&tx, &batch.totals(|id| new.contains(id))?).await?;
         }
-        let totals = codec::BatchTotals::of(
-            records
-                .iter()
-                .map(|(r, _)| r)
-                .filter(|r| new_ids.contains(&r.id)),
-        )?;
-        // 2. Balances, one row per workspace in id order (after every usage-id lock: all
-        //    writers take locks in the same global order, so they cannot deadlock).
-        let (ws, debits): (Vec<&str>, Vec<i64>) = totals
-            .by_workspace
-            .iter()
-            .map(|(w, d)| (w.as_str(), *d))
-            .unzip();
-        let stmt = tx.prepare_cached(DEBIT_BALANCES).await?;
-        tx.execute(&stmt, &[&ws, &debits])
-            .await
-            .map_err(usage_err)?;
-        // 3. Window spend, one row per (key, window) in that order.
-        if !totals.by_key_window.is_empty() {
-            let mut k = Vec::with_capacity(totals.by_key_window.len());
-            let mut w = Vec::with_capacity(totals.by_key_window.len());
-            let mut amounts = Vec::with_capacity(totals.by_key_window.len());
-            for ((key, start), spend) in &totals.by_key_window {
-                k.push(key.as_str());
-                w.push(*start);
-                amounts.push(*spend);
-            }
-            let stmt = tx.prepare_cached(ADD_KEY_SPEND).await?;
-            tx.execute(&stmt, &[&k, &w, &amounts])
-                .await
-                .map_err(usage_err)?;
-        }
-        // 4. The daily rollup, one row per (workspace, day, model) in that order.
-        let n = totals.by_day.len();
-        let (mut ws, mut days, mut models) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        let (mut requests, mut input, mut output, mut cost) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-        );
-        for ((w, day, model), d) in &totals.by_day {
-            ws.push(w.as_str());
-            days.push(day.as_str());
-            models.push(model.as_str());
-            requests.push(d.requests);
-            input.push(d.input_tokens);
-            output.push(d.output_tokens);
-            cost.push(d.cost);
-        }
-        let stmt = tx.prepare_cached(ADD_DAILY).await?;
-        tx.execute(
-            &stmt,
-            &[&ws, &days, &models, &requests, &input, &output, &cost],
-        )
-        .await
-        .map_err(usage_err)?;
         tx.commit().await?;
-        Ok(new_ids.len() as u64)
+        Ok(new.len() as u64)
     }
 
     async fn usage(
@@ -1035,28 +925,7 @@ impl Store for PgStore {
     }
 
     async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
-        // One statement, one snapshot. SUM over BIGINT is NUMERIC (exact, unbounded): read as
-        // text and converted exactly.
-        let rows = self
-            .query_rows(
-                "SELECT w.id AS workspace_id,
-                        COALESCE(b.balance_pico, 0) AS balance_pico,
-                        COALESCE(l.total, 0)::text AS ledger_sum,
-                        COALESCE(l.debits, 0)::text AS debit_sum,
-                        COALESCE(u.total, 0)::text AS usage_cost_sum
-                 FROM workspaces w
-                 LEFT JOIN balances b ON b.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id, SUM(amount_pico) AS total,
-                                   SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
-                            FROM ledger_entries GROUP BY workspace_id) l
-                        ON l.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
-                            FROM usage_records GROUP BY workspace_id) u
-                        ON u.workspace_id = w.id
-                 ORDER BY w.id COLLATE \"C\"",
-                &[],
-            )
-            .await?;
+        let rows = self.query_rows(LEDGER_VERIFY, &[]).await?;
         rows.iter()
             .map(|r| {
                 let workspace_id: String = col(r, "workspace_id")?;
@@ -1077,127 +946,27 @@ impl Store for PgStore {
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {
         let mut client = self.client().await?;
-        // One snapshot for both tables.
+        // One snapshot for every table.
         let tx = client
             .build_transaction()
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
             .read_only(true)
             .start()
             .await?;
-        let stmt = tx
-            .prepare_cached(&format!("SELECT {MODEL_COLS} FROM models ORDER BY id"))
-            .await?;
-        let models = rows::all(tx.query(&stmt, &[]).await?, rows::model)?;
-        let stmt = tx
-            .prepare_cached(&format!(
-                "SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"
-            ))
-            .await?;
-        let routes = rows::all(tx.query(&stmt, &[]).await?, rows::route)?;
-        let stmt = tx
-            .prepare_cached("SELECT name, spec FROM profiles ORDER BY name")
-            .await?;
-        let profiles = tx
-            .query(&stmt, &[])
-            .await?
-            .iter()
-            .map(|r| Ok((r.try_get::<_, String>(0)?, r.try_get::<_, String>(1)?)))
-            .collect::<Result<Vec<_>, tokio_postgres::Error>>()?;
+        let [models, routes, profiles] = sql::catalog_selects();
+        let rows = CatalogRows {
+            models: select(&tx, &models, rows::model).await?,
+            routes: select(&tx, &routes, rows::route).await?,
+            profiles: select(&tx, &profiles, rows::profile).await?,
+        };
         tx.commit().await?;
-        let profiles = codec::profiles_from_db(profiles)?;
-        Ok(CatalogRows {
-            profiles,
-            models,
-            routes,
-        })
+        Ok(rows)
     }
 
     async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        let profile = tx
-            .prepare_cached(
-                "INSERT INTO profiles (name, spec) VALUES ($1, $2)
-                 ON CONFLICT (name) DO UPDATE SET spec = EXCLUDED.spec",
-            )
-            .await?;
-        for p in &rows.profiles {
-            tx.execute(&profile, &[&p.name, &p.spec.to_string()])
-                .await?;
-        }
-        let upsert = tx.prepare_cached(&codec::upsert_models_sql('$')).await?;
-        for m in &rows.models {
-            let capabilities = codec::capabilities_to_db(&m.capabilities)?;
-            let extra = codec::model_extra_columns(m)?;
-            tx.execute(
-                &upsert,
-                &[
-                    &m.id,
-                    &m.provider,
-                    &m.family,
-                    &m.kind,
-                    &m.upstream_model,
-                    &m.profile,
-                    &m.input_price.micro_per_mtok(),
-                    &m.output_price.micro_per_mtok(),
-                    &m.cache_read_price.map(Price::micro_per_mtok),
-                    &m.cache_write_price.map(Price::micro_per_mtok),
-                    &capabilities,
-                    &codec::max_tokens_to_db(m.max_output_tokens),
-                    &m.active,
-                    &extra[0],
-                    &extra[1],
-                    &extra[2],
-                    &extra[3],
-                    &extra[4],
-                    &extra[5],
-                    &extra[6],
-                    &extra[7],
-                    &extra[8],
-                    &extra[9],
-                    &m.shutdown.map(|d| d.to_string()),
-                    &m.source,
-                ],
-            )
-            .await
-            .map_err(|e| StoreError::Backend(format!("model {}: {}", m.id, pg_err(e))))?;
-        }
-        let clear = tx
-            .prepare_cached("DELETE FROM routes WHERE model_id = $1")
-            .await?;
-        for id in codec::catalog_model_ids(rows) {
-            tx.execute(&clear, &[&id]).await?;
-        }
-        let insert = tx
-            .prepare_cached(
-                "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight,
-                                     upstream_model)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-            )
-            .await?;
-        for r in &rows.routes {
-            tx.execute(
-                &insert,
-                &[
-                    &r.model_id,
-                    &r.kind,
-                    &r.base_url,
-                    &r.region,
-                    &r.priority,
-                    &r.active,
-                    &r.weight,
-                    &r.upstream_model,
-                ],
-            )
-            .await
-            .map_err(|e| {
-                if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-                    StoreError::NotFound(format!("model {} (named by a route)", r.model_id))
-                } else {
-                    StoreError::Backend(format!("route of {}: {}", r.model_id, pg_err(e)))
-                }
-            })?;
-        }
+        import_rows(&tx, rows).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1226,7 +995,7 @@ impl Store for PgStore {
         rows.first()
             .map(rows::workspace)
             .transpose()?
-            .ok_or_else(|| rows::no_workspace(id))
+            .ok_or_else(|| StoreError::no_workspace(id))
     }
 
     async fn workspaces_page(
@@ -1234,8 +1003,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Workspace>> {
-        let q = PageSql::workspaces(after.is_some());
-        self.page(&q, vec![], after, limit, rows::workspace).await
+        self.page(Page::workspaces(after, limit), rows::workspace)
+            .await
     }
 
     async fn keys_page(
@@ -1244,9 +1013,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<ApiKey>> {
-        let q = PageSql::keys(after.is_some());
-        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        self.page(&q, args, after, limit, rows::api_key).await
+        self.page(Page::keys(workspace_id, after, limit), rows::api_key)
+            .await
     }
 
     async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()> {
@@ -1267,9 +1035,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<LedgerEntry>> {
-        let q = PageSql::ledger(after.is_some());
-        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        self.page(&q, args, after, limit, rows::ledger_entry).await
+        self.page(Page::ledger(workspace_id, after, limit), rows::ledger_entry)
+            .await
     }
 
     async fn usage_page(
@@ -1279,17 +1046,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let (filter, after) = rows::usage_bounds(filter, after);
-        let (filter, after) = (&filter, after.as_ref());
-        let q = PageSql::usage(filter, after.is_some());
-        let mut args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        for v in [&filter.key_id, &filter.model_id].into_iter().flatten() {
-            args.push(Box::new(v.clone()));
-        }
-        for t in [filter.from, filter.to].into_iter().flatten() {
-            args.push(Box::new(t));
-        }
-        self.page(&q, args, after, limit, rows::usage).await
+        self.page(Page::usage(workspace_id, filter, after, limit), rows::usage)
+            .await
     }
 
     async fn usage_daily(
@@ -1321,35 +1079,17 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<AuditEntry>> {
-        let q = PageSql::audit(workspace_id.is_some(), after.is_some());
-        let args: Vec<Param> = workspace_id
-            .map(|w| Box::new(w.to_owned()) as Param)
-            .into_iter()
-            .collect();
-        self.page(&q, args, after, limit, rows::audit_entry).await
+        self.page(Page::audit(workspace_id, after, limit), rows::audit_entry)
+            .await
     }
 
     async fn put_alerts(&self, s: &AlertSettings) -> StoreResult<()> {
-        let low = s.low_balance.map(Usd::pico);
-        let percents = rows::percents_to_db(&s.key_limit_percents);
-        let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(&format!(
-                "INSERT INTO alert_settings ({ALERT_COLS}) VALUES ($1, $2, $3, $4, $5) \
-                 ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = EXCLUDED.webhook_url, \
-                 secret = EXCLUDED.secret, low_balance_pico = EXCLUDED.low_balance_pico, \
-                 key_limit_percents = EXCLUDED.key_limit_percents"
-            ))
-            .await?;
-        client
-            .execute(
-                &stmt,
-                &[&s.workspace_id, &s.webhook_url, &s.secret, &low, &percents],
-            )
+        let upsert = sql::upsert_sql("alert_settings", ALERT_COLS, '$');
+        execute(&self.client().await?, &upsert, &params::alert_settings(s))
             .await
             .map_err(|e| {
                 if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
-                    rows::no_workspace(&s.workspace_id)
+                    StoreError::no_workspace(&s.workspace_id)
                 } else {
                     pg_err(e)
                 }
@@ -1406,26 +1146,8 @@ impl Store for PgStore {
     }
 
     async fn record_delivery(&self, d: &Delivery) -> StoreResult<()> {
-        let at = codec::trunc(d.at);
-        let (attempt, status) = (i64::from(d.attempt), d.status.map(|c| i64::from(c.code())));
-        self.query_rows(
-            &format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
-            ),
-            &[
-                &d.id,
-                &d.workspace_id,
-                &d.event_id,
-                &d.event,
-                &attempt,
-                &at,
-                &status,
-                &d.result,
-                &d.delivered,
-            ],
-        )
-        .await?;
+        let insert = sql::insert_sql("webhook_deliveries", DELIVERY_COLS, '$');
+        execute(&self.client().await?, &insert, &params::delivery(d)).await?;
         Ok(())
     }
 
@@ -1435,9 +1157,8 @@ impl Store for PgStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>> {
-        let q = PageSql::deliveries(after.is_some());
-        let args: Vec<Param> = vec![Box::new(workspace_id.to_owned())];
-        self.page(&q, args, after, limit, rows::delivery).await
+        self.page(Page::deliveries(workspace_id, after, limit), rows::delivery)
+            .await
     }
 
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {

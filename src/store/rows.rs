@@ -1,51 +1,19 @@
-//! Column lists and row mapping, written once for both backends.
-//!
-//! Every `SELECT` of a record names its table's `*_COLS` list, so a record's columns arrive in
-//! the list's order and [`DbRow`] reads them by position. Each backend implements `DbRow` for
-//! its own row type — the only per-dialect part is how a value is stored (PostgreSQL keeps
-//! `TIMESTAMPTZ` and `BOOLEAN`, SQLite microseconds and integers) — and the mappers below
-//! turn a row into a record the same way for both.
+//! Reading, written once for both backends: every `SELECT` of a record names its table's
+//! `*_COLS` list (`sql`), so a record's columns arrive in the list's order and [`DbRow`] reads
+//! them by position. Each backend implements `DbRow` for its own row type — the only
+//! per-dialect part is how a value is stored (PostgreSQL keeps `TIMESTAMPTZ` and `BOOLEAN`,
+//! SQLite microseconds and integers) — and the mappers below turn a row into a record the same
+//! way for both.
 
 use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, Cursor, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
-    LedgerKind, LongContextRow, ModelRow, NewKey, RouteRow, StatusClass, StoreError, StoreResult,
-    UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
+    LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError, StoreResult,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
-
-pub(crate) const WORKSPACE_COLS: &str = "id, name, created_at";
-pub(crate) const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, \
-                                   expires_at, revoked_at, spend_limit_pico, limit_reset, \
-                                   replaced_by";
-/// Ledger entries are read as `LEDGER_COLS, usage_id` (the usage id is set by debits only).
-pub(crate) const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
-pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
-                                     input_price_micro, output_price_micro, \
-                                     cache_read_price_micro, cache_write_price_micro, \
-                                     capabilities, max_output_tokens, active, \
-                                     cache_write_1h_price_micro, audio_input_price_micro, \
-                                     cache_storage_price_micro, long_context_threshold, \
-                                     long_input_price_micro, long_output_price_micro, \
-                                     long_cache_read_price_micro, \
-                                     long_cache_write_price_micro, \
-                                     long_cache_write_1h_price_micro, context_window, \
-                                     shutdown_on, source";
-pub(crate) const ROUTE_COLS: &str =
-    "model_id, kind, base_url, region, priority, active, weight, upstream_model";
-pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
-                                     stream, input_tokens, cache_read_tokens, \
-                                     cache_write_tokens, output_tokens, reasoning_tokens, \
-                                     input_price_micro, output_price_micro, \
-                                     cache_read_price_micro, cache_write_price_micro, cost_pico, \
-                                     outcome, started_at, finished_at, upstream_latency_us, \
-                                     ttft_us, spend_window_start, usage_source, \
-                                     audio_input_tokens, cache_write_1h_tokens, \
-                                     cache_storage_token_seconds, audio_input_price_micro, \
-                                     cache_write_1h_price_micro, cache_storage_price_micro, \
-                                     attempts, request_id, review";
 
 /// A result row of either backend, read by column position; a value of the wrong type is a
 /// corrupt row.
@@ -58,6 +26,24 @@ pub(crate) trait DbRow {
     fn flag(&self, i: usize) -> StoreResult<bool>;
     fn time(&self, i: usize) -> StoreResult<DateTime<Utc>>;
     fn opt_time(&self, i: usize) -> StoreResult<Option<DateTime<Utc>>>;
+
+    /// A price column (micro-USD per 1M tokens).
+    fn price(&self, i: usize) -> StoreResult<Price> {
+        Ok(Price::from_micro_per_mtok(self.int(i)?))
+    }
+
+    fn opt_price(&self, i: usize) -> StoreResult<Option<Price>> {
+        Ok(self.opt_int(i)?.map(Price::from_micro_per_mtok))
+    }
+
+    /// A count column, named `what` if it is corrupt (negative).
+    fn count(&self, i: usize, what: &str) -> StoreResult<u64> {
+        codec::count_from_db(what, self.int(i)?)
+    }
+
+    fn opt_count(&self, i: usize, what: &str) -> StoreResult<Option<u64>> {
+        codec::opt_count_from_db(what, self.opt_int(i)?)
+    }
 }
 
 pub(crate) fn workspace(r: &impl DbRow) -> StoreResult<Workspace> {
@@ -97,18 +83,6 @@ pub(crate) fn ledger_entry(r: &impl DbRow) -> StoreResult<LedgerEntry> {
 }
 
 pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
-    let price = |i: usize| Ok::<_, StoreError>(r.opt_int(i)?.map(Price::from_micro_per_mtok));
-    let long_context = match (r.opt_int(16)?, price(17)?, price(18)?) {
-        (Some(above), Some(input_price), Some(output_price)) => Some(LongContextRow {
-            above: codec::count_from_db("long_context_threshold", above)?,
-            input_price,
-            output_price,
-            cache_read_price: price(19)?,
-            cache_write_price: price(20)?,
-            cache_write_1h_price: price(21)?,
-        }),
-        _ => None,
-    };
     Ok(ModelRow {
         id: r.text(0)?,
         provider: r.text(1)?,
@@ -116,14 +90,14 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
         kind: r.text(3)?,
         upstream_model: r.text(4)?,
         profile: r.text(5)?,
-        input_price: Price::from_micro_per_mtok(r.int(6)?),
-        output_price: Price::from_micro_per_mtok(r.int(7)?),
-        cache_read_price: r.opt_int(8)?.map(Price::from_micro_per_mtok),
-        cache_write_price: r.opt_int(9)?.map(Price::from_micro_per_mtok),
-        cache_write_1h_price: price(13)?,
-        audio_input_price: price(14)?,
-        cache_storage_price: price(15)?,
-        long_context,
+        input_price: r.price(6)?,
+        output_price: r.price(7)?,
+        cache_read_price: r.opt_price(8)?,
+        cache_write_price: r.opt_price(9)?,
+        cache_write_1h_price: r.opt_price(13)?,
+        audio_input_price: r.opt_price(14)?,
+        cache_storage_price: r.opt_price(15)?,
+        long_context: long_context(r)?,
         capabilities: codec::capabilities_from_db(&r.text(10)?)?,
         max_output_tokens: codec::max_tokens_from_db(r.opt_int(11)?)?,
         context_window: r
@@ -145,6 +119,23 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
     })
 }
 
+/// A model row's long-context tier: none unless its threshold and both prices are set.
+fn long_context(r: &impl DbRow) -> StoreResult<Option<LongContextRow>> {
+    let (Some(above), Some(input_price), Some(output_price)) =
+        (r.opt_int(16)?, r.opt_price(17)?, r.opt_price(18)?)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(LongContextRow {
+        above: codec::count_from_db("long_context_threshold", above)?,
+        input_price,
+        output_price,
+        cache_read_price: r.opt_price(19)?,
+        cache_write_price: r.opt_price(20)?,
+        cache_write_1h_price: r.opt_price(21)?,
+    }))
+}
+
 pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
     Ok(RouteRow {
         model_id: r.text(0)?,
@@ -159,8 +150,6 @@ pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
 }
 
 pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
-    let count = |i: usize, name: &str| codec::count_from_db(name, r.int(i)?);
-    let opt_count = |i: usize, name: &str| codec::opt_count_from_db(name, r.opt_int(i)?);
     Ok(UsageRecord {
         id: r.text(0)?,
         workspace_id: r.text(1)?,
@@ -169,29 +158,22 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         route: r.text(4)?,
         endpoint: codec::endpoint_from(&r.text(5)?)?,
         stream: r.flag(6)?,
-        input_tokens: count(7, "input_tokens")?,
-        cache_read_tokens: count(8, "cache_read_tokens")?,
-        cache_write_tokens: count(9, "cache_write_tokens")?,
-        output_tokens: count(10, "output_tokens")?,
-        reasoning_tokens: count(11, "reasoning_tokens")?,
-        input_price: Price::from_micro_per_mtok(r.int(12)?),
-        output_price: Price::from_micro_per_mtok(r.int(13)?),
-        cache_read_price: r.opt_int(14)?.map(Price::from_micro_per_mtok),
-        cache_write_price: r.opt_int(15)?.map(Price::from_micro_per_mtok),
-        extra: ExtraUsage {
-            audio_input_tokens: count(24, "audio_input_tokens")?,
-            cache_write_1h_tokens: count(25, "cache_write_1h_tokens")?,
-            cache_storage_token_seconds: count(26, "cache_storage_token_seconds")?,
-            audio_input_price: r.opt_int(27)?.map(Price::from_micro_per_mtok),
-            cache_write_1h_price: r.opt_int(28)?.map(Price::from_micro_per_mtok),
-            cache_storage_price: r.opt_int(29)?.map(Price::from_micro_per_mtok),
-        },
+        input_tokens: r.count(7, "input_tokens")?,
+        cache_read_tokens: r.count(8, "cache_read_tokens")?,
+        cache_write_tokens: r.count(9, "cache_write_tokens")?,
+        output_tokens: r.count(10, "output_tokens")?,
+        reasoning_tokens: r.count(11, "reasoning_tokens")?,
+        input_price: r.price(12)?,
+        output_price: r.price(13)?,
+        cache_read_price: r.opt_price(14)?,
+        cache_write_price: r.opt_price(15)?,
+        extra: extra_usage(r)?,
         cost: Usd::from_pico(r.int(16)?),
         outcome: codec::outcome_from(&r.text(17)?)?,
         started_at: r.time(18)?,
         finished_at: r.time(19)?,
-        upstream_latency_us: opt_count(20, "upstream_latency_us")?,
-        ttft_us: opt_count(21, "ttft_us")?,
+        upstream_latency_us: r.opt_count(20, "upstream_latency_us")?,
+        ttft_us: r.opt_count(21, "ttft_us")?,
         spend_window_start: r.opt_time(22)?,
         usage_source: codec::source_from(&r.text(23)?)?,
         attempts: u32::try_from(r.int32(30)?)
@@ -201,6 +183,26 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
     })
 }
 
+/// A usage row's audio, 1-hour cache-write and cache-storage buckets and their prices.
+fn extra_usage(r: &impl DbRow) -> StoreResult<ExtraUsage> {
+    Ok(ExtraUsage {
+        audio_input_tokens: r.count(24, "audio_input_tokens")?,
+        cache_write_1h_tokens: r.count(25, "cache_write_1h_tokens")?,
+        cache_storage_token_seconds: r.count(26, "cache_storage_token_seconds")?,
+        audio_input_price: r.opt_price(27)?,
+        cache_write_1h_price: r.opt_price(28)?,
+        cache_storage_price: r.opt_price(29)?,
+    })
+}
+
+/// A profile row (its spec stored as JSON text); bad JSON is a corrupt row.
+pub(crate) fn profile(r: &impl DbRow) -> StoreResult<ProfileRow> {
+    let name = r.text(0)?;
+    let spec = serde_json::from_str(&r.text(1)?)
+        .map_err(|e| StoreError::Corrupt(format!("profile {name}: {e}")))?;
+    Ok(ProfileRow { name, spec })
+}
+
 /// Every row of a query as records.
 pub(crate) fn all<R: DbRow, T>(
     rows: impl IntoIterator<Item = R>,
@@ -208,120 +210,6 @@ pub(crate) fn all<R: DbRow, T>(
 ) -> StoreResult<Vec<T>> {
     rows.into_iter().map(|r| map(&r)).collect()
 }
-
-/// The key as it is stored: created now, times at the database's microsecond precision.
-pub(crate) fn new_api_key(key: NewKey) -> ApiKey {
-    ApiKey {
-        id: key.id,
-        workspace_id: key.workspace_id,
-        name: key.name,
-        secret_hash: key.secret_hash,
-        hint: key.hint,
-        created_at: codec::now(),
-        expires_at: key.expires_at.map(codec::trunc),
-        revoked_at: None,
-        spend_limit: key.spend_limit,
-        limit_reset: key.limit_reset,
-        replaced_by: None,
-    }
-}
-
-/// Why a rotation changed nothing, from the old key as the refusing transaction read it.
-pub(crate) fn rotation_refused(id: &str, current: Option<ApiKey>) -> StoreError {
-    match current {
-        None => StoreError::NotFound(format!("key {id}")),
-        Some(ApiKey {
-            replaced_by: Some(new),
-            ..
-        }) => StoreError::Conflict(format!(
-            "key {id} was already rotated: its replacement is {new}; rotate the replacement \
-             instead"
-        )),
-        Some(_) => StoreError::Conflict(format!(
-            "key {id} was revoked or expired while it was being rotated: only a working key is \
-             rotated"
-        )),
-    }
-}
-
-/// A credit refused because the balance would pass the largest exact amount.
-pub(crate) fn balance_overflow(workspace_id: &str, amount: Usd) -> StoreError {
-    StoreError::Overflow(format!(
-        "crediting {amount} USD would take the balance of workspace {workspace_id} past the \
-         largest amount it can hold ({} USD)",
-        Usd::from_pico(i64::MAX)
-    ))
-}
-
-/// A credit entry as it is stored (a positive amount, created now).
-pub(crate) fn new_credit(
-    id: &str,
-    workspace_id: &str,
-    amount: Usd,
-    note: Option<&str>,
-) -> StoreResult<LedgerEntry> {
-    codec::check_credit(amount)?;
-    Ok(LedgerEntry {
-        id: id.to_owned(),
-        workspace_id: workspace_id.to_owned(),
-        kind: LedgerKind::Credit,
-        amount,
-        note: note.map(str::to_owned),
-        created_at: codec::now(),
-        usage_id: None,
-    })
-}
-
-/// `INSERT INTO {table} ({cols}) VALUES (…)` with one placeholder per column, written
-/// `{mark}1`, `{mark}2`, … (`?` for SQLite, `$` for PostgreSQL).
-pub(crate) fn insert_sql(table: &str, cols: &str, mark: char) -> String {
-    let values: Vec<String> = (1..=cols.split(',').count())
-        .map(|i| format!("{mark}{i}"))
-        .collect();
-    format!(
-        "INSERT INTO {table} ({cols}) VALUES ({})",
-        values.join(", ")
-    )
-}
-
-/// Rotation's conditional UPDATE of the old key (parameters: id, replaced_by, revoked_at,
-/// expires_at, now): it changes a key only while it is not replaced, not revoked and not
-/// expired, so exactly one of concurrent rotations changes it.
-pub(crate) fn rotate_old_sql(mark: char) -> String {
-    let m = |i: u8| format!("{mark}{i}");
-    format!(
-        "UPDATE api_keys SET replaced_by = {}, revoked_at = {}, expires_at = {} \
-         WHERE id = {} AND replaced_by IS NULL AND revoked_at IS NULL \
-         AND (expires_at IS NULL OR expires_at > {}) RETURNING {KEY_COLS}",
-        m(2),
-        m(3),
-        m(4),
-        m(1),
-        m(5)
-    )
-}
-
-/// A key insert refused as a duplicate: of its secret's hash, or of its id.
-pub(crate) fn duplicate_key(key: &ApiKey, on_secret_hash: bool) -> StoreError {
-    if on_secret_hash {
-        StoreError::Conflict("a key with this secret hash already exists".to_owned())
-    } else {
-        StoreError::Conflict(format!("key {} already exists", key.id))
-    }
-}
-
-pub(crate) fn no_workspace(id: &str) -> StoreError {
-    StoreError::NotFound(format!("workspace {id}"))
-}
-
-pub(crate) const AUDIT_COLS: &str =
-    "id, at, actor, action, workspace_id, target, before_json, after_json";
-pub(crate) const DAILY_COLS: &str =
-    "day, model_id, requests, input_tokens, output_tokens, cost_pico";
-pub(crate) const ALERT_COLS: &str =
-    "workspace_id, webhook_url, secret, low_balance_pico, key_limit_percents";
-pub(crate) const DELIVERY_COLS: &str =
-    "id, workspace_id, event_id, event, attempt, at, status, error, delivered";
 
 fn json_from_db(what: &str, text: Option<String>) -> StoreResult<Option<serde_json::Value>> {
     text.map(|t| serde_json::from_str(&t).map_err(|e| StoreError::Corrupt(format!("{what}: {e}"))))
@@ -341,23 +229,15 @@ pub(crate) fn audit_entry(r: &impl DbRow) -> StoreResult<AuditEntry> {
     })
 }
 
-/// An audit entry's `before` and `after` as stored (JSON text).
-pub(crate) fn audit_json(e: &AuditEntry) -> [Option<String>; 2] {
-    [
-        e.before.as_ref().map(|v| v.to_string()),
-        e.after.as_ref().map(|v| v.to_string()),
-    ]
-}
-
 pub(crate) fn daily_usage(r: &impl DbRow) -> StoreResult<DailyUsage> {
     let day = r.text(0)?;
     Ok(DailyUsage {
         day: chrono::NaiveDate::parse_from_str(&day, "%Y-%m-%d")
             .map_err(|e| StoreError::Corrupt(format!("usage_daily.day {day:?}: {e}")))?,
         model_id: r.text(1)?,
-        requests: codec::count_from_db("requests", r.int(2)?)?,
-        input_tokens: codec::count_from_db("input_tokens", r.int(3)?)?,
-        output_tokens: codec::count_from_db("output_tokens", r.int(4)?)?,
+        requests: r.count(2, "requests")?,
+        input_tokens: r.count(3, "input_tokens")?,
+        output_tokens: r.count(4, "output_tokens")?,
         cost: Usd::from_pico(r.int(5)?),
     })
 }
@@ -372,10 +252,6 @@ pub(crate) fn alert_settings(r: &impl DbRow) -> StoreResult<AlertSettings> {
         key_limit_percents: serde_json::from_str(&percents)
             .map_err(|e| StoreError::Corrupt(format!("key_limit_percents: {e}")))?,
     })
-}
-
-pub(crate) fn percents_to_db(p: &[u8]) -> String {
-    serde_json::to_string(p).unwrap_or_else(|_| "[]".into())
 }
 
 pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {
@@ -413,178 +289,5 @@ fn result_line(recorded: Option<String>, status: Option<StatusClass>, delivered:
         (_, Some(class)) if delivered => format!("delivered {class}"),
         (_, Some(class)) => format!("refused: non-2xx ({class})"),
         (_, None) => "failed: connection error".to_owned(),
-    }
-}
-
-/// A newest-first page query, the same for both dialects but for how a parameter is written
-/// (`mark(n)`: `?n` or `$n`). Parameters, in order: one per `equal` column, then `from` and
-/// `to` when asked, then the cursor's time and id when `after`, then the limit. The cursor is
-/// a row-value comparison, `(time, id) < (?, ?)`, which both databases answer with one range
-/// of the listing's index.
-pub(crate) struct PageSql {
-    pub cols: &'static str,
-    pub table: &'static str,
-    /// The time column the page is ordered by (with `id`).
-    pub time: &'static str,
-    pub equal: Vec<&'static str>,
-    pub from: bool,
-    pub to: bool,
-    pub after: bool,
-}
-
-/// Ledger entries with their usage id, as a page reads them.
-const LEDGER_PAGE_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at, usage_id";
-
-impl PageSql {
-    fn of(cols: &'static str, table: &'static str, time: &'static str, after: bool) -> Self {
-        PageSql {
-            cols,
-            table,
-            time,
-            equal: Vec::new(),
-            from: false,
-            to: false,
-            after,
-        }
-    }
-
-    fn of_workspace(mut self) -> Self {
-        self.equal.push("workspace_id");
-        self
-    }
-
-    pub(crate) fn workspaces(after: bool) -> Self {
-        Self::of(WORKSPACE_COLS, "workspaces", "created_at", after)
-    }
-
-    pub(crate) fn keys(after: bool) -> Self {
-        Self::of(KEY_COLS, "api_keys", "created_at", after).of_workspace()
-    }
-
-    pub(crate) fn ledger(after: bool) -> Self {
-        Self::of(LEDGER_PAGE_COLS, "ledger_entries", "created_at", after).of_workspace()
-    }
-
-    /// Parameters: workspace, then the filter's key and model when set, then from and to.
-    pub(crate) fn usage(filter: &UsageFilter, after: bool) -> Self {
-        let mut q = Self::of(USAGE_COLS, "usage_records", "finished_at", after).of_workspace();
-        if filter.key_id.is_some() {
-            q.equal.push("key_id");
-        }
-        if filter.model_id.is_some() {
-            q.equal.push("model_id");
-        }
-        q.from = filter.from.is_some();
-        q.to = filter.to.is_some();
-        q
-    }
-
-    pub(crate) fn audit(of_workspace: bool, after: bool) -> Self {
-        let q = Self::of(AUDIT_COLS, "audit_log", "at", after);
-        if of_workspace {
-            q.of_workspace()
-        } else {
-            q
-        }
-    }
-
-    pub(crate) fn deliveries(after: bool) -> Self {
-        Self::of(DELIVERY_COLS, "webhook_deliveries", "at", after).of_workspace()
-    }
-
-    pub(crate) fn sql(&self, mark: impl Fn(usize) -> String) -> String {
-        let mut n = 0;
-        let mut next = || {
-            n += 1;
-            mark(n)
-        };
-        let t = self.time;
-        let mut conds: Vec<String> = self
-            .equal
-            .iter()
-            .map(|c| format!("{c} = {}", next()))
-            .collect();
-        if self.from {
-            conds.push(format!("{t} >= {}", next()));
-        }
-        if self.to {
-            conds.push(format!("{t} < {}", next()));
-        }
-        if self.after {
-            let (at, id) = (next(), next());
-            conds.push(format!("({t}, id) < ({at}, {id})"));
-        }
-        let filter = if conds.is_empty() {
-            String::new()
-        } else {
-            format!(" WHERE {}", conds.join(" AND "))
-        };
-        format!(
-            "SELECT {} FROM {}{filter} ORDER BY {t} DESC, id DESC LIMIT {}",
-            self.cols,
-            self.table,
-            next()
-        )
-    }
-}
-
-/// A usage page's filter and cursor with the looser of two upper bounds dropped: `to` and the
-/// cursor both bound `finished_at` from above, and SQLite ranges its index on one only (the
-/// other filtered row by row, which makes a deep page under a `to` scan its way down).
-pub(crate) fn usage_bounds(
-    filter: &UsageFilter,
-    after: Option<&Cursor>,
-) -> (UsageFilter, Option<Cursor>) {
-    let mut filter = filter.clone();
-    match (filter.to, after) {
-        // Rows before the cursor are all before `to` already.
-        (Some(to), Some(c)) if c.at < to => {
-            filter.to = None;
-            (filter, Some(c.clone()))
-        }
-        // Rows before `to` are all before the cursor already.
-        (Some(_), Some(_)) => (filter, None),
-        (_, after) => (filter, after.cloned()),
-    }
-}
-
-#[cfg(test)]
-mod page_tests {
-    use super::{usage_bounds, PageSql};
-    use crate::store::{Cursor, UsageFilter};
-
-    #[test]
-    fn of_two_upper_bounds_only_the_tighter_is_kept() {
-        let t = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap();
-        let filter = UsageFilter {
-            to: Some(t(100)),
-            ..Default::default()
-        };
-        let cursor = |s| Cursor {
-            at: t(s),
-            id: "x".into(),
-        };
-        let (f, c) = usage_bounds(&filter, Some(&cursor(50)));
-        assert_eq!((f.to, c), (None, Some(cursor(50))));
-        let (f, c) = usage_bounds(&filter, Some(&cursor(100)));
-        assert_eq!((f.to, c), (Some(t(100)), None));
-        let (f, c) = usage_bounds(&filter, None);
-        assert_eq!((f.to, c), (Some(t(100)), None));
-    }
-
-    #[test]
-    fn a_page_query_numbers_its_parameters_in_order() {
-        let filter = UsageFilter {
-            key_id: Some("k".into()),
-            to: Some(chrono::Utc::now()),
-            ..Default::default()
-        };
-        let sql = PageSql::usage(&filter, true).sql(|n| format!("${n}"));
-        let tail = sql.split(" FROM ").nth(1).unwrap();
-        assert_eq!(
-            tail,
-            "usage_records WHERE workspace_id = $1 AND key_id = $2 AND finished_at < $3 AND \
-             (finished_at, id) < ($4, $5) ORDER BY finished_at DESC, id DESC LIMIT $6"
-        );
     }
 }

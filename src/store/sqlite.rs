@@ -9,33 +9,38 @@
 //!
 //! `record_usage` runs a batch as one `IMMEDIATE` transaction of cached prepared statements:
 //! a record whose id is already stored inserts nothing (`ON CONFLICT DO NOTHING`) and gets no
-//! debit; balances and window spend are then updated once per workspace and per (key,
-//! window) from the records actually inserted.
+//! debit; balances, window spend and the daily rollup are then updated once per workspace,
+//! per (key, window) and per (workspace, day, model), from the totals the shared `batch` code
+//! sums over the records actually inserted.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{ToSqlOutput, Value as SqlValue, ValueRef};
 use rusqlite::{
-    ffi, params, params_from_iter, Connection, OptionalExtension, Row, Transaction,
+    ffi, params, params_from_iter, Connection, OptionalExtension, Row, ToSql, Transaction,
     TransactionBehavior,
 };
 
+use super::batch::{self, BatchTotals, UsageBatch};
 use super::codec;
 use super::migrations::{self, Dialect};
-use super::rows::{
-    self, DbRow, PageSql, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+use super::params::{self, Param};
+use super::rows::{self, DbRow};
+use super::sql::{
+    self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
+    MODEL_COLS, PROFILE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    KeyRotation, LedgerCheck, LedgerEntry, NewKey, StatusClass, Store, StoreError, StoreResult,
-    UsageFilter, UsageRecord, Workspace,
+    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
+    UsageRecord, Workspace,
 };
-use crate::money::{Price, Usd};
+use crate::money::Usd;
 
 /// How long a statement waits for another process's write lock before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -69,6 +74,17 @@ fn is_unique_violation(e: &rusqlite::Error) -> bool {
 
 fn is_fk_violation(e: &rusqlite::Error) -> bool {
     extended_code(e) == Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY)
+}
+
+/// Maps an insert's error, a unique violation meaning that `what` already exists.
+fn exists(what: String) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    move |e| {
+        if is_unique_violation(&e) {
+            StoreError::Conflict(format!("{what} already exists"))
+        } else {
+            e.into()
+        }
+    }
 }
 
 /// Maps an error of `record_usage`: a record the schema refuses (a CHECK such as the exact
@@ -121,6 +137,27 @@ fn corrupt(i: usize, e: rusqlite::Error) -> StoreError {
     StoreError::Corrupt(format!("column {i}: {e}"))
 }
 
+/// SQLite binds times as microseconds since the epoch and flags as integers.
+impl ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        let int = |n: i64| ToSqlOutput::Owned(SqlValue::Integer(n));
+        Ok(match self {
+            Param::Null => ToSqlOutput::Owned(SqlValue::Null),
+            Param::Text(s) => ToSqlOutput::Borrowed(ValueRef::Text(s.as_bytes())),
+            Param::Int(n) => int(*n),
+            Param::Int32(n) => int(i64::from(*n)),
+            Param::Count32(n) => int(i64::from(*n)),
+            Param::Flag(b) => int(i64::from(*b)),
+            Param::Time(t) => int(codec::to_micros(*t)),
+        })
+    }
+}
+
+/// Executes the cached statement `sql` with `params`; returns the number of rows changed.
+fn execute(conn: &Connection, sql: &str, params: &[Param<'_>]) -> rusqlite::Result<usize> {
+    conn.prepare_cached(sql)?.execute(params_from_iter(params))
+}
+
 /// Runs `sql` with `params` and converts every row with `f`.
 fn query_all<T, P: rusqlite::Params>(
     conn: &Connection,
@@ -137,22 +174,14 @@ fn query_all<T, P: rusqlite::Params>(
     Ok(out)
 }
 
-/// Runs a newest-first page query: `args` for its `equal`/`from`/`to` parameters, then the
-/// cursor and the limit are added.
-fn page<T>(
+/// Runs a newest-first page query.
+fn page_in<T>(
     conn: &Connection,
-    q: &PageSql,
-    mut args: Vec<SqlValue>,
-    after: Option<&Cursor>,
-    limit: usize,
+    page: &Page<'_>,
     f: impl Fn(&Row<'_>) -> StoreResult<T>,
 ) -> StoreResult<Vec<T>> {
-    if let Some(c) = after {
-        args.push(SqlValue::Integer(codec::to_micros(c.at)));
-        args.push(SqlValue::Text(c.id.clone()));
-    }
-    args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
-    query_all(conn, &q.sql(|n| format!("?{n}")), params_from_iter(args), f)
+    let sql = page.q.sql(|n| format!("?{n}"));
+    query_all(conn, &sql, params_from_iter(&page.args), f)
 }
 
 fn workspace_exists(conn: &Connection, id: &str) -> StoreResult<bool> {
@@ -207,31 +236,18 @@ fn write_tx(conn: &mut Connection) -> StoreResult<Transaction<'_>> {
 /// Inserts a new key (its workspace must exist).
 fn insert_key(tx: &Connection, out: &ApiKey) -> StoreResult<()> {
     if !workspace_exists(tx, &out.workspace_id)? {
-        return Err(rows::no_workspace(&out.workspace_id));
+        return Err(StoreError::no_workspace(&out.workspace_id));
     }
-    tx.prepare_cached(&rows::insert_sql("api_keys", KEY_COLS, '?'))?
-        .execute(params![
-            out.id,
-            out.workspace_id,
-            out.name,
-            out.secret_hash,
-            out.hint,
-            codec::to_micros(out.created_at),
-            out.expires_at.map(codec::to_micros),
-            out.revoked_at.map(codec::to_micros),
-            out.spend_limit.map(Usd::pico),
-            out.limit_reset.map(|l| l.as_str()),
-            out.replaced_by,
-        ])
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                rows::duplicate_key(out, e.to_string().contains("secret_hash"))
-            } else if is_fk_violation(&e) {
-                rows::no_workspace(&out.workspace_id)
-            } else {
-                e.into()
-            }
-        })?;
+    let insert = sql::insert_sql("api_keys", KEY_COLS, '?');
+    execute(tx, &insert, &params::api_key(out)).map_err(|e| {
+        if is_unique_violation(&e) {
+            StoreError::duplicate_key(out, e.to_string().contains("secret_hash"))
+        } else if is_fk_violation(&e) {
+            StoreError::no_workspace(&out.workspace_id)
+        } else {
+            e.into()
+        }
+    })?;
     Ok(())
 }
 
@@ -246,18 +262,147 @@ fn key_in(conn: &Connection, id: &str) -> StoreResult<Option<ApiKey>> {
 }
 
 fn insert_audit(conn: &Connection, e: &AuditEntry) -> StoreResult<()> {
-    let [before, after] = rows::audit_json(e);
-    conn.prepare_cached(&rows::insert_sql("audit_log", AUDIT_COLS, '?'))?
-        .execute(params![
-            e.id,
-            codec::to_micros(codec::trunc(e.at)),
-            e.actor,
-            e.action,
-            e.workspace_id,
-            e.target,
-            before,
-            after
-        ])?;
+    let insert = sql::insert_sql("audit_log", AUDIT_COLS, '?');
+    execute(conn, &insert, &params::audit_entry(e))?;
+    Ok(())
+}
+
+/// A usage record's ledger debit (parameters: `batch::debit`).
+const INSERT_DEBIT: &str = "INSERT INTO ledger_entries
+    (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
+    VALUES (?1, ?2, 'debit', ?3, NULL, ?4, ?5)";
+
+/// Adds a balance change to its workspace's row (creating it). STRICT tables: an overflowing
+/// sum (which SQLite turns into a REAL) is refused.
+const ADD_BALANCE: &str = "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
+    ON CONFLICT (workspace_id) DO UPDATE
+    SET balance_pico = balances.balance_pico + excluded.balance_pico";
+
+const ADD_KEY_SPEND: &str = "INSERT INTO key_spend (key_id, window_start, spend_pico)
+    VALUES (?1, ?2, ?3)
+    ON CONFLICT (key_id, window_start) DO UPDATE
+    SET spend_pico = key_spend.spend_pico + excluded.spend_pico";
+
+const ADD_DAILY: &str = "INSERT INTO usage_daily (workspace_id, day, model_id, requests,
+    input_tokens, output_tokens, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
+    requests = requests + excluded.requests,
+    input_tokens = input_tokens + excluded.input_tokens,
+    output_tokens = output_tokens + excluded.output_tokens,
+    cost_pico = cost_pico + excluded.cost_pico";
+
+/// `record_usage`'s first step: each record not yet stored, with its debit. The id's UNIQUE
+/// index is the idempotency guard: a stored id inserts nothing and is not debited. Returns
+/// the ids newly stored.
+fn insert_usage<'b>(tx: &Connection, batch: &'b UsageBatch) -> StoreResult<HashSet<&'b str>> {
+    let insert = sql::insert_sql("usage_records", USAGE_COLS, '?');
+    let mut insert = tx.prepare_cached(&format!("{insert} ON CONFLICT (id) DO NOTHING"))?;
+    let mut debit = tx.prepare_cached(INSERT_DEBIT)?;
+    let mut new = HashSet::new();
+    for (r, row) in batch.rows() {
+        if insert.execute(params_from_iter(&row)).map_err(usage_err)? == 0 {
+            continue;
+        }
+        debit
+            .execute(params_from_iter(&batch::debit(r)))
+            .map_err(usage_err)?;
+        new.insert(r.id.as_str());
+    }
+    Ok(new)
+}
+
+/// `record_usage`'s last steps: the balances, the window spend and the daily rollup, a
+/// statement per row of the batch's totals.
+fn apply_totals(tx: &Connection, totals: &BatchTotals) -> StoreResult<()> {
+    for_each_row(tx, ADD_BALANCE, totals.balances())?;
+    for_each_row(tx, ADD_KEY_SPEND, totals.key_spends())?;
+    for_each_row(tx, ADD_DAILY, totals.daily())
+}
+
+/// Executes the cached statement `sql` once for each of `rows`.
+fn for_each_row<'p, const N: usize>(
+    tx: &Connection,
+    sql: &str,
+    rows: impl Iterator<Item = [Param<'p>; N]>,
+) -> StoreResult<()> {
+    let mut stmt = tx.prepare_cached(sql)?;
+    for row in rows {
+        stmt.execute(params_from_iter(&row)).map_err(usage_err)?;
+    }
+    Ok(())
+}
+
+/// Every workspace's books in one statement, one snapshot. SQLite's SUM over INTEGER raises
+/// "integer overflow" as soon as a running total leaves i64 (it never silently turns REAL
+/// here: the STRICT columns hold only integers), even when the final sum would fit. So every
+/// sum is taken in two exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
+const LEDGER_VERIFY: &str = "SELECT w.id,
+           COALESCE(b.balance_pico, 0),
+           COALESCE(l.hi, 0), COALESCE(l.lo, 0),
+           COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
+           COALESCE(u.hi, 0), COALESCE(u.lo, 0)
+    FROM workspaces w
+    LEFT JOIN balances b ON b.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id,
+                      SUM(amount_pico >> 32) AS hi,
+                      SUM(amount_pico & 4294967295) AS lo,
+                      SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
+                          AS debit_hi,
+                      SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
+                          AS debit_lo
+               FROM ledger_entries GROUP BY workspace_id) l
+           ON l.workspace_id = w.id
+    LEFT JOIN (SELECT workspace_id,
+                      SUM(cost_pico >> 32) AS hi,
+                      SUM(cost_pico & 4294967295) AS lo
+               FROM usage_records GROUP BY workspace_id) u
+           ON u.workspace_id = w.id
+    ORDER BY w.id";
+
+/// A row of `LEDGER_VERIFY`: each sum from its two halves.
+fn ledger_check(r: &Row<'_>) -> StoreResult<LedgerCheck> {
+    let workspace_id: String = r.get(0)?;
+    let sum = |name: &str, hi: usize| {
+        codec::sum_from_parts(
+            &format!("{name} of {workspace_id}"),
+            r.get(hi)?,
+            r.get(hi + 1)?,
+        )
+    };
+    Ok(LedgerCheck {
+        balance_row: Usd::from_pico(r.get(1)?),
+        ledger_sum: sum("ledger_sum", 2)?,
+        debit_sum: sum("debit_sum", 4)?,
+        usage_cost_sum: sum("usage_cost_sum", 6)?,
+        workspace_id,
+    })
+}
+
+/// `import_catalog`'s writes: profiles and models upserted, then the routes of every model
+/// named replaced.
+fn import_rows(tx: &Connection, rows: &CatalogRows) -> StoreResult<()> {
+    let profile = sql::upsert_sql("profiles", PROFILE_COLS, '?');
+    for p in &rows.profiles {
+        execute(tx, &profile, &params::profile(p))?;
+    }
+    let model = sql::upsert_sql("models", MODEL_COLS, '?');
+    for m in &rows.models {
+        execute(tx, &model, &params::model(m)?)
+            .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
+    }
+    for id in params::catalog_model_ids(rows) {
+        execute(tx, "DELETE FROM routes WHERE model_id = ?1", &[id.into()])?;
+    }
+    let route = sql::insert_sql("routes", ROUTE_COLS, '?');
+    for r in &rows.routes {
+        execute(tx, &route, &params::route(r)).map_err(|e| {
+            if is_fk_violation(&e) {
+                StoreError::NotFound(format!("model {} (named by a route)", r.model_id))
+            } else {
+                StoreError::Backend(format!("route of {}: {e}", r.model_id))
+            }
+        })?;
+    }
     Ok(())
 }
 
@@ -348,17 +493,9 @@ impl Store for SqliteStore {
             created_at: codec::now(),
         };
         self.run(move |conn| {
-            conn.prepare_cached(
-                "INSERT INTO workspaces (id, name, created_at) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![ws.id, ws.name, codec::to_micros(ws.created_at)])
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::Conflict(format!("workspace {} already exists", ws.id))
-                } else {
-                    e.into()
-                }
-            })?;
+            let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '?');
+            execute(conn, &insert, &params::workspace(&ws))
+                .map_err(exists(format!("workspace {}", ws.id)))?;
             Ok(ws)
         })
         .await
@@ -391,7 +528,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
-        let out = rows::new_api_key(key);
+        let out = params::new_api_key(key);
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             insert_key(&tx, &out)?;
@@ -463,13 +600,13 @@ impl Store for SqliteStore {
 
     async fn rotate_key(&self, rotation: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)> {
         let r = rotation.clone();
-        let new = rows::new_api_key(r.new.clone());
+        let new = params::new_api_key(r.new.clone());
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             insert_key(&tx, &new)?;
             let old = query_all(
                 &tx,
-                &rows::rotate_old_sql('?'),
+                &sql::rotate_old_sql('?'),
                 params![
                     r.old_id,
                     new.id,
@@ -481,7 +618,10 @@ impl Store for SqliteStore {
             )?;
             // Nothing changed: dropping `tx` rolls the new key back.
             let Some(old) = old.into_iter().next() else {
-                return Err(rows::rotation_refused(&r.old_id, key_in(&tx, &r.old_id)?));
+                return Err(StoreError::rotation_refused(
+                    &r.old_id,
+                    key_in(&tx, &r.old_id)?,
+                ));
             };
             insert_audit(&tx, &r.audit)?;
             tx.commit()?;
@@ -497,42 +637,21 @@ impl Store for SqliteStore {
         amount: Usd,
         note: Option<&str>,
     ) -> StoreResult<LedgerEntry> {
-        let entry = rows::new_credit(entry_id, workspace_id, amount, note)?;
+        let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &entry.workspace_id)? {
-                return Err(rows::no_workspace(&entry.workspace_id));
+                return Err(StoreError::no_workspace(&entry.workspace_id));
             }
-            tx.prepare_cached(&format!(
-                "INSERT INTO ledger_entries ({LEDGER_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
-            ))?
-            .execute(params![
-                entry.id,
-                entry.workspace_id,
-                codec::ledger_kind_str(entry.kind),
-                entry.amount.pico(),
-                entry.note,
-                codec::to_micros(entry.created_at),
-            ])
-            .map_err(|e| {
-                if is_unique_violation(&e) {
-                    StoreError::Conflict(format!("ledger entry {} already exists", entry.id))
-                } else {
-                    e.into()
-                }
-            })?;
-            // The amount is positive, so `MAX - amount` cannot overflow: a balance it would
-            // take past i64 is left as it is, and the whole credit refused.
-            let changed = tx
-                .prepare_cached(
-                    "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
-                     ON CONFLICT (workspace_id) DO UPDATE
-                     SET balance_pico = balances.balance_pico + excluded.balance_pico
-                     WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico",
-                )?
-                .execute(params![entry.workspace_id, entry.amount.pico()])?;
-            if changed == 0 {
-                return Err(rows::balance_overflow(&entry.workspace_id, entry.amount));
+            let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '?');
+            execute(&tx, &insert, &params::ledger_entry(&entry))
+                .map_err(exists(format!("ledger entry {}", entry.id)))?;
+            let credit = [(&entry.workspace_id).into(), entry.amount.pico().into()];
+            if execute(&tx, &sql::credit_balance_sql('?'), &credit)? == 0 {
+                return Err(StoreError::balance_overflow(
+                    &entry.workspace_id,
+                    entry.amount,
+                ));
             }
             tx.commit()?;
             Ok(entry)
@@ -569,123 +688,14 @@ impl Store for SqliteStore {
     }
 
     async fn record_usage(&self, batch: &[UsageRecord]) -> StoreResult<u64> {
-        let records = codec::prepare_batch(batch)?;
-        if records.is_empty() {
+        let batch = UsageBatch::prepare(batch)?;
+        if batch.is_empty() {
             return Ok(0);
         }
         self.run(move |conn| {
             let tx = write_tx(conn)?;
-            let mut new = Vec::with_capacity(records.len());
-            {
-                // The id's UNIQUE index is the idempotency guard: a stored id inserts nothing.
-                let mut insert = tx.prepare_cached(&format!(
-                    "INSERT INTO usage_records ({USAGE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6,
-                     ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21,
-                     ?22, ?23, ?24, ?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33)
-                     ON CONFLICT (id) DO NOTHING"
-                ))?;
-                let mut debit = tx.prepare_cached(
-                    "INSERT INTO ledger_entries
-                        (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
-                     VALUES (?1, ?2, 'debit', ?3, NULL, ?4, ?5)",
-                )?;
-                for (r, ints) in &records {
-                    let finished = codec::to_micros(r.finished_at);
-                    let [audio_price, write_1h_price, storage_price] = codec::extra_prices(r);
-                    let inserted = insert
-                        .execute(params![
-                            r.id,
-                            r.workspace_id,
-                            r.key_id,
-                            r.model_id,
-                            r.route,
-                            codec::endpoint_str(r.endpoint),
-                            r.stream,
-                            ints.input_tokens,
-                            ints.cache_read_tokens,
-                            ints.cache_write_tokens,
-                            ints.output_tokens,
-                            ints.reasoning_tokens,
-                            r.input_price.micro_per_mtok(),
-                            r.output_price.micro_per_mtok(),
-                            r.cache_read_price.map(Price::micro_per_mtok),
-                            r.cache_write_price.map(Price::micro_per_mtok),
-                            r.cost.pico(),
-                            codec::outcome_str(r.outcome),
-                            codec::to_micros(r.started_at),
-                            finished,
-                            ints.upstream_latency_us,
-                            ints.ttft_us,
-                            r.spend_window_start.map(codec::to_micros),
-                            codec::source_str(r.usage_source),
-                            ints.audio_input_tokens,
-                            ints.cache_write_1h_tokens,
-                            ints.cache_storage_token_seconds,
-                            audio_price,
-                            write_1h_price,
-                            storage_price,
-                            i64::from(r.attempts),
-                            r.request_id,
-                            r.review,
-                        ])
-                        .map_err(usage_err)?;
-                    if inserted == 0 {
-                        continue;
-                    }
-                    debit
-                        .execute(params![
-                            codec::debit_id(&r.id),
-                            r.workspace_id,
-                            -r.cost.pico(),
-                            finished,
-                            r.id,
-                        ])
-                        .map_err(usage_err)?;
-                    new.push(r);
-                }
-                let totals = codec::BatchTotals::of(new.iter().copied())?;
-                // STRICT tables: an overflowing sum (which SQLite turns into a REAL) is refused.
-                let mut balance = tx.prepare_cached(
-                    "INSERT INTO balances (workspace_id, balance_pico) VALUES (?1, ?2)
-                     ON CONFLICT (workspace_id) DO UPDATE
-                     SET balance_pico = balances.balance_pico + excluded.balance_pico",
-                )?;
-                for (w, total) in &totals.by_workspace {
-                    balance.execute(params![w, -total]).map_err(usage_err)?;
-                }
-                let mut spend = tx.prepare_cached(
-                    "INSERT INTO key_spend (key_id, window_start, spend_pico) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (key_id, window_start) DO UPDATE
-                     SET spend_pico = key_spend.spend_pico + excluded.spend_pico",
-                )?;
-                for ((key, start), total) in &totals.by_key_window {
-                    spend
-                        .execute(params![key, codec::to_micros(*start), total])
-                        .map_err(usage_err)?;
-                }
-                let mut daily = tx.prepare_cached(
-                    "INSERT INTO usage_daily (workspace_id, day, model_id, requests, \
-                     input_tokens, output_tokens, cost_pico) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                     ON CONFLICT (workspace_id, day, model_id) DO UPDATE SET
-                     requests = requests + excluded.requests,
-                     input_tokens = input_tokens + excluded.input_tokens,
-                     output_tokens = output_tokens + excluded.output_tokens,
-                     cost_pico = cost_pico + excluded.cost_pico",
-                )?;
-                for ((ws, day, model), d) in &totals.by_day {
-                    daily
-                        .execute(params![
-                            ws,
-                            day,
-                            model,
-                            d.requests,
-                            d.input_tokens,
-                            d.output_tokens,
-                            d.cost
-                        ])
-                        .map_err(usage_err)?;
-                }
-            }
+            let new = insert_usage(&tx, &batch)?;
+            apply_totals(&tx, &batch.totals(|id| new.contains(id))?)?;
             let applied = new.len() as u64;
             tx.commit()?;
             Ok(applied)
@@ -774,92 +784,22 @@ impl Store for SqliteStore {
     }
 
     async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
-        self.run(|conn| {
-            // SQLite's SUM over INTEGER raises "integer overflow" as soon as a running total
-            // leaves i64 (it never silently turns REAL here: the STRICT columns hold only
-            // integers), even when the final sum would fit. So every sum is taken in two
-            // exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
-            query_all(
-                conn,
-                "SELECT w.id,
-                        COALESCE(b.balance_pico, 0),
-                        COALESCE(l.hi, 0), COALESCE(l.lo, 0),
-                        COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
-                        COALESCE(u.hi, 0), COALESCE(u.lo, 0)
-                 FROM workspaces w
-                 LEFT JOIN balances b ON b.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id,
-                                   SUM(amount_pico >> 32) AS hi,
-                                   SUM(amount_pico & 4294967295) AS lo,
-                                   SUM(CASE WHEN kind = 'debit' THEN amount_pico >> 32 END)
-                                       AS debit_hi,
-                                   SUM(CASE WHEN kind = 'debit' THEN amount_pico & 4294967295 END)
-                                       AS debit_lo
-                            FROM ledger_entries GROUP BY workspace_id) l
-                        ON l.workspace_id = w.id
-                 LEFT JOIN (SELECT workspace_id,
-                                   SUM(cost_pico >> 32) AS hi,
-                                   SUM(cost_pico & 4294967295) AS lo
-                            FROM usage_records GROUP BY workspace_id) u
-                        ON u.workspace_id = w.id
-                 ORDER BY w.id",
-                [],
-                |r| {
-                    let workspace_id: String = r.get(0)?;
-                    let what = |name: &str| format!("{name} of {workspace_id}");
-                    Ok(LedgerCheck {
-                        balance_row: Usd::from_pico(r.get(1)?),
-                        ledger_sum: codec::sum_from_parts(
-                            &what("ledger_sum"),
-                            r.get(2)?,
-                            r.get(3)?,
-                        )?,
-                        debit_sum: codec::sum_from_parts(&what("debit_sum"), r.get(4)?, r.get(5)?)?,
-                        usage_cost_sum: codec::sum_from_parts(
-                            &what("usage_cost_sum"),
-                            r.get(6)?,
-                            r.get(7)?,
-                        )?,
-                        workspace_id,
-                    })
-                },
-            )
-        })
-        .await
+        self.run(|conn| query_all(conn, LEDGER_VERIFY, [], ledger_check))
+            .await
     }
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {
         self.run(|conn| {
-            // One read transaction: both tables from the same snapshot.
+            // One read transaction: every table from the same snapshot.
             let tx = conn.transaction()?;
-            let models = query_all(
-                &tx,
-                &format!("SELECT {MODEL_COLS} FROM models ORDER BY id"),
-                [],
-                |r| rows::model(r),
-            )?;
-            let routes = query_all(
-                &tx,
-                &format!("SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"),
-                [],
-                |r| rows::route(r),
-            )?;
-            let profiles = query_all(
-                &tx,
-                "SELECT name, spec FROM profiles ORDER BY name",
-                [],
-                |r| {
-                    let spec: String = r.get(1)?;
-                    Ok((r.get::<_, String>(0)?, spec))
-                },
-            )?;
+            let [models, routes, profiles] = sql::catalog_selects();
+            let rows = CatalogRows {
+                models: query_all(&tx, &models, [], |r| rows::model(r))?,
+                routes: query_all(&tx, &routes, [], |r| rows::route(r))?,
+                profiles: query_all(&tx, &profiles, [], |r| rows::profile(r))?,
+            };
             tx.commit()?;
-            let profiles = codec::profiles_from_db(profiles)?;
-            Ok(CatalogRows {
-                profiles,
-                models,
-                routes,
-            })
+            Ok(rows)
         })
         .await
     }
@@ -868,80 +808,7 @@ impl Store for SqliteStore {
         let rows = rows.clone();
         self.run(move |conn| {
             let tx = write_tx(conn)?;
-            {
-                let mut profile = tx.prepare_cached(
-                    "INSERT INTO profiles (name, spec) VALUES (?1, ?2)
-                     ON CONFLICT (name) DO UPDATE SET spec = excluded.spec",
-                )?;
-                for p in &rows.profiles {
-                    profile.execute(params![p.name, p.spec.to_string()])?;
-                }
-                let mut upsert = tx.prepare_cached(&codec::upsert_models_sql('?'))?;
-                for m in &rows.models {
-                    let extra = codec::model_extra_columns(m)?;
-                    upsert
-                        .execute(params![
-                            m.id,
-                            m.provider,
-                            m.family,
-                            m.kind,
-                            m.upstream_model,
-                            m.profile,
-                            m.input_price.micro_per_mtok(),
-                            m.output_price.micro_per_mtok(),
-                            m.cache_read_price.map(Price::micro_per_mtok),
-                            m.cache_write_price.map(Price::micro_per_mtok),
-                            codec::capabilities_to_db(&m.capabilities)?,
-                            codec::max_tokens_to_db(m.max_output_tokens),
-                            m.active,
-                            extra[0],
-                            extra[1],
-                            extra[2],
-                            extra[3],
-                            extra[4],
-                            extra[5],
-                            extra[6],
-                            extra[7],
-                            extra[8],
-                            extra[9],
-                            m.shutdown.map(|d| d.to_string()),
-                            m.source,
-                        ])
-                        .map_err(|e| StoreError::Backend(format!("model {}: {e}", m.id)))?;
-                }
-                let mut clear = tx.prepare_cached("DELETE FROM routes WHERE model_id = ?1")?;
-                for id in codec::catalog_model_ids(&rows) {
-                    clear.execute([id])?;
-                }
-                let mut insert = tx.prepare_cached(
-                    "INSERT INTO routes (model_id, kind, base_url, region, priority, active, weight,
-                                         upstream_model)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                )?;
-                for r in &rows.routes {
-                    insert
-                        .execute(params![
-                            r.model_id,
-                            r.kind,
-                            r.base_url,
-                            r.region,
-                            r.priority,
-                            r.active,
-                            r.weight,
-                            r.upstream_model
-                        ])
-                        .map_err(|e| {
-                            if is_fk_violation(&e) {
-                                StoreError::NotFound(format!(
-                                    "model {} (named by a route)",
-                                    r.model_id
-                                ))
-                            } else {
-                                StoreError::Backend(format!("route of {}: {e}", r.model_id))
-                            }
-                        })?;
-                }
-            }
+            import_rows(&tx, &rows)?;
             tx.commit()?;
             Ok(())
         })
@@ -966,7 +833,7 @@ impl Store for SqliteStore {
                 .prepare_cached("UPDATE workspaces SET name = ?2 WHERE id = ?1")?
                 .execute(params![id, name])?;
             if changed == 0 {
-                return Err(rows::no_workspace(&id));
+                return Err(StoreError::no_workspace(&id));
             }
             let ws = query_all(
                 &tx,
@@ -975,7 +842,9 @@ impl Store for SqliteStore {
                 |r| rows::workspace(r),
             )?;
             tx.commit()?;
-            ws.into_iter().next().ok_or_else(|| rows::no_workspace(&id))
+            ws.into_iter()
+                .next()
+                .ok_or_else(|| StoreError::no_workspace(&id))
         })
         .await
     }
@@ -985,14 +854,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Workspace>> {
-        let after = after.cloned();
-        self.run(move |conn| {
-            let q = PageSql::workspaces(after.is_some());
-            page(conn, &q, vec![], after.as_ref(), limit, |r| {
-                rows::workspace(r)
-            })
-        })
-        .await
+        let page = Page::workspaces(after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::workspace(r)))
+            .await
     }
 
     async fn keys_page(
@@ -1001,13 +865,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<ApiKey>> {
-        let (ws, after) = (workspace_id.to_owned(), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::keys(after.is_some());
-            let args = vec![SqlValue::Text(ws)];
-            page(conn, &q, args, after.as_ref(), limit, |r| rows::api_key(r))
-        })
-        .await
+        let page = Page::keys(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::api_key(r)))
+            .await
     }
 
     async fn set_key_expiry(&self, id: &str, expires_at: DateTime<Utc>) -> StoreResult<()> {
@@ -1033,15 +893,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<LedgerEntry>> {
-        let (ws, after) = (workspace_id.to_owned(), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::ledger(after.is_some());
-            let args = vec![SqlValue::Text(ws)];
-            page(conn, &q, args, after.as_ref(), limit, |r| {
-                rows::ledger_entry(r)
-            })
-        })
-        .await
+        let page = Page::ledger(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::ledger_entry(r)))
+            .await
     }
 
     async fn usage_page(
@@ -1051,23 +905,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<UsageRecord>> {
-        let ws = workspace_id.to_owned();
-        let (f, after) = rows::usage_bounds(filter, after);
-        self.run(move |conn| {
-            let q = PageSql::usage(&f, after.is_some());
-            let mut args = vec![SqlValue::Text(ws)];
-            args.extend(
-                [f.key_id, f.model_id]
-                    .into_iter()
-                    .flatten()
-                    .map(SqlValue::Text),
-            );
-            for t in [f.from, f.to].into_iter().flatten() {
-                args.push(SqlValue::Integer(codec::to_micros(t)));
-            }
-            page(conn, &q, args, after.as_ref(), limit, |r| rows::usage(r))
-        })
-        .await
+        let page = Page::usage(workspace_id, filter, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::usage(r)))
+            .await
     }
 
     async fn usage_daily(
@@ -1103,15 +943,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<AuditEntry>> {
-        let (ws, after) = (workspace_id.map(str::to_owned), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::audit(ws.is_some(), after.is_some());
-            let args = ws.into_iter().map(SqlValue::Text).collect();
-            page(conn, &q, args, after.as_ref(), limit, |r| {
-                rows::audit_entry(r)
-            })
-        })
-        .await
+        let page = Page::audit(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::audit_entry(r)))
+            .await
     }
 
     async fn put_alerts(&self, settings: &AlertSettings) -> StoreResult<()> {
@@ -1119,21 +953,10 @@ impl Store for SqliteStore {
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &s.workspace_id)? {
-                return Err(rows::no_workspace(&s.workspace_id));
+                return Err(StoreError::no_workspace(&s.workspace_id));
             }
-            tx.prepare_cached(&format!(
-                "INSERT INTO alert_settings ({ALERT_COLS}) VALUES (?1, ?2, ?3, ?4, ?5) \
-                 ON CONFLICT (workspace_id) DO UPDATE SET webhook_url = excluded.webhook_url, \
-                 secret = excluded.secret, low_balance_pico = excluded.low_balance_pico, \
-                 key_limit_percents = excluded.key_limit_percents"
-            ))?
-            .execute(params![
-                s.workspace_id,
-                s.webhook_url,
-                s.secret,
-                s.low_balance.map(Usd::pico),
-                rows::percents_to_db(&s.key_limit_percents),
-            ])?;
+            let upsert = sql::upsert_sql("alert_settings", ALERT_COLS, '?');
+            execute(&tx, &upsert, &params::alert_settings(&s))?;
             tx.commit()?;
             Ok(())
         })
@@ -1202,21 +1025,8 @@ impl Store for SqliteStore {
     async fn record_delivery(&self, delivery: &Delivery) -> StoreResult<()> {
         let d = delivery.clone();
         self.run(move |conn| {
-            conn.prepare_cached(&format!(
-                "INSERT INTO webhook_deliveries ({DELIVERY_COLS}) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
-            ))?
-            .execute(params![
-                d.id,
-                d.workspace_id,
-                d.event_id,
-                d.event,
-                d.attempt,
-                codec::to_micros(codec::trunc(d.at)),
-                d.status.map(StatusClass::code),
-                d.result,
-                d.delivered
-            ])?;
+            let insert = sql::insert_sql("webhook_deliveries", DELIVERY_COLS, '?');
+            execute(conn, &insert, &params::delivery(&d))?;
             Ok(())
         })
         .await
@@ -1228,13 +1038,9 @@ impl Store for SqliteStore {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>> {
-        let (ws, after) = (workspace_id.to_owned(), after.cloned());
-        self.run(move |conn| {
-            let q = PageSql::deliveries(after.is_some());
-            let args = vec![SqlValue::Text(ws)];
-            page(conn, &q, args, after.as_ref(), limit, |r| rows::delivery(r))
-        })
-        .await
+        let page = Page::deliveries(workspace_id, after, limit).into_owned();
+        self.run(move |conn| page_in(conn, &page, |r| rows::delivery(r)))
+            .await
     }
 
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {
@@ -1284,6 +1090,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 mod plan_tests {
     use super::*;
+    use crate::store::sql::PageSql;
 
     /// What SQLite plans for `sql` (its `EXPLAIN QUERY PLAN` details), parameters null.
     async fn plan(store: &SqliteStore, sql: String) -> Vec<String> {

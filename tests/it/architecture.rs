@@ -301,6 +301,149 @@ fn doc_comments_cite_only_the_repository() {
     );
 }
 
+/// `src/store/`'s own files by module name (`mod.rs` is `mod`), with their code lines.
+fn store_files() -> Vec<(String, Vec<String>)> {
+    code()
+        .into_iter()
+        .filter_map(|(rel, lines)| {
+            let name = rel.strip_prefix("src/store/")?.strip_suffix(".rs")?;
+            (!name.contains('/')).then(|| (name.to_owned(), lines))
+        })
+        .collect()
+}
+
+/// The leading identifier of `text`.
+fn ident(text: &str) -> String {
+    text.trim_start()
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
+}
+
+/// The first names a path or `use` tree takes: `codec::trunc` → `codec`,
+/// `{Store, rows::{self, DbRow}}` → `Store`, `rows`.
+fn first_names(tree: &str) -> Vec<String> {
+    let Some(group) = tree.strip_prefix('{') else {
+        return vec![ident(tree)];
+    };
+    let (mut depth, mut start, mut names) = (0, 0, Vec::new());
+    for (i, c) in group.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' if depth > 0 => depth -= 1,
+            ',' | '}' if depth == 0 => {
+                names.push(ident(&group[start..i]));
+                start = i + 1;
+                if c == '}' {
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    names
+}
+
+/// The public names each file declares (`pub`, `pub(crate)`, … items).
+fn declared(lines: &[String]) -> BTreeSet<String> {
+    const KINDS: &[&str] = &[
+        "fn", "struct", "enum", "trait", "type", "const", "static", "mod",
+    ];
+    let mut names = BTreeSet::new();
+    for line in lines.iter().filter(|l| l.starts_with("pub")) {
+        let mut words = line.split_whitespace().skip(1);
+        while let Some(word) = words.next() {
+            if KINDS.contains(&word) {
+                names.insert(ident(words.next().unwrap_or_default()));
+                break;
+            }
+            if !matches!(word, "async" | "unsafe") && !word.starts_with("pub") {
+                break;
+            }
+        }
+    }
+    names
+}
+
+/// Which files of one module's folder each file imports: a sibling named as a module
+/// (`super::codec`, `crate::store::rows`, from `mod.rs` `rows::…`), or the file that declares
+/// a name taken through the parent (`super::{StoreError, ApiKey}`). A `pub use` or `mod` line of
+/// `mod.rs` only hands names on or declares a file: the module's face, not an import.
+fn folder_graph(files: &[(String, Vec<String>)]) -> Graph {
+    let modules: BTreeSet<&str> = files.iter().map(|(n, _)| n.as_str()).collect();
+    let decls: Vec<(&str, BTreeSet<String>)> = files
+        .iter()
+        .map(|(n, lines)| (n.as_str(), declared(lines)))
+        .collect();
+    let mut graph = Graph::new();
+    for (name, lines) in files {
+        let text = lines
+            .iter()
+            .filter(|l| name != "mod" || !is_face(l))
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let mut taken = Vec::new();
+        for prefix in ["super::", "crate::store::", "self::"] {
+            for (i, _) in text.match_indices(prefix) {
+                taken.extend(first_names(&text[i + prefix.len()..]));
+            }
+        }
+        if name == "mod" {
+            taken.extend(
+                modules
+                    .iter()
+                    .filter(|m| names_path(&text, m))
+                    .map(|m| m.to_string()),
+            );
+        }
+        let edges = graph.entry(name.clone()).or_default();
+        for n in taken.iter().filter(|n| !n.is_empty()) {
+            if modules.contains(n.as_str()) {
+                edges.insert(n.clone());
+            } else if !decls.iter().any(|(f, d)| f == name && d.contains(n)) {
+                let owners = decls.iter().filter(|(_, d)| d.contains(n));
+                edges.extend(owners.map(|(f, _)| (*f).to_owned()));
+            }
+        }
+        edges.remove(name);
+    }
+    graph
+}
+
+/// Whether a line of `mod.rs` declares a file (`mod rows;`) or hands names on (`pub use …`).
+fn is_face(line: &str) -> bool {
+    let rest = line.strip_prefix("pub").map(|r| {
+        let r = r.trim_start();
+        r.strip_prefix('(')
+            .and_then(|r| r.split_once(')'))
+            .map_or(r, |(_, r)| r.trim_start())
+    });
+    rest.unwrap_or(line).starts_with("mod ") || rest.is_some_and(|r| r.starts_with("use "))
+}
+
+/// Whether `text` names a path through module `m` (`m::…`, not `xm::…`).
+fn names_path(text: &str, m: &str) -> bool {
+    text.match_indices(&format!("{m}::")).any(|(i, _)| {
+        !text[..i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+    })
+}
+
+#[test]
+fn store_files_import_each_other_one_way() {
+    let graph = folder_graph(&store_files());
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("import circle in src/store/: {}", cycle.join(" → "));
+    }
+    assert!(
+        graph["sqlite"].contains("rows") && graph["sqlite"].contains("mod"),
+        "{graph:?}"
+    );
+}
+
 #[test]
 fn the_citation_check_sees_paths_outside_and_missing_documents() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -318,4 +461,36 @@ fn the_citation_check_sees_paths_outside_and_missing_documents() {
     assert_eq!(check("//! (gemini.md §9)").len(), 1);
     assert_eq!(check("//! docs/wire.md#no-such-heading").len(), 1);
     assert!(check("//! `POST /v1/messages`, https://example.com/a.md").is_empty());
+}
+
+#[test]
+fn the_folder_reader_sees_use_trees_and_the_face() {
+    let file = |n: &str, lines: &[&str]| {
+        let lines = lines.iter().map(|l| (*l).to_owned()).collect();
+        (n.to_owned(), lines)
+    };
+    let files = [
+        file(
+            "mod",
+            &[
+                "mod a;",
+                "pub use b::*;",
+                "pub enum E {}",
+                "fn f() { a::g() }",
+            ],
+        ),
+        file(
+            "a",
+            &["use super::{E, b::{self, X}};", "pub(crate) fn g() {}"],
+        ),
+        file("b", &["pub struct X;", "mod tests {", "use super::*;", "}"]),
+        file("c", &["use crate::store::X;", "fn h() -> super::E {}"]),
+    ];
+    let graph = folder_graph(&files);
+    let edges = |n: &str| graph[n].iter().map(String::as_str).collect::<Vec<_>>();
+    assert_eq!(edges("mod"), ["a"]);
+    assert_eq!(edges("a"), ["b", "mod"]);
+    assert!(edges("b").is_empty());
+    assert_eq!(edges("c"), ["b", "mod"]);
+    assert_eq!(find_cycle(&graph).unwrap(), ["a", "mod", "a"]);
 }

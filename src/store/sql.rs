@@ -1,0 +1,369 @@
+//! SQL text both dialects share: every table's column list, and the statements built from
+//! them, with placeholders written `{mark}1`, `{mark}2`, … (`?` for SQLite, `$` for
+//! PostgreSQL). A record's columns are always listed in its `*_COLS` order, so the values a
+//! statement binds (`params`) and the rows it reads back (`rows`) agree by position.
+
+use super::params::Param;
+use super::{Cursor, UsageFilter};
+
+pub(crate) const WORKSPACE_COLS: &str = "id, name, created_at";
+pub(crate) const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, \
+                                   expires_at, revoked_at, spend_limit_pico, limit_reset, \
+                                   replaced_by";
+/// Ledger entries are read as `LEDGER_COLS, usage_id` (the usage id is set by debits only).
+pub(crate) const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
+pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
+                                     input_price_micro, output_price_micro, \
+                                     cache_read_price_micro, cache_write_price_micro, \
+                                     capabilities, max_output_tokens, active, \
+                                     cache_write_1h_price_micro, audio_input_price_micro, \
+                                     cache_storage_price_micro, long_context_threshold, \
+                                     long_input_price_micro, long_output_price_micro, \
+                                     long_cache_read_price_micro, \
+                                     long_cache_write_price_micro, \
+                                     long_cache_write_1h_price_micro, context_window, \
+                                     shutdown_on, source";
+pub(crate) const PROFILE_COLS: &str = "name, spec";
+pub(crate) const ROUTE_COLS: &str =
+    "model_id, kind, base_url, region, priority, active, weight, upstream_model";
+pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
+                                     stream, input_tokens, cache_read_tokens, \
+                                     cache_write_tokens, output_tokens, reasoning_tokens, \
+                                     input_price_micro, output_price_micro, \
+                                     cache_read_price_micro, cache_write_price_micro, cost_pico, \
+                                     outcome, started_at, finished_at, upstream_latency_us, \
+                                     ttft_us, spend_window_start, usage_source, \
+                                     audio_input_tokens, cache_write_1h_tokens, \
+                                     cache_storage_token_seconds, audio_input_price_micro, \
+                                     cache_write_1h_price_micro, cache_storage_price_micro, \
+                                     attempts, request_id, review";
+pub(crate) const AUDIT_COLS: &str =
+    "id, at, actor, action, workspace_id, target, before_json, after_json";
+pub(crate) const DAILY_COLS: &str =
+    "day, model_id, requests, input_tokens, output_tokens, cost_pico";
+pub(crate) const ALERT_COLS: &str =
+    "workspace_id, webhook_url, secret, low_balance_pico, key_limit_percents";
+pub(crate) const DELIVERY_COLS: &str =
+    "id, workspace_id, event_id, event, attempt, at, status, error, delivered";
+
+/// `load_catalog`'s reads, made in one snapshot: models, routes (in their order), profiles.
+pub(crate) fn catalog_selects() -> [String; 3] {
+    [
+        format!("SELECT {MODEL_COLS} FROM models ORDER BY id"),
+        format!("SELECT {ROUTE_COLS} FROM routes ORDER BY model_id, seq"),
+        format!("SELECT {PROFILE_COLS} FROM profiles ORDER BY name"),
+    ]
+}
+
+/// `INSERT INTO {table} ({cols}) VALUES (…)` with one placeholder per column, written
+/// `{mark}1`, `{mark}2`, … (`?` for SQLite, `$` for PostgreSQL).
+pub(crate) fn insert_sql(table: &str, cols: &str, mark: char) -> String {
+    let values: Vec<String> = (1..=cols.split(',').count())
+        .map(|i| format!("{mark}{i}"))
+        .collect();
+    format!(
+        "INSERT INTO {table} ({cols}) VALUES ({})",
+        values.join(", ")
+    )
+}
+
+/// Adds a credit to its workspace's balance row, creating it (parameters: workspace_id,
+/// amount): one statement, so concurrent credits serialise on the row. The amount is
+/// positive, so `MAX - amount` cannot overflow: a balance it would take past BIGINT is left as
+/// it is (no row changes), and the caller refuses the whole credit.
+pub(crate) fn credit_balance_sql(mark: char) -> String {
+    format!(
+        "INSERT INTO balances (workspace_id, balance_pico) VALUES ({mark}1, {mark}2) \
+         ON CONFLICT (workspace_id) DO UPDATE \
+         SET balance_pico = balances.balance_pico + excluded.balance_pico \
+         WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico"
+    )
+}
+
+/// Rotation's conditional UPDATE of the old key (parameters: id, replaced_by, revoked_at,
+/// expires_at, now): it changes a key only while it is not replaced, not revoked and not
+/// expired, so exactly one of concurrent rotations changes it.
+pub(crate) fn rotate_old_sql(mark: char) -> String {
+    let m = |i: u8| format!("{mark}{i}");
+    format!(
+        "UPDATE api_keys SET replaced_by = {}, revoked_at = {}, expires_at = {} \
+         WHERE id = {} AND replaced_by IS NULL AND revoked_at IS NULL \
+         AND (expires_at IS NULL OR expires_at > {}) RETURNING {KEY_COLS}",
+        m(2),
+        m(3),
+        m(4),
+        m(1),
+        m(5)
+    )
+}
+
+/// An upsert of a whole row into `table`: every `cols` column is written, the first being the
+/// conflict target.
+pub(crate) fn upsert_sql(table: &str, cols: &str, mark: char) -> String {
+    let names: Vec<&str> = cols.split(',').map(str::trim).collect();
+    let set: Vec<String> = names[1..]
+        .iter()
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    format!(
+        "{} ON CONFLICT ({}) DO UPDATE SET {}",
+        insert_sql(table, cols, mark),
+        names[0],
+        set.join(", ")
+    )
+}
+
+/// A newest-first page query, the same for both dialects but for how a parameter is written
+/// (`mark(n)`: `?n` or `$n`). Parameters, in order: one per `equal` column, then `from` and
+/// `to` when asked, then the cursor's time and id when `after`, then the limit. The cursor is
+/// a row-value comparison, `(time, id) < (?, ?)`, which both databases answer with one range
+/// of the listing's index.
+pub(crate) struct PageSql {
+    pub cols: &'static str,
+    pub table: &'static str,
+    /// The time column the page is ordered by (with `id`).
+    pub time: &'static str,
+    pub equal: Vec<&'static str>,
+    pub from: bool,
+    pub to: bool,
+    pub after: bool,
+}
+
+/// Ledger entries with their usage id, as a page reads them.
+const LEDGER_PAGE_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at, usage_id";
+
+impl PageSql {
+    fn of(cols: &'static str, table: &'static str, time: &'static str, after: bool) -> Self {
+        PageSql {
+            cols,
+            table,
+            time,
+            equal: Vec::new(),
+            from: false,
+            to: false,
+            after,
+        }
+    }
+
+    fn of_workspace(mut self) -> Self {
+        self.equal.push("workspace_id");
+        self
+    }
+
+    pub(crate) fn workspaces(after: bool) -> Self {
+        Self::of(WORKSPACE_COLS, "workspaces", "created_at", after)
+    }
+
+    pub(crate) fn keys(after: bool) -> Self {
+        Self::of(KEY_COLS, "api_keys", "created_at", after).of_workspace()
+    }
+
+    pub(crate) fn ledger(after: bool) -> Self {
+        Self::of(LEDGER_PAGE_COLS, "ledger_entries", "created_at", after).of_workspace()
+    }
+
+    /// Parameters: workspace, then the filter's key and model when set, then from and to.
+    pub(crate) fn usage(filter: &UsageFilter, after: bool) -> Self {
+        let mut q = Self::of(USAGE_COLS, "usage_records", "finished_at", after).of_workspace();
+        if filter.key_id.is_some() {
+            q.equal.push("key_id");
+        }
+        if filter.model_id.is_some() {
+            q.equal.push("model_id");
+        }
+        q.from = filter.from.is_some();
+        q.to = filter.to.is_some();
+        q
+    }
+
+    pub(crate) fn audit(of_workspace: bool, after: bool) -> Self {
+        let q = Self::of(AUDIT_COLS, "audit_log", "at", after);
+        if of_workspace {
+            q.of_workspace()
+        } else {
+            q
+        }
+    }
+
+    pub(crate) fn deliveries(after: bool) -> Self {
+        Self::of(DELIVERY_COLS, "webhook_deliveries", "at", after).of_workspace()
+    }
+
+    pub(crate) fn sql(&self, mark: impl Fn(usize) -> String) -> String {
+        let mut n = 0;
+        let mut next = || {
+            n += 1;
+            mark(n)
+        };
+        let t = self.time;
+        let mut conds: Vec<String> = self
+            .equal
+            .iter()
+            .map(|c| format!("{c} = {}", next()))
+            .collect();
+        if self.from {
+            conds.push(format!("{t} >= {}", next()));
+        }
+        if self.to {
+            conds.push(format!("{t} < {}", next()));
+        }
+        if self.after {
+            let (at, id) = (next(), next());
+            conds.push(format!("({t}, id) < ({at}, {id})"));
+        }
+        let filter = if conds.is_empty() {
+            String::new()
+        } else {
+            format!(" WHERE {}", conds.join(" AND "))
+        };
+        format!(
+            "SELECT {} FROM {}{filter} ORDER BY {t} DESC, id DESC LIMIT {}",
+            self.cols,
+            self.table,
+            next()
+        )
+    }
+}
+
+/// A page query with its parameters, in the order [`PageSql::sql`] numbers them.
+pub(crate) struct Page<'a> {
+    pub q: PageSql,
+    pub args: Vec<Param<'a>>,
+}
+
+impl<'a> Page<'a> {
+    /// `q` with `args` for its `equal`, `from` and `to` columns, then the cursor and the limit.
+    fn of(q: PageSql, mut args: Vec<Param<'a>>, after: Option<&Cursor>, limit: usize) -> Self {
+        if let Some(c) = after {
+            args.push(c.at.into());
+            args.push(c.id.clone().into());
+        }
+        args.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        Page { q, args }
+    }
+
+    pub(crate) fn workspaces(after: Option<&Cursor>, limit: usize) -> Self {
+        Self::of(PageSql::workspaces(after.is_some()), vec![], after, limit)
+    }
+
+    pub(crate) fn keys(workspace_id: &'a str, after: Option<&Cursor>, limit: usize) -> Self {
+        let q = PageSql::keys(after.is_some());
+        Self::of(q, vec![workspace_id.into()], after, limit)
+    }
+
+    pub(crate) fn ledger(workspace_id: &'a str, after: Option<&Cursor>, limit: usize) -> Self {
+        let q = PageSql::ledger(after.is_some());
+        Self::of(q, vec![workspace_id.into()], after, limit)
+    }
+
+    /// Of the two upper bounds, `to` and the cursor, only the tighter is kept ([`usage_bounds`]).
+    pub(crate) fn usage(
+        workspace_id: &'a str,
+        filter: &UsageFilter,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Self {
+        let (f, after) = usage_bounds(filter, after);
+        let q = PageSql::usage(&f, after.is_some());
+        let mut args = vec![workspace_id.into()];
+        args.extend(
+            [f.key_id, f.model_id]
+                .into_iter()
+                .flatten()
+                .map(Param::from),
+        );
+        args.extend([f.from, f.to].into_iter().flatten().map(Param::from));
+        Self::of(q, args, after.as_ref(), limit)
+    }
+
+    pub(crate) fn audit(
+        workspace_id: Option<&'a str>,
+        after: Option<&Cursor>,
+        limit: usize,
+    ) -> Self {
+        let q = PageSql::audit(workspace_id.is_some(), after.is_some());
+        let args = workspace_id.into_iter().map(Param::from).collect();
+        Self::of(q, args, after, limit)
+    }
+
+    pub(crate) fn deliveries(workspace_id: &'a str, after: Option<&Cursor>, limit: usize) -> Self {
+        let q = PageSql::deliveries(after.is_some());
+        Self::of(q, vec![workspace_id.into()], after, limit)
+    }
+
+    /// The same page, borrowing nothing (SQLite's statements run on another thread).
+    pub(crate) fn into_owned(self) -> Page<'static> {
+        let args = self.args.into_iter().map(Param::into_owned).collect();
+        Page { q: self.q, args }
+    }
+}
+
+/// A usage page's filter and cursor with the looser of two upper bounds dropped: `to` and the
+/// cursor both bound `finished_at` from above, and SQLite ranges its index on one only (the
+/// other filtered row by row, which makes a deep page under a `to` scan its way down).
+pub(crate) fn usage_bounds(
+    filter: &UsageFilter,
+    after: Option<&Cursor>,
+) -> (UsageFilter, Option<Cursor>) {
+    let mut filter = filter.clone();
+    match (filter.to, after) {
+        // Rows before the cursor are all before `to` already.
+        (Some(to), Some(c)) if c.at < to => {
+            filter.to = None;
+            (filter, Some(c.clone()))
+        }
+        // Rows before `to` are all before the cursor already.
+        (Some(_), Some(_)) => (filter, None),
+        (_, after) => (filter, after.cloned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{usage_bounds, PageSql};
+    use crate::store::{Cursor, UsageFilter};
+
+    #[test]
+    fn of_two_upper_bounds_only_the_tighter_is_kept() {
+        let t = |s: i64| chrono::DateTime::from_timestamp(s, 0).unwrap();
+        let filter = UsageFilter {
+            to: Some(t(100)),
+            ..Default::default()
+        };
+        let cursor = |s| Cursor {
+            at: t(s),
+            id: "x".into(),
+        };
+        let (f, c) = usage_bounds(&filter, Some(&cursor(50)));
+        assert_eq!((f.to, c), (None, Some(cursor(50))));
+        let (f, c) = usage_bounds(&filter, Some(&cursor(100)));
+        assert_eq!((f.to, c), (Some(t(100)), None));
+        let (f, c) = usage_bounds(&filter, None);
+        assert_eq!((f.to, c), (Some(t(100)), None));
+    }
+
+    #[test]
+    fn an_upsert_writes_every_column_but_the_first_its_key() {
+        assert_eq!(
+            super::upsert_sql("profiles", super::PROFILE_COLS, '$'),
+            "INSERT INTO profiles (name, spec) VALUES ($1, $2) \
+             ON CONFLICT (name) DO UPDATE SET spec = excluded.spec"
+        );
+    }
+
+    #[test]
+    fn a_page_query_numbers_its_parameters_in_order() {
+        let filter = UsageFilter {
+            key_id: Some("k".into()),
+            to: Some(chrono::Utc::now()),
+            ..Default::default()
+        };
+        let sql = PageSql::usage(&filter, true).sql(|n| format!("${n}"));
+        let tail = sql.split(" FROM ").nth(1).unwrap();
+        assert_eq!(
+            tail,
+            "usage_records WHERE workspace_id = $1 AND key_id = $2 AND finished_at < $3 AND \
+             (finished_at, id) < ($4, $5) ORDER BY finished_at DESC, id DESC LIMIT $6"
+        );
+    }
+}
