@@ -18,6 +18,15 @@ pub struct CacheCreation {
 }
 
 impl CacheCreation {
+    /// Two creations billed as one: their tokens together, stored for the longer life (never
+    /// less storage than either paid for).
+    pub fn and(self, other: CacheCreation) -> CacheCreation {
+        CacheCreation {
+            tokens: self.tokens.saturating_add(other.tokens),
+            ttl_secs: self.ttl_secs.max(other.ttl_secs),
+        }
+    }
+
     /// `usage` with the creation added: its tokens as cache writes, its storage as
     /// token-seconds.
     pub fn add_to(self, usage: Usage) -> Usage {

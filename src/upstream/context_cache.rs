@@ -71,8 +71,8 @@ impl ContextCaches {
 
     /// The request to send for a planned `request` and its cache `step` on `endpoint`: its body
     /// names the workspace's cache for the step's prefix, created first when there is none. If
-    /// creation failed (or there is no step) it goes as planned, its prefix inline. When it names
-    /// a cache, `created` becomes that cache's creation if this request made it, else `None`.
+    /// creation failed (or there is no step) it goes as planned, its prefix inline. A cache this
+    /// request made is added to `created`, which may already hold one an earlier route made.
     /// Caches are the workspace's own: never shared across workspaces.
     pub async fn request_for(
         &self,
@@ -91,7 +91,11 @@ impl ContextCaches {
         let named = Box::pin(self.name_for(&key, endpoint, step.ttl, step.create)).await;
         if let Some(named) = named {
             request.body = (step.body_using)(&named.name);
-            *created = named.created;
+            if let Some(made) = named.created {
+                // A failed-over request may have made a cache on an earlier route: both are
+                // the upstream's charges, so both are billed.
+                *created = Some(created.map_or(made, |before| before.and(made)));
+            }
         }
         request
     }

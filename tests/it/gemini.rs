@@ -707,3 +707,52 @@ async fn a_prompt_over_the_threshold_is_billed_whole_at_the_long_context_prices(
         assert_eq!(crate::billing::pico(&r["cost"]), expected, "{r}");
     }
 }
+
+/// A failed-over request can make one cache per route: the upstream charges for each, so each
+/// is billed (the later one used to replace the earlier one on the usage record).
+#[tokio::test]
+async fn every_cache_a_failed_over_request_made_is_billed() {
+    let e = env().await;
+    let long = "You are a meticulous assistant. ".repeat(400);
+    let ask = || json!({"model": "google/gemini-2.5-flash", "messages": [cached_system(&long), {"role": "user", "content": "q"}]});
+    let (status, v) = e.chat(ask()).await;
+    assert_eq!(status, 200, "{v}");
+    let one = e.gw.usage_records(&e.ws, 1).await[0]["cache_write_tokens"]
+        .as_u64()
+        .unwrap();
+    assert!(one > 2000, "the creation is billed as cache writes: {one}");
+
+    // Another workspace (caches are never shared): the Developer API makes its cache, then
+    // fails the request; Vertex makes its own and answers.
+    let (ws, key) = e.gw.workspace_with_key();
+    reqwest::Client::new()
+        .post(format!("{}/_sim/faults", e.sim.url))
+        .json(&json!({"fault": "503", "surface": "gemini", "count": 1}))
+        .send()
+        .await
+        .unwrap();
+    let res = e.gw.chat(&key, ask()).await;
+    assert_eq!(res.status(), 200);
+    let made: Vec<Value> = e
+        .sim
+        .requests()
+        .await
+        .into_iter()
+        .filter(|r| {
+            r["method"] == "POST" && (r["route"] == "gemini.cache" || r["route"] == "vertex.cache")
+        })
+        .map(|r| r["route"].clone())
+        .collect();
+    assert_eq!(
+        made,
+        ["gemini.cache", "gemini.cache", "vertex.cache"],
+        "one cache on each surface for the second workspace"
+    );
+    let record = &e.gw.usage_records(&ws, 1).await[0];
+    assert_eq!(record["attempts"], 2, "{record}");
+    assert_eq!(
+        record["cache_write_tokens"].as_u64().unwrap(),
+        2 * one,
+        "{record}"
+    );
+}
