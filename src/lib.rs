@@ -1,6 +1,6 @@
 //! tollgate: an OpenAI-compatible LLM gateway on Pingora.
 //!
-//! Rooms (see README "How it works"): `proxy` (the only Pingora code besides `server`) turns
+//! Rooms (see docs/architecture.md): `proxy` (the only Pingora code besides `server`) turns
 //! each request's session into plain values and calls `admission` (auth, gates, route, the
 //! adapter's plan; what a finished request is billed), which sits on `api` (the OpenAI wire
 //! format), `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the

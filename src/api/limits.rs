@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 
 use super::{GatewayError, Operation, RawRequest, Str};
 
-/// Per-request bounds; defaults as documented in the README ("Limits").
+/// Per-request bounds; defaults as documented in docs/operations.md#request-limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     pub max_messages: u64,

@@ -118,8 +118,8 @@ impl Default for AlertsConf {
     }
 }
 
-/// What one request may carry; a field left out keeps the gateway's default (README
-/// "Limits", `api::limits::Limits`).
+/// What one request may carry; a field left out keeps the gateway's default
+/// (docs/operations.md#request-limits, `api::limits::Limits`).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct LimitsConf {
@@ -206,7 +206,7 @@ pub struct UpstreamConf {
     pub breaker: BreakerConf,
 }
 
-/// The per-route circuit breaker (README "Routing and failover").
+/// The per-route circuit breaker (docs/providers.md#routing-and-failover).
 #[derive(Debug, Clone, Copy, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct BreakerConf {
