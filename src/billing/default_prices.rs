@@ -10,16 +10,15 @@ use super::cost::cost;
 use crate::api::usage::Usage;
 use crate::catalog::{import, Snapshot};
 use crate::config::ProvidersConf;
-use crate::store::CatalogRows;
 
-fn catalog() -> CatalogRows {
+fn catalog() -> Snapshot {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/catalog.yaml");
-    import::read_file(Path::new(path)).unwrap()
+    let rows = import::read_file(Path::new(path)).unwrap();
+    Snapshot::build(&rows, &ProvidersConf::default(), &HashMap::new())
 }
 
-fn bill(rows: &CatalogRows, id: &str, usage: Usage) -> i64 {
-    let snapshot = Snapshot::build(rows, &ProvidersConf::default(), &HashMap::new());
-    let pricing = &snapshot.model(id).unwrap().pricing;
+fn bill(catalog: &Snapshot, id: &str, usage: Usage) -> i64 {
+    let pricing = &catalog.model(id).unwrap().pricing;
     cost(&usage, pricing.rates_for(usage.prompt_tokens()))
         .unwrap()
         .pico()
@@ -27,7 +26,7 @@ fn bill(rows: &CatalogRows, id: &str, usage: Usage) -> i64 {
 
 #[test]
 fn every_bucket_is_billed_at_the_recorded_price() {
-    let rows = catalog();
+    let catalog = catalog();
     let u = Usage::default;
     let cases: [(&str, Usage, i64); 12] = [
         // Opus 5.5: 4 in, 0.20 read, 5 write (5 min), 8 write (1 h), 20 out.
@@ -161,6 +160,6 @@ fn every_bucket_is_billed_at_the_recorded_price() {
         ),
     ];
     for (id, usage, want) in cases {
-        assert_eq!(bill(&rows, id, usage), want, "{id}: {usage:?}");
+        assert_eq!(bill(&catalog, id, usage), want, "{id}: {usage:?}");
     }
 }

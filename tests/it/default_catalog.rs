@@ -17,10 +17,10 @@ fn default_catalog() -> CatalogRows {
 }
 
 /// One model per (model, active route) of the default catalog, pinned to that route:
-/// `pin/<n>/<model id>`, same upstream id, profile and prices.
-fn pinned(rows: &CatalogRows) -> (CatalogRows, Vec<(String, RouteRow)>) {
+/// `pin/<n>/<model id>`, same upstream id, profile and prices; `models[i]`'s route is
+/// `routes[i]`.
+fn pinned(rows: &CatalogRows) -> CatalogRows {
     let mut out = CatalogRows::default();
-    let mut pins = Vec::new();
     for m in rows.models.iter().filter(|m| m.active) {
         let routes = rows
             .routes
@@ -28,20 +28,15 @@ fn pinned(rows: &CatalogRows) -> (CatalogRows, Vec<(String, RouteRow)>) {
             .filter(|r| r.model_id == m.id && r.active);
         for (n, r) in routes.enumerate() {
             let id = format!("pin/{n}/{}", m.id);
-            out.models.push(ModelRow {
-                id: id.clone(),
-                ..m.clone()
-            });
-            let route = RouteRow {
+            out.routes.push(RouteRow {
                 model_id: id.clone(),
                 priority: 0,
                 ..r.clone()
-            };
-            out.routes.push(route.clone());
-            pins.push((id, route));
+            });
+            out.models.push(ModelRow { id, ..m.clone() });
         }
     }
-    (out, pins)
+    out
 }
 
 /// Everything an OpenAI client may send with a chat; each model forwards what its profile
@@ -56,16 +51,15 @@ fn chat_body(model: &str, stream: bool) -> Value {
 
 #[tokio::test]
 async fn every_active_model_answers_on_every_route_it_lists() {
-    let rows = default_catalog();
-    let (pinned_rows, pins) = pinned(&rows);
+    let pins = pinned(&default_catalog());
     let sim = Sim::start();
     let mut gw = Gateway::builder().simulator(&sim).build();
     let file = gw.dir.path().join("pinned.yaml");
-    std::fs::write(&file, serde_json::to_string(&pinned_rows).unwrap()).unwrap();
+    std::fs::write(&file, serde_json::to_string(&pins).unwrap()).unwrap();
     gw.cli(&["catalog", "import", file.to_str().unwrap()]);
     gw.start();
     let (_, key) = gw.workspace_with_key();
-    let kinds: Vec<&str> = pins.iter().map(|(_, r)| r.kind.as_str()).collect();
+    let kinds: Vec<&str> = pins.routes.iter().map(|r| r.kind.as_str()).collect();
     for kind in [
         "gemini-api",
         "vertex",
@@ -86,9 +80,9 @@ async fn every_active_model_answers_on_every_route_it_lists() {
         }
     };
     let mut failures = Vec::new();
-    for (id, route) in &pins {
-        let model = rows.models.iter().find(|m| id.ends_with(&m.id)).unwrap();
-        let what = format!("{} on {} {:?}", model.id, route.kind, route.region);
+    for (model, route) in pins.models.iter().zip(&pins.routes) {
+        let id = &model.id;
+        let what = format!("{id} on {} {:?}", route.kind, route.region);
         if model.kind == "embedding" {
             let (status, body) = post(
                 "/v1/embeddings",
@@ -97,7 +91,7 @@ async fn every_active_model_answers_on_every_route_it_lists() {
             .await;
             let v: Value = serde_json::from_str(&body).unwrap_or_default();
             let width = v["data"][1]["embedding"].as_array().map(Vec::len);
-            let want = if model.id == "google/text-embedding-004" {
+            let want = if id.ends_with("/google/text-embedding-004") {
                 768
             } else {
                 3072
