@@ -20,7 +20,7 @@ use serde::Deserialize;
 
 use super::compare::{Listed, Listing, Surface, SurfaceKind};
 use crate::config::{ProvidersConf, VertexConf};
-use crate::providers::{Secret, TokenCell};
+use crate::providers::{Credentials, Secret, TokenCell};
 use crate::upstream::credentials::{self, VertexAccount};
 
 /// Pages read from one listing at most (a provider looping on its page token ends here).
@@ -41,12 +41,13 @@ pub enum ListingError {
     TooManyPages,
 }
 
-/// The credentials the listings need, each one or why it is missing.
+/// The credentials the listings need, each one or why it is missing; `all` redacts them from
+/// error texts, the way the gateway does.
 pub struct Keys {
     gemini: Result<Secret, String>,
     anthropic: Result<Secret, String>,
-    anthropic_version: String,
     vertex: Result<Secret, String>,
+    all: Credentials,
 }
 
 impl Keys {
@@ -57,30 +58,30 @@ impl Keys {
         need_vertex: bool,
         timeout: Duration,
     ) -> Keys {
-        let c = credentials::from_env(p, &env);
+        let all = credentials::from_env(p, &env);
         let unset = |what: &str, var: &str| format!("no {what} ({var} is unset)");
         let vertex = if need_vertex {
-            vertex_token(&p.vertex, &env, timeout).await
+            vertex_token(&p.vertex, &env, &all.vertex_token, timeout).await
         } else {
             Err("not needed".to_owned())
         };
         Keys {
-            gemini: c
-                .gemini
+            gemini: (all.gemini.clone())
                 .ok_or_else(|| unset("Gemini API key", &p.gemini.api_key_env)),
-            anthropic: c
-                .anthropic
+            anthropic: (all.anthropic.clone())
                 .ok_or_else(|| unset("Anthropic API key", &p.anthropic.api_key_env)),
-            anthropic_version: c.anthropic_version,
             vertex,
+            all,
         }
     }
 }
 
-/// A Vertex access token from the conf's service account, or why there is none.
+/// A Vertex access token from the conf's service account, minted into `cell`, or why there is
+/// none.
 async fn vertex_token(
     conf: &VertexConf,
     env: impl Fn(&str) -> Option<String>,
+    cell: &TokenCell,
     timeout: Duration,
 ) -> Result<Secret, String> {
     let account = VertexAccount::from_env(conf, env)
@@ -91,8 +92,7 @@ async fn vertex_token(
                 conf.credentials_env
             )
         })?;
-    let cell = TokenCell::default();
-    match tokio::time::timeout(timeout, account.fetch_once(&cell)).await {
+    match tokio::time::timeout(timeout, account.fetch_once(cell)).await {
         Ok(Ok(_)) => cell.current().ok_or_else(|| "no Vertex token".to_owned()),
         Ok(Err(e)) => Err(format!("no Vertex token: {e}")),
         Err(_) => Err(format!("no Vertex token within {}s", timeout.as_secs())),
@@ -143,7 +143,7 @@ async fn ask(
             let req = |token: Option<&str>| {
                 google_page(client.get(&url), &size, token).header("x-goog-api-key", key.expose())
             };
-            paged::<GeminiPage>(req, key).await
+            paged::<GeminiPage>(req, &keys.all).await
         }
         SurfaceKind::Anthropic => {
             let key = keys.anthropic.as_ref().map_err(missing)?;
@@ -155,9 +155,9 @@ async fn ask(
                     .get(&url)
                     .query(&q)
                     .header("x-api-key", key.expose())
-                    .header("anthropic-version", &keys.anthropic_version)
+                    .header("anthropic-version", &keys.all.anthropic_version)
             };
-            paged::<AnthropicPage>(req, key).await
+            paged::<AnthropicPage>(req, &keys.all).await
         }
         SurfaceKind::VertexGoogle | SurfaceKind::VertexAnthropic => {
             let token = keys.vertex.as_ref().map_err(missing)?;
@@ -169,7 +169,7 @@ async fn ask(
             let req = |page: Option<&str>| {
                 google_page(client.get(&url), &size, page).bearer_auth(token.expose())
             };
-            paged::<VertexPage>(req, token).await
+            paged::<VertexPage>(req, &keys.all).await
         }
     }
 }
@@ -188,12 +188,12 @@ fn google_page(
 /// Reads pages until the last (or [`MAX_PAGES`]); `request` builds the request for a cursor.
 async fn paged<P: Page>(
     request: impl Fn(Option<&str>) -> reqwest::RequestBuilder,
-    secret: &Secret,
+    credentials: &Credentials,
 ) -> Result<Vec<Listed>, ListingError> {
     let mut all = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let page: P = fetch(request(cursor.as_deref()), secret).await?;
+        let page: P = fetch(request(cursor.as_deref()), credentials).await?;
         let (items, next) = page.split();
         all.extend(items);
         match next {
@@ -204,16 +204,17 @@ async fn paged<P: Page>(
     Err(ListingError::TooManyPages)
 }
 
+/// One page; error texts lose every credential (an upstream may quote a key it refuses).
 async fn fetch<T: DeserializeOwned>(
     req: reqwest::RequestBuilder,
-    secret: &Secret,
+    credentials: &Credentials,
 ) -> Result<T, ListingError> {
-    let transport = |e: reqwest::Error| ListingError::Transport(redact(&e.to_string(), secret));
+    let transport = |e: reqwest::Error| ListingError::Transport(credentials.redact(&e.to_string()));
     let res = req.send().await.map_err(transport)?;
     let status = res.status();
     let body = res.bytes().await.map_err(transport)?;
     if !status.is_success() {
-        let message = redact(&error_message(&body), secret);
+        let message = credentials.redact(&error_message(&body));
         return Err(ListingError::Status {
             status: status.as_u16(),
             message,
@@ -232,16 +233,6 @@ fn error_message(body: &[u8]) -> String {
     match message {
         Some(m) => m.to_owned(),
         None => String::from_utf8_lossy(body).chars().take(200).collect(),
-    }
-}
-
-/// `text` with the credential replaced: an upstream may quote a key it refuses.
-fn redact(text: &str, secret: &Secret) -> String {
-    let s = secret.expose();
-    if s.is_empty() {
-        text.to_owned()
-    } else {
-        text.replace(s, "***")
     }
 }
 
@@ -381,9 +372,13 @@ mod tests {
 
     #[test]
     fn error_messages_are_redacted() {
-        let key = Secret::new("sk-secret");
-        let body = br#"{"error":{"code":400,"message":"API key not valid: sk-secret"}}"#;
-        assert_eq!(redact(&error_message(body), &key), "API key not valid: ***");
+        let mut keys = crate::upstream::credentials::from_env(&ProvidersConf::default(), |_| None);
+        keys.gemini = Some(Secret::new("AIza-sk-secret"));
+        let body = br#"{"error":{"code":400,"message":"API key not valid: AIza-sk-secret"}}"#;
+        assert_eq!(
+            keys.redact(&error_message(body)),
+            "API key not valid: [redacted]"
+        );
         assert_eq!(
             error_message(b"<html>bad gateway</html>"),
             "<html>bad gateway</html>"
