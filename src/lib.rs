@@ -19,6 +19,7 @@ pub mod catalog;
 pub mod cli;
 pub mod commands;
 pub mod config;
+pub mod doors;
 pub mod connections;
 pub mod metrics;
 pub mod money;

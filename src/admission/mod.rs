@@ -173,6 +173,7 @@ impl Admission<'_> {
             op,
             stream: req.stream,
             max_cache_ttl: self.max_cache_ttl,
+            forward: &[],
         };
         let plan = adapter.plan(&req, &target, self.credentials)?;
         let response_cx = ResponseCx {
@@ -324,6 +325,7 @@ impl Admission<'_> {
             op: admitted.op,
             stream: admitted.stream,
             max_cache_ttl: self.max_cache_ttl,
+            forward: &[],
         };
         admitted.adapter.plan(&req, &target, self.credentials)
     }

@@ -24,6 +24,27 @@ pub enum Operation {
     Embeddings,
 }
 
+/// Which client dialect (front door) a request came in through: its wire format, its
+/// answers' and errors' shapes. Admission, gates, routing, failover and billing are the same
+/// for every door.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Door {
+    /// OpenAI's Chat Completions and Embeddings (`/v1/chat/completions`, `/v1/embeddings`).
+    #[default]
+    OpenAi,
+    /// Anthropic's Messages API (`/v1/messages`, `/v1/messages/count_tokens`).
+    Messages,
+}
+
+impl Door {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAi => "openai",
+            Self::Messages => "messages",
+        }
+    }
+}
+
 impl Operation {
     pub fn as_str(self) -> &'static str {
         match self {

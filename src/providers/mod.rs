@@ -151,6 +151,9 @@ pub struct Target<'a> {
     /// The longest an explicit context cache may live (`tollgate.max_cache_ttl`): the client's
     /// `cache_control.ttl` is capped to it.
     pub max_cache_ttl: std::time::Duration,
+    /// Client headers the front door lets through to an upstream that speaks its dialect
+    /// natively (the Messages door: `anthropic-version`, the allowed `anthropic-beta`s).
+    pub forward: &'a [(HeaderName, HeaderValue)],
 }
 
 impl Target<'_> {
@@ -292,6 +295,25 @@ pub trait Adapter: Send + Sync {
 
     /// A useful message for an upstream non-2xx answer (status is preserved by the caller).
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String;
+
+    /// The upstream call that counts `req`'s input tokens (the Messages door's
+    /// `count_tokens`), on the family's own counting endpoint; never billed.
+    fn count_tokens(
+        &self,
+        _req: &RawRequest<'_>,
+        target: &Target<'_>,
+        _creds: &Credentials,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        Err(GatewayError::invalid(format!(
+            "model \"{}\" cannot count tokens",
+            target.model.id
+        )))
+    }
+
+    /// The input tokens a [`count_tokens`](Self::count_tokens) answer reports.
+    fn read_count(&self, _body: &[u8]) -> Result<u64, TranslateError> {
+        Err(TranslateError::Shape("this family cannot count tokens".into()))
+    }
 }
 
 /// Translates an upstream stream incrementally; output never depends on how the bytes were cut.

@@ -237,6 +237,7 @@ pub(super) mod test_support {
             op: Operation::Chat,
             stream,
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+            forward: &[],
         };
         let up =
             crate::providers::test_support::single(super::Anthropic.plan(&raw, &t, &creds())?);
@@ -319,6 +320,7 @@ mod tests {
                 op: crate::api::Operation::Chat,
                 stream: false,
                 max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+                forward: &[],
             };
             let e = crate::providers::Adapter::plan(
                 &super::Anthropic,

@@ -644,6 +644,7 @@ mod tests {
             op: Operation::Embeddings,
             stream: false,
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+            forward: &[],
         };
         match super::super::Gemini.plan(&raw, &t, &creds())? {
             crate::providers::Plan::FanOut(f) => Ok(f),
@@ -1330,6 +1331,7 @@ mod tests {
                 op: Operation::Embeddings,
                 stream: false,
                 max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+                forward: &[],
             };
             let e = super::super::Gemini
                 .plan(&raw, &t, &Credentials::default())

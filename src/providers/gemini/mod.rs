@@ -391,6 +391,7 @@ pub(super) mod test_support {
             op: Operation::Chat,
             stream,
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+            forward: &[],
         }
     }
 

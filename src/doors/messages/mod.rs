@@ -1,0 +1,1 @@
+//! The Anthropic Messages door (being built).
