@@ -26,15 +26,20 @@ use serde::Serialize;
 
 use crate::api::limits::Limits;
 use crate::api::request::MAX_CHOICES;
-use crate::api::{GatewayError, Operation, RawRequest};
+use crate::api::{Door, GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
 use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
 use crate::billing::window::window_start;
 use crate::catalog::health::State;
-use crate::catalog::{Model, ModelKind, Route, RouteKind, Snapshot};
+use crate::catalog::{Family, Model, ModelKind, Route, RouteKind, Snapshot};
+use crate::doors::forward::{self, AnthropicHeaders};
+use crate::doors::messages;
 use crate::money::Usd;
-use crate::providers::{adapter_for, Adapter, Credentials, Plan, ResponseCx, Target};
+use crate::providers::anthropic::native::AnthropicNative;
+use crate::providers::{
+    adapter_for, Adapter, Credentials, Plan, ResponseCx, Target, UpstreamRequest,
+};
 use crate::store::{ApiKey, LimitReset};
 
 const HEALTH_BODY: &[u8] = br#"{"status":"ok"}"#;
@@ -48,6 +53,8 @@ pub struct RequestHead<'a> {
     pub query: Option<&'a str>,
     /// The raw `Authorization` header, if any.
     pub authorization: Option<&'a [u8]>,
+    /// The raw `x-api-key` header, if any (the Messages door takes the key there too).
+    pub api_key: Option<&'a [u8]>,
     /// How many header fields the request has, and their names' and values' bytes.
     pub header_count: usize,
     pub header_bytes: usize,
@@ -65,6 +72,8 @@ pub enum HeadDecision {
     },
     /// An authenticated request for `op`: read its body, then [`Admission::admit`].
     ReadBody { op: Operation, key: Arc<ApiKey> },
+    /// An authenticated `count_tokens`: read its body, then [`Admission::count_tokens`].
+    CountTokens { key: Arc<ApiKey> },
 }
 
 /// An admitted request: who asked, for what, and how to reach it (the route is the one being
@@ -73,10 +82,14 @@ pub struct Admitted {
     /// The request's id (`x-request-id`): the client's, else the completion id.
     pub request_id: Arc<str>,
     pub op: Operation,
+    /// The front door it came through: the shape of its answers and errors.
+    pub door: Door,
     pub key: Arc<ApiKey>,
     pub model: Arc<Model>,
     pub route: Route,
     pub adapter: &'static dyn Adapter,
+    /// The client headers the door passes to a native upstream (`Target::forward`).
+    pub forward: Vec<(http::HeaderName, http::HeaderValue)>,
     pub stream: bool,
     pub response_cx: ResponseCx,
     /// The request's worst case, held against the gates until the request ends (dropped with
@@ -96,6 +109,16 @@ pub struct Admitted {
 pub struct Decision {
     pub admitted: Admitted,
     pub plan: Plan,
+    /// The body adapters plan from when the door translated the client's (the Messages door
+    /// on a route that does not speak it): what failover plans again from.
+    pub translated: Option<Bytes>,
+}
+
+/// A `count_tokens` request: the upstream call that counts, on the route chosen for it.
+pub struct Counting {
+    pub route: Route,
+    pub adapter: &'static dyn Adapter,
+    pub request: UpstreamRequest,
 }
 
 /// The read-mostly state admission consults; one catalog snapshot per request.
@@ -117,6 +140,12 @@ pub struct Admission<'a> {
     pub now: Instant,
     /// The client's request id, if it sent a usable one ([`client_request_id`]).
     pub request_id: Option<Arc<str>>,
+    /// The front door the request came through ([`door_of`] its path).
+    pub door: Door,
+    /// On the Messages door: the client's `anthropic-version` and `anthropic-beta`.
+    pub anthropic: AnthropicHeaders,
+    /// The betas the Messages door may pass to Claude (`tollgate.providers.anthropic.betas`).
+    pub anthropic_betas: &'a [String],
 }
 
 impl Admission<'_> {
@@ -149,6 +178,9 @@ impl Admission<'_> {
                 op,
                 key: self.authenticate(head, now)?,
             }),
+            Endpoint::CountTokens => Ok(HeadDecision::CountTokens {
+                key: self.authenticate(head, now)?,
+            }),
         }
     }
 
@@ -161,23 +193,30 @@ impl Admission<'_> {
         now: DateTime<Utc>,
     ) -> Result<Decision, GatewayError> {
         let req = RawRequest::parse(body, op)?;
+        self.check_door(&req)?;
         let model = self.model_for(&req, op)?;
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
         let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
-        let adapter = adapter_for(model.family);
+        let (adapter, translated) = self.door_adapter(&model, body)?;
+        let forward = self.forward(&model);
+        let planned = match &translated {
+            Some(chat) => RawRequest::parse(chat, op)?,
+            None => req,
+        };
         let target = Target {
             model: &model,
             route: &route,
             op,
-            stream: req.stream,
+            stream: planned.stream,
             max_cache_ttl: self.max_cache_ttl,
-            forward: &[],
+            forward: &forward,
         };
-        let plan = adapter.plan(&req, &target, self.credentials)?;
+        let plan = adapter.plan(&planned, &target, self.credentials)?;
+        let req = planned;
         let response_cx = ResponseCx {
-            id: completion_id(op),
+            id: completion_id(op, self.door),
             model_id: model.id.clone(),
             op,
             created: now.timestamp(),
@@ -189,18 +228,89 @@ impl Admission<'_> {
                 .clone()
                 .unwrap_or_else(|| response_cx.id.clone()),
             op,
+            door: self.door,
             key,
             stream: req.stream,
             model,
             route,
             adapter,
+            forward,
             response_cx,
             reservation,
             worst_case,
             input_estimate: (body.len() as u64).div_ceil(4),
             cache_created: None,
         };
-        Ok(Decision { admitted, plan })
+        Ok(Decision {
+            admitted,
+            plan,
+            translated,
+        })
+    }
+
+    /// `count_tokens` (the Messages door): the model's best route and the upstream call that
+    /// counts the body's input tokens. Authenticated, but neither gated nor billed.
+    pub fn count_tokens(&self, body: &[u8]) -> Result<Counting, GatewayError> {
+        let req = RawRequest::parse(body, Operation::Chat)?;
+        let model = self.model_for(&req, Operation::Chat)?;
+        let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
+        let (adapter, translated) = self.door_adapter(&model, body)?;
+        let forward = self.forward(&model);
+        let planned = match &translated {
+            Some(chat) => RawRequest::parse(chat, Operation::Chat)?,
+            None => req,
+        };
+        let target = Target {
+            model: &model,
+            route: &route,
+            op: Operation::Chat,
+            stream: false,
+            max_cache_ttl: self.max_cache_ttl,
+            forward: &forward,
+        };
+        let request = adapter.count_tokens(&planned, &target, self.credentials)?;
+        Ok(Counting {
+            route,
+            adapter,
+            request,
+        })
+    }
+
+    /// What the door requires of a body beyond the request model's own fields: Anthropic's
+    /// `max_tokens` on the Messages door.
+    fn check_door(&self, req: &RawRequest<'_>) -> Result<(), GatewayError> {
+        if self.door == Door::Messages && req.get("max_tokens").is_none() {
+            return Err(GatewayError::invalid("max_tokens: Field required"));
+        }
+        Ok(())
+    }
+
+    /// The adapter serving `model` through this door, and the body it plans from when the door
+    /// translated the client's: the family's own on the OpenAI door; on the Messages door the
+    /// native Claude pass-through, or the family's adapter behind the door's translation.
+    fn door_adapter(
+        &self,
+        model: &Model,
+        body: &[u8],
+    ) -> Result<(&'static dyn Adapter, Option<Bytes>), GatewayError> {
+        match (self.door, model.family) {
+            (Door::OpenAi, family) => Ok((adapter_for(family), None)),
+            (Door::Messages, Family::Anthropic) => Ok((&AnthropicNative, None)),
+            (Door::Messages, family) => {
+                let chat = messages::to_chat(body)?;
+                Ok((messages::bridged(family), Some(Bytes::from(chat))))
+            }
+        }
+    }
+
+    /// The client headers passed to `model`'s upstream (a Claude model on the Messages door).
+    fn forward(&self, model: &Model) -> Vec<(http::HeaderName, http::HeaderValue)> {
+        match (self.door, model.family) {
+            (Door::Messages, Family::Anthropic) => {
+                forward::anthropic(&self.anthropic, self.anthropic_betas, model)
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// The gates: the request's worst case reserved against its workspace's credit and (chat)
@@ -292,8 +402,15 @@ impl Admission<'_> {
         head: &RequestHead<'_>,
         now: DateTime<Utc>,
     ) -> Result<Arc<ApiKey>, GatewayError> {
-        self.keys
-            .authenticate(bearer_token(head.authorization)?, now)
+        let token = match (self.door, head.api_key) {
+            (Door::Messages, Some(key)) => std::str::from_utf8(key)
+                .ok()
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .ok_or(GatewayError::MissingAuth)?,
+            _ => bearer_token(head.authorization)?,
+        };
+        self.keys.authenticate(token, now)
     }
 
     /// The routes to try, in order, when an admitted request's route failed before answering:
@@ -325,7 +442,7 @@ impl Admission<'_> {
             op: admitted.op,
             stream: admitted.stream,
             max_cache_ttl: self.max_cache_ttl,
-            forward: &[],
+            forward: &admitted.forward,
         };
         admitted.adapter.plan(&req, &target, self.credentials)
     }
@@ -359,6 +476,16 @@ enum Endpoint {
     Key,
     Generation,
     Proxied(Operation),
+    CountTokens,
+}
+
+/// The front door a path belongs to.
+pub fn door_of(path: &str) -> Door {
+    if path.starts_with("/v1/messages") {
+        Door::Messages
+    } else {
+        Door::OpenAi
+    }
 }
 
 fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError> {
@@ -369,10 +496,12 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
         "/v1/generation" => (Endpoint::Generation, "GET, HEAD"),
         "/v1/chat/completions" => (Endpoint::Proxied(Operation::Chat), "POST"),
         "/v1/embeddings" => (Endpoint::Proxied(Operation::Embeddings), "POST"),
+        "/v1/messages" => (Endpoint::Proxied(Operation::Chat), "POST"),
+        "/v1/messages/count_tokens" => (Endpoint::CountTokens, "POST"),
         other => return Err(GatewayError::NotFound(other.into())),
     };
     let ok = match endpoint {
-        Endpoint::Proxied(_) => method == http::Method::POST,
+        Endpoint::Proxied(_) | Endpoint::CountTokens => method == http::Method::POST,
         _ => method == http::Method::GET || method == http::Method::HEAD,
     };
     if ok {
@@ -597,13 +726,14 @@ pub fn local_request_id() -> Arc<str> {
     new_id("req").into()
 }
 
-/// A fresh completion id such as `chatcmpl-3fK…` (also the usage record's id).
-fn completion_id(op: Operation) -> Arc<str> {
-    let prefix = match op {
-        Operation::Chat => "chatcmpl",
-        Operation::Embeddings => "emb",
-    };
-    new_id(prefix).replacen('_', "-", 1).into()
+/// A fresh completion id such as `chatcmpl-3fK…`, or `msg_3fK…` on the Messages door (also
+/// the usage record's id).
+fn completion_id(op: Operation, door: Door) -> Arc<str> {
+    match (door, op) {
+        (Door::Messages, _) => new_id("msg").into(),
+        (Door::OpenAi, Operation::Chat) => new_id("chatcmpl").replacen('_', "-", 1).into(),
+        (Door::OpenAi, Operation::Embeddings) => new_id("emb").replacen('_', "-", 1).into(),
+    }
 }
 
 #[cfg(test)]

@@ -39,7 +39,13 @@ models:
      input_price: 1, output_price: 1}
   - {id: acme/twin, provider: acme, family: openai, kind: chat, upstream_model: t,
      input_price: 1, output_price: 1}
+  - {id: acme/claude, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-x,
+     profile: g, input_price: 3, output_price: 15, max_output_tokens: 64000}
+  - {id: acme/gem, provider: google, family: gemini, kind: chat, upstream_model: gem-x, profile: g,
+     input_price: 1, output_price: 2}
 routes:
+  - {model_id: acme/claude, kind: anthropic, base_url: "http://127.0.0.1:8"}
+  - {model_id: acme/gem, kind: gemini-api, base_url: "http://127.0.0.1:8"}
   - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:9/v1", priority: 1}
   - {model_id: acme/llama, kind: openai, base_url: "http://127.0.0.1:8/v1", priority: 2}
   - {model_id: acme/embed, kind: openai, base_url: "http://127.0.0.1:8/v1"}
@@ -99,7 +105,12 @@ impl World {
             catalog,
             keys,
             accounts,
-            credentials: Credentials::default(),
+            credentials: Credentials {
+                anthropic: Some(crate::providers::Secret::new("sec-anthropic-dummy")),
+                gemini: Some(crate::providers::Secret::new("sec-gemini-dummy")),
+                anthropic_version: "2023-06-01".into(),
+                ..Credentials::default()
+            },
             minted,
         }
     }
@@ -116,6 +127,22 @@ impl World {
             route_turn: 0,
             now: std::time::Instant::now(),
             request_id: None,
+            door: Door::OpenAi,
+            anthropic: AnthropicHeaders::default(),
+            anthropic_betas: &[],
+        }
+    }
+
+    /// A model of the test catalog.
+    pub(crate) fn model(&self, id: &str) -> Arc<Model> {
+        self.catalog.model(id).unwrap().clone()
+    }
+
+    /// The admission of a request to `path` (its door decided by the path).
+    fn admission_at(&self, path: &str) -> Admission<'_> {
+        Admission {
+            door: door_of(path),
+            ..self.admission()
         }
     }
 
@@ -129,6 +156,17 @@ impl World {
         path: &str,
         auth: Option<&str>,
     ) -> Result<HeadDecision, GatewayError> {
+        self.head_with(method, path, auth, None)
+    }
+
+    /// [`head`](Self::head) with an `x-api-key` header too.
+    fn head_with(
+        &self,
+        method: http::Method,
+        path: &str,
+        auth: Option<&str>,
+        api_key: Option<&str>,
+    ) -> Result<HeadDecision, GatewayError> {
         let (path, query) = match path.split_once('?') {
             Some((path, query)) => (path, Some(query)),
             None => (path, None),
@@ -138,10 +176,11 @@ impl World {
             path,
             query,
             authorization: auth.map(str::as_bytes),
+            api_key: api_key.map(str::as_bytes),
             header_count: 3,
             header_bytes: 120,
         };
-        self.admission().head(&head, now())
+        self.admission_at(path).head(&head, now())
     }
 
     /// Head and body of an authenticated POST to `path`.
@@ -149,7 +188,8 @@ impl World {
         let bearer = self.bearer();
         match self.head(http::Method::POST, path, Some(&bearer))? {
             HeadDecision::ReadBody { op, key } => {
-                self.admission().admit(key, op, body.as_bytes(), now())
+                self.admission_at(path)
+                    .admit(key, op, body.as_bytes(), now())
             }
             other => panic!("{path} must read a body: {other:?}"),
         }
@@ -1009,4 +1049,91 @@ mod request_ids {
             .admitted;
         assert_eq!(a.request_id, a.response_cx.id);
     }
+}
+
+// ----- the Messages door ---------------------------------------------------------------------
+
+const MESSAGES: &str = r#"{"model":"acme/claude","max_tokens":100,"stream":true,
+    "messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}]}"#;
+
+#[test]
+fn the_messages_door_takes_the_key_in_x_api_key_or_bearer() {
+    let w = World::new();
+    let secret = w.minted.secret.clone();
+    let bearer = w.bearer();
+    let messages = |auth: Option<&str>, key: Option<&str>| {
+        code(w.head_with(http::Method::POST, "/v1/messages", auth, key))
+    };
+    assert_eq!(messages(None, Some(&secret)), "admitted");
+    assert_eq!(messages(Some(&bearer), None), "admitted");
+    assert_eq!(messages(None, None), "missing_auth");
+    assert_eq!(messages(None, Some(" ")), "missing_auth");
+    assert_eq!(messages(None, Some("sk-tg-nope")), "invalid_key");
+    // The OpenAI door keeps the specification's Authorization header.
+    let chat = w.head_with(
+        http::Method::POST,
+        "/v1/chat/completions",
+        None,
+        Some(&secret),
+    );
+    assert_eq!(code(chat), "missing_auth");
+    let counting = w.head_with(
+        http::Method::POST,
+        "/v1/messages/count_tokens",
+        None,
+        Some(&secret),
+    );
+    assert!(matches!(counting, Ok(HeadDecision::CountTokens { .. })));
+    let e = w.head(http::Method::GET, "/v1/messages", None).unwrap_err();
+    assert_eq!(e.allow(), Some("POST"));
+}
+
+#[test]
+fn a_claude_model_on_the_messages_door_passes_through_with_the_allowed_betas() {
+    let w = World::new();
+    let admission = Admission {
+        anthropic: AnthropicHeaders {
+            version: Some("2023-06-01".into()),
+            betas: "claude-code-20250219,secret-beta".into(),
+        },
+        anthropic_betas: &["claude-code-20250219".to_owned()],
+        ..w.admission_at("/v1/messages")
+    };
+    let key = w.keys.authenticate(&w.minted.secret, now()).unwrap();
+    let d = admission
+        .admit(key, Operation::Chat, MESSAGES.as_bytes(), now())
+        .unwrap();
+    assert!(d.translated.is_none(), "Claude speaks the door's dialect");
+    let a = &d.admitted;
+    assert_eq!((a.door, a.stream), (Door::Messages, true));
+    assert!(a.response_cx.id.starts_with("msg_"), "{}", a.response_cx.id);
+    let forwarded: Vec<_> = a
+        .forward
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.to_str().unwrap()))
+        .collect();
+    assert_eq!(
+        forwarded,
+        [
+            ("anthropic-version", "2023-06-01"),
+            ("anthropic-beta", "claude-code-20250219")
+        ]
+    );
+    // The reservation is the door's max_tokens, as on the chat door.
+    assert_eq!(d.admitted.worst_case.output_tokens, 100);
+}
+
+#[test]
+fn the_messages_door_requires_max_tokens_and_answers_an_unknown_model_with_404() {
+    let w = World::new();
+    let no_max = MESSAGES.replace(r#""max_tokens":100,"#, "");
+    let e = w.post("/v1/messages", &no_max).err().unwrap();
+    assert_eq!(
+        (e.status(), e.to_string().as_str()),
+        (400, "max_tokens: Field required")
+    );
+    let unknown = MESSAGES.replace("acme/claude", "claude-nope");
+    let e = w.post("/v1/messages", &unknown).err().unwrap();
+    assert_eq!(e.status_in(Door::Messages), 404);
+    assert_eq!(e.to_string(), r#"model "claude-nope" not found"#);
 }

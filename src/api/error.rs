@@ -1,11 +1,16 @@
-//! Every failure the gateway itself produces, and its one rendering:
-//! `{"error":{"message","type","code"}}` with the matching HTTP status.
+//! Every failure the gateway itself produces, and its one rendering per front door: OpenAI's
+//! `{"error":{"message","type","code"}}`, or Anthropic's
+//! `{"type":"error","error":{"type","message","code"}}` on the Messages door (its type chosen
+//! by status, as Anthropic's SDKs choose their exception classes), with the matching HTTP
+//! status. The tollgate `code` is in both.
 //!
 //! Status, type and code come from exhaustive matches (no `_` arm), so a new variant cannot
 //! be added without deciding all three. The code doubles as a low-cardinality log/metric label.
 
-use bytes::Bytes;
+use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
+
+use super::Door;
 
 /// Who caused a failure; decides the log level.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,6 +256,27 @@ impl GatewayError {
         }
     }
 
+    /// The status on `door`: the specification's, except that an unknown model is a 404 on
+    /// the Messages door, as Anthropic answers it.
+    pub fn status_in(&self, door: Door) -> u16 {
+        match (door, self) {
+            (Door::Messages, Self::ModelNotFound(_)) => 404,
+            _ => self.status(),
+        }
+    }
+
+    /// The error body in `door`'s shape.
+    pub fn envelope_in(&self, door: Door) -> Bytes {
+        match door {
+            Door::OpenAi => self.envelope(),
+            Door::Messages => {
+                let message = self.to_string();
+                let error_type = anthropic_type(self.status_in(door));
+                anthropic_envelope(&message, error_type, self.code())
+            }
+        }
+    }
+
     /// The JSON error envelope.
     pub fn envelope(&self) -> Bytes {
         let affordable = match self {
@@ -266,6 +292,68 @@ impl GatewayError {
             affordable,
         )
     }
+}
+
+/// Anthropic's error type for an HTTP status (what its SDKs and Claude Code key on).
+pub fn anthropic_type(status: u16) -> &'static str {
+    match status {
+        401 => "authentication_error",
+        402 => "billing_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        504 => "timeout_error",
+        500..=599 => "api_error",
+        _ => "invalid_request_error",
+    }
+}
+
+/// Renders `{"type":"error","error":{"type","message","code"}}`, Anthropic's error body (the
+/// `code` is tollgate's, an extra field its SDKs keep).
+pub fn anthropic_envelope(message: &str, error_type: &str, code: &str) -> Bytes {
+    #[derive(Serialize)]
+    struct Inner<'a> {
+        #[serde(rename = "type")]
+        error_type: &'a str,
+        message: &'a str,
+        code: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Envelope<'a> {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        error: Inner<'a>,
+    }
+    let e = Envelope {
+        kind: "error",
+        error: Inner {
+            error_type,
+            message,
+            code,
+        },
+    };
+    serde_json::to_vec(&e).map(Bytes::from).unwrap_or_default()
+}
+
+/// The frame that ends a stream failing after it began, in `door`'s shape: OpenAI's error
+/// envelope as a `data:` frame then `data: [DONE]`, or Anthropic's `error` event.
+pub fn stream_error_frame(door: Door, message: &str) -> Bytes {
+    let mut out = BytesMut::new();
+    match door {
+        Door::OpenAi => {
+            out.put_slice(b"data: ");
+            out.put_slice(&envelope(message, "upstream_error", "upstream_error"));
+            out.put_slice(b"\n\ndata: [DONE]\n\n");
+        }
+        Door::Messages => {
+            out.put_slice(b"event: error\ndata: ");
+            out.put_slice(&anthropic_envelope(message, "api_error", "upstream_error"));
+            out.put_slice(b"\n\n");
+        }
+    }
+    out.freeze()
 }
 
 /// Renders `{"error":{"message","type","code"}}`; the only renderer of the envelope.
@@ -360,6 +448,64 @@ mod tests {
             assert_eq!(v["error"]["message"], message, "{e:?}");
             assert_eq!(v["error"].as_object().unwrap().len(), 3);
         }
+    }
+
+    #[test]
+    fn the_messages_door_renders_anthropics_shape_with_tollgates_code() {
+        let cases = [
+            (GatewayError::MissingAuth, 401, "authentication_error"),
+            (GatewayError::InsufficientCredit, 402, "billing_error"),
+            (GatewayError::SpendLimitExceeded, 429, "rate_limit_error"),
+            (
+                GatewayError::ModelNotFound("x/y".into()),
+                404,
+                "not_found_error",
+            ),
+            (
+                GatewayError::BodyTooLarge { limit: 1 },
+                413,
+                "request_too_large",
+            ),
+            (GatewayError::invalid("bad"), 400, "invalid_request_error"),
+            (GatewayError::NoRoute("m".into()), 503, "overloaded_error"),
+            (
+                GatewayError::transport(Transport::Timeout, None),
+                504,
+                "timeout_error",
+            ),
+            (GatewayError::Internal("x".into()), 500, "api_error"),
+        ];
+        for (e, status, ty) in cases {
+            let v: serde_json::Value =
+                serde_json::from_slice(&e.envelope_in(Door::Messages)).unwrap();
+            assert_eq!(e.status_in(Door::Messages), status, "{e:?}");
+            assert_eq!(v["type"], "error", "{e:?}");
+            assert_eq!(v["error"]["type"], ty, "{e:?}");
+            assert_eq!(v["error"]["code"], e.code(), "{e:?}");
+            assert_eq!(v["error"]["message"], e.to_string(), "{e:?}");
+        }
+        assert_eq!(
+            GatewayError::ModelNotFound("x".into()).status_in(Door::OpenAi),
+            400
+        );
+    }
+
+    #[test]
+    fn a_stream_fails_in_its_doors_shape() {
+        let openai = stream_error_frame(Door::OpenAi, "boom");
+        assert!(openai.starts_with(b"data: {\"error\""));
+        assert!(openai.ends_with(b"data: [DONE]\n\n"));
+        let messages = stream_error_frame(Door::Messages, "boom");
+        let text = std::str::from_utf8(&messages).unwrap();
+        let data = text
+            .strip_prefix("event: error\ndata: ")
+            .unwrap()
+            .trim_end();
+        let v: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(
+            (v["type"].as_str(), v["error"]["message"].as_str()),
+            (Some("error"), Some("boom"))
+        );
     }
 
     #[test]

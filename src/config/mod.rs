@@ -257,7 +257,27 @@ pub struct AnthropicConf {
     pub api_key_env: String,
     /// Sent as the `anthropic-version` header.
     pub version: String,
+    /// The `anthropic-beta` values a Messages-door request may pass to a Claude route; the
+    /// others are dropped. A beta that changes the price (`context-1m-…`) passes only for a
+    /// model whose catalog entry prices it, whatever this list says.
+    pub betas: Vec<String>,
 }
+
+/// What Claude Code and the Anthropic SDKs send that changes features, not prices.
+pub const DEFAULT_ANTHROPIC_BETAS: &[&str] = &[
+    "claude-code-20250219",
+    "interleaved-thinking-2025-05-14",
+    "context-management-2025-06-27",
+    "advanced-tool-use-2025-11-20",
+    "effort-2025-11-24",
+    "mid-conversation-tool-changes-2026-07-01",
+    "fine-grained-tool-streaming-2025-05-14",
+    "token-efficient-tools-2025-02-19",
+    "prompt-caching-2024-07-31",
+    "extended-cache-ttl-2025-04-11",
+    "output-128k-2025-02-19",
+    "context-1m-2025-08-07",
+];
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -351,6 +371,10 @@ impl Default for AnthropicConf {
             base_url: "https://api.anthropic.com".into(),
             api_key_env: "ANTHROPIC_API_KEY".into(),
             version: "2023-06-01".into(),
+            betas: DEFAULT_ANTHROPIC_BETAS
+                .iter()
+                .map(|b| (*b).to_owned())
+                .collect(),
         }
     }
 }

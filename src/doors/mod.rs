@@ -7,4 +7,5 @@
 //! - `messages`: Anthropic's Messages API (`/v1/messages`, `/v1/messages/count_tokens`), as
 //!   Claude Code and the Anthropic SDKs speak it.
 
+pub mod forward;
 pub mod messages;

@@ -312,7 +312,9 @@ pub trait Adapter: Send + Sync {
 
     /// The input tokens a [`count_tokens`](Self::count_tokens) answer reports.
     fn read_count(&self, _body: &[u8]) -> Result<u64, TranslateError> {
-        Err(TranslateError::Shape("this family cannot count tokens".into()))
+        Err(TranslateError::Shape(
+            "this family cannot count tokens".into(),
+        ))
     }
 }
 

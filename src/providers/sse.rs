@@ -200,9 +200,10 @@ pub fn write_error(out: &mut BytesMut, message: &str) {
     write_raw(out, &envelope(message, "upstream_error", "upstream_error"));
 }
 
-/// Whether client bytes begin with an error frame (of [`write_error`]): nothing came before it.
+/// Whether client bytes begin with an error frame (of [`write_error`], or the Messages door's
+/// `error` event): nothing came before it.
 pub fn starts_with_error(out: &[u8]) -> bool {
-    out.starts_with(b"data: {\"error\"")
+    out.starts_with(b"data: {\"error\"") || out.starts_with(b"event: error\n")
 }
 
 /// The final chunk every stream ends with: `choices: []` and the populated usage.

@@ -91,7 +91,8 @@ async fn write<T>(
             respond::json(session, &id, 200, t.body, &[]).await
         }
         Err(e) => {
-            let written = respond::error(session, &id, &e, retry_after.as_deref()).await;
+            let retry_after = retry_after.as_deref();
+            let written = respond::error(session, admitted.door, &id, &e, retry_after).await;
             ctx.error = Some(e);
             written
         }

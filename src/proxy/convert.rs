@@ -6,6 +6,7 @@ use pingora_error::{Error, ErrorSource};
 
 use crate::admission::RequestHead;
 use crate::api::error::Blame;
+use crate::doors::forward::AnthropicHeaders;
 
 /// The head fields admission needs, borrowed from the session (no header map copy).
 pub fn head(session: &Session) -> RequestHead<'_> {
@@ -18,12 +19,28 @@ pub fn head(session: &Session) -> RequestHead<'_> {
             .headers
             .get(http::header::AUTHORIZATION)
             .map(|v| v.as_bytes()),
+        api_key: req.headers.get("x-api-key").map(|v| v.as_bytes()),
         header_count: req.headers.len(),
         header_bytes: req
             .headers
             .iter()
             .map(|(name, value)| name.as_str().len() + value.len())
             .sum(),
+    }
+}
+
+/// The client's `anthropic-version` and every `anthropic-beta` it sent (one header or several).
+pub fn anthropic_headers(session: &Session) -> AnthropicHeaders {
+    let headers = &session.req_header().headers;
+    let text = |v: &http::HeaderValue| v.to_str().ok().map(str::to_owned);
+    let betas: Vec<&str> = headers
+        .get_all("anthropic-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    AnthropicHeaders {
+        version: headers.get("anthropic-version").and_then(text),
+        betas: betas.join(","),
     }
 }
 

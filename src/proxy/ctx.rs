@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use crate::admission::Admitted;
 use crate::api::error::Blame;
-use crate::api::{GatewayError, Usage};
+use crate::api::{Door, GatewayError, Usage};
 
 pub struct Ctx {
     /// `x-request-id` as sent, when usable (`admission::client_request_id`).
@@ -13,6 +13,8 @@ pub struct Ctx {
     /// The id every answer carries: the client's, else the completion id once admitted, else
     /// a fresh `req_…`.
     pub request_id: Arc<str>,
+    /// The front door the request came through (its path): the shape of its errors.
+    pub door: Door,
     pub started: Instant,
     /// Upstream attempts made (routes tried): 1 unless the request failed over.
     pub attempts: u32,
@@ -46,6 +48,7 @@ impl Default for Ctx {
         Ctx {
             client_request_id: None,
             request_id: Arc::from(""),
+            door: Door::OpenAi,
             started: Instant::now(),
             attempts: 1,
             started_at: chrono::Utc::now(),

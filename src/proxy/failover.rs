@@ -34,7 +34,7 @@ use crate::api::error::Transport;
 use crate::api::GatewayError;
 use crate::catalog::Route;
 use crate::config::UpstreamConf;
-use crate::providers::{CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
+use crate::providers::{Adapter, CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
 use crate::upstream::client::{CallFailure, UpstreamClient};
 use crate::upstream::context_cache::ContextCaches;
 
@@ -249,19 +249,36 @@ pub(super) fn client_error(
     credentials: &Credentials,
     failure: CallFailure,
 ) -> (GatewayError, Option<String>) {
+    let Admitted {
+        adapter,
+        route,
+        request_id,
+        ..
+    } = admitted;
+    upstream_failure(*adapter, route, request_id, credentials, failure)
+}
+
+/// [`client_error`] for a call on `route` made without an admitted request (`count_tokens`).
+pub(super) fn upstream_failure(
+    adapter: &dyn Adapter,
+    route: &Route,
+    request_id: &str,
+    credentials: &Credentials,
+    failure: CallFailure,
+) -> (GatewayError, Option<String>) {
     match failure {
         CallFailure::Status {
             status,
             body,
             retry_after,
         } => {
-            let message = admitted.adapter.upstream_error_message(status, &body);
+            let message = adapter.upstream_error_message(status, &body);
             let message = credentials.redact(&message);
             let e = GatewayError::upstream_answer(status, &message);
             if let GatewayError::UpstreamCredentials { .. } = e {
                 tracing::warn!(
-                    request_id = %admitted.request_id,
-                    route = admitted.route.kind.as_str(),
+                    request_id = %request_id,
+                    route = route.kind.as_str(),
                     upstream = %message,
                     "the upstream refused the gateway's credentials"
                 );
@@ -338,7 +355,7 @@ mod tests {
     ) -> (Vec<String>, u32, Result<(), Option<u16>>) {
         let world = World::new();
         let body = r#"{"model":"acme/twin","messages":[{"role":"user","content":"hi"}]}"#;
-        let Decision { admitted, plan } = world.post("/v1/chat/completions", body).unwrap();
+        let Decision { admitted, plan, .. } = world.post("/v1/chat/completions", body).unwrap();
         let (request, _) = UpstreamRequest::planned(plan).unwrap();
         let (admission, caches) = (world.admission(), ContextCaches::default());
         let (client, credentials) = (UpstreamClient::new(&conf), Credentials::default());

@@ -117,6 +117,8 @@ fn endpoint(path: &str) -> &'static str {
     match path {
         "/v1/chat/completions" => "chat",
         "/v1/embeddings" => "embeddings",
+        "/v1/messages" => "messages",
+        "/v1/messages/count_tokens" => "count_tokens",
         "/v1/models" => "models",
         "/v1/key" => "key",
         "/v1/generation" => "generation",

@@ -29,6 +29,7 @@
 pub mod body;
 mod buffered;
 mod convert;
+mod count;
 pub mod ctx;
 mod failover;
 mod fan_out;
@@ -50,14 +51,14 @@ use pingora_core::server::ShutdownWatch;
 use crate::admission::{self, Admission, Decision, HeadDecision};
 use crate::api::error::Blame;
 use crate::api::limits::Limits;
-use crate::api::{GatewayError, Operation};
+use crate::api::{Door, GatewayError};
 use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
+use crate::doors::forward::AnthropicHeaders;
 use crate::providers::{Credentials, Plan};
-use crate::store::ApiKey;
 use crate::sync::Freshness;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
@@ -88,6 +89,8 @@ pub struct Gateway {
     pub drain_after_disconnect: Duration,
     /// `tollgate.limits`: what one request may carry.
     pub limits: Limits,
+    /// `tollgate.providers.anthropic.betas`: what the Messages door passes to Claude.
+    pub anthropic_betas: Vec<String>,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
     /// Counts requests, so that routes of equal priority take turns.
@@ -117,6 +120,7 @@ impl Gateway {
         ctx.client_request_id = admission::client_request_id(sent_id.map(|v| v.as_bytes()));
         ctx.request_id =
             (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
+        ctx.door = admission::door_of(session.req_header().uri.path());
         listener::keep_alive(session, self.limits.idle_timeout, closing);
         // A client that stops reading cannot hold a connection (and a stream) forever.
         session.set_write_timeout(Some(self.limits.client_write_timeout));
@@ -125,7 +129,7 @@ impl Gateway {
                 // Unread body: Pingora cannot reuse this connection, so say so.
                 session.set_keepalive(None);
             }
-            respond::error(session, &ctx.request_id, &e, None).await?;
+            respond::error(session, ctx.door, &ctx.request_id, &e, None).await?;
             ctx.error = Some(e);
         }
         Ok(())
@@ -134,13 +138,17 @@ impl Gateway {
     /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
         let catalog = self.catalog.snapshot();
-        let admission = self.admission(&catalog, ctx.client_request_id.clone());
-        let Some((op, key)) = self.head(session, ctx, &admission).await? else {
-            return Ok(()); // answered here
+        let admission = self.admission(&catalog, session, ctx);
+        let (op, key) = match self.head(session, ctx, &admission).await? {
+            None => return Ok(()), // answered here
+            Some(HeadDecision::ReadBody { op, key }) => (op, key),
+            Some(_) => {
+                let body = self.read_body(session, ctx).await?;
+                let outbound = self.outbound();
+                return count::answer(session, ctx, &admission, outbound, &body).await;
+            }
         };
-        let body =
-            body::read_within(session, self.max_request_body, self.limits.body_timeout).await?;
-        ctx.body_read = true;
+        let body = self.read_body(session, ctx).await?;
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
             // Credit added a moment ago admits the next request.
             Err(GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })
@@ -150,9 +158,15 @@ impl Gateway {
             }
             decision => decision,
         };
-        let Decision { admitted, plan } = decision?;
+        let Decision {
+            admitted,
+            plan,
+            translated,
+        } = decision?;
         let outbound = self.outbound();
-        let mut failover = Failover::new(&admission, &body, &self.caches, outbound, admitted);
+        let planned_from = translated.as_deref().unwrap_or(&body);
+        let mut failover =
+            Failover::new(&admission, planned_from, &self.caches, outbound, admitted);
         ctx.request_id = failover.admitted().request_id.clone();
         match plan {
             Plan::FanOut(calls) => {
@@ -172,14 +186,22 @@ impl Gateway {
         Ok(())
     }
 
+    /// The request body, read whole within its size and time limits.
+    async fn read_body(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Bytes, GatewayError> {
+        let (limit, timeout) = (self.max_request_body, self.limits.body_timeout);
+        let body = body::read_within(session, limit, timeout).await?;
+        ctx.body_read = true;
+        Ok(body)
+    }
+
     /// What the head alone decides: an answer given here (`None`: `/health`, `/v1/models`,
-    /// `/v1/key`, `/v1/generation`), or the operation and key whose body is to be read.
+    /// `/v1/key`, `/v1/generation`), or a body to read (`ReadBody`, `CountTokens`).
     async fn head(
         &self,
         session: &mut Session,
         ctx: &Ctx,
         admission: &Admission<'_>,
-    ) -> Result<Option<(Operation, Arc<ApiKey>)>, GatewayError> {
+    ) -> Result<Option<HeadDecision>, GatewayError> {
         let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
             // A key created a moment ago (`tollgate key create` then use) is not refused.
             Err(GatewayError::InvalidKey) if self.fresh.refresh(FRESH_WAIT).await => {
@@ -192,7 +214,7 @@ impl Gateway {
             HeadDecision::Generation { workspace_id, id } => {
                 self.generation(&workspace_id, &id).await?
             }
-            HeadDecision::ReadBody { op, key } => return Ok(Some((op, key))),
+            read => return Ok(Some(read)),
         };
         self.answer(session, &ctx.request_id, body).await;
         Ok(None)
@@ -211,8 +233,13 @@ impl Gateway {
     fn admission<'a>(
         &'a self,
         catalog: &'a Snapshot,
-        request_id: Option<Arc<str>>,
+        session: &Session,
+        ctx: &Ctx,
     ) -> Admission<'a> {
+        let anthropic = match ctx.door {
+            Door::Messages => convert::anthropic_headers(session),
+            Door::OpenAi => AnthropicHeaders::default(),
+        };
         Admission {
             catalog,
             keys: &self.keys,
@@ -223,7 +250,10 @@ impl Gateway {
             limits: &self.limits,
             route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),
             now: Instant::now(),
-            request_id,
+            request_id: ctx.client_request_id.clone(),
+            door: ctx.door,
+            anthropic,
+            anthropic_betas: &self.anthropic_betas,
         }
     }
 

@@ -1,11 +1,11 @@
 //! Answers the gateway writes itself: local endpoints and every gateway-made error.
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_http::ResponseHeader;
 
-use crate::api::GatewayError;
-use crate::providers::sse;
+use crate::api::error::stream_error_frame;
+use crate::api::{Door, GatewayError};
 
 /// Writes a complete JSON response (every answer names its request, errors included).
 pub async fn json(
@@ -52,10 +52,11 @@ pub fn answer_header(
     Ok(fresh)
 }
 
-/// Writes the error envelope with the error's status, `Allow` on a 405, and the upstream's
-/// `Retry-After` when it gave one.
+/// Writes the error in `door`'s shape with its status there, `Allow` on a 405, and the
+/// upstream's `Retry-After` when it gave one.
 pub async fn error(
     session: &mut Session,
+    door: Door,
     request_id: &str,
     e: &GatewayError,
     retry_after: Option<&str>,
@@ -63,14 +64,17 @@ pub async fn error(
     let allow = e.allow().map(|a| ("allow", a));
     let wait = retry_after.map(|a| ("retry-after", a));
     let extra: Vec<_> = allow.into_iter().chain(wait).collect();
-    json(session, request_id, e.status(), e.envelope(), &extra).await
+    let (status, body) = (e.status_in(door), e.envelope_in(door));
+    json(session, request_id, status, body, &extra).await
 }
 
-/// Ends a stream whose 200 is already out: the error frame, `data: [DONE]`, a clean end.
-pub async fn stream_error(session: &mut Session, e: &GatewayError) -> pingora_error::Result<()> {
-    let mut out = BytesMut::new();
-    sse::write_error(&mut out, &e.to_string());
-    sse::write_done(&mut out);
-    session.write_response_body(out.freeze(), true).await?;
+/// Ends a stream whose 200 is already out with `door`'s error frame, and a clean end.
+pub async fn stream_error(
+    session: &mut Session,
+    door: Door,
+    e: &GatewayError,
+) -> pingora_error::Result<()> {
+    let frame = stream_error_frame(door, &e.to_string());
+    session.write_response_body(frame, true).await?;
     session.finish_body().await.map(|_| ())
 }

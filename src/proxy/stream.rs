@@ -25,11 +25,14 @@ use super::failover::{client_error, Attempt, Failover, Outbound};
 use super::respond;
 use crate::admission::Admitted;
 use crate::api::error::Blame;
-use crate::api::GatewayError;
+use crate::api::{Door, GatewayError};
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
 use crate::upstream::client::{Answer, CallFailure};
 
 const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
+/// The Messages door's keep-alive once its stream has begun: Anthropic's own `ping` event (a
+/// comment before it, since Anthropic's SDKs expect `message_start` as the first event).
+const PING: &[u8] = b"event: ping\ndata: {\"type\": \"ping\"}\n\n";
 
 /// One attempt's translation, and whether anything of it may still be taken back.
 pub(super) struct Relay {
@@ -102,7 +105,10 @@ impl Relay {
 struct Client<'s> {
     session: &'s mut Session,
     request_id: &'s str,
+    door: Door,
     header_sent: bool,
+    /// Content has been sent (not only keep-alives).
+    content_sent: bool,
     left: bool,
     keep_alive: Duration,
     last_write: Instant,
@@ -110,12 +116,19 @@ struct Client<'s> {
 }
 
 impl<'s> Client<'s> {
-    fn new(session: &'s mut Session, request_id: &'s str, keep_alive: Duration) -> Self {
+    fn new(
+        session: &'s mut Session,
+        request_id: &'s str,
+        door: Door,
+        keep_alive: Duration,
+    ) -> Self {
         let now = Instant::now();
         Client {
             session,
             request_id,
+            door,
             header_sent: false,
+            content_sent: false,
             left: false,
             keep_alive,
             last_write: now,
@@ -151,10 +164,19 @@ impl<'s> Client<'s> {
     async fn fail(&mut self, e: &GatewayError, retry_after: Option<&str>) {
         if self.header_sent {
             if !self.left {
-                let _ = respond::stream_error(self.session, e).await;
+                let _ = respond::stream_error(self.session, self.door, e).await;
             }
         } else {
-            let _ = respond::error(self.session, self.request_id, e, retry_after).await;
+            let door = self.door;
+            let _ = respond::error(self.session, door, self.request_id, e, retry_after).await;
+        }
+    }
+
+    /// What is sent to keep a silent stream alive.
+    fn keep_alive_frame(&self) -> &'static [u8] {
+        match self.door {
+            Door::Messages if self.content_sent => PING,
+            _ => KEEP_ALIVE,
         }
     }
 
@@ -171,7 +193,7 @@ impl<'s> Client<'s> {
                 () = &mut self.tick => {
                     let due = self.last_write + self.keep_alive;
                     if Instant::now() >= due {
-                        self.send(Bytes::from_static(KEEP_ALIVE), false).await;
+                        self.send(Bytes::from_static(self.keep_alive_frame()), false).await;
                     }
                     let next = self.last_write + self.keep_alive;
                     self.tick.as_mut().reset(next.into());
@@ -195,7 +217,8 @@ pub(super) async fn answer(
     request: UpstreamRequest,
 ) {
     let id = ctx.request_id.clone();
-    let mut streaming = Streaming::new(session, &id, failover.outbound);
+    let door = failover.admitted().door;
+    let mut streaming = Streaming::new(session, &id, door, failover.outbound);
     if let Err(failure) = failover.run(ctx, request, &mut streaming).await {
         let credentials = streaming.outbound.credentials;
         let (e, retry_after) = client_error(failover.admitted(), credentials, failure);
@@ -237,8 +260,14 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
 }
 
 impl<'s> Streaming<'s> {
-    fn new(session: &'s mut Session, request_id: &'s str, outbound: Outbound<'s>) -> Self {
-        let client = Client::new(session, request_id, outbound.conf.stream_keep_alive);
+    fn new(
+        session: &'s mut Session,
+        request_id: &'s str,
+        door: Door,
+        outbound: Outbound<'s>,
+    ) -> Self {
+        let keep_alive = outbound.conf.stream_keep_alive;
+        let client = Client::new(session, request_id, door, keep_alive);
         Streaming { client, outbound }
     }
 
@@ -321,6 +350,7 @@ impl<'s> Streaming<'s> {
             admitted.route.health.succeeded();
         }
         relay.count(ctx);
+        self.client.content_sent = relay.committed();
         self.client.send(out, end).await;
         if let Some(message) = relay.failed().filter(|_| end) {
             let message = credentials.redact(message);

@@ -168,6 +168,7 @@ fn gateway(
         max_cache_ttl: t.max_cache_ttl,
         drain_after_disconnect: t.drain_after_disconnect,
         limits: t.limits.resolve(),
+        anthropic_betas: t.providers.anthropic.betas.clone(),
         draining,
         route_turns: AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),

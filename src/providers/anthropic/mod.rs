@@ -16,6 +16,7 @@
 //! `unsupported_parameter` before anything is sent upstream.
 
 mod error;
+pub mod native;
 mod request;
 mod response;
 mod stream;
