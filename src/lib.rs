@@ -3,7 +3,8 @@
 //! Rooms (see docs/architecture.md): `proxy` (the only Pingora code besides `server`) turns
 //! each request's session into plain values and calls `admission` (auth, gates, route, the
 //! adapter's plan; what a finished request is billed), which sits on `api` (the OpenAI wire
-//! format), `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the
+//! format, the request model), `doors` (the other client dialects, translated at the edge),
+//! `providers` (pure translators), `auth`, `catalog` and `billing`; `upstream` does the
 //! I/O a plan needs outside Pingora; everything rests on `store`, and `money` is a leaf.
 //! `commands` holds the operator operations the CLI (`cli`) and the admin API share;
 //! `connections` counts each listener's connections (`config` fits their limits into the

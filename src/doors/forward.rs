@@ -55,8 +55,27 @@ fn priced(beta: &str, model: &Model) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashMap;
+
     use super::*;
-    use crate::admission::tests::World;
+    use crate::catalog::{LongContext, Snapshot};
+    use crate::config::ProvidersConf;
+
+    fn claude() -> Model {
+        let rows = serde_yaml::from_str(
+            r#"
+profiles: [{name: c, spec: {}}]
+models:
+  - {id: a/claude, provider: anthropic, family: anthropic, kind: chat, upstream_model: c-1,
+     profile: c, input_price: 3, output_price: 15}
+routes: [{model_id: a/claude, kind: anthropic}]
+"#,
+        )
+        .unwrap();
+        let snapshot = Snapshot::build(&rows, &ProvidersConf::default(), &HashMap::new());
+        let model = snapshot.model("a/claude").unwrap();
+        Model::clone(model)
+    }
 
     fn header_values(h: &[(HeaderName, HeaderValue)]) -> Vec<(String, String)> {
         h.iter()
@@ -66,10 +85,9 @@ mod tests {
 
     #[test]
     fn only_allowed_and_priced_betas_pass_in_the_clients_order() {
-        let world = World::new();
-        let flat = world.model("acme/claude");
-        let mut tiered = (*flat).clone();
-        tiered.pricing.long_context = Some(crate::catalog::LongContext {
+        let flat = claude();
+        let mut tiered = flat.clone();
+        tiered.pricing.long_context = Some(LongContext {
             above: 200_000,
             rates: tiered.pricing.base,
         });
