@@ -1,10 +1,13 @@
-//! Shared by the tests of the door's translators: a response context and the Anthropic events
-//! of a stream as JSON.
+//! Shared by the tests of the door's translators: a response context, a Gemini model and its
+//! route, and the Anthropic events of a stream as JSON.
 
 use std::sync::Arc;
 
 use crate::api::Operation;
-use crate::providers::ResponseCx;
+use crate::catalog::{
+    Endpoint, Family, Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking,
+};
+use crate::providers::{Credentials, ResponseCx, Secret, Target};
 
 pub use crate::providers::test_support::{fixture, stream_fixture};
 
@@ -15,6 +18,73 @@ pub fn cx() -> ResponseCx {
         op: Operation::Chat,
         created: 1_700_000_000,
         exclude_reasoning: false,
+    }
+}
+
+/// Like conf/catalog.yaml's Gemini 2.5 Flash: tools and reasoning forwarded.
+pub fn gemini_model() -> Model {
+    let forward = [
+        "temperature",
+        "top_p",
+        "top_k",
+        "max_tokens",
+        "stop",
+        "tools",
+        "reasoning",
+    ];
+    Model {
+        id: Arc::from("google/gemini-test"),
+        provider: "google".into(),
+        family: Family::Gemini,
+        kind: ModelKind::Chat,
+        upstream_model: "gemini-test".into(),
+        profile_name: "test".into(),
+        profile: Arc::new(Profile {
+            forward: forward.iter().map(|s| (*s).to_owned()).collect(),
+            thinking: Thinking::Budget {
+                min: 1,
+                max: 24576,
+                can_disable: true,
+            },
+            min_cache_tokens: 2048,
+            dimensions: None,
+        }),
+        pricing: Pricing::default(),
+        capabilities: Vec::new(),
+        max_output_tokens: None,
+        context_window: None,
+        routes: Vec::new(),
+    }
+}
+
+pub fn gemini_route() -> Route {
+    Route {
+        kind: RouteKind::GeminiApi,
+        endpoint: Endpoint::parse("https://upstream.test/base").unwrap(),
+        region: None,
+        addr: None,
+        priority: 0,
+        weight: 1,
+        health: Default::default(),
+        upstream_model: None,
+    }
+}
+
+pub fn target<'a>(model: &'a Model, route: &'a Route, stream: bool) -> Target<'a> {
+    Target {
+        model,
+        route,
+        op: Operation::Chat,
+        stream,
+        max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
+        forward: &[],
+    }
+}
+
+pub fn creds() -> Credentials {
+    Credentials {
+        gemini: Some(Secret::new("test-gemini-key")),
+        ..Credentials::default()
     }
 }
 
