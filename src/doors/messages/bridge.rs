@@ -1,0 +1,309 @@
+//! [`Bridged`]: a family's chat adapter behind the Messages door. The door has already turned
+//! the Anthropic body into the chat body ([`to_chat`](super::to_chat)), so planning, counting
+//! and upstream errors are the inner adapter's; its answers are rendered back into Anthropic's
+//! shapes ([`to_message`], [`MessagesStream`]).
+
+use super::answer::to_message;
+use super::stream::MessagesStream;
+use crate::api::{GatewayError, RawRequest};
+use crate::catalog::Family;
+use crate::providers::{
+    anthropic, gemini, openai_compat, Adapter, Credentials, Plan, ResponseCx, StreamTranslator,
+    Target, TranslateError, Translated, UpstreamRequest,
+};
+
+/// The chat adapter `.0`, answering in the Messages API's shapes.
+pub struct Bridged(pub &'static dyn Adapter);
+
+impl Adapter for Bridged {
+    fn plan(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<Plan, GatewayError> {
+        self.0.plan(req, target, creds)
+    }
+
+    fn translate_buffered(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+    ) -> Result<Translated, TranslateError> {
+        let chat = self.0.translate_buffered(body, cx)?;
+        Ok(Translated {
+            body: to_message(&chat.body, &chat.usage, cx)?,
+            usage: chat.usage,
+        })
+    }
+
+    fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
+        Box::new(MessagesStream::new(
+            self.0.stream_translator(cx.clone()),
+            cx,
+        ))
+    }
+
+    fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
+        self.0.upstream_error_message(status, body)
+    }
+
+    fn count_tokens(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        self.0.count_tokens(req, target, creds)
+    }
+
+    fn read_count(&self, body: &[u8]) -> Result<u64, TranslateError> {
+        self.0.read_count(body)
+    }
+}
+
+static GEMINI: Bridged = Bridged(&gemini::Gemini);
+static OPENAI_COMPAT: Bridged = Bridged(&openai_compat::OpenAiCompat);
+static ANTHROPIC: Bridged = Bridged(&anthropic::Anthropic);
+
+/// The Messages door's adapter for a family whose upstream does not speak the Messages API.
+///
+/// `Family::Anthropic` gets the Anthropic chat adapter bridged, as a fallback only: the door
+/// sends Claude routes through the native pass-through adapter instead, which keeps what the
+/// chat model cannot carry (tools, thinking signatures, server tools).
+pub fn bridged(family: Family) -> &'static dyn Adapter {
+    match family {
+        Family::Gemini => &GEMINI,
+        Family::OpenAiCompat => &OPENAI_COMPAT,
+        Family::Anthropic => &ANTHROPIC,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::{
+        creds, cx, events, fixture, gemini_model, gemini_route, stream_fixture, target,
+    };
+    use super::super::to_chat;
+    use super::*;
+    use crate::api::Operation;
+    use crate::providers::test_support::single;
+    use bytes::{Bytes, BytesMut};
+    use serde_json::{json, Value};
+
+    /// The Gemini body planned for an Anthropic request, through the door.
+    fn gemini_body(req: &Value, stream: bool) -> (String, Value) {
+        let chat = to_chat(&serde_json::to_vec(req).unwrap()).unwrap();
+        let raw = RawRequest::parse(&chat, Operation::Chat).unwrap();
+        let (m, r) = (gemini_model(), gemini_route());
+        let up = single(
+            bridged(Family::Gemini)
+                .plan(&raw, &target(&m, &r, stream), &creds())
+                .unwrap(),
+        );
+        (up.path, serde_json::from_slice(&up.body).unwrap())
+    }
+
+    #[test]
+    fn a_claude_code_turn_reaches_gemini_with_its_signatures_and_tools() {
+        // The id Gemini's adapter minted for a call, carrying the thought signature.
+        let id = "call_msggw7_0.CiIB-_9a8w";
+        let req = json!({
+            "model": "google/gemini-test",
+            "max_tokens": 8000,
+            "system": [{"type": "text", "text": "You are a coding agent.", "cache_control": {"type": "ephemeral"}}],
+            "messages": [
+                {"role": "user", "content": "List the files."},
+                {"role": "assistant", "content": [
+                    {"type": "thinking", "thinking": "Use ls.", "signature": "sig"},
+                    {"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": id, "content": [{"type": "text", "text": "a.rs\nb.rs"}]},
+                    {"type": "text", "text": "Now summarise."}
+                ]}
+            ],
+            "tools": [
+                {"name": "Bash", "description": "Run a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+                {"type": "web_search_20250305", "name": "web_search"}
+            ],
+            "tool_choice": {"type": "any"},
+            "thinking": {"type": "enabled", "budget_tokens": 4096},
+            "metadata": {"user_id": "u"}
+        });
+        let (path, body) = gemini_body(&req, true);
+        assert_eq!(
+            path,
+            "/base/v1beta/models/gemini-test:streamGenerateContent?alt=sse"
+        );
+        assert_eq!(
+            body["systemInstruction"]["parts"],
+            json!([{"text": "You are a coding agent."}])
+        );
+        let contents = body["contents"].as_array().unwrap();
+        let roles: Vec<&Value> = contents.iter().map(|c| &c["role"]).collect();
+        assert_eq!(roles, [&json!("user"), &json!("model"), &json!("user")]);
+        assert_eq!(
+            contents[1]["parts"],
+            json!([{"functionCall": {"name": "Bash", "args": {"command": "ls"}}, "thoughtSignature": "CiIB+/9a8w=="}]),
+            "the thinking block is dropped, the signature comes back from the id"
+        );
+        let answer = &contents[2]["parts"];
+        assert_eq!(answer[0]["functionResponse"]["name"], "Bash");
+        assert_eq!(answer[1], json!({"text": "Now summarise."}));
+        let decls = &body["tools"][0]["functionDeclarations"];
+        assert_eq!(decls.as_array().unwrap().len(), 1, "web_search dropped");
+        assert_eq!(decls[0]["name"], "Bash");
+        assert_eq!(body["toolConfig"]["functionCallingConfig"]["mode"], "ANY");
+        assert_eq!(body["generationConfig"]["maxOutputTokens"], 8000);
+        assert_eq!(
+            body["generationConfig"]["thinkingConfig"]["thinkingBudget"],
+            4096
+        );
+    }
+
+    #[test]
+    fn buffered_and_streamed_answers_are_anthropics() {
+        let body = fixture("gemini-generate-thinking-2.5-flash-devapi.json");
+        let t = bridged(Family::Gemini)
+            .translate_buffered(&body, &cx())
+            .unwrap();
+        let inner = crate::providers::gemini::Gemini
+            .translate_buffered(&body, &cx())
+            .unwrap();
+        assert_eq!(
+            t.usage, inner.usage,
+            "billed what the inner adapter counted"
+        );
+        assert_eq!(
+            t.body,
+            to_message(&inner.body, &inner.usage, &cx()).unwrap()
+        );
+
+        let input = stream_fixture("gemini-stream-2.0-flash-devapi.sse", false, "\r\n\r\n");
+        let mut s = bridged(Family::Gemini).stream_translator(cx());
+        let mut out = BytesMut::new();
+        s.feed(&input, &mut out);
+        s.finish(&mut out);
+        let ev = events(&out);
+        assert_eq!(ev[0].0, "message_start");
+        assert_eq!(ev[ev.len() - 1].0, "message_stop");
+        assert_eq!(s.usage().input, 13);
+
+        let body = fixture("openai-chat-completion.json");
+        let t = bridged(Family::OpenAiCompat)
+            .translate_buffered(&body, &cx())
+            .unwrap();
+        let m: Value = serde_json::from_slice(&t.body).unwrap();
+        assert_eq!(m["type"], "message");
+        assert_eq!(t.usage.output, 363);
+
+        let body = fixture("anthropic-message-text.json");
+        let t = bridged(Family::Anthropic)
+            .translate_buffered(&body, &cx())
+            .unwrap();
+        let m: Value = serde_json::from_slice(&t.body).unwrap();
+        let orig: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(m["content"], orig["content"]);
+        assert_eq!(m["id"], "msg_gw7");
+    }
+
+    #[test]
+    fn openai_compatible_upstreams_get_the_chat_body() {
+        let req = json!({"model": "acme/gpt", "max_tokens": 5, "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+        let chat = to_chat(&serde_json::to_vec(&req).unwrap()).unwrap();
+        let raw = RawRequest::parse(&chat, Operation::Chat).unwrap();
+        let (mut m, r) = (gemini_model(), gemini_route());
+        m.family = Family::OpenAiCompat;
+        m.upstream_model = "gpt-x".into();
+        let up = single(
+            bridged(Family::OpenAiCompat)
+                .plan(&raw, &target(&m, &r, true), &creds())
+                .unwrap(),
+        );
+        assert_eq!(up.path, "/base/chat/completions");
+        let body: Value = serde_json::from_slice(&up.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "gpt-x", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5,
+                "stream": true, "stream_options": {"include_usage": true}})
+        );
+    }
+
+    /// An adapter whose every answer is recognisable, to see the bridge hand calls through.
+    struct Marked;
+
+    impl Adapter for Marked {
+        fn plan(
+            &self,
+            req: &RawRequest<'_>,
+            _target: &Target<'_>,
+            _creds: &Credentials,
+        ) -> Result<Plan, GatewayError> {
+            Ok(Plan::single(UpstreamRequest {
+                path: format!("/plan/{}", req.model),
+                headers: Vec::new(),
+                body: Bytes::new(),
+            }))
+        }
+        fn translate_buffered(
+            &self,
+            _body: &[u8],
+            _cx: &ResponseCx,
+        ) -> Result<Translated, TranslateError> {
+            Err(TranslateError::Shape("marked".into()))
+        }
+        fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
+            crate::providers::openai_compat::OpenAiCompat.stream_translator(cx)
+        }
+        fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
+            format!("marked {status} {}", body.len())
+        }
+        fn count_tokens(
+            &self,
+            _req: &RawRequest<'_>,
+            _target: &Target<'_>,
+            _creds: &Credentials,
+        ) -> Result<UpstreamRequest, GatewayError> {
+            Ok(UpstreamRequest {
+                path: "/count".into(),
+                headers: Vec::new(),
+                body: Bytes::new(),
+            })
+        }
+        fn read_count(&self, body: &[u8]) -> Result<u64, TranslateError> {
+            Ok(body.len() as u64)
+        }
+    }
+
+    #[test]
+    fn everything_but_the_answers_is_the_inner_adapters() {
+        static MARKED: Bridged = Bridged(&Marked);
+        let raw = RawRequest::parse(
+            br#"{"model":"x/y","messages":[{"role":"user","content":"hi"}]}"#,
+            Operation::Chat,
+        )
+        .unwrap();
+        let (m, r) = (gemini_model(), gemini_route());
+        let t = target(&m, &r, false);
+        assert_eq!(
+            single(MARKED.plan(&raw, &t, &creds()).unwrap()).path,
+            "/plan/x/y"
+        );
+        assert_eq!(
+            MARKED.count_tokens(&raw, &t, &creds()).unwrap().path,
+            "/count"
+        );
+        assert_eq!(MARKED.read_count(b"1234").unwrap(), 4);
+        assert_eq!(MARKED.upstream_error_message(429, b"abc"), "marked 429 3");
+        assert_eq!(
+            MARKED.translate_buffered(b"{}", &cx()).unwrap_err(),
+            TranslateError::Shape("marked".into())
+        );
+        let body = fixture("gemini-error-429-resource-exhausted.json");
+        assert_eq!(
+            bridged(Family::Gemini).upstream_error_message(429, &body),
+            crate::providers::gemini::Gemini.upstream_error_message(429, &body)
+        );
+    }
+}

@@ -1,0 +1,1504 @@
+//! Anthropic Messages request body → the gateway's request model (the OpenAI chat body).
+//!
+//! The output is what a client of the chat door could have sent for the same conversation, so
+//! the route's adapter plans it as it plans any chat request. What is mapped and what is
+//! dropped is listed in the module doc of `doors::messages`. Borrowed raw slices are copied
+//! byte for byte where the two wire formats agree (tool schemas, numbers, `cache_control`);
+//! only `tool_use.input` is rewritten, as the compact JSON text an OpenAI `arguments` holds.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::api::request::object_fields;
+use crate::api::{GatewayError, Str};
+
+/// The Anthropic body (`body`) as an OpenAI chat body, or a 400 naming what is wrong.
+pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
+    let fields = object_fields(body)
+        .map_err(|e| GatewayError::invalid(format!("request body is not valid JSON: {e}")))?;
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
+            .filter(|v| v.get() != "null")
+    };
+
+    let model =
+        get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
+    typed::<Str>(model, "model")?;
+
+    let mut messages = Vec::new();
+    if let Some(system) = get("system") {
+        system_message(system, &mut messages)?;
+    }
+    let raw_messages =
+        get("messages").ok_or_else(|| GatewayError::invalid("missing required field: messages"))?;
+    let list: Vec<&RawValue> = serde_json::from_str(raw_messages.get())
+        .map_err(|_| GatewayError::invalid("messages must be a non-empty array"))?;
+    if list.is_empty() {
+        return Err(GatewayError::invalid("messages must be a non-empty array"));
+    }
+    let mut previous_calls: Vec<Cow<'_, str>> = Vec::new();
+    for (i, raw) in list.into_iter().enumerate() {
+        conversation_message(i, raw, &mut previous_calls, &mut messages)?;
+    }
+
+    let max_tokens = get("max_tokens")
+        .map(|v| checked::<u32>(v, "max_tokens", "an integer from 0 to 4294967295"))
+        .transpose()?;
+    let stop = get("stop_sequences")
+        .map(|v| checked::<Vec<Str>>(v, "stop_sequences", "an array of strings"))
+        .transpose()?;
+    let temperature = get("temperature")
+        .map(|v| checked::<f64>(v, "temperature", "a number"))
+        .transpose()?;
+    let top_p = get("top_p")
+        .map(|v| checked::<f64>(v, "top_p", "a number"))
+        .transpose()?;
+    let top_k = get("top_k")
+        .map(|v| checked::<u64>(v, "top_k", "a non-negative integer"))
+        .transpose()?;
+    let stream = get("stream")
+        .map(|v| typed::<bool>(v, "stream"))
+        .transpose()?
+        .unwrap_or(false);
+
+    let (tools, names) = match get("tools") {
+        Some(raw) => tools(raw)?,
+        None => (Vec::new(), Vec::new()),
+    };
+    let (tool_choice, parallel_tool_calls) = match get("tool_choice") {
+        Some(raw) if !tools.is_empty() => tool_choice(raw, &names)?,
+        Some(raw) => {
+            // Validated, then dropped: no tool is left to choose.
+            tool_choice(raw, &names)?;
+            (None, None)
+        }
+        None => (None, None),
+    };
+    let (reasoning, reasoning_effort) = thinking(get("thinking"), get("output_config"))?;
+
+    let out = ChatOut {
+        model,
+        messages,
+        max_tokens,
+        stop,
+        temperature,
+        top_p,
+        top_k,
+        tools,
+        tool_choice,
+        parallel_tool_calls,
+        reasoning,
+        reasoning_effort,
+        stream: stream.then_some(true),
+        stream_options: stream.then_some(StreamOptions {
+            include_usage: true,
+        }),
+    };
+    serde_json::to_vec(&out).map_err(|e| GatewayError::Internal(e.to_string().into()))
+}
+
+/// Reads `raw` as `T`; a value of another type is a 400 naming `field`.
+fn typed<'a, T: Deserialize<'a>>(raw: &'a RawValue, field: &str) -> Result<T, GatewayError> {
+    serde_json::from_str(raw.get())
+        .map_err(|e| GatewayError::invalid(format!("invalid value for {field}: {e}")))
+}
+
+/// `raw` itself once it reads as `T` (copied byte for byte), else a 400 saying what is wanted.
+fn checked<'a, T: Deserialize<'a>>(
+    raw: &'a RawValue,
+    field: &str,
+    want: &str,
+) -> Result<&'a RawValue, GatewayError> {
+    serde_json::from_str::<T>(raw.get())
+        .map(|_| raw)
+        .map_err(|_| GatewayError::invalid(format!("invalid value for {field}: expected {want}")))
+}
+
+// ----- what the chat door would have received ------------------------------------------------
+
+#[derive(Serialize)]
+struct ChatOut<'a> {
+    model: &'a RawValue,
+    messages: Vec<MessageOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stop: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_p: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<&'a RawValue>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning: Option<ReasoningOut>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+struct MessageOut<'a> {
+    role: &'static str,
+    /// `null` for an assistant turn that only calls tools.
+    content: Option<ContentOut<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tool_calls: Vec<ToolCallOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<Cow<'a, str>>,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ContentOut<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<PartOut<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum PartOut<'a> {
+    Text {
+        text: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a RawValue>,
+    },
+    ImageUrl {
+        image_url: UrlOut<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a RawValue>,
+    },
+    File {
+        file: FileOut<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a RawValue>,
+    },
+}
+
+#[derive(Serialize)]
+struct UrlOut<'a> {
+    url: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct FileOut<'a> {
+    file_data: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct ToolCallOut<'a> {
+    id: Cow<'a, str>,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionCallOut<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionCallOut<'a> {
+    name: Cow<'a, str>,
+    arguments: String,
+}
+
+#[derive(Serialize)]
+struct ToolOut<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDeclOut<'a>,
+}
+
+#[derive(Serialize)]
+struct FunctionDeclOut<'a> {
+    name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<Cow<'a, str>>,
+    parameters: &'a RawValue,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolChoiceOut<'a> {
+    Mode(&'static str),
+    Named {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: NameOut<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct NameOut<'a> {
+    name: Cow<'a, str>,
+}
+
+#[derive(Serialize, Default, PartialEq)]
+struct ReasoningOut {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exclude: Option<bool>,
+}
+
+// ----- what the Anthropic client sent --------------------------------------------------------
+
+#[derive(Deserialize)]
+struct MessageIn<'a> {
+    #[serde(borrow)]
+    role: Str<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+/// Just a block's `type`, read before the rest (whose shape depends on it).
+#[derive(Deserialize)]
+struct KindIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+}
+
+#[derive(Deserialize)]
+struct TextIn<'a> {
+    #[serde(borrow)]
+    text: Str<'a>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MediaIn<'a> {
+    #[serde(borrow)]
+    source: SourceIn<'a>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
+}
+
+/// An image's or a document's `source`; which fields matter depends on `type`.
+#[derive(Deserialize)]
+struct SourceIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    media_type: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    data: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    url: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ToolUseIn<'a> {
+    #[serde(borrow)]
+    id: Str<'a>,
+    #[serde(borrow)]
+    name: Str<'a>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ToolResultIn<'a> {
+    #[serde(borrow)]
+    tool_use_id: Str<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(default)]
+    is_error: Option<bool>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
+}
+
+/// Parses block `raw` of `at` as `T`; a block missing a field is a 400 naming it.
+fn block<'a, T: Deserialize<'a>>(raw: &'a RawValue, at: &str) -> Result<T, GatewayError> {
+    serde_json::from_str(raw.get()).map_err(|e| GatewayError::invalid(format!("{at}: {e}")))
+}
+
+fn kind_of<'a>(raw: &'a RawValue, at: &str) -> Result<Str<'a>, GatewayError> {
+    block::<KindIn>(raw, at)
+        .map(|k| k.kind)
+        .map_err(|_| GatewayError::invalid(format!("{at}: a content block needs a string type")))
+}
+
+/// A `cache_control` worth keeping (absent and `null` are the same).
+fn cache(raw: Option<&RawValue>) -> Option<&RawValue> {
+    raw.filter(|r| r.get() != "null")
+}
+
+/// `content` as blocks: a string is one text block.
+enum Blocks<'a> {
+    Text(Cow<'a, str>),
+    List(Vec<&'a RawValue>),
+}
+
+fn blocks<'a>(raw: &'a RawValue, at: &str) -> Result<Blocks<'a>, GatewayError> {
+    if raw.get().starts_with('"') {
+        return Ok(Blocks::Text(typed::<Str>(raw, at)?.0));
+    }
+    serde_json::from_str(raw.get())
+        .map(Blocks::List)
+        .map_err(|_| {
+            GatewayError::invalid(format!(
+                "invalid value for {at}: expected a string or an array of content blocks"
+            ))
+        })
+}
+
+// ----- system --------------------------------------------------------------------------------
+
+fn system_message<'a>(
+    raw: &'a RawValue,
+    out: &mut Vec<MessageOut<'a>>,
+) -> Result<(), GatewayError> {
+    let content = match blocks(raw, "system")? {
+        Blocks::Text(t) if t.is_empty() => return Ok(()),
+        Blocks::Text(t) => ContentOut::Text(t),
+        Blocks::List(list) if list.is_empty() => return Ok(()),
+        Blocks::List(list) => {
+            let mut parts = Vec::with_capacity(list.len());
+            for (j, raw) in list.into_iter().enumerate() {
+                let at = format!("system[{j}]");
+                let kind = kind_of(raw, &at)?;
+                if &*kind != "text" {
+                    return Err(GatewayError::invalid(format!(
+                        "{at}: a system prompt holds text blocks only, not {:?}",
+                        &*kind
+                    )));
+                }
+                let t: TextIn = block(raw, &at)?;
+                parts.push(PartOut::Text {
+                    text: t.text.0,
+                    cache_control: cache(t.cache_control),
+                });
+            }
+            ContentOut::Parts(parts)
+        }
+    };
+    out.push(MessageOut {
+        role: "system",
+        content: Some(content),
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    });
+    Ok(())
+}
+
+// ----- messages ------------------------------------------------------------------------------
+
+/// Appends message `i`'s OpenAI messages to `out`. `previous_calls` holds the tool-use ids of
+/// the assistant message just before (what this message's tool results may answer); it is
+/// replaced by this message's own.
+fn conversation_message<'a>(
+    i: usize,
+    raw: &'a RawValue,
+    previous_calls: &mut Vec<Cow<'a, str>>,
+    out: &mut Vec<MessageOut<'a>>,
+) -> Result<(), GatewayError> {
+    let m: MessageIn<'a> = serde_json::from_str(raw.get())
+        .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))?;
+    let content = m
+        .content
+        .filter(|c| c.get() != "null")
+        .ok_or_else(|| GatewayError::invalid(format!("messages[{i}]: missing field `content`")))?;
+    let content = blocks(content, &format!("messages[{i}].content"))?;
+    match &*m.role {
+        "user" => {
+            let answered = std::mem::take(previous_calls);
+            user_message(i, content, &answered, out)
+        }
+        "assistant" => {
+            previous_calls.clear();
+            assistant_message(i, content, previous_calls, out)
+        }
+        other => Err(GatewayError::invalid(format!(
+            "messages[{i}].role: expected \"user\" or \"assistant\", got {other:?}"
+        ))),
+    }
+}
+
+fn user_message<'a>(
+    i: usize,
+    content: Blocks<'a>,
+    answered: &[Cow<'a, str>],
+    out: &mut Vec<MessageOut<'a>>,
+) -> Result<(), GatewayError> {
+    let list = match content {
+        Blocks::Text(t) => {
+            out.push(plain("user", Some(ContentOut::Text(t))));
+            return Ok(());
+        }
+        Blocks::List(list) => list,
+    };
+    let mut parts = Vec::with_capacity(list.len());
+    for (j, raw) in list.into_iter().enumerate() {
+        let at = format!("messages[{i}].content[{j}]");
+        let kind = kind_of(raw, &at)?;
+        match &*kind {
+            // Tool results go first, in order: OpenAI wants them right after the calls.
+            "tool_result" => out.push(tool_result(raw, &at, answered)?),
+            _ => parts.extend(user_part(raw, &kind, &at, "user")?),
+        }
+    }
+    if !parts.is_empty() {
+        out.push(plain("user", Some(ContentOut::Parts(parts))));
+    }
+    Ok(())
+}
+
+/// One content part of a user message (or of a document's `content` source).
+fn user_part<'a>(
+    raw: &'a RawValue,
+    kind: &str,
+    at: &str,
+    role: &str,
+) -> Result<Vec<PartOut<'a>>, GatewayError> {
+    Ok(match kind {
+        "text" => {
+            let t: TextIn = block(raw, at)?;
+            vec![PartOut::Text {
+                text: t.text.0,
+                cache_control: cache(t.cache_control),
+            }]
+        }
+        "image" => {
+            let m: MediaIn = block(raw, at)?;
+            vec![PartOut::ImageUrl {
+                image_url: UrlOut {
+                    url: source_url(&m.source, at, "image")?,
+                },
+                cache_control: cache(m.cache_control),
+            }]
+        }
+        "document" => document(raw, at)?,
+        "tool_use" | "thinking" | "redacted_thinking" | "tool_result" => {
+            return Err(GatewayError::invalid(format!(
+                "{at}: {kind} blocks are not allowed in {role} messages"
+            )))
+        }
+        other => return Err(unsupported(at, other)),
+    })
+}
+
+fn unsupported(at: &str, kind: &str) -> GatewayError {
+    GatewayError::invalid(format!(
+        "{at}: content blocks of type {kind:?} are not supported on this model"
+    ))
+}
+
+/// An image's URL: a `data:` URL for base64 data, the URL itself for a `url` source.
+fn source_url<'a>(
+    source: &SourceIn<'a>,
+    at: &str,
+    what: &str,
+) -> Result<Cow<'a, str>, GatewayError> {
+    let missing = |field: &str| {
+        GatewayError::invalid(format!(
+            "{at}.source: a {} source needs {field}",
+            &*source.kind
+        ))
+    };
+    match &*source.kind {
+        "base64" => {
+            let media_type = source
+                .media_type
+                .as_deref()
+                .ok_or_else(|| missing("media_type"))?;
+            let data = source.data.as_deref().ok_or_else(|| missing("data"))?;
+            Ok(Cow::Owned(format!("data:{media_type};base64,{data}")))
+        }
+        "url" => source
+            .url
+            .as_ref()
+            .map(|u| u.0.clone())
+            .ok_or_else(|| missing("url")),
+        other => Err(GatewayError::invalid(format!(
+            "{at}.source: {what} sources of type {other:?} are not supported on this model"
+        ))),
+    }
+}
+
+/// A `document` block: a PDF (base64 or URL) becomes a `file` part, plain text a text part,
+/// a `content` source its own text and image blocks.
+fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, GatewayError> {
+    let m: MediaIn<'a> = block(raw, at)?;
+    let cache_control = cache(m.cache_control);
+    let s = &m.source;
+    match &*s.kind {
+        "base64" | "url" => Ok(vec![PartOut::File {
+            file: FileOut {
+                file_data: source_url(s, at, "document")?,
+            },
+            cache_control,
+        }]),
+        "text" => {
+            let data = s.data.as_ref().ok_or_else(|| {
+                GatewayError::invalid(format!("{at}.source: a text source needs data"))
+            })?;
+            Ok(vec![PartOut::Text {
+                text: data.0.clone(),
+                cache_control,
+            }])
+        }
+        "content" => {
+            let inner = s.content.ok_or_else(|| {
+                GatewayError::invalid(format!("{at}.source: a content source needs content"))
+            })?;
+            let list = match blocks(inner, &format!("{at}.source.content"))? {
+                Blocks::Text(t) => {
+                    return Ok(vec![PartOut::Text {
+                        text: t,
+                        cache_control,
+                    }])
+                }
+                Blocks::List(list) => list,
+            };
+            let mut parts = Vec::with_capacity(list.len());
+            for (k, raw) in list.into_iter().enumerate() {
+                let at = format!("{at}.source.content[{k}]");
+                let kind = kind_of(raw, &at)?;
+                match &*kind {
+                    "text" | "image" => parts.extend(user_part(raw, &kind, &at, "document")?),
+                    other => return Err(unsupported(&at, other)),
+                }
+            }
+            Ok(parts)
+        }
+        other => Err(GatewayError::invalid(format!(
+            "{at}.source: document sources of type {other:?} are not supported on this model"
+        ))),
+    }
+}
+
+/// A `tool_result` block → a `tool` message. Its text blocks are joined by newlines; images
+/// and documents in it are dropped (an OpenAI tool message holds text only).
+fn tool_result<'a>(
+    raw: &'a RawValue,
+    at: &str,
+    answered: &[Cow<'a, str>],
+) -> Result<MessageOut<'a>, GatewayError> {
+    let r: ToolResultIn<'a> = block(raw, at)?;
+    if !answered.iter().any(|id| *id == *r.tool_use_id) {
+        return Err(GatewayError::invalid(format!(
+            "{at}: tool_result for tool_use_id {:?} answers no tool_use block of the previous assistant message",
+            &*r.tool_use_id
+        )));
+    }
+    let mut text: Cow<'a, str> = match r.content.filter(|c| c.get() != "null") {
+        None => Cow::Borrowed(""),
+        Some(c) => match blocks(c, &format!("{at}.content"))? {
+            Blocks::Text(t) => t,
+            Blocks::List(list) => {
+                let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
+                for (k, raw) in list.into_iter().enumerate() {
+                    let at = format!("{at}.content[{k}]");
+                    let kind = kind_of(raw, &at)?;
+                    match &*kind {
+                        "text" => texts.push(block::<TextIn>(raw, &at)?.text.0),
+                        "image" | "document" => {}
+                        other => return Err(unsupported(&at, other)),
+                    }
+                }
+                match texts.len() {
+                    1 => texts.swap_remove(0),
+                    _ => Cow::Owned(texts.join("\n")),
+                }
+            }
+        },
+    };
+    if r.is_error == Some(true) {
+        text = Cow::Owned(format!("Error: {text}"));
+    }
+    // A cache breakpoint on the result stays one, on a text part (OpenRouter's convention).
+    let content = match cache(r.cache_control) {
+        None => ContentOut::Text(text),
+        Some(cc) => ContentOut::Parts(vec![PartOut::Text {
+            text,
+            cache_control: Some(cc),
+        }]),
+    };
+    Ok(MessageOut {
+        role: "tool",
+        content: Some(content),
+        tool_calls: Vec::new(),
+        tool_call_id: Some(r.tool_use_id.0),
+    })
+}
+
+fn assistant_message<'a>(
+    i: usize,
+    content: Blocks<'a>,
+    calls: &mut Vec<Cow<'a, str>>,
+    out: &mut Vec<MessageOut<'a>>,
+) -> Result<(), GatewayError> {
+    let list = match content {
+        Blocks::Text(t) => {
+            out.push(plain("assistant", Some(ContentOut::Text(t))));
+            return Ok(());
+        }
+        Blocks::List(list) => list,
+    };
+    let mut parts = Vec::new();
+    let mut tool_calls = Vec::new();
+    for (j, raw) in list.into_iter().enumerate() {
+        let at = format!("messages[{i}].content[{j}]");
+        let kind = kind_of(raw, &at)?;
+        match &*kind {
+            "text" => {
+                let t: TextIn = block(raw, &at)?;
+                parts.push((t.text.0, cache(t.cache_control)));
+            }
+            "tool_use" => {
+                let u: ToolUseIn<'a> = block(raw, &at)?;
+                let arguments = match u.input.filter(|v| v.get() != "null") {
+                    None => "{}".to_owned(),
+                    Some(v) if v.get().starts_with('{') => compact(v.get()),
+                    Some(_) => {
+                        return Err(GatewayError::invalid(format!(
+                            "{at}.input: expected an object"
+                        )))
+                    }
+                };
+                calls.push(u.id.0.clone());
+                tool_calls.push(ToolCallOut {
+                    id: u.id.0,
+                    kind: "function",
+                    function: FunctionCallOut {
+                        name: u.name.0,
+                        arguments,
+                    },
+                });
+            }
+            // Gemini's thought signatures travel in the tool-call ids; other upstreams take
+            // no thinking back.
+            "thinking" | "redacted_thinking" => {}
+            "image" | "document" | "tool_result" => {
+                return Err(GatewayError::invalid(format!(
+                    "{at}: {} blocks are not allowed in assistant messages",
+                    &*kind
+                )))
+            }
+            other => return Err(unsupported(&at, other)),
+        }
+    }
+    let content = match parts.len() {
+        0 => None,
+        // One plain text block is plain content: every OpenAI-compatible server reads that.
+        1 if parts[0].1.is_none() => parts.pop().map(|(t, _)| ContentOut::Text(t)),
+        _ => Some(ContentOut::Parts(
+            parts
+                .into_iter()
+                .map(|(text, cache_control)| PartOut::Text {
+                    text,
+                    cache_control,
+                })
+                .collect(),
+        )),
+    };
+    if content.is_none() && tool_calls.is_empty() {
+        // Only thinking: nothing an OpenAI upstream can take.
+        return Ok(());
+    }
+    out.push(MessageOut {
+        role: "assistant",
+        content,
+        tool_calls,
+        tool_call_id: None,
+    });
+    Ok(())
+}
+
+fn plain<'a>(role: &'static str, content: Option<ContentOut<'a>>) -> MessageOut<'a> {
+    MessageOut {
+        role,
+        content,
+        tool_calls: Vec::new(),
+        tool_call_id: None,
+    }
+}
+
+/// Valid JSON without the whitespace between tokens (strings untouched); no tree is built.
+fn compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
+}
+
+// ----- tools ---------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ToolIn<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    description: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    input_schema: Option<&'a RawValue>,
+}
+
+/// Custom tools as OpenAI function tools (and their names); Anthropic's server tools
+/// (`web_search_…`, `bash_…`, `text_editor_…`, …: any other `type`) are dropped.
+fn tools(raw: &RawValue) -> Result<(Vec<ToolOut<'_>>, Vec<Cow<'_, str>>), GatewayError> {
+    let list: Vec<&RawValue> = serde_json::from_str(raw.get())
+        .map_err(|_| GatewayError::invalid("invalid value for tools: expected an array"))?;
+    let mut tools = Vec::with_capacity(list.len());
+    let mut names = Vec::with_capacity(list.len());
+    for (i, raw) in list.into_iter().enumerate() {
+        let t: ToolIn = serde_json::from_str(raw.get())
+            .map_err(|e| GatewayError::invalid(format!("tools[{i}]: {e}")))?;
+        if t.kind.as_deref().is_some_and(|k| k != "custom") {
+            continue;
+        }
+        let name = t
+            .name
+            .ok_or_else(|| GatewayError::invalid(format!("tools[{i}]: missing field `name`")))?;
+        let parameters = t
+            .input_schema
+            .filter(|s| s.get().starts_with('{'))
+            .ok_or_else(|| {
+                GatewayError::invalid(format!("tools[{i}].input_schema: expected an object"))
+            })?;
+        names.push(name.0.clone());
+        tools.push(ToolOut {
+            kind: "function",
+            function: FunctionDeclOut {
+                name: name.0,
+                description: t.description.map(|d| d.0),
+                parameters,
+            },
+        });
+    }
+    Ok((tools, names))
+}
+
+#[derive(Deserialize)]
+struct ToolChoiceIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(default)]
+    disable_parallel_tool_use: Option<bool>,
+}
+
+type ToolChoice<'a> = (Option<ToolChoiceOut<'a>>, Option<bool>);
+
+/// `tool_choice` and `parallel_tool_calls`. A choice naming a tool that is not a custom tool
+/// (a dropped server tool) is dropped with it.
+fn tool_choice<'a>(
+    raw: &'a RawValue,
+    names: &[Cow<'a, str>],
+) -> Result<ToolChoice<'a>, GatewayError> {
+    let c: ToolChoiceIn = serde_json::from_str(raw.get()).map_err(|_| {
+        GatewayError::invalid(
+            "invalid value for tool_choice: expected {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}",
+        )
+    })?;
+    let parallel = (c.disable_parallel_tool_use == Some(true)).then_some(false);
+    let choice = match &*c.kind {
+        "auto" => ToolChoiceOut::Mode("auto"),
+        "any" => ToolChoiceOut::Mode("required"),
+        "none" => ToolChoiceOut::Mode("none"),
+        "tool" => {
+            let name = c.name.ok_or_else(|| {
+                GatewayError::invalid("tool_choice: a choice of type \"tool\" needs a name")
+            })?;
+            if !names.iter().any(|n| *n == *name) {
+                return Ok((None, parallel));
+            }
+            ToolChoiceOut::Named {
+                kind: "function",
+                function: NameOut { name: name.0 },
+            }
+        }
+        other => {
+            return Err(GatewayError::invalid(format!(
+                "invalid value for tool_choice.type: {other:?} (expected auto, any, tool or none)"
+            )))
+        }
+    };
+    Ok((Some(choice), parallel))
+}
+
+// ----- thinking ------------------------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ThinkingIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(default)]
+    budget_tokens: Option<u64>,
+    #[serde(borrow, default)]
+    display: Option<Str<'a>>,
+}
+
+#[derive(Deserialize)]
+struct OutputConfigIn<'a> {
+    #[serde(borrow, default)]
+    effort: Option<Str<'a>>,
+}
+
+/// `thinking` and `output_config.effort` → `reasoning` and `reasoning_effort`.
+fn thinking(
+    thinking: Option<&RawValue>,
+    output_config: Option<&RawValue>,
+) -> Result<(Option<ReasoningOut>, Option<&'static str>), GatewayError> {
+    let effort = match output_config {
+        None => None,
+        Some(raw) => {
+            let c: OutputConfigIn = typed(raw, "output_config")?;
+            match c.effort.as_deref() {
+                None => None,
+                Some("low") => Some("low"),
+                Some("medium") => Some("medium"),
+                Some("high") => Some("high"),
+                Some("xhigh" | "max") => Some("xhigh"),
+                Some(other) => {
+                    return Err(GatewayError::invalid(format!(
+                        "invalid value for output_config.effort: {other:?} (expected low, medium, high, xhigh or max)"
+                    )))
+                }
+            }
+        }
+    };
+    let Some(raw) = thinking else {
+        return Ok((None, effort));
+    };
+    let t: ThinkingIn = typed(raw, "thinking")?;
+    let mut reasoning = ReasoningOut::default();
+    let mut reasoning_effort = None;
+    match &*t.kind {
+        "enabled" => {
+            let budget = t.budget_tokens.ok_or_else(|| {
+                GatewayError::invalid("thinking: type \"enabled\" needs budget_tokens")
+            })?;
+            reasoning.max_tokens = Some(budget);
+        }
+        "adaptive" => match effort {
+            Some(e) => reasoning_effort = Some(e),
+            None => reasoning.enabled = Some(true),
+        },
+        "disabled" => reasoning_effort = Some("none"),
+        other => {
+            return Err(GatewayError::invalid(format!(
+            "invalid value for thinking.type: {other:?} (expected enabled, adaptive or disabled)"
+        )))
+        }
+    }
+    match t.display.as_deref() {
+        None | Some("summarized") => {}
+        Some("omitted") => reasoning.exclude = Some(true),
+        Some(other) => {
+            return Err(GatewayError::invalid(format!(
+                "invalid value for thinking.display: {other:?} (expected summarized or omitted)"
+            )))
+        }
+    }
+    let reasoning = (reasoning != ReasoningOut::default()).then_some(reasoning);
+    Ok((reasoning, reasoning_effort))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{Operation, RawRequest};
+    use serde_json::{json, Value};
+
+    fn chat(req: Value) -> Value {
+        let bytes = to_chat(&serde_json::to_vec(&req).unwrap()).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    fn err(req: Value) -> String {
+        to_chat(&serde_json::to_vec(&req).unwrap())
+            .unwrap_err()
+            .to_string()
+    }
+
+    fn with(extra: Value) -> Value {
+        let mut req = json!({
+            "model": "google/gemini-test",
+            "max_tokens": 100,
+            "messages": [{"role": "user", "content": "hi"}]
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        req
+    }
+
+    /// The messages of a conversation's chat body.
+    fn messages(msgs: Value) -> Value {
+        chat(with(json!({ "messages": msgs })))["messages"].clone()
+    }
+
+    #[test]
+    fn a_plain_request_is_a_plain_chat_body_with_its_numbers_byte_for_byte() {
+        let body = br#"{"model":"google/gemini-test","max_tokens":1024,"messages":[{"role":"user","content":"Hello"}],"temperature":0.70,"top_p":1e-1,"top_k":40,"stop_sequences":["END", "STOP"],"metadata":{"user_id":"u1"},"service_tier":"auto","container":"c1","context_management":{"edits":[]},"mcp_servers":[],"anthropic_version":"2023-06-01","betas":["x"],"some_future_field":1}"#;
+        let out = to_chat(body).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&out).unwrap(),
+            r#"{"model":"google/gemini-test","messages":[{"role":"user","content":"Hello"}],"max_tokens":1024,"stop":["END", "STOP"],"temperature":0.70,"top_p":1e-1,"top_k":40}"#
+        );
+        let raw = RawRequest::parse(&out, Operation::Chat).unwrap();
+        assert_eq!(raw.model, "google/gemini-test");
+        assert!(!raw.stream);
+    }
+
+    #[test]
+    fn streaming_asks_for_the_usage() {
+        let out = chat(with(json!({"stream": true})));
+        assert_eq!(out["stream"], true);
+        assert_eq!(out["stream_options"], json!({"include_usage": true}));
+        let out = chat(with(json!({"stream": false})));
+        assert!(out.get("stream").is_none() && out.get("stream_options").is_none());
+        let bytes = to_chat(&serde_json::to_vec(&with(json!({"stream": true}))).unwrap()).unwrap();
+        assert!(RawRequest::parse(&bytes, Operation::Chat).unwrap().stream);
+    }
+
+    #[test]
+    fn the_system_prompt_leads_with_its_cache_breakpoints() {
+        let out = chat(with(json!({"system": "Be brief."})));
+        assert_eq!(
+            out["messages"][0],
+            json!({"role": "system", "content": "Be brief."})
+        );
+        assert_eq!(out["messages"][1]["role"], "user");
+        let out = chat(with(json!({"system": [
+            {"type": "text", "text": "You are Claude Code."},
+            {"type": "text", "text": "Long rules.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+        ]})));
+        assert_eq!(
+            out["messages"][0],
+            json!({"role": "system", "content": [
+                {"type": "text", "text": "You are Claude Code."},
+                {"type": "text", "text": "Long rules.", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+            ]})
+        );
+        for empty in [json!(""), json!([])] {
+            let out = chat(with(json!({ "system": empty })));
+            assert_eq!(out["messages"][0]["role"], "user", "{empty}");
+        }
+        assert!(
+            err(with(json!({"system": [{"type": "image", "source": {}}]})))
+                .starts_with("system[0]: a system prompt holds text blocks only")
+        );
+        assert!(err(with(json!({"system": 7}))).starts_with("invalid value for system"));
+    }
+
+    #[test]
+    fn user_blocks_become_parts() {
+        let got = messages(json!([{"role": "user", "content": [
+            {"type": "text", "text": "Look:", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}},
+            {"type": "image", "source": {"type": "url", "url": "https://example.com/cat.jpg"}},
+            {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}, "title": "t", "citations": {"enabled": true}},
+            {"type": "document", "source": {"type": "url", "url": "https://example.com/a.pdf"}},
+            {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": "plain words"}, "context": "c"},
+            {"type": "document", "source": {"type": "content", "content": [
+                {"type": "text", "text": "chunk one"},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/d.png"}}
+            ]}, "cache_control": {"type": "ephemeral"}}
+        ]}]));
+        assert_eq!(
+            got,
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "Look:", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0="}},
+                {"type": "file", "file": {"file_data": "https://example.com/a.pdf"}},
+                {"type": "text", "text": "plain words"},
+                {"type": "text", "text": "chunk one"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/d.png"}}
+            ]}])
+        );
+    }
+
+    /// An assistant turn with thinking and two calls, answered by the next user turn.
+    fn tool_history(results: Value) -> Value {
+        json!([
+            {"role": "user", "content": "What is the weather in Paris and Rome?"},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "I should call the tool.", "signature": "c2ln"},
+                {"type": "redacted_thinking", "data": "abc"},
+                {"type": "text", "text": "Checking."},
+                {"type": "tool_use", "id": "call_Ab3x_0.CiIB-_9a8w", "name": "weather", "input": {"city": "Paris", "units": {"t": "C"}}},
+                {"type": "tool_use", "id": "toolu_2", "name": "weather", "input": {}}
+            ]},
+            {"role": "user", "content": results}
+        ])
+    }
+
+    #[test]
+    fn tool_use_and_tool_result_become_calls_and_tool_messages() {
+        let got = messages(tool_history(json!([
+            {"type": "text", "text": "Both, please."},
+            {"type": "tool_result", "tool_use_id": "call_Ab3x_0.CiIB-_9a8w", "content": "18C"},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "is_error": true, "content": [
+                {"type": "text", "text": "timeout"},
+                {"type": "image", "source": {"type": "url", "url": "https://example.com/x.png"}},
+                {"type": "text", "text": "retry later"}
+            ]}
+        ])));
+        assert_eq!(
+            got,
+            json!([
+                {"role": "user", "content": "What is the weather in Paris and Rome?"},
+                {"role": "assistant", "content": "Checking.", "tool_calls": [
+                    {"id": "call_Ab3x_0.CiIB-_9a8w", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\",\"units\":{\"t\":\"C\"}}"}},
+                    {"id": "toolu_2", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_Ab3x_0.CiIB-_9a8w", "content": "18C"},
+                {"role": "tool", "tool_call_id": "toolu_2", "content": "Error: timeout\nretry later"},
+                {"role": "user", "content": [{"type": "text", "text": "Both, please."}]}
+            ])
+        );
+    }
+
+    #[test]
+    fn tool_arguments_keep_the_clients_key_order_and_strings() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"x"},{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"f","input":{ "z" : 1, "a" : "b  c\" }" }}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1"}]}]}"#;
+        let out: Value = serde_json::from_slice(&to_chat(body).unwrap()).unwrap();
+        assert_eq!(
+            out["messages"][1]["tool_calls"][0]["function"]["arguments"],
+            r#"{"z":1,"a":"b  c\" }"}"#
+        );
+        assert_eq!(
+            out["messages"][2],
+            json!({"role": "tool", "tool_call_id": "t1", "content": ""}),
+            "a result without content is empty text"
+        );
+    }
+
+    #[test]
+    fn assistant_turns_keep_text_and_lose_thinking() {
+        let got = messages(json!([
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}]},
+            {"role": "user", "content": "b"},
+            {"role": "assistant", "content": [
+                {"type": "text", "text": "one"},
+                {"type": "text", "text": "two", "cache_control": {"type": "ephemeral"}}
+            ]},
+            {"role": "assistant", "content": "prefill"}
+        ]));
+        assert_eq!(
+            got,
+            json!([
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": "b"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "one"},
+                    {"type": "text", "text": "two", "cache_control": {"type": "ephemeral"}}
+                ]},
+                {"role": "assistant", "content": "prefill"}
+            ]),
+            "a thinking-only turn is left out"
+        );
+    }
+
+    #[test]
+    fn a_cached_tool_result_is_one_text_part_with_its_breakpoint() {
+        let got = messages(tool_history(json!([
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [{"type": "text", "text": "ok"}], "cache_control": {"type": "ephemeral", "ttl": "1h"}},
+            {"type": "tool_result", "tool_use_id": "call_Ab3x_0.CiIB-_9a8w", "content": "x"}
+        ])));
+        assert_eq!(
+            got[2],
+            json!({"role": "tool", "tool_call_id": "toolu_2", "content": [
+                {"type": "text", "text": "ok", "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+            ]})
+        );
+        assert_eq!(got.as_array().unwrap().len(), 4, "no empty user message");
+    }
+
+    #[test]
+    fn a_tool_result_must_answer_the_previous_assistant_turn() {
+        let e = err(with(json!({"messages": tool_history(json!([
+            {"type": "text", "text": "x"},
+            {"type": "tool_result", "tool_use_id": "toolu_9", "content": "r"}
+        ]))})));
+        assert!(
+            e.starts_with("messages[2].content[1]: tool_result for tool_use_id \"toolu_9\""),
+            "{e}"
+        );
+        let e = err(with(json!({"messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "r"}]}
+        ]})));
+        assert!(e.starts_with("messages[0].content[0]: tool_result"), "{e}");
+        // Two turns back does not count.
+        let mut history = tool_history(json!("fine"));
+        history.as_array_mut().unwrap().extend([
+            json!({"role": "assistant", "content": "ok"}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "r"}]}),
+        ]);
+        let e = err(with(json!({ "messages": history })));
+        assert!(e.starts_with("messages[4].content[0]: tool_result"), "{e}");
+    }
+
+    #[test]
+    fn blocks_without_a_chat_equivalent_are_refused_by_type() {
+        for (role, block) in [
+            (
+                "user",
+                json!({"type": "search_result", "source": "https://x", "title": "t", "content": []}),
+            ),
+            ("user", json!({"type": "container_upload", "file_id": "f"})),
+            (
+                "assistant",
+                json!({"type": "server_tool_use", "id": "s", "name": "web_search", "input": {}}),
+            ),
+            (
+                "assistant",
+                json!({"type": "web_search_tool_result", "tool_use_id": "s", "content": []}),
+            ),
+        ] {
+            let kind = block["type"].as_str().unwrap().to_owned();
+            let e = err(with(json!({"messages": [
+                {"role": "user", "content": "q"},
+                {"role": role, "content": [block]}
+            ]})));
+            assert_eq!(
+                e,
+                format!("messages[1].content[0]: content blocks of type {kind:?} are not supported on this model")
+            );
+        }
+        let e = err(with(json!({"messages": [{"role": "user", "content": [
+            {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+        ]}]})));
+        assert_eq!(
+            e,
+            "messages[0].content[0]: tool_use blocks are not allowed in user messages"
+        );
+        let e = err(with(json!({"messages": [{"role": "assistant", "content": [
+            {"type": "image", "source": {"type": "url", "url": "https://a/b.png"}}
+        ]}]})));
+        assert_eq!(
+            e,
+            "messages[0].content[0]: image blocks are not allowed in assistant messages"
+        );
+        let e = err(with(json!({"messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "file", "file_id": "file_1"}}
+        ]}]})));
+        assert!(
+            e.contains("image sources of type \"file\" are not supported"),
+            "{e}"
+        );
+        let e = err(with(json!({"messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "data": "AA=="}}
+        ]}]})));
+        assert_eq!(
+            e,
+            "messages[0].content[0].source: a base64 source needs media_type"
+        );
+        let e = err(with(
+            json!({"messages": [{"role": "user", "content": [{"text": "no type"}]}]}),
+        ));
+        assert!(e.contains("needs a string type"), "{e}");
+    }
+
+    #[test]
+    fn custom_tools_become_functions_and_server_tools_are_dropped() {
+        let body = br#"{"model":"m","messages":[{"role":"user","content":"x"}],"tools":[
+            {"name":"get_weather","description":"Weather.","input_schema":{"type": "object", "properties": {"z": {"type":"number","minimum":1.50}, "a": {}}},"cache_control":{"type":"ephemeral"},"defer_loading":true,"input_examples":[{}],"strict":true},
+            {"type":"custom","name":"no_description","input_schema":{}},
+            {"type":"web_search_20250305","name":"web_search","max_uses":5},
+            {"type":"bash_20250124","name":"bash"},
+            {"type":"text_editor_20250728","name":"str_replace_based_edit_tool"},
+            {"type":"code_execution_20250825","name":"code_execution"},
+            {"type":"computer_20250124","name":"computer","display_width_px":1024,"display_height_px":768},
+            {"type":"memory_20250818","name":"memory"},
+            {"type":"tool_search_tool_regex_20251119","name":"tool_search_tool_regex"}
+        ],"tool_choice":{"type":"any","disable_parallel_tool_use":true}}"#;
+        let out = to_chat(body).unwrap();
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(
+            text.contains(r#""parameters":{"type": "object", "properties": {"z": {"type":"number","minimum":1.50}, "a": {}}}"#),
+            "the schema byte for byte: {text}"
+        );
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v["tools"],
+            json!([
+                {"type": "function", "function": {"name": "get_weather", "description": "Weather.",
+                    "parameters": {"type": "object", "properties": {"z": {"type": "number", "minimum": 1.5}, "a": {}}}}},
+                {"type": "function", "function": {"name": "no_description", "parameters": {}}}
+            ])
+        );
+        assert_eq!(v["tool_choice"], "required");
+        assert_eq!(v["parallel_tool_calls"], false);
+    }
+
+    #[test]
+    fn tool_choice_maps_each_type() {
+        let tools = json!([{"name": "f", "input_schema": {"type": "object"}}, {"type": "web_search_20250305", "name": "web_search"}]);
+        for (choice, want, parallel) in [
+            (json!({"type": "auto"}), json!("auto"), Value::Null),
+            (json!({"type": "any"}), json!("required"), Value::Null),
+            (json!({"type": "none"}), json!("none"), Value::Null),
+            (
+                json!({"type": "tool", "name": "f", "disable_parallel_tool_use": true}),
+                json!({"type": "function", "function": {"name": "f"}}),
+                json!(false),
+            ),
+            (
+                json!({"type": "auto", "disable_parallel_tool_use": false}),
+                json!("auto"),
+                Value::Null,
+            ),
+            (
+                json!({"type": "tool", "name": "web_search"}),
+                Value::Null,
+                Value::Null,
+            ),
+        ] {
+            let out = chat(with(json!({"tools": tools, "tool_choice": choice})));
+            assert_eq!(out["tool_choice"], want, "{choice}");
+            assert_eq!(out["parallel_tool_calls"], parallel, "{choice}");
+        }
+        let out = chat(with(json!({
+            "tools": [{"type": "web_search_20250305", "name": "web_search"}],
+            "tool_choice": {"type": "any"}
+        })));
+        assert!(
+            out.get("tools").is_none() && out.get("tool_choice").is_none(),
+            "no tool left, no choice: {out}"
+        );
+        assert!(err(with(
+            json!({"tools": tools, "tool_choice": {"type": "sometimes"}})
+        ))
+        .starts_with("invalid value for tool_choice.type"));
+        assert!(err(with(
+            json!({"tools": tools, "tool_choice": {"type": "tool"}})
+        ))
+        .contains("needs a name"));
+        assert_eq!(
+            err(with(json!({"tools": [{"name": "f"}]}))),
+            "tools[0].input_schema: expected an object"
+        );
+        assert_eq!(
+            err(with(json!({"tools": [{"input_schema": {}}]}))),
+            "tools[0]: missing field `name`"
+        );
+    }
+
+    #[test]
+    fn thinking_maps_to_reasoning_controls() {
+        for (extra, reasoning, effort) in [
+            (
+                json!({"thinking": {"type": "enabled", "budget_tokens": 2048}}),
+                json!({"max_tokens": 2048}),
+                Value::Null,
+            ),
+            (
+                json!({"thinking": {"type": "enabled", "budget_tokens": 2048, "display": "omitted"}, "output_config": {"effort": "low"}}),
+                json!({"max_tokens": 2048, "exclude": true}),
+                Value::Null,
+            ),
+            (
+                json!({"thinking": {"type": "adaptive"}}),
+                json!({"enabled": true}),
+                Value::Null,
+            ),
+            (
+                json!({"thinking": {"type": "adaptive", "display": "omitted"}}),
+                json!({"enabled": true, "exclude": true}),
+                Value::Null,
+            ),
+            (
+                json!({"thinking": {"type": "adaptive", "display": "summarized"}, "output_config": {"effort": "medium", "format": {"type": "json_schema"}}}),
+                Value::Null,
+                json!("medium"),
+            ),
+            (
+                json!({"thinking": {"type": "adaptive", "display": "omitted"}, "output_config": {"effort": "max"}}),
+                json!({"exclude": true}),
+                json!("xhigh"),
+            ),
+            (
+                json!({"thinking": {"type": "adaptive"}, "output_config": {"effort": "xhigh"}}),
+                Value::Null,
+                json!("xhigh"),
+            ),
+            (
+                json!({"output_config": {"effort": "high"}}),
+                Value::Null,
+                json!("high"),
+            ),
+            (
+                json!({"thinking": {"type": "disabled"}, "output_config": {"effort": "high"}}),
+                Value::Null,
+                json!("none"),
+            ),
+            (json!({"output_config": {}}), Value::Null, Value::Null),
+        ] {
+            let out = chat(with(extra.clone()));
+            assert_eq!(out["reasoning"], reasoning, "{extra}");
+            assert_eq!(out["reasoning_effort"], effort, "{extra}");
+            assert!(out.get("output_config").is_none() && out.get("thinking").is_none());
+        }
+        let bytes = to_chat(
+            &serde_json::to_vec(&with(
+                json!({"thinking": {"type": "adaptive", "display": "omitted"}}),
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            RawRequest::parse(&bytes, Operation::Chat)
+                .unwrap()
+                .excludes_reasoning(),
+            "the answer leaves the reasoning out"
+        );
+        for (extra, message) in [
+            (
+                json!({"thinking": {"type": "enabled"}}),
+                "needs budget_tokens",
+            ),
+            (
+                json!({"thinking": {"type": "on"}}),
+                "invalid value for thinking.type",
+            ),
+            (
+                json!({"thinking": {"type": "adaptive", "display": "full"}}),
+                "invalid value for thinking.display",
+            ),
+            (
+                json!({"output_config": {"effort": "extreme"}}),
+                "invalid value for output_config.effort",
+            ),
+            (
+                json!({"thinking": {"type": "enabled", "budget_tokens": -1}}),
+                "invalid value for thinking",
+            ),
+        ] {
+            let e = err(with(extra.clone()));
+            assert!(e.contains(message), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn malformed_requests_are_clear_400s() {
+        let e = to_chat(b"{").unwrap_err().to_string();
+        assert!(e.starts_with("request body is not valid JSON"), "{e}");
+        assert!(to_chat(b"[1]")
+            .unwrap_err()
+            .to_string()
+            .contains("not valid JSON"));
+        let e = to_chat(br#"{"model":"m","model":"n","messages":[]}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("duplicate"), "{e}");
+        for (req, message) in [
+            (
+                json!({"messages": [{"role": "user", "content": "x"}]}),
+                "missing required field: model",
+            ),
+            (
+                json!({"model": 7, "messages": [{"role": "user", "content": "x"}]}),
+                "invalid value for model",
+            ),
+            (json!({"model": "m"}), "missing required field: messages"),
+            (
+                json!({"model": "m", "messages": []}),
+                "messages must be a non-empty array",
+            ),
+            (
+                json!({"model": "m", "messages": {}}),
+                "messages must be a non-empty array",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
+                "messages[0].role: expected \"user\" or \"assistant\", got \"system\"",
+            ),
+            (
+                json!({"model": "m", "messages": [{"content": "x"}]}),
+                "messages[0]: missing field `role`",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user"}]}),
+                "messages[0]: missing field `content`",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user", "content": 5}]}),
+                "invalid value for messages[0].content",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user", "content": [{"type": "text"}]}]}),
+                "messages[0].content[0]: missing field `text`",
+            ),
+            (
+                with(json!({"max_tokens": "many"})),
+                "invalid value for max_tokens: expected an integer",
+            ),
+            (
+                with(json!({"max_tokens": 4_294_967_296_u64})),
+                "invalid value for max_tokens",
+            ),
+            (
+                with(json!({"stop_sequences": "END"})),
+                "invalid value for stop_sequences: expected an array of strings",
+            ),
+            (
+                with(json!({"temperature": "hot"})),
+                "invalid value for temperature",
+            ),
+            (with(json!({"top_k": -1})), "invalid value for top_k"),
+            (with(json!({"stream": "yes"})), "invalid value for stream"),
+            (
+                with(json!({"tools": {}})),
+                "invalid value for tools: expected an array",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": [1]}]}]}),
+                "messages[1].content[0].input: expected an object",
+            ),
+        ] {
+            let e = err(req.clone());
+            assert!(e.starts_with(message), "{req}: {e}");
+        }
+        assert!(
+            chat(with(json!({"temperature": null, "metadata": null})))
+                .get("temperature")
+                .is_none(),
+            "null is absent"
+        );
+    }
+}
