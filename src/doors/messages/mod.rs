@@ -71,7 +71,7 @@ mod test_support;
 pub use answer::to_message;
 pub use bridge::{bridged, Bridged};
 pub use request::to_chat;
-pub use stream::{starts_with_error, MessagesStream};
+pub use stream::MessagesStream;
 
 #[cfg(doc)]
 use crate::providers::Adapter;

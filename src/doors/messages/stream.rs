@@ -23,22 +23,17 @@
 //!   input it has counted by then (0 where the upstream counts at the end); the exact counts
 //!   come in `message_delta`, from the inner translator's final usage;
 //! - an inner error frame becomes one `error` event and nothing follows it; an error before
-//!   anything else is the whole output ([`starts_with_error`]), so the stream can still fail
+//!   anything else is the whole output (`providers::sse::starts_with_error`), so the stream can still fail
 //!   over.
 
 use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use super::answer::{stop_reason, UsageOut};
-use crate::api::{Str, Usage};
+use crate::api::error::stream_error_frame;
+use crate::api::{Door, Str, Usage};
 use crate::providers::sse::SseFramer;
 use crate::providers::{ResponseCx, StreamTranslator};
-
-/// Whether client bytes begin with an `error` event: the stream failed before anything else
-/// was written (the Messages counterpart of `providers::sse::starts_with_error`).
-pub fn starts_with_error(out: &[u8]) -> bool {
-    out.starts_with(b"event: error\n")
-}
 
 /// Anthropic events over the OpenAI frames of `inner`.
 pub struct MessagesStream {
@@ -278,17 +273,7 @@ impl MessagesStream {
 
     fn fail(&mut self, message: &str, out: &mut BytesMut) {
         self.failed = true;
-        write_event(
-            out,
-            "error",
-            &ErrorEvent {
-                kind: "error",
-                error: ErrorBody {
-                    kind: "api_error",
-                    message,
-                },
-            },
-        );
+        out.put_slice(&stream_error_frame(Door::Messages, message));
     }
 }
 
@@ -579,20 +564,6 @@ impl DeltaUsage {
 struct MessageStop {
     #[serde(rename = "type")]
     kind: &'static str,
-}
-
-#[derive(Serialize)]
-struct ErrorEvent<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    error: ErrorBody<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorBody<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    message: &'a str,
 }
 
 #[cfg(test)]
@@ -998,10 +969,10 @@ mod tests {
         );
         assert_eq!(
             ev[5].1,
-            json!({"type": "error", "error": {"type": "api_error", "message": "The operation was cancelled. (CANCELLED)"}})
+            json!({"type": "error", "error": {"type": "api_error", "message": "The operation was cancelled. (CANCELLED)", "code": "upstream_error"}})
         );
         assert_eq!(t.failed(), Some("The operation was cancelled. (CANCELLED)"));
-        assert!(!starts_with_error(&out));
+        assert!(!crate::providers::sse::starts_with_error(&out));
     }
 
     #[test]
@@ -1015,7 +986,7 @@ mod tests {
             let ev = events(&out);
             assert_eq!(ev.len(), 1, "{ev:?}");
             assert_eq!(ev[0].0, "error");
-            assert!(starts_with_error(&out));
+            assert!(crate::providers::sse::starts_with_error(&out));
             assert_eq!(
                 Some(ev[0].1["error"]["message"].as_str().unwrap()),
                 t.failed()
@@ -1030,7 +1001,7 @@ mod tests {
             events(&out),
             [(
                 "error".to_owned(),
-                json!({"type": "error", "error": {"type": "api_error", "message": "Token limit reached"}})
+                json!({"type": "error", "error": {"type": "api_error", "message": "Token limit reached", "code": "upstream_error"}})
             )]
         );
         assert_eq!(t.failed(), Some("Token limit reached"));
