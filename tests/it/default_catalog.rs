@@ -33,7 +33,12 @@ fn pinned(rows: &CatalogRows) -> CatalogRows {
                 priority: 0,
                 ..r.clone()
             });
-            out.models.push(ModelRow { id, ..m.clone() });
+            // Aliases name one model: the pins go without.
+            out.models.push(ModelRow {
+                id,
+                aliases: Vec::new(),
+                ..m.clone()
+            });
         }
     }
     out
