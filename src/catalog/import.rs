@@ -272,6 +272,45 @@ mod tests {
         );
     }
 
+    #[test]
+    fn claude_models_answer_to_the_ids_anthropic_gives_them() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/catalog.yaml");
+        let rows = read_file(Path::new(path)).unwrap();
+        let aliases = |id: &str| {
+            let m = rows.models.iter().find(|m| m.id == id).unwrap();
+            m.aliases.clone()
+        };
+        assert_eq!(
+            aliases("anthropic/claude-sonnet-4-5"),
+            ["claude-sonnet-4-5", "claude-sonnet-4-5-20250929"]
+        );
+        assert_eq!(
+            aliases("anthropic/claude-haiku-4-5"),
+            ["claude-haiku-4-5", "claude-haiku-4-5-20251001"]
+        );
+        assert_eq!(aliases("google/gemini-2.5-flash"), ["gemini-2.5-flash"]);
+        for m in &rows.models {
+            let bare = m.id.split_once('/').unwrap().1;
+            assert!(
+                m.aliases.iter().any(|a| a == bare),
+                "{} answers to {bare}",
+                m.id
+            );
+            // A dated alias is the model's Vertex `name@date` with Anthropic's dash: the date
+            // is one the catalog itself records, never a guess.
+            for dated in m.aliases.iter().filter(|a| *a != bare) {
+                let vertex = dated.replacen(&format!("{bare}-"), &format!("{bare}@"), 1);
+                assert!(
+                    rows.routes
+                        .iter()
+                        .any(|r| r.model_id == m.id && r.upstream_model.as_ref() == Some(&vertex)),
+                    "{}: {dated} is no route's {vertex}",
+                    m.id
+                );
+            }
+        }
+    }
+
     /// Two models, `a/one` and `a/two`, with the given aliases.
     fn two_models(one: &[&str], two: &[&str]) -> CatalogRows {
         let model = |id: &str, aliases: &[&str]| {
