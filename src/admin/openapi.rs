@@ -76,6 +76,23 @@ fn public_generation() {}
 #[cfg(test)]
 mod tests {
     #[test]
+    fn models_show_their_aliases_and_records_the_messages_endpoint() {
+        let doc: serde_json::Value = serde_json::from_slice(&super::json()).unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let aliases = &schemas["ModelRow"]["properties"]["aliases"];
+        assert_eq!(aliases["type"], "array", "{aliases}");
+        assert_eq!(aliases["items"]["type"], "string", "{aliases}");
+        let endpoint = &schemas["UsageEndpoint"];
+        let values: Vec<&str> = endpoint["enum"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{endpoint}"))
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        assert_eq!(values, ["chat", "embeddings", "messages"], "{endpoint}");
+    }
+
+    #[test]
     fn a_list_answers_a_page_of_its_rows() {
         let doc: serde_json::Value = serde_json::from_slice(&super::json()).unwrap();
         let schema = &doc["paths"]["/admin/v1/workspaces/{ws}/keys"]["get"]["responses"]["200"]

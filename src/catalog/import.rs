@@ -1,7 +1,7 @@
 //! Reading a catalog file (`conf/catalog.yaml`): `models:` and `routes:` lists shaped like the
 //! store rows, validated before anything is written.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::money::Price;
@@ -38,8 +38,8 @@ pub fn read_file(path: &Path) -> Result<CatalogRows, ImportError> {
     Ok(rows)
 }
 
-/// Checks what the database cannot: known families, kinds and route kinds, and routes that
-/// point at models of a family they can carry.
+/// Checks what the database cannot: known families, kinds and route kinds, routes that point
+/// at models of a family they can carry, and aliases that each name one model.
 pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
     for p in &rows.profiles {
         serde_json::from_value::<Profile>(p.spec.clone())
@@ -81,6 +81,7 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         }
         let _ = family;
     }
+    check_names(&rows.models)?;
     for r in &rows.routes {
         let kind = RouteKind::parse(&r.kind).ok_or_else(|| {
             ImportError::Invalid(format!(
@@ -118,6 +119,59 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
         }
     }
     Ok(())
+}
+
+/// Checks that every alias is a usable name (not empty, no whitespace) and that every id and
+/// alias of `models` names one model only: an alias may be neither another alias (of any
+/// model, its own included) nor an id (its own included). Ids are unique already
+/// ([`validate`]); inactive models count, since activating one must not make a name ambiguous.
+pub fn check_names(models: &[ModelRow]) -> Result<(), ImportError> {
+    let mut owners: HashMap<&str, (&str, &str)> = models
+        .iter()
+        .map(|m| (m.id.as_str(), (m.id.as_str(), "id")))
+        .collect();
+    for m in models {
+        for alias in &m.aliases {
+            if alias.is_empty() {
+                return Err(ImportError::Invalid(format!(
+                    "model {}: an alias must not be empty",
+                    m.id
+                )));
+            }
+            if alias.chars().any(char::is_whitespace) {
+                return Err(ImportError::Invalid(format!(
+                    "model {}: alias {alias:?} must not contain whitespace",
+                    m.id
+                )));
+            }
+            if let Some((owner, what)) = owners.insert(alias, (&m.id, "alias")) {
+                let whose = if owner == m.id {
+                    "its own".to_owned()
+                } else {
+                    format!("model {owner}'s")
+                };
+                return Err(ImportError::Invalid(format!(
+                    "model {}: alias {alias:?} is already {whose} {what}; an alias must name one \
+                     model only",
+                    m.id
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The catalog `incoming` would leave in a store holding `current`: its models replace those
+/// of the same id, the others stay. What [`check_names`] must hold for before an import.
+pub fn merged_models(current: &CatalogRows, incoming: &CatalogRows) -> Vec<ModelRow> {
+    let replaced: HashSet<&str> = incoming.models.iter().map(|m| m.id.as_str()).collect();
+    current
+        .models
+        .iter()
+        .filter(|m| !replaced.contains(m.id.as_str()))
+        .chain(&incoming.models)
+        .cloned()
+        .collect()
 }
 
 /// Every price of a model row, named as in the catalog file.
@@ -216,6 +270,133 @@ mod tests {
                 .all(|m| m.source.as_deref().is_some_and(|s| !s.is_empty())),
             "every model says where its figures come from"
         );
+    }
+
+    #[test]
+    fn claude_models_answer_to_the_ids_anthropic_gives_them() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/conf/catalog.yaml");
+        let rows = read_file(Path::new(path)).unwrap();
+        let aliases = |id: &str| {
+            let m = rows.models.iter().find(|m| m.id == id).unwrap();
+            m.aliases.clone()
+        };
+        assert_eq!(
+            aliases("anthropic/claude-sonnet-4-5"),
+            ["claude-sonnet-4-5", "claude-sonnet-4-5-20250929"]
+        );
+        assert_eq!(
+            aliases("anthropic/claude-haiku-4-5"),
+            ["claude-haiku-4-5", "claude-haiku-4-5-20251001"]
+        );
+        assert_eq!(aliases("google/gemini-2.5-flash"), ["gemini-2.5-flash"]);
+        for m in &rows.models {
+            let bare = m.id.split_once('/').unwrap().1;
+            assert!(
+                m.aliases.iter().any(|a| a == bare),
+                "{} answers to {bare}",
+                m.id
+            );
+            // A dated alias is the model's Vertex `name@date` with Anthropic's dash: the date
+            // is one the catalog itself records, never a guess.
+            for dated in m.aliases.iter().filter(|a| *a != bare) {
+                let vertex = dated.replacen(&format!("{bare}-"), &format!("{bare}@"), 1);
+                assert!(
+                    rows.routes
+                        .iter()
+                        .any(|r| r.model_id == m.id && r.upstream_model.as_ref() == Some(&vertex)),
+                    "{}: {dated} is no route's {vertex}",
+                    m.id
+                );
+            }
+        }
+    }
+
+    /// Two models, `a/one` and `a/two`, with the given aliases.
+    fn two_models(one: &[&str], two: &[&str]) -> CatalogRows {
+        let model = |id: &str, aliases: &[&str]| {
+            format!(
+                "{{id: {id}, provider: a, family: openai, kind: chat, upstream_model: x, \
+                 input_price: 1, output_price: 1, aliases: {}}}",
+                serde_json::to_string(aliases).unwrap()
+            )
+        };
+        serde_yaml::from_str(&format!(
+            "models: [{}, {}]",
+            model("a/one", one),
+            model("a/two", two)
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_alias_names_one_model_only() {
+        assert!(validate(&two_models(&["one", "one-2025"], &["two"])).is_ok());
+        assert!(validate(&two_models(&[], &[])).is_ok());
+        let cases: [(&[&str], &[&str], &str); 9] = [
+            (
+                &["x"],
+                &["x"],
+                r#"model a/two: alias "x" is already model a/one's alias"#,
+            ),
+            (
+                &["a/two"],
+                &[],
+                r#"model a/one: alias "a/two" is already model a/two's id"#,
+            ),
+            (
+                &[],
+                &["a/one"],
+                r#"model a/two: alias "a/one" is already model a/one's id"#,
+            ),
+            (
+                &["a/one"],
+                &[],
+                r#"model a/one: alias "a/one" is already its own id"#,
+            ),
+            (
+                &["x", "x"],
+                &[],
+                r#"model a/one: alias "x" is already its own alias"#,
+            ),
+            (&[""], &[], "model a/one: an alias must not be empty"),
+            (
+                &["two words"],
+                &[],
+                r#"model a/one: alias "two words" must not contain whitespace"#,
+            ),
+            (&["tab\t"], &[], "must not contain whitespace"),
+            (&["nl\n"], &[], "must not contain whitespace"),
+        ];
+        for (one, two, expected) in cases {
+            let err = validate(&two_models(one, two)).unwrap_err().to_string();
+            assert!(err.contains(expected), "{one:?} {two:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn aliases_are_checked_against_the_models_an_import_leaves_in_place() {
+        let stored = two_models(&["one"], &["two"]);
+        // A new model taking a stored model's alias.
+        let mut other: CatalogRows = serde_yaml::from_str(
+            "models: [{id: a/three, provider: a, family: openai, kind: chat, upstream_model: x, \
+             input_price: 1, output_price: 1, aliases: [two]}]",
+        )
+        .unwrap();
+        assert!(validate(&other).is_ok(), "alone, the file is fine");
+        let err = check_names(&merged_models(&stored, &other))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(r#"alias "two" is already model a/two's alias"#),
+            "{err}"
+        );
+        // ... once a/two gives it up in the same import, it may.
+        other
+            .models
+            .extend(two_models(&["one"], &[]).models.into_iter().skip(1));
+        let merged = merged_models(&stored, &other);
+        assert_eq!(merged.len(), 3);
+        assert!(check_names(&merged).is_ok());
     }
 
     #[test]

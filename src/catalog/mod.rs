@@ -227,6 +227,9 @@ pub struct Model {
     pub profile: Arc<Profile>,
     pub pricing: Pricing,
     pub capabilities: Vec<String>,
+    /// Other ids clients call the model by (`claude-sonnet-4-5-20250929` for
+    /// `anthropic/claude-sonnet-4-5`); [`Snapshot::model`] resolves them to this model.
+    pub aliases: Vec<String>,
     pub max_output_tokens: Option<u32>,
     /// The most input tokens a request may carry, if the catalog says.
     pub context_window: Option<u32>,
@@ -244,15 +247,19 @@ impl Model {
 #[derive(Debug, Default)]
 pub struct Snapshot {
     models: HashMap<Box<str>, Arc<Model>>,
+    /// Each alias of an active model, to its model (never a key of `models`).
+    aliases: HashMap<Box<str>, Arc<Model>>,
     /// The rendered `GET /v1/models` body.
     models_json: Bytes,
 }
 
 impl Snapshot {
+    /// The active model a client names, by its id or one of its aliases; an id wins over an
+    /// alias. The model returned carries its own id (`Model::id`), whichever name was used.
     pub fn model(&self, id: &str) -> Option<&Arc<Model>> {
-        self.models.get(id)
+        self.models.get(id).or_else(|| self.aliases.get(id))
     }
-    /// Every model, in no particular order.
+    /// Every model, in no particular order (each once: aliases are not models).
     pub fn models(&self) -> impl Iterator<Item = &Arc<Model>> {
         self.models.values()
     }
@@ -315,12 +322,40 @@ impl Snapshot {
                 Err(why) => tracing::warn!(model = %row.id, "catalog row skipped: {why}"),
             }
         }
+        let aliases = aliases_of(&models);
         let models_json = render_models_json(&models, served);
         Snapshot {
             models,
+            aliases,
             models_json,
         }
     }
+}
+
+/// Every alias of `models`, to its model. An alias that is also a model's id is left to the
+/// id, and one claimed by two models goes to the first by id, each with a warning: the import
+/// refuses both, so only rows written around it (two imports racing) can hold them.
+fn aliases_of(models: &HashMap<Box<str>, Arc<Model>>) -> HashMap<Box<str>, Arc<Model>> {
+    let mut by_id: Vec<&Arc<Model>> = models.values().filter(|m| !m.aliases.is_empty()).collect();
+    by_id.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut aliases: HashMap<Box<str>, Arc<Model>> = HashMap::new();
+    for model in by_id {
+        for alias in &model.aliases {
+            if models.contains_key(alias.as_str()) {
+                tracing::warn!(model = %model.id, alias, "alias skipped: it is a model's id");
+            } else if let Some(first) = aliases.get(alias.as_str()) {
+                if !Arc::ptr_eq(first, model) {
+                    tracing::warn!(
+                        model = %model.id, alias, owner = %first.id,
+                        "alias skipped: it is already an alias of another model"
+                    );
+                }
+            } else {
+                aliases.insert(alias.as_str().into(), Arc::clone(model));
+            }
+        }
+    }
+    aliases
 }
 
 fn model_from_row(
@@ -388,6 +423,7 @@ fn model_from_row(
         profile,
         pricing: pricing_of(row),
         capabilities: row.capabilities.clone(),
+        aliases: row.aliases.clone(),
         max_output_tokens: row.max_output_tokens,
         context_window: row.context_window,
         routes: out,
@@ -695,6 +731,81 @@ routes:
             g.profile.forwards("temperature"),
             "the named profile is attached"
         );
+    }
+
+    /// Models with aliases: `acme/b` claims `acme/a`'s id and shares an alias with `acme/a`
+    /// (rows only a race between imports could write), `off/y` is inactive.
+    fn aliased_rows() -> CatalogRows {
+        serde_yaml::from_str(
+            r#"
+models:
+  - {id: acme/a, provider: acme, family: openai, kind: chat, upstream_model: a-1,
+     input_price: 1, output_price: 1, aliases: [a, a-20250101, shared]}
+  - {id: acme/b, provider: acme, family: openai, kind: chat, upstream_model: b-1,
+     input_price: 1, output_price: 1, aliases: [b, acme/a, shared]}
+  - {id: off/y, provider: off, family: openai, kind: chat, upstream_model: y,
+     input_price: 1, output_price: 1, active: false, aliases: [y]}
+routes:
+  - {model_id: acme/a, kind: openai, base_url: "http://127.0.0.1:9/v1"}
+  - {model_id: acme/b, kind: openai, base_url: "http://127.0.0.1:8/v1"}
+"#,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_alias_resolves_to_its_model() {
+        let snap = Snapshot::build(&aliased_rows(), &ProvidersConf::default(), &HashMap::new());
+        let id_of = |name: &str| snap.model(name).map(|m| m.id.to_string());
+        assert_eq!(id_of("acme/a").as_deref(), Some("acme/a"));
+        assert_eq!(id_of("a").as_deref(), Some("acme/a"));
+        assert_eq!(id_of("a-20250101").as_deref(), Some("acme/a"));
+        assert_eq!(id_of("b").as_deref(), Some("acme/b"));
+        assert!(
+            Arc::ptr_eq(snap.model("a").unwrap(), snap.model("acme/a").unwrap()),
+            "one model, two names"
+        );
+        assert_eq!(
+            snap.model("a").unwrap().aliases,
+            ["a", "a-20250101", "shared"]
+        );
+        assert_eq!(id_of("y"), None, "an inactive model's aliases name nothing");
+        assert_eq!(id_of("A"), None, "names are exact");
+        assert_eq!(id_of("acme/c"), None);
+        assert_eq!(snap.len(), 2, "aliases are not models");
+        assert_eq!(snap.models().count(), 2);
+    }
+
+    #[test]
+    fn an_id_wins_over_an_alias_and_the_first_model_keeps_a_shared_alias() {
+        let snap = Snapshot::build(&aliased_rows(), &ProvidersConf::default(), &HashMap::new());
+        let id_of = |name: &str| snap.model(name).map(|m| m.id.to_string());
+        assert_eq!(
+            id_of("acme/a").as_deref(),
+            Some("acme/a"),
+            "acme/b's alias acme/a is acme/a's id"
+        );
+        assert_eq!(
+            id_of("shared").as_deref(),
+            Some("acme/a"),
+            "the first model by id"
+        );
+    }
+
+    #[test]
+    fn models_json_lists_ids_only() {
+        let snap = Snapshot::build(&aliased_rows(), &ProvidersConf::default(), &HashMap::new());
+        let v: serde_json::Value = serde_json::from_slice(&snap.models_json()).unwrap();
+        let ids: Vec<&str> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["acme/a", "acme/b"]);
+        let mut keys: Vec<&String> = v["data"][0].as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["created", "id", "object", "owned_by", "pricing"]);
     }
 
     #[test]

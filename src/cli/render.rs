@@ -88,16 +88,26 @@ pub fn catalog(rows: &CatalogRows) -> String {
             .map(|r| format!("{}{}", r.kind, if r.active { "" } else { "(off)" }))
             .collect();
         format!(
-            "{:<36} {:<9} in {:>8} out {:>8}{}  {}{}",
+            "{:<36} {:<9} in {:>8} out {:>8}{}  {}{}{}",
             m.id,
             m.kind,
             m.input_price,
             m.output_price,
             other_prices(m),
             routes.join(","),
+            aliases(m),
             lifecycle(m)
         )
     })
+}
+
+/// `  aliases a, b` when the model has aliases.
+fn aliases(m: &ModelRow) -> String {
+    if m.aliases.is_empty() {
+        String::new()
+    } else {
+        format!("  aliases {}", m.aliases.join(", "))
+    }
 }
 
 /// `[inactive]`, with the shutdown date when the catalog knows it.
@@ -347,5 +357,35 @@ mod tests {
             created_at: Utc::now(),
         };
         assert!(workspaces(&[ws]).contains(r"a\u{7}b"));
+    }
+
+    #[test]
+    fn catalog_lines_show_aliases_before_the_lifecycle() {
+        let rows: CatalogRows = serde_yaml::from_str(
+            "models:\n\
+             - {id: anthropic/claude-sonnet-4-5, provider: anthropic, family: anthropic, \
+                kind: chat, upstream_model: claude-sonnet-4-5, input_price: 3, output_price: 15, \
+                aliases: [claude-sonnet-4-5, claude-sonnet-4-5-20250929], shutdown: 2026-11-30}\n\
+             - {id: acme/plain, provider: acme, family: openai, kind: chat, upstream_model: p, \
+                input_price: 1, output_price: 2}\n\
+             routes: [{model_id: anthropic/claude-sonnet-4-5, kind: anthropic}]",
+        )
+        .unwrap();
+        let text = catalog(&rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].ends_with(
+                "  anthropic  aliases claude-sonnet-4-5, claude-sonnet-4-5-20250929  \
+                 [shutdown 2026-11-30]"
+            ),
+            "{text}"
+        );
+        assert!(!lines[1].contains("aliases"), "{text}");
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(
+            json["models"][0]["aliases"],
+            serde_json::json!(["claude-sonnet-4-5", "claude-sonnet-4-5-20250929"])
+        );
+        assert_eq!(json["models"][1]["aliases"], serde_json::json!([]));
     }
 }

@@ -47,13 +47,16 @@ pub async fn migrate(store: &dyn Store) -> CommandResult<Migrated> {
     Ok(Migrated { applied })
 }
 
-/// Upserts the models and routes of a catalog file (validated first).
+/// Upserts the models and routes of a catalog file (validated first, its aliases against the
+/// whole catalog it leaves: the models already stored that it does not replace included).
 pub async fn import_catalog(
     store: &dyn Store,
     actor: &Actor,
     file: &Path,
 ) -> CommandResult<Imported> {
     let rows = import::read_file(file)?;
+    let current = store.load_catalog().await?;
+    import::check_names(&import::merged_models(&current, &rows))?;
     store.import_catalog(&rows).await?;
     let imported = Imported {
         models: rows.models.len(),

@@ -425,3 +425,54 @@ fn model_patch_prices_are_read_from_their_exact_text() {
         .cache_read_price
         .is_none());
 }
+
+#[tokio::test]
+async fn an_import_whose_alias_names_a_stored_model_is_refused_whole() {
+    let (s, dir) = store().await;
+    import_catalog(s.as_ref(), &Actor::cli(), catalog_file())
+        .await
+        .unwrap();
+    let before = list_catalog(s.as_ref()).await.unwrap();
+    let file = dir.path().join("mine.yaml");
+    let model = |id: &str, aliases: &str| {
+        format!(
+            "  - {{id: {id}, provider: acme, family: openai, kind: chat, upstream_model: m, \
+             input_price: 1, output_price: 1, aliases: [{aliases}]}}\n"
+        )
+    };
+    std::fs::write(
+        &file,
+        format!(
+            "models:\n{}{}",
+            model("acme/fine", "fine"),
+            model("acme/sonnet", "claude-sonnet-4-5-20250929")
+        ),
+    )
+    .unwrap();
+    let err = match import_catalog(s.as_ref(), &Actor::cli(), &file).await {
+        Err(CommandError::Import(e)) => e.to_string(),
+        other => panic!("expected a refused import, got {other:?}"),
+    };
+    assert_eq!(
+        err,
+        r#"model acme/sonnet: alias "claude-sonnet-4-5-20250929" is already model anthropic/claude-sonnet-4-5's alias; an alias must name one model only"#
+    );
+    assert_eq!(
+        list_catalog(s.as_ref()).await.unwrap(),
+        before,
+        "nothing of the file was written"
+    );
+
+    // The same file with a model of its own name: imported, aliases and all.
+    std::fs::write(
+        &file,
+        format!("models:\n{}", model("acme/fine", "fine, fine-2")),
+    )
+    .unwrap();
+    import_catalog(s.as_ref(), &Actor::cli(), &file)
+        .await
+        .unwrap();
+    let rows = list_catalog(s.as_ref()).await.unwrap();
+    let fine = rows.models.iter().find(|m| m.id == "acme/fine").unwrap();
+    assert_eq!(fine.aliases, ["fine", "fine-2"]);
+}

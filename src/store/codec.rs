@@ -1,6 +1,6 @@
 //! Value conversions both backends share, so the two cannot drift apart: timestamps at
-//! microsecond precision, enum columns as text, capabilities as a JSON array, counts and exact
-//! sums, and the checks made before anything is written.
+//! microsecond precision, enum columns as text, capabilities and aliases as JSON arrays,
+//! counts and exact sums, and the checks made before anything is written.
 
 use chrono::{DateTime, SubsecRound, Utc};
 
@@ -69,16 +69,15 @@ pub(crate) fn limit_reset_from(text: Option<String>) -> StoreResult<Option<Limit
     .transpose()
 }
 
-pub(crate) fn capabilities_to_db(caps: &[String]) -> StoreResult<String> {
-    serde_json::to_string(caps)
-        .map_err(|e| StoreError::Backend(format!("encoding capabilities: {e}")))
+/// A list of strings (a model's capabilities or aliases) as its TEXT column holds it: a JSON
+/// array.
+pub(crate) fn strings_to_db(what: &str, items: &[String]) -> StoreResult<String> {
+    serde_json::to_string(items).map_err(|e| StoreError::Backend(format!("encoding {what}: {e}")))
 }
 
-pub(crate) fn capabilities_from_db(text: &str) -> StoreResult<Vec<String>> {
+pub(crate) fn strings_from_db(what: &str, text: &str) -> StoreResult<Vec<String>> {
     serde_json::from_str(text).map_err(|e| {
-        StoreError::Corrupt(format!(
-            "capabilities {text:?} is not a JSON string array: {e}"
-        ))
+        StoreError::Corrupt(format!("{what} {text:?} is not a JSON string array: {e}"))
     })
 }
 
@@ -109,6 +108,7 @@ pub(crate) fn endpoint_str(e: UsageEndpoint) -> &'static str {
     match e {
         UsageEndpoint::Chat => "chat",
         UsageEndpoint::Embeddings => "embeddings",
+        UsageEndpoint::Messages => "messages",
     }
 }
 
@@ -116,6 +116,7 @@ pub(crate) fn endpoint_from(text: &str) -> StoreResult<UsageEndpoint> {
     match text {
         "chat" => Ok(UsageEndpoint::Chat),
         "embeddings" => Ok(UsageEndpoint::Embeddings),
+        "messages" => Ok(UsageEndpoint::Messages),
         other => Err(StoreError::Corrupt(format!("unknown endpoint {other:?}"))),
     }
 }
@@ -242,11 +243,16 @@ mod tests {
     }
 
     #[test]
-    fn capabilities_are_json() {
+    fn string_lists_are_json() {
         let caps = vec!["tools".to_owned(), "a,b".to_owned()];
-        let text = capabilities_to_db(&caps).unwrap();
+        let text = strings_to_db("capabilities", &caps).unwrap();
         assert_eq!(text, r#"["tools","a,b"]"#);
-        assert_eq!(capabilities_from_db(&text).unwrap(), caps);
-        assert!(capabilities_from_db("tools").is_err());
+        assert_eq!(strings_from_db("capabilities", &text).unwrap(), caps);
+        let err = strings_from_db("aliases", "tools").unwrap_err().to_string();
+        assert!(err.contains("aliases"), "{err}");
+        assert_eq!(
+            strings_from_db("aliases", "[]").unwrap(),
+            Vec::<String>::new()
+        );
     }
 }

@@ -75,6 +75,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "model_lifecycle",
         sql: include_str!("../../sql/postgres/0010_model_lifecycle.sql"),
     },
+    Migration {
+        version: 11,
+        name: "aliases_messages",
+        sql: include_str!("../../sql/postgres/0011_aliases_messages.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -128,6 +133,11 @@ pub const SQLITE: &[Migration] = &[
         version: 10,
         name: "model_lifecycle",
         sql: include_str!("../../sql/sqlite/0010_model_lifecycle.sql"),
+    },
+    Migration {
+        version: 11,
+        name: "aliases_messages",
+        sql: include_str!("../../sql/sqlite/0011_aliases_messages.sql"),
     },
 ];
 

@@ -179,7 +179,7 @@ pub(crate) fn profile(p: &ProfileRow) -> [Param<'_>; 2] {
 }
 
 /// In `MODEL_COLS` order; a long-context threshold beyond BIGINT is refused.
-pub(crate) fn model(m: &ModelRow) -> StoreResult<[Param<'_>; 25]> {
+pub(crate) fn model(m: &ModelRow) -> StoreResult<[Param<'_>; 26]> {
     let micro = |p: Option<Price>| Param::from(p.map(Price::micro_per_mtok));
     let long = m.long_context.as_ref();
     let above = long
@@ -200,7 +200,7 @@ pub(crate) fn model(m: &ModelRow) -> StoreResult<[Param<'_>; 25]> {
         m.output_price.micro_per_mtok().into(),
         micro(m.cache_read_price),
         micro(m.cache_write_price),
-        codec::capabilities_to_db(&m.capabilities)?.into(),
+        codec::strings_to_db("capabilities", &m.capabilities)?.into(),
         codec::max_tokens_to_db(m.max_output_tokens).into(),
         m.active.into(),
         micro(m.cache_write_1h_price),
@@ -215,6 +215,7 @@ pub(crate) fn model(m: &ModelRow) -> StoreResult<[Param<'_>; 25]> {
         m.context_window.map(i64::from).into(),
         m.shutdown.map(|d| d.to_string()).into(),
         m.source.as_deref().into(),
+        codec::strings_to_db("aliases", &m.aliases)?.into(),
     ])
 }
 

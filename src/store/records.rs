@@ -154,6 +154,11 @@ pub struct ModelRow {
     pub long_context: Option<LongContextRow>,
     #[serde(default)]
     pub capabilities: Vec<String>,
+    /// Other ids clients call the model by (the upstream's own names, such as
+    /// `claude-sonnet-4-5-20250929`): each names this model only, never another model's id or
+    /// alias. Not listed by `/v1/models`.
+    #[serde(default)]
+    pub aliases: Vec<String>,
     #[serde(default)]
     pub max_output_tokens: Option<u32>,
     /// The most input tokens a request may carry (estimated; see `api::limits`).
@@ -259,8 +264,12 @@ pub struct Change {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum UsageEndpoint {
+    /// `POST /v1/chat/completions`.
     Chat,
+    /// `POST /v1/embeddings`.
     Embeddings,
+    /// `POST /v1/messages` (the Anthropic Messages front door).
+    Messages,
 }
 
 /// How the request ended. Every outcome is billed for the tokens the upstream reported (or,

@@ -98,7 +98,8 @@ pub(crate) fn model(r: &impl DbRow) -> StoreResult<ModelRow> {
         audio_input_price: r.opt_price(14)?,
         cache_storage_price: r.opt_price(15)?,
         long_context: long_context(r)?,
-        capabilities: codec::capabilities_from_db(&r.text(10)?)?,
+        capabilities: codec::strings_from_db("capabilities", &r.text(10)?)?,
+        aliases: codec::strings_from_db("aliases", &r.text(25)?)?,
         max_output_tokens: codec::max_tokens_from_db(r.opt_int(11)?)?,
         context_window: r
             .opt_int(22)?

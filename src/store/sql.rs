@@ -22,7 +22,7 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      long_cache_read_price_micro, \
                                      long_cache_write_price_micro, \
                                      long_cache_write_1h_price_micro, context_window, \
-                                     shutdown_on, source";
+                                     shutdown_on, source, aliases";
 pub(crate) const PROFILE_COLS: &str = "name, spec";
 pub(crate) const ROUTE_COLS: &str =
     "model_id, kind, base_url, region, priority, active, weight, upstream_model";

@@ -289,6 +289,14 @@ async function run(browser) {
     await page.locator(`#catalog-table tr[data-testid="model-row"][data-model-id="${CHAT_MODEL}"]`).waitFor();
     const retired = page.locator('#catalog-table tr[data-model-id="google/gemini-2.0-flash"] [data-testid="model-shutdown"]');
     assert.match(await retired.textContent(), /shut down 2026-06-01/, 'a retired model shows its shutdown date');
+    const sonnet = '#catalog-table tr[data-testid="model-row"][data-model-id="anthropic/claude-sonnet-4-5"]';
+    assert.match(await page.locator(`${sonnet} [data-testid="model-aliases"]`).textContent(),
+      /also claude-sonnet-4-5, claude-sonnet-4-5-20250929/, 'a model shows its aliases');
+    // The filter finds a model by an alias.
+    await page.fill('#catalog-filter', 'claude-sonnet-4-5-20250929');
+    assert.equal(await page.locator('#catalog-table tr[data-testid="model-row"]:not([hidden])').count(), 1, 'one model answers to the alias');
+    assert.ok(await page.locator(sonnet).isVisible(), 'and it is the model the alias names');
+    await page.fill('#catalog-filter', '');
     await shot(page, '06-catalog');
   });
 

@@ -509,6 +509,11 @@ async fn catalog_edits_reach_v1_models_and_the_audit_log() {
         (&v["active"], &v["input_price"]),
         (&json!(false), &json!(0.35))
     );
+    assert_eq!(
+        v["aliases"],
+        json!(["gemini-2.5-flash"]),
+        "a price change keeps the aliases"
+    );
     let gone = eventually(Duration::from_secs(5), || async {
         !gw.model_ids(&key).await.contains(&model.to_owned())
     });
@@ -525,6 +530,7 @@ async fn catalog_edits_reach_v1_models_and_the_audit_log() {
         .unwrap()
         .clone();
     assert_eq!(row["input_price"], json!(0.35));
+    assert_eq!(row["aliases"], json!(["gemini-2.5-flash"]));
     let retired = catalog["models"]
         .as_array()
         .unwrap()

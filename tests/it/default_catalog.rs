@@ -33,7 +33,12 @@ fn pinned(rows: &CatalogRows) -> CatalogRows {
                 priority: 0,
                 ..r.clone()
             });
-            out.models.push(ModelRow { id, ..m.clone() });
+            // Aliases name one model: the pins go without.
+            out.models.push(ModelRow {
+                id,
+                aliases: Vec::new(),
+                ..m.clone()
+            });
         }
     }
     out
@@ -228,4 +233,79 @@ async fn the_default_catalog_passes_its_own_check() {
         unlisted.iter().any(|m| m.starts_with("gemini-4-")),
         "{unlisted:?}"
     );
+}
+
+#[tokio::test]
+async fn models_answer_to_their_aliases_under_their_own_id() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+
+    // The CLI shows the aliases, as text and as JSON.
+    let listed = gw.cli(&["catalog", "list"]);
+    let sonnet = listed
+        .lines()
+        .find(|l| l.starts_with("anthropic/claude-sonnet-4-5 "))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(
+        sonnet.contains("  aliases claude-sonnet-4-5, claude-sonnet-4-5-20250929  [shutdown"),
+        "{sonnet}"
+    );
+    let rows = gw.cli_json(&["catalog", "list"]);
+    let haiku = rows["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "anthropic/claude-haiku-4-5")
+        .unwrap();
+    assert_eq!(
+        haiku["aliases"],
+        json!(["claude-haiku-4-5", "claude-haiku-4-5-20251001"])
+    );
+
+    // A chat by the dated id is the catalog model's: answered, billed and recorded under its id.
+    let (ws, key) = gw.workspace_with_key();
+    let res = reqwest::Client::new()
+        .post(gw.url("/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(
+            &json!({"model": "claude-sonnet-4-5-20250929", "max_tokens": 64,
+            "messages": [{"role": "user", "content": "hello alias"}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["model"], "anthropic/claude-sonnet-4-5", "{v}");
+    let records = crate::billing::records(&gw, &ws, 1).await;
+    assert_eq!(records[0]["model_id"], "anthropic/claude-sonnet-4-5");
+    assert_eq!(records[0]["endpoint"], "chat");
+
+    // `/v1/models` lists ids only.
+    let ids = gw.model_ids(&key).await;
+    assert!(ids.contains(&"anthropic/claude-sonnet-4-5".to_owned()));
+    assert!(
+        !ids.iter().any(|id| !id.contains('/')),
+        "no alias is listed: {ids:?}"
+    );
+
+    // An import whose alias another model holds is refused, naming both.
+    let file = gw.dir.path().join("taken.yaml");
+    std::fs::write(
+        &file,
+        "models:\n  - {id: acme/sonnet, provider: acme, family: openai, kind: chat, \
+         upstream_model: s, input_price: 1, output_price: 1, aliases: [claude-sonnet-4-5]}\n",
+    )
+    .unwrap();
+    let out = gw.cli_raw(&["catalog", "import", file.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(
+            r#"model acme/sonnet: alias "claude-sonnet-4-5" is already model anthropic/claude-sonnet-4-5's alias"#
+        ),
+        "{stderr}"
+    );
+    assert!(!gw.cli(&["catalog", "list"]).contains("acme/sonnet"));
 }

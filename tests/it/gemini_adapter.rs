@@ -40,6 +40,7 @@ fn model(upstream: &str, profile: &str) -> Model {
         profile: Arc::new(catalog_profile(profile)),
         pricing: Pricing::default(),
         capabilities: Vec::new(),
+        aliases: Vec::new(),
         max_output_tokens: None,
         context_window: None,
         routes: Vec::new(),

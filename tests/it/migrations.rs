@@ -1,6 +1,6 @@
-//! Upgrading a database that already holds books. Migration 0003 rebuilds SQLite's
-//! `usage_records` (SQLite's only way to change a CHECK) and alters PostgreSQL's: the records,
-//! the ledger and every guarantee the database gave before survive it.
+//! Upgrading a database that already holds books. Migrations 0003 and 0011 rebuild SQLite's
+//! `usage_records` (SQLite's only way to change a CHECK) and alter PostgreSQL's: the records,
+//! the ledger and every guarantee the database gave before survive them.
 
 use std::sync::Arc;
 
@@ -281,6 +281,306 @@ async fn postgres_catalogs_gain_lifecycles() {
         migrations::migrations(Dialect::Postgres).len() - 9
     );
     catalog_rows_gain_empty_lifecycles(&store).await;
+}
+
+/// Books written at schema version 10: a credit of 1 USD, a chat record (10 input and 5
+/// output tokens at 3 / 15 USD per 1M, two attempts, a request id, flagged for review) and an
+/// embeddings record (1,000 tokens at 0.025), both debited; and a model with no aliases.
+/// `{t}` is a timestamp, `{no}` false, `{yes}` true.
+const BOOKS_V10: &str = "
+INSERT INTO workspaces (id, name, created_at) VALUES ('ws_1', 'w', {t});
+INSERT INTO api_keys (id, workspace_id, secret_hash, hint, created_at)
+    VALUES ('key_1', 'ws_1', 'hash', 'hint', {t});
+INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at)
+    VALUES ('credit_1', 'ws_1', 'credit', 1000000000000, {t});
+INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint, stream,
+    input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+    input_price_micro, output_price_micro, cost_pico, outcome, started_at, finished_at,
+    usage_source, attempts, request_id, review)
+    VALUES ('u_chat', 'ws_1', 'key_1', 'anthropic/claude-sonnet-4-5', 'anthropic', 'chat', {yes},
+            10, 0, 0, 5, 0, 3000000, 15000000, 105000000, 'complete', {t}, {t}, 'reported',
+            2, 'req-chat', 'look at me'),
+           ('u_emb', 'ws_1', 'key_1', 'google/text-embedding-004', 'gemini-api', 'embeddings',
+            {no}, 1000, 0, 0, 0, 0, 25000, 0, 25000000, 'complete', {t}, {t}, 'estimated',
+            1, NULL, NULL);
+INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id)
+    VALUES ('debit:u_chat', 'ws_1', 'debit', -105000000, {t}, 'u_chat'),
+           ('debit:u_emb', 'ws_1', 'debit', -25000000, {t}, 'u_emb');
+INSERT INTO balances (workspace_id, balance_pico) VALUES ('ws_1', 999870000000);
+INSERT INTO models (id, provider, family, kind, upstream_model, profile, input_price_micro,
+                    output_price_micro, capabilities, active, source)
+VALUES ('anthropic/claude-sonnet-4-5', 'anthropic', 'anthropic', 'chat', 'claude-sonnet-4-5',
+        'claude', 3000000, 15000000, '[\"thinking\"]', {yes}, 'v10');
+";
+
+/// A `messages` record: 7 input and 3 output tokens at 3 / 15 USD per 1M.
+fn messages_record(id: &str) -> UsageRecord {
+    let mut r = new_record(id, 7 * 3_000_000 + 3 * 15_000_000);
+    r.endpoint = UsageEndpoint::Messages;
+    r.model_id = "anthropic/claude-sonnet-4-5".into();
+    r.stream = true;
+    (r.input_tokens, r.output_tokens) = (7, 3);
+    r.extra = ExtraUsage::default();
+    r
+}
+
+/// What must hold after the upgrade from 0010, on either backend: the records and the ledger
+/// are as they were, a `messages` record is accepted (and read back as one), the models gain
+/// empty aliases that can then be set.
+async fn books_and_catalog_survive_0011(store: &dyn Store) {
+    let old = store.usage("ws_1", None).await.unwrap();
+    let by_id = |id: &str| old.iter().find(|r| r.id == id).unwrap().clone();
+    assert_eq!(old.len(), 2);
+    let chat = by_id("u_chat");
+    assert_eq!(chat.endpoint, UsageEndpoint::Chat);
+    assert!(chat.stream);
+    assert_eq!((chat.input_tokens, chat.output_tokens), (10, 5));
+    assert_eq!(chat.cost, Usd::from_pico(105_000_000));
+    assert_eq!(chat.attempts, 2);
+    assert_eq!(chat.request_id.as_deref(), Some("req-chat"));
+    assert_eq!(chat.review.as_deref(), Some("look at me"));
+    assert_eq!(chat.usage_source, UsageSource::Reported);
+    let emb = by_id("u_emb");
+    assert_eq!(emb.endpoint, UsageEndpoint::Embeddings);
+    assert_eq!(
+        (emb.input_tokens, emb.cost),
+        (1_000, Usd::from_pico(25_000_000))
+    );
+    assert_eq!(emb.usage_source, UsageSource::Estimated);
+    assert_eq!((emb.attempts, emb.request_id, emb.review), (1, None, None));
+
+    let messages = messages_record("u_msg");
+    assert_eq!(
+        store
+            .record_usage(std::slice::from_ref(&messages))
+            .await
+            .unwrap(),
+        1
+    );
+    let stored = store.usage_record("ws_1", "u_msg").await.unwrap().unwrap();
+    assert_eq!(stored.endpoint, UsageEndpoint::Messages);
+    assert_eq!(stored.cost, messages.cost);
+    assert_eq!(
+        store.record_usage(&[messages]).await.unwrap(),
+        0,
+        "still written once by id"
+    );
+    // The whole table still pages by (finished_at, id), newest first.
+    let page = store
+        .usage_page("ws_1", &Default::default(), None, 10)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = page.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["u_msg", "u_emb", "u_chat"]);
+
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+    assert_eq!(
+        check[0].balance_row,
+        Usd::from_pico(1_000_000_000_000 - 105_000_000 - 25_000_000 - 66_000_000)
+    );
+
+    let rows = store.load_catalog().await.unwrap();
+    let m = &rows.models[0];
+    assert_eq!(
+        (
+            m.id.as_str(),
+            m.capabilities.as_slice(),
+            m.source.as_deref()
+        ),
+        (
+            "anthropic/claude-sonnet-4-5",
+            &["thinking".to_owned()][..],
+            Some("v10")
+        )
+    );
+    assert!(m.aliases.is_empty(), "{:?}", m.aliases);
+    let mut next = rows.clone();
+    next.models[0].aliases = vec![
+        "claude-sonnet-4-5".into(),
+        "claude-sonnet-4-5-20250929".into(),
+    ];
+    store.import_catalog(&next).await.unwrap();
+    assert_eq!(store.load_catalog().await.unwrap(), next);
+}
+
+/// `usage_records`' columns, indexes (with their columns) and triggers, as SQLite describes
+/// them: what a rebuild must keep.
+fn sqlite_usage_shape(conn: &rusqlite::Connection) -> Vec<String> {
+    let strings = |sql: &str| -> Vec<String> {
+        let mut stmt = conn.prepare(sql).unwrap();
+        let rows = stmt
+            .query_map([], |r| {
+                let n = r.as_ref().column_count();
+                let cols: Vec<String> = (0..n)
+                    .map(|i| match r.get_ref(i).unwrap() {
+                        rusqlite::types::ValueRef::Null => "NULL".to_owned(),
+                        rusqlite::types::ValueRef::Integer(v) => v.to_string(),
+                        rusqlite::types::ValueRef::Text(t) => {
+                            String::from_utf8_lossy(t).into_owned()
+                        }
+                        other => format!("{other:?}"),
+                    })
+                    .collect();
+                Ok(cols.join("|"))
+            })
+            .unwrap();
+        rows.map(Result::unwrap).collect()
+    };
+    let mut shape = strings("SELECT 'column', * FROM pragma_table_xinfo('usage_records')");
+    for index in strings(
+        "SELECT name || '|' || \"unique\" || '|' || origin FROM pragma_index_list('usage_records') \
+         ORDER BY name",
+    ) {
+        let name = index.split('|').next().unwrap().to_owned();
+        shape.push(format!("index|{index}"));
+        shape.extend(strings(&format!(
+            "SELECT 'index column', seqno, name FROM pragma_index_info('{name}') ORDER BY seqno"
+        )));
+    }
+    shape.extend(strings(
+        "SELECT 'trigger', name, sql FROM sqlite_schema WHERE type = 'trigger' \
+         AND tbl_name = 'usage_records' ORDER BY name",
+    ));
+    shape.extend(strings(
+        "SELECT 'references', \"table\", \"from\", \"to\" FROM pragma_foreign_key_list('ledger_entries') \
+         ORDER BY id, seq",
+    ));
+    shape
+}
+
+#[tokio::test]
+async fn sqlite_books_survive_the_aliases_and_messages_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v10.db");
+    sqlite_at(
+        &path,
+        10,
+        &BOOKS_V10
+            .replace("{t}", "0")
+            .replace("{no}", "0")
+            .replace("{yes}", "1"),
+    );
+    let before = sqlite_usage_shape(&rusqlite::Connection::open(&path).unwrap());
+    assert!(
+        before
+            .iter()
+            .any(|l| l.contains("usage_records_key_page_idx"))
+            && before.iter().any(|l| l.contains("usage_records_no_delete")),
+        "{before:#?}"
+    );
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Sqlite).len() - 10,
+        "every migration after 0010 is pending"
+    );
+    books_and_catalog_survive_0011(&store).await;
+
+    // The rebuilt table is the old one, column for column, index for index, trigger for
+    // trigger, and the ledger still references it.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(sqlite_usage_shape(&conn), before);
+    let create: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE name = 'usage_records'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        create.contains("endpoint IN ('chat', 'embeddings', 'messages')"),
+        "{create}"
+    );
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let fk_problems: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(fk_problems, 0);
+    let refused = |sql: &str| conn.execute_batch(sql).is_err();
+    assert!(
+        refused("UPDATE usage_records SET model_id = 'other'"),
+        "append-only"
+    );
+    assert!(refused("DELETE FROM usage_records"), "append-only");
+    assert!(
+        refused(
+            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id)
+             VALUES ('debit:ghost', 'ws_1', 'debit', -1, 0, 'ghost')"
+        ),
+        "a debit still needs its usage record"
+    );
+    assert!(
+        refused(
+            "INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint,
+                stream, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
+                reasoning_tokens, input_price_micro, output_price_micro, cost_pico, outcome,
+                started_at, finished_at)
+             VALUES ('u_bad', 'ws_1', 'key_1', 'm', 'r', 'completions', 0, 0, 0, 0, 0, 0, 0, 0,
+                     0, 'complete', 0, 0)"
+        ),
+        "an unknown endpoint is still refused"
+    );
+    let spend_logged: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM change_log WHERE kind = 'spend' AND ref_id = 'key_1'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(spend_logged >= 3, "inserts still announce spend");
+}
+
+#[tokio::test]
+async fn postgres_books_survive_the_aliases_and_messages_migration() {
+    let db = PgDatabase::create().await;
+    let books = BOOKS_V10
+        .replace("{t}", "to_timestamp(0)")
+        .replace("{no}", "false")
+        .replace("{yes}", "true");
+    pg_at(&db.url, 10, &books).await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Postgres).len() - 10,
+        "every migration after 0010 is pending"
+    );
+    books_and_catalog_survive_0011(&store).await;
+
+    let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let check: String = client
+        .query_one(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
+             WHERE conrelid = 'usage_records'::regclass AND conname = 'usage_records_endpoint_check'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(check.contains("'messages'"), "{check}");
+    let refused = |sql: &'static str| {
+        let client = &client;
+        async move { client.batch_execute(sql).await.is_err() }
+    };
+    assert!(
+        refused("UPDATE usage_records SET model_id = 'other'").await,
+        "append-only"
+    );
+    assert!(
+        refused(
+            "INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint,
+                stream, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
+                reasoning_tokens, input_price_micro, output_price_micro, cost_pico, outcome,
+                started_at, finished_at)
+             VALUES ('u_bad', 'ws_1', 'key_1', 'm', 'r', 'completions', false, 0, 0, 0, 0, 0,
+                     0, 0, 0, 'complete', now(), now())"
+        )
+        .await,
+        "an unknown endpoint is still refused"
+    );
 }
 
 /// A SQLite database at `path` migrated to `version` only (foreign keys on, as the store runs),

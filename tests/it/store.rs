@@ -262,6 +262,7 @@ fn model(id: &str, input: &str) -> ModelRow {
         cache_storage_price: None,
         long_context: None,
         capabilities: Vec::new(),
+        aliases: vec![format!("{id}-alias")],
         max_output_tokens: None,
         context_window: Some(1_048_576),
         active: true,
@@ -269,6 +270,13 @@ fn model(id: &str, input: &str) -> ModelRow {
         source: Some(format!(
             "https://example.com/pricing/{id} (checked 2026-11-26)"
         )),
+    }
+}
+
+fn no_aliases(m: ModelRow) -> ModelRow {
+    ModelRow {
+        aliases: Vec::new(),
+        ..m
     }
 }
 
@@ -551,6 +559,11 @@ async fn catalog_import(b: Arc<Backend>) {
     rich.cache_read_price = Some(price("0.000001"));
     rich.cache_write_price = Some(price("3.75"));
     rich.capabilities = vec!["tools".to_owned(), "vision".to_owned(), "a,b".to_owned()];
+    rich.aliases = vec![
+        "b-rich-20251001".to_owned(),
+        "rich@2025".to_owned(),
+        "ünïcode/\"quoted\",[x]".to_owned(),
+    ];
     rich.max_output_tokens = Some(u32::MAX);
     rich.active = false;
     let mut r_full = route("b-rich", "azure", -3);
@@ -597,7 +610,7 @@ async fn catalog_import(b: Arc<Backend>) {
             prof("p1", serde_json::json!({"forward": []})),
             prof("p0", serde_json::json!({})),
         ],
-        models: vec![model("a-plain", "2"), model("c-new", "0.1")],
+        models: vec![model("a-plain", "2"), no_aliases(model("c-new", "0.1"))],
         routes: vec![route("b-rich", "bedrock", 1), route("a-plain", "vertex", 2)],
     };
     s.import_catalog(&second).await.unwrap();
@@ -606,7 +619,11 @@ async fn catalog_import(b: Arc<Backend>) {
             prof("p0", serde_json::json!({})),
             prof("p1", serde_json::json!({"forward": []})),
         ],
-        models: vec![model("a-plain", "2"), rich.clone(), model("c-new", "0.1")],
+        models: vec![
+            model("a-plain", "2"),
+            rich.clone(),
+            no_aliases(model("c-new", "0.1")),
+        ],
         routes: vec![route("a-plain", "vertex", 2), route("b-rich", "bedrock", 1)],
     };
     assert_eq!(s.load_catalog().await.unwrap(), expected);
@@ -903,7 +920,8 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
         daily(t1),
     );
     assert_eq!(a.cost, pico(2_198_572_754));
-    let b_ = record(
+    // A request through the Messages door.
+    let mut b_ = record(
         "chatcmpl-b",
         ("w1", "k1"),
         odd_pricing(),
@@ -911,6 +929,7 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
         t2,
         daily(t2),
     );
+    b_.endpoint = UsageEndpoint::Messages;
     assert_eq!(b_.cost, pico(3_000_001 + 15_000_003));
     // The previous day's window of the same key.
     let c = record(
@@ -1049,6 +1068,9 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     assert!(json.contains(r#""cost":"0.002198572754""#), "{json}");
     assert!(json.contains(r#""input_price":3.000001"#), "{json}");
     assert_eq!(serde_json::from_str::<UsageRecord>(&json).unwrap(), a);
+    let json = serde_json::to_value(&b_).unwrap();
+    assert_eq!(json["endpoint"], "messages");
+    assert_eq!(serde_json::from_value::<UsageRecord>(json).unwrap(), b_);
 
     // The change feed: a Spend change per key written, a Balance change per workspace.
     let changes = s.changes_since(before).await.unwrap();

@@ -1383,13 +1383,18 @@
         h('div', { class: 'table-wrap' }, table)));
   }
 
+  /** A model's aliases: the other ids clients may call it by (none on older gateways). */
+  function aliasesOf(model) {
+    return Array.isArray(model.aliases) ? model.aliases : [];
+  }
+
   /** A model's rows (the model, its routes, an error slot), re-rendered in place on change. */
   function modelGroup(initial) {
     let model = initial;
     let editing = false;
     let current = [];
     const g = {
-      text: `${model.id} ${model.provider || ''} ${model.family || ''} ${model.kind || ''}`.toLowerCase(),
+      text: `${model.id} ${model.provider || ''} ${model.family || ''} ${model.kind || ''} ${aliasesOf(model).join(' ')}`.toLowerCase(),
       rows: () => current,
     };
     const path = () => `/catalog/models/${enc(model.id)}`;
@@ -1457,7 +1462,9 @@
         h('td', null,
           h('div', { class: 'cell-title mono' }, model.id),
           h('div', { class: 'cell-sub' }, [model.provider, model.family, model.kind].filter(Boolean).join(' · '), model.upstream_model ? ` → ${model.upstream_model}` : '',
-            model.shutdown ? h('span', { 'data-testid': 'model-shutdown', title: model.source || '' }, ` · ${model.active ? 'shuts down' : 'shut down'} ${model.shutdown}`) : null)),
+            model.shutdown ? h('span', { 'data-testid': 'model-shutdown', title: model.source || '' }, ` · ${model.active ? 'shuts down' : 'shut down'} ${model.shutdown}`) : null),
+          aliasesOf(model).length ? h('div', { class: 'cell-sub', 'data-testid': 'model-aliases', title: 'Other ids clients may call this model by' },
+            'also ', h('span', { class: 'mono' }, aliasesOf(model).join(', '))) : null),
         priceCells,
         h('td', null, toggle({
           checked: !!model.active, label: `${model.id} active`, testid: 'model-active',

@@ -365,6 +365,7 @@ pub(super) mod test_support {
             profile: Arc::new(profile),
             pricing: Pricing::default(),
             capabilities: Vec::new(),
+            aliases: Vec::new(),
             max_output_tokens: None,
             context_window: None,
             routes: Vec::new(),
