@@ -18,7 +18,7 @@ use chrono::{DateTime, Utc};
 
 use super::Admitted;
 use crate::api::error::Blame;
-use crate::api::{GatewayError, Operation, Usage};
+use crate::api::{Door, GatewayError, Operation, Usage};
 use crate::billing::cost::CostError;
 use crate::billing::record::{usage_record, CacheCreation, Charge};
 use crate::store::{UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
@@ -162,9 +162,10 @@ pub fn usage_record_for(
         key: &a.key,
         model: &a.model,
         route: a.route.kind.as_str(),
-        endpoint: match a.op {
-            Operation::Chat => UsageEndpoint::Chat,
-            Operation::Embeddings => UsageEndpoint::Embeddings,
+        endpoint: match (a.door, a.op) {
+            (Door::Messages, _) => UsageEndpoint::Messages,
+            (Door::OpenAi, Operation::Chat) => UsageEndpoint::Chat,
+            (Door::OpenAi, Operation::Embeddings) => UsageEndpoint::Embeddings,
         },
         stream: a.stream,
         usage,

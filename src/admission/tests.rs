@@ -133,11 +133,6 @@ impl World {
         }
     }
 
-    /// A model of the test catalog.
-    pub(crate) fn model(&self, id: &str) -> Arc<Model> {
-        self.catalog.model(id).unwrap().clone()
-    }
-
     /// The admission of a request to `path` (its door decided by the path).
     fn admission_at(&self, path: &str) -> Admission<'_> {
         Admission {
@@ -1136,4 +1131,35 @@ fn the_messages_door_requires_max_tokens_and_answers_an_unknown_model_with_404()
     let e = w.post("/v1/messages", &unknown).err().unwrap();
     assert_eq!(e.status_in(Door::Messages), 404);
     assert_eq!(e.to_string(), r#"model "claude-nope" not found"#);
+}
+
+#[test]
+fn a_gemini_model_on_the_messages_door_is_planned_from_the_translated_body_and_recorded_so() {
+    let w = World::new();
+    let body = MESSAGES.replace("acme/claude", "acme/gem");
+    let d = w.post("/v1/messages", &body).unwrap();
+    let chat: serde_json::Value = serde_json::from_slice(d.translated.as_ref().unwrap()).unwrap();
+    assert_eq!(chat["messages"][0]["role"], "user", "{chat}");
+    assert_eq!(chat["max_tokens"], 100);
+    let Plan::Proxy { request, .. } = &d.plan else {
+        panic!("one upstream request");
+    };
+    assert!(request.path.contains("gem-x:streamGenerateContent"), "{}", request.path);
+    assert!(d.admitted.forward.is_empty(), "no Anthropic header reaches Gemini");
+    let t = Timings {
+        started_at: now(),
+        finished_at: now(),
+        upstream_latency: None,
+        ttft: None,
+    };
+    let usage = Usage {
+        input: 10,
+        output: 5,
+        ..Usage::default()
+    };
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(usage, 0), t)
+        .expect("billed")
+        .unwrap();
+    assert_eq!(r.endpoint, crate::store::UsageEndpoint::Messages);
+    assert!(r.id.starts_with("msg_"), "{}", r.id);
 }

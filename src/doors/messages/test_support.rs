@@ -33,6 +33,7 @@ pub fn gemini_model() -> Model {
         "reasoning",
     ];
     Model {
+        aliases: Vec::new(),
         id: Arc::from("google/gemini-test"),
         provider: "google".into(),
         family: Family::Gemini,
