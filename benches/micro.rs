@@ -189,6 +189,7 @@ fn translation(c: &mut Criterion) {
                         op: Operation::Chat,
                         stream: req.stream,
                         max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+                        forward: &[],
                     };
                     adapter.plan(&req, &target, &world.credentials).unwrap()
                 })
@@ -302,6 +303,7 @@ fn embeddings(c: &mut Criterion) {
                 op: Operation::Embeddings,
                 stream: false,
                 max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+                forward: &[],
             };
             match adapter.plan(&req, &target, &world.credentials).unwrap() {
                 Plan::FanOut(fan_out) => fan_out,

@@ -78,6 +78,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
         op: Operation::Chat,
         stream: req.stream,
         max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+        forward: &[],
     };
     let creds = Credentials {
         gemini: Some(Secret::new(GKEY)),

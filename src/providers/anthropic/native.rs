@@ -871,7 +871,7 @@ mod tests {
                 .filter(move |d| d["type"] == kind)
         };
         let start = &data("message_start").next().unwrap()["message"]["usage"];
-        let delta = &data("message_delta").last().unwrap()["usage"];
+        let delta = &data("message_delta").next_back().unwrap()["usage"];
         let pick = |k: &str| delta[k].as_u64().or(start[k].as_u64()).unwrap_or(0);
         let delivered = data("content_block_delta")
             .map(|d| {
