@@ -1,5 +1,6 @@
 //! Anthropic Messages API, direct (`POST /v1/messages`, `/v1/messages/count_tokens`) and on
-//! Vertex (`:rawPredict` / `:streamRawPredict`, routed by `vertex.rs`). Shapes follow fixtures
+//! Vertex (`:rawPredict` / `:streamRawPredict`, and the count at
+//! `…/publishers/anthropic/models/count-tokens:rawPredict`, routed by `vertex.rs`). Shapes follow fixtures
 //! `anthropic-message-*.json` (direct: `model` first, `cache_creation` split, `service_tier`,
 //! `inference_geo`), `anthropic-stream-thinking.sse` / `.chunks.jsonl` (event order:
 //! `message_start`, `content_block_start`, `ping`, deltas, `signature_delta`,
@@ -13,6 +14,13 @@
 //!   required, `model` required, body `anthropic_version` is an extra input;
 //! - Vertex: body `anthropic_version` must be `"vertex-2023-10-16"`, `model` must be absent;
 //! - unknown top-level fields → `"x: Extra inputs are not permitted"`;
+//! - counting takes only the count endpoint's fields ([`COUNT_FIELDS`]: Anthropic's API
+//!   reference, "Count tokens in a Message" — `max_tokens`, `stream`, sampling and the like
+//!   are extra inputs there) and no `max_tokens`; the same message, system, thinking and
+//!   output-config rules; `anthropic-beta` values are not checked (Claude Code sends several),
+//!   nor are tool definitions (`defer_loading` and server tools pass). On Vertex the model is
+//!   the body's (a Vertex id, else the publisher-model 404) and `anthropic_version` may be
+//!   left out (Google's example has none; Anthropic's SDK sends it);
 //! - `max_tokens` required (≥ 1), `messages` non-empty, roles `user`/`assistant` only,
 //!   starting with `user` and alternating; content string or known block types; `system`
 //!   string or `text` blocks; `temperature` in 0–1; `temperature` + `top_p` together on
@@ -93,6 +101,22 @@ const TOP_FIELDS: &[&str] = &[
     "mcp_servers",
     "output_config",
     "inference_geo",
+];
+/// The top-level fields the count endpoint takes (`speed` and the deprecated `output_format`
+/// included, though they change no input count).
+pub const COUNT_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "mcp_servers",
+    "context_management",
+    "output_config",
+    "output_format",
+    "cache_control",
+    "speed",
 ];
 const BLOCK_TYPES: &[&str] = &[
     "text",
@@ -185,6 +209,11 @@ fn model_not_found(model: &str) -> Response {
 /// Vertex `:rawPredict` / `:streamRawPredict` (bearer already checked).
 pub fn handle_vertex(sim: &Sim, req: &Req, url_model: &str, stream_route: bool) -> Response {
     messages(sim, req, Some(url_model), stream_route).unwrap_or_else(|e| e)
+}
+
+/// Vertex `…/publishers/anthropic/models/count-tokens:rawPredict` (bearer already checked).
+pub fn handle_vertex_count(sim: &Sim, req: &Req, project: &str, location: &str) -> Response {
+    vertex_count(sim, req, project, location).unwrap_or_else(|e| e)
 }
 
 fn parse(body: &Bytes, vertex: bool) -> Result<Map<String, Value>, Response> {
@@ -544,17 +573,19 @@ fn validate(
     Ok(())
 }
 
-/// Top-level fields, `anthropic_version` on Vertex (where the model is in the URL), `model`
-/// and `max_tokens` on the Messages API.
+/// Top-level fields (a count's fewer), `anthropic_version` on Vertex (where the model is in the
+/// URL, except when counting), `model` and `max_tokens` on the Messages API.
 fn check_envelope(obj: &Map<String, Value>, vertex: bool, count_only: bool) -> Result<(), String> {
+    let fields = if count_only { COUNT_FIELDS } else { TOP_FIELDS };
     for k in obj.keys() {
-        let ok = TOP_FIELDS.contains(&k.as_str()) || (vertex && k == "anthropic_version");
-        if !ok || (vertex && k == "model") {
+        let ok = fields.contains(&k.as_str()) || (vertex && k == "anthropic_version");
+        if !ok || (vertex && !count_only && k == "model") {
             return Err(format!("{k}: Extra inputs are not permitted"));
         }
     }
     if vertex {
         match obj.get("anthropic_version") {
+            None if count_only => {}
             None => return Err("anthropic_version: Field required".into()),
             Some(Value::String(s)) if s == VERTEX_VERSION => {}
             Some(_) => {
@@ -563,7 +594,8 @@ fn check_envelope(obj: &Map<String, Value>, vertex: bool, count_only: bool) -> R
                 ))
             }
         }
-    } else if !obj.contains_key("model") {
+    }
+    if (!vertex || count_only) && !obj.contains_key("model") {
         return Err("model: Field required".into());
     }
     if count_only {
@@ -935,9 +967,31 @@ fn count_tokens(sim: &Sim, req: &Req) -> R {
     if sim.models.claude(Surface::Anthropic, model).is_none() {
         return Err(model_not_found(model));
     }
-    let scan = scan_prompt(&obj, model);
+    Ok(counted(&obj, model))
+}
+
+/// The Vertex count: the model is the body's, a Vertex id (`claude-sonnet-4-5@20250929`).
+fn vertex_count(sim: &Sim, req: &Req, project: &str, location: &str) -> R {
+    let obj = parse(req.body, true)?;
+    let model = obj.get("model").and_then(Value::as_str).unwrap_or("");
+    // Vertex knows the model before it reads the rest (as on its other routes).
+    if obj.contains_key("model") && sim.models.claude(Surface::AnthropicVertex, model).is_none() {
+        return Err(fixtures::vertex_model_not_found(
+            project,
+            location,
+            "anthropic",
+            model,
+        ));
+    }
+    validate(&obj, model, true, req.headers, true)?;
+    Ok(counted(&obj, model))
+}
+
+/// `{"input_tokens": N}`: the prompt as a message of `model` would count it.
+fn counted(obj: &Map<String, Value>, model: &str) -> Response {
+    let scan = scan_prompt(obj, model);
     let v = serde_json::json!({ "input_tokens": prompt_tok(scan.bytes) });
-    Ok(respond::json(StatusCode::OK, JSON_PLAIN, &v))
+    respond::json(StatusCode::OK, JSON_PLAIN, &v)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1840,6 +1894,83 @@ mod tests {
             ),
             (true, true),
             "budget models show the text as before"
+        );
+    }
+
+    /// The 400 message of a count body (empty when valid), direct or on Vertex.
+    fn count_refusal(model: &str, body: Value, vertex: bool) -> String {
+        let h = axum::http::HeaderMap::new();
+        match validate(&v(body), model, vertex, &h, true) {
+            Ok(()) => String::new(),
+            Err(resp) => {
+                let e: Value = serde_json::from_slice(&futures_body(resp)).unwrap();
+                e["error"]["message"].as_str().unwrap().to_owned()
+            }
+        }
+    }
+
+    #[test]
+    fn counting_takes_what_claude_code_sends_and_only_the_count_fields() {
+        let model = "claude-opus-4-6";
+        let claude_code = json!({
+            "model": model,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]}],
+            "system": [{"type": "text", "text": "You are Claude Code."}],
+            "tools": [
+                {"name": "Read", "description": "reads", "input_schema": {"type": "object"}, "defer_loading": true},
+                {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"}
+            ],
+            "thinking": {"type": "adaptive"},
+            "output_config": {"effort": "high"},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+            "mcp_servers": [],
+            "cache_control": {"type": "ephemeral"},
+            "speed": "standard"
+        });
+        assert_eq!(count_refusal(model, claude_code.clone(), false), "");
+        for extra in [
+            "max_tokens",
+            "stream",
+            "temperature",
+            "metadata",
+            "service_tier",
+        ] {
+            let mut b = claude_code.clone();
+            b[extra] = json!(1);
+            assert_eq!(
+                count_refusal(model, b, false),
+                format!("{extra}: Extra inputs are not permitted")
+            );
+        }
+        // The generation rules still apply when counting.
+        let mut b = claude_code.clone();
+        b["output_config"] = json!({"effort": "high"});
+        assert!(count_refusal("claude-haiku-4-5", b, false).starts_with("output_config.effort"));
+        let mut no_model = claude_code.clone();
+        no_model.as_object_mut().unwrap().remove("model");
+        assert_eq!(
+            count_refusal(model, no_model.clone(), false),
+            "model: Field required"
+        );
+
+        // On Vertex: the model is the body's, the version optional but exact.
+        assert_eq!(count_refusal(model, claude_code.clone(), true), "");
+        assert_eq!(
+            count_refusal(model, no_model, true),
+            "model: Field required"
+        );
+        let mut b = claude_code.clone();
+        b["anthropic_version"] = json!(VERTEX_VERSION);
+        assert_eq!(count_refusal(model, b.clone(), true), "");
+        assert_eq!(
+            count_refusal(model, b, false),
+            "anthropic_version: Extra inputs are not permitted"
+        );
+        let mut b = claude_code;
+        b["anthropic_version"] = json!("2023-06-01");
+        assert_eq!(
+            count_refusal(model, b, true),
+            format!("anthropic_version: Input should be '{VERTEX_VERSION}'")
         );
     }
 

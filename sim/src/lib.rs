@@ -16,7 +16,7 @@
 //! | `POST /v1beta/models/{m}:generateContent`, `:streamGenerateContent?alt=sse`, `:countTokens`, `:embedContent`, `:batchEmbedContents` (also `/v1/models/…`) | `x-goog-api-key` or `?key=` = `--gemini-key` | `gemini.rs` |
 //! | `POST/GET /v1beta/cachedContents`, `GET/PATCH/DELETE /v1beta/cachedContents/{id}` | same | `gemini.rs` |
 //! | `POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/google/models/{m}:generateContent`, `:streamGenerateContent?alt=sse`, `:countTokens`, `:predict`; `…/locations/{l}/cachedContents[/{id}]` | `Authorization: Bearer` token from `/token` | `vertex.rs` → `gemini.rs` |
-//! | `POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict`, `:streamRawPredict` | same | `vertex.rs` → `anthropic.rs` |
+//! | `POST /{v1,v1beta1}/projects/{p}/locations/{l}/publishers/anthropic/models/{m}:rawPredict`, `:streamRawPredict`; `…/models/count-tokens:rawPredict` (the model in the body) | same | `vertex.rs` → `anthropic.rs` |
 //! | `POST /token` (JWT-bearer grant) | — | `oauth.rs` |
 //! | `POST /v1/messages`, `POST /v1/messages/count_tokens` | `x-api-key` = `--anthropic-key`, `anthropic-version` | `anthropic.rs` |
 //! | `POST /v1/chat/completions`, `POST /v1/embeddings`, `GET /v1/models` | `Authorization: Bearer --openai-key` | `openai.rs` |
@@ -72,7 +72,7 @@
 //! Route names: `gemini.generate`, `gemini.stream`, `gemini.count_tokens`, `gemini.embed`,
 //! `gemini.batch_embed`, `gemini.cache`, `vertex.generate`, `vertex.stream`,
 //! `vertex.count_tokens`, `vertex.predict`, `vertex.cache`, `vertex.claude`,
-//! `vertex.claude_stream`, `oauth.token`, `anthropic.messages`, `anthropic.count_tokens`,
+//! `vertex.claude_stream`, `vertex.claude_count_tokens`, `oauth.token`, `anthropic.messages`, `anthropic.count_tokens`,
 //! `openai.chat`, `openai.embeddings`, `openai.models`, `gemini.models`, `vertex.models`,
 //! `anthropic.models`, `unknown`.
 //!

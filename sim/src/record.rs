@@ -31,6 +31,7 @@ pub enum Route {
     VertexCache,
     VertexClaude,
     VertexClaudeStream,
+    VertexClaudeCountTokens,
     OauthToken,
     AnthropicMessages,
     AnthropicCountTokens,
@@ -44,7 +45,7 @@ pub enum Route {
 }
 
 impl Route {
-    pub const ALL: [Route; 23] = [
+    pub const ALL: [Route; 24] = [
         Route::GeminiGenerate,
         Route::GeminiStream,
         Route::GeminiCountTokens,
@@ -58,6 +59,7 @@ impl Route {
         Route::VertexCache,
         Route::VertexClaude,
         Route::VertexClaudeStream,
+        Route::VertexClaudeCountTokens,
         Route::OauthToken,
         Route::AnthropicMessages,
         Route::AnthropicCountTokens,
@@ -85,6 +87,7 @@ impl Route {
             Route::VertexCache => "vertex.cache",
             Route::VertexClaude => "vertex.claude",
             Route::VertexClaudeStream => "vertex.claude_stream",
+            Route::VertexClaudeCountTokens => "vertex.claude_count_tokens",
             Route::OauthToken => "oauth.token",
             Route::AnthropicMessages => "anthropic.messages",
             Route::AnthropicCountTokens => "anthropic.count_tokens",

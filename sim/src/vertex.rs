@@ -7,6 +7,11 @@
 //! - every route needs `Authorization: Bearer <issued token>` (401/403 Google bodies); with
 //!   `--vertex-project P` other projects get fixture `gemini-error-403-permission-denied-vertex.json`;
 //! - `location` may be a region or `global`;
+//! - Claude's token counting is `…/publishers/anthropic/models/count-tokens:rawPredict` with
+//!   the model (its Vertex id) in the body, as Google's "Count tokens for Claude models"
+//!   describes it
+//!   (<https://cloud.google.com/vertex-ai/generative-ai/docs/partner-models/claude/count-tokens>);
+//!   the body rules are `anthropic.rs`'s;
 //! - service tiers (`docs/wire.md#gemini-service-tiers`): `X-Vertex-AI-LLM-Request-Type:
 //!   dedicated` → `PROVISIONED_THROUGHPUT`; on the `global` location
 //!   `X-Vertex-AI-LLM-Shared-Request-Type: flex|priority` → `ON_DEMAND_FLEX` /
@@ -41,6 +46,10 @@ use crate::oauth;
 use crate::record::Route;
 use crate::respond::{self, JSON_GOOGLE};
 use crate::{anthropic, Req, Sim};
+
+/// The pseudo-model of Claude's token counting on Vertex:
+/// `…/publishers/anthropic/models/count-tokens:rawPredict`, the model named in the body.
+pub const CLAUDE_COUNT: &str = "count-tokens";
 
 pub struct VPath<'a> {
     pub version: &'a str,
@@ -107,12 +116,17 @@ impl VPath<'_> {
         match &self.kind {
             VKind::Cache { .. } => Route::VertexCache,
             VKind::Model {
-                publisher, method, ..
+                publisher,
+                model,
+                method,
             } => match (*publisher, *method) {
                 ("google", "generateContent") => Route::VertexGenerate,
                 ("google", "streamGenerateContent") => Route::VertexStream,
                 ("google", "countTokens") => Route::VertexCountTokens,
                 ("google", "predict") => Route::VertexPredict,
+                ("anthropic", "rawPredict") if *model == CLAUDE_COUNT => {
+                    Route::VertexClaudeCountTokens
+                }
                 ("anthropic", "rawPredict") => Route::VertexClaude,
                 ("anthropic", "streamRawPredict") => Route::VertexClaudeStream,
                 _ => Route::Unknown,
@@ -207,6 +221,14 @@ pub fn handle(sim: &Sim, req: &Req, vp: &VPath) -> Response {
                 _ => fixtures::google_error(404, "NOT_FOUND", "Method not found.", Vec::new()),
             }
         }
+        VKind::Model {
+            publisher: "anthropic",
+            model: CLAUDE_COUNT,
+            method,
+        } => match *method {
+            "rawPredict" => anthropic::handle_vertex_count(sim, req, vp.project, vp.location),
+            _ => fixtures::google_error(404, "NOT_FOUND", "Method not found.", Vec::new()),
+        },
         VKind::Model {
             publisher: "anthropic",
             model,
@@ -412,6 +434,11 @@ mod tests {
         assert_eq!(p.route(), Route::VertexStream);
         let c = parse("/v1beta1/projects/p/locations/us-central1/publishers/anthropic/models/claude-sonnet-4-5@20250929:rawPredict").unwrap();
         assert_eq!(c.route(), Route::VertexClaude);
+        let n = parse(
+            "/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict",
+        )
+        .unwrap();
+        assert_eq!(n.route(), Route::VertexClaudeCountTokens);
         let k = parse("/v1/projects/p/locations/us-central1/cachedContents/123").unwrap();
         assert_eq!(k.route(), Route::VertexCache);
         assert!(parse("/v1/projects/p/locations").is_none());

@@ -1447,6 +1447,106 @@ async fn anthropic_on_vertex() {
     assert_eq!(md.1["usage"], json!({"output_tokens": tok("Echo: Hi")}));
 }
 
+#[tokio::test]
+async fn anthropic_counts_tokens_direct_and_on_vertex() {
+    let sim = Sim::start(&[]);
+    let betas =
+        "claude-code-20250219,interleaved-thinking-2025-05-14,context-management-2025-06-27";
+    let prompt = |model: &str| {
+        json!({"model": model,
+            "system": [{"type": "text", "text": "You are Claude Code."}],
+            "messages": [{"role": "user", "content": "count these words please"}],
+            "tools": [{"name": "Read", "input_schema": {"type": "object"}, "defer_loading": true}],
+            "thinking": {"type": "adaptive"},
+            "output_config": {"effort": "medium"},
+            "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}})
+    };
+    let direct = |body: Value| {
+        sim.http
+            .post(sim.url("/v1/messages/count_tokens"))
+            .header("x-api-key", AKEY)
+            .header("anthropic-version", "2023-06-01")
+            .header("anthropic-beta", betas)
+            .json(&body)
+            .send()
+    };
+    let (s, v) = json_of(direct(prompt("claude-opus-4-6")).await.unwrap()).await;
+    assert_eq!(s, 200, "{v}");
+    let n = v["input_tokens"].as_u64().unwrap();
+    assert!(n > tok("count these words please"), "{v}");
+    assert_eq!(v.as_object().unwrap().len(), 1, "{v}");
+    let mut with_max = prompt("claude-opus-4-6");
+    with_max["max_tokens"] = json!(100);
+    let (s, v) = json_of(direct(with_max).await.unwrap()).await;
+    assert_eq!(s, 400);
+    assert_eq!(
+        v["error"]["message"],
+        "max_tokens: Extra inputs are not permitted"
+    );
+
+    let t = sim.token().await;
+    let path =
+        "/v1/projects/p/locations/us-east5/publishers/anthropic/models/count-tokens:rawPredict";
+    let on_vertex = |body: Value| {
+        sim.http
+            .post(sim.url(path))
+            .bearer_auth(&t)
+            .header("anthropic-beta", betas)
+            .json(&body)
+            .send()
+    };
+    let mut versioned = prompt("claude-opus-4-6");
+    versioned["anthropic_version"] = json!("vertex-2023-10-16");
+    for body in [prompt("claude-opus-4-6"), versioned] {
+        let (s, v) = json_of(on_vertex(body).await.unwrap()).await;
+        assert_eq!(s, 200, "{v}");
+        assert_eq!(v["input_tokens"], n, "the same prompt counts the same");
+    }
+    let (s, v) = json_of(on_vertex(prompt("claude-sonnet-4-5")).await.unwrap()).await;
+    assert_eq!(s, 404, "the 4.5 generation needs its @date on Vertex: {v}");
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("publishers/anthropic/models/claude-sonnet-4-5"));
+    let mut no_model = prompt("x");
+    no_model.as_object_mut().unwrap().remove("model");
+    let (s, v) = json_of(on_vertex(no_model).await.unwrap()).await;
+    assert_eq!(
+        (s, &v["error"]["message"]),
+        (400, &json!("model: Field required"))
+    );
+    let r = sim
+        .http
+        .post(sim.url(path))
+        .json(&prompt("claude-opus-4-6"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // What was sent is on record, betas included.
+    let log = sim
+        .control(
+            reqwest::Method::GET,
+            "/_sim/requests?route=vertex.claude_count_tokens",
+            None,
+        )
+        .await;
+    let log = log.as_array().unwrap();
+    assert_eq!(log.len(), 5, "two counts, the 404, the 400, the 401");
+    assert_eq!(log[0]["headers"]["anthropic-beta"], betas);
+    assert_eq!(log[0]["body"]["model"], "claude-opus-4-6");
+    let log = sim
+        .control(
+            reqwest::Method::GET,
+            "/_sim/requests?route=anthropic.count_tokens",
+            None,
+        )
+        .await;
+    assert_eq!(log[0]["headers"]["anthropic-beta"], betas);
+    assert_eq!(log[0]["headers"]["anthropic-version"], "2023-06-01");
+}
+
 // ---------------------------------------------------------------------------------------------
 // OpenAI-compatible
 // ---------------------------------------------------------------------------------------------

@@ -8,8 +8,11 @@
 //! Files: `request.rs` (OpenAI body → Messages API body, thinking and caching included),
 //! `response.rs` (buffered message → `chat.completion`, shared usage/stop mappings),
 //! `stream.rs` (Messages SSE events → `chat.completion.chunk` frames), `error.rs` (Anthropic and
-//! Google error bodies). Wire notes: `docs/wire.md` (the Anthropic sections); fixtures:
-//! `tests/fixtures/anthropic-*` (`tests/fixtures/SOURCES.md`).
+//! Google error bodies), `native.rs` ([`AnthropicNative`]: requests that arrive in the
+//! Messages API's own dialect, passed through with the gateway's model id, credential and
+//! surface; counting tokens). The transport (paths, credential and version headers) is
+//! `transport` here, shared by both adapters. Wire notes: `docs/wire.md` (the Anthropic
+//! sections); fixtures: `tests/fixtures/anthropic-*` (`tests/fixtures/SOURCES.md`).
 //!
 //! Tools are not offered on this family (catalog profile `claude` does not forward them): a
 //! request with `tools`, `tool_choice` or tool-call history is refused with 400
@@ -20,6 +23,8 @@ pub mod native;
 mod request;
 mod response;
 mod stream;
+
+pub use native::AnthropicNative;
 
 use super::{
     header, Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError,
@@ -49,7 +54,10 @@ impl Adapter for Anthropic {
         let vertex = target.route.kind == RouteKind::VertexAnthropic;
         let body = request::build(req, target, vertex)?;
         let mut headers = vec![header("content-type", "application/json")?];
-        let path = transport(target, creds, &mut headers)?;
+        let call = Call::Message {
+            stream: target.stream,
+        };
+        let path = transport(target, creds, call, None, &mut headers)?;
         Ok(Plan::single(UpstreamRequest {
             path,
             headers,
@@ -74,10 +82,25 @@ impl Adapter for Anthropic {
     }
 }
 
-/// The request path on the route's surface; pushes the credential (and version) headers.
+/// Which call of the Messages API a request is, on either surface.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Call {
+    /// A message, buffered or streamed (`/v1/messages`; Vertex `:rawPredict` /
+    /// `:streamRawPredict`).
+    Message { stream: bool },
+    /// Input tokens counted (`/v1/messages/count_tokens`; Vertex
+    /// `…/publishers/anthropic/models/count-tokens:rawPredict`, the model in the body).
+    CountTokens,
+}
+
+/// The request path of `call` on the route's surface; pushes the credential headers: on the
+/// Messages API `x-api-key` and `anthropic-version` (`version` when the client sent one, else
+/// the configured one), on Vertex the bearer token (the version is a body field there).
 fn transport(
     target: &Target<'_>,
     creds: &Credentials,
+    call: Call,
+    version: Option<&http::HeaderValue>,
     headers: &mut Vec<(http::HeaderName, http::HeaderValue)>,
 ) -> Result<String, GatewayError> {
     let base = &target.route.endpoint.base_path;
@@ -87,8 +110,17 @@ fn transport(
             .as_ref()
             .ok_or(GatewayError::MissingCredentials("anthropic"))?;
         headers.push(header("x-api-key", key.expose())?);
-        headers.push(header("anthropic-version", &creds.anthropic_version)?);
-        return Ok(format!("{base}/v1/messages"));
+        headers.push(match version {
+            Some(v) => (
+                http::HeaderName::from_static("anthropic-version"),
+                v.clone(),
+            ),
+            None => header("anthropic-version", &creds.anthropic_version)?,
+        });
+        return Ok(match call {
+            Call::Message { .. } => format!("{base}/v1/messages"),
+            Call::CountTokens => format!("{base}/v1/messages/count_tokens"),
+        });
     }
     let project = creds
         .vertex_project
@@ -103,14 +135,13 @@ fn transport(
         &format!("Bearer {}", token.expose()),
     )?);
     let location = target.route.region.as_deref().unwrap_or("global");
-    let method = if target.stream {
-        "streamRawPredict"
-    } else {
-        "rawPredict"
+    let (model, method) = match call {
+        Call::Message { stream: true } => (target.upstream_model(), "streamRawPredict"),
+        Call::Message { stream: false } => (target.upstream_model(), "rawPredict"),
+        Call::CountTokens => ("count-tokens", "rawPredict"),
     };
     Ok(format!(
-        "{base}/v1/projects/{project}/locations/{location}/publishers/anthropic/models/{}:{method}",
-        target.upstream_model()
+        "{base}/v1/projects/{project}/locations/{location}/publishers/anthropic/models/{model}:{method}"
     ))
 }
 

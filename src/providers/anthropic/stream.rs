@@ -54,10 +54,12 @@ pub(super) struct AnthropicStream {
     delivered: u64,
 }
 
+/// One Messages API stream event, as every reader of the stream parses it (this translator
+/// and the pass-through of `native.rs`).
 #[derive(Deserialize)]
-struct EventIn<'a> {
+pub(super) struct EventIn<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Str<'a>,
+    pub kind: Str<'a>,
     #[serde(borrow, default)]
     message: Option<MessageStart<'a>>,
     #[serde(default)]
@@ -94,6 +96,50 @@ struct DeltaIn<'a> {
     stop_reason: Option<Str<'a>>,
 }
 
+impl EventIn<'_> {
+    /// Takes the counts this event carries: `message_start`'s usage (the input side and a
+    /// provisional output), then each `message_delta`'s cumulative usage (the Messages API
+    /// repeats the input counts there, Vertex sends only `output_tokens`): whatever is present
+    /// overwrites, nothing is added up.
+    pub fn apply_usage(&self, usage: &mut Usage) {
+        let counts = match &*self.kind {
+            "message_start" => self.message.as_ref().and_then(|m| m.usage.as_ref()),
+            "message_delta" => self.usage.as_ref(),
+            _ => None,
+        };
+        if let Some(u) = counts {
+            u.apply(usage);
+        }
+    }
+
+    /// The readable line of an `error` event's `error` object.
+    pub fn error_line(&self) -> String {
+        self.error.map_or_else(
+            || "upstream reported an error".to_owned(),
+            in_stream_message,
+        )
+    }
+
+    /// Bytes of model output a `content_block_delta` carries: text, thinking text, tool input
+    /// JSON (signatures are not output).
+    pub fn output_bytes(&self) -> u64 {
+        let Some(d) = self
+            .delta
+            .as_ref()
+            .filter(|_| &*self.kind == "content_block_delta")
+        else {
+            return 0;
+        };
+        let piece = match d.kind.as_deref() {
+            Some("text_delta") => d.text.as_deref(),
+            Some("thinking_delta") => d.thinking.as_deref(),
+            Some("input_json_delta") => d.partial_json.as_deref(),
+            _ => None,
+        };
+        piece.map_or(0, |p| p.len() as u64)
+    }
+}
+
 impl AnthropicStream {
     pub fn new(cx: ResponseCx) -> Self {
         Self {
@@ -118,15 +164,11 @@ impl AnthropicStream {
             Ok(ev) => ev,
             Err(e) => return self.fail(format!("upstream sent malformed JSON: {e}"), out),
         };
+        ev.apply_usage(&mut self.usage);
         match &*ev.kind {
             "message_start" => {
-                if let Some(m) = ev.message {
-                    if let Some(u) = m.usage {
-                        u.apply(&mut self.usage);
-                    }
-                    if let Some(r) = m.stop_reason.as_deref() {
-                        self.finish = Some(finish_reason(r));
-                    }
+                if let Some(r) = ev.message.and_then(|m| m.stop_reason) {
+                    self.finish = Some(finish_reason(&r));
                 }
             }
             "content_block_start" => {
@@ -145,18 +187,9 @@ impl AnthropicStream {
                 if let Some(r) = ev.delta.as_ref().and_then(|d| d.stop_reason.as_deref()) {
                     self.finish = Some(finish_reason(r));
                 }
-                if let Some(u) = ev.usage {
-                    u.apply(&mut self.usage);
-                }
             }
             "message_stop" => self.stopped = true,
-            "error" => {
-                let message = ev.error.map_or_else(
-                    || "upstream reported an error".to_owned(),
-                    in_stream_message,
-                );
-                self.fail(message, out);
-            }
+            "error" => self.fail(ev.error_line(), out),
             // `ping`, `content_block_stop` and event types added later carry nothing to say.
             _ => {}
         }

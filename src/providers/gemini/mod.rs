@@ -9,7 +9,8 @@
 //! `response.rs` (buffered `GenerateContentResponse` → `chat.completion`), `stream.rs`
 //! (`alt=sse` events → `chat.completion.chunk` frames), `error.rs` (Google error bodies),
 //! `embed.rs` (`/v1/embeddings` → batched `batchEmbedContents` / `:predict` calls, a
-//! [`FanOut`], with the per-model embedding limits).
+//! [`FanOut`], with the per-model embedding limits), `count.rs` (a chat request's input tokens
+//! counted by `:countTokens`, for the Messages door's `count_tokens`).
 //! Wire notes: `docs/wire.md` (the Gemini sections); fixtures: `tests/fixtures/gemini-*`
 //! (`tests/fixtures/SOURCES.md`).
 //!
@@ -35,6 +36,7 @@
 //! stream) are not carried: Google enforces signatures on function calls only.
 
 mod cache;
+mod count;
 pub mod embed;
 mod error;
 mod request;
@@ -88,6 +90,19 @@ impl Adapter for Gemini {
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
         error::upstream_error_message(status, body)
+    }
+
+    fn count_tokens(
+        &self,
+        req: &RawRequest<'_>,
+        target: &Target<'_>,
+        creds: &Credentials,
+    ) -> Result<UpstreamRequest, GatewayError> {
+        count::request(req, target, creds)
+    }
+
+    fn read_count(&self, body: &[u8]) -> Result<u64, TranslateError> {
+        count::read(body)
     }
 }
 

@@ -234,6 +234,19 @@ pub(super) fn whole_body(t: &Translation<'_>) -> Result<Bytes, GatewayError> {
     })
 }
 
+/// The prompt alone — contents, system instruction, tools — for a count that takes neither a
+/// generation nor a tool config (Vertex `countTokens`).
+pub(super) fn prompt_body(t: &Translation<'_>) -> Result<Bytes, GatewayError> {
+    to_bytes(&GenerateContentRequest {
+        cached_content: None,
+        contents: &t.contents,
+        system_instruction: t.system.as_ref(),
+        tools: t.tools.as_ref(),
+        tool_config: None,
+        generation_config: None,
+    })
+}
+
 /// The upstream body without what an explicit cache holds (system instruction, tools, tool
 /// config), still without `cachedContent`: [`naming_cache`] adds it once the cache exists.
 pub(super) fn lean_body(t: &Translation<'_>) -> Result<Bytes, GatewayError> {
