@@ -115,6 +115,9 @@ impl World {
             route_turn: 0,
             now: Instant::now(),
             request_id: None,
+            door: tollgate::api::Door::OpenAi,
+            anthropic: Default::default(),
+            anthropic_betas: &[],
         }
     }
 }
@@ -381,6 +384,7 @@ fn admission(c: &mut Criterion) {
                     path: "/v1/chat/completions",
                     query: None,
                     authorization: Some(authorization.as_bytes()),
+                    api_key: None,
                     header_count: 6,
                     header_bytes: 240,
                 };

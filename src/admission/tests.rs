@@ -1144,8 +1144,15 @@ fn a_gemini_model_on_the_messages_door_is_planned_from_the_translated_body_and_r
     let Plan::Proxy { request, .. } = &d.plan else {
         panic!("one upstream request");
     };
-    assert!(request.path.contains("gem-x:streamGenerateContent"), "{}", request.path);
-    assert!(d.admitted.forward.is_empty(), "no Anthropic header reaches Gemini");
+    assert!(
+        request.path.contains("gem-x:streamGenerateContent"),
+        "{}",
+        request.path
+    );
+    assert!(
+        d.admitted.forward.is_empty(),
+        "no Anthropic header reaches Gemini"
+    );
     let t = Timings {
         started_at: now(),
         finished_at: now(),
