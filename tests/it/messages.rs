@@ -250,6 +250,33 @@ async fn claude_routes_get_the_body_as_sent_with_the_allowed_betas() {
         records.iter().all(|r| r["endpoint"] == "messages"),
         "{records:?}"
     );
+    // The record is the client's to read, by the message id it was answered with.
+    let id = records[0]["id"].as_str().unwrap();
+    assert!(id.starts_with("msg_"), "{id}");
+    let generation: Value = reqwest::Client::new()
+        .get(e.gw.url(&format!("/v1/generation?id={id}")))
+        .bearer_auth(&e.key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(generation["data"]["endpoint"], "messages", "{generation}");
+    let metrics = reqwest::get(format!("{}/metrics", e.gw.admin))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("tollgate_requests_total{")
+                && l.contains(r#"endpoint="messages""#)
+                && l.contains(r#"status="200""#)),
+        "the request metrics name the door"
+    );
 }
 
 #[tokio::test]
