@@ -11,7 +11,9 @@ use bytes::BytesMut;
 use tollgate::api::Operation;
 use tollgate::catalog::{Family, Snapshot};
 use tollgate::config::ProvidersConf;
-use tollgate::providers::{adapter_for, Credentials, ResponseCx, Secret};
+use tollgate::doors::messages::bridged;
+use tollgate::providers::anthropic::AnthropicNative;
+use tollgate::providers::{adapter_for, Adapter, Credentials, ResponseCx, Secret};
 use tollgate::store::CatalogRows;
 
 const CATALOG: &str = include_str!("../../conf/catalog.yaml");
@@ -52,13 +54,15 @@ fn is_json(bytes: &[u8]) -> Result<(), serde_json::Error> {
     serde_json::from_slice::<&serde_json::value::RawValue>(bytes).map(|_| ())
 }
 
-/// Asserts that every SSE frame in `out` carries JSON (or `[DONE]`).
+/// Asserts that every SSE frame in `out` carries JSON (or `[DONE]`); a frame may name its event
+/// (the Messages door's).
 pub fn frames_are_json(out: &[u8]) {
     let text = std::str::from_utf8(out).expect("the gateway emits UTF-8");
     for frame in text.split("\n\n").filter(|f| !f.trim().is_empty()) {
         for line in frame.lines() {
             let Some(data) = line.strip_prefix("data: ") else {
-                assert!(line.starts_with(':'), "not an SSE data line: {line:?}");
+                let named = line.starts_with("event: ");
+                assert!(line.starts_with(':') || named, "not an SSE data line: {line:?}");
                 continue;
             };
             if data != "[DONE]" {
@@ -69,9 +73,22 @@ pub fn frames_are_json(out: &[u8]) {
     }
 }
 
+/// The adapters a family's answers go through on the Messages door: Claude's native pass-through,
+/// or the family's own behind the door's translation.
+pub fn messages_adapter(family: Family) -> &'static dyn Adapter {
+    match family {
+        Family::Anthropic => &AnthropicNative,
+        other => bridged(other),
+    }
+}
+
 /// A buffered answer: never a panic; a translated body is JSON.
 pub fn answer(family: Family, data: &[u8]) {
-    let adapter = adapter_for(family);
+    answer_with(adapter_for(family), data);
+}
+
+/// [`answer`] through `adapter`.
+pub fn answer_with(adapter: &dyn Adapter, data: &[u8]) {
     let _ = adapter.upstream_error_message(502, data);
     for op in [Operation::Chat, Operation::Embeddings] {
         if let Ok(t) = adapter.translate_buffered(data, &cx(op, data.len() % 2 == 0)) {
@@ -83,11 +100,16 @@ pub fn answer(family: Family, data: &[u8]) {
 /// A stream cut where the first byte says: never a panic; every frame is JSON; the output does
 /// not depend on where the upstream's bytes were split.
 pub fn stream(family: Family, data: &[u8]) {
+    stream_with(adapter_for(family), data);
+}
+
+/// [`stream`] through `adapter`.
+pub fn stream_with(adapter: &dyn Adapter, data: &[u8]) {
     let Some((&seed, body)) = data.split_first() else {
         return;
     };
     let run = |step: usize| {
-        let mut t = adapter_for(family).stream_translator(cx(Operation::Chat, seed & 1 == 1));
+        let mut t = adapter.stream_translator(cx(Operation::Chat, seed & 1 == 1));
         let mut out = BytesMut::new();
         for chunk in body.chunks(step.max(1)) {
             t.feed(chunk, &mut out);

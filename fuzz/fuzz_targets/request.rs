@@ -37,6 +37,7 @@ fuzz_target!(|data: &[u8]| {
                         op,
                         stream,
                         max_cache_ttl: common::MAX_CACHE_TTL,
+                        forward: &[],
                     };
                     let _ = adapter_for(model.family).plan(&req, &target, creds);
                 }

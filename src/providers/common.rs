@@ -358,6 +358,28 @@ pub(crate) fn reasoning_ask(req: &RawRequest<'_>) -> Result<Option<ReasoningAsk>
     Ok(Some(ReasoningAsk { ask, exclude }))
 }
 
+/// Valid JSON without the whitespace between tokens (strings untouched); no tree is built.
+pub(crate) fn compact(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for c in json.chars() {
+        if in_string {
+            out.push(c);
+            if escaped {
+                escaped = false;
+            } else if c == '\\' {
+                escaped = true;
+            } else if c == '"' {
+                in_string = false;
+            }
+        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
+            in_string = c == '"';
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -725,12 +725,7 @@ async fn every_cache_a_failed_over_request_made_is_billed() {
     // Another workspace (caches are never shared): the Developer API makes its cache, then
     // fails the request; Vertex makes its own and answers.
     let (ws, key) = e.gw.workspace_with_key();
-    reqwest::Client::new()
-        .post(format!("{}/_sim/faults", e.sim.url))
-        .json(&json!({"fault": "503", "surface": "gemini", "count": 1}))
-        .send()
-        .await
-        .unwrap();
+    e.sim.queue_fault("503", "gemini", 1).await;
     let res = e.gw.chat(&key, ask()).await;
     assert_eq!(res.status(), 200);
     let made: Vec<Value> = e

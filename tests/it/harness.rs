@@ -46,6 +46,17 @@ impl Sim {
             .collect()
     }
 
+    /// Queues `fault` for the next `count` requests of a simulator surface.
+    pub async fn queue_fault(&self, fault: &str, surface: &str, count: u64) {
+        let res = reqwest::Client::new()
+            .post(format!("{}/_sim/faults", self.url))
+            .json(&serde_json::json!({"fault": fault, "surface": surface, "count": count}))
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "{}", res.text().await.unwrap());
+    }
+
     pub async fn stats(&self) -> Value {
         ::reqwest::get(format!("{}/_sim/stats", self.url))
             .await

@@ -424,22 +424,11 @@ async fn a_gemini_route_answers_in_anthropics_shape_and_completes_a_tool_loop() 
     );
 }
 
-/// Queues `fault` for the next `count` requests of a simulator surface.
-async fn queue_fault(sim: &Sim, fault: &str, surface: &str, count: u64) {
-    let res = reqwest::Client::new()
-        .post(format!("{}/_sim/faults", sim.url))
-        .json(&json!({"fault": fault, "surface": surface, "count": count}))
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success());
-}
-
 #[tokio::test]
 async fn a_messages_stream_failing_before_its_first_content_event_fails_over() {
     let e = SimEnv::start();
     // Anthropic's overloaded stream: a 200, message_start, then an error event.
-    queue_fault(&e.sim, "error-first", "anthropic", 1).await;
+    e.sim.queue_fault("error-first", "anthropic", 1).await;
     let body = streamed(ask("anthropic/claude-haiku-4-5", "hi"));
     let events = stream_events(&e.gw, &e.key, &body).await;
     let names = check_shape(&events);

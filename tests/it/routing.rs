@@ -41,17 +41,6 @@ async fn with_vertex_credentials_only_gemini_models_answer_through_vertex() {
     );
 }
 
-/// Queues `fault` for the next `count` requests of a simulator surface.
-async fn queue_fault(sim: &Sim, fault: &str, surface: &str, count: u64) {
-    let res = reqwest::Client::new()
-        .post(format!("{}/_sim/faults", sim.url))
-        .json(&json!({"fault": fault, "surface": surface, "count": count}))
-        .send()
-        .await
-        .unwrap();
-    assert!(res.status().is_success(), "{}", res.text().await.unwrap());
-}
-
 /// The route of the newest usage record of a workspace.
 /// The route of the workspace's one usage record, once the ledger writer has committed it.
 async fn billed_route(gw: &Gateway, ws: &str) -> Value {
@@ -100,7 +89,7 @@ async fn throttling_and_server_errors_fail_over_and_the_answering_route_is_bille
     let gw = Gateway::builder().simulator(&sim).start();
     let (ws, key) = gw.workspace_with_key();
     // google/gemini-2.5-flash: Developer API first, then Vertex regional, then global.
-    queue_fault(&sim, "429", "gemini", 1).await;
+    sim.queue_fault("429", "gemini", 1).await;
     let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     assert_eq!(billed_route(&gw, &ws).await, "vertex");
@@ -122,14 +111,14 @@ async fn when_every_route_fails_the_client_gets_the_upstreams_status_throttling_
     let sim = Sim::start();
     let gw = Gateway::builder().simulator(&sim).start();
     let (ws, key) = gw.workspace_with_key();
-    queue_fault(&sim, "503", "any", 3).await;
+    sim.queue_fault("503", "any", 3).await;
     let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
     assert_eq!(res.status(), 503, "three routes, three 503s");
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["error"]["code"], "upstream_error");
     // A throttled attempt among failures: the client is told to retry, as the SDKs expect.
-    queue_fault(&sim, "429", "gemini", 1).await;
-    queue_fault(&sim, "503", "vertex", 2).await;
+    sim.queue_fault("429", "gemini", 1).await;
+    sim.queue_fault("503", "vertex", 2).await;
     let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
     assert_eq!(res.status(), 429);
     let v: Value = res.json().await.unwrap();
@@ -182,7 +171,7 @@ async fn a_throttled_route_cools_down_for_its_retry_after_then_a_live_request_pr
     let (_, key) = gw.workspace_with_key();
     let model = "google/gemini-2.5-flash";
     // Google's 429 asks for 34.4 s (RetryInfo.retryDelay), capped at 2 s here.
-    queue_fault(&sim, "429", "gemini", 1).await;
+    sim.queue_fault("429", "gemini", 1).await;
     let res = gw.chat(&key, hello(model)).await;
     assert_eq!(res.status(), 200);
     assert_eq!(
@@ -226,7 +215,7 @@ async fn consecutive_server_errors_open_the_breaker_and_a_model_never_goes_unans
         .start();
     let (_, key) = gw.workspace_with_key();
     let model = "google/gemini-2.5-flash";
-    queue_fault(&sim, "500", "gemini", 2).await;
+    sim.queue_fault("500", "gemini", 2).await;
     for _ in 0..2 {
         assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
     }
@@ -235,7 +224,7 @@ async fn consecutive_server_errors_open_the_breaker_and_a_model_never_goes_unans
     assert_eq!(state["consecutive_failures"], 2);
     // Every route failing: each request tries all three, and the client gets the upstream's
     // own 500; by the second, every route is cooling down.
-    queue_fault(&sim, "500", "any", 6).await;
+    sim.queue_fault("500", "any", 6).await;
     let before = sim.requests().await.len();
     for _ in 0..2 {
         let res = gw.chat(&key, hello(model)).await;
@@ -290,7 +279,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
     let gw = Gateway::builder().simulator(&sim).start();
     let (ws, key) = gw.workspace_with_key();
     // Anthropic's overloaded stream: a 200, then an error event before any content.
-    queue_fault(&sim, "error-first", "anthropic", 1).await;
+    sim.queue_fault("error-first", "anthropic", 1).await;
     let res = gw
         .chat(&key, stream_of("anthropic/claude-haiku-4-5", "hi"))
         .await;
@@ -303,7 +292,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         ["anthropic.messages", "vertex.claude_stream"]
     );
     // A refusal before the answer began (a 503), on another family.
-    queue_fault(&sim, "503", "gemini", 1).await;
+    sim.queue_fault("503", "gemini", 1).await;
     let res = gw
         .chat(&key, stream_of("google/gemini-2.5-flash", "hi"))
         .await;
@@ -313,7 +302,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         ["gemini.stream", "vertex.stream"]
     );
     // A connection broken before any content (Anthropic's first two events carry none).
-    queue_fault(&sim, "break-after=2", "anthropic", 1).await;
+    sim.queue_fault("break-after=2", "anthropic", 1).await;
     let res = gw
         .chat(&key, stream_of("anthropic/claude-haiku-4-5", "hi"))
         .await;
@@ -345,7 +334,7 @@ async fn a_large_streamed_body_fails_over_intact() {
     let (_, key) = gw.workspace_with_key();
     // Well above Pingora's 64 KiB replay buffer.
     let big = "lorem ipsum ".repeat(20_000);
-    queue_fault(&sim, "503", "gemini", 1).await;
+    sim.queue_fault("503", "gemini", 1).await;
     let res = gw
         .chat(&key, stream_of("google/gemini-2.5-flash", &big))
         .await;
@@ -431,7 +420,7 @@ async fn a_stream_whose_client_left_before_it_began_is_not_failed_over() {
         .start();
     let (_, key) = gw.workspace_with_key();
     // The first route answers 503 after a second; the client gives up at its first comment.
-    queue_fault(&sim, "503", "gemini", 1).await;
+    sim.queue_fault("503", "gemini", 1).await;
     let res = gw
         .chat(
             &key,
@@ -462,7 +451,7 @@ async fn an_embeddings_fan_out_fails_over_whole_to_the_next_route() {
     .unwrap();
     gw.cli(&["catalog", "import", file.to_str().unwrap()]);
     let (ws, key) = gw.workspace_with_key();
-    queue_fault(&sim, "503", "gemini", 1).await;
+    sim.queue_fault("503", "gemini", 1).await;
     let embed = || async {
         reqwest::Client::new()
             .post(gw.url("/v1/embeddings"))

@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use crate::api::request::object_fields;
 use crate::api::{GatewayError, Str};
+use crate::providers::common::compact;
 
 /// The Anthropic body (`body`) as an OpenAI chat body, or a 400 naming what is wrong.
 pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
@@ -734,28 +735,6 @@ fn plain<'a>(role: &'static str, content: Option<ContentOut<'a>>) -> MessageOut<
         tool_calls: Vec::new(),
         tool_call_id: None,
     }
-}
-
-/// Valid JSON without the whitespace between tokens (strings untouched); no tree is built.
-fn compact(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            in_string = c == '"';
-            out.push(c);
-        }
-    }
-    out
 }
 
 // ----- tools ---------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ use super::{mint_call_id, Str};
 use crate::api;
 use crate::api::completion::{Choice, Completion, Message, ToolCall};
 use crate::api::Usage;
+use crate::providers::common::compact;
 use crate::providers::{ResponseCx, TranslateError, Translated};
 
 #[derive(Deserialize)]
@@ -241,28 +242,6 @@ pub(super) fn tool_call<'a>(
                 .map_or_else(|| "{}".to_owned(), |a| compact(a.get())),
         },
     }
-}
-
-/// Valid JSON without the whitespace between tokens (strings untouched); no tree is built.
-pub(super) fn compact(json: &str) -> String {
-    let mut out = String::with_capacity(json.len());
-    let (mut in_string, mut escaped) = (false, false);
-    for c in json.chars() {
-        if in_string {
-            out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-        } else if !matches!(c, ' ' | '\t' | '\n' | '\r') {
-            in_string = c == '"';
-            out.push(c);
-        }
-    }
-    out
 }
 
 pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
