@@ -29,8 +29,9 @@ use serde_json::value::RawValue;
 use super::response::UsageIn;
 use super::stream::EventIn;
 use super::{error, header, transport, Call, VERTEX_VERSION};
+use crate::api::error::stream_error_frame;
 use crate::api::request::{object_fields, write_object};
-use crate::api::{GatewayError, Operation, RawRequest, Usage};
+use crate::api::{Door, GatewayError, Operation, RawRequest, Usage};
 use crate::catalog::RouteKind;
 use crate::providers::sse::{SseEvent, SseFramer};
 use crate::providers::{
@@ -260,21 +261,28 @@ impl NativeStream {
         if self.error.is_some() {
             return;
         }
+        // An event without data carries nothing for the client.
         if ev.data.trim_ascii().is_empty() {
-            return self.forward(ev.event.as_deref(), &ev.data, true, out);
+            return;
         }
         let parsed: EventIn = match serde_json::from_slice(&ev.data) {
             Ok(parsed) => parsed,
             Err(e) => return self.fail(format!("upstream sent malformed JSON: {e}"), out),
         };
         parsed.apply_usage(&mut self.usage);
-        match &*parsed.kind {
+        // Anthropic names each event after its data's `type`: the name is written from that
+        // (a plain word), never copied from the upstream's `event:` line.
+        let kind: &str = &parsed.kind;
+        if kind.is_empty() || !kind.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return;
+        }
+        match kind {
             "error" => {
                 self.error = Some(parsed.error_line());
                 // Before any content the attempt ends unseen (the next route may answer);
                 // after it the client gets the upstream's error event.
                 if self.committed {
-                    write_event(out, ev.event.as_deref(), &ev.data);
+                    write_event(out, kind, &ev.data);
                 } else {
                     self.held.clear();
                 }
@@ -282,20 +290,20 @@ impl NativeStream {
             "message_start" => {
                 let mut data = Vec::with_capacity(ev.data.len() + 32);
                 match rewrite_start(&ev.data, &self.cx, &mut data) {
-                    Ok(()) => self.forward(ev.event.as_deref(), &data, true, out),
+                    Ok(()) => self.forward(kind, &data, true, out),
                     Err(e) => self.fail(format!("upstream sent malformed JSON: {e}"), out),
                 }
             }
             kind => {
                 let prelude = matches!(kind, "ping" | "content_block_start");
                 self.delivered += parsed.output_bytes();
-                self.forward(ev.event.as_deref(), &ev.data, prelude, out);
+                self.forward(kind, &ev.data, prelude, out);
             }
         }
     }
 
     /// Writes one event; `prelude` events wait (held) until something else comes.
-    fn forward(&mut self, name: Option<&str>, data: &[u8], prelude: bool, out: &mut BytesMut) {
+    fn forward(&mut self, name: &str, data: &[u8], prelude: bool, out: &mut BytesMut) {
         if !self.committed && prelude && self.held.len() < HOLD_LIMIT {
             write_event(&mut self.held, name, data);
             return;
@@ -314,28 +322,7 @@ impl NativeStream {
     /// stream, else nothing (the attempt ends before its first content).
     fn fail(&mut self, message: String, out: &mut BytesMut) {
         if self.committed {
-            #[derive(serde::Serialize)]
-            struct ErrorEvent<'a> {
-                #[serde(rename = "type")]
-                kind: &'static str,
-                error: ErrorBody<'a>,
-            }
-            #[derive(serde::Serialize)]
-            struct ErrorBody<'a> {
-                #[serde(rename = "type")]
-                kind: &'static str,
-                message: &'a str,
-            }
-            let event = ErrorEvent {
-                kind: "error",
-                error: ErrorBody {
-                    kind: "api_error",
-                    message: &message,
-                },
-            };
-            // Our own struct always serialises.
-            let data = serde_json::to_vec(&event).unwrap_or_default();
-            write_event(out, Some("error"), &data);
+            out.extend_from_slice(&stream_error_frame(Door::Messages, &message));
         } else {
             self.held.clear();
         }
@@ -363,12 +350,10 @@ fn rewrite_start(data: &[u8], cx: &ResponseCx, out: &mut Vec<u8>) -> Result<(), 
 }
 
 /// Appends one SSE event: its name, its data (one `data:` line per line), a blank line.
-fn write_event(out: &mut BytesMut, name: Option<&str>, data: &[u8]) {
-    if let Some(name) = name {
-        out.extend_from_slice(b"event: ");
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b"\n");
-    }
+fn write_event(out: &mut BytesMut, name: &str, data: &[u8]) {
+    out.extend_from_slice(b"event: ");
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\n");
     for line in data.split(|&b| b == b'\n') {
         out.extend_from_slice(b"data: ");
         out.extend_from_slice(line);
@@ -1071,6 +1056,31 @@ mod tests {
         t.feed(&full[..cut], &mut buf);
         t.finish(&mut buf);
         assert_eq!(t.failed(), None);
+    }
+
+    #[test]
+    fn event_names_are_the_datas_type_and_empty_events_are_dropped() {
+        let start = r#"{"type":"message_start","message":{"id":"up","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#;
+        let delta =
+            r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#;
+        let input = format!(
+            "event: message_start\ndata: {start}\n\n\
+             event: content_block_deltata: {delta}\ndata: \n\n\
+             event: lies\ndata: {delta}\n\n"
+        );
+        let mut t = AnthropicNative.stream_translator(cx());
+        let mut out = BytesMut::new();
+        t.feed(input.as_bytes(), &mut out);
+        t.finish(&mut out);
+        let text = std::str::from_utf8(&out).unwrap();
+        let events: Vec<&str> = text.split_terminator("\n\n").collect();
+        assert_eq!(events.len(), 2, "{text}");
+        for event in events {
+            let (name, data) = event.split_once('\n').unwrap();
+            let name = name.strip_prefix("event: ").unwrap();
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(data["type"], name, "{text}");
+        }
     }
 
     #[test]
