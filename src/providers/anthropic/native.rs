@@ -33,6 +33,7 @@ use crate::api::error::stream_error_frame;
 use crate::api::request::{object_fields, write_object};
 use crate::api::{Door, GatewayError, Operation, RawRequest, Usage};
 use crate::catalog::RouteKind;
+use crate::providers::common::compact;
 use crate::providers::sse::{SseEvent, SseFramer};
 use crate::providers::{
     Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError, Translated,
@@ -349,17 +350,17 @@ fn rewrite_start(data: &[u8], cx: &ResponseCx, out: &mut Vec<u8>) -> Result<(), 
     Ok(())
 }
 
-/// Appends one SSE event: its name, its data (one `data:` line per line), a blank line.
+/// Appends one SSE event: its name, its data on one `data:` line (JSON the upstream spread over
+/// several lines is compacted: outside strings a newline is only whitespace), a blank line.
 fn write_event(out: &mut BytesMut, name: &str, data: &[u8]) {
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(name.as_bytes());
-    out.extend_from_slice(b"\n");
-    for line in data.split(|&b| b == b'\n') {
-        out.extend_from_slice(b"data: ");
-        out.extend_from_slice(line);
-        out.extend_from_slice(b"\n");
+    out.extend_from_slice(b"\ndata: ");
+    match std::str::from_utf8(data) {
+        Ok(text) if text.contains('\n') => out.extend_from_slice(compact(text).as_bytes()),
+        _ => out.extend_from_slice(data),
     }
-    out.extend_from_slice(b"\n");
+    out.extend_from_slice(b"\n\n");
 }
 
 impl StreamTranslator for NativeStream {
@@ -1059,14 +1060,15 @@ mod tests {
     }
 
     #[test]
-    fn event_names_are_the_datas_type_and_empty_events_are_dropped() {
+    fn events_are_named_by_their_type_on_one_data_line_and_empty_ones_dropped() {
         let start = r#"{"type":"message_start","message":{"id":"up","type":"message","role":"assistant","model":"claude-x","content":[],"usage":{"input_tokens":3,"output_tokens":1}}}"#;
         let delta =
             r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"hi"}}"#;
         let input = format!(
             "event: message_start\ndata: {start}\n\n\
              event: content_block_deltata: {delta}\ndata: \n\n\
-             event: lies\ndata: {delta}\n\n"
+             event: lies\ndata: {delta}\n\n\
+             event: content_block_delta\ndata: \ndata: {delta}\n\n"
         );
         let mut t = AnthropicNative.stream_translator(cx());
         let mut out = BytesMut::new();
@@ -1074,9 +1076,10 @@ mod tests {
         t.finish(&mut out);
         let text = std::str::from_utf8(&out).unwrap();
         let events: Vec<&str> = text.split_terminator("\n\n").collect();
-        assert_eq!(events.len(), 2, "{text}");
+        assert_eq!(events.len(), 3, "{text}");
         for event in events {
             let (name, data) = event.split_once('\n').unwrap();
+            assert!(!data.contains('\n'), "one data line: {text}");
             let name = name.strip_prefix("event: ").unwrap();
             let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
             assert_eq!(data["type"], name, "{text}");
