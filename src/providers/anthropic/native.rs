@@ -266,7 +266,11 @@ impl NativeStream {
         if ev.data.trim_ascii().is_empty() {
             return;
         }
-        let parsed: EventIn = match serde_json::from_slice(&ev.data) {
+        // serde_json does not check the UTF-8 of what it skips; the client gets only text.
+        let Ok(text) = std::str::from_utf8(&ev.data) else {
+            return self.fail("upstream sent an event that is not UTF-8".into(), out);
+        };
+        let parsed: EventIn = match serde_json::from_str(text) {
             Ok(parsed) => parsed,
             Err(e) => return self.fail(format!("upstream sent malformed JSON: {e}"), out),
         };
@@ -1110,5 +1114,11 @@ mod tests {
             .failed()
             .unwrap()
             .starts_with("upstream sent malformed JSON"));
+        // Bytes that are not UTF-8 inside a string serde would only skip.
+        let mut bad = format!("{START}{BLOCK}{DELTA}").into_bytes();
+        bad.extend_from_slice(b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"x\":\"\xff\"}\n\n");
+        let out = run(&bad, &[]);
+        let text = std::str::from_utf8(&out).expect("the client gets UTF-8");
+        assert!(text.contains("not UTF-8"), "{text}");
     }
 }
