@@ -62,8 +62,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::content::{
-    self, apply_stop, call_tokens_with, cap_tokens, json_len, prompt_tok, random_id,
-    split_pieces, tok, Fnv, Markers,
+    self, apply_stop, call_tokens_with, cap_tokens, json_len, prompt_tok, random_id, split_pieces,
+    tok, Fnv, Markers,
 };
 use crate::faults::{self, Fault, StreamFault, Surface};
 use crate::fixtures;

@@ -418,7 +418,8 @@ mod tests {
 
     #[test]
     fn args_marker_holds_json() {
-        let t = r#"run [sim:call=Bash] [sim:args={"command":"ls [a]","n":[1,2]}] now [sim:chunks=2]"#;
+        let t =
+            r#"run [sim:call=Bash] [sim:args={"command":"ls [a]","n":[1,2]}] now [sim:chunks=2]"#;
         let m = Markers::scan(t);
         assert_eq!(m.call.as_deref(), Some("Bash"));
         assert_eq!(

@@ -56,8 +56,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::content::{
-    self, apply_stop, call_tokens_with, cap_tokens, json_len, prompt_tok, random_id,
-    split_pieces, tok, Markers,
+    self, apply_stop, call_tokens_with, cap_tokens, json_len, prompt_tok, random_id, split_pieces,
+    tok, Markers,
 };
 use crate::faults::{self, Fault, StreamFault, Surface};
 use crate::fixtures;
@@ -1752,10 +1752,7 @@ impl Ask<'_> {
         if calls.is_empty() {
             self.text_answer(&mut plan);
         } else {
-            plan.candidates = calls
-                .iter()
-                .map(|c| call_tokens_with(c, &plan.args))
-                .sum();
+            plan.candidates = calls.iter().map(|c| call_tokens_with(c, &plan.args)).sum();
             if self.g3 || self.thinks {
                 let what = format!("{}|call|{}", self.model, calls.join(","));
                 plan.call_signature = Some(content::signature(&what));

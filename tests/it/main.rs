@@ -29,6 +29,7 @@ mod hostile;
 mod ledger_writer;
 mod listeners;
 mod live;
+mod messages_clients;
 mod migrations;
 mod observability;
 mod openai_compat;
