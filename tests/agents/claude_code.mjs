@@ -11,8 +11,7 @@
 //   tool by `[sim:call=Bash]` with `[sim:args=…]`; the CLI runs it unattended — allowed by
 //   `--allowedTools Bash` — and sends its tool_result; the simulator then answers
 //   "Echo: received 1 tool result(s)");
-// - CLAUDE_TIMEOUT_MS (120000): the CLI retries refused requests for minutes, so it is killed
-//   after that.
+// - CLAUDE_TIMEOUT_MS (120000): the CLI is killed after that.
 //
 // The CLI runs in a fresh temporary HOME, config dir (CLAUDE_CONFIG_DIR) and working dir, with
 // telemetry, error reporting, auto-update and other non-essential traffic off, and writes its
@@ -71,6 +70,10 @@ const childEnv = {
   DISABLE_ERROR_REPORTING: '1',
   DISABLE_AUTOUPDATER: '1',
   CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+  // One retry, not ten with backoff: a refused request fails the run in seconds. (The CLI's
+  // fallback after a 400 for a beta-only body, e.g. a mid-conversation `system` message, is
+  // not a retry and still happens.)
+  CLAUDE_CODE_MAX_RETRIES: '1',
 };
 if (auth === 'auth-token') childEnv.ANTHROPIC_AUTH_TOKEN = key;
 else childEnv.ANTHROPIC_API_KEY = key;
