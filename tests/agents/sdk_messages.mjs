@@ -220,11 +220,19 @@ await refused(Anthropic.NotFoundError, 404, {
 });
 errors.push('not_found');
 if (env.TOLLGATE_LIMITED_KEY) {
-  await refused(Anthropic.RateLimitError, 429, { key: env.TOLLGATE_LIMITED_KEY, code: 'spend_limit_exceeded' });
+  await refused(Anthropic.RateLimitError, 429, {
+    key: env.TOLLGATE_LIMITED_KEY,
+    code: 'spend_limit_exceeded',
+    kind: 'rate_limit_error',
+  });
   errors.push('rate_limit');
 }
 if (env.TOLLGATE_NO_CREDIT_KEY) {
-  await refused(Anthropic.APIError, 402, { key: env.TOLLGATE_NO_CREDIT_KEY, code: 'insufficient_credit' });
+  await refused(Anthropic.APIError, 402, {
+    key: env.TOLLGATE_NO_CREDIT_KEY,
+    code: 'insufficient_credit',
+    kind: 'billing_error',
+  });
   errors.push('payment');
 }
 done.push(`errors(${errors.join(' ')})`);

@@ -226,10 +226,16 @@ refused(
 )
 errors.append("not_found")
 if os.environ.get("TOLLGATE_LIMITED_KEY"):
-    refused(anthropic.RateLimitError, 429, key=os.environ["TOLLGATE_LIMITED_KEY"], code="spend_limit_exceeded")
+    refused(
+        anthropic.RateLimitError, 429, key=os.environ["TOLLGATE_LIMITED_KEY"],
+        code="spend_limit_exceeded", kind="rate_limit_error",
+    )
     errors.append("rate_limit")
 if os.environ.get("TOLLGATE_NO_CREDIT_KEY"):
-    refused(anthropic.APIStatusError, 402, key=os.environ["TOLLGATE_NO_CREDIT_KEY"], code="insufficient_credit")
+    refused(
+        anthropic.APIStatusError, 402, key=os.environ["TOLLGATE_NO_CREDIT_KEY"],
+        code="insufficient_credit", kind="billing_error",
+    )
     errors.append("payment")
 done.append("errors(" + " ".join(errors) + ")")
 
