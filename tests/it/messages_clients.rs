@@ -252,8 +252,7 @@ async fn typescript_sdk_on_a_gemini_route() {
 /// Claude Code on `model`: an answer with the key as `x-api-key`, one with it as a Bearer
 /// token, and a tool turn; then the upstream request after the tool carries its result (in
 /// the upstream's own form, `tool_form`).
-async fn claude_code_on(model: &str, tool_form: &str) {
-    let door = Door::start();
+async fn claude_code_on(door: &Door, model: &str, tool_form: &str) {
     let out = claude_code(door.env(model), "answer", "api-key").await;
     assert!(
         out.contains(&format!("ok: claude code answer via api-key on {model}")),
@@ -287,11 +286,22 @@ async fn claude_code_on(model: &str, tool_form: &str) {
 
 #[tokio::test]
 async fn claude_code_on_a_claude_route() {
-    // The alias a user sets as ANTHROPIC_MODEL; the CLI sends it verbatim.
-    claude_code_on(CLAUDE_ALIAS, "\"tool_result\"").await;
+    let door = Door::start();
+    // The alias a user sets as ANTHROPIC_MODEL; the CLI sends it verbatim (and takes it for
+    // Sonnet 4.5: thinking with a budget).
+    claude_code_on(&door, CLAUDE_ALIAS, "\"tool_result\"").await;
+    // The catalog id, which it also sends verbatim and also takes for Sonnet 4.5.
+    let out = claude_code(door.env(CLAUDE), "answer", "api-key").await;
+    assert!(
+        out.contains(&format!("ok: claude code answer via api-key on {CLAUDE}")),
+        "{out}"
+    );
 }
 
 #[tokio::test]
 async fn claude_code_on_a_gemini_route() {
-    claude_code_on(GEMINI, "\"functionResponse\"").await;
+    // A model id the CLI does not know: it asks for adaptive thinking with an effort, and
+    // first sends its context as a mid-conversation `system` message (a beta), which it
+    // takes back when refused with Anthropic's wording of that 400.
+    claude_code_on(&Door::start(), GEMINI, "\"functionResponse\"").await;
 }
