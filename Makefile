@@ -5,7 +5,7 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench fuzz demo venv deps pg browser-deps clean
+.PHONY: run build test lint bench fuzz demo venv deps pg browser-deps agent-deps clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
 run: deps
@@ -41,14 +41,16 @@ build: deps
 	$(CARGO) build --release --workspace --bins
 
 ## Everything the project tests: unit, the simulator's own tests, and the one integration binary
-## (store suite on SQLite and PostgreSQL, the gateway end to end, the console in Chromium).
+## (store suite on SQLite and PostgreSQL, the gateway end to end, the console in Chromium, the
+## real Anthropic clients — Python and TypeScript SDKs, Claude Code — on the Messages door).
 ## The PostgreSQL half runs against TOLLGATE_TEST_PG_URL when a server answers there, else in
 ## a throwaway cluster (WITH_PG). TEST_ARGS: what `cargo test` is given.
 TEST_ARGS ?= --workspace --lib --bins --tests -- --test-threads=2
-test: deps pg venv browser-deps
+test: deps pg venv browser-deps agent-deps
 	@$(WITH_PG) env TOLLGATE_PYTHON=$(CURDIR)/.venv/bin/python $(CARGO) test $(TEST_ARGS)
 
-## The official OpenAI Python SDK in a local venv (used by the SDK integration test).
+## The official OpenAI and Anthropic Python SDKs in a local venv (used by the SDK integration
+## tests); made again when the requirements change.
 venv: .venv/.stamp
 .venv/.stamp: tests/python/requirements.txt
 	python3 -m venv .venv
@@ -61,12 +63,28 @@ venv: .venv/.stamp
 browser-deps:
 	@if [ -d tests/browser/node_modules/playwright-core ] && \
 	  [ ! tests/browser/package-lock.json -nt tests/browser/node_modules/.package-lock.json ]; then exit 0; fi; \
-	if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
-	  echo "the console's browser test needs Node.js 20+ and npm: install them (e.g. from nodejs.org"; \
-	  echo "or your distribution), then run make browser-deps again"; exit 1; fi; \
-	if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
-	  echo "the console's browser test needs Node.js 20+ (found $$(node --version))"; exit 1; fi; \
+	$(NEED_NODE) "the console's browser test"; \
 	cd tests/browser && npm ci --no-audit --no-fund
+
+## The real Anthropic clients the Messages door is proven with (`tests/agents`, run by
+## `tests/it/messages_clients.rs`): the TypeScript SDK and Claude Code at the lockfile's versions
+## (Claude Code's CLI is the native binary its platform package ships; its package asks for
+## Node.js 22 but the binary needs none, so npm only warns on 20). Installs again when the
+## lockfile changes.
+agent-deps:
+	@if [ -x tests/agents/node_modules/.bin/claude ] && [ -d tests/agents/node_modules/@anthropic-ai/sdk ] && \
+	  [ ! tests/agents/package-lock.json -nt tests/agents/node_modules/.package-lock.json ]; then exit 0; fi; \
+	$(NEED_NODE) "the Anthropic clients' tests"; \
+	cd tests/agents && npm ci --no-audit --no-fund
+
+## Stops with a hint unless Node.js 20+ and npm are here (`$(NEED_NODE) "<who needs them>"`).
+NEED_NODE = need() { \
+	  if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
+	    echo "$$1 needs Node.js 20+ and npm: install them (e.g. from nodejs.org"; \
+	    echo "or your distribution), then run make test again"; exit 1; fi; \
+	  if ! node -e 'process.exit(Number(process.versions.node.split(".")[0]) >= 20 ? 0 : 1)'; then \
+	    echo "$$1 needs Node.js 20+ (found $$(node --version))"; exit 1; fi; \
+	}; need
 
 lint: deps
 	$(CARGO) fmt --all -- --check

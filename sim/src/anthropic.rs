@@ -70,8 +70,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::content::{
-    self, apply_stop, call_args, call_tokens, cap_tokens, json_len, prompt_tok, random_id,
-    split_pieces, tok, Fnv, Markers,
+    self, apply_stop, call_tokens_with, cap_tokens, json_len, prompt_tok, random_id, split_pieces,
+    tok, Fnv, Markers,
 };
 use crate::faults::{self, Fault, StreamFault, Surface};
 use crate::fixtures;
@@ -1120,6 +1120,8 @@ struct Answer {
     thinking: Option<(String, String)>,
     text: Option<String>,
     calls: Vec<(String, String)>,
+    /// The calls' arguments (`Markers::call_args`).
+    args: Value,
     stop_reason: &'static str,
     stop_sequence: Option<String>,
     output_tokens: u64,
@@ -1257,6 +1259,7 @@ fn answer(
         thinking: None,
         text: None,
         calls: Vec::new(),
+        args: markers.call_args(),
         stop_reason: "end_turn",
         stop_sequence: None,
         output_tokens: 0,
@@ -1278,7 +1281,11 @@ fn answer(
         }
         let calls = choose_calls(obj, markers);
         if !calls.is_empty() {
-            ans.output_tokens = used + calls.iter().map(|c| call_tokens(c)).sum::<u64>();
+            ans.output_tokens = used
+                + calls
+                    .iter()
+                    .map(|c| call_tokens_with(c, &ans.args))
+                    .sum::<u64>();
             let prefix = if vertex { "toolu_vrtx_01" } else { "toolu_01" };
             ans.calls = calls
                 .into_iter()
@@ -1339,8 +1346,7 @@ fn answer(
         }
         r
     } else {
-        let args = call_args();
-        let msg = build_msg(&ans, &model, &id, vertex, &args, false);
+        let msg = build_msg(&ans, &model, &id, vertex, &ans.args, false);
         let body = serde_json::to_vec(&msg).map_err(|e| respond::internal(&e.to_string()))?;
         crate::buffered_with_fault(Bytes::from(body), JSON_PLAIN, fault.as_ref(), || {
             fixtures::anthropic_500(vertex)
@@ -1508,8 +1514,12 @@ fn stream_events(ans: &Answer, model: &str, id: &str, vertex: bool, chunks: usiz
             },
         );
         ev.push(delta(index, Delta::InputJsonDelta { partial_json: "" }));
-        let json = content::CALL_ARGS_JSON;
-        let (a, b) = json.split_at(json.len() / 2);
+        let json = ans.args.to_string();
+        let mut mid = json.len() / 2;
+        while !json.is_char_boundary(mid) {
+            mid -= 1;
+        }
+        let (a, b) = json.split_at(mid);
         ev.push(delta(index, Delta::InputJsonDelta { partial_json: a }));
         ev.push(delta(index, Delta::InputJsonDelta { partial_json: b }));
         ev.push(stop(index));

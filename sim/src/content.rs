@@ -20,7 +20,9 @@
 //! - Thoughts (when the request thinks): `"Thinking: " + U`; thought tokens = `tok(len)`,
 //!   billed whether or not the thought text is returned.
 //! - Visible output tokens = `tok(len(reply))`; each tool/function call adds
-//!   `tok(len(name) + len(args_json))` with `args_json = {"arg":"value"}` (15 bytes).
+//!   `tok(len(name) + len(args_json))` where `args_json` is the call's arguments as compact
+//!   `serde_json` (keys sorted): `{"arg":"value"}` (15 bytes), or the object of a
+//!   `[sim:args=…]` marker (Anthropic and Gemini/Vertex answers; OpenAI keeps the fixed ones).
 //! - Output caps (`maxOutputTokens`, `max_tokens`, `max_completion_tokens`): thoughts are
 //!   charged first; the reply is cut to `(cap − thoughts) × 4` bytes (at a char boundary) and
 //!   the finish reason becomes MAX_TOKENS / `max_tokens` / `length`.
@@ -32,11 +34,14 @@
 //!
 //! Markers (anywhere in the last user text; for embeddings in any input text):
 //! `[sim:fault=KIND]`, `[sim:latency=MS]`, `[sim:chunk-delay=MS]`, `[sim:chunks=N]`,
-//! `[sim:call=NAME]`, `[sim:parallel=N]`.
+//! `[sim:call=NAME]`, `[sim:parallel=N]`, `[sim:args=JSON]` (a JSON object — it may hold `]`
+//! — given as the arguments of the calls the request makes, so that a real client can run a
+//! real tool, e.g. Claude Code's `Bash` with `{"command":"echo hi"}`; not an object: ignored).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine as _;
+use serde_json::Value;
 
 /// Tokens for `n` bytes: one per 4 bytes, rounded up.
 pub fn tok(n: usize) -> u64 {
@@ -62,9 +67,14 @@ pub fn call_args() -> serde_json::Value {
     serde_json::Value::Object(m)
 }
 
-/// Output tokens of one simulated call.
+/// Output tokens of one simulated call with the fixed arguments.
 pub fn call_tokens(name: &str) -> u64 {
     tok(name.len() + CALL_ARGS_JSON.len())
+}
+
+/// Output tokens of one simulated call with `args`.
+pub fn call_tokens_with(name: &str, args: &Value) -> u64 {
+    tok(name.len() + json_len(args))
 }
 
 /// Markers found in a request's user text.
@@ -76,16 +86,34 @@ pub struct Markers {
     pub chunks: Option<usize>,
     pub call: Option<String>,
     pub parallel: Option<usize>,
+    /// `[sim:args=…]`: the arguments of this request's calls.
+    pub args: Option<Value>,
+}
+
+/// The next marker in `text`: the offset of its `[sim:`, its inner text, and the offset just
+/// after its `]`. An `args=` value is one JSON value (which may hold `]`); any other ends at
+/// the first `]`. `None` when there is no complete marker.
+fn next_marker(text: &str) -> Option<(usize, &str, usize)> {
+    let start = text.find("[sim:")?;
+    let after = &text[start + 5..];
+    let json_end = after.strip_prefix("args=").and_then(|v| {
+        let lead = v.len() - v.trim_start().len();
+        let mut values = serde_json::Deserializer::from_str(&v[lead..]).into_iter::<Value>();
+        match values.next() {
+            Some(Ok(_)) => Some("args=".len() + lead + values.byte_offset()),
+            _ => None,
+        }
+    });
+    let from = json_end.unwrap_or(0);
+    let end = from + after[from..].find(']')?;
+    Some((start, &after[..end], start + 5 + end + 1))
 }
 
 impl Markers {
     /// Parses every `[sim:key=value]` in `text` (later markers win).
     pub fn scan_into(&mut self, text: &str) {
         let mut rest = text;
-        while let Some(start) = rest.find("[sim:") {
-            let after = &rest[start + 5..];
-            let Some(end) = after.find(']') else { break };
-            let inner = &after[..end];
+        while let Some((_, inner, next)) = next_marker(rest) {
             let (key, value) = inner.split_once('=').unwrap_or((inner, ""));
             let value = value.trim();
             match key.trim() {
@@ -99,9 +127,14 @@ impl Markers {
                 "parallel" => {
                     self.parallel = value.parse().ok().filter(|n| *n > 0).or(self.parallel);
                 }
+                "args" => {
+                    if let Ok(v @ Value::Object(_)) = serde_json::from_str(value) {
+                        self.args = Some(v);
+                    }
+                }
                 _ => {}
             }
-            rest = &after[end + 1..];
+            rest = &rest[next..];
         }
     }
 
@@ -109,6 +142,11 @@ impl Markers {
         let mut m = Markers::default();
         m.scan_into(text);
         m
+    }
+
+    /// The arguments of every call this request makes: the marker's, else `{"arg":"value"}`.
+    pub fn call_args(&self) -> Value {
+        self.args.clone().unwrap_or_else(call_args)
     }
 }
 
@@ -119,17 +157,12 @@ pub fn strip_markers(text: &str) -> String {
     }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
-    while let Some(start) = rest.find("[sim:") {
+    while let Some((start, _, next)) = next_marker(rest) {
         out.push_str(&rest[..start]);
-        match rest[start..].find(']') {
-            Some(end) => rest = &rest[start + end + 1..],
-            None => {
-                rest = "";
-                break;
-            }
-        }
+        rest = &rest[next..];
     }
-    out.push_str(rest);
+    // An unclosed marker runs to the end.
+    out.push_str(rest.find("[sim:").map_or(rest, |start| &rest[..start]));
     out.trim().to_owned()
 }
 
@@ -378,6 +411,28 @@ mod tests {
         assert_eq!(tok(5), 2);
         assert_eq!(prompt_tok(0), 1);
         assert_eq!(call_tokens("get_weather"), tok(11 + 15));
+        assert_eq!(call_tokens_with("get_weather", &call_args()), tok(11 + 15));
+        let args = serde_json::json!({"command": "echo hi"});
+        assert_eq!(call_tokens_with("Bash", &args), tok(4 + 21));
+    }
+
+    #[test]
+    fn args_marker_holds_json() {
+        let t =
+            r#"run [sim:call=Bash] [sim:args={"command":"ls [a]","n":[1,2]}] now [sim:chunks=2]"#;
+        let m = Markers::scan(t);
+        assert_eq!(m.call.as_deref(), Some("Bash"));
+        assert_eq!(
+            m.call_args(),
+            serde_json::json!({"command": "ls [a]", "n": [1, 2]})
+        );
+        assert_eq!(m.chunks, Some(2));
+        assert_eq!(strip_markers(t), "run   now");
+        // Not an object: ignored, the fixed arguments stay; broken JSON ends at the first `]`.
+        assert_eq!(Markers::scan("[sim:args=[1]]").call_args(), call_args());
+        assert_eq!(Markers::scan("[sim:args={oops] x").args, None);
+        assert_eq!(strip_markers("a [sim:args={oops] b"), "a  b");
+        assert_eq!(strip_markers("a [sim:args={\"x\":1}"), "a");
     }
 
     #[test]

@@ -56,8 +56,8 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::content::{
-    self, apply_stop, call_args, call_tokens, cap_tokens, json_len, prompt_tok, random_id,
-    split_pieces, tok, Markers,
+    self, apply_stop, call_tokens_with, cap_tokens, json_len, prompt_tok, random_id, split_pieces,
+    tok, Markers,
 };
 use crate::faults::{self, Fault, StreamFault, Surface};
 use crate::fixtures;
@@ -1322,6 +1322,8 @@ struct Plan {
     thought_text: Option<String>,
     text: Option<String>,
     calls: Vec<String>,
+    /// The calls' arguments (`Markers::call_args`).
+    args: Value,
     candidates: u64,
     finish: &'static str,
     blocked: bool,
@@ -1734,6 +1736,7 @@ impl Ask<'_> {
             thought_text,
             text: None,
             calls: Vec::new(),
+            args: markers.call_args(),
             candidates: 0,
             finish: "STOP",
             blocked: self.blocked,
@@ -1749,7 +1752,7 @@ impl Ask<'_> {
         if calls.is_empty() {
             self.text_answer(&mut plan);
         } else {
-            plan.candidates = calls.iter().map(|c| call_tokens(c)).sum();
+            plan.candidates = calls.iter().map(|c| call_tokens_with(c, &plan.args)).sum();
             if self.g3 || self.thinks {
                 let what = format!("{}|call|{}", self.model, calls.join(","));
                 plan.call_signature = Some(content::signature(&what));
@@ -1810,12 +1813,6 @@ struct Render<'a> {
     traffic: Option<&'a str>,
     tier: Option<&'a str>,
     vertex: bool,
-}
-
-static ARGS: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-
-fn args() -> &'static Value {
-    ARGS.get_or_init(call_args)
 }
 
 impl<'a> Render<'a> {
@@ -1912,7 +1909,10 @@ impl<'a> Render<'a> {
             .map(|(i, name)| Part {
                 text: None,
                 thought: None,
-                function_call: Some(FnCall { name, args: args() }),
+                function_call: Some(FnCall {
+                    name,
+                    args: &self.plan.args,
+                }),
                 thought_signature: if i == 0 {
                     self.plan.call_signature.as_deref()
                 } else {

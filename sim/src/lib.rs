@@ -51,6 +51,7 @@
 //! | `[sim:chunks=N]` | split the streamed text into N events (overrides `--chunks`) |
 //! | `[sim:call=NAME]` | with tools declared: call NAME with args `{"arg":"value"}` (Gemini `functionCall`, Anthropic `tool_use`, OpenAI `tool_calls`) |
 //! | `[sim:parallel=N]` | N parallel calls (of NAME, or of the first declared function) |
+//! | `[sim:args=JSON]` | the calls' arguments are this JSON object instead of `{"arg":"value"}` (Anthropic, Gemini, Vertex; the value may hold `]`), so a real client can run a real tool |
 //!
 //! Forced tool modes call without a marker: Gemini `toolConfig` `ANY` (first allowed name),
 //! Anthropic `tool_choice` `any`/`tool`, OpenAI `tool_choice` `required`/named; `NONE`/`none`

@@ -30,6 +30,7 @@ mod ledger_writer;
 mod listeners;
 mod live;
 mod messages;
+mod messages_clients;
 mod migrations;
 mod observability;
 mod openai_compat;
