@@ -301,7 +301,7 @@ async fn claude_code_on_a_claude_route() {
 #[tokio::test]
 async fn claude_code_on_a_gemini_route() {
     // A model id the CLI does not know: it asks for adaptive thinking with an effort, and
-    // first sends its context as a mid-conversation `system` message (a beta), which it
-    // takes back when refused with Anthropic's wording of that 400.
+    // sends its context as a mid-conversation `system` message, which the door gives Gemini
+    // as system text.
     claude_code_on(&Door::start(), GEMINI, "\"functionResponse\"").await;
 }

@@ -33,7 +33,7 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
 
     let mut messages = Vec::new();
     if let Some(system) = get("system") {
-        system_message(system, &mut messages)?;
+        system_message(system, "system", &mut messages)?;
     }
     let raw_messages =
         get("messages").ok_or_else(|| GatewayError::invalid("missing required field: messages"))?;
@@ -367,18 +367,21 @@ fn blocks<'a>(raw: &'a RawValue, at: &str) -> Result<Blocks<'a>, GatewayError> {
 
 // ----- system --------------------------------------------------------------------------------
 
+/// The system prompt `raw` (at `at`: the top-level `system`, or a `system` message in the
+/// conversation) as a chat `system` message.
 fn system_message<'a>(
     raw: &'a RawValue,
+    at: &str,
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
-    let content = match blocks(raw, "system")? {
+    let content = match blocks(raw, at)? {
         Blocks::Text(t) if t.is_empty() => return Ok(()),
         Blocks::Text(t) => ContentOut::Text(t),
         Blocks::List(list) if list.is_empty() => return Ok(()),
         Blocks::List(list) => {
             let mut parts = Vec::with_capacity(list.len());
             for (j, raw) in list.into_iter().enumerate() {
-                let at = format!("system[{j}]");
+                let at = format!("{at}[{j}]");
                 let kind = kind_of(raw, &at)?;
                 if &*kind != "text" {
                     return Err(GatewayError::invalid(format!(
@@ -421,7 +424,13 @@ fn conversation_message<'a>(
         .content
         .filter(|c| c.get() != "null")
         .ok_or_else(|| GatewayError::invalid(format!("messages[{i}]: missing field `content`")))?;
-    let content = blocks(content, &format!("messages[{i}].content"))?;
+    let at = format!("messages[{i}].content");
+    if &*m.role == "system" {
+        // A mid-conversation system message (Claude Code sends its context so): system text
+        // where it stands, which the route's adapter gathers with the rest.
+        return system_message(content, &at, out);
+    }
+    let content = blocks(content, &at)?;
     match &*m.role {
         "user" => {
             let answered = std::mem::take(previous_calls);
@@ -432,7 +441,7 @@ fn conversation_message<'a>(
             assistant_message(i, content, previous_calls, out)
         }
         other => Err(GatewayError::invalid(format!(
-            "messages[{i}].role: expected \"user\" or \"assistant\", got {other:?}"
+            "messages[{i}].role: expected \"user\", \"assistant\" or \"system\", got {other:?}"
         ))),
     }
 }
@@ -948,6 +957,25 @@ mod tests {
     }
 
     #[test]
+    fn a_system_message_in_the_conversation_is_system_text_where_it_stands() {
+        let got = messages(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "context", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": "hello"},
+            {"role": "system", "content": "more"}
+        ]));
+        assert_eq!(
+            got,
+            json!([
+                {"role": "user", "content": "hi"},
+                {"role": "system", "content": [{"type": "text", "text": "context", "cache_control": {"type": "ephemeral"}}]},
+                {"role": "assistant", "content": "hello"},
+                {"role": "system", "content": "more"}
+            ])
+        );
+    }
+
+    #[test]
     fn a_plain_request_is_a_plain_chat_body_with_its_numbers_byte_for_byte() {
         let body = br#"{"model":"google/gemini-test","max_tokens":1024,"messages":[{"role":"user","content":"Hello"}],"temperature":0.70,"top_p":1e-1,"top_k":40,"stop_sequences":["END", "STOP"],"metadata":{"user_id":"u1"},"service_tier":"auto","container":"c1","context_management":{"edits":[]},"mcp_servers":[],"anthropic_version":"2023-06-01","betas":["x"],"some_future_field":1}"#;
         let out = to_chat(body).unwrap();
@@ -1424,8 +1452,12 @@ mod tests {
                 "messages must be a non-empty array",
             ),
             (
-                json!({"model": "m", "messages": [{"role": "system", "content": "x"}]}),
-                "messages[0].role: expected \"user\" or \"assistant\", got \"system\"",
+                json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]}),
+                "messages[0].role: expected \"user\", \"assistant\" or \"system\", got \"tool\"",
+            ),
+            (
+                json!({"model": "m", "messages": [{"role": "system", "content": [{"type": "image"}]}]}),
+                "messages[0].content[0]: a system prompt holds text blocks only, not \"image\"",
             ),
             (
                 json!({"model": "m", "messages": [{"content": "x"}]}),
