@@ -4,7 +4,7 @@
 //! directly, so "added" is the gateway's share. Prints a table with each budget's pass/fail and
 //! writes `target/bench/load-<unix time>.json`. Budgets are checked here, never in tests.
 //!
-//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,streams,embeddings]`
+//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,messages,streams,embeddings]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
 //! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
 //! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
@@ -540,6 +540,9 @@ struct Targets {
     sim_buffered: Target,
     sim_stream: Target,
     sim_embed: Target,
+    /// The Messages door: translated for Gemini, passed through to Claude.
+    gw_messages_gemini: Target,
+    gw_messages_claude: Target,
 }
 
 /// Inputs per embeddings request.
@@ -560,7 +563,24 @@ fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
         .iter()
         .map(|t| json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": t}]}, "outputDimensionality": 768}))
         .collect();
+    let messages = |model: &str| {
+        json!({"model": model, "max_tokens": 256,
+               "messages": [{"role": "user", "content": PROMPT}]})
+    };
+    let key_header = [("x-api-key", secret)];
     Targets {
+        gw_messages_gemini: post(
+            gw,
+            "/v1/messages",
+            &key_header,
+            &messages("google/gemini-2.5-flash"),
+        ),
+        gw_messages_claude: post(
+            gw,
+            "/v1/messages",
+            &key_header,
+            &messages("anthropic/claude-haiku-4-5"),
+        ),
         gw_embed: post(
             gw,
             "/v1/embeddings",
@@ -658,7 +678,7 @@ fn row(case: &str, [p50, p99, p999]: [u64; 3], rate: f64) {
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
-const CASES: [&str; 4] = ["rates", "max", "streams", "embeddings"];
+const CASES: [&str; 5] = ["rates", "max", "messages", "streams", "embeddings"];
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -700,6 +720,7 @@ async fn main() {
         match case {
             "rates" => rates(&t, secs, &mut report).await,
             "max" => max(&t, secs, pid, &gw.admin, &mut report).await,
+            "messages" => messages(&t, secs, &mut report).await,
             "streams" => streams(&gw.addr, &secret, pid, quick, &mut report).await,
             _ => embeddings(&t, secs, &mut report).await,
         }
@@ -727,6 +748,40 @@ async fn main() {
     };
     report.json.insert("store".into(), json!(store));
     finish(report);
+}
+
+/// The Messages door's maximum buffered rate, beside the chat door's on the same upstream: a
+/// Gemini model (the door translates both ways around the chat adapter) and a Claude model
+/// (passed through).
+async fn messages(t: &Targets, secs: u64, report: &mut Report) {
+    let chat = closed_loop(&t.gw_buffered, secs, 64).await;
+    let mut rates = Vec::new();
+    for (case, target) in [
+        ("messages, Gemini (translated)", &t.gw_messages_gemini),
+        ("messages, Claude (passed through)", &t.gw_messages_claude),
+    ] {
+        let run = closed_loop(target, secs, 64).await;
+        report.sent_ok += run.ok;
+        let rate = run.ok as f64 / run.seconds;
+        row(
+            &format!("max {case} (errors {})", run.errors),
+            quantiles(&run.done),
+            rate,
+        );
+        rates.push(json!({"case": case, "rate": rate, "errors": run.errors,
+            "latency_us": quantiles_json(quantiles(&run.done))}));
+    }
+    report.sent_ok += chat.ok;
+    let chat_rate = chat.ok as f64 / chat.seconds;
+    row(
+        "max chat, same Gemini model",
+        quantiles(&chat.done),
+        chat_rate,
+    );
+    report.json.insert(
+        "messages".into(),
+        json!({"chat_rate": chat_rate, "doors": rates}),
+    );
 }
 
 /// Buffered chat at 500, 2,000 and 5,000 req/s, and streamed at 2,000: added latency.
