@@ -55,26 +55,15 @@ fn priced(beta: &str, model: &Model) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
     use super::*;
-    use crate::catalog::{LongContext, Snapshot};
-    use crate::config::ProvidersConf;
+    use crate::catalog::LongContext;
+    use crate::doors::messages::test_support::gemini_model;
 
-    fn claude() -> Model {
-        let rows = serde_yaml::from_str(
-            r#"
-profiles: [{name: c, spec: {}}]
-models:
-  - {id: a/claude, provider: anthropic, family: anthropic, kind: chat, upstream_model: c-1,
-     profile: c, input_price: 3, output_price: 15}
-routes: [{model_id: a/claude, kind: anthropic}]
-"#,
-        )
-        .unwrap();
-        let snapshot = Snapshot::build(&rows, &ProvidersConf::default(), &HashMap::new());
-        let model = snapshot.model("a/claude").unwrap();
-        Model::clone(model)
+    /// A model priced at one flat rate (its family does not matter here).
+    fn flat() -> Model {
+        let mut model = gemini_model();
+        model.pricing.long_context = None;
+        model
     }
 
     fn header_values(h: &[(HeaderName, HeaderValue)]) -> Vec<(String, String)> {
@@ -85,7 +74,7 @@ routes: [{model_id: a/claude, kind: anthropic}]
 
     #[test]
     fn only_allowed_and_priced_betas_pass_in_the_clients_order() {
-        let flat = claude();
+        let flat = flat();
         let mut tiered = flat.clone();
         tiered.pricing.long_context = Some(LongContext {
             above: 200_000,

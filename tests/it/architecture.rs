@@ -191,14 +191,28 @@ fn the_pingora_check_sees_paths_not_words() {
     assert!(!names_pingora("Pingora's replay buffer"));
 }
 
+/// The rooms `room` imports beyond `allowed`.
+fn imports_beyond<'g>(graph: &'g Graph, room: &str, allowed: &[&str]) -> Vec<&'g String> {
+    graph[room]
+        .iter()
+        .filter(|r| !allowed.contains(&r.as_str()))
+        .collect()
+}
+
 #[test]
 fn providers_import_only_wire_types_catalog_and_money() {
     let graph = room_graph();
-    let extra: Vec<&String> = graph["providers"]
-        .iter()
-        .filter(|r| !PROVIDERS_MAY_IMPORT.contains(&r.as_str()))
-        .collect();
+    let extra = imports_beyond(&graph, "providers", PROVIDERS_MAY_IMPORT);
     assert!(extra.is_empty(), "providers import {extra:?}");
+}
+
+/// A door is a translation at the edge: the request model, the adapters it wraps, the catalog
+/// (which headers a model's price allows) — never admission, billing or the proxy.
+#[test]
+fn doors_import_only_the_request_model_providers_and_catalog() {
+    let graph = room_graph();
+    let extra = imports_beyond(&graph, "doors", &["api", "catalog", "money", "providers"]);
+    assert!(extra.is_empty(), "doors import {extra:?}");
 }
 
 #[test]

@@ -66,7 +66,7 @@ mod bridge;
 mod request;
 mod stream;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 
 pub use answer::to_message;
 pub use bridge::{bridged, Bridged};
