@@ -114,6 +114,29 @@ pub struct Decision {
     pub translated: Option<Bytes>,
 }
 
+/// How a door serves a model ([`Admission::served`]).
+struct Served {
+    adapter: &'static dyn Adapter,
+    /// The client headers passed to a native upstream (`Target::forward`).
+    forward: Vec<(http::HeaderName, http::HeaderValue)>,
+    /// The body translated onto the request model, when the door translates.
+    translated: Option<Bytes>,
+}
+
+impl Served {
+    /// The request the adapter plans from: the translated body's, else the client's.
+    fn request<'a>(
+        &'a self,
+        client: RawRequest<'a>,
+        op: Operation,
+    ) -> Result<RawRequest<'a>, GatewayError> {
+        match &self.translated {
+            Some(chat) => RawRequest::parse(chat, op),
+            None => Ok(client),
+        }
+    }
+}
+
 /// A `count_tokens` request: the upstream call that counts, on the route chosen for it.
 pub struct Counting {
     pub route: Route,
@@ -199,22 +222,17 @@ impl Admission<'_> {
             .check(&req, op, body.len(), model.context_window)?;
         let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
-        let (adapter, translated) = self.door_adapter(&model, body)?;
-        let forward = self.forward(&model);
-        let planned = match &translated {
-            Some(chat) => RawRequest::parse(chat, op)?,
-            None => req,
-        };
+        let served = self.served(&model, body)?;
+        let req = served.request(req, op)?;
         let target = Target {
             model: &model,
             route: &route,
             op,
-            stream: planned.stream,
+            stream: req.stream,
             max_cache_ttl: self.max_cache_ttl,
-            forward: &forward,
+            forward: &served.forward,
         };
-        let plan = adapter.plan(&planned, &target, self.credentials)?;
-        let req = planned;
+        let plan = served.adapter.plan(&req, &target, self.credentials)?;
         let response_cx = ResponseCx {
             id: completion_id(op, self.door),
             model_id: model.id.clone(),
@@ -233,8 +251,8 @@ impl Admission<'_> {
             stream: req.stream,
             model,
             route,
-            adapter,
-            forward,
+            adapter: served.adapter,
+            forward: served.forward,
             response_cx,
             reservation,
             worst_case,
@@ -244,7 +262,7 @@ impl Admission<'_> {
         Ok(Decision {
             admitted,
             plan,
-            translated,
+            translated: served.translated,
         })
     }
 
@@ -254,24 +272,22 @@ impl Admission<'_> {
         let req = RawRequest::parse(body, Operation::Chat)?;
         let model = self.model_for(&req, Operation::Chat)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
-        let (adapter, translated) = self.door_adapter(&model, body)?;
-        let forward = self.forward(&model);
-        let planned = match &translated {
-            Some(chat) => RawRequest::parse(chat, Operation::Chat)?,
-            None => req,
-        };
+        let served = self.served(&model, body)?;
+        let req = served.request(req, Operation::Chat)?;
         let target = Target {
             model: &model,
             route: &route,
             op: Operation::Chat,
             stream: false,
             max_cache_ttl: self.max_cache_ttl,
-            forward: &forward,
+            forward: &served.forward,
         };
-        let request = adapter.count_tokens(&planned, &target, self.credentials)?;
+        let request = served
+            .adapter
+            .count_tokens(&req, &target, self.credentials)?;
         Ok(Counting {
             route,
-            adapter,
+            adapter: served.adapter,
             request,
         })
     }
@@ -285,32 +301,29 @@ impl Admission<'_> {
         Ok(())
     }
 
-    /// The adapter serving `model` through this door, and the body it plans from when the door
-    /// translated the client's: the family's own on the OpenAI door; on the Messages door the
-    /// native Claude pass-through, or the family's adapter behind the door's translation.
-    fn door_adapter(
-        &self,
-        model: &Model,
-        body: &[u8],
-    ) -> Result<(&'static dyn Adapter, Option<Bytes>), GatewayError> {
-        match (self.door, model.family) {
-            (Door::OpenAi, family) => Ok((adapter_for(family), None)),
-            (Door::Messages, Family::Anthropic) => Ok((&AnthropicNative, None)),
+    /// How this door serves `model`: the family's own adapter on the OpenAI door; on the
+    /// Messages door Claude's native pass-through (with the client headers it forwards), or the
+    /// family's adapter behind the door's translation of the body.
+    fn served(&self, model: &Model, body: &[u8]) -> Result<Served, GatewayError> {
+        let (adapter, translated): (&'static dyn Adapter, _) = match (self.door, model.family) {
+            (Door::OpenAi, family) => (adapter_for(family), None),
+            (Door::Messages, Family::Anthropic) => (&AnthropicNative, None),
             (Door::Messages, family) => {
                 let chat = messages::to_chat(body)?;
-                Ok((messages::bridged(family), Some(Bytes::from(chat))))
+                (messages::bridged(family), Some(Bytes::from(chat)))
             }
-        }
-    }
-
-    /// The client headers passed to `model`'s upstream (a Claude model on the Messages door).
-    fn forward(&self, model: &Model) -> Vec<(http::HeaderName, http::HeaderValue)> {
-        match (self.door, model.family) {
+        };
+        let forward = match (self.door, model.family) {
             (Door::Messages, Family::Anthropic) => {
                 forward::anthropic(&self.anthropic, self.anthropic_betas, model)
             }
             _ => Vec::new(),
-        }
+        };
+        Ok(Served {
+            adapter,
+            forward,
+            translated,
+        })
     }
 
     /// The gates: the request's worst case reserved against its workspace's credit and (chat)

@@ -140,13 +140,13 @@ impl Gateway {
         let catalog = self.catalog.snapshot();
         let admission = self.admission(&catalog, session, ctx);
         let (op, key) = match self.head(session, ctx, &admission).await? {
-            None => return Ok(()), // answered here
             Some(HeadDecision::ReadBody { op, key }) => (op, key),
-            Some(_) => {
+            Some(HeadDecision::CountTokens { .. }) => {
                 let body = self.read_body(session, ctx).await?;
                 let outbound = self.outbound();
                 return count::answer(session, ctx, &admission, outbound, &body).await;
             }
+            _ => return Ok(()), // answered by `head`
         };
         let body = self.read_body(session, ctx).await?;
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
