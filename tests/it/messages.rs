@@ -282,7 +282,10 @@ async fn claude_routes_get_the_body_as_sent_with_the_allowed_betas() {
 #[tokio::test]
 async fn a_claude_stream_passes_through_and_is_billed_its_final_counts() {
     let e = SimEnv::start();
-    for model in ["anthropic/claude-haiku-4-5", "vertex/claude-sonnet-4-5"] {
+    for (n, model) in ["anthropic/claude-haiku-4-5", "vertex/claude-sonnet-4-5"]
+        .into_iter()
+        .enumerate()
+    {
         let events = stream_events(&e.gw, &e.key, &streamed(ask(model, "stream to me"))).await;
         let names = check_shape(&events);
         assert!(names.contains(&"content_block_delta"), "{names:?}");
@@ -293,7 +296,9 @@ async fn a_claude_stream_passes_through_and_is_billed_its_final_counts() {
         let id = start["id"].as_str().unwrap().to_owned();
         let last = &events[events.len() - 2].1;
         let output = last["usage"]["output_tokens"].as_u64().unwrap();
-        let records = e.gw.usage_records(&e.ws, 1).await;
+        // This stream's record too, not only the first model's (records land off the
+        // response path).
+        let records = e.gw.usage_records(&e.ws, n + 1).await;
         let record = records.iter().find(|r| r["id"] == id.as_str());
         let Some(record) = record else {
             panic!("{id} billed: {records:?}");
