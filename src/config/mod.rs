@@ -268,6 +268,7 @@ pub const DEFAULT_ANTHROPIC_BETAS: &[&str] = &[
     "claude-code-20250219",
     "interleaved-thinking-2025-05-14",
     "context-management-2025-06-27",
+    "thinking-token-count-2026-05-13",
     "advanced-tool-use-2025-11-20",
     "effort-2025-11-24",
     "mid-conversation-tool-changes-2026-07-01",

@@ -296,6 +296,21 @@ async fn claude_code_on_a_claude_route() {
         out.contains(&format!("ok: claude code answer via api-key on {CLAUDE}")),
         "{out}"
     );
+    // What the CLI asks of Claude reaches it: by default every beta it sends is allowed.
+    let requests = door.sim.requests().await;
+    let last = requests.last().unwrap();
+    let betas = last["headers"]["anthropic-beta"]
+        .as_str()
+        .unwrap_or_default();
+    for beta in [
+        "claude-code-20250219",
+        "interleaved-thinking-2025-05-14",
+        "context-management-2025-06-27",
+        "thinking-token-count-2026-05-13",
+    ] {
+        assert!(betas.contains(beta), "{beta} not forwarded: {betas:?}");
+    }
+    assert_eq!(last["headers"]["anthropic-version"], "2023-06-01");
 }
 
 #[tokio::test]
