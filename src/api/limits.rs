@@ -3,12 +3,14 @@
 //! refused or admitted, whatever family serves it (`tollgate.limits`).
 //!
 //! - counts: messages, content parts (all messages together), embeddings inputs;
-//! - URLs in content parts: `https:` and `data:` only (`http:` when allowed) — a `gs://` URL
-//!   would make Vertex read the operator's storage with the operator's identity;
+//! - URLs in content parts (an Anthropic block's `source.url` too): `https:` and `data:` only
+//!   (`http:` when allowed) — a `gs://` URL would make Vertex read the operator's storage with
+//!   the operator's identity;
 //! - the estimated input tokens against the model's context window: the body's bytes at 4 a
-//!   token, inline media payloads (data: URLs, `input_audio.data`) left out since images and
-//!   audio count far fewer tokens than their bytes. An estimate, not a bound: text denser
-//!   than 4 bytes a token (CJK, code) passes below it and the upstream refuses what it must.
+//!   token, inline media payloads (data: URLs, `input_audio.data`, Anthropic's base64
+//!   `source.data`) left out since images and audio count far fewer tokens than their bytes.
+//!   An estimate, not a bound: text denser than 4 bytes a token (CJK, code) passes below it
+//!   and the upstream refuses what it must.
 
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -138,6 +140,12 @@ impl Limits {
                 if let Some(audio) = p.input_audio.and_then(|a| a.data) {
                     media += audio.get().len() as u64;
                 }
+                if let Some(source) = p.source {
+                    if let Some(url) = source.url.as_ref() {
+                        self.check_url(url, || format!("{}.source.url", at()))?;
+                    }
+                    media += source.data.map_or(0, |d| d.get().len() as u64);
+                }
                 Ok(())
             })
         })?;
@@ -200,6 +208,18 @@ struct PartScan<'a> {
     file: Option<FileScan<'a>>,
     #[serde(borrow, default)]
     input_audio: Option<AudioScan<'a>>,
+    /// Anthropic's image and document blocks (the Messages door's body is walked the same).
+    #[serde(borrow, default)]
+    source: Option<SourceScan<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(expecting = "a source object")]
+struct SourceScan<'a> {
+    #[serde(borrow, default)]
+    url: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -470,6 +490,23 @@ mod tests {
             "A".repeat(400_000)
         ));
         assert_eq!(check(&audio, Operation::Chat, &limits, Some(1_000)), Ok(()));
+        // Nor does an Anthropic block's (the Messages door), whose URL is checked like any.
+        let anthropic = chat_with_parts(&format!(
+            r#"{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{}"}}}}"#,
+            "A".repeat(400_000)
+        ));
+        assert_eq!(
+            check(&anthropic, Operation::Chat, &limits, Some(1_000)),
+            Ok(())
+        );
+        let remote =
+            chat_with_parts(r#"{"type":"image","source":{"type":"url","url":"gs://b/x.png"}}"#);
+        let e = check(&remote, Operation::Chat, &limits, None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("messages[0].content[0].source.url: only https:"),
+            "{e}"
+        );
     }
 
     #[test]
