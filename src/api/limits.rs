@@ -128,27 +128,47 @@ impl Limits {
                 return Ok(());
             };
             each::<PartScan<'_>>(content, "content", |j, p| {
-                parts += 1;
-                bound(parts, self.max_content_parts, "content parts")?;
                 let at = || format!("messages[{i}].content[{j}]");
-                if let Some(url) = p.image_url.as_ref().and_then(|u| u.url.as_ref()) {
-                    media += self.check_url(url, || format!("{}.image_url.url", at()))?;
-                }
-                if let Some(data) = p.file.as_ref().and_then(|f| f.file_data.as_ref()) {
-                    media += self.check_url(data, || format!("{}.file.file_data", at()))?;
-                }
-                if let Some(audio) = p.input_audio.and_then(|a| a.data) {
-                    media += audio.get().len() as u64;
-                }
-                if let Some(source) = p.source {
-                    if let Some(url) = source.url.as_ref() {
-                        self.check_url(url, || format!("{}.source.url", at()))?;
-                    }
-                    media += source.data.map_or(0, |d| d.get().len() as u64);
-                }
+                media += self.check_part(p, &at, &mut parts)?;
                 Ok(())
             })
         })?;
+        Ok(media)
+    }
+
+    /// Counts one content part (and the blocks of an Anthropic `tool_result` in it) against
+    /// `parts`, checks its URLs; returns the bytes of its inline media payloads.
+    fn check_part(
+        &self,
+        p: PartScan<'_>,
+        at: &dyn Fn() -> String,
+        parts: &mut u64,
+    ) -> Result<u64, GatewayError> {
+        *parts += 1;
+        bound(*parts, self.max_content_parts, "content parts")?;
+        let mut media = 0;
+        if let Some(url) = p.image_url.as_ref().and_then(|u| u.url.as_ref()) {
+            media += self.check_url(url, || format!("{}.image_url.url", at()))?;
+        }
+        if let Some(data) = p.file.as_ref().and_then(|f| f.file_data.as_ref()) {
+            media += self.check_url(data, || format!("{}.file.file_data", at()))?;
+        }
+        if let Some(audio) = p.input_audio.and_then(|a| a.data) {
+            media += audio.get().len() as u64;
+        }
+        if let Some(source) = p.source {
+            if let Some(url) = source.url.as_ref() {
+                self.check_url(url, || format!("{}.source.url", at()))?;
+            }
+            media += source.data.map_or(0, |d| d.get().len() as u64);
+        }
+        if let Some(inner) = p.content.filter(|c| c.get().starts_with('[')) {
+            each::<PartScan<'_>>(inner, "content", |k, q| {
+                let at = || format!("{}.content[{k}]", at());
+                media += self.check_part(q, &at, parts)?;
+                Ok(())
+            })?;
+        }
         Ok(media)
     }
 
@@ -211,6 +231,9 @@ struct PartScan<'a> {
     /// Anthropic's image and document blocks (the Messages door's body is walked the same).
     #[serde(borrow, default)]
     source: Option<SourceScan<'a>>,
+    /// An Anthropic `tool_result`'s own blocks (a string otherwise).
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -506,6 +529,25 @@ mod tests {
             e.to_string()
                 .starts_with("messages[0].content[0].source.url: only https:"),
             "{e}"
+        );
+        // A screenshot a tool returned (Claude Code's Read): inside the tool_result.
+        let result = chat_with_parts(&format!(
+            r#"{{"type":"tool_result","tool_use_id":"t","content":[{{"type":"text","text":"x"}},{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{}"}}}}]}}"#,
+            "A".repeat(400_000)
+        ));
+        assert_eq!(
+            check(&result, Operation::Chat, &limits, Some(1_000)),
+            Ok(())
+        );
+        let two = Limits {
+            max_content_parts: 2,
+            ..Limits::default()
+        };
+        let e = check(&result, Operation::Chat, &two, None).unwrap_err();
+        assert_eq!(
+            e.code(),
+            "limit_exceeded",
+            "a tool result's blocks are parts too"
         );
     }
 
