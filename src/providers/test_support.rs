@@ -3,7 +3,7 @@
 
 use bytes::BytesMut;
 
-use super::{Adapter, ResponseCx};
+use super::{Adapter, ResponseCx, StreamTranslator};
 
 pub fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(format!(
@@ -35,7 +35,11 @@ pub fn stream_fixture(name: &str, named: bool, separator: &str) -> Vec<u8> {
 
 /// The frames a whole upstream stream becomes, fed to `adapter` in pieces cut at `cuts`.
 pub fn run_stream(adapter: &dyn Adapter, cx: ResponseCx, input: &[u8], cuts: &[usize]) -> Vec<u8> {
-    let mut t = adapter.stream_translator(cx);
+    feed_in_pieces(&mut *adapter.stream_translator(cx), input, cuts)
+}
+
+/// What `t` writes for `input` fed in pieces cut at `cuts`, then finished.
+pub fn feed_in_pieces(t: &mut dyn StreamTranslator, input: &[u8], cuts: &[usize]) -> Vec<u8> {
     let mut out = BytesMut::new();
     let mut last = 0;
     for &c in cuts.iter().chain([&input.len()]) {

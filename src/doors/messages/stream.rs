@@ -570,6 +570,7 @@ struct MessageStop {
 mod tests {
     use super::super::test_support::{cx, events, fixture, stream_fixture};
     use super::*;
+    use crate::providers::test_support::feed_in_pieces;
     use crate::providers::{gemini::Gemini, openai_compat::OpenAiCompat, Adapter};
     use proptest::prelude::*;
     use serde_json::{json, Value};
@@ -599,14 +600,8 @@ mod tests {
         cuts: &[usize],
     ) -> (Vec<u8>, MessagesStream) {
         let mut t = translator(adapter);
-        let mut out = BytesMut::new();
-        let mut last = 0;
-        for &c in cuts.iter().chain([&input.len()]) {
-            t.feed(&input[last..c], &mut out);
-            last = c;
-        }
-        t.finish(&mut out);
-        (out.to_vec(), t)
+        let out = feed_in_pieces(&mut t, input, cuts);
+        (out, t)
     }
 
     /// The inner translator alone over the whole input: its usage and failure.
