@@ -11,6 +11,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::chat_in::{FunctionIn, MessageIn};
 use crate::api::{Str, Usage};
 use crate::providers::{ResponseCx, TranslateError};
 
@@ -28,13 +29,9 @@ pub fn to_message(
         .into_iter()
         .min_by_key(|ch| ch.index)
         .ok_or_else(|| TranslateError::Shape("a completion without choices".into()))?;
-    let m = choice.message;
+    let mut m = choice.message;
     let mut content = Vec::with_capacity(2 + m.tool_calls.len());
-    if let Some(thinking) = m
-        .reasoning
-        .or(m.reasoning_content)
-        .filter(|t| !t.is_empty())
-    {
+    if let Some(thinking) = m.reasoning().filter(|t| !t.is_empty()) {
         content.push(Block::Thinking {
             thinking: thinking.0,
             signature: "",
@@ -45,10 +42,22 @@ pub fn to_message(
         content.push(Block::Text { text: text.0 });
     }
     for call in m.tool_calls {
+        let (
+            Some(id),
+            Some(FunctionIn {
+                name: Some(name),
+                arguments,
+            }),
+        ) = (call.id, call.function)
+        else {
+            return Err(TranslateError::Shape(
+                "a tool call without its id or function name".into(),
+            ));
+        };
         content.push(Block::ToolUse {
-            id: call.id.0,
-            name: call.function.name.0,
-            input: input(call.function.arguments.as_deref()),
+            id: id.0,
+            name: name.0,
+            input: input(arguments.as_deref()),
         });
     }
     let stop_reason = if refused {
@@ -177,48 +186,9 @@ struct ChoiceIn<'a> {
     #[serde(default)]
     index: u32,
     #[serde(borrow)]
-    message: ChatMessageIn<'a>,
+    message: MessageIn<'a>,
     #[serde(borrow, default)]
     finish_reason: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ChatMessageIn<'a> {
-    #[serde(borrow, default)]
-    content: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    refusal: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    reasoning: Option<Str<'a>>,
-    /// What vLLM and DeepSeek call the reasoning text.
-    #[serde(borrow, default)]
-    reasoning_content: Option<Str<'a>>,
-    #[serde(borrow, default, deserialize_with = "null_as_empty")]
-    tool_calls: Vec<ToolCallIn<'a>>,
-}
-
-fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
-}
-
-#[derive(Deserialize)]
-struct ToolCallIn<'a> {
-    #[serde(borrow)]
-    id: Str<'a>,
-    #[serde(borrow)]
-    function: FunctionIn<'a>,
-}
-
-#[derive(Deserialize)]
-struct FunctionIn<'a> {
-    #[serde(borrow)]
-    name: Str<'a>,
-    #[serde(borrow, default)]
-    arguments: Option<Str<'a>>,
 }
 
 #[cfg(test)]
@@ -430,6 +400,11 @@ mod tests {
         ));
         assert!(matches!(
             to_message(br#"{"choices":[]}"#, &Usage::default(), &cx()),
+            Err(TranslateError::Shape(_))
+        ));
+        let nameless = br#"{"choices":[{"message":{"tool_calls":[{"id":"c","function":{"arguments":"{}"}}]}}]}"#;
+        assert!(matches!(
+            to_message(nameless, &Usage::default(), &cx()),
             Err(TranslateError::Shape(_))
         ));
     }

@@ -63,6 +63,7 @@
 
 mod answer;
 mod bridge;
+mod chat_in;
 mod request;
 mod stream;
 #[cfg(test)]

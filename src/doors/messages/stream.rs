@@ -30,6 +30,7 @@ use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use super::answer::{stop_reason, UsageOut};
+use super::chat_in::{null_as_empty, MessageIn, ToolCallIn};
 use crate::api::error::stream_error_frame;
 use crate::api::{Door, Str, Usage};
 use crate::providers::sse::SseFramer;
@@ -135,8 +136,8 @@ impl MessagesStream {
         }
     }
 
-    fn on_delta(&mut self, delta: DeltaIn<'_>, out: &mut BytesMut) {
-        let reasoning = delta.reasoning.or(delta.reasoning_content);
+    fn on_delta(&mut self, mut delta: MessageIn<'_>, out: &mut BytesMut) {
+        let reasoning = delta.reasoning();
         if let Some(text) = reasoning.as_deref().filter(|t| !t.is_empty()) {
             if self.open != Some(Open::Thinking) {
                 self.open_block(
@@ -156,7 +157,7 @@ impl MessagesStream {
             }
             self.delta(&DeltaOut::Text { text }, out);
         }
-        for call in delta.tool_calls.into_iter().flatten() {
+        for call in delta.tool_calls {
             self.on_call(call, out);
         }
     }
@@ -379,14 +380,6 @@ struct ChunkIn<'a> {
     error: Option<ErrorIn<'a>>,
 }
 
-fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
-}
-
 #[derive(Deserialize)]
 struct ErrorIn<'a> {
     #[serde(borrow, default)]
@@ -398,40 +391,9 @@ struct ChoiceIn<'a> {
     #[serde(default)]
     index: u32,
     #[serde(borrow, default)]
-    delta: Option<DeltaIn<'a>>,
+    delta: Option<MessageIn<'a>>,
     #[serde(borrow, default)]
     finish_reason: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-struct DeltaIn<'a> {
-    #[serde(borrow, default)]
-    content: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    reasoning: Option<Str<'a>>,
-    /// What vLLM and DeepSeek call the reasoning text.
-    #[serde(borrow, default)]
-    reasoning_content: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    tool_calls: Option<Vec<ToolCallIn<'a>>>,
-}
-
-#[derive(Deserialize)]
-struct ToolCallIn<'a> {
-    #[serde(default)]
-    index: u32,
-    #[serde(borrow, default)]
-    id: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    function: Option<FunctionIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct FunctionIn<'a> {
-    #[serde(borrow, default)]
-    name: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    arguments: Option<Str<'a>>,
 }
 
 // ----- the Anthropic events written ----------------------------------------------------------
