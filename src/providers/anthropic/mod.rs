@@ -46,11 +46,7 @@ impl Adapter for Anthropic {
         target: &Target<'_>,
         creds: &Credentials,
     ) -> Result<Plan, GatewayError> {
-        if target.op != Operation::Chat {
-            return Err(GatewayError::EmbeddingsUnsupported(
-                target.model.id.as_ref().into(),
-            ));
-        }
+        chat_only(target)?;
         let vertex = target.route.kind == RouteKind::VertexAnthropic;
         let body = request::build(req, target, vertex)?;
         let mut headers = vec![header("content-type", "application/json")?];
@@ -79,6 +75,16 @@ impl Adapter for Anthropic {
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
         error::upstream_error_message(status, body)
+    }
+}
+
+/// Claude serves chat only: anything else is refused before a body is built.
+fn chat_only(target: &Target<'_>) -> Result<(), GatewayError> {
+    if target.op == Operation::Chat {
+        Ok(())
+    } else {
+        let model = target.model.id.as_ref().into();
+        Err(GatewayError::EmbeddingsUnsupported(model))
     }
 }
 

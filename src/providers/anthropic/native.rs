@@ -28,10 +28,10 @@ use serde_json::value::RawValue;
 
 use super::response::UsageIn;
 use super::stream::EventIn;
-use super::{error, header, transport, Call, VERTEX_VERSION};
+use super::{chat_only, error, header, transport, Call, VERTEX_VERSION};
 use crate::api::error::stream_error_frame;
 use crate::api::request::{object_fields, write_object};
-use crate::api::{Door, GatewayError, Operation, RawRequest, Usage};
+use crate::api::{Door, GatewayError, RawRequest, Usage};
 use crate::catalog::RouteKind;
 use crate::providers::common::compact;
 use crate::providers::sse::{SseEvent, SseFramer};
@@ -79,11 +79,7 @@ impl Adapter for AnthropicNative {
         target: &Target<'_>,
         creds: &Credentials,
     ) -> Result<Plan, GatewayError> {
-        if target.op != Operation::Chat {
-            return Err(GatewayError::EmbeddingsUnsupported(
-                target.model.id.as_ref().into(),
-            ));
-        }
+        chat_only(target)?;
         let call = Call::Message { stream: req.stream };
         Ok(Plan::single(request(req, target, creds, call)?))
     }
