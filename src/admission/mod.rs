@@ -34,7 +34,7 @@ use crate::billing::window::window_start;
 use crate::catalog::health::State;
 use crate::catalog::{Family, Model, ModelKind, Route, RouteKind, Snapshot};
 use crate::doors::forward::{self, AnthropicHeaders};
-use crate::doors::messages;
+use crate::doors::{bridged, messages, responses};
 use crate::money::Usd;
 use crate::providers::anthropic::native::AnthropicNative;
 use crate::providers::{
@@ -103,6 +103,9 @@ pub struct Admitted {
     /// The explicit cache this request's call created upstream (set by the proxy), billed on
     /// its record.
     pub cache_created: Option<CacheCreation>,
+    /// On the Responses door with `store`: the conversation before the answer (Responses input
+    /// items, a JSON array), kept with the answer for a later `previous_response_id`.
+    pub kept_items: Option<Bytes>,
 }
 
 /// An admitted request and what to send upstream for it.
@@ -121,6 +124,8 @@ struct Served {
     forward: Vec<(http::HeaderName, http::HeaderValue)>,
     /// The body translated onto the request model, when the door translates.
     translated: Option<Bytes>,
+    /// The Responses door's conversation to keep with the answer ([`Admitted::kept_items`]).
+    kept_items: Option<Bytes>,
 }
 
 impl Served {
@@ -169,6 +174,10 @@ pub struct Admission<'a> {
     pub anthropic: AnthropicHeaders,
     /// The betas the Messages door may pass to Claude (`tollgate.providers.anthropic.betas`).
     pub anthropic_betas: &'a [String],
+    /// On the Responses door: the stored conversation the body's `previous_response_id`
+    /// continues (its items, then its answer's output items: a JSON array), looked up by the
+    /// proxy for the key's workspace.
+    pub previous: Option<&'a [u8]>,
 }
 
 impl Admission<'_> {
@@ -258,6 +267,7 @@ impl Admission<'_> {
             worst_case,
             input_estimate: (body.len() as u64).div_ceil(4),
             cache_created: None,
+            kept_items: served.kept_items,
         };
         Ok(Decision {
             admitted,
@@ -305,12 +315,21 @@ impl Admission<'_> {
     /// Messages door Claude's native pass-through (with the client headers it forwards), or the
     /// family's adapter behind the door's translation of the body.
     fn served(&self, model: &Model, body: &[u8]) -> Result<Served, GatewayError> {
+        let mut kept_items = None;
         let (adapter, translated): (&'static dyn Adapter, _) = match (self.door, model.family) {
             (Door::OpenAi, family) => (adapter_for(family), None),
             (Door::Messages, Family::Anthropic) => (&AnthropicNative, None),
             (Door::Messages, family) => {
                 let chat = messages::to_chat(body)?;
-                (messages::bridged(family), Some(Bytes::from(chat)))
+                (bridged(Door::Messages, family), Some(Bytes::from(chat)))
+            }
+            (Door::Responses, family) => {
+                let parsed = responses::parse(body, self.previous, family)?;
+                kept_items = parsed.store.then(|| Bytes::from(parsed.items));
+                (
+                    bridged(Door::Responses, family),
+                    Some(Bytes::from(parsed.chat)),
+                )
             }
         };
         let forward = match (self.door, model.family) {
@@ -323,6 +342,7 @@ impl Admission<'_> {
             adapter,
             forward,
             translated,
+            kept_items,
         })
     }
 
@@ -496,6 +516,8 @@ enum Endpoint {
 pub fn door_of(path: &str) -> Door {
     if path.starts_with("/v1/messages") {
         Door::Messages
+    } else if path.starts_with("/v1/responses") {
+        Door::Responses
     } else {
         Door::OpenAi
     }
@@ -511,6 +533,7 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
         "/v1/embeddings" => (Endpoint::Proxied(Operation::Embeddings), "POST"),
         "/v1/messages" => (Endpoint::Proxied(Operation::Chat), "POST"),
         "/v1/messages/count_tokens" => (Endpoint::CountTokens, "POST"),
+        "/v1/responses" => (Endpoint::Proxied(Operation::Chat), "POST"),
         other => return Err(GatewayError::NotFound(other.into())),
     };
     let ok = match endpoint {
@@ -744,6 +767,7 @@ pub fn local_request_id() -> Arc<str> {
 fn completion_id(op: Operation, door: Door) -> Arc<str> {
     match (door, op) {
         (Door::Messages, _) => new_id("msg").into(),
+        (Door::Responses, _) => new_id("resp").into(),
         (Door::OpenAi, Operation::Chat) => new_id("chatcmpl").replacen('_', "-", 1).into(),
         (Door::OpenAi, Operation::Embeddings) => new_id("emb").replacen('_', "-", 1).into(),
     }

@@ -164,6 +164,7 @@ pub fn usage_record_for(
         route: a.route.kind.as_str(),
         endpoint: match (a.door, a.op) {
             (Door::Messages, _) => UsageEndpoint::Messages,
+            (Door::Responses, _) => UsageEndpoint::Responses,
             (Door::OpenAi, Operation::Chat) => UsageEndpoint::Chat,
             (Door::OpenAi, Operation::Embeddings) => UsageEndpoint::Embeddings,
         },

@@ -130,6 +130,7 @@ impl World {
             door: Door::OpenAi,
             anthropic: AnthropicHeaders::default(),
             anthropic_betas: &[],
+            previous: None,
         }
     }
 
@@ -1092,6 +1093,7 @@ fn a_claude_model_on_the_messages_door_passes_through_with_the_allowed_betas() {
             betas: "claude-code-20250219,secret-beta".into(),
         },
         anthropic_betas: &["claude-code-20250219".to_owned()],
+        previous: None,
         ..w.admission_at("/v1/messages")
     };
     let key = w.keys.authenticate(&w.minted.secret, now()).unwrap();

@@ -41,6 +41,24 @@ pub struct MessageIn<'a> {
     pub tool_call_id: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub cache_control: Option<CacheControlIn<'a>>,
+    /// An assistant message's reasoning as the upstream must see it again (OpenRouter's
+    /// convention): Claude's thinking text with its signature, or its redacted thinking.
+    #[serde(borrow, default)]
+    pub reasoning_details: Option<Vec<ReasoningDetailIn<'a>>>,
+}
+
+/// One entry of an assistant message's `reasoning_details`: `reasoning.text` (`text` and its
+/// `signature`) or `reasoning.encrypted` (opaque `data`); other types are ignored.
+#[derive(Deserialize)]
+pub struct ReasoningDetailIn<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default)]
+    pub text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub signature: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub data: Option<Str<'a>>,
 }
 
 /// One content part (`text`, `image_url`, `input_audio`, `file`).

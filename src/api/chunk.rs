@@ -4,7 +4,7 @@
 
 use serde::Serialize;
 
-use super::completion::ToolCall;
+use super::completion::{ReasoningDetail, ToolCall};
 
 #[derive(Serialize)]
 pub struct Chunk<'a> {
@@ -32,6 +32,8 @@ pub struct Delta<'a> {
     pub content: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_details: Option<[ReasoningDetail<'a>; 1]>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<[ToolCall<'a>; 1]>,
 }

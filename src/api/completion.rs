@@ -55,8 +55,29 @@ pub struct Message<'a> {
     /// The model's thinking text (OpenRouter's field), unless the client excluded it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<String>,
+    /// What the upstream needs to see the reasoning again (Claude's signatures), in
+    /// OpenRouter's shape; empty for families without it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasoning_details: Vec<ReasoningDetail<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall<'a>>,
+}
+
+/// One entry of `reasoning_details` (OpenRouter's convention): `reasoning.text` with the
+/// thinking `text` and its `signature`, or `reasoning.encrypted` with opaque `data` (Claude's
+/// redacted thinking). In a stream, a signature arrives as an entry with only `signature`.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct ReasoningDetail<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data: Option<Cow<'a, str>>,
+    /// Which reasoning block of the answer the entry belongs to (0, 1, … in order).
+    pub index: u32,
 }
 
 /// One tool call. In a buffered message every field is set; in stream deltas `index` is set

@@ -268,7 +268,7 @@ impl GatewayError {
     /// The error body in `door`'s shape.
     pub fn envelope_in(&self, door: Door) -> Bytes {
         match door {
-            Door::OpenAi => self.envelope(),
+            Door::OpenAi | Door::Responses => self.envelope(),
             Door::Messages => {
                 let message = self.to_string();
                 let error_type = anthropic_type(self.status_in(door));
@@ -338,7 +338,9 @@ pub fn anthropic_envelope(message: &str, error_type: &str, code: &str) -> Bytes 
 }
 
 /// The frame that ends a stream failing after it began, in `door`'s shape: OpenAI's error
-/// envelope as a `data:` frame then `data: [DONE]`, or Anthropic's `error` event.
+/// envelope as a `data:` frame then `data: [DONE]`, Anthropic's `error` event, or the Responses
+/// API's `error` event (numbered 0: the Responses door's translator numbers its own, see
+/// `StreamTranslator::abort_frame`; this one ends a stream that never began).
 pub fn stream_error_frame(door: Door, message: &str) -> Bytes {
     let mut out = BytesMut::new();
     match door {
@@ -350,6 +352,27 @@ pub fn stream_error_frame(door: Door, message: &str) -> Bytes {
         Door::Messages => {
             out.put_slice(b"event: error\ndata: ");
             out.put_slice(&anthropic_envelope(message, "api_error", "upstream_error"));
+            out.put_slice(b"\n\n");
+        }
+        Door::Responses => {
+            #[derive(Serialize)]
+            struct Event<'a> {
+                #[serde(rename = "type")]
+                kind: &'static str,
+                code: &'static str,
+                message: &'a str,
+                param: Option<()>,
+                sequence_number: u64,
+            }
+            let e = Event {
+                kind: "error",
+                code: "upstream_error",
+                message,
+                param: None,
+                sequence_number: 0,
+            };
+            out.put_slice(b"event: error\ndata: ");
+            out.put_slice(&serde_json::to_vec(&e).unwrap_or_default());
             out.put_slice(b"\n\n");
         }
     }

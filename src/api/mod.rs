@@ -34,6 +34,8 @@ pub enum Door {
     OpenAi,
     /// Anthropic's Messages API (`/v1/messages`, `/v1/messages/count_tokens`).
     Messages,
+    /// OpenAI's Responses API (`/v1/responses`), as Codex and the Agents SDK speak it.
+    Responses,
 }
 
 impl Door {
@@ -41,6 +43,7 @@ impl Door {
         match self {
             Self::OpenAi => "openai",
             Self::Messages => "messages",
+            Self::Responses => "responses",
         }
     }
 }

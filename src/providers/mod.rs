@@ -335,6 +335,19 @@ pub trait StreamTranslator: Send + Sync {
     fn delivered(&self) -> u64 {
         0
     }
+    /// The door's frames for a stream that broke after it began (`message` says why), where
+    /// they depend on what was sent: the Responses door numbers its events and ends with
+    /// `response.failed`. `None`: the door's stateless frame
+    /// (`api::error::stream_error_frame`).
+    fn abort_frame(&mut self, _message: &str) -> Option<Bytes> {
+        None
+    }
+    /// The whole answer as the door renders it buffered, once the stream has completed: what a
+    /// door that keeps answers stores (the Responses door's `response` object). `None` for
+    /// doors that keep nothing.
+    fn final_answer(&self) -> Option<Bytes> {
+        None
+    }
 }
 
 /// The adapter of a family.

@@ -238,7 +238,7 @@ impl Gateway {
     ) -> Admission<'a> {
         let anthropic = match ctx.door {
             Door::Messages => convert::anthropic_headers(session),
-            Door::OpenAi => AnthropicHeaders::default(),
+            Door::OpenAi | Door::Responses => AnthropicHeaders::default(),
         };
         Admission {
             catalog,
@@ -254,6 +254,7 @@ impl Gateway {
             door: ctx.door,
             anthropic,
             anthropic_betas: &self.anthropic_betas,
+            previous: None,
         }
     }
 

@@ -109,6 +109,7 @@ pub(crate) fn endpoint_str(e: UsageEndpoint) -> &'static str {
         UsageEndpoint::Chat => "chat",
         UsageEndpoint::Embeddings => "embeddings",
         UsageEndpoint::Messages => "messages",
+        UsageEndpoint::Responses => "responses",
     }
 }
 
@@ -117,6 +118,7 @@ pub(crate) fn endpoint_from(text: &str) -> StoreResult<UsageEndpoint> {
         "chat" => Ok(UsageEndpoint::Chat),
         "embeddings" => Ok(UsageEndpoint::Embeddings),
         "messages" => Ok(UsageEndpoint::Messages),
+        "responses" => Ok(UsageEndpoint::Responses),
         other => Err(StoreError::Corrupt(format!("unknown endpoint {other:?}"))),
     }
 }

@@ -270,6 +270,8 @@ pub enum UsageEndpoint {
     Embeddings,
     /// `POST /v1/messages` (the Anthropic Messages front door).
     Messages,
+    /// `POST /v1/responses` (the OpenAI Responses front door).
+    Responses,
 }
 
 /// How the request ended. Every outcome is billed for the tokens the upstream reported (or,

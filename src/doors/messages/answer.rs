@@ -11,8 +11,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::chat_in::{FunctionIn, MessageIn};
 use crate::api::{Str, Usage};
+use crate::doors::chat_in::{FunctionIn, MessageIn};
 use crate::providers::{ResponseCx, TranslateError};
 
 /// The Anthropic message for `completion` (the first choice), with `usage` and `cx`'s id and

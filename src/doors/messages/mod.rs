@@ -5,8 +5,8 @@
 //! The request is parsed onto the gateway's one request model, the OpenAI chat body
 //! ([`to_chat`], `request.rs`); the route's own chat adapter plans and translates it as it does
 //! for the chat door; the answer and the stream are rendered back into Anthropic's shapes
-//! ([`to_message`], `answer.rs`; [`MessagesStream`], `stream.rs`). [`Bridged`] (`bridge.rs`)
-//! wraps a family's chat adapter so the rest of the gateway sees one [`Adapter`] per route.
+//! ([`to_message`], `answer.rs`; [`MessagesStream`], `stream.rs`). `doors::Bridged` wraps a
+//! family's chat adapter with these so the rest of the gateway sees one [`Adapter`] per route.
 //!
 //! ## The request
 //!
@@ -62,15 +62,12 @@
 //! Errors are rendered by `api::error`, not here.
 
 mod answer;
-mod bridge;
-mod chat_in;
 mod request;
 mod stream;
 #[cfg(test)]
 pub(crate) mod test_support;
 
 pub use answer::to_message;
-pub use bridge::{bridged, Bridged};
 pub use request::to_chat;
 pub use stream::MessagesStream;
 

@@ -30,9 +30,9 @@ use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
 use super::answer::{stop_reason, UsageOut};
-use super::chat_in::{null_as_empty, MessageIn, ToolCallIn};
 use crate::api::error::stream_error_frame;
 use crate::api::{Door, Str, Usage};
+use crate::doors::chat_in::{null_as_empty, MessageIn, ToolCallIn};
 use crate::providers::sse::SseFramer;
 use crate::providers::{ResponseCx, StreamTranslator};
 

@@ -160,6 +160,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
             role: "assistant",
             content: (!text.is_empty()).then_some(text),
             reasoning: (!thoughts.is_empty() && !cx.exclude_reasoning).then_some(thoughts),
+            reasoning_details: Vec::new(),
             tool_calls,
         },
         logprobs: None,

@@ -281,6 +281,7 @@ fn blocked_choice<'a>() -> Choice<'a> {
             role: "assistant",
             content: None,
             reasoning: None,
+            reasoning_details: Vec::new(),
             tool_calls: Vec::new(),
         },
         logprobs: None,
@@ -320,6 +321,7 @@ fn choices<'a>(candidates: &'a [Candidate<'a>], cx: &ResponseCx) -> Vec<Choice<'
                 content: Some(text.concat()).filter(|t| !t.is_empty()),
                 reasoning: Some(thoughts.concat())
                     .filter(|t| !t.is_empty() && !cx.exclude_reasoning),
+                reasoning_details: Vec::new(),
                 tool_calls,
             },
             logprobs: None,

@@ -1,19 +1,21 @@
-//! [`Bridged`]: a family's chat adapter behind the Messages door. The door has already turned
-//! the Anthropic body into the chat body ([`to_chat`](super::to_chat)), so planning, counting
-//! and upstream errors are the inner adapter's; its answers are rendered back into Anthropic's
-//! shapes ([`to_message`], [`MessagesStream`]).
+//! [`Bridged`]: a family's chat adapter behind a front door whose dialect its upstream does not
+//! speak. The door has already turned the client's body into the chat body (the request model),
+//! so planning, counting and upstream errors are the inner adapter's; its answers are rendered
+//! back into the door's shapes.
 
-use super::answer::to_message;
-use super::stream::MessagesStream;
-use crate::api::{GatewayError, RawRequest};
+use crate::api::{Door, GatewayError, RawRequest};
 use crate::catalog::Family;
+use crate::doors::{messages, responses};
 use crate::providers::{
     anthropic, gemini, openai_compat, Adapter, Credentials, Plan, ResponseCx, StreamTranslator,
     Target, TranslateError, Translated, UpstreamRequest,
 };
 
-/// The chat adapter `.0`, answering in the Messages API's shapes.
-pub struct Bridged(pub &'static dyn Adapter);
+/// The chat adapter `inner`, answering in `door`'s shapes.
+pub struct Bridged {
+    pub inner: &'static dyn Adapter,
+    pub door: Door,
+}
 
 impl Adapter for Bridged {
     fn plan(
@@ -22,7 +24,7 @@ impl Adapter for Bridged {
         target: &Target<'_>,
         creds: &Credentials,
     ) -> Result<Plan, GatewayError> {
-        self.0.plan(req, target, creds)
+        self.inner.plan(req, target, creds)
     }
 
     fn translate_buffered(
@@ -30,22 +32,29 @@ impl Adapter for Bridged {
         body: &[u8],
         cx: &ResponseCx,
     ) -> Result<Translated, TranslateError> {
-        let chat = self.0.translate_buffered(body, cx)?;
+        let chat = self.inner.translate_buffered(body, cx)?;
+        let body = match self.door {
+            Door::OpenAi => return Ok(chat),
+            Door::Messages => messages::to_message(&chat.body, &chat.usage, cx)?,
+            Door::Responses => responses::to_response(&chat.body, &chat.usage, cx)?,
+        };
         Ok(Translated {
-            body: to_message(&chat.body, &chat.usage, cx)?,
+            body,
             usage: chat.usage,
         })
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(MessagesStream::new(
-            self.0.stream_translator(cx.clone()),
-            cx,
-        ))
+        let inner = self.inner.stream_translator(cx.clone());
+        match self.door {
+            Door::OpenAi => inner,
+            Door::Messages => Box::new(messages::MessagesStream::new(inner, cx)),
+            Door::Responses => Box::new(responses::ResponsesStream::new(inner, cx)),
+        }
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
-        self.0.upstream_error_message(status, body)
+        self.inner.upstream_error_message(status, body)
     }
 
     fn count_tokens(
@@ -54,37 +63,60 @@ impl Adapter for Bridged {
         target: &Target<'_>,
         creds: &Credentials,
     ) -> Result<UpstreamRequest, GatewayError> {
-        self.0.count_tokens(req, target, creds)
+        self.inner.count_tokens(req, target, creds)
     }
 
     fn read_count(&self, body: &[u8]) -> Result<u64, TranslateError> {
-        self.0.read_count(body)
+        self.inner.read_count(body)
     }
 }
 
-static GEMINI: Bridged = Bridged(&gemini::Gemini);
-static OPENAI_COMPAT: Bridged = Bridged(&openai_compat::OpenAiCompat);
-static ANTHROPIC: Bridged = Bridged(&anthropic::Anthropic);
+macro_rules! bridges {
+    ($door:ident) => {
+        [
+            Bridged {
+                inner: &gemini::Gemini,
+                door: Door::$door,
+            },
+            Bridged {
+                inner: &openai_compat::OpenAiCompat,
+                door: Door::$door,
+            },
+            Bridged {
+                inner: &anthropic::Anthropic,
+                door: Door::$door,
+            },
+        ]
+    };
+}
 
-/// The Messages door's adapter for a family whose upstream does not speak the Messages API.
+static MESSAGES: [Bridged; 3] = bridges!(Messages);
+static RESPONSES: [Bridged; 3] = bridges!(Responses);
+
+/// `door`'s adapter for a route of `family` whose upstream does not speak the door's dialect
+/// (on the OpenAI door: the family's own adapter).
 ///
-/// `Family::Anthropic` gets the Anthropic chat adapter bridged, as a fallback only: the door
-/// sends Claude routes through the native pass-through adapter instead, which keeps what the
-/// chat model cannot carry (tools, thinking signatures, server tools).
-pub fn bridged(family: Family) -> &'static dyn Adapter {
-    match family {
-        Family::Gemini => &GEMINI,
-        Family::OpenAiCompat => &OPENAI_COMPAT,
-        Family::Anthropic => &ANTHROPIC,
+/// On the Messages door `Family::Anthropic` is a fallback only: Claude routes go through the
+/// native pass-through adapter, which keeps what the chat model cannot carry.
+pub fn bridged(door: Door, family: Family) -> &'static dyn Adapter {
+    let at = match family {
+        Family::Gemini => 0,
+        Family::OpenAiCompat => 1,
+        Family::Anthropic => 2,
+    };
+    match door {
+        Door::OpenAi => crate::providers::adapter_for(family),
+        Door::Messages => &MESSAGES[at],
+        Door::Responses => &RESPONSES[at],
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{
+    use super::super::messages::test_support::{
         creds, cx, events, fixture, gemini_model, gemini_route, stream_fixture, target,
     };
-    use super::super::to_chat;
+    use super::super::messages::to_chat;
     use super::*;
     use crate::api::Operation;
     use crate::providers::test_support::single;
@@ -97,7 +129,7 @@ mod tests {
         let raw = RawRequest::parse(&chat, Operation::Chat).unwrap();
         let (m, r) = (gemini_model(), gemini_route());
         let up = single(
-            bridged(Family::Gemini)
+            bridged(Door::Messages, Family::Gemini)
                 .plan(&raw, &target(&m, &r, stream), &creds())
                 .unwrap(),
         );
@@ -165,7 +197,7 @@ mod tests {
     #[test]
     fn buffered_and_streamed_answers_are_anthropics() {
         let body = fixture("gemini-generate-thinking-2.5-flash-devapi.json");
-        let t = bridged(Family::Gemini)
+        let t = bridged(Door::Messages, Family::Gemini)
             .translate_buffered(&body, &cx())
             .unwrap();
         let inner = crate::providers::gemini::Gemini
@@ -177,11 +209,11 @@ mod tests {
         );
         assert_eq!(
             t.body,
-            to_message(&inner.body, &inner.usage, &cx()).unwrap()
+            messages::to_message(&inner.body, &inner.usage, &cx()).unwrap()
         );
 
         let input = stream_fixture("gemini-stream-2.0-flash-devapi.sse", false, "\r\n\r\n");
-        let mut s = bridged(Family::Gemini).stream_translator(cx());
+        let mut s = bridged(Door::Messages, Family::Gemini).stream_translator(cx());
         let mut out = BytesMut::new();
         s.feed(&input, &mut out);
         s.finish(&mut out);
@@ -191,7 +223,7 @@ mod tests {
         assert_eq!(s.usage().input, 13);
 
         let body = fixture("openai-chat-completion.json");
-        let t = bridged(Family::OpenAiCompat)
+        let t = bridged(Door::Messages, Family::OpenAiCompat)
             .translate_buffered(&body, &cx())
             .unwrap();
         let m: Value = serde_json::from_slice(&t.body).unwrap();
@@ -199,7 +231,7 @@ mod tests {
         assert_eq!(t.usage.output, 363);
 
         let body = fixture("anthropic-message-text.json");
-        let t = bridged(Family::Anthropic)
+        let t = bridged(Door::Messages, Family::Anthropic)
             .translate_buffered(&body, &cx())
             .unwrap();
         let m: Value = serde_json::from_slice(&t.body).unwrap();
@@ -217,7 +249,7 @@ mod tests {
         m.family = Family::OpenAiCompat;
         m.upstream_model = "gpt-x".into();
         let up = single(
-            bridged(Family::OpenAiCompat)
+            bridged(Door::Messages, Family::OpenAiCompat)
                 .plan(&raw, &target(&m, &r, true), &creds())
                 .unwrap(),
         );
@@ -278,7 +310,10 @@ mod tests {
 
     #[test]
     fn everything_but_the_answers_is_the_inner_adapters() {
-        static MARKED: Bridged = Bridged(&Marked);
+        static MARKED: Bridged = Bridged {
+            inner: &Marked,
+            door: Door::Messages,
+        };
         let raw = RawRequest::parse(
             br#"{"model":"x/y","messages":[{"role":"user","content":"hi"}]}"#,
             Operation::Chat,
@@ -302,7 +337,7 @@ mod tests {
         );
         let body = fixture("gemini-error-429-resource-exhausted.json");
         assert_eq!(
-            bridged(Family::Gemini).upstream_error_message(429, &body),
+            bridged(Door::Messages, Family::Gemini).upstream_error_message(429, &body),
             crate::providers::gemini::Gemini.upstream_error_message(429, &body)
         );
     }

@@ -1,12 +1,13 @@
-//! What the route's chat adapter wrote, read back: a completion's `message` and a chunk's
-//! `delta` have one shape, every field optional (the buffered answer insists on what it needs).
+//! What the route's chat adapter wrote, read back by the doors that render it in their own
+//! shapes: a completion's `message` and a chunk's `delta` have one shape, every field optional
+//! (the buffered answers insist on what they need).
 
 use serde::Deserialize;
 
 use crate::api::Str;
 
 #[derive(Deserialize)]
-pub(super) struct MessageIn<'a> {
+pub(crate) struct MessageIn<'a> {
     #[serde(borrow, default)]
     pub content: Option<Str<'a>>,
     #[serde(borrow, default)]
@@ -16,8 +17,26 @@ pub(super) struct MessageIn<'a> {
     /// What vLLM and DeepSeek call the reasoning text.
     #[serde(borrow, default)]
     reasoning_content: Option<Str<'a>>,
+    /// Claude's thinking signatures and redacted thinking (`api::completion::ReasoningDetail`).
+    #[serde(borrow, default, deserialize_with = "null_as_empty")]
+    pub reasoning_details: Vec<ReasoningDetailIn<'a>>,
     #[serde(borrow, default, deserialize_with = "null_as_empty")]
     pub tool_calls: Vec<ToolCallIn<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ReasoningDetailIn<'a> {
+    #[serde(rename = "type", borrow)]
+    pub kind: Str<'a>,
+    #[serde(borrow, default)]
+    pub text: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub signature: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    pub data: Option<Str<'a>>,
+    /// Which reasoning block the entry belongs to.
+    #[serde(default)]
+    pub index: u32,
 }
 
 impl<'a> MessageIn<'a> {
@@ -28,7 +47,7 @@ impl<'a> MessageIn<'a> {
 }
 
 #[derive(Deserialize)]
-pub(super) struct ToolCallIn<'a> {
+pub(crate) struct ToolCallIn<'a> {
     /// Which call a stream's fragment belongs to.
     #[serde(default)]
     pub index: u32,
@@ -39,7 +58,7 @@ pub(super) struct ToolCallIn<'a> {
 }
 
 #[derive(Deserialize)]
-pub(super) struct FunctionIn<'a> {
+pub(crate) struct FunctionIn<'a> {
     #[serde(borrow, default)]
     pub name: Option<Str<'a>>,
     #[serde(borrow, default)]
@@ -47,7 +66,7 @@ pub(super) struct FunctionIn<'a> {
 }
 
 /// A list that may be sent as `null`: empty.
-pub(super) fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+pub(crate) fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where
     D: serde::Deserializer<'de>,
     T: Deserialize<'de>,

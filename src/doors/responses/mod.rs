@@ -1,0 +1,15 @@
+//! The OpenAI Responses door (`POST /v1/responses`), as Codex and the OpenAI Agents SDK speak
+//! it: pure translators, no I/O. The request is parsed onto the gateway's one request model,
+//! the OpenAI chat body ([`parse`], `request.rs`); the route's chat adapter plans and
+//! translates it as it does for the chat door; the answer and the stream are rendered back into
+//! the Responses API's shapes ([`to_response`], `answer.rs`; [`ResponsesStream`], `stream.rs`).
+//!
+//! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`.)
+
+mod answer;
+mod request;
+mod stream;
+
+pub use answer::to_response;
+pub use request::{parse, Parsed};
+pub use stream::ResponsesStream;
