@@ -1191,7 +1191,7 @@ mod tests {
             json!({"index": 0, "delta": {"content": "."}}),
             json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "a", "arguments": "{\"x\""}}]}}),
             json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}]}}),
-            json!({"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"name": "b", "arguments": ""}}]}}),
+            json!({"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"name": "ns--b", "arguments": ""}}]}}),
             json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "late"}}]}}),
             json!({"index": 0, "delta": {}, "finish_reason": "tool_calls"}),
         ]);
@@ -1222,9 +1222,9 @@ mod tests {
                 json!({"type": "function_call", "id": "fc_gw7_0", "status": "completed", "call_id": "c0",
                     "name": "a", "arguments": "{\"x\":1}"}),
                 json!({"type": "function_call", "id": "fc_gw7_1", "status": "completed", "call_id": "call_gw7_1",
-                    "name": "b", "arguments": ""}),
+                    "name": "b", "namespace": "ns", "arguments": ""}),
             ],
-            "a call without an id gets one; a late fragment of a closed call is dropped"
+            "a call without an id gets one, a namespaced one is split; a late fragment of a closed call is dropped"
         );
         assert_eq!(ev.last().unwrap().0, "response.completed");
         assert_eq!(
