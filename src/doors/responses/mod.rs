@@ -7,6 +7,7 @@
 //! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`.)
 
 mod answer;
+mod names;
 pub mod reasoning;
 mod request;
 mod stream;
