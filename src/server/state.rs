@@ -16,6 +16,7 @@ use crate::billing::writer::{LedgerSink, LedgerWriter};
 use crate::catalog;
 use crate::commands;
 use crate::config::{AlertsConf, TollgateConf};
+use crate::kept::{ResponseKeeper, ResponseWriter};
 use crate::providers::{Credentials, TokenCell};
 use crate::proxy::Gateway;
 use crate::store;
@@ -41,6 +42,13 @@ pub enum ServeError {
 
 pub struct State {
     pub gateway: Gateway,
+    /// The Responses door's kept answers, for the gateway to keep and look up.
+    #[expect(
+        dead_code,
+        reason = "the proxy's Gateway takes it (a `responses` field) when the Responses door is \
+                  wired"
+    )]
+    pub responses: Arc<ResponseKeeper>,
     pub admin: Admin,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
@@ -51,6 +59,8 @@ pub struct State {
 pub struct Background {
     pub follower: Follower,
     pub writer: LedgerWriter,
+    /// Writes the kept responses and purges the expired ones.
+    pub responses: ResponseWriter,
     /// The Vertex service account and the cell its refreshed tokens go to.
     pub vertex: Option<(VertexAccount, Arc<TokenCell>)>,
     pub store_url: String,
@@ -63,6 +73,8 @@ impl State {
         let follower = bootstrap(t, &store_url, &credentials, vertex.as_ref())?;
         let (ledger, writer) =
             crate::billing::writer::ledger(Path::new(&t.ledger_spool), follower.accounts.clone())?;
+        let (responses, responses_writer) =
+            ResponseKeeper::new(t.responses.retention, store_url.clone());
         let vertex = vertex.map(|account| (account, credentials.vertex_token.clone()));
         let draining = Arc::new(AtomicBool::new(false));
         let gateway = gateway(
@@ -77,12 +89,14 @@ impl State {
         let background = Background {
             follower,
             writer,
+            responses: responses_writer,
             vertex,
             store_url,
             alerts: t.alerts,
         };
         Ok(State {
             gateway,
+            responses,
             admin,
             draining,
             background,
