@@ -42,13 +42,6 @@ pub enum ServeError {
 
 pub struct State {
     pub gateway: Gateway,
-    /// The Responses door's kept answers, for the gateway to keep and look up.
-    #[expect(
-        dead_code,
-        reason = "the proxy's Gateway takes it (a `responses` field) when the Responses door is \
-                  wired"
-    )]
-    pub responses: Arc<ResponseKeeper>,
     pub admin: Admin,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
@@ -82,6 +75,7 @@ impl State {
             &follower,
             credentials,
             ledger,
+            responses,
             draining.clone(),
             &store_url,
         );
@@ -96,7 +90,6 @@ impl State {
         };
         Ok(State {
             gateway,
-            responses,
             admin,
             draining,
             background,
@@ -164,10 +157,12 @@ fn gateway(
     follower: &Follower,
     credentials: Credentials,
     ledger: LedgerSink,
+    responses: Arc<ResponseKeeper>,
     draining: Arc<AtomicBool>,
     store_url: &str,
 ) -> Gateway {
     Gateway {
+        responses,
         accounts: follower.accounts.clone(),
         ledger,
         catalog: follower.catalog.clone(),
