@@ -85,6 +85,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "responses",
         sql: include_str!("../../sql/postgres/0012_responses.sql"),
     },
+    Migration {
+        version: 13,
+        name: "route_api",
+        sql: include_str!("../../sql/postgres/0013_route_api.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -148,6 +153,11 @@ pub const SQLITE: &[Migration] = &[
         version: 12,
         name: "responses",
         sql: include_str!("../../sql/sqlite/0012_responses.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "route_api",
+        sql: include_str!("../../sql/sqlite/0013_route_api.sql"),
     },
 ];
 

@@ -220,7 +220,7 @@ pub(crate) fn model(m: &ModelRow) -> StoreResult<[Param<'_>; 26]> {
 }
 
 /// In `ROUTE_COLS` order.
-pub(crate) fn route(r: &RouteRow) -> [Param<'_>; 8] {
+pub(crate) fn route(r: &RouteRow) -> [Param<'_>; 9] {
     [
         (&r.model_id).into(),
         (&r.kind).into(),
@@ -230,6 +230,7 @@ pub(crate) fn route(r: &RouteRow) -> [Param<'_>; 8] {
         r.active.into(),
         r.weight.into(),
         r.upstream_model.as_deref().into(),
+        (&r.api).into(),
     ]
 }
 

@@ -212,10 +212,18 @@ pub struct RouteRow {
     pub weight: i32,
     #[serde(default = "yes")]
     pub active: bool,
+    /// The upstream API an `openai` route calls: `chat` (Chat Completions, the default) or
+    /// `responses` (the Responses door passes its requests through to it).
+    #[serde(default = "chat_api")]
+    pub api: String,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn chat_api() -> String {
+    "chat".into()
 }
 
 fn one_weight() -> i32 {

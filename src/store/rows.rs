@@ -147,6 +147,7 @@ pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
         active: r.flag(5)?,
         weight: r.int32(6)?,
         upstream_model: r.opt_text(7)?,
+        api: r.text(8)?,
     })
 }
 

@@ -25,7 +25,7 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      shutdown_on, source, aliases";
 pub(crate) const PROFILE_COLS: &str = "name, spec";
 pub(crate) const ROUTE_COLS: &str =
-    "model_id, kind, base_url, region, priority, active, weight, upstream_model";
+    "model_id, kind, base_url, region, priority, active, weight, upstream_model, api";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
                                      stream, input_tokens, cache_read_tokens, \
                                      cache_write_tokens, output_tokens, reasoning_tokens, \

@@ -296,6 +296,7 @@ fn route(model_id: &str, kind: &str, priority: i32) -> RouteRow {
         priority,
         weight: 1,
         active: true,
+        api: "chat".to_owned(),
     }
 }
 
