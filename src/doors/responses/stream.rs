@@ -28,9 +28,11 @@
 //!
 //! The last event carries the whole `response`, the object `to_response` builds for the same
 //! answer (same item ids, same usage from the inner translator's final count) whenever the
-//! upstream sends reasoning, then text, then calls, as every family does (a stream that goes
-//! back to an earlier kind gets a second item where the buffered answer has one); it is what
-//! [`StreamTranslator::final_answer`] gives once the stream completed.
+//! upstream sends reasoning, then text, then calls. Items keep the upstream's order: Claude's
+//! interleaved thinking (a block between two calls) comes between them here, where the
+//! buffered answer, read from one chat message, puts every reasoning item first (the same
+//! items, and replayed the same way); text after a call becomes a second message item. The
+//! final object is what [`StreamTranslator::final_answer`] gives once the stream completed.
 //!
 //! Invariants:
 //! - output never depends on how the upstream bytes were cut (`doors::rechunk`);
@@ -1251,6 +1253,80 @@ mod tests {
                 .map(|b| serde_json::from_slice::<Value>(&b).unwrap()),
             Some(response)
         );
+    }
+
+    #[test]
+    fn claudes_interleaved_thinking_stays_between_its_calls() {
+        let ev = |json: &str| {
+            let v: Value = serde_json::from_str(json).unwrap();
+            format!("event: {}\ndata: {json}\n\n", v["type"].as_str().unwrap())
+        };
+        let block = |i: u32, delta: &str| {
+            ev(&format!(
+                r#"{{"type":"content_block_delta","index":{i},"delta":{delta}}}"#
+            ))
+        };
+        let start = |i: u32, b: &str| {
+            ev(&format!(
+                r#"{{"type":"content_block_start","index":{i},"content_block":{b}}}"#
+            ))
+        };
+        let stop = |i: u32| ev(&format!(r#"{{"type":"content_block_stop","index":{i}}}"#));
+        let thinking = r#"{"type":"thinking","thinking":"","signature":""}"#;
+        let input = [
+            ev(r#"{"type":"message_start","message":{"usage":{"input_tokens":5,"output_tokens":1}}}"#),
+            start(0, thinking),
+            block(0, r#"{"type":"thinking_delta","thinking":"Call it."}"#),
+            block(0, r#"{"type":"signature_delta","signature":"c2lnMQ=="}"#),
+            stop(0),
+            start(1, r#"{"type":"redacted_thinking","data":"cmVkYWN0ZWQ="}"#),
+            stop(1),
+            start(2, r#"{"type":"tool_use","id":"toolu_01A","name":"get_weather","input":{}}"#),
+            block(2, r#"{"type":"input_json_delta","partial_json":"{\"city\":\"Paris\"}"}"#),
+            stop(2),
+            start(3, thinking),
+            block(3, r#"{"type":"signature_delta","signature":"c2lnMg=="}"#),
+            stop(3),
+            start(4, r#"{"type":"tool_use","id":"toolu_01B","name":"now","input":{}}"#),
+            stop(4),
+            ev(r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":40}}"#),
+            ev(r#"{"type":"message_stop"}"#),
+        ]
+        .concat()
+        .into_bytes();
+        let (out, _) = run(&Anthropic, &input, &[]);
+        let (items, response) = output_of(&events(&out));
+        let ids: Vec<&str> = items.iter().map(|i| i["id"].as_str().unwrap()).collect();
+        assert_eq!(
+            ids,
+            ["rs_gw7_0", "rs_gw7_1", "fc_gw7_0", "rs_gw7_2", "fc_gw7_1"]
+        );
+        let details = |i: usize| decode(items[i]["encrypted_content"].as_str().unwrap()).unwrap();
+        assert_eq!(
+            (
+                details(0)[0].text.as_deref(),
+                details(0)[0].signature.as_deref()
+            ),
+            (Some("Call it."), Some("c2lnMQ=="))
+        );
+        assert_eq!(details(1)[0].data.as_deref(), Some("cmVkYWN0ZWQ="));
+        assert_eq!(
+            (
+                details(3)[0].text.as_deref(),
+                details(3)[0].signature.as_deref()
+            ),
+            (None, Some("c2lnMg=="))
+        );
+        assert_eq!(items[2]["call_id"], "toolu_01A");
+        assert_eq!(items[2]["arguments"], "{\"city\":\"Paris\"}");
+
+        // Buffered: the same items, reasoning first.
+        let (completion, usage) = chat_answer(&Anthropic, &input);
+        let buffered: Value =
+            serde_json::from_slice(&to_response(&completion, &usage, &cx()).unwrap()).unwrap();
+        let mut streamed = response["output"].as_array().unwrap().clone();
+        streamed.sort_by_key(|i| i["type"] != "reasoning");
+        assert_eq!(buffered["output"], json!(streamed));
     }
 
     #[test]
