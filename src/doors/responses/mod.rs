@@ -16,6 +16,6 @@ mod stream;
 pub(crate) mod test_support;
 
 pub use answer::to_response;
-pub use continued::{continued, previous_response_id};
+pub use continued::{continued, previous_response_id, with_input};
 pub use request::{parse, Parsed};
 pub use stream::ResponsesStream;
