@@ -1124,9 +1124,11 @@ fn reasoning_controls(
     let summary = match r.summary.or(r.generate_summary).as_deref() {
         None | Some("none") => false,
         Some("auto" | "concise" | "detailed") => true,
-        Some(other) => return Err(GatewayError::invalid(format!(
+        Some(other) => {
+            return Err(GatewayError::invalid(format!(
             "invalid value for reasoning.summary: {other:?} (expected auto, concise or detailed)"
-        ))),
+        )))
+        }
     };
     Ok(match (effort, summary) {
         (None, false) => (None, None),
