@@ -38,6 +38,7 @@ mod outage;
 mod python_sdk;
 mod raw;
 mod reservations;
+mod responses;
 mod responses_clients;
 mod restarts;
 mod routing;

@@ -70,6 +70,9 @@ mod tests {
         assert_eq!(encode(&[]), None);
         assert_eq!(decode("gAAAAABo-openai-blob"), None);
         assert_eq!(decode("tg1.!!!"), None);
-        assert_eq!(decode(&format!("tg1.{}", URL_SAFE_NO_PAD.encode("{}"))), None);
+        assert_eq!(
+            decode(&format!("tg1.{}", URL_SAFE_NO_PAD.encode("{}"))),
+            None
+        );
     }
 }
