@@ -248,8 +248,10 @@ if (env.TOLLGATE_EXPIRED_KEY) {
   await refused(OpenAI.AuthenticationError, 401, { key: env.TOLLGATE_EXPIRED_KEY, code: 'expired_key' });
   errors.push('expired');
 }
-await refused(OpenAI.NotFoundError, 404, { model: `nope/none-${nonce.slice(0, 8)}`, code: 'model_not_found' });
-errors.push('not_found');
+// An unknown model is a 400 on the Responses API ("The requested model … does not exist"), as
+// on this door; the chat API's is a 404.
+await refused(OpenAI.BadRequestError, 400, { model: `nope/none-${nonce.slice(0, 8)}`, code: 'model_not_found' });
+errors.push('unknown_model');
 if (env.TOLLGATE_LIMITED_KEY) {
   await refused(OpenAI.RateLimitError, 429, { key: env.TOLLGATE_LIMITED_KEY, code: 'spend_limit_exceeded' });
   errors.push('rate_limit');

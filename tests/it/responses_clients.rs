@@ -12,9 +12,11 @@
 //! sent back with their `encrypted_content`, `text.format` json_schema, retrieve and delete,
 //! and the refusals as each SDK's error classes; the keys for those are made here: a revoked
 //! and an expired key (401), a key of a workspace without credit (402) and a key already past
-//! its spend limit (429). Codex answers a prompt and completes a tool turn — the simulator asks
-//! for its `exec_command` tool (`[sim:call=exec_command]` with `[sim:args=…]`), the CLI runs it
-//! once and sends its `function_call_output` — with and without reasoning; the upstream request
+//! its spend limit (429); an unknown model is a 400, as the Responses API answers it.
+//!
+//! Codex answers a prompt and completes a tool turn — the simulator asks for its
+//! `exec_command` tool (`[sim:call=exec_command]` with `[sim:args=…]`), the CLI runs it once
+//! and sends its `function_call_output` — with and without reasoning; the upstream request
 //! after the tool carries the command's output as the tool's result (and, on Claude, the signed
 //! thinking the reasoning item carried). Every answer is billed as the `responses` endpoint.
 
@@ -224,7 +226,8 @@ async fn codex(mut env: Vec<(String, String)>, task: &str, effort: Option<&str>)
 
 /// Everything both SDK scripts check on every route, refusals included.
 const SDK_OK: &str = "create, stream, tools, previous_response_id, reasoning, ";
-const SDK_END: &str = "retrieve, delete, errors(auth revoked expired not_found rate_limit payment)";
+const SDK_END: &str =
+    "retrieve, delete, errors(auth revoked expired unknown_model rate_limit payment)";
 
 /// The SDK script's `ok:` line on `model`: all of it, and `json_schema` where it is enforced.
 fn sdk_ok(out: &str, model: &str) {

@@ -249,8 +249,10 @@ if os.environ.get("TOLLGATE_REVOKED_KEY"):
 if os.environ.get("TOLLGATE_EXPIRED_KEY"):
     refused(openai.AuthenticationError, 401, key=os.environ["TOLLGATE_EXPIRED_KEY"], code="expired_key")
     errors.append("expired")
-refused(openai.NotFoundError, 404, model="nope/none-" + nonce[:8], code="model_not_found")
-errors.append("not_found")
+# An unknown model is a 400 on the Responses API ("The requested model … does not exist"), as on
+# this door; the chat API's is a 404.
+refused(openai.BadRequestError, 400, model="nope/none-" + nonce[:8], code="model_not_found")
+errors.append("unknown_model")
 if os.environ.get("TOLLGATE_LIMITED_KEY"):
     refused(openai.RateLimitError, 429, key=os.environ["TOLLGATE_LIMITED_KEY"], code="spend_limit_exceeded")
     errors.append("rate_limit")
