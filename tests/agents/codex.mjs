@@ -128,7 +128,7 @@ const completed = events.filter((e) => e.type === 'item.completed').map((e) => e
 // Stream-level errors and a failed turn; item-level `error`s are advisories (e.g. "Model
 // metadata for `…` not found", for any model outside Codex's own list).
 const errors = events.filter((e) => e.type === 'error' || e.type === 'turn.failed');
-if (errors.length) fail(`the turn failed: ${errors.map((e) => e.message ?? e.error?.message).join(' | ')}`);
+if (errors.length) fail(`the turn failed: ${[...new Set(errors.map((e) => e.message ?? e.error?.message))].join(' | ')}`);
 const turns = events.filter((e) => e.type === 'turn.completed');
 if (turns.length !== 1) fail(`one completed turn, not ${turns.length}`);
 if (run.status !== 0) fail(`exit status ${run.status}`);
