@@ -7,9 +7,12 @@
 //! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`.)
 
 mod answer;
+mod names;
 pub mod reasoning;
 mod request;
 mod stream;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use answer::to_response;
 pub use request::{parse, Parsed};
