@@ -11,8 +11,8 @@
 //   runs the command unattended — approvals never, no sandbox — and sends its
 //   `function_call_output`; the simulator then answers "Echo: received 1 tool result(s)");
 // - CODEX_EFFORT: Codex's `model_reasoning_effort` (unset: none, as Codex sends for a model it
-//   has no metadata for); with one, the answer carries reasoning items, which Codex shows and
-//   sends back in the next request of the turn;
+//   has no metadata for; it always asks for reasoning summaries); with one, every answer must
+//   carry a reasoning item, which Codex shows and sends back in the next request of the turn;
 // - CODEX_TIMEOUT_MS (120000): the CLI is killed after that.
 //
 // Codex runs in a fresh temporary HOME, CODEX_HOME (holding only the config.toml below) and
@@ -167,7 +167,7 @@ if (effort) {
 }
 
 rmSync(dir, { recursive: true, force: true });
-const thought = effort ? `, effort ${effort}: ${reasoning.length} reasoning` : '';
+const thought = `${effort ? `, effort ${effort}` : ''}, ${reasoning.length} reasoning`;
 console.log(
-  `ok: codex ${task} on ${model}: ${commands.length} command(s)${thought}, usage in ${usage.input_tokens} out ${usage.output_tokens}`,
+  `ok: codex ${task} on ${model}: ${commands.length} command(s)${thought}, usage in ${usage.input_tokens} (cached ${usage.cached_input_tokens ?? 0}) out ${usage.output_tokens}`,
 );

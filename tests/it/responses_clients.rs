@@ -282,9 +282,9 @@ async fn typescript_sdk_on_a_claude_route() {
     sdk_on(CLAUDE, "typescript").await;
 }
 
-/// Codex on `model`: an answer, then a tool turn without and with reasoning. Each tool turn is
-/// two upstream requests — the call, then the answer to its result — and the second carries the
-/// command's output in the upstream's own form (`tool_form`).
+/// Codex on `model`: an answer, then a tool turn without and with a reasoning effort. Each tool
+/// turn is two upstream requests — the call, then the answer to its result — and the second
+/// carries the command's output in the upstream's own form (`tool_form`).
 async fn codex_on(model: &str, tool_form: &str) -> Door {
     let door = Door::start();
     let out = codex(door.env(model), "answer", None).await;
@@ -296,6 +296,16 @@ async fn codex_on(model: &str, tool_form: &str) -> Door {
         let before = door.model_requests().await.len();
         let out = codex(door.env(model), "tool", effort).await;
         assert!(out.contains(&format!("ok: codex tool on {model}")), "{out}");
+        if model == CLAUDE {
+            // Codex sends a `prompt_cache_key`: on Claude the door marks the prefix, and the
+            // turn's second request reads what its first wrote.
+            let cached = out
+                .split("(cached ")
+                .nth(1)
+                .and_then(|rest| rest.split(')').next())
+                .and_then(|n| n.parse::<u64>().ok());
+            assert!(cached.is_some_and(|n| n > 0), "{out}");
+        }
         let bodies = door.model_requests().await.split_off(before);
         assert_eq!(
             bodies.len(),
@@ -315,14 +325,16 @@ async fn codex_on(model: &str, tool_form: &str) -> Door {
              (effort {effort:?}): {answered}"
         );
     }
-    // answer, 2 × (call + answer)
-    door.billed_as_responses(5).await;
     door
 }
 
+/// The Codex runs' answers: one, then two per tool turn.
+const CODEX_ANSWERS: usize = 5;
+
 #[tokio::test]
 async fn codex_on_a_gemini_route() {
-    codex_on(GEMINI, "\"functionResponse\"").await;
+    let door = codex_on(GEMINI, "\"functionResponse\"").await;
+    door.billed_as_responses(CODEX_ANSWERS).await;
 }
 
 #[tokio::test]
@@ -355,4 +367,5 @@ async fn codex_on_a_claude_route() {
             .is_some_and(|s| !s.is_empty()),
         "{assistant}"
     );
+    door.billed_as_responses(CODEX_ANSWERS).await;
 }
