@@ -39,6 +39,7 @@ mod python_sdk;
 mod raw;
 mod reservations;
 mod responses;
+mod responses_native;
 mod restarts;
 mod routing;
 mod secrets;
