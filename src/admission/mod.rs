@@ -36,7 +36,7 @@ use crate::catalog::{Family, Model, ModelKind, Route, RouteKind, Snapshot};
 use crate::doors::forward::{self, AnthropicHeaders};
 use crate::doors::{bridged, messages, responses};
 use crate::money::Usd;
-use crate::providers::anthropic::native::AnthropicNative;
+use crate::providers::anthropic::{self, native::AnthropicNative};
 use crate::providers::{
     adapter_for, Adapter, Credentials, Plan, ResponseCx, Target, UpstreamRequest,
 };
@@ -244,7 +244,7 @@ impl Admission<'_> {
     ) -> Result<Decision, GatewayError> {
         // The Responses door's fields are not the request model's: its body is read onto the
         // chat body first, and everything below (limits, reservation, plan) reads that.
-        let (mut door_served, chat) = match self.door {
+        let (door_served, chat) = match self.door {
             Door::Responses => {
                 let (served, chat) = self.responses_onto_chat(body)?;
                 (Some(served), Some(chat))
@@ -253,13 +253,13 @@ impl Admission<'_> {
         };
         let body = chat.as_deref().unwrap_or(body);
         let req = RawRequest::parse(body, op)?;
-        self.check_door(&req)?;
         let model = self.model_for(&req, op)?;
+        self.check_door(&req, &model)?;
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
         let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
-        let served = match door_served.take() {
+        let served = match door_served {
             Some(served) => served,
             None => self.served(&model, body)?,
         };
@@ -346,12 +346,23 @@ impl Admission<'_> {
     }
 
     /// What the door requires of a body beyond the request model's own fields: Anthropic's
-    /// `max_tokens` on the Messages door.
-    fn check_door(&self, req: &RawRequest<'_>) -> Result<(), GatewayError> {
-        if self.door == Door::Messages && req.get("max_tokens").is_none() {
-            return Err(GatewayError::invalid("max_tokens: Field required"));
+    /// `max_tokens` on the Messages door; on the chat door, no tools for Claude (the
+    /// specification's rule: the Messages and Responses doors offer them, the chat door
+    /// refuses them rather than drop them).
+    fn check_door(&self, req: &RawRequest<'_>, model: &Model) -> Result<(), GatewayError> {
+        match (self.door, model.family) {
+            (Door::Messages, _) if req.get("max_tokens").is_none() => {
+                Err(GatewayError::invalid("max_tokens: Field required"))
+            }
+            (Door::OpenAi, Family::Anthropic) => match anthropic::tool_parameter(req) {
+                Some(param) => Err(GatewayError::UnsupportedParameter {
+                    param,
+                    model: model.id.as_ref().into(),
+                }),
+                None => Ok(()),
+            },
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// How this door serves `model`: the family's own adapter on the OpenAI door; on the

@@ -8,11 +8,15 @@
 
 use std::borrow::Cow;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::request::object_fields;
 use crate::api::{GatewayError, Str};
+use crate::doors::chat_out::{
+    checked, typed, ChatOut, ContentOut, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
+    PartOut, ReasoningOut, ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
+};
 use crate::providers::common::compact;
 
 /// The Anthropic body (`body`) as an OpenAI chat body, or a 400 naming what is wrong.
@@ -82,9 +86,7 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
     };
     let (reasoning, reasoning_effort) = thinking(get("thinking"), get("output_config"))?;
 
-    let out = ChatOut {
-        model,
-        messages,
+    let mut out = ChatOut {
         max_tokens,
         stop,
         temperature,
@@ -95,169 +97,10 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
         parallel_tool_calls,
         reasoning,
         reasoning_effort,
-        stream: stream.then_some(true),
-        stream_options: stream.then_some(StreamOptions {
-            include_usage: true,
-        }),
+        ..ChatOut::new(model, messages)
     };
-    serde_json::to_vec(&out).map_err(|e| GatewayError::Internal(e.to_string().into()))
-}
-
-/// Reads `raw` as `T`; a value of another type is a 400 naming `field`.
-fn typed<'a, T: Deserialize<'a>>(raw: &'a RawValue, field: &str) -> Result<T, GatewayError> {
-    serde_json::from_str(raw.get())
-        .map_err(|e| GatewayError::invalid(format!("invalid value for {field}: {e}")))
-}
-
-/// `raw` itself once it reads as `T` (copied byte for byte), else a 400 saying what is wanted.
-fn checked<'a, T: Deserialize<'a>>(
-    raw: &'a RawValue,
-    field: &str,
-    want: &str,
-) -> Result<&'a RawValue, GatewayError> {
-    serde_json::from_str::<T>(raw.get())
-        .map(|_| raw)
-        .map_err(|_| GatewayError::invalid(format!("invalid value for {field}: expected {want}")))
-}
-
-// ----- what the chat door would have received ------------------------------------------------
-
-#[derive(Serialize)]
-struct ChatOut<'a> {
-    model: &'a RawValue,
-    messages: Vec<MessageOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stop: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    temperature: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_p: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<&'a RawValue>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<ToolOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_choice: Option<ToolChoiceOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parallel_tool_calls: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning: Option<ReasoningOut>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    reasoning_effort: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_options: Option<StreamOptions>,
-}
-
-#[derive(Serialize)]
-struct StreamOptions {
-    include_usage: bool,
-}
-
-#[derive(Serialize)]
-struct MessageOut<'a> {
-    role: &'static str,
-    /// `null` for an assistant turn that only calls tools.
-    content: Option<ContentOut<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tool_calls: Vec<ToolCallOut<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_call_id: Option<Cow<'a, str>>,
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum ContentOut<'a> {
-    Text(Cow<'a, str>),
-    Parts(Vec<PartOut<'a>>),
-}
-
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum PartOut<'a> {
-    Text {
-        text: Cow<'a, str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a RawValue>,
-    },
-    ImageUrl {
-        image_url: UrlOut<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a RawValue>,
-    },
-    File {
-        file: FileOut<'a>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        cache_control: Option<&'a RawValue>,
-    },
-}
-
-#[derive(Serialize)]
-struct UrlOut<'a> {
-    url: Cow<'a, str>,
-}
-
-#[derive(Serialize)]
-struct FileOut<'a> {
-    file_data: Cow<'a, str>,
-}
-
-#[derive(Serialize)]
-struct ToolCallOut<'a> {
-    id: Cow<'a, str>,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: FunctionCallOut<'a>,
-}
-
-#[derive(Serialize)]
-struct FunctionCallOut<'a> {
-    name: Cow<'a, str>,
-    arguments: String,
-}
-
-#[derive(Serialize)]
-struct ToolOut<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: FunctionDeclOut<'a>,
-}
-
-#[derive(Serialize)]
-struct FunctionDeclOut<'a> {
-    name: Cow<'a, str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    description: Option<Cow<'a, str>>,
-    parameters: &'a RawValue,
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum ToolChoiceOut<'a> {
-    Mode(&'static str),
-    Named {
-        #[serde(rename = "type")]
-        kind: &'static str,
-        function: NameOut<'a>,
-    },
-}
-
-#[derive(Serialize)]
-struct NameOut<'a> {
-    name: Cow<'a, str>,
-}
-
-#[derive(Serialize, Default, PartialEq)]
-struct ReasoningOut {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_tokens: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    enabled: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    exclude: Option<bool>,
+    out.streaming(stream);
+    out.to_vec()
 }
 
 // ----- what the Anthropic client sent --------------------------------------------------------
@@ -398,12 +241,7 @@ fn system_message<'a>(
             ContentOut::Parts(parts)
         }
     };
-    out.push(MessageOut {
-        role: "system",
-        content: Some(content),
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    });
+    out.push(MessageOut::plain("system", Some(content)));
     Ok(())
 }
 
@@ -454,7 +292,7 @@ fn user_message<'a>(
 ) -> Result<(), GatewayError> {
     let list = match content {
         Blocks::Text(t) => {
-            out.push(plain("user", Some(ContentOut::Text(t))));
+            out.push(MessageOut::plain("user", Some(ContentOut::Text(t))));
             return Ok(());
         }
         Blocks::List(list) => list,
@@ -470,7 +308,7 @@ fn user_message<'a>(
         }
     }
     if !parts.is_empty() {
-        out.push(plain("user", Some(ContentOut::Parts(parts))));
+        out.push(MessageOut::plain("user", Some(ContentOut::Parts(parts))));
     }
     Ok(())
 }
@@ -557,6 +395,7 @@ fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, Gateway
         "base64" | "url" => Ok(vec![PartOut::File {
             file: FileOut {
                 file_data: source_url(s, at, "document")?,
+                filename: None,
             },
             cache_control,
         }]),
@@ -647,10 +486,8 @@ fn tool_result<'a>(
         }]),
     };
     Ok(MessageOut {
-        role: "tool",
-        content: Some(content),
-        tool_calls: Vec::new(),
         tool_call_id: Some(r.tool_use_id.0),
+        ..MessageOut::plain("tool", Some(content))
     })
 }
 
@@ -662,7 +499,7 @@ fn assistant_message<'a>(
 ) -> Result<(), GatewayError> {
     let list = match content {
         Blocks::Text(t) => {
-            out.push(plain("assistant", Some(ContentOut::Text(t))));
+            out.push(MessageOut::plain("assistant", Some(ContentOut::Text(t))));
             return Ok(());
         }
         Blocks::List(list) => list,
@@ -694,7 +531,7 @@ fn assistant_message<'a>(
                     kind: "function",
                     function: FunctionCallOut {
                         name: u.name.0,
-                        arguments,
+                        arguments: Cow::Owned(arguments),
                     },
                 });
             }
@@ -729,21 +566,10 @@ fn assistant_message<'a>(
         return Ok(());
     }
     out.push(MessageOut {
-        role: "assistant",
-        content,
         tool_calls,
-        tool_call_id: None,
+        ..MessageOut::plain("assistant", content)
     });
     Ok(())
-}
-
-fn plain<'a>(role: &'static str, content: Option<ContentOut<'a>>) -> MessageOut<'a> {
-    MessageOut {
-        role,
-        content,
-        tool_calls: Vec::new(),
-        tool_call_id: None,
-    }
 }
 
 // ----- tools ---------------------------------------------------------------------------------
@@ -788,7 +614,8 @@ fn tools(raw: &RawValue) -> Result<(Vec<ToolOut<'_>>, Vec<Cow<'_, str>>), Gatewa
             function: FunctionDeclOut {
                 name: name.0,
                 description: t.description.map(|d| d.0),
-                parameters,
+                parameters: Some(Cow::Borrowed(parameters)),
+                strict: None,
             },
         });
     }
@@ -830,10 +657,7 @@ fn tool_choice<'a>(
             if !names.iter().any(|n| *n == *name) {
                 return Ok((None, parallel));
             }
-            ToolChoiceOut::Named {
-                kind: "function",
-                function: NameOut { name: name.0 },
-            }
+            ToolChoiceOut::function(name.0)
         }
         other => {
             return Err(GatewayError::invalid(format!(

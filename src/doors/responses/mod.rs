@@ -7,10 +7,15 @@
 //! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`.)
 
 mod answer;
+mod continued;
+mod names;
 pub mod reasoning;
 mod request;
 mod stream;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use answer::to_response;
+pub use continued::{continued, previous_response_id};
 pub use request::{parse, Parsed};
 pub use stream::ResponsesStream;
