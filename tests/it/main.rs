@@ -40,6 +40,7 @@ mod raw;
 mod reservations;
 mod responses;
 mod responses_clients;
+mod responses_native;
 mod restarts;
 mod routing;
 mod secrets;
