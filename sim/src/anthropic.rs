@@ -24,15 +24,28 @@
 //! - `max_tokens` required (≥ 1), `messages` non-empty, roles `user`/`assistant` only,
 //!   starting with `user` and alternating; content string or known block types; `system`
 //!   string or `text` blocks; `temperature` in 0–1; `temperature` + `top_p` together on
-//!   newer models (Sonnet/Haiku 4.5+, Opus 4.1+); at most 4 `cache_control` blocks;
+//!   newer models (Sonnet/Haiku 4.5+, Opus 4.1+); at most 4 `cache_control` blocks (those
+//!   inside a `tool_result` counted): "A maximum of 4 blocks with cache_control may be
+//!   provided. Found N.";
 //! - `tool_result` blocks must answer `tool_use` ids of the previous assistant message, and
-//!   an assistant `tool_use` must be answered in the next message;
+//!   an assistant `tool_use` must be answered in the next message; both ids of Anthropic's
+//!   alphabet (`^[a-zA-Z0-9_-]+$`, as pydantic words it);
+//! - a forcing `tool_choice` (`any`, `tool`): refused with budget thinking ("Thinking may not
+//!   be enabled when `tool_choice` forces tool use."), and on Opus 5.5, Sonnet 5.5 and Fable
+//!   5.1 whatever the thinking; taken with adaptive thinking elsewhere, which it skips;
 //! - thinking: `budget_tokens` ≥ 1024 and < `max_tokens` (unless the
 //!   `interleaved-thinking-2025-05-14` beta is sent), no modified `temperature`, no `top_k`,
-//!   `top_p` ≥ 0.95, no forced `tool_choice`, a final assistant message must start with a
-//!   thinking block; replayed `thinking` blocks must carry a signature this simulator issued;
+//!   `top_p` ≥ 0.95, a final assistant message (a prefill) must start with a thinking block;
 //!   only the fields of each type (`effort` inside `thinking` is an extra input), `display`
 //!   `summarized` or `omitted`;
+//! - replayed thinking, as the real API checks it: when the request thinks (asked, or the
+//!   adaptive-only default) and no forced tool skips the thinking, the last assistant turn, if
+//!   it holds a `tool_use`, must start with a `thinking` / `redacted_thinking` block (the tool
+//!   loop continues from its thinking: "Expected `thinking` or `redacted_thinking`, but found
+//!   …"); a `thinking` block anywhere must carry a signature this simulator issued for that
+//!   very text ("Invalid `signature` in `thinking` block"; an empty text passes, as a block
+//!   shown with `display: omitted` comes back), and `redacted_thinking` data ours ("Invalid
+//!   `data` in `redacted_thinking` block");
 //! - per model generation ([`generation`], by id): adaptive-only models (Opus 5.5 / 5, Sonnet
 //!   5.5 / 5, Haiku 5.5, Fable 5.x, Opus 4.7 / 4.8) refuse `type: enabled` (budget_tokens,
 //!   use adaptive + `output_config.effort`), non-default `temperature`, any `top_p` / `top_k`;
@@ -40,11 +53,13 @@
 //!   `between_tools`); `adaptive` only on Opus / Sonnet 4.6+; `output_config.effort` (low,
 //!   medium, high, xhigh, max) only on models with effort (Opus 4.5+, Sonnet 4.6+).
 //!
-//! Thinking in answers: a `thinking` block (signed) when asked for, or on adaptive-only models
-//! unless disabled (they think by default). Its text is `Thinking: <subject>`, left empty —
-//! and not streamed: no `thinking_delta`, only the `signature_delta` — when `display` is
-//! `omitted`, the default of adaptive-only models. Its tokens count in `output_tokens` either
-//! way.
+//! Thinking in answers: a `thinking` block when asked for, or on adaptive-only models unless
+//! disabled (they think by default). Its text is `Thinking: <subject>`, left empty — and not
+//! streamed: no `thinking_delta`, only the `signature_delta` — when `display` is `omitted`,
+//! the default of adaptive-only models. Its signature is a keyed hash of the full text
+//! ([`thinking_signature`]), checked when the block comes back. A last user text holding
+//! Anthropic's test string [`REDACTED_TRIGGER`] gets a `redacted_thinking` block instead
+//! (streamed whole in its block start). Its tokens count in `output_tokens` either way.
 //!
 //! Prompt caching: breakpoints are the blocks carrying `cache_control` in the order tools →
 //! system → messages (plus the end of the prompt for a top-level `cache_control`). A
@@ -65,6 +80,7 @@ use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
 use axum::response::Response;
+use base64::Engine as _;
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -154,6 +170,74 @@ impl PromptCache {
 
 fn invalid(msg: &str, vertex: bool) -> Response {
     fixtures::anthropic_invalid(msg, vertex)
+}
+
+/// The key of the simulator's thinking signatures and redacted data: a keyed hash, so that a
+/// client cannot sign modified thinking (it would need the key, as with Claude's own).
+const SIGN_KEY: &[u8] = b"tollgate-sim: Claude thinking key";
+const THINKING_MAGIC: &[u8] = b"SIMTHK1:";
+const REDACTED_MAGIC: &[u8] = b"SIMRDT1:";
+
+/// What Anthropic's test prompts say to get redacted thinking back (its extended-thinking
+/// guide): a user text holding it makes the answer's thinking a `redacted_thinking` block.
+pub const REDACTED_TRIGGER: &str =
+    "ANTHROPIC_MAGIC_STRING_TRIGGER_REDACTED_THINKING_46C9A13E193C177646C7398A98432ECCCE4C1253";
+
+/// base64(`magic` ‖ `digest` ‖ keyed hash of both).
+fn sealed(magic: &[u8], digest: [u8; 8]) -> String {
+    let mut mac = Fnv::new();
+    mac.feed(SIGN_KEY);
+    mac.feed(magic);
+    mac.feed(&digest);
+    let mut raw = magic.to_vec();
+    raw.extend_from_slice(&digest);
+    raw.extend_from_slice(&mac.0.to_le_bytes());
+    base64::engine::general_purpose::STANDARD.encode(raw)
+}
+
+/// The digest inside a blob [`sealed`] with `magic`, if it is one.
+fn unseal(magic: &[u8], blob: &str) -> Option<[u8; 8]> {
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(blob)
+        .ok()?;
+    let digest: [u8; 8] = raw.strip_prefix(magic)?.get(..8)?.try_into().ok()?;
+    (sealed(magic, digest) == blob).then_some(digest)
+}
+
+/// The signature of a thinking block whose full text is `text`.
+pub fn thinking_signature(text: &str) -> String {
+    sealed(
+        THINKING_MAGIC,
+        content::fnv64(text.as_bytes()).to_le_bytes(),
+    )
+}
+
+/// Whether `sig` is a signature this simulator issued for `text`. An empty text passes with any
+/// of its signatures: that is how a block comes back whose text was not shown (`display:
+/// omitted`).
+fn thinking_signature_ok(sig: &str, text: &str) -> bool {
+    unseal(THINKING_MAGIC, sig)
+        .is_some_and(|d| text.is_empty() || d == content::fnv64(text.as_bytes()).to_le_bytes())
+}
+
+/// A `redacted_thinking` block's opaque data for a thought on `subject`.
+fn redacted_data(subject: &str) -> String {
+    sealed(
+        REDACTED_MAGIC,
+        content::fnv64(subject.as_bytes()).to_le_bytes(),
+    )
+}
+
+fn redacted_data_ok(data: &str) -> bool {
+    unseal(REDACTED_MAGIC, data).is_some()
+}
+
+/// Anthropic's tool-id alphabet (`^[a-zA-Z0-9_-]+$`).
+fn is_tool_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `POST /v1/messages` and `/v1/messages/count_tokens`.
@@ -292,6 +376,9 @@ struct Generation {
     adaptive_only: bool,
     /// Non-default `temperature`, any `top_p` / `top_k` are refused.
     default_sampling: bool,
+    /// A forcing `tool_choice` (`any`, `tool`) is taken (with adaptive thinking the model
+    /// then skips its thinking); Opus 5.5, Sonnet 5.5 and Fable 5.1 refuse it.
+    forced_tools: bool,
 }
 
 /// A model's generation from its id (dated and Vertex `@` ids alike). Where the rules come
@@ -301,7 +388,9 @@ struct Generation {
 /// adaptive-only but can; all of those refuse `budget_tokens` and non-default sampling.
 /// Opus 4.6 / Sonnet 4.6 take adaptive + effort and still the (deprecated) budget; Opus 4.5
 /// takes effort with a budget (no adaptive); older models (Haiku 4.5, Sonnet 4.5, Opus 4.1
-/// …) know only `budget_tokens`.
+/// …) know only `budget_tokens`. Forced tool use ("Thinking with tool use", Nov 2026): refused
+/// with budget thinking everywhere, taken with adaptive thinking (which it skips) except on
+/// Opus 5.5, Sonnet 5.5 and Fable 5.1, which refuse it whatever the thinking.
 fn generation(model: &str) -> Generation {
     let has = |ids: &[&str]| ids.iter().any(|p| model.contains(p));
     let adaptive_only = Generation {
@@ -312,6 +401,7 @@ fn generation(model: &str) -> Generation {
         between_tools: false,
         adaptive_only: true,
         default_sampling: true,
+        forced_tools: true,
     };
     let budget_only = Generation {
         budget: true,
@@ -321,9 +411,16 @@ fn generation(model: &str) -> Generation {
         between_tools: false,
         adaptive_only: false,
         default_sampling: false,
+        forced_tools: true,
     };
     // Longer ids first: `opus-5` is also a prefix of `opus-5-5`.
-    if has(&["opus-5-5", "haiku-5-5", "fable-5"]) {
+    if has(&["opus-5-5", "fable-5"]) {
+        Generation {
+            can_disable: false,
+            forced_tools: false,
+            ..adaptive_only
+        }
+    } else if has(&["haiku-5-5"]) {
         Generation {
             can_disable: false,
             ..adaptive_only
@@ -332,6 +429,7 @@ fn generation(model: &str) -> Generation {
         Generation {
             can_disable: false,
             between_tools: true,
+            forced_tools: false,
             ..adaptive_only
         }
     } else if has(&["opus-5", "sonnet-5", "opus-4-7", "opus-4-8"]) {
@@ -567,10 +665,87 @@ fn validate(
     let gen = generation(model);
     check_sampling(obj, model, gen).map_err(|m| inv(&m))?;
     check_output_config(obj, gen).map_err(|m| inv(&m))?;
+    check_tool_choice(obj, gen).map_err(|m| inv(&m))?;
     if let Some(th) = obj.get("thinking") {
         check_thinking(obj, th, msgs, headers, count_only, gen).map_err(|m| inv(&m))?;
     }
+    if !count_only {
+        check_thinking_replayed(obj, msgs, gen).map_err(|m| inv(&m))?;
+    }
     Ok(())
+}
+
+/// Whether `tool_choice` forces a tool (`any` or `tool`).
+fn forces_tool(obj: &Map<String, Value>) -> bool {
+    obj.get("tool_choice")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        .is_some_and(|t| t == "any" || t == "tool")
+}
+
+/// A forcing `tool_choice`: never with budget thinking, nowhere on the models that refuse it.
+fn check_tool_choice(obj: &Map<String, Value>, gen: Generation) -> Result<(), String> {
+    if !forces_tool(obj) {
+        return Ok(());
+    }
+    if !gen.forced_tools {
+        return Err("tool_choice: forced tool use (`any` or `tool`) is not supported on this model; use `auto` or `none`".into());
+    }
+    let budget = obj
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        == Some("enabled");
+    if budget {
+        return Err("Thinking may not be enabled when `tool_choice` forces tool use.".into());
+    }
+    Ok(())
+}
+
+/// When the model thinks (and no forced tool makes it skip thinking), the last assistant turn,
+/// if it called tools, must start with its thinking: the tool loop continues from there.
+fn check_thinking_replayed(
+    obj: &Map<String, Value>,
+    msgs: &[Value],
+    gen: Generation,
+) -> Result<(), String> {
+    let (_, tool_results) = last_user_turn(msgs);
+    let (thinks, _) = thinking_mode(obj.get("thinking"), gen, tool_results);
+    if !thinks || forces_tool(obj) {
+        return Ok(());
+    }
+    let Some((k, last)) = msgs
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, m)| m.get("role").and_then(Value::as_str) == Some("assistant"))
+    else {
+        return Ok(());
+    };
+    let Some(Value::Array(blocks)) = last.get("content") else {
+        return Ok(());
+    };
+    let kind = |b: &Value| {
+        b.get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned()
+    };
+    if !blocks.iter().any(|b| kind(b) == "tool_use") {
+        return Ok(());
+    }
+    let first = blocks.first().map(kind).unwrap_or_default();
+    if first == "thinking" || first == "redacted_thinking" {
+        return Ok(());
+    }
+    Err(must_start_with_thinking(k, &first))
+}
+
+/// Anthropic's refusal of an assistant turn `k` that should start with its thinking.
+fn must_start_with_thinking(k: usize, first: &str) -> String {
+    format!(
+        "messages.{k}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+    )
 }
 
 /// Top-level fields (a count's fewer), `anthropic_version` on Vertex (where the model is in the
@@ -646,8 +821,9 @@ fn check_messages(msgs: &[Value]) -> Result<usize, String> {
     Ok(cache_blocks)
 }
 
-/// The content blocks of message `i`: known types, text present, thinking signed by us.
-/// Returns how many carry `cache_control`.
+/// The content blocks of message `i`: known types, text present, thinking signed by us for
+/// that text, redacted thinking ours, tool ids of Anthropic's alphabet. Returns how many
+/// blocks carry `cache_control` (those inside a `tool_result` included).
 fn check_blocks(i: usize, blocks: &[Value]) -> Result<usize, String> {
     let mut cache_blocks = 0;
     for (j, b) in blocks.iter().enumerate() {
@@ -664,14 +840,37 @@ fn check_blocks(i: usize, blocks: &[Value]) -> Result<usize, String> {
         }
         if t == "thinking" {
             let sig = b.get("signature").and_then(Value::as_str).unwrap_or("");
-            if !content::is_sim_signature(sig) {
+            let text = b.get("thinking").and_then(Value::as_str).unwrap_or("");
+            if !thinking_signature_ok(sig, text) {
                 return Err(format!(
                     "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
                 ));
             }
         }
+        if t == "redacted_thinking" {
+            let data = b.get("data").and_then(Value::as_str).unwrap_or("");
+            if !redacted_data_ok(data) {
+                return Err(format!(
+                    "messages.{i}.content.{j}: Invalid `data` in `redacted_thinking` block"
+                ));
+            }
+        }
+        for (kind, key) in [("tool_use", "id"), ("tool_result", "tool_use_id")] {
+            let id = b.get(key).and_then(Value::as_str);
+            if t == kind && !id.is_some_and(is_tool_id) {
+                return Err(format!(
+                    "messages.{i}.content.{j}.{kind}.{key}: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                ));
+            }
+        }
         if b.get("cache_control").is_some() {
             cache_blocks += 1;
+        }
+        if let (true, Some(Value::Array(inner))) = (t == "tool_result", b.get("content")) {
+            cache_blocks += inner
+                .iter()
+                .filter(|c| c.get("cache_control").is_some())
+                .count();
         }
     }
     Ok(cache_blocks)
@@ -895,8 +1094,8 @@ fn check_thinking(
     check_thinking_compatible(obj, msgs)
 }
 
-/// With thinking on: temperature 1, no `top_k`, `top_p` ≥ 0.95, no forced tool, and a final
-/// assistant message that starts with a thinking block.
+/// With thinking on: temperature 1, no `top_k`, `top_p` ≥ 0.95, and a final assistant message
+/// (a prefill) that starts with a thinking block.
 fn check_thinking_compatible(obj: &Map<String, Value>, msgs: &[Value]) -> Result<(), String> {
     let doc = "Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking#feature-compatibility";
     let temperature = obj.get("temperature").and_then(Value::as_f64);
@@ -917,14 +1116,6 @@ fn check_thinking_compatible(obj: &Map<String, Value>, msgs: &[Value]) -> Result
     {
         return Err(format!("`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. {doc}"));
     }
-    let forced = obj
-        .get("tool_choice")
-        .and_then(|t| t.get("type"))
-        .and_then(Value::as_str)
-        .is_some_and(|t| t == "any" || t == "tool");
-    if forced {
-        return Err("Thinking may not be enabled when `tool_choice` forces tool use.".into());
-    }
     let Some(last) = msgs
         .last()
         .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
@@ -942,10 +1133,7 @@ fn check_thinking_compatible(obj: &Map<String, Value>, msgs: &[Value]) -> Result
     if first == "thinking" || first == "redacted_thinking" {
         return Ok(());
     }
-    Err(format!(
-        "messages.{}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking",
-        msgs.len() - 1
-    ))
+    Err(must_start_with_thinking(msgs.len() - 1, first))
 }
 
 fn status_fault(f: &Fault, vertex: bool, model: &str) -> Option<Response> {
@@ -1004,6 +1192,9 @@ enum Block<'a> {
     Thinking {
         thinking: &'a str,
         signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
     },
     Text {
         text: &'a str,
@@ -1117,7 +1308,10 @@ struct MsgDelta<'a> {
 }
 
 struct Answer {
+    /// Thinking text (empty when not shown) and its signature.
     thinking: Option<(String, String)>,
+    /// Redacted thinking's data, in place of `thinking`.
+    redacted: Option<String>,
     text: Option<String>,
     calls: Vec<(String, String)>,
     /// The calls' arguments (`Markers::call_args`).
@@ -1250,6 +1444,8 @@ fn answer(
     let max_tokens = obj.get("max_tokens").and_then(Value::as_u64).unwrap_or(1);
     let gen = generation(&model);
     let (thinks, shown) = thinking_mode(obj.get("thinking"), gen, tool_results);
+    // A forced tool (where taken) skips the thinking: the answer starts with the call.
+    let thinks = thinks && !forces_tool(obj);
     let scan = scan_prompt(obj, &model);
     let total = prompt_tok(scan.bytes);
     let (input, creation, read, long_ttl) = cache_usage(sim, &scan, &model, total);
@@ -1257,6 +1453,7 @@ fn answer(
     let blocked = matches!(fault, Some(Fault::Blocked));
     let mut ans = Answer {
         thinking: None,
+        redacted: None,
         text: None,
         calls: Vec::new(),
         args: markers.call_args(),
@@ -1276,8 +1473,12 @@ fn answer(
             // Billed in full whether or not the text is shown.
             let t = content::thought_text(&subject);
             used = tok(t.len());
-            let sig = content::signature(&format!("{model}|thinking|{t}"));
-            ans.thinking = Some((if shown { t } else { String::new() }, sig));
+            if user_text.contains(REDACTED_TRIGGER) {
+                ans.redacted = Some(redacted_data(&subject));
+            } else {
+                let sig = thinking_signature(&t);
+                ans.thinking = Some((if shown { t } else { String::new() }, sig));
+            }
         }
         let calls = choose_calls(obj, markers);
         if !calls.is_empty() {
@@ -1402,6 +1603,9 @@ fn build_msg<'a>(
                 signature: s,
             });
         }
+        if let Some(data) = &ans.redacted {
+            content.push(Block::RedactedThinking { data });
+        }
         if let Some(t) = &ans.text {
             content.push(Block::Text { text: t });
         }
@@ -1492,6 +1696,12 @@ fn stream_events(ans: &Answer, model: &str, id: &str, vertex: bool, chunks: usiz
             ev.push(delta(index, Delta::ThinkingDelta { thinking: "" }));
         }
         ev.push(delta(index, Delta::SignatureDelta { signature: s }));
+        ev.push(stop(index));
+        index += 1;
+    }
+    // Redacted thinking comes whole in its block start, no deltas.
+    if let Some(data) = &ans.redacted {
+        start_block(&mut ev, index, Block::RedactedThinking { data });
         ev.push(stop(index));
         index += 1;
     }
@@ -1995,5 +2205,288 @@ mod tests {
         assert_eq!(s.breakpoints.len(), 1);
         assert_eq!(s.breakpoints[0].bytes, 8000);
         assert_eq!(s.bytes, 8005);
+    }
+
+    /// A tool loop on `model`: the assistant turn as given, its `toolu_1` call answered.
+    fn tool_loop(assistant: Value, extra: Value) -> Value {
+        let mut body = json!({
+            "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "a"},
+                {"role": "assistant", "content": assistant},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "r"}]}
+            ]
+        });
+        for (k, val) in extra.as_object().unwrap() {
+            body[k] = val.clone();
+        }
+        body
+    }
+
+    fn call() -> Value {
+        json!({"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}})
+    }
+
+    #[test]
+    fn thinking_signatures_are_bound_to_their_text() {
+        let text = "Thinking: weather";
+        let sig = thinking_signature(text);
+        assert!(thinking_signature_ok(&sig, text));
+        assert!(
+            thinking_signature_ok(&sig, ""),
+            "shown with display omitted"
+        );
+        assert!(!thinking_signature_ok(&sig, "Thinking: weather!"));
+        assert!(!thinking_signature_ok(&content::signature(text), text));
+        assert!(!thinking_signature_ok("Zm9yZ2Vk", ""));
+        assert!(!thinking_signature_ok("%%", ""));
+        // A signature with its digest changed is not one of ours.
+        let mut raw = base64::engine::general_purpose::STANDARD
+            .decode(&sig)
+            .unwrap();
+        raw[THINKING_MAGIC.len()] ^= 1;
+        let tampered = base64::engine::general_purpose::STANDARD.encode(raw);
+        assert!(!thinking_signature_ok(&tampered, ""));
+        assert!(redacted_data_ok(&redacted_data("s")));
+        assert!(
+            !redacted_data_ok(&sig),
+            "a thinking signature is no redacted data"
+        );
+    }
+
+    #[test]
+    fn tool_loops_with_thinking_replay_it_unmodified() {
+        let budget = json!({"thinking": {"type": "enabled", "budget_tokens": 2048}});
+        let text = "Thinking: a";
+        let sig = thinking_signature(text);
+        let thinking =
+            |t: &str, s: &str| json!({"type": "thinking", "thinking": t, "signature": s});
+        let plain = json!([{"type": "text", "text": "calling"}, call()]);
+        let e = refusal(
+            "claude-sonnet-4-5",
+            tool_loop(plain.clone(), budget.clone()),
+            false,
+        );
+        assert!(
+            e.starts_with("messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`. When `thinking` is enabled, a final `assistant` message must start with a thinking block"),
+            "{e}"
+        );
+        for ok in [
+            json!([thinking(text, &sig), call()]),
+            json!([thinking("", &sig), {"type": "text", "text": "calling"}, call()]),
+            json!([{"type": "redacted_thinking", "data": redacted_data("a")}, call()]),
+        ] {
+            assert_eq!(
+                refusal(
+                    "claude-sonnet-4-5",
+                    tool_loop(ok.clone(), budget.clone()),
+                    false
+                ),
+                "",
+                "{ok}"
+            );
+        }
+        for (bad, want) in [
+            (
+                json!([thinking("Thinking: b", &sig), call()]),
+                "messages.1.content.0: Invalid `signature` in `thinking` block",
+            ),
+            (
+                json!([thinking(text, &content::signature(text)), call()]),
+                "messages.1.content.0: Invalid `signature` in `thinking` block",
+            ),
+            (
+                json!([{"type": "redacted_thinking", "data": "bm9wZQ=="}, call()]),
+                "messages.1.content.0: Invalid `data` in `redacted_thinking` block",
+            ),
+        ] {
+            assert_eq!(
+                refusal(
+                    "claude-sonnet-4-5",
+                    tool_loop(bad.clone(), json!({})),
+                    false
+                ),
+                want,
+                "checked with thinking off too: {bad}"
+            );
+        }
+        // Thinking off: the turn needs no thinking.
+        assert_eq!(
+            refusal(
+                "claude-sonnet-4-5",
+                tool_loop(plain.clone(), json!({})),
+                false
+            ),
+            ""
+        );
+        assert_eq!(
+            refusal(
+                "claude-opus-5",
+                tool_loop(plain.clone(), json!({"thinking": {"type": "disabled"}})),
+                false
+            ),
+            ""
+        );
+        // Adaptive-only models think by default, so they want it back by default.
+        assert!(
+            refusal("claude-opus-5", tool_loop(plain.clone(), json!({})), false)
+                .contains("but found `text`")
+        );
+        assert!(refusal(
+            "claude-opus-4-6",
+            tool_loop(plain.clone(), json!({"thinking": {"type": "adaptive"}})),
+            true
+        )
+        .contains("but found `text`"));
+        // A turn without a tool call needs none (earlier thinking is optional).
+        let answered = json!({"thinking": {"type": "enabled", "budget_tokens": 2048}, "messages": [
+            {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]});
+        assert_eq!(refusal("claude-sonnet-4-5", answered, false), "");
+        // Counting does not check it.
+        let mut count = tool_loop(plain, budget);
+        count["model"] = json!("claude-sonnet-4-5");
+        assert_eq!(count_refusal("claude-sonnet-4-5", count, false), "");
+    }
+
+    #[test]
+    fn forced_tools_follow_the_thinking_mode_and_the_model() {
+        let tools = json!([{"name": "f", "input_schema": {"type": "object"}}]);
+        let with = |choice: Value, thinking: Value| {
+            let mut b = json!({"tools": tools, "tool_choice": choice});
+            if !thinking.is_null() {
+                b["thinking"] = thinking;
+            }
+            b
+        };
+        let any = json!({"type": "any"});
+        let named = json!({"type": "tool", "name": "f"});
+        let budget = json!({"type": "enabled", "budget_tokens": 2048});
+        let adaptive = json!({"type": "adaptive"});
+        for forced in [&any, &named] {
+            assert_eq!(
+                refusal(
+                    "claude-sonnet-4-5",
+                    with(forced.clone(), budget.clone()),
+                    false
+                ),
+                "Thinking may not be enabled when `tool_choice` forces tool use."
+            );
+            assert_eq!(
+                refusal(
+                    "claude-sonnet-4-5",
+                    with(forced.clone(), Value::Null),
+                    false
+                ),
+                ""
+            );
+            for m in ["claude-opus-4-6", "claude-opus-5", "claude-haiku-5-5"] {
+                assert_eq!(
+                    refusal(m, with(forced.clone(), adaptive.clone()), false),
+                    "",
+                    "{m}"
+                );
+            }
+            for m in ["claude-opus-5-5", "claude-sonnet-5-5", "claude-fable-5-1"] {
+                for thinking in [Value::Null, adaptive.clone()] {
+                    assert!(
+                        refusal(m, with(forced.clone(), thinking), false)
+                            .starts_with("tool_choice: forced tool use"),
+                        "{m}"
+                    );
+                }
+                assert_eq!(
+                    refusal(m, with(json!({"type": "auto"}), Value::Null), false),
+                    ""
+                );
+            }
+        }
+        // A forced tool skips the thinking: the loop it starts has none to replay.
+        let plain = json!([{"type": "text", "text": "calling"}, call()]);
+        assert_eq!(
+            refusal(
+                "claude-opus-4-6",
+                tool_loop(plain, json!({"thinking": adaptive, "tool_choice": any})),
+                false
+            ),
+            ""
+        );
+    }
+
+    #[test]
+    fn tool_ids_and_breakpoints_are_checked() {
+        let dotted = json!([{"type": "tool_use", "id": "call_x.1", "name": "f", "input": {}}]);
+        let mut body = tool_loop(dotted, json!({}));
+        assert_eq!(
+            refusal("claude-sonnet-4-5", body.clone(), false),
+            "messages.1.content.0.tool_use.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+        );
+        body["messages"][1]["content"][0]["id"] = json!("toolu_1");
+        body["messages"][2]["content"][0]["tool_use_id"] = json!("toolu/1");
+        assert_eq!(
+            refusal("claude-sonnet-4-5", body, false),
+            "messages.2.content.0.tool_result.tool_use_id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+        );
+        let cc = json!({"type": "ephemeral"});
+        let text = |t: &str| json!({"type": "text", "text": t, "cache_control": cc});
+        let mut body = tool_loop(json!([call()]), json!({"system": [text("s")]}));
+        body["messages"][0]["content"] = json!([text("a"), text("b")]);
+        body["messages"][2]["content"] =
+            json!([{"type": "tool_result", "tool_use_id": "toolu_1", "content": [text("r")]}]);
+        assert_eq!(refusal("claude-sonnet-4-5", body.clone(), false), "");
+        body["messages"][2]["content"][0]["cache_control"] = cc.clone();
+        assert_eq!(
+            refusal("claude-sonnet-4-5", body, false),
+            "A maximum of 4 blocks with cache_control may be provided. Found 5."
+        );
+    }
+
+    #[test]
+    fn redacted_thinking_streams_whole_in_its_block_start() {
+        let data = redacted_data("x");
+        let ans = Answer {
+            thinking: None,
+            redacted: Some(data.clone()),
+            text: Some("Echo: x".into()),
+            calls: Vec::new(),
+            args: Value::Null,
+            stop_reason: "end_turn",
+            stop_sequence: None,
+            output_tokens: 5,
+            input: 1,
+            creation: 0,
+            read: 0,
+            long_ttl: false,
+        };
+        let msg = serde_json::to_value(build_msg(
+            &ans,
+            "claude-opus-4-6",
+            "msg_1",
+            false,
+            &Value::Null,
+            false,
+        ))
+        .unwrap();
+        assert_eq!(
+            msg["content"][0],
+            json!({"type": "redacted_thinking", "data": data})
+        );
+        let events: Vec<Value> = stream_events(&ans, "claude-opus-4-6", "msg_1", true, 2)
+            .iter()
+            .filter_map(|e| {
+                let text = std::str::from_utf8(e).unwrap();
+                text.lines()
+                    .find_map(|l| l.strip_prefix("data: "))
+                    .map(|d| serde_json::from_str(d).unwrap())
+            })
+            .collect();
+        assert_eq!(
+            events[1],
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "redacted_thinking", "data": data}})
+        );
+        assert_eq!(events[2], json!({"type": "ping"}));
+        assert_eq!(events[3], json!({"type": "content_block_stop", "index": 0}));
+        assert!(!events
+            .iter()
+            .any(|e| e["index"] == 0 && e["type"] == "content_block_delta"));
     }
 }

@@ -36,7 +36,7 @@ use crate::catalog::{Family, Model, ModelKind, Route, RouteKind, Snapshot};
 use crate::doors::forward::{self, AnthropicHeaders};
 use crate::doors::{bridged, messages, responses};
 use crate::money::Usd;
-use crate::providers::anthropic::native::AnthropicNative;
+use crate::providers::anthropic::{self, native::AnthropicNative};
 use crate::providers::{
     adapter_for, Adapter, Credentials, Plan, ResponseCx, Target, UpstreamRequest,
 };
@@ -74,6 +74,12 @@ pub enum HeadDecision {
     ReadBody { op: Operation, key: Arc<ApiKey> },
     /// An authenticated `count_tokens`: read its body, then [`Admission::count_tokens`].
     CountTokens { key: Arc<ApiKey> },
+    /// `GET` or `DELETE /v1/responses/{id}`: the workspace's stored response `id`.
+    StoredResponse {
+        workspace_id: Box<str>,
+        id: Box<str>,
+        delete: bool,
+    },
 }
 
 /// An admitted request: who asked, for what, and how to reach it (the route is the one being
@@ -213,6 +219,18 @@ impl Admission<'_> {
             Endpoint::CountTokens => Ok(HeadDecision::CountTokens {
                 key: self.authenticate(head, now)?,
             }),
+            Endpoint::StoredResponse => {
+                let key = self.authenticate(head, now)?;
+                let id = head.path.trim_start_matches("/v1/responses/");
+                if !plain_id(id.as_bytes()) {
+                    return Err(GatewayError::NotFound(head.path.into()));
+                }
+                Ok(HeadDecision::StoredResponse {
+                    workspace_id: key.workspace_id.as_str().into(),
+                    id: id.into(),
+                    delete: head.method == http::Method::DELETE,
+                })
+            }
         }
     }
 
@@ -224,14 +242,28 @@ impl Admission<'_> {
         body: &[u8],
         now: DateTime<Utc>,
     ) -> Result<Decision, GatewayError> {
+        // The Responses door's fields are not the request model's: its body is read onto the
+        // chat body first, and everything below (limits, reservation, plan) reads that.
+        let (door_served, chat) = match self.door {
+            Door::Responses => {
+                let (served, chat) = self.responses_onto_chat(body)?;
+                (Some(served), Some(chat))
+            }
+            _ => (None, None),
+        };
+        let body = chat.as_deref().unwrap_or(body);
         let req = RawRequest::parse(body, op)?;
-        self.check_door(&req)?;
         let model = self.model_for(&req, op)?;
+        self.check_door(&req, &model)?;
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
         let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
-        let served = self.served(&model, body)?;
+        let served = match door_served {
+            Some(served) => served,
+            None => self.served(&model, body)?,
+        };
+        let translated = served.translated.clone().or_else(|| chat.clone());
         let req = served.request(req, op)?;
         let target = Target {
             model: &model,
@@ -272,7 +304,7 @@ impl Admission<'_> {
         Ok(Decision {
             admitted,
             plan,
-            translated: served.translated,
+            translated,
         })
     }
 
@@ -302,13 +334,35 @@ impl Admission<'_> {
         })
     }
 
+    /// The Responses door's body read onto the chat body for the model it names (whose family
+    /// decides where cache breakpoints go): how the door serves it, planning from the chat body
+    /// as it is (`translated` unset: there is nothing else to parse), and that body.
+    fn responses_onto_chat(&self, body: &[u8]) -> Result<(Served, Bytes), GatewayError> {
+        let head = RawRequest::parse_head(body)?;
+        let model = self.model_for(&head, Operation::Chat)?;
+        let mut served = self.served(&model, body)?;
+        let chat = served.translated.take().unwrap_or_default();
+        Ok((served, chat))
+    }
+
     /// What the door requires of a body beyond the request model's own fields: Anthropic's
-    /// `max_tokens` on the Messages door.
-    fn check_door(&self, req: &RawRequest<'_>) -> Result<(), GatewayError> {
-        if self.door == Door::Messages && req.get("max_tokens").is_none() {
-            return Err(GatewayError::invalid("max_tokens: Field required"));
+    /// `max_tokens` on the Messages door; on the chat door, no tools for Claude (the
+    /// specification's rule: the Messages and Responses doors offer them, the chat door
+    /// refuses them rather than drop them).
+    fn check_door(&self, req: &RawRequest<'_>, model: &Model) -> Result<(), GatewayError> {
+        match (self.door, model.family) {
+            (Door::Messages, _) if req.get("max_tokens").is_none() => {
+                Err(GatewayError::invalid("max_tokens: Field required"))
+            }
+            (Door::OpenAi, Family::Anthropic) => match anthropic::tool_parameter(req) {
+                Some(param) => Err(GatewayError::UnsupportedParameter {
+                    param,
+                    model: model.id.as_ref().into(),
+                }),
+                None => Ok(()),
+            },
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// How this door serves `model`: the family's own adapter on the OpenAI door; on the
@@ -510,6 +564,7 @@ enum Endpoint {
     Generation,
     Proxied(Operation),
     CountTokens,
+    StoredResponse,
 }
 
 /// The front door a path belongs to.
@@ -534,10 +589,16 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
         "/v1/messages" => (Endpoint::Proxied(Operation::Chat), "POST"),
         "/v1/messages/count_tokens" => (Endpoint::CountTokens, "POST"),
         "/v1/responses" => (Endpoint::Proxied(Operation::Chat), "POST"),
+        stored if stored.starts_with("/v1/responses/") => {
+            (Endpoint::StoredResponse, "GET, HEAD, DELETE")
+        }
         other => return Err(GatewayError::NotFound(other.into())),
     };
     let ok = match endpoint {
         Endpoint::Proxied(_) | Endpoint::CountTokens => method == http::Method::POST,
+        Endpoint::StoredResponse => {
+            [http::Method::GET, http::Method::HEAD, http::Method::DELETE].contains(method)
+        }
         _ => method == http::Method::GET || method == http::Method::HEAD,
     };
     if ok {

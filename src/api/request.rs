@@ -35,6 +35,14 @@ pub struct RawRequest<'a> {
 impl<'a> RawRequest<'a> {
     /// Parses and checks the fields every request of `op` must have.
     pub fn parse(body: &'a [u8], op: Operation) -> Result<Self, GatewayError> {
+        let req = Self::parse_head(body)?;
+        req.check(op)?;
+        Ok(req)
+    }
+
+    /// Parses the fields every door's body has: a JSON object naming a `model`, maybe
+    /// `stream`ed. What a door whose body is not the request model's reads before translating.
+    pub fn parse_head(body: &'a [u8]) -> Result<Self, GatewayError> {
         let fields = object_fields(body)
             .map_err(|e| GatewayError::invalid(format!("request body is not valid JSON: {e}")))?;
         let mut req = RawRequest {
@@ -52,6 +60,12 @@ impl<'a> RawRequest<'a> {
             .typed::<Option<bool>>("stream")?
             .flatten()
             .unwrap_or(false);
+        Ok(req)
+    }
+
+    /// The fields a request of `op` must have beyond [`parse_head`](Self::parse_head)'s.
+    fn check(&self, op: Operation) -> Result<(), GatewayError> {
+        let req = self;
         let required = match op {
             Operation::Chat => "messages",
             Operation::Embeddings => "input",
@@ -92,7 +106,7 @@ impl<'a> RawRequest<'a> {
                 }
             }
         }
-        Ok(req)
+        Ok(())
     }
 
     /// The raw slice of a top-level field.

@@ -241,6 +241,67 @@ mod tests {
     }
 
     #[test]
+    fn buffered_and_streamed_answers_are_responses() {
+        use super::super::responses::test_support::{chat_answer, cx as resp_cx, events};
+        let body = fixture("gemini-function-call-thought-signature-2.5-pro-devapi.json");
+        let t = bridged(Door::Responses, Family::Gemini)
+            .translate_buffered(&body, &resp_cx())
+            .unwrap();
+        let inner = crate::providers::gemini::Gemini
+            .translate_buffered(&body, &resp_cx())
+            .unwrap();
+        assert_eq!(
+            t.usage, inner.usage,
+            "billed what the inner adapter counted"
+        );
+        assert_eq!(
+            t.body,
+            responses::to_response(&inner.body, &inner.usage, &resp_cx()).unwrap()
+        );
+        let r: Value = serde_json::from_slice(&t.body).unwrap();
+        assert_eq!(
+            (&r["object"], &r["id"]),
+            (&json!("response"), &json!("resp_gw7"))
+        );
+
+        for (family, input) in [
+            (
+                Family::Gemini,
+                stream_fixture("gemini-stream-2.0-flash-devapi.sse", false, "\r\n\r\n"),
+            ),
+            (
+                Family::Anthropic,
+                stream_fixture("anthropic-stream-thinking.chunks.jsonl", true, "\n\n"),
+            ),
+            (
+                Family::OpenAiCompat,
+                fixture("openai-chat-stream-tool-call-usage.sse"),
+            ),
+        ] {
+            let mut s = bridged(Door::Responses, family).stream_translator(resp_cx());
+            let mut out = BytesMut::new();
+            s.feed(&input, &mut out);
+            s.finish(&mut out);
+            let ev = events(&out);
+            assert_eq!(ev[0].0, "response.created", "{family:?}");
+            assert_eq!(ev[ev.len() - 1].0, "response.completed", "{family:?}");
+            let (completion, usage) = chat_answer(crate::providers::adapter_for(family), &input);
+            assert_eq!(s.usage(), usage, "{family:?}");
+            assert_eq!(
+                s.final_answer().unwrap(),
+                responses::to_response(&completion, &usage, &resp_cx()).unwrap(),
+                "{family:?}: the stored answer is the buffered one"
+            );
+        }
+
+        // The other doors keep nothing and leave aborts to the stateless frame.
+        let mut s = bridged(Door::Messages, Family::Gemini).stream_translator(cx());
+        let mut out = BytesMut::new();
+        s.finish(&mut out);
+        assert_eq!((s.final_answer(), s.abort_frame("x")), (None, None));
+    }
+
+    #[test]
     fn openai_compatible_upstreams_get_the_chat_body() {
         let req = json!({"model": "acme/gpt", "max_tokens": 5, "stream": true, "messages": [{"role": "user", "content": "hi"}]});
         let chat = to_chat(&serde_json::to_vec(&req).unwrap()).unwrap();

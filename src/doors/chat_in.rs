@@ -1,6 +1,7 @@
 //! What the route's chat adapter wrote, read back by the doors that render it in their own
 //! shapes: a completion's `message` and a chunk's `delta` have one shape, every field optional
-//! (the buffered answers insist on what they need).
+//! (the buffered answers insist on what they need); a completion's first choice
+//! ([`CompletionIn`]) and a stream frame ([`ChunkIn`]: a chunk or an in-band error).
 
 use serde::Deserialize;
 
@@ -44,6 +45,63 @@ impl<'a> MessageIn<'a> {
     pub fn reasoning(&mut self) -> Option<Str<'a>> {
         self.reasoning.take().or(self.reasoning_content.take())
     }
+}
+
+/// A `chat.completion`: only its choices are read.
+#[derive(Deserialize)]
+pub(crate) struct CompletionIn<'a> {
+    #[serde(borrow, default)]
+    choices: Vec<CompletionChoiceIn<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CompletionChoiceIn<'a> {
+    #[serde(default)]
+    index: u32,
+    #[serde(borrow)]
+    pub message: MessageIn<'a>,
+    #[serde(borrow, default)]
+    pub finish_reason: Option<Str<'a>>,
+}
+
+impl<'a> CompletionIn<'a> {
+    /// The choice with the lowest index (the doors ask for one).
+    pub fn first_choice(self) -> Option<CompletionChoiceIn<'a>> {
+        self.choices.into_iter().min_by_key(|c| c.index)
+    }
+}
+
+/// One frame of a chat stream: a `chat.completion.chunk`, or an in-band `error`.
+#[derive(Deserialize)]
+pub(crate) struct ChunkIn<'a> {
+    #[serde(borrow, default, deserialize_with = "null_as_empty")]
+    pub choices: Vec<ChunkChoiceIn<'a>>,
+    #[serde(borrow, default)]
+    pub error: Option<ErrorIn<'a>>,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ErrorIn<'a> {
+    #[serde(borrow, default)]
+    pub message: Option<Str<'a>>,
+}
+
+impl ErrorIn<'_> {
+    /// The message, or a generic one.
+    pub fn message(self) -> String {
+        self.message
+            .map_or_else(|| "upstream stream failed".into(), |m| m.0.into_owned())
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ChunkChoiceIn<'a> {
+    #[serde(default)]
+    pub index: u32,
+    #[serde(borrow, default)]
+    pub delta: Option<MessageIn<'a>>,
+    #[serde(borrow, default)]
+    pub finish_reason: Option<Str<'a>>,
 }
 
 #[derive(Deserialize)]

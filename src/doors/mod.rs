@@ -9,14 +9,16 @@
 //! - `responses`: OpenAI's Responses API (`/v1/responses`), as Codex and the Agents SDK speak it.
 //!
 //! Shared by the doors: `bridge` (a family's chat adapter answering in a door's shapes),
-//! `chat_out` (the chat body a door writes) and `chat_in` (the chat adapter's answers read
-//! back); `forward` (client headers a native upstream gets).
+//! `chat_out` (the chat body a door writes), `chat_in` (the chat adapter's answers read back)
+//! and `rechunk` (its stream translator fed whole upstream lines, so a door's stream never
+//! depends on the cuts); `forward` (client headers a native upstream gets).
 
 mod bridge;
 pub(crate) mod chat_in;
 pub(crate) mod chat_out;
 pub mod forward;
 pub mod messages;
+mod rechunk;
 pub mod responses;
 
 pub use bridge::{bridged, Bridged};

@@ -87,6 +87,9 @@ async fn write<T>(
     let written = match outcome {
         Ok(t) => {
             ctx.usage = t.usage;
+            if admitted.kept_items.is_some() {
+                ctx.kept_answer = Some(t.body.clone());
+            }
             ctx.first_body_at = Some(Instant::now());
             respond::json(session, &id, 200, t.body, &[]).await
         }

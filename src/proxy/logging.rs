@@ -119,6 +119,8 @@ fn endpoint(path: &str) -> &'static str {
         "/v1/embeddings" => "embeddings",
         "/v1/messages" => "messages",
         "/v1/messages/count_tokens" => "count_tokens",
+        "/v1/responses" => "responses",
+        stored if stored.starts_with("/v1/responses/") => "stored_response",
         "/v1/models" => "models",
         "/v1/key" => "key",
         "/v1/generation" => "generation",

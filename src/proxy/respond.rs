@@ -68,13 +68,15 @@ pub async fn error(
     json(session, request_id, status, body, &extra).await
 }
 
-/// Ends a stream whose 200 is already out with `door`'s error frame, and a clean end.
+/// Ends a stream whose 200 is already out with `frame` (else `door`'s error frame), and a
+/// clean end.
 pub async fn stream_error(
     session: &mut Session,
     door: Door,
     e: &GatewayError,
+    frame: Option<Bytes>,
 ) -> pingora_error::Result<()> {
-    let frame = stream_error_frame(door, &e.to_string());
+    let frame = frame.unwrap_or_else(|| stream_error_frame(door, &e.to_string()));
     session.write_response_body(frame, true).await?;
     session.finish_body().await.map(|_| ())
 }

@@ -160,11 +160,12 @@ impl<'s> Client<'s> {
     }
 
     /// Tells the client about `e`: the error answer, or, once a keep-alive or content committed
-    /// the 200, the stream's own way to fail (the error frame and `[DONE]`).
-    async fn fail(&mut self, e: &GatewayError, retry_after: Option<&str>) {
+    /// the 200, the stream's own way to fail: `frame` when the translator renders it (the
+    /// Responses door numbers its events), else the door's error frame.
+    async fn fail(&mut self, e: &GatewayError, retry_after: Option<&str>, frame: Option<Bytes>) {
         if self.header_sent {
             if !self.left {
-                let _ = respond::stream_error(self.session, self.door, e).await;
+                let _ = respond::stream_error(self.session, self.door, e, frame).await;
             }
         } else {
             let door = self.door;
@@ -222,7 +223,10 @@ pub(super) async fn answer(
     if let Err(failure) = failover.run(ctx, request, &mut streaming).await {
         let credentials = streaming.outbound.credentials;
         let (e, retry_after) = client_error(failover.admitted(), credentials, failure);
-        streaming.client.fail(&e, retry_after.as_deref()).await;
+        streaming
+            .client
+            .fail(&e, retry_after.as_deref(), None)
+            .await;
         ctx.error = Some(e);
     }
     ctx.client_left = streaming.client.left;
@@ -295,13 +299,17 @@ impl<'s> Streaming<'s> {
                 Err(e) if !relay.committed() => return Err(before_content(e)),
                 Err(e) => {
                     let e = mid_stream(&e);
-                    self.client.fail(&e, None).await;
+                    let frame = relay.translator.abort_frame(&e.to_string());
+                    self.client.fail(&e, None, frame).await;
                     ctx.error = Some(e);
                     break;
                 }
             };
             self.deliver(ctx, admitted, &relay, step, end).await?;
             if end {
+                if admitted.kept_items.is_some() {
+                    ctx.kept_answer = relay.translator.final_answer();
+                }
                 break;
             }
         }

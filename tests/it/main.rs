@@ -38,6 +38,7 @@ mod outage;
 mod python_sdk;
 mod raw;
 mod reservations;
+mod responses;
 mod restarts;
 mod routing;
 mod secrets;

@@ -17,8 +17,8 @@
 //!
 //! Invariants:
 //! - output never depends on how the upstream bytes were cut: the inner translator is fed one
-//!   complete upstream line at a time, so it sees the same calls whatever the cuts (its usage,
-//!   read into `message_start`, included);
+//!   complete upstream line at a time (`doors::rechunk`), so it sees the same calls whatever
+//!   the cuts (its usage, read into `message_start`, included);
 //! - `message_start` comes first, when the inner translator writes its first frame, with the
 //!   input it has counted by then (0 where the upstream counts at the end); the exact counts
 //!   come in `message_delta`, from the inner translator's final usage;
@@ -27,26 +27,24 @@
 //!   over.
 
 use bytes::{BufMut, BytesMut};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::answer::{stop_reason, UsageOut};
 use crate::api::error::stream_error_frame;
-use crate::api::{Door, Str, Usage};
-use crate::doors::chat_in::{null_as_empty, MessageIn, ToolCallIn};
-use crate::providers::sse::SseFramer;
+use crate::api::{Door, Usage};
+use crate::doors::chat_in::{ChunkIn, MessageIn, ToolCallIn};
+use crate::doors::rechunk::ChatFrames;
 use crate::providers::{ResponseCx, StreamTranslator};
 
 /// Anthropic events over the OpenAI frames of `inner`.
 pub struct MessagesStream {
-    inner: Box<dyn StreamTranslator>,
+    frames: ChatFrames,
+    events: Events,
+}
+
+/// What has been written, and what comes next.
+struct Events {
     cx: ResponseCx,
-    /// Upstream bytes after the last complete line (fed to `inner` once the line ends).
-    pending: BytesMut,
-    /// Where the search for a line end resumes in `pending`.
-    scan: usize,
-    /// What `inner` wrote, framed again.
-    frames: SseFramer,
-    scratch: BytesMut,
     started: bool,
     /// The open content block, if any.
     open: Option<Open>,
@@ -71,41 +69,23 @@ enum Open {
 impl MessagesStream {
     pub fn new(inner: Box<dyn StreamTranslator>, cx: ResponseCx) -> Self {
         Self {
-            inner,
-            cx,
-            pending: BytesMut::new(),
-            scan: 0,
-            frames: SseFramer::default(),
-            scratch: BytesMut::new(),
-            started: false,
-            open: None,
-            blocks: 0,
-            calls_seen: Vec::new(),
-            finish_reason: None,
-            failed: false,
-            error: None,
+            frames: ChatFrames::new(inner),
+            events: Events {
+                cx,
+                started: false,
+                open: None,
+                blocks: 0,
+                calls_seen: Vec::new(),
+                finish_reason: None,
+                failed: false,
+                error: None,
+            },
         }
     }
+}
 
-    /// Feeds `inner` one upstream line, then translates what it wrote.
-    fn feed_inner(&mut self, line: &[u8], out: &mut BytesMut) {
-        self.inner.feed(line, &mut self.scratch);
-        self.translate(out);
-    }
-
-    /// Translates every frame `inner` has written so far.
-    fn translate(&mut self, out: &mut BytesMut) {
-        if self.scratch.is_empty() {
-            return;
-        }
-        self.frames.push(&self.scratch);
-        self.scratch.clear();
-        while let Some(ev) = self.frames.next_event() {
-            self.on_frame(&ev.data, out);
-        }
-    }
-
-    fn on_frame(&mut self, data: &[u8], out: &mut BytesMut) {
+impl Events {
+    fn on_frame(&mut self, inner: &dyn StreamTranslator, data: &[u8], out: &mut BytesMut) {
         if self.failed || data == b"[DONE]" || data.trim_ascii().is_empty() {
             return;
         }
@@ -119,12 +99,9 @@ impl MessagesStream {
             }
         };
         if let Some(error) = chunk.error {
-            let message = error
-                .message
-                .map_or_else(|| "upstream stream failed".into(), |m| m.0.into_owned());
-            return self.fail(&message, out);
+            return self.fail(&error.message(), out);
         }
-        self.start(out);
+        self.start(inner, out);
         let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else {
             return;
         };
@@ -200,12 +177,12 @@ impl MessagesStream {
         format!("toolu_{tail}_{index}")
     }
 
-    /// `message_start`, once.
-    fn start(&mut self, out: &mut BytesMut) {
+    /// `message_start`, once, with the input `inner` has counted by now.
+    fn start(&mut self, inner: &dyn StreamTranslator, out: &mut BytesMut) {
         if std::mem::replace(&mut self.started, true) {
             return;
         }
-        let u = self.inner.usage();
+        let u = inner.usage();
         let start = MessageStart {
             kind: "message_start",
             message: StartMessage {
@@ -276,39 +253,14 @@ impl MessagesStream {
         self.failed = true;
         out.put_slice(&stream_error_frame(Door::Messages, message));
     }
-}
 
-impl StreamTranslator for MessagesStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
-        self.pending.extend_from_slice(chunk);
-        while let Some(next) = line_end(&self.pending, self.scan) {
-            let line = self.pending.split_to(next).freeze();
-            self.scan = 0;
-            self.feed_inner(&line, out);
-        }
-        // No line ends before here; a last `\r` is looked at again with the next bytes.
-        self.scan = self
-            .pending
-            .len()
-            .saturating_sub(usize::from(self.pending.ends_with(b"\r")));
-    }
-
-    fn finish(&mut self, out: &mut BytesMut) {
-        if !self.pending.is_empty() {
-            let rest = self.pending.split().freeze();
-            self.feed_inner(&rest, out);
-        }
-        self.inner.finish(&mut self.scratch);
-        self.translate(out);
-        if let Some(ev) = self.frames.finish() {
-            self.on_frame(&ev.data, out);
-        }
+    /// The upstream ended: the open block closed, then the stop reason and the exact usage.
+    fn finish(&mut self, inner: &dyn StreamTranslator, out: &mut BytesMut) {
         if self.failed {
             return;
         }
-        self.start(out);
+        self.start(inner, out);
         self.close_block(out);
-        let u = self.inner.usage();
         write_event(
             out,
             "message_delta",
@@ -318,7 +270,7 @@ impl StreamTranslator for MessagesStream {
                     stop_reason: self.finish_reason.unwrap_or("end_turn"),
                     stop_sequence: None,
                 },
-                usage: DeltaUsage::of(&u),
+                usage: DeltaUsage::of(&inner.usage()),
             },
         );
         write_event(
@@ -329,32 +281,35 @@ impl StreamTranslator for MessagesStream {
             },
         );
     }
+}
+
+impl StreamTranslator for MessagesStream {
+    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+        let events = &mut self.events;
+        self.frames
+            .feed(chunk, |inner, data| events.on_frame(inner, data, out));
+    }
+
+    fn finish(&mut self, out: &mut BytesMut) {
+        let events = &mut self.events;
+        self.frames
+            .finish(|inner, data| events.on_frame(inner, data, out));
+        self.events.finish(self.frames.inner(), out);
+    }
 
     fn usage(&self) -> Usage {
-        self.inner.usage()
+        self.frames.inner().usage()
     }
 
     fn failed(&self) -> Option<&str> {
-        self.inner.failed().or(self.error.as_deref())
+        self.frames
+            .inner()
+            .failed()
+            .or(self.events.error.as_deref())
     }
 
     fn delivered(&self) -> u64 {
-        self.inner.delivered()
-    }
-}
-
-/// The end (exclusive) of the first complete line at or after `from`: after `\n`, `\r\n`, or
-/// a `\r` known not to be the first half of `\r\n`.
-fn line_end(buf: &[u8], from: usize) -> Option<usize> {
-    let rel = buf
-        .get(from..)?
-        .iter()
-        .position(|&b| b == b'\n' || b == b'\r')?;
-    let i = from.saturating_add(rel);
-    match (buf[i], buf.get(i.saturating_add(1))) {
-        (b'\r', Some(b'\n')) => Some(i.saturating_add(2)),
-        (b'\r', None) => None,
-        _ => Some(i.saturating_add(1)),
+        self.frames.inner().delivered()
     }
 }
 
@@ -368,32 +323,6 @@ fn write_event<T: Serialize>(out: &mut BytesMut, name: &str, value: &T) {
         out.extend_from_slice(b"{}");
     }
     out.extend_from_slice(b"\n\n");
-}
-
-// ----- the OpenAI frames read ----------------------------------------------------------------
-
-#[derive(Deserialize)]
-struct ChunkIn<'a> {
-    #[serde(borrow, default, deserialize_with = "null_as_empty")]
-    choices: Vec<ChoiceIn<'a>>,
-    #[serde(borrow, default)]
-    error: Option<ErrorIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ErrorIn<'a> {
-    #[serde(borrow, default)]
-    message: Option<Str<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceIn<'a> {
-    #[serde(default)]
-    index: u32,
-    #[serde(borrow, default)]
-    delta: Option<MessageIn<'a>>,
-    #[serde(borrow, default)]
-    finish_reason: Option<Str<'a>>,
 }
 
 // ----- the Anthropic events written ----------------------------------------------------------

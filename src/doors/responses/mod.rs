@@ -12,6 +12,8 @@ mod names;
 pub mod reasoning;
 mod request;
 mod stream;
+#[cfg(test)]
+pub(crate) mod test_support;
 
 pub use answer::to_response;
 pub use request::{parse, Parsed};

@@ -5,18 +5,23 @@
 //! body and no `model`). The body and the response/stream formats are otherwise identical, so
 //! only the transport is decided here from the route kind.
 //!
-//! Files: `request.rs` (OpenAI body → Messages API body, thinking and caching included),
-//! `response.rs` (buffered message → `chat.completion`, shared usage/stop mappings),
-//! `stream.rs` (Messages SSE events → `chat.completion.chunk` frames), `error.rs` (Anthropic and
-//! Google error bodies), `native.rs` ([`AnthropicNative`]: requests that arrive in the
-//! Messages API's own dialect, passed through with the gateway's model id, credential and
-//! surface; counting tokens). The transport (paths, credential and version headers) is
-//! `transport` here, shared by both adapters. Wire notes: `docs/wire.md` (the Anthropic
-//! sections); fixtures: `tests/fixtures/anthropic-*` (`tests/fixtures/SOURCES.md`).
+//! Files: `request.rs` (OpenAI body → Messages API body: tools and tool history, replayed
+//! signed thinking, thinking and caching), `response.rs` (buffered message →
+//! `chat.completion`: tool calls, signatures as `reasoning_details`; shared usage/stop
+//! mappings), `stream.rs` (Messages SSE events → `chat.completion.chunk` frames, signatures
+//! included), `error.rs` (Anthropic and Google error bodies), `native.rs`
+//! ([`AnthropicNative`]: requests that arrive in the Messages API's own dialect, passed through
+//! with the gateway's model id, credential and surface; counting tokens). The transport
+//! (paths, credential and version headers) is `transport` here, shared by both adapters. Wire
+//! notes: `docs/wire.md` (the Anthropic sections); fixtures: `tests/fixtures/anthropic-*`
+//! (`tests/fixtures/SOURCES.md`).
 //!
-//! Tools are not offered on this family (catalog profile `claude` does not forward them): a
-//! request with `tools`, `tool_choice` or tool-call history is refused with 400
-//! `unsupported_parameter` before anything is sent upstream.
+//! Tools and tool loops are translated both ways (`tools`/`tool_choice` → Claude's, tool calls
+//! and results ↔ `tool_use`/`tool_result` blocks), and Claude's signed thinking survives a
+//! round trip through the client as `reasoning_details`, so that a door translating onto the
+//! chat body (the Responses door) runs tool loops with extended thinking on Claude. The chat
+//! door itself does not offer tools on Claude: admission refuses them there, naming the
+//! parameter [`tool_parameter`] finds.
 
 mod error;
 pub mod native;
@@ -25,6 +30,7 @@ mod response;
 mod stream;
 
 pub use native::AnthropicNative;
+pub use request::tool_parameter;
 
 use super::{
     header, Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError,

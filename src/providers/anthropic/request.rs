@@ -4,15 +4,52 @@
 //! conf/catalog.yaml): a field is translated only when the profile forwards it; everything else
 //! (penalties, `seed`, `top_a`, `min_p`, `repetition_penalty`, `logit_bias`, `logprobs`,
 //! `verbosity`, `user`, `service_tier` …) is accepted and dropped. Tools are the exception:
-//! `tools`, `tool_choice` and tool-call history are refused (400 `unsupported_parameter`)
-//! because a silently dropped tool would change what the model answers.
+//! they are always translated (never dropped, whatever the profile says: a silently dropped
+//! tool would change what the model answers). Whether a door offers them is decided before the
+//! adapter: the chat door refuses them on Claude at admission ([`tool_parameter`] names the
+//! parameter), the Responses door runs its tool loops through here.
 //!
 //! Mappings (`docs/wire.md#anthropic-request-body`):
-//! - system/developer messages → `system` text blocks; a `cache_control` on the first system
-//!   message (on the message or on one of its parts, OpenRouter style) → `cache_control`
-//!   `{type: ephemeral, ttl?}` on the last system block;
-//! - user/assistant messages → `messages`, adjacent same-role turns merged (the API wants
-//!   alternating roles); string content or `text` / `image_url` parts; empty text dropped;
+//! - system/developer messages → `system` text blocks; user/assistant messages → `messages`,
+//!   adjacent same-role turns merged (the API wants alternating roles); string content or
+//!   `text` / `image_url` parts; empty text dropped;
+//! - `tools` (function tools only, anything else is a 400) → `tools: [{name, description,
+//!   input_schema}]`, `input_schema` the `parameters` as written (`{"type":"object"}` when
+//!   absent), `strict` dropped;
+//! - `tool_choice` `auto` / `required` / `none` / `{type: function, function: {name}}` →
+//!   `{type: auto}` / `{type: any}` / `{type: none}` / `{type: tool, name}`;
+//!   `parallel_tool_calls: false` → `disable_parallel_tool_use: true` on it (on `{type: auto}`
+//!   when no choice was given; not on `none`). Without tools neither is sent (Anthropic takes
+//!   no `tool_choice` without tools). A forcing choice (`any`, `tool`) becomes `auto` where
+//!   Anthropic refuses it: with budget thinking on (`thinking: {type: enabled}`: "Thinking may
+//!   not be enabled when tool_choice forces tool use"), and on profiles whose models cannot
+//!   stop thinking (`claude-5.5`: Opus 5.5, Sonnet 5.5 and Fable 5.1 answer any forced tool
+//!   use with a 400; Haiku 5.5 shares the profile and loses only the forcing). Adaptive
+//!   thinking elsewhere accepts a forced tool (the model then skips its thinking): sent as is;
+//! - assistant `tool_calls` → `tool_use` blocks after the text: `id` as sent (an id with
+//!   characters outside Anthropic's `[A-Za-z0-9_-]`, from another family's history, has each
+//!   such byte written `_XX` in hex, the same in its `tool_result`), `name`, `input` = the
+//!   `arguments` JSON object as written (empty arguments → `{}`; anything but an object is a
+//!   400: a guessed `{}` would replay a call the model never made);
+//! - `tool` messages → `{type: tool_result, tool_use_id, content}` (a string, or the text
+//!   parts as text blocks; left out when empty) in a `user` turn; consecutive tool messages and
+//!   the user message after them are one user turn, its `tool_result` blocks first (Anthropic
+//!   wants them at the start of the turn after the `tool_use`). The legacy `function` role is
+//!   refused (it has no call id to answer);
+//! - assistant `reasoning_details` (Claude's own, as the answers give them: `reasoning.text`
+//!   with its `signature` → `{type: thinking, thinking, signature}`, `reasoning.encrypted` →
+//!   `{type: redacted_thinking, data}`; an entry without its signature or data, or of another
+//!   type, is skipped) → those blocks first in the assistant turn, unmodified, when this
+//!   request thinks: thinking sent on, or an effort profile with no `thinking` sent (the
+//!   model's default, on for the adaptive-only generations). Anthropic wants the last
+//!   assistant turn's thinking back when a tool loop continues with thinking on, and ignores
+//!   earlier ones; with thinking off they are left out;
+//! - `cache_control` (OpenRouter style, `{type: ephemeral, ttl?}`) wherever the client put it:
+//!   on a system message → its last system block; on a user/assistant message → its last block
+//!   (thinking blocks take none); on a part → that part's block; on a `tool` message or its
+//!   parts → its `tool_result` block. Claude takes at most 4 breakpoints: the last 4 in prompt
+//!   order (system, then messages) are kept, earlier ones dropped — in an agent loop the
+//!   rolling breakpoints at the end are the ones that pay;
 //! - `max_tokens` = `max_completion_tokens`, else `max_tokens`, else the model's
 //!   `max_output_tokens` (4096 when the catalog has none), never above that cap;
 //! - **temperature rule**: the client's value as sent, capped at 1 (Anthropic's range is 0–1;
@@ -48,10 +85,12 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::api::chat::{MessageIn, PartIn};
+use crate::api::chat::{
+    CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, ToolCallIn, ToolIn,
+};
 use crate::api::{GatewayError, RawRequest, Str};
 use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, reasoning_ask, stop, Ask, Effort};
@@ -59,6 +98,9 @@ use crate::providers::Target;
 
 /// `max_tokens` when neither the client nor the catalog names one.
 const FALLBACK_MAX_TOKENS: u32 = 4096;
+
+/// The most `cache_control` breakpoints one Messages API request may carry.
+const MAX_BREAKPOINTS: usize = 4;
 
 // ----- what Anthropic receives ---------------------------------------------------------------
 
@@ -72,6 +114,10 @@ struct MessagesRequest<'a> {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     system: Vec<Block<'a>>,
     messages: Vec<Message<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<ToolOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<ToolChoiceOut<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     temperature: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,7 +150,62 @@ enum Block<'a> {
     },
     Image {
         source: ImageSource<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl<'a>>,
     },
+    ToolUse {
+        id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        input: Cow<'a, RawValue>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl<'a>>,
+    },
+    ToolResult {
+        tool_use_id: Cow<'a, str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        content: Option<ToolResultContent<'a>>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl<'a>>,
+    },
+    /// Replayed as the answer gave it: Anthropic checks the signature.
+    Thinking {
+        thinking: Cow<'a, str>,
+        signature: Cow<'a, str>,
+    },
+    RedactedThinking {
+        data: Cow<'a, str>,
+    },
+}
+
+impl<'a> Block<'a> {
+    /// The block's breakpoint slot; `None` for blocks that take none (thinking).
+    fn cache_control(&mut self) -> Option<&mut Option<CacheControl<'a>>> {
+        match self {
+            Self::Text { cache_control, .. }
+            | Self::Image { cache_control, .. }
+            | Self::ToolUse { cache_control, .. }
+            | Self::ToolResult { cache_control, .. } => Some(cache_control),
+            Self::Thinking { .. } | Self::RedactedThinking { .. } => None,
+        }
+    }
+
+    fn is_marked(&self) -> bool {
+        match self {
+            Self::Text { cache_control, .. }
+            | Self::Image { cache_control, .. }
+            | Self::ToolUse { cache_control, .. }
+            | Self::ToolResult { cache_control, .. } => cache_control.is_some(),
+            Self::Thinking { .. } | Self::RedactedThinking { .. } => false,
+        }
+    }
+}
+
+/// A `tool_result`'s content: the tool message's string, or its text parts as blocks.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
 }
 
 #[derive(Serialize)]
@@ -125,6 +226,48 @@ struct CacheControl<'a> {
     kind: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     ttl: Option<Cow<'a, str>>,
+}
+
+impl<'a> CacheControl<'a> {
+    fn of(cc: CacheControlIn<'a>) -> Self {
+        CacheControl {
+            kind: "ephemeral",
+            ttl: cc.ttl.map(|t| t.0),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ToolOut<'a> {
+    name: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    description: Option<Cow<'a, str>>,
+    input_schema: &'a RawValue,
+}
+
+/// A JSON value the translation writes itself (`{}`, `{"type":"object"}`).
+fn literal(json: &'static str) -> Result<&'static RawValue, GatewayError> {
+    serde_json::from_str(json)
+        .map_err(|e| GatewayError::Internal(format!("literal {json}: {e}").into()))
+}
+
+#[derive(Serialize, Debug, PartialEq, Eq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ToolChoiceOut<'a> {
+    Auto {
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
+    Any {
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
+    Tool {
+        name: Cow<'a, str>,
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        disable_parallel_tool_use: bool,
+    },
+    None,
 }
 
 #[derive(Serialize, Debug, PartialEq, Eq)]
@@ -162,10 +305,8 @@ pub(super) fn build(
     target: &Target<'_>,
     vertex: bool,
 ) -> Result<Bytes, GatewayError> {
-    refuse_tools(req, target)?;
     let model = target.model;
     let p = &model.profile;
-    let (system, messages) = conversation(req, target)?;
     let cap = model
         .max_output_tokens
         .unwrap_or(FALLBACK_MAX_TOKENS)
@@ -182,6 +323,28 @@ pub(super) fn build(
         } => adaptive(req, p, levels, *can_disable)?,
         _ => (budget_thinking(req, p, &mut max_tokens, cap)?, None),
     };
+    // Whether the model thinks on this request: as sent, else the effort models' default.
+    let thinks = match &thinking {
+        Some(t) => t.is_on(),
+        None => matches!(p.thinking, Thinking::Effort { .. }),
+    };
+    let (system, messages) = conversation(req, thinks)?;
+    let tools = tools(req)?;
+    let tool_choice = tool_choice(req, !tools.is_empty())?.map(|choice| {
+        let refuses_forcing = matches!(thinking, Some(ThinkingOut::Enabled { .. }))
+            || matches!(
+                p.thinking,
+                Thinking::Effort {
+                    can_disable: false,
+                    ..
+                }
+            );
+        if refuses_forcing {
+            choice.unforced()
+        } else {
+            choice
+        }
+    });
     let mut temperature = forwarded::<f64>(req, p, "temperature", "temperature")?.map(temperature);
     let mut top_p = forwarded::<f64>(req, p, "top_p", "top_p")?;
     let mut top_k = forwarded::<u32>(req, p, "top_k", "top_k")?.filter(|&k| k > 0);
@@ -199,6 +362,8 @@ pub(super) fn build(
         max_tokens,
         system,
         messages,
+        tools,
+        tool_choice,
         temperature,
         top_p,
         top_k,
@@ -217,17 +382,36 @@ fn temperature(openai: f64) -> f64 {
     openai.clamp(0.0, 1.0)
 }
 
-/// Tools are not offered on this family: their presence is a 400 naming the parameter.
-fn refuse_tools(req: &RawRequest<'_>, target: &Target<'_>) -> Result<(), GatewayError> {
+/// Which tool parameter a chat request uses, if any — `tools`, `tool_choice` (either present
+/// and not null), or `tool_calls` for tool history (an assistant message with tool calls, or a
+/// `tool` / legacy `function` message) — so that a door that does not offer tools on Claude
+/// can refuse the request naming it. Reads only roles and the presence of `tool_calls`; a body
+/// too malformed to read says `None` (its translation refuses it).
+pub fn tool_parameter(req: &RawRequest<'_>) -> Option<&'static str> {
+    #[derive(Deserialize)]
+    struct Turn<'a> {
+        #[serde(borrow, default)]
+        role: Option<Str<'a>>,
+        #[serde(borrow, default)]
+        tool_calls: Option<&'a RawValue>,
+    }
     for param in ["tools", "tool_choice"] {
         if req.get(param).is_some_and(|v| v.get() != "null") {
-            return Err(GatewayError::UnsupportedParameter {
-                param,
-                model: target.model.id.as_ref().into(),
-            });
+            return Some(param);
         }
     }
-    Ok(())
+    let messages = req.typed::<Vec<Turn>>("messages").ok().flatten()?;
+    let history = messages.iter().any(|m| {
+        let calls = m
+            .tool_calls
+            .map(|c| c.get().trim_start_matches('[').trim_start())
+            .is_some_and(|rest| !rest.starts_with(']') && rest != "null");
+        calls
+            || m.role
+                .as_deref()
+                .is_some_and(|r| r == "tool" || r == "function")
+    });
+    history.then_some("tool_calls")
 }
 
 /// `thinking` from the reasoning controls on a budget profile; adjusts `max_tokens` so the
@@ -313,99 +497,406 @@ fn adaptive<'p>(
     Ok((Some(ThinkingOut::Adaptive { display }), output_config))
 }
 
-/// The system blocks and the alternating messages.
+// ----- tools ---------------------------------------------------------------------------------
+
+fn tools<'a>(req: &RawRequest<'a>) -> Result<Vec<ToolOut<'a>>, GatewayError> {
+    let raw = req
+        .typed::<Option<Vec<&'a RawValue>>>("tools")?
+        .flatten()
+        .unwrap_or_default();
+    let mut out = Vec::with_capacity(raw.len());
+    for (i, tool) in raw.into_iter().enumerate() {
+        let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
+        let tool: ToolIn<'a> = serde_json::from_str(tool.get()).map_err(|e| bad(e.to_string()))?;
+        let function = match (&*tool.kind, tool.function) {
+            ("function", Some(f)) => f,
+            ("function", None) => return Err(bad("function is required".into())),
+            (other, _) => {
+                return Err(bad(format!(
+                    "only function tools are supported, not {other:?}"
+                )))
+            }
+        };
+        let input_schema = match function.parameters.filter(|p| p.get() != "null") {
+            Some(p) if p.get().starts_with('{') => p,
+            Some(_) => {
+                return Err(bad(
+                    "function.parameters must be a JSON Schema object".into()
+                ))
+            }
+            None => literal(r#"{"type":"object"}"#)?,
+        };
+        out.push(ToolOut {
+            name: function.name.0,
+            description: function.description.map(|d| d.0),
+            input_schema,
+        });
+    }
+    Ok(out)
+}
+
+/// `tool_choice` with `parallel_tool_calls`; `None` without tools (Anthropic refuses a choice
+/// with nothing to choose from), but a malformed choice is refused either way.
+fn tool_choice<'a>(
+    req: &RawRequest<'a>,
+    has_tools: bool,
+) -> Result<Option<ToolChoiceOut<'a>>, GatewayError> {
+    let bad = || {
+        GatewayError::invalid("invalid value for tool_choice: expected \"auto\", \"none\", \"required\" or {\"type\":\"function\",\"function\":{\"name\":…}}")
+    };
+    let raw = req.get("tool_choice").filter(|r| r.get() != "null");
+    let choice = match raw {
+        None => None,
+        Some(raw) if raw.get().starts_with('{') => {
+            let named: NamedFunctionIn<'a> = serde_json::from_str(raw.get()).map_err(|_| bad())?;
+            Some(ToolChoiceOut::Tool {
+                name: named.function.name.0,
+                disable_parallel_tool_use: false,
+            })
+        }
+        Some(raw) => Some(
+            match &*serde_json::from_str::<Str>(raw.get()).map_err(|_| bad())? {
+                "auto" => ToolChoiceOut::Auto {
+                    disable_parallel_tool_use: false,
+                },
+                "required" => ToolChoiceOut::Any {
+                    disable_parallel_tool_use: false,
+                },
+                "none" => ToolChoiceOut::None,
+                _ => return Err(bad()),
+            },
+        ),
+    };
+    if !has_tools {
+        return Ok(None);
+    }
+    let single = req.typed::<Option<bool>>("parallel_tool_calls")?.flatten() == Some(false);
+    let choice = match choice {
+        None if single => Some(ToolChoiceOut::Auto {
+            disable_parallel_tool_use: true,
+        }),
+        other => other,
+    };
+    Ok(choice.map(|c| c.one_call_at_most(single)))
+}
+
+impl<'a> ToolChoiceOut<'a> {
+    /// `parallel_tool_calls: false` on a choice that lets the model call (not `none`).
+    fn one_call_at_most(mut self, single: bool) -> Self {
+        if let Self::Auto {
+            disable_parallel_tool_use,
+        }
+        | Self::Any {
+            disable_parallel_tool_use,
+        }
+        | Self::Tool {
+            disable_parallel_tool_use,
+            ..
+        } = &mut self
+        {
+            *disable_parallel_tool_use = single;
+        }
+        self
+    }
+
+    /// `auto` in place of a choice that forces a tool, keeping the parallel setting.
+    fn unforced(self) -> Self {
+        match self {
+            Self::Any {
+                disable_parallel_tool_use,
+            }
+            | Self::Tool {
+                disable_parallel_tool_use,
+                ..
+            } => Self::Auto {
+                disable_parallel_tool_use,
+            },
+            other => other,
+        }
+    }
+}
+
+// ----- conversation --------------------------------------------------------------------------
+
+/// One turn being built from adjacent messages of its role. `front` holds what Anthropic wants
+/// at the start of the turn whatever the order of the messages merged into it: a user turn's
+/// `tool_result` blocks, an assistant turn's thinking blocks.
+struct Turn<'a> {
+    role: &'static str,
+    front: Vec<Block<'a>>,
+    rest: Vec<Block<'a>>,
+}
+
+/// The system blocks and the alternating messages, with at most 4 breakpoints.
 fn conversation<'a>(
     req: &RawRequest<'a>,
-    target: &Target<'_>,
+    thinks: bool,
 ) -> Result<(Vec<Block<'a>>, Vec<Message<'a>>), GatewayError> {
     let raw_messages = req
         .typed::<Vec<&'a RawValue>>("messages")?
         .unwrap_or_default();
     let mut system = Vec::new();
-    let mut cache_mark: Option<Option<Str<'a>>> = None;
-    let mut seen_system = false;
-    let mut messages: Vec<Message<'a>> = Vec::new();
+    let mut turns: Vec<Turn<'a>> = Vec::new();
     for (i, raw) in raw_messages.into_iter().enumerate() {
         let m: MessageIn<'a> = serde_json::from_str(raw.get())
             .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))?;
-        let parts = content(i, m.content)?;
-        let role = match &*m.role {
+        let (role, front, rest) = match &*m.role {
             "system" | "developer" => {
-                let first = !std::mem::replace(&mut seen_system, true);
-                if first {
-                    if let Some(cc) = m.cache_control {
-                        cache_mark = Some(cc.ttl);
-                    }
-                }
-                for (j, p) in parts.into_iter().enumerate() {
-                    if &*p.kind != "text" {
-                        return Err(GatewayError::invalid(format!(
-                            "messages[{i}].content[{j}]: a system message holds text parts only"
-                        )));
-                    }
-                    if let (true, None, Some(cc)) = (first, &cache_mark, p.cache_control) {
-                        cache_mark = Some(cc.ttl);
-                    }
-                    let text = part_text(i, j, p.text)?;
-                    if !text.is_empty() {
-                        system.push(Block::Text {
-                            text,
-                            cache_control: None,
-                        });
-                    }
-                }
+                system_blocks(i, m, &mut system)?;
                 continue;
             }
-            "user" => "user",
-            "assistant" => {
-                if m.tool_calls.as_ref().is_some_and(|c| !c.is_empty()) {
-                    return Err(tools_unsupported(target));
-                }
-                "assistant"
+            "user" => {
+                let mut rest = blocks(i, m.content, "user")?;
+                mark_last(&mut rest, m.cache_control);
+                ("user", Vec::new(), rest)
             }
-            "tool" | "function" => return Err(tools_unsupported(target)),
+            "assistant" => {
+                let mut rest = blocks(i, m.content, "assistant")?;
+                for (j, call) in m.tool_calls.unwrap_or_default().into_iter().enumerate() {
+                    rest.push(tool_use(i, j, call)?);
+                }
+                mark_last(&mut rest, m.cache_control);
+                // A turn of thinking alone says nothing: left out with its thinking.
+                let front = match (thinks, rest.is_empty()) {
+                    (true, false) => reasoning_blocks(m.reasoning_details),
+                    _ => Vec::new(),
+                };
+                ("assistant", front, rest)
+            }
+            "tool" => ("user", vec![tool_result(i, m)?], Vec::new()),
+            "function" => {
+                return Err(GatewayError::invalid(format!(
+                    "messages[{i}]: the legacy function role is not supported; answer tool_calls with tool messages"
+                )))
+            }
             other => {
                 return Err(GatewayError::invalid(format!(
                     "messages[{i}]: unknown role {other:?}"
                 )))
             }
         };
-        let mut blocks = Vec::with_capacity(parts.len());
-        for (j, p) in parts.into_iter().enumerate() {
-            if let Some(b) = block(i, j, p, role)? {
-                blocks.push(b);
-            }
-        }
-        if blocks.is_empty() {
+        if front.is_empty() && rest.is_empty() {
             continue;
         }
-        match messages.last_mut() {
-            Some(last) if last.role == role => last.content.extend(blocks),
-            _ => messages.push(Message {
-                role,
-                content: blocks,
-            }),
+        match turns.last_mut() {
+            Some(last) if last.role == role => {
+                last.front.extend(front);
+                last.rest.extend(rest);
+            }
+            _ => turns.push(Turn { role, front, rest }),
         }
     }
-    if messages.is_empty() {
+    if turns.is_empty() {
         return Err(GatewayError::invalid(
             "messages must include at least one non-empty user or assistant message",
         ));
     }
-    if let (Some(ttl), Some(Block::Text { cache_control, .. })) = (cache_mark, system.last_mut()) {
-        *cache_control = Some(CacheControl {
-            kind: "ephemeral",
-            ttl: ttl.map(|t| t.0),
-        });
-    }
+    let mut messages: Vec<Message<'a>> = turns
+        .into_iter()
+        .map(|mut t| {
+            t.front.append(&mut t.rest);
+            Message {
+                role: t.role,
+                content: t.front,
+            }
+        })
+        .collect();
+    keep_last_breakpoints(&mut system, &mut messages);
     Ok((system, messages))
 }
 
-fn tools_unsupported(target: &Target<'_>) -> GatewayError {
-    GatewayError::UnsupportedParameter {
-        param: "tool_calls",
-        model: target.model.id.as_ref().into(),
+/// A system message's text blocks, appended to `system`; its own breakpoint marks its last
+/// block.
+fn system_blocks<'a>(
+    i: usize,
+    m: MessageIn<'a>,
+    system: &mut Vec<Block<'a>>,
+) -> Result<(), GatewayError> {
+    let start = system.len();
+    for (j, p) in content(i, m.content)?.into_iter().enumerate() {
+        if &*p.kind != "text" {
+            return Err(GatewayError::invalid(format!(
+                "messages[{i}].content[{j}]: a system message holds text parts only"
+            )));
+        }
+        let text = part_text(i, j, p.text)?;
+        if !text.is_empty() {
+            system.push(Block::Text {
+                text,
+                cache_control: p.cache_control.map(CacheControl::of),
+            });
+        }
     }
+    let mut own = system.split_off(start);
+    mark_last(&mut own, m.cache_control);
+    system.append(&mut own);
+    Ok(())
+}
+
+/// A message's content blocks (parts that carry nothing left out).
+fn blocks<'a>(
+    i: usize,
+    raw: Option<&'a RawValue>,
+    role: &str,
+) -> Result<Vec<Block<'a>>, GatewayError> {
+    let parts = content(i, raw)?;
+    let mut out = Vec::with_capacity(parts.len());
+    for (j, p) in parts.into_iter().enumerate() {
+        if let Some(b) = block(i, j, p, role)? {
+            out.push(b);
+        }
+    }
+    Ok(out)
+}
+
+/// A message-level breakpoint on the last of the message's blocks that takes one.
+fn mark_last<'a>(blocks: &mut [Block<'a>], cc: Option<CacheControlIn<'a>>) {
+    let Some(cc) = cc else {
+        return;
+    };
+    if let Some(slot) = blocks.iter_mut().rev().find_map(Block::cache_control) {
+        *slot = Some(CacheControl::of(cc));
+    }
+}
+
+/// Claude refuses more than 4 breakpoints: the earliest are dropped, in prompt order (system
+/// blocks, then messages), so the last 4 stay.
+fn keep_last_breakpoints<'a>(system: &mut [Block<'a>], messages: &mut [Message<'a>]) {
+    let marked = system
+        .iter()
+        .chain(messages.iter().flat_map(|m| m.content.iter()))
+        .filter(|b| b.is_marked())
+        .count();
+    let mut extra = marked.saturating_sub(MAX_BREAKPOINTS);
+    let blocks = system
+        .iter_mut()
+        .chain(messages.iter_mut().flat_map(|m| m.content.iter_mut()));
+    for b in blocks {
+        if extra == 0 {
+            break;
+        }
+        if let Some(slot @ Some(_)) = b.cache_control() {
+            *slot = None;
+            extra -= 1;
+        }
+    }
+}
+
+/// An assistant message's signed reasoning as Claude gave it, in order: thinking text with
+/// its signature, or redacted thinking. Entries Claude could not check are skipped.
+fn reasoning_blocks<'a>(details: Option<Vec<ReasoningDetailIn<'a>>>) -> Vec<Block<'a>> {
+    let present = |s: Option<Str<'a>>| s.filter(|s| !s.is_empty()).map(|s| s.0);
+    details
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|d| match &*d.kind {
+            "reasoning.text" => Some(Block::Thinking {
+                signature: present(d.signature)?,
+                thinking: d.text.map_or(Cow::Borrowed(""), |t| t.0),
+            }),
+            "reasoning.encrypted" => Some(Block::RedactedThinking {
+                data: present(d.data)?,
+            }),
+            _ => None,
+        })
+        .collect()
+}
+
+/// One assistant tool call as a `tool_use` block.
+fn tool_use<'a>(i: usize, j: usize, call: ToolCallIn<'a>) -> Result<Block<'a>, GatewayError> {
+    let input = arguments(call.function.arguments)?.ok_or_else(|| {
+        GatewayError::invalid(format!(
+            "messages[{i}].tool_calls[{j}].function.arguments must be a JSON object"
+        ))
+    })?;
+    Ok(Block::ToolUse {
+        id: tool_id(call.id.0),
+        name: call.function.name.0,
+        input,
+        cache_control: None,
+    })
+}
+
+/// A tool-call `arguments` string as a JSON object (`""` means none); `None` when it is not
+/// one.
+fn arguments(args: Option<Str<'_>>) -> Result<Option<Cow<'_, RawValue>>, GatewayError> {
+    let args = match args {
+        Some(a) if !a.trim().is_empty() => a.0,
+        _ => return literal("{}").map(|v| Some(Cow::Borrowed(v))),
+    };
+    let raw = match args {
+        Cow::Borrowed(s) => serde_json::from_str::<&RawValue>(s.trim())
+            .ok()
+            .map(Cow::Borrowed),
+        Cow::Owned(s) => serde_json::from_str::<Box<RawValue>>(s.trim())
+            .ok()
+            .map(Cow::Owned),
+    };
+    Ok(raw.filter(|r| r.get().starts_with('{')))
+}
+
+/// A tool-call id as Anthropic takes it (`^[a-zA-Z0-9_-]+$`): as sent when it is one, else
+/// each other byte written `_XX` (hex) — the same in the `tool_use` and in its `tool_result`.
+fn tool_id(id: Cow<'_, str>) -> Cow<'_, str> {
+    let ok = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    if id.bytes().all(ok) {
+        return id;
+    }
+    let mut out = String::with_capacity(id.len() * 3);
+    for b in id.bytes() {
+        if ok(b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("_{b:02X}"));
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A `tool` message as a `tool_result` block; a breakpoint on the message or on any of its
+/// parts marks the block.
+fn tool_result<'a>(i: usize, m: MessageIn<'a>) -> Result<Block<'a>, GatewayError> {
+    let id = m.tool_call_id.ok_or_else(|| {
+        GatewayError::invalid(format!(
+            "messages[{i}]: a tool message needs a tool_call_id"
+        ))
+    })?;
+    let mut cache_control = m.cache_control.map(CacheControl::of);
+    let bad = |e: serde_json::Error| GatewayError::invalid(format!("messages[{i}].content: {e}"));
+    let content = match m.content.filter(|r| r.get() != "null") {
+        None => None,
+        Some(raw) if raw.get().starts_with('[') => {
+            let parts: Vec<PartIn<'a>> = serde_json::from_str(raw.get()).map_err(bad)?;
+            let mut texts = Vec::with_capacity(parts.len());
+            for (j, p) in parts.into_iter().enumerate() {
+                if &*p.kind != "text" {
+                    return Err(GatewayError::invalid(format!(
+                        "messages[{i}].content[{j}]: a tool result holds text parts only"
+                    )));
+                }
+                if cache_control.is_none() {
+                    cache_control = p.cache_control.map(CacheControl::of);
+                }
+                let text = part_text(i, j, p.text)?;
+                if !text.is_empty() {
+                    texts.push(Block::Text {
+                        text,
+                        cache_control: None,
+                    });
+                }
+            }
+            (!texts.is_empty()).then_some(ToolResultContent::Blocks(texts))
+        }
+        Some(raw) => {
+            let text: Str<'a> = serde_json::from_str(raw.get()).map_err(bad)?;
+            (!text.is_empty()).then_some(ToolResultContent::Text(text.0))
+        }
+    };
+    Ok(Block::ToolResult {
+        tool_use_id: tool_id(id.0),
+        content,
+        cache_control,
+    })
 }
 
 /// A message's content as parts; a string is one text part.
@@ -430,15 +921,13 @@ fn block<'a>(
     role: &str,
 ) -> Result<Option<Block<'a>>, GatewayError> {
     let at = || format!("messages[{i}].content[{j}]");
+    let cache_control = p.cache_control.map(CacheControl::of);
     match (&*p.kind, role) {
         ("text", _) => {
             let text = part_text(i, j, p.text)?;
-            Ok((!text.is_empty()).then(|| Block::Text {
+            Ok((!text.is_empty()).then_some(Block::Text {
                 text,
-                cache_control: p.cache_control.map(|cc| CacheControl {
-                    kind: "ephemeral",
-                    ttl: cc.ttl.map(|t| t.0),
-                }),
+                cache_control,
             }))
         }
         ("refusal", "assistant") => Ok(None),
@@ -446,12 +935,16 @@ fn block<'a>(
             let url = p.image_url.ok_or_else(|| {
                 GatewayError::invalid(format!("{}: image_url.url is required", at()))
             })?;
-            image(url.url.0).map(Some).ok_or_else(|| {
+            let source = image(url.url.0).ok_or_else(|| {
                 GatewayError::invalid(format!(
                     "{}: image_url.url must be a base64 data: URL or an http(s) URL",
                     at()
                 ))
-            })
+            })?;
+            Ok(Some(Block::Image {
+                source,
+                cache_control,
+            }))
         }
         (other, _) => Err(GatewayError::invalid(format!(
             "{}: unsupported {role} content part {other:?}",
@@ -460,7 +953,7 @@ fn block<'a>(
     }
 }
 
-fn image(url: Cow<'_, str>) -> Option<Block<'_>> {
+fn image(url: Cow<'_, str>) -> Option<ImageSource<'_>> {
     if let Some(rest) = url.strip_prefix("data:") {
         let (media_type, data) = rest.split_once(";base64,")?;
         let (media_type, data) = match &url {
@@ -476,14 +969,10 @@ fn image(url: Cow<'_, str>) -> Option<Block<'_>> {
                 Cow::Owned(data.to_owned()),
             ),
         };
-        return Some(Block::Image {
-            source: ImageSource::Base64 { media_type, data },
-        });
+        return Some(ImageSource::Base64 { media_type, data });
     }
     if url.starts_with("https://") || url.starts_with("http://") {
-        return Some(Block::Image {
-            source: ImageSource::Url { url },
-        });
+        return Some(ImageSource::Url { url });
     }
     None
 }
@@ -492,7 +981,7 @@ fn image(url: Cow<'_, str>) -> Option<Block<'_>> {
 mod tests {
     use super::super::test_support::*;
     use super::temperature;
-    use crate::catalog::RouteKind;
+    use crate::catalog::{Model, RouteKind};
     use serde_json::{json, Value};
 
     fn with(extra: Value) -> Value {
@@ -995,77 +1484,471 @@ mod tests {
     }
 
     #[test]
-    fn cache_control_on_the_system_message_marks_the_last_system_block() {
+    fn every_breakpoint_marks_the_block_the_client_marked() {
+        let eph = json!({"type": "ephemeral"});
+        let hour = json!({"type": "ephemeral", "ttl": "1h"});
         let b = body(json!({"model": "m", "messages": [
             {"role": "system", "content": [
                 {"type": "text", "text": "long doc", "cache_control": {"type": "ephemeral", "ttl": "1h"}},
                 {"type": "text", "text": "rules"}]},
+            {"role": "system", "content": "more", "cache_control": {"type": "ephemeral"}},
             {"role": "user", "content": "q"}
         ]}));
         assert_eq!(
             b["system"],
-            json!([{"type": "text", "text": "long doc"},
-                   {"type": "text", "text": "rules", "cache_control": {"type": "ephemeral", "ttl": "1h"}}])
+            json!([{"type": "text", "text": "long doc", "cache_control": hour},
+                   {"type": "text", "text": "rules"},
+                   {"type": "text", "text": "more", "cache_control": eph}])
         );
+        // A message's own breakpoint marks its last block (before any merging); a part's
+        // marks that part's block.
         let b = body(json!({"model": "m", "messages": [
-            {"role": "system", "content": "doc", "cache_control": {"type": "ephemeral"}},
-            {"role": "system", "content": "more"},
-            {"role": "user", "content": "q"}
+            {"role": "system", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "cache_control": {"type": "ephemeral"}},
+            {"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}, "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "one"}]},
+            {"role": "user", "content": "two", "cache_control": {"type": "ephemeral", "ttl": "5m"}},
+            {"role": "user", "content": "three"}
         ]}));
+        assert_eq!(b["system"][0].get("cache_control"), None);
+        assert_eq!(b["system"][1]["cache_control"], eph);
+        let user = &b["messages"][0]["content"];
+        assert_eq!(user[0]["type"], "image");
+        assert_eq!(user[0]["cache_control"], eph);
+        assert_eq!(user[1].get("cache_control"), None);
         assert_eq!(
-            b["system"],
-            json!([{"type": "text", "text": "doc"},
-                   {"type": "text", "text": "more", "cache_control": {"type": "ephemeral"}}])
+            user[2],
+            json!({"type": "text", "text": "two", "cache_control": {"type": "ephemeral", "ttl": "5m"}})
         );
+        assert_eq!(user[3], json!({"type": "text", "text": "three"}));
         let b = body(
             json!({"model": "m", "messages": [{"role": "system", "content": "doc"}, {"role": "user", "content": "q"}]}),
         );
         assert_eq!(b["system"], json!([{"type": "text", "text": "doc"}]));
+    }
+
+    /// A tool loop: an assistant turn with signed thinking, text and two calls, their results.
+    fn tool_loop(assistant_cc: Value, tool_cc: Value) -> Value {
+        json!([
+            {"role": "user", "content": "weather? [sim:call=get_weather]"},
+            {"role": "assistant", "content": "Looking.", "cache_control": assistant_cc,
+             "reasoning_details": [
+                {"type": "reasoning.text", "text": "Two cities.", "signature": "c2ln", "index": 0},
+                {"type": "reasoning.encrypted", "data": "cmVk", "index": 1}],
+             "tool_calls": [
+                {"id": "toolu_01A", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+                {"id": "toolu_01B", "type": "function", "function": {"name": "get_weather", "arguments": ""}}]},
+            {"role": "tool", "tool_call_id": "toolu_01A", "content": "sunny", "cache_control": tool_cc},
+            {"role": "tool", "tool_call_id": "toolu_01B", "content": [{"type": "text", "text": "rain"}, {"type": "text", "text": ""}]},
+            {"role": "user", "content": "and now?"}
+        ])
+    }
+
+    #[test]
+    fn breakpoints_on_tool_turns_and_only_the_last_four() {
+        let eph = json!({"type": "ephemeral"});
         let b = body(
-            json!({"model": "m", "messages": [{"role": "user", "content": [
-            {"type": "text", "text": "big", "cache_control": {"type": "ephemeral", "ttl": "5m"}}]}]}),
+            json!({"model": "m", "reasoning_effort": "low", "max_tokens": 4000,
+            "messages": tool_loop(eph.clone(), eph.clone())}),
         );
+        let assistant = &b["messages"][1]["content"];
+        assert_eq!(assistant[0]["type"], "thinking", "{assistant}");
         assert_eq!(
-            b["messages"][0]["content"][0]["cache_control"],
-            json!({"type": "ephemeral", "ttl": "5m"})
+            assistant[4],
+            json!({"type": "tool_use", "id": "toolu_01B", "name": "get_weather", "input": {}, "cache_control": eph}),
+            "the message's last block"
+        );
+        assert!(assistant
+            .as_array()
+            .unwrap()
+            .iter()
+            .take(4)
+            .all(|b| b.get("cache_control").is_none()));
+        let results = &b["messages"][2]["content"];
+        assert_eq!(
+            results[0],
+            json!({"type": "tool_result", "tool_use_id": "toolu_01A", "content": "sunny", "cache_control": eph})
+        );
+        // A part's breakpoint in a tool message marks its tool_result too.
+        let b = body(json!({"model": "m", "messages": [
+            {"role": "user", "content": "x"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "t1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "t1", "content": [{"type": "text", "text": "r", "cache_control": {"type": "ephemeral", "ttl": "1h"}}]}
+        ]}));
+        assert_eq!(
+            b["messages"][2]["content"][0],
+            json!({"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "r"}],
+                   "cache_control": {"type": "ephemeral", "ttl": "1h"}})
+        );
+
+        // Six breakpoints: the first two in prompt order (system blocks first) are dropped.
+        let cc = |ttl: &str| json!({"type": "ephemeral", "ttl": ttl});
+        let b = body(json!({"model": "m", "messages": [
+            {"role": "system", "content": "s1", "cache_control": cc("1h")},
+            {"role": "user", "content": "u1", "cache_control": cc("1h")},
+            {"role": "assistant", "content": "a1", "cache_control": cc("5m")},
+            {"role": "user", "content": [{"type": "text", "text": "u2", "cache_control": cc("5m")}, {"type": "text", "text": "u3", "cache_control": cc("5m")}]},
+            {"role": "system", "content": "s2", "cache_control": cc("5m")}
+        ]}));
+        let marks: Vec<Value> = b["system"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(
+                b["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|m| m["content"].as_array().unwrap()),
+            )
+            .map(|blk| json!([blk["text"], blk.get("cache_control").is_some()]))
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                json!(["s1", false]),
+                json!(["s2", false]),
+                json!(["u1", true]),
+                json!(["a1", true]),
+                json!(["u2", true]),
+                json!(["u3", true]),
+            ]
         );
     }
 
     #[test]
-    fn tools_are_refused_naming_the_parameter() {
-        let tool = json!([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]);
-        for (extra, param) in [
-            (json!({"tools": tool}), "tools"),
-            (json!({"tools": []}), "tools"),
-            (json!({"tool_choice": "auto"}), "tool_choice"),
+    fn tools_and_every_tool_choice_map() {
+        let tools = json!([
+            {"type": "function", "function": {"name": "get_weather", "description": "Weather.", "strict": true,
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}},
+            {"type": "function", "function": {"name": "now"}}
+        ]);
+        let b = body(with(json!({"tools": tools})));
+        assert_eq!(
+            b["tools"],
+            json!([
+                {"name": "get_weather", "description": "Weather.",
+                 "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}},
+                {"name": "now", "input_schema": {"type": "object"}}
+            ])
+        );
+        assert!(b.get("tool_choice").is_none(), "no choice, none sent");
+        for (choice, parallel, want) in [
+            (json!("auto"), None, json!({"type": "auto"})),
+            (json!("required"), None, json!({"type": "any"})),
+            (json!("none"), None, json!({"type": "none"})),
+            (
+                json!({"type": "function", "function": {"name": "now"}}),
+                None,
+                json!({"type": "tool", "name": "now"}),
+            ),
+            (json!("auto"), Some(true), json!({"type": "auto"})),
+            (
+                json!("auto"),
+                Some(false),
+                json!({"type": "auto", "disable_parallel_tool_use": true}),
+            ),
+            (
+                json!("required"),
+                Some(false),
+                json!({"type": "any", "disable_parallel_tool_use": true}),
+            ),
+            (
+                json!({"type": "function", "function": {"name": "now"}}),
+                Some(false),
+                json!({"type": "tool", "name": "now", "disable_parallel_tool_use": true}),
+            ),
+            (json!("none"), Some(false), json!({"type": "none"})),
+            (
+                Value::Null,
+                Some(false),
+                json!({"type": "auto", "disable_parallel_tool_use": true}),
+            ),
         ] {
-            let e = err(with(extra.clone()));
-            assert_eq!(e.status(), 400);
-            assert_eq!(e.code(), "unsupported_parameter");
-            assert_eq!(
-                e.to_string(),
-                format!("{param} is not supported by model \"anthropic/claude-test\""),
-                "{extra}"
+            let mut extra = json!({"tools": tools, "tool_choice": choice});
+            if let Some(p) = parallel {
+                extra["parallel_tool_calls"] = json!(p);
+            }
+            let b = body(with(extra.clone()));
+            assert_eq!(b["tool_choice"], want, "{extra}");
+        }
+        // Without tools there is nothing to choose from: neither is sent.
+        for extra in [
+            json!({"tool_choice": "required", "parallel_tool_calls": false}),
+            json!({"tools": [], "tool_choice": "auto"}),
+            json!({"tools": null, "tool_choice": null}),
+        ] {
+            let b = body(with(extra.clone()));
+            assert!(
+                b.get("tools").is_none() && b.get("tool_choice").is_none(),
+                "{extra}: {b}"
             );
         }
-        body(with(json!({"tools": null, "tool_choice": null})));
-        // History from another family: ids with characters outside [A-Za-z0-9_-] must not
-        // break anything — tool calls are refused the same way.
-        for messages in [
-            json!([{"role": "user", "content": "hi"},
-                   {"role": "assistant", "content": null, "tool_calls": [{"id": "call_Ab3x_0.CiIB+/9a8w==", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-                   {"role": "tool", "tool_call_id": "call_Ab3x_0.CiIB+/9a8w==", "content": "ok"}]),
-            json!([{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "a.b/c", "content": "ok"}]),
+        for (extra, want) in [
+            (
+                json!({"tools": [{"type": "web_search"}]}),
+                "tools[0]: only function tools are supported, not \"web_search\"",
+            ),
+            (
+                json!({"tools": [{"type": "function"}]}),
+                "tools[0]: function is required",
+            ),
+            (
+                json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": [1]}}]}),
+                "tools[0]: function.parameters must be a JSON Schema object",
+            ),
+            (
+                json!({"tools": tools, "tool_choice": "sometimes"}),
+                "invalid value for tool_choice",
+            ),
+            (
+                json!({"tool_choice": {"type": "allowed_tools"}}),
+                "invalid value for tool_choice",
+            ),
+        ] {
+            let e = err(with(extra.clone()));
+            assert_eq!(e.code(), "invalid_request_error", "{extra}");
+            assert!(e.to_string().starts_with(want), "{extra}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_forced_tool_becomes_auto_where_claude_refuses_it() {
+        let tools = json!([{"type": "function", "function": {"name": "f"}}]);
+        let named = json!({"type": "function", "function": {"name": "f"}});
+        let choice = |m: &Model, extra: Value| {
+            let mut req = with(extra);
+            req["tools"] = tools.clone();
+            try_built(&req, m, RouteKind::Anthropic, None, false)
+                .unwrap()
+                .2["tool_choice"]
+                .clone()
+        };
+        let budget = model(Some(64000));
+        // Budget thinking on: Anthropic refuses a forced tool ("Thinking may not be enabled
+        // when tool_choice forces tool use").
+        for forced in [json!("required"), named.clone()] {
+            assert_eq!(
+                choice(
+                    &budget,
+                    json!({"tool_choice": forced, "reasoning_effort": "low"})
+                ),
+                json!({"type": "auto"})
+            );
+            assert_eq!(
+                choice(
+                    &budget,
+                    json!({"tool_choice": forced, "reasoning_effort": "low", "parallel_tool_calls": false})
+                ),
+                json!({"type": "auto", "disable_parallel_tool_use": true})
+            );
+        }
+        assert_eq!(
+            choice(&budget, json!({"tool_choice": "required"})),
+            json!({"type": "any"}),
+            "no thinking, forced as asked"
+        );
+        assert_eq!(
+            choice(
+                &budget,
+                json!({"tool_choice": "required", "reasoning_effort": "none"})
+            ),
+            json!({"type": "any"})
+        );
+        // Adaptive thinking takes a forced tool, except on the models that cannot stop thinking.
+        let can_stop = effort_model(ALL_LEVELS, true);
+        let cannot_stop = effort_model(ALL_LEVELS, false);
+        for extra in [json!({}), json!({"reasoning_effort": "high"})] {
+            let mut e = extra.clone();
+            e["tool_choice"] = named.clone();
+            assert_eq!(
+                choice(&can_stop, e.clone()),
+                json!({"type": "tool", "name": "f"}),
+                "{extra}"
+            );
+            assert_eq!(choice(&cannot_stop, e), json!({"type": "auto"}), "{extra}");
+        }
+        assert_eq!(
+            choice(&cannot_stop, json!({"tool_choice": "none"})),
+            json!({"type": "none"})
+        );
+    }
+
+    #[test]
+    fn tool_history_becomes_tool_use_and_one_user_turn_of_results() {
+        let b = body(json!({"model": "m", "messages": tool_loop(Value::Null, Value::Null)}));
+        assert_eq!(
+            b["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "weather? [sim:call=get_weather]"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Looking."},
+                    {"type": "tool_use", "id": "toolu_01A", "name": "get_weather", "input": {"city": "Paris"}},
+                    {"type": "tool_use", "id": "toolu_01B", "name": "get_weather", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_01A", "content": "sunny"},
+                    {"type": "tool_result", "tool_use_id": "toolu_01B", "content": [{"type": "text", "text": "rain"}]},
+                    {"type": "text", "text": "and now?"}]}
+            ]),
+            "no thinking asked: the signed reasoning stays out"
+        );
+        // Results first in their turn, whatever the order of the messages merged into it;
+        // ids other families wrote are made Anthropic's, the same on both sides.
+        let b = body(json!({"model": "m", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_Ab3x_0.CiIB+/9a8w==", "type": "function", "function": {"name": "f", "arguments": " {\"a\": [1, 2]} "}}]},
+            {"role": "user", "content": "before the result"},
+            {"role": "tool", "tool_call_id": "call_Ab3x_0.CiIB+/9a8w==", "content": ""}
+        ]}));
+        let id = "call_Ab3x_0_2ECiIB_2B_2F9a8w_3D_3D";
+        assert_eq!(b["messages"][1]["content"][0]["id"], id);
+        assert_eq!(
+            b["messages"][1]["content"][0]["input"],
+            json!({"a": [1, 2]})
+        );
+        assert_eq!(
+            b["messages"][2]["content"],
+            json!([{"type": "tool_result", "tool_use_id": id}, {"type": "text", "text": "before the result"}])
+        );
+        for (messages, want) in [
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]),
+                "messages[1].tool_calls[0].function.arguments must be a JSON object",
+            ),
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [{"id": "a", "type": "function", "function": {"name": "f", "arguments": "{\"cut"}}]}]),
+                "messages[1].tool_calls[0].function.arguments must be a JSON object",
+            ),
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "tool", "content": "r"}]),
+                "messages[1]: a tool message needs a tool_call_id",
+            ),
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "a", "content": [{"type": "image_url", "image_url": {"url": "https://x.test/i.png"}}]}]),
+                "messages[1].content[0]: a tool result holds text parts only",
+            ),
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "r"}]),
+                "messages[1]: the legacy function role is not supported",
+            ),
         ] {
             let e = err(json!({"model": "m", "messages": messages}));
-            assert_eq!(e.code(), "unsupported_parameter", "{e}");
-            assert!(
-                e.to_string().starts_with("tool_calls is not supported"),
-                "{e}"
-            );
+            assert_eq!(e.code(), "invalid_request_error", "{e}");
+            assert!(e.to_string().starts_with(want), "{e}");
         }
         body(
             json!({"model": "m", "messages": [{"role": "assistant", "content": "x", "tool_calls": []}, {"role": "user", "content": "y"}]}),
         );
+    }
+
+    #[test]
+    fn signed_reasoning_is_replayed_first_only_when_the_request_thinks() {
+        // What `tool_loop`'s assistant message carries, as Claude must see it again.
+        let replayed = [
+            json!({"type": "thinking", "thinking": "Two cities.", "signature": "c2ln"}),
+            json!({"type": "redacted_thinking", "data": "cmVk"}),
+        ];
+        let assistant = |m: &Model, extra: Value| {
+            let mut req = with(extra);
+            req["messages"] = tool_loop(Value::Null, Value::Null);
+            let b = try_built(&req, m, RouteKind::Anthropic, None, false)
+                .unwrap()
+                .2;
+            b["messages"][1]["content"].as_array().unwrap().clone()
+        };
+        let budget = model(Some(64000));
+        let on = assistant(&budget, json!({"reasoning_effort": "low"}));
+        assert_eq!(on[..2], replayed, "thinking blocks first, unmodified");
+        assert_eq!(on[2]["type"], "text");
+        assert_eq!(on.len(), 5);
+        for off in [json!({}), json!({"reasoning_effort": "none"})] {
+            let blocks = assistant(&budget, off.clone());
+            assert_eq!(blocks[0]["type"], "text", "{off}");
+            assert_eq!(blocks.len(), 3, "{off}");
+        }
+        let can_stop = effort_model(ALL_LEVELS, true);
+        assert_eq!(
+            assistant(&can_stop, json!({"reasoning_effort": "high"}))[..2],
+            replayed
+        );
+        assert_eq!(
+            assistant(&can_stop, json!({}))[..2],
+            replayed,
+            "the model's default: adaptive models think"
+        );
+        assert_eq!(
+            assistant(&can_stop, json!({"reasoning_effort": "none"}))[0]["type"],
+            "text",
+            "thinking turned off"
+        );
+        assert_eq!(
+            assistant(
+                &effort_model(ALL_LEVELS, false),
+                json!({"reasoning_effort": "none"})
+            )[..2],
+            replayed,
+            "cannot be turned off"
+        );
+        // Entries Claude cannot check are skipped; an omitted text replays as empty.
+        let b = body(
+            json!({"model": "m", "reasoning_effort": "low", "messages": [
+                {"role": "user", "content": "x"},
+                {"role": "assistant", "content": "y", "reasoning_details": [
+                    {"type": "reasoning.text", "text": "no signature"},
+                    {"type": "reasoning.summary", "summary": "s"},
+                    {"type": "reasoning.encrypted"},
+                    {"type": "reasoning.text", "signature": "b21pdHRlZA=="}]},
+                {"role": "user", "content": "z"}
+            ]}),
+        );
+        assert_eq!(
+            b["messages"][1]["content"],
+            json!([{"type": "thinking", "thinking": "", "signature": "b21pdHRlZA=="}, {"type": "text", "text": "y"}])
+        );
+    }
+
+    #[test]
+    fn tool_parameter_names_what_a_door_without_tools_refuses() {
+        let param = |req: Value| {
+            let bytes = serde_json::to_vec(&req).unwrap();
+            let raw = crate::api::RawRequest::parse(&bytes, crate::api::Operation::Chat).unwrap();
+            super::tool_parameter(&raw)
+        };
+        let tool = json!([{"type": "function", "function": {"name": "f"}}]);
+        for (extra, want) in [
+            (json!({"tools": tool}), Some("tools")),
+            (json!({"tools": []}), Some("tools")),
+            (json!({"tool_choice": "auto"}), Some("tool_choice")),
+            (json!({"tools": null, "tool_choice": null}), None),
+            (json!({"parallel_tool_calls": false}), None),
+            (json!({}), None),
+        ] {
+            assert_eq!(param(with(extra.clone())), want, "{extra}");
+        }
+        for (messages, want) in [
+            (tool_loop(Value::Null, Value::Null), Some("tool_calls")),
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "a", "content": "r"}]),
+                Some("tool_calls"),
+            ),
+            (
+                json!([{"role": "user", "content": "x"}, {"role": "function", "name": "f", "content": "r"}]),
+                Some("tool_calls"),
+            ),
+            (
+                json!([{"role": "assistant", "content": "x", "tool_calls": [ ]}, {"role": "user", "content": "y"}]),
+                None,
+            ),
+            (
+                json!([{"role": "assistant", "content": "x", "tool_calls": null}, {"role": "user", "content": "y"}]),
+                None,
+            ),
+        ] {
+            assert_eq!(
+                param(json!({"model": "m", "messages": messages})),
+                want,
+                "{messages}"
+            );
+        }
     }
 }

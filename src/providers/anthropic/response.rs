@@ -4,9 +4,13 @@
 //! - content blocks: `text` → `content` (joined; null when empty), `thinking` → `reasoning`
 //!   (left out when the client excluded reasoning, and when every thinking block is empty —
 //!   adaptive thinking with `display: omitted` sends the block with a signature and no text),
-//!   `tool_use` → `tool_calls` (only seen if an upstream answers with one; this family does
-//!   not send tools); signatures and others ignored (the gateway replays no thinking: a
-//!   conversation's earlier turns go back as text);
+//!   `tool_use` → `tool_calls` (`id`, `type: function`, `function: {name, arguments}` with
+//!   `arguments` the compact JSON of `input`); others (server tools) ignored;
+//! - what Claude needs to see its reasoning again → `reasoning_details` (OpenRouter's shape),
+//!   one entry per `thinking` / `redacted_thinking` block, `index` its ordinal among them:
+//!   `{type: reasoning.text, text, signature, index}` and `{type: reasoning.encrypted, data,
+//!   index}`. Kept when the client excluded reasoning, without the `text` (a client that hid
+//!   the text still has to send the signature back); an empty text is left out too;
 //! - `stop_reason`: `end_turn` / `stop_sequence` / `pause_turn` → `stop`, `max_tokens` /
 //!   `model_context_window_exceeded` → `length`, `refusal` → `content_filter`, `tool_use` →
 //!   `tool_calls`;
@@ -25,9 +29,11 @@ use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::api::completion::{Choice, Completion, FunctionCall, Message, ToolCall};
+use crate::api::completion::{
+    Choice, Completion, FunctionCall, Message, ReasoningDetail, ToolCall,
+};
 use crate::api::Usage;
-use crate::providers::common::Str;
+use crate::providers::common::{compact, Str};
 use crate::providers::{ResponseCx, TranslateError, Translated};
 
 #[derive(Deserialize)]
@@ -54,6 +60,11 @@ pub(super) struct BlockIn<'a> {
     pub name: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub signature: Option<Str<'a>>,
+    /// A `redacted_thinking` block's opaque thinking.
+    #[serde(borrow, default)]
+    pub data: Option<Str<'a>>,
 }
 
 /// Anthropic's usage object; every count optional (Vertex's `message_delta` has only
@@ -125,6 +136,37 @@ pub(super) fn finish_reason(stop_reason: &str) -> &'static str {
     }
 }
 
+/// The `reasoning_details` entry of a `thinking` block (the `n`th reasoning block): its text
+/// (unless excluded or empty) and its signature.
+pub(super) fn thinking_detail<'a>(
+    b: &'a BlockIn<'_>,
+    n: u32,
+    exclude: bool,
+) -> ReasoningDetail<'a> {
+    ReasoningDetail {
+        kind: "reasoning.text",
+        text: b
+            .thinking
+            .as_deref()
+            .filter(|t| !t.is_empty() && !exclude)
+            .map(Cow::Borrowed),
+        signature: b.signature.as_deref().map(Cow::Borrowed),
+        data: None,
+        index: n,
+    }
+}
+
+/// The `reasoning_details` entry of a `redacted_thinking` block (the `n`th reasoning block).
+pub(super) fn redacted_detail<'a>(b: &'a BlockIn<'_>, n: u32) -> ReasoningDetail<'a> {
+    ReasoningDetail {
+        kind: "reasoning.encrypted",
+        text: None,
+        signature: None,
+        data: b.data.as_deref().map(Cow::Borrowed),
+        index: n,
+    }
+}
+
 pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
     let resp: MessageResponse =
         serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
@@ -135,10 +177,20 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
     let mut text = String::new();
     let mut thoughts = String::new();
     let mut tool_calls = Vec::new();
+    let mut details = Vec::new();
     for b in &resp.content {
         match &*b.kind {
             "text" => text.push_str(b.text.as_deref().unwrap_or("")),
-            "thinking" => thoughts.push_str(b.thinking.as_deref().unwrap_or("")),
+            "thinking" => {
+                let thought = b.thinking.as_deref().unwrap_or("");
+                thoughts.push_str(thought);
+                let index = details.len() as u32;
+                details.push(thinking_detail(b, index, cx.exclude_reasoning));
+            }
+            "redacted_thinking" => {
+                let index = details.len() as u32;
+                details.push(redacted_detail(b, index));
+            }
             "tool_use" => tool_calls.push(ToolCall {
                 index: None,
                 id: b.id.as_deref().map(Cow::Borrowed),
@@ -147,7 +199,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
                     name: b.name.as_deref(),
                     arguments: b
                         .input
-                        .map_or_else(|| "{}".to_owned(), |i| i.get().to_owned()),
+                        .map_or_else(|| "{}".to_owned(), |i| compact(i.get())),
                 },
             }),
             _ => {}
@@ -160,7 +212,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
             role: "assistant",
             content: (!text.is_empty()).then_some(text),
             reasoning: (!thoughts.is_empty() && !cx.exclude_reasoning).then_some(thoughts),
-            reasoning_details: Vec::new(),
+            reasoning_details: details,
             tool_calls,
         },
         logprobs: None,
@@ -242,9 +294,70 @@ mod tests {
         assert_eq!(m["reasoning"], "925 divided by 5 = 185");
         assert_eq!(m["content"], "925 ÷ 5 = 185");
         assert_eq!((u.input, u.output), (69, 33));
+        let sig = "Er4BCkYICxgCKkCoxqLHLrx4mFL9Ox7/aHKht87WDzXfvZ7qbZKSnHV8imA5b3LXxuVqcXQ9z5sXwDx20JIW/+6DJehOSNK72L83Egx0T9s7VzB6QUK9g5kaDO9lGaWN5CPEDJU0lyIw4+Ed3q4N9w+16h3cfQ+9stJXHCl+1nYDxjIOLcyJT8Ug/LTmtlp4bbxWmmfNicayKiasdReHiOnqz1sKEF0pR4kcnF5mQGdLxk8q3A3NY+wGsH8MtUIqxRgB";
+        assert_eq!(
+            m["reasoning_details"],
+            json!([{"type": "reasoning.text", "text": "925 divided by 5 = 185", "signature": sig, "index": 0}])
+        );
         let (v, _) = run("anthropic-message-thinking.json", true);
-        assert!(v["choices"][0]["message"].get("reasoning").is_none());
-        assert_eq!(v["choices"][0]["message"]["content"], "925 ÷ 5 = 185");
+        let m = &v["choices"][0]["message"];
+        assert!(m.get("reasoning").is_none());
+        assert_eq!(m["content"], "925 ÷ 5 = 185");
+        assert_eq!(
+            m["reasoning_details"],
+            json!([{"type": "reasoning.text", "signature": sig, "index": 0}]),
+            "the signature stays when the text is excluded"
+        );
+        let (v, _) = run("anthropic-message-text.json", false);
+        assert!(v["choices"][0]["message"]
+            .get("reasoning_details")
+            .is_none());
+    }
+
+    #[test]
+    fn tool_use_and_signed_reasoning() {
+        let body = json!({"content": [
+            {"type": "thinking", "thinking": "Call it.", "signature": "c2lnMQ=="},
+            {"type": "redacted_thinking", "data": "cmVkYWN0ZWQ="},
+            {"type": "text", "text": "Checking."},
+            {"type": "tool_use", "id": "toolu_01A", "name": "get_weather", "input": {"city": "Paris", "days": [1, 2]}},
+            {"type": "thinking", "thinking": "", "signature": "c2lnMg=="},
+            {"type": "tool_use", "id": "toolu_01B", "name": "now", "input": {}},
+            {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "q"}}
+        ], "stop_reason": "tool_use", "usage": {"input_tokens": 10, "output_tokens": 50}});
+        // Anthropic's own answers are compact; a spaced one is compacted all the same.
+        let bytes = serde_json::to_vec_pretty(&body).unwrap();
+        for exclude in [false, true] {
+            let mut c = cx();
+            c.exclude_reasoning = exclude;
+            let v: Value = serde_json::from_slice(&translate(&bytes, &c).unwrap().body).unwrap();
+            let choice = &v["choices"][0];
+            assert_eq!(choice["finish_reason"], "tool_calls");
+            let m = &choice["message"];
+            assert_eq!(m["content"], "Checking.");
+            assert_eq!(
+                m["tool_calls"],
+                json!([
+                    {"id": "toolu_01A", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\",\"days\":[1,2]}"}},
+                    {"id": "toolu_01B", "type": "function", "function": {"name": "now", "arguments": "{}"}}
+                ])
+            );
+            let first = if exclude {
+                json!({"type": "reasoning.text", "signature": "c2lnMQ==", "index": 0})
+            } else {
+                json!({"type": "reasoning.text", "text": "Call it.", "signature": "c2lnMQ==", "index": 0})
+            };
+            assert_eq!(
+                m["reasoning_details"],
+                json!([
+                    first,
+                    {"type": "reasoning.encrypted", "data": "cmVkYWN0ZWQ=", "index": 1},
+                    {"type": "reasoning.text", "signature": "c2lnMg==", "index": 2}
+                ]),
+                "exclude: {exclude}"
+            );
+            assert_eq!(m.get("reasoning").is_some(), !exclude);
+        }
     }
 
     #[test]

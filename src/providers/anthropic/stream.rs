@@ -6,10 +6,15 @@
 //!   provisional `output_tokens`, which later counts replace;
 //! - `content_block_start` / `content_block_delta`: `text_delta` → `delta.content`,
 //!   `thinking_delta` → `delta.reasoning` (unless the client excluded reasoning; empty text
-//!   writes nothing, so a thinking block with `display: omitted` — start, `signature_delta`,
-//!   stop — gives no frame), `signature_delta` ignored, a `tool_use` block → one `tool_calls` entry (id and name at its
-//!   start, `input_json_delta` fragments as `arguments`) numbered by a running counter;
-//!   the first delta carries `role: "assistant"`;
+//!   writes nothing, so a thinking block with `display: omitted` gives no reasoning text), a
+//!   `signature_delta` → a chunk of its own whose `delta.reasoning_details` is
+//!   `[{type: reasoning.text, signature, index}]` (written even when reasoning is excluded: the
+//!   client needs it to send the thinking back), a `redacted_thinking` block start → `[{type:
+//!   reasoning.encrypted, data, index}]` — `index` the block's ordinal among the thinking and
+//!   redacted blocks, as in the buffered answer; a `tool_use` block → one `tool_calls` entry
+//!   (id and name at its start, `input_json_delta` fragments as `arguments`) numbered by a
+//!   running counter; the first delta carries `role: "assistant"`. Signatures and redacted
+//!   data are not counted as delivered model output (`Delta::content_len`);
 //! - `message_delta`: the `stop_reason` and cumulative usage (first-party repeats the input
 //!   counts there, Vertex sends only `output_tokens`: whatever is present overwrites);
 //! - `message_stop`: the clean end → the finish chunk, one `choices: []` usage chunk and
@@ -28,9 +33,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
-use super::response::{finish_reason, BlockIn, UsageIn};
+use super::response::{finish_reason, redacted_detail, BlockIn, UsageIn};
 use crate::api::chunk::{Chunk, ChunkChoice, Delta};
-use crate::api::completion::{FunctionCall, ToolCall};
+use crate::api::completion::{FunctionCall, ReasoningDetail, ToolCall};
 use crate::api::Usage;
 use crate::providers::common::Str;
 use crate::providers::sse::{self, SseFramer};
@@ -44,14 +49,26 @@ pub(super) struct AnthropicStream {
     framer: SseFramer,
     usage: Usage,
     started: bool,
-    /// Per block index seen: the OpenAI tool-call index of a `tool_use` block.
-    blocks: Vec<(u64, Option<u32>)>,
+    /// Per block index seen: what the block became.
+    blocks: Vec<(u64, Slot)>,
     tool_calls: u32,
+    /// Reasoning blocks (thinking, redacted) seen: the `index` of their `reasoning_details`.
+    reasoning_blocks: u32,
     finish: Option<&'static str>,
     stopped: bool,
     error: Option<String>,
     /// Bytes of model output written to the client (`StreamTranslator::delivered`).
     delivered: u64,
+}
+
+/// What a content block of the stream is to the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// A `tool_use` block: the OpenAI tool-call index.
+    ToolCall(u32),
+    /// A `thinking` / `redacted_thinking` block: its ordinal among them.
+    Reasoning(u32),
+    Other,
 }
 
 /// One Messages API stream event, as every reader of the stream parses it (this translator
@@ -92,6 +109,8 @@ struct DeltaIn<'a> {
     thinking: Option<Str<'a>>,
     #[serde(borrow, default)]
     partial_json: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    signature: Option<Str<'a>>,
     #[serde(borrow, default)]
     stop_reason: Option<Str<'a>>,
 }
@@ -149,6 +168,7 @@ impl AnthropicStream {
             started: false,
             blocks: Vec::new(),
             tool_calls: 0,
+            reasoning_blocks: 0,
             finish: None,
             stopped: false,
             error: None,
@@ -203,7 +223,7 @@ impl AnthropicStream {
             "tool_use" => {
                 let k = self.tool_calls;
                 self.tool_calls += 1;
-                self.blocks.push((index, Some(k)));
+                self.blocks.push((index, Slot::ToolCall(k)));
                 let delta = Delta {
                     tool_calls: Some([ToolCall {
                         index: Some(k),
@@ -218,20 +238,21 @@ impl AnthropicStream {
                 };
                 self.write_delta(delta, out);
             }
-            _ => {
-                self.blocks.push((index, None));
-                // A start block may already hold text (it is normally empty).
-                let text = block.text.as_deref().filter(|t| !t.is_empty());
+            "redacted_thinking" => {
+                let n = self.next_reasoning(index);
+                self.write_delta(
+                    Delta {
+                        reasoning_details: Some([redacted_detail(block, n)]),
+                        ..Delta::default()
+                    },
+                    out,
+                );
+            }
+            "thinking" => {
+                let n = self.next_reasoning(index);
+                // The start block is normally empty: text and signature come as deltas.
                 let thinking = block.thinking.as_deref().filter(|t| !t.is_empty());
-                if let Some(t) = text {
-                    self.write_delta(
-                        Delta {
-                            content: Some(t),
-                            ..Delta::default()
-                        },
-                        out,
-                    );
-                } else if let (Some(t), false) = (thinking, self.cx.exclude_reasoning) {
+                if let (Some(t), false) = (thinking, self.cx.exclude_reasoning) {
                     self.write_delta(
                         Delta {
                             reasoning: Some(t),
@@ -240,8 +261,58 @@ impl AnthropicStream {
                         out,
                     );
                 }
+                if let Some(sig) = block.signature.as_deref().filter(|s| !s.is_empty()) {
+                    self.write_signature(n, sig, out);
+                }
+            }
+            _ => {
+                self.blocks.push((index, Slot::Other));
+                if let Some(t) = block.text.as_deref().filter(|t| !t.is_empty()) {
+                    self.write_delta(
+                        Delta {
+                            content: Some(t),
+                            ..Delta::default()
+                        },
+                        out,
+                    );
+                }
             }
         }
+    }
+
+    /// Numbers a new reasoning block (thinking or redacted) at stream block `index`.
+    fn next_reasoning(&mut self, index: u64) -> u32 {
+        let n = self.reasoning_blocks;
+        self.reasoning_blocks += 1;
+        self.blocks.push((index, Slot::Reasoning(n)));
+        n
+    }
+
+    /// What stream block `index` was started as.
+    fn slot(&self, index: u64) -> Slot {
+        self.blocks
+            .iter()
+            .rev()
+            .find(|(i, _)| *i == index)
+            .map_or(Slot::Other, |(_, s)| *s)
+    }
+
+    /// A thinking block's signature: a chunk of its own, no text.
+    fn write_signature(&mut self, n: u32, signature: &str, out: &mut BytesMut) {
+        let detail = ReasoningDetail {
+            kind: "reasoning.text",
+            text: None,
+            signature: Some(Cow::Borrowed(signature)),
+            data: None,
+            index: n,
+        };
+        self.write_delta(
+            Delta {
+                reasoning_details: Some([detail]),
+                ..Delta::default()
+            },
+            out,
+        );
     }
 
     fn on_delta(&mut self, index: u64, d: &DeltaIn<'_>, out: &mut BytesMut) {
@@ -257,16 +328,20 @@ impl AnthropicStream {
                     None => return,
                 }
             }
+            Some("signature_delta") => {
+                let (Slot::Reasoning(n), Some(sig)) = (
+                    self.slot(index),
+                    d.signature.as_deref().filter(|s| !s.is_empty()),
+                ) else {
+                    return;
+                };
+                return self.write_signature(n, sig, out);
+            }
             Some("input_json_delta") => {
-                let call = self
-                    .blocks
-                    .iter()
-                    .rev()
-                    .find(|(i, _)| *i == index)
-                    .and_then(|(_, k)| *k);
-                let (Some(k), Some(json)) =
-                    (call, d.partial_json.as_deref().filter(|j| !j.is_empty()))
-                else {
+                let (Slot::ToolCall(k), Some(json)) = (
+                    self.slot(index),
+                    d.partial_json.as_deref().filter(|j| !j.is_empty()),
+                ) else {
                     return;
                 };
                 delta.tool_calls = Some([ToolCall {
@@ -362,6 +437,7 @@ impl StreamTranslator for AnthropicStream {
 mod tests {
     use super::super::test_support::{cx, frames, run_stream};
     use super::super::Anthropic;
+    use crate::providers::test_support::feed_in_pieces;
     use serde_json::{json, Value};
 
     fn stream_bytes(name: &str) -> Vec<u8> {
@@ -573,12 +649,113 @@ event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
                 .all(|f| f["choices"][0]["delta"].get("reasoning").is_none()),
             "{out:?}"
         );
+        // The signature alone: what the client sends back to replay the thinking.
         assert_eq!(
             out[0]["choices"][0]["delta"],
-            json!({"role": "assistant", "content": "Hi"})
+            json!({"role": "assistant", "reasoning_details": [
+                {"type": "reasoning.text", "signature": "EqQBCkYIBxgCKkA=", "index": 0}]})
         );
+        assert_eq!(out[1]["choices"][0]["delta"], json!({"content": "Hi"}));
         assert_eq!(out[out.len() - 2]["usage"]["completion_tokens"], 30);
-        assert_eq!(out.len(), 4, "content, finish, usage, [DONE]: {out:?}");
+        assert_eq!(
+            out.len(),
+            5,
+            "signature, content, finish, usage, [DONE]: {out:?}"
+        );
+    }
+
+    /// A stream with interleaved thinking, redacted thinking and two tool calls.
+    const SIGNED_TOOL_STREAM: &[u8] = b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"Call \\u00e9\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"thinking_delta\",\"thinking\":\"it.\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"c2lnMQ==\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":1,\"content_block\":{\"type\":\"redacted_thinking\",\"data\":\"cmVkYWN0ZWQ=\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":1}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":2,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_01A\",\"name\":\"get_weather\",\"input\":{}}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"city\\\":\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":2,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"\\\"Paris\\\"}\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":2}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":3,\"content_block\":{\"type\":\"thinking\",\"thinking\":\"\",\"signature\":\"\"}}\n\n\
+event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"signature_delta\",\"signature\":\"c2lnMg==\"}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":3}\n\n\
+event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":4,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_01B\",\"name\":\"now\",\"input\":{}}}\n\n\
+event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":4}\n\n\
+event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":40}}\n\n\
+event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+
+    #[test]
+    fn signatures_and_redacted_thinking_become_reasoning_details_at_every_split() {
+        for exclude in [false, true] {
+            let mut c = cx();
+            c.exclude_reasoning = exclude;
+            let run = |cuts: &[usize]| {
+                let mut t = crate::providers::Adapter::stream_translator(&Anthropic, c.clone());
+                let out = feed_in_pieces(&mut *t, SIGNED_TOOL_STREAM, cuts);
+                (out, t.delivered())
+            };
+            let whole = run(&[]);
+            for cut in 0..=SIGNED_TOOL_STREAM.len() {
+                assert_eq!(run(&[cut]), whole, "split at {cut}");
+            }
+            let (bytes, delivered) = whole;
+            let out = frames(&bytes);
+            let details: Vec<&Value> = out
+                .iter()
+                .filter_map(|f| f["choices"][0]["delta"].get("reasoning_details"))
+                .collect();
+            assert_eq!(
+                details,
+                [
+                    &json!([{"type": "reasoning.text", "signature": "c2lnMQ==", "index": 0}]),
+                    &json!([{"type": "reasoning.encrypted", "data": "cmVkYWN0ZWQ=", "index": 1}]),
+                    &json!([{"type": "reasoning.text", "signature": "c2lnMg==", "index": 2}]),
+                ],
+                "exclude: {exclude}"
+            );
+            let reasoning = joined(&out, "reasoning");
+            assert_eq!(reasoning, if exclude { "" } else { "Call \u{e9}it." });
+            let calls: Vec<&Value> = out
+                .iter()
+                .filter_map(|f| f["choices"][0]["delta"].get("tool_calls"))
+                .collect();
+            assert_eq!(calls.len(), 4, "{calls:?}");
+            assert_eq!(calls[0][0]["id"], "toolu_01A");
+            assert_eq!(
+                calls[3][0],
+                json!({"index": 1, "id": "toolu_01B", "type": "function", "function": {"name": "now", "arguments": ""}})
+            );
+            assert_eq!(out[0]["choices"][0]["delta"]["role"], "assistant");
+            assert_eq!(
+                out[out.len() - 3]["choices"][0]["finish_reason"],
+                "tool_calls"
+            );
+            // Delivered output: the thinking text as sent, tool names and arguments — no
+            // signature or redacted data.
+            let args = "{\"city\":\"Paris\"}".len();
+            let names = "get_weather".len() + "now".len();
+            assert_eq!(delivered, (reasoning.len() + args + names) as u64);
+        }
+    }
+
+    #[test]
+    fn the_fixture_signature_arrives_once_with_its_block() {
+        let input = stream_bytes("anthropic-stream-thinking.sse");
+        let out = frames(&run_stream(&Anthropic, cx(), &input, &[]));
+        let details: Vec<&Value> = out
+            .iter()
+            .filter_map(|f| f["choices"][0]["delta"].get("reasoning_details"))
+            .collect();
+        let signature = events(&input)
+            .into_iter()
+            .find(|e| e["delta"]["type"] == "signature_delta")
+            .unwrap()["delta"]["signature"]
+            .clone();
+        assert_eq!(
+            details,
+            [&json!([{"type": "reasoning.text", "signature": signature, "index": 0}])]
+        );
     }
 
     #[test]
