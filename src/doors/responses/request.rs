@@ -2377,4 +2377,84 @@ mod tests {
             "null is absent"
         );
     }
+
+    #[test]
+    fn a_developer_message_mid_conversation_is_system_text_on_both_families() {
+        let req = json!({"model": "m", "input": [
+            {"role": "user", "content": "a"},
+            {"role": "developer", "content": [{"type": "input_text", "text": "Context changed."}]},
+            {"role": "user", "content": "b"}
+        ]});
+        let p = parsed(&req, Family::Gemini);
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        assert_eq!(
+            out["messages"][1],
+            json!({"role": "system", "content": [{"type": "text", "text": "Context changed."}]}),
+            "where it stands"
+        );
+        let g = gemini_plan(&p.chat);
+        assert_eq!(
+            g["systemInstruction"],
+            json!({"parts": [{"text": "Context changed."}]})
+        );
+        assert_eq!(
+            g["contents"],
+            json!([{"role": "user", "parts": [{"text": "a"}, {"text": "b"}]}])
+        );
+        let a = anthropic_plan(&parsed(&req, Family::Anthropic).chat);
+        assert_eq!(
+            a["system"],
+            json!([{"type": "text", "text": "Context changed."}])
+        );
+        assert_eq!(
+            a["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+        );
+    }
+
+    #[test]
+    fn the_codex_request_reaches_claude_with_its_signed_thinking_tools_and_breakpoints() {
+        let body = fixture("responses/codex-request.json");
+        let p = parse(&body, None, Family::Anthropic).unwrap();
+        let a = anthropic_plan(&p.chat);
+        assert_eq!(
+            a["system"][0]["cache_control"],
+            json!({"type": "ephemeral"}),
+            "Codex's developer message is the system prompt, cached"
+        );
+        assert_eq!(a["thinking"]["type"], "enabled", "summary: auto thinks");
+        let m = a["messages"].as_array().unwrap();
+        let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+        let turn = m[1]["content"].as_array().unwrap();
+        assert_eq!(
+            turn[0],
+            json!({"type": "thinking", "thinking": "The user wants the Rust files; list src first.", "signature": "EqQBCkYIBxgCKkAsig"}),
+            "the signed thinking replayed first, from the tg1. blob"
+        );
+        assert_eq!(turn[1]["type"], "tool_use");
+        assert_eq!(turn[1]["name"], "exec_command");
+        assert_eq!(turn[2]["name"], "mcp__fs__--read_file");
+        assert_eq!(turn[2]["id"], "call_resp7_1");
+        let results = m[2]["content"].as_array().unwrap();
+        assert_eq!(results[0]["tool_use_id"], turn[1]["id"], "paired");
+        assert_eq!(results[1]["tool_use_id"], turn[2]["id"], "paired");
+        assert_eq!(results[1]["content"], "# Demo\nA small demo crate.");
+        assert_eq!(
+            m[4]["content"],
+            json!([{"type": "text", "text": "Now run the tests.", "cache_control": {"type": "ephemeral"}}]),
+            "the rolling breakpoint on the last message"
+        );
+        let names: Vec<&str> = a["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["exec_command", "apply_patch", "mcp__fs__--read_file"]
+        );
+        assert_eq!(a["tool_choice"], json!({"type": "auto"}));
+    }
 }
