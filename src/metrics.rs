@@ -46,6 +46,7 @@ pub struct Metrics {
     ledger_commit: Histogram,
     ledger_queue: IntGauge,
     ledger_spool_bytes: IntGauge,
+    responses_dropped: IntCounterVec,
     keys: IntGauge,
     models: IntGauge,
     store_reachable: IntGauge,
@@ -220,6 +221,13 @@ impl Metrics {
                 "tollgate_ledger_spool_bytes",
                 "Bytes of usage records waiting in the spool for the database",
             ),
+            responses_dropped: counter(
+                &r,
+                "tollgate_responses_dropped_total",
+                "Kept responses (previous_response_id) dropped before they were written, by \
+                 reason (queue_full, too_large, refused, shutdown)",
+                &["reason"],
+            ),
             keys: gauge(&r, "tollgate_keys_cached", "API keys in the key cache"),
             models: gauge(
                 &r,
@@ -294,6 +302,13 @@ impl Metrics {
     /// One ledger batch committed (or failed) after `took`.
     pub fn ledger_committed(&self, took: Duration) {
         self.ledger_commit.observe(took.as_secs_f64());
+    }
+
+    /// `n` kept responses dropped before they were written, for `reason`.
+    pub fn responses_dropped(&self, reason: &str, n: u64) {
+        self.responses_dropped
+            .with_label_values(&[reason])
+            .inc_by(n);
     }
 
     /// The text exposition format, with the scrape-time state.

@@ -20,6 +20,7 @@
 //! | `POST /token` (JWT-bearer grant) | — | `oauth.rs` |
 //! | `POST /v1/messages`, `POST /v1/messages/count_tokens` | `x-api-key` = `--anthropic-key`, `anthropic-version` | `anthropic.rs` |
 //! | `POST /v1/chat/completions`, `POST /v1/embeddings`, `GET /v1/models` | `Authorization: Bearer --openai-key` | `openai.rs` |
+//! | `POST /v1/responses` (the Responses API, buffered and streamed) | same | `openai_responses.rs` |
 //! | `GET /v1beta/models?pageSize=&pageToken=` (also `GET /v1/models` when it carries `x-goog-api-key` or `?key=`) | Gemini key | `listing.rs` |
 //! | `GET /v1/models?limit=&after_id=&before_id=` when it carries `x-api-key` | Anthropic key, `anthropic-version` | `listing.rs` |
 //! | `GET /v1beta1/publishers/{google,anthropic}/models?pageSize=&pageToken=` (shape from Google's REST reference as remembered, not captured) | `Authorization: Bearer` token from `/token` | `listing.rs` |
@@ -45,13 +46,13 @@
 //! | `[sim:fault=error-event]` | stream: the provider's mid-stream error after the first content event (buffered: the 500 body) |
 //! | `[sim:fault=error-first]` | stream: the same error before any content (buffered: the 500 body) |
 //! | `[sim:fault=garbage]` | a 200 whose body is an HTML page, not the provider's answer (buffered and streamed) |
-//! | `[sim:fault=blocked]` | 200 refusal: Gemini `promptFeedback.blockReason=SAFETY`, Anthropic `stop_reason=refusal`, OpenAI `finish_reason=content_filter` |
+//! | `[sim:fault=blocked]` | 200 refusal: Gemini `promptFeedback.blockReason=SAFETY`, Anthropic `stop_reason=refusal`, OpenAI `finish_reason=content_filter` (Responses: `status: incomplete`, reason `content_filter`) |
 //! | `[sim:latency=MS]` | delay before the response headers (overrides `--latency-ms`) |
 //! | `[sim:chunk-delay=MS]` | delay between stream events (overrides `--chunk-delay-ms`) |
 //! | `[sim:chunks=N]` | split the streamed text into N events (overrides `--chunks`) |
-//! | `[sim:call=NAME]` | with tools declared: call NAME with args `{"arg":"value"}` (Gemini `functionCall`, Anthropic `tool_use`, OpenAI `tool_calls`) |
+//! | `[sim:call=NAME]` | with tools declared: call NAME with args `{"arg":"value"}` (Gemini `functionCall`, Anthropic `tool_use`, OpenAI `tool_calls`, Responses `function_call` items) |
 //! | `[sim:parallel=N]` | N parallel calls (of NAME, or of the first declared function) |
-//! | `[sim:args=JSON]` | the calls' arguments are this JSON object instead of `{"arg":"value"}` (Anthropic, Gemini, Vertex; the value may hold `]`), so a real client can run a real tool |
+//! | `[sim:args=JSON]` | the calls' arguments are this JSON object instead of `{"arg":"value"}` (Anthropic, Gemini, Vertex, OpenAI Responses; the value may hold `]`), so a real client can run a real tool |
 //!
 //! Forced tool modes call without a marker: Gemini `toolConfig` `ANY` (first allowed name),
 //! Anthropic `tool_choice` `any`/`tool`, OpenAI `tool_choice` `required`/named; `NONE`/`none`
@@ -74,8 +75,8 @@
 //! `gemini.batch_embed`, `gemini.cache`, `vertex.generate`, `vertex.stream`,
 //! `vertex.count_tokens`, `vertex.predict`, `vertex.cache`, `vertex.claude`,
 //! `vertex.claude_stream`, `vertex.claude_count_tokens`, `oauth.token`, `anthropic.messages`, `anthropic.count_tokens`,
-//! `openai.chat`, `openai.embeddings`, `openai.models`, `gemini.models`, `vertex.models`,
-//! `anthropic.models`, `unknown`.
+//! `openai.chat`, `openai.responses`, `openai.embeddings`, `openai.models`, `gemini.models`,
+//! `vertex.models`, `anthropic.models`, `unknown`.
 //!
 //! ## Flags
 //!
@@ -101,6 +102,7 @@ mod listing;
 pub mod models;
 mod oauth;
 mod openai;
+mod openai_responses;
 mod record;
 mod respond;
 mod vertex;
@@ -265,6 +267,7 @@ enum Target<'a> {
     AnthropicMessages,
     AnthropicCount,
     OpenAiChat,
+    OpenAiResponses,
     OpenAiEmbeddings,
     OpenAiModels,
     GeminiModels,
@@ -292,6 +295,7 @@ impl Target<'_> {
             Target::AnthropicMessages => Route::AnthropicMessages,
             Target::AnthropicCount => Route::AnthropicCountTokens,
             Target::OpenAiChat => Route::OpenAiChat,
+            Target::OpenAiResponses => Route::OpenAiResponses,
             Target::OpenAiEmbeddings => Route::OpenAiEmbeddings,
             Target::OpenAiModels => Route::OpenAiModels,
             Target::GeminiModels => Route::GeminiModels,
@@ -331,6 +335,7 @@ fn classify<'a>(method: &Method, path: &'a str, headers: &HeaderMap, query: &str
         "/v1/messages" if post => return Target::AnthropicMessages,
         "/v1/messages/count_tokens" if post => return Target::AnthropicCount,
         "/v1/chat/completions" if post => return Target::OpenAiChat,
+        "/v1/responses" if post => return Target::OpenAiResponses,
         "/v1/embeddings" if post => return Target::OpenAiEmbeddings,
         "/v1/models" if get => return models_list_target(headers, query),
         "/v1beta/models" if get => return Target::GeminiModels,
@@ -456,6 +461,7 @@ async fn dispatch(State(sim): State<Arc<Sim>>, req: Request) -> Response {
         Target::AnthropicMessages => anthropic::handle_direct(&sim, &req, false),
         Target::AnthropicCount => anthropic::handle_direct(&sim, &req, true),
         Target::OpenAiChat => openai::chat(&sim, &req),
+        Target::OpenAiResponses => openai_responses::create(&sim, &req),
         Target::OpenAiEmbeddings => openai::embeddings(&sim, &req),
         Target::OpenAiModels => openai::models(&sim, &req),
         Target::GeminiModels => listing::gemini(&sim, &req),

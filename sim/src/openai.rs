@@ -1,5 +1,5 @@
 //! OpenAI-compatible upstream: `POST /v1/chat/completions` (buffered and SSE),
-//! `POST /v1/embeddings` and `GET /v1/models`. Shapes follow fixtures
+//! `POST /v1/embeddings` and `GET /v1/models` (`POST /v1/responses`: `openai_responses.rs`). Shapes follow fixtures
 //! `openai-chat-completion.json`, `openai-chat-stream-text-usage.sse`,
 //! `openai-chat-stream-tool-call-usage.sse` (role chunk, content / tool-call fragments, finish
 //! chunk, the `choices: []` usage chunk only with `stream_options.include_usage`, `data:
@@ -73,7 +73,7 @@ const CHAT_FIELDS: &[&str] = &[
 ];
 const EMBED_FIELDS: &[&str] = &["model", "input", "encoding_format", "dimensions", "user"];
 
-fn auth(sim: &Sim, req: &Req) -> Result<(), Response> {
+pub(crate) fn auth(sim: &Sim, req: &Req) -> Result<(), Response> {
     let header = req
         .headers
         .get("authorization")
@@ -110,7 +110,7 @@ fn auth(sim: &Sim, req: &Req) -> Result<(), Response> {
     Ok(())
 }
 
-fn parse(body: &Bytes) -> Result<Map<String, Value>, Response> {
+pub(crate) fn parse(body: &Bytes) -> Result<Map<String, Value>, Response> {
     match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(m)) => Ok(m),
         _ => Err(fixtures::openai_invalid(
@@ -121,7 +121,7 @@ fn parse(body: &Bytes) -> Result<Map<String, Value>, Response> {
     }
 }
 
-fn status_fault(f: &Fault) -> Option<Response> {
+pub(crate) fn status_fault(f: &Fault) -> Option<Response> {
     match f {
         Fault::Status(429) => Some(fixtures::openai_429()),
         Fault::Status(500) => Some(fixtures::openai_500()),

@@ -36,6 +36,7 @@ pub enum Route {
     AnthropicMessages,
     AnthropicCountTokens,
     OpenAiChat,
+    OpenAiResponses,
     OpenAiEmbeddings,
     OpenAiModels,
     GeminiModels,
@@ -45,7 +46,7 @@ pub enum Route {
 }
 
 impl Route {
-    pub const ALL: [Route; 24] = [
+    pub const ALL: [Route; 25] = [
         Route::GeminiGenerate,
         Route::GeminiStream,
         Route::GeminiCountTokens,
@@ -64,6 +65,7 @@ impl Route {
         Route::AnthropicMessages,
         Route::AnthropicCountTokens,
         Route::OpenAiChat,
+        Route::OpenAiResponses,
         Route::OpenAiEmbeddings,
         Route::OpenAiModels,
         Route::GeminiModels,
@@ -92,6 +94,7 @@ impl Route {
             Route::AnthropicMessages => "anthropic.messages",
             Route::AnthropicCountTokens => "anthropic.count_tokens",
             Route::OpenAiChat => "openai.chat",
+            Route::OpenAiResponses => "openai.responses",
             Route::OpenAiEmbeddings => "openai.embeddings",
             Route::OpenAiModels => "openai.models",
             Route::GeminiModels => "gemini.models",

@@ -1660,6 +1660,222 @@ async fn openai_chat_buffered_stream_tools() {
     assert_eq!(v["error"]["code"], "invalid_api_key");
 }
 
+/// The Responses API stream's events, checked for what every stream must be: named after their
+/// `type`, numbered 0, 1, 2… .
+fn responses_events(raw: &str) -> Vec<(String, Value)> {
+    let ev = sse_events(raw);
+    for (i, (name, data)) in ev.iter().enumerate() {
+        assert_eq!(data["type"], name.as_str(), "{raw}");
+        assert_eq!(data["sequence_number"], i, "{raw}");
+    }
+    ev
+}
+
+#[tokio::test]
+async fn openai_responses_buffered_stream_tools_and_refusals() {
+    let sim = Sim::start(&[]);
+    let body =
+        json!({"model": "gpt-5-mini", "instructions": "sys", "input": "Hello", "store": false});
+    let (s, v) = json_of(sim.openai("/v1/responses", body.clone()).await).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(v["object"], "response");
+    assert!(v["id"].as_str().unwrap().starts_with("resp_"));
+    assert_eq!(v["model"], "gpt-5-mini");
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["store"], false);
+    assert_eq!(v["instructions"], "sys");
+    let msg = &v["output"][0];
+    assert_eq!(msg["type"], "message");
+    assert_eq!(msg["role"], "assistant");
+    assert!(msg["id"].as_str().unwrap().starts_with("msg_"));
+    assert_eq!(msg["content"][0]["type"], "output_text");
+    assert_eq!(msg["content"][0]["text"], "Echo: Hello");
+    let usage = &v["usage"];
+    assert_eq!(usage["input_tokens"], tok("sysHello"));
+    assert_eq!(usage["input_tokens_details"]["cached_tokens"], 0);
+    assert_eq!(usage["output_tokens"], tok("Echo: Hello"));
+    assert_eq!(usage["output_tokens_details"]["reasoning_tokens"], 0);
+    assert_eq!(usage["total_tokens"], tok("sysHello") + tok("Echo: Hello"));
+
+    // Streamed: the API's events in its order, the text in deltas, the usage at the end.
+    let mut sb = body.clone();
+    sb["stream"] = json!(true);
+    sb["input"] = json!([{"role": "user", "content": [{"type": "input_text", "text": "Hello [sim:chunks=2]"}]}]);
+    let raw = sim.openai("/v1/responses", sb).await.text().await.unwrap();
+    let ev = responses_events(&raw);
+    let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    assert_eq!(ev[0].1["response"]["status"], "in_progress");
+    assert_eq!(ev[0].1["response"]["usage"], Value::Null);
+    assert_eq!(ev[2].1["item"]["status"], "in_progress");
+    let item_id = ev[2].1["item"]["id"].as_str().unwrap();
+    let text: String = ev
+        .iter()
+        .filter(|(n, _)| n == "response.output_text.delta")
+        .map(|(_, d)| {
+            assert_eq!(d["item_id"], item_id);
+            d["delta"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(text, "Echo: Hello");
+    assert_eq!(ev[6].1["text"], "Echo: Hello");
+    let done = &ev[9].1["response"];
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["output"][0]["content"][0]["text"], "Echo: Hello");
+    assert_eq!(
+        done["usage"]["input_tokens"],
+        tok("sysHello [sim:chunks=2]")
+    );
+    assert_eq!(done["id"], ev[0].1["response"]["id"]);
+
+    // Function calls: flat tools, the marker's arguments, streamed in fragments.
+    let tools = json!([{"type": "function", "name": "shell", "parameters": {"type": "object"}}]);
+    let tb = json!({"model": "m", "tools": tools, "input": [{"role": "user", "content": "[sim:call=shell][sim:args={\"command\":\"ls\"}] list"}]});
+    let (_, v) = json_of(sim.openai("/v1/responses", tb.clone()).await).await;
+    let call = &v["output"][0];
+    assert_eq!(call["type"], "function_call");
+    assert_eq!(call["name"], "shell");
+    assert_eq!(call["arguments"], r#"{"command":"ls"}"#);
+    assert!(call["call_id"].as_str().unwrap().starts_with("call_"));
+    assert!(call["id"].as_str().unwrap().starts_with("fc_"));
+    assert_eq!(v["usage"]["output_tokens"], tok(r#"shell{"command":"ls"}"#));
+    let mut ts = tb;
+    ts["stream"] = json!(true);
+    let ev = responses_events(&sim.openai("/v1/responses", ts).await.text().await.unwrap());
+    let args: String = ev
+        .iter()
+        .filter(|(n, _)| n == "response.function_call_arguments.delta")
+        .map(|(_, d)| d["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(args, r#"{"command":"ls"}"#);
+    let done = ev
+        .iter()
+        .find(|(n, _)| n == "response.function_call_arguments.done")
+        .unwrap();
+    assert_eq!(done.1["name"], "shell");
+    assert_eq!(
+        ev.last().unwrap().1["response"]["output"][0]["arguments"],
+        args
+    );
+
+    // The tool's result comes back: the answer says so.
+    let round = json!({"model": "m", "input": [
+        {"role": "user", "content": "list"},
+        {"type": "function_call", "call_id": "call_1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a.rs"}
+    ]});
+    let (s, v) = json_of(sim.openai("/v1/responses", round).await).await;
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(
+        v["output"][0]["content"][0]["text"],
+        "Echo: received 1 tool result(s)"
+    );
+    assert_eq!(v["usage"]["input_tokens"], tok("listshell{}a.rs"));
+
+    // The output cap.
+    let (_, v) = json_of(
+        sim.openai(
+            "/v1/responses",
+            json!({"model": "m", "input": "Hello", "max_output_tokens": 2}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(v["status"], "incomplete");
+    assert_eq!(v["incomplete_details"]["reason"], "max_output_tokens");
+    assert_eq!(v["output"][0]["content"][0]["text"], "Echo: He");
+
+    // Refusals, in the API's words.
+    let orphan = json!({"model": "m", "input": [
+        {"role": "user", "content": "x"},
+        {"type": "function_call_output", "call_id": "call_9", "output": "y"}
+    ]});
+    let (s, v) = json_of(sim.openai("/v1/responses", orphan).await).await;
+    assert_eq!(s, 400);
+    assert_eq!(
+        v["error"]["message"],
+        "No tool call found for function call output with call_id call_9."
+    );
+    assert_eq!(v["error"]["param"], "input");
+    let mut cont = body.clone();
+    cont["previous_response_id"] = json!("resp_abc");
+    let (s, v) = json_of(sim.openai("/v1/responses", cont).await).await;
+    assert_eq!(s, 404);
+    assert_eq!(v["error"]["code"], "previous_response_not_found");
+    assert_eq!(
+        v["error"]["message"],
+        "Previous response with id 'resp_abc' not found."
+    );
+    let mut bad = body.clone();
+    bad["messages"] = json!([]);
+    let (s, v) = json_of(sim.openai("/v1/responses", bad).await).await;
+    assert_eq!(s, 400);
+    assert_eq!(v["error"]["message"], "Unknown parameter: 'messages'.");
+    let r = sim
+        .http
+        .post(sim.url("/v1/responses"))
+        .bearer_auth("sk-wrongkey123")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(json_of(r).await.1["error"]["code"], "invalid_api_key");
+
+    // Faults: a status, and the API's error event before any output or after the first delta.
+    let (s, _) = json_of(
+        sim.openai(
+            "/v1/responses",
+            json!({"model": "m", "input": "x [sim:fault=429]"}),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(s, 429);
+    for (fault, at) in [("error-first", 2), ("error-event", 5)] {
+        let body = json!({"model": "m", "stream": true, "input": format!("x [sim:fault={fault}]")});
+        let raw = sim
+            .openai("/v1/responses", body)
+            .await
+            .text()
+            .await
+            .unwrap();
+        let ev = responses_events(&raw);
+        let names: Vec<&str> = ev.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names.len(), at + 2, "{fault}: {names:?}");
+        assert_eq!(names[at..], ["error", "response.failed"], "{fault}");
+        assert_eq!(ev[at].1["error"]["code"], "server_error");
+        assert_eq!(ev[at + 1].1["response"]["status"], "failed");
+        assert_eq!(ev[at + 1].1["response"]["error"]["code"], "server_error");
+    }
+
+    // Recorded like every other endpoint.
+    let log = sim
+        .control(
+            reqwest::Method::GET,
+            "/_sim/requests?route=openai.responses",
+            None,
+        )
+        .await;
+    let log = log.as_array().unwrap();
+    assert_eq!(log.len(), 13);
+    assert_eq!(log[0]["path"], "/v1/responses");
+    assert_eq!(log[0]["body"]["input"], "Hello");
+}
+
 #[tokio::test]
 async fn openai_embeddings_float_and_base64() {
     let sim = Sim::start(&[]);

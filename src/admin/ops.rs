@@ -34,6 +34,8 @@ pub struct Ops {
 struct RouteView<'a> {
     model: &'a str,
     kind: &'static str,
+    /// The upstream API the route calls (`chat`, `responses`).
+    api: &'static str,
     region: Option<&'a str>,
     priority: i32,
     credentials: bool,
@@ -135,6 +137,7 @@ impl Ops {
             .map(|(m, r)| RouteView {
                 model: &m.id,
                 kind: r.kind.as_str(),
+                api: r.api.as_str(),
                 region: r.region.as_deref(),
                 priority: r.priority,
                 credentials: self.credentials.configured(r.kind),

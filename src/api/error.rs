@@ -91,6 +91,10 @@ pub enum GatewayError {
     MidStream(Box<str>),
     #[error("no generation {0} in this workspace")]
     NoGeneration(Box<str>),
+    /// A stored response (`previous_response_id`, `/v1/responses/{id}`) this workspace does
+    /// not have: never kept, deleted, expired, or another workspace's.
+    #[error("no response {0} in this workspace")]
+    NoResponse(Box<str>),
     #[error("usage records cannot be read right now; retry shortly")]
     StoreUnavailable,
     #[error("internal error: {0}")]
@@ -148,7 +152,7 @@ impl GatewayError {
             Self::BodyTooLarge { .. } => 413,
             Self::HeadersTooLarge { .. } => 431,
             Self::BodyTimeout { .. } => 408,
-            Self::NotFound(_) | Self::NoGeneration(_) => 404,
+            Self::NotFound(_) | Self::NoGeneration(_) | Self::NoResponse(_) => 404,
             Self::StoreUnavailable => 503,
             Self::MethodNotAllowed { .. } => 405,
             Self::NoRoute(_) | Self::MissingCredentials(_) => 503,
@@ -176,6 +180,7 @@ impl GatewayError {
             | Self::BodyTimeout { .. }
             | Self::NotFound(_)
             | Self::NoGeneration(_)
+            | Self::NoResponse(_)
             | Self::MethodNotAllowed { .. } => "invalid_request_error",
             Self::Upstream { .. } | Self::UpstreamCredentials { .. } | Self::MidStream(_) => {
                 "upstream_error"
@@ -206,6 +211,7 @@ impl GatewayError {
             Self::ContextLengthExceeded { .. } => "context_length_exceeded",
             Self::NotFound(_) => "not_found",
             Self::NoGeneration(_) => "generation_not_found",
+            Self::NoResponse(_) => "response_not_found",
             Self::StoreUnavailable => "store_unavailable",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NoRoute(_) => "no_route",
@@ -244,6 +250,7 @@ impl GatewayError {
             | Self::BodyTimeout { .. }
             | Self::NotFound(_)
             | Self::NoGeneration(_)
+            | Self::NoResponse(_)
             | Self::MethodNotAllowed { .. } => Blame::Client,
         }
     }

@@ -7,7 +7,7 @@ use std::path::Path;
 use crate::money::Price;
 use crate::store::{CatalogRows, ModelRow};
 
-use super::{Family, Profile, RouteKind};
+use super::{Family, Profile, RouteApi, RouteKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImportError {
@@ -100,6 +100,22 @@ pub fn validate(rows: &CatalogRows) -> Result<(), ImportError> {
                 "route {} cannot carry {} (family {})",
                 r.kind, model.id, model.family
             )));
+        }
+        match RouteApi::parse(&r.api) {
+            None => {
+                return Err(ImportError::Invalid(format!(
+                    "route {} of {}: api must be chat or responses, not {:?}",
+                    r.kind, r.model_id, r.api
+                )))
+            }
+            Some(RouteApi::Responses) if kind != RouteKind::OpenAi => {
+                return Err(ImportError::Invalid(format!(
+                    "route {} of {}: api responses is for openai routes only (the Responses \
+                     API is OpenAI's; other families are translated)",
+                    r.kind, r.model_id
+                )))
+            }
+            Some(_) => {}
         }
         if let Some(url) = &r.base_url {
             super::Endpoint::parse(url)
@@ -419,6 +435,43 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("cannot carry"));
+    }
+
+    #[test]
+    fn the_responses_api_is_for_openai_routes_only() {
+        let rows = |family: &str, kind: &str, api: &str| -> CatalogRows {
+            serde_yaml::from_str(&format!(
+                "models: [{{id: a/b, provider: a, family: {family}, kind: chat, upstream_model: b, \
+                 input_price: 1, output_price: 1}}]\n\
+                 routes: [{{model_id: a/b, kind: {kind}, api: {api}}}]"
+            ))
+            .unwrap()
+        };
+        assert!(validate(&rows("openai", "openai", "responses")).is_ok());
+        assert!(validate(&rows("openai", "openai", "chat")).is_ok());
+        let plain: CatalogRows = serde_yaml::from_str(
+            "models: [{id: a/b, provider: a, family: openai, kind: chat, upstream_model: b, \
+             input_price: 1, output_price: 1}]\nroutes: [{model_id: a/b, kind: openai}]",
+        )
+        .unwrap();
+        assert_eq!(plain.routes[0].api, "chat", "chat by default");
+        for (family, kind) in [("anthropic", "anthropic"), ("gemini", "vertex")] {
+            let err = validate(&rows(family, kind, "responses"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("route {kind} of a/b: api responses is for openai")),
+                "{err}"
+            );
+            assert!(validate(&rows(family, kind, "chat")).is_ok());
+        }
+        let err = validate(&rows("openai", "openai", "completions"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(r#"api must be chat or responses, not "completions""#),
+            "{err}"
+        );
     }
 
     #[test]

@@ -131,6 +131,32 @@ impl RouteKind {
     }
 }
 
+/// Which OpenAI API an `openai` route's upstream is called with: Chat Completions (every
+/// OpenAI-compatible server) or, for a server that speaks it, the Responses API, to which the
+/// Responses door passes its requests through untranslated (`api: responses` in the catalog).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum RouteApi {
+    #[default]
+    Chat,
+    Responses,
+}
+
+impl RouteApi {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "chat" => Some(Self::Chat),
+            "responses" => Some(Self::Responses),
+            _ => None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Chat => "chat",
+            Self::Responses => "responses",
+        }
+    }
+}
+
 /// One tier's prices, USD per 1M tokens (storage: per 1M tokens per hour). A cache or audio
 /// price left out bills those tokens at the tier's input price; no storage price, no storage
 /// fee. Serialises as the specification's `/v1/models` `pricing` object (the first four).
@@ -204,6 +230,8 @@ pub struct Route {
     pub region: Option<String>,
     /// The upstream id on this route when it differs from the model's (Vertex's `name@date`).
     pub upstream_model: Option<String>,
+    /// The upstream API the route calls (`Responses`: `openai` routes only).
+    pub api: RouteApi,
     /// Resolved when the snapshot was built; `None` if resolution failed.
     pub addr: Option<SocketAddr>,
     /// Lower is preferred; routes of equal priority share the load.
@@ -394,6 +422,10 @@ fn model_from_row(
                 r.kind, row.family
             ));
         }
+        let api = RouteApi::parse(&r.api).ok_or(format!("unknown route api {:?}", r.api))?;
+        if api == RouteApi::Responses && family != Family::OpenAiCompat {
+            return Err(format!("route {} cannot call the Responses API", r.kind));
+        }
         let base = match &r.base_url {
             Some(url) => url.clone(),
             None => kind.default_base(providers, r.region.as_deref()),
@@ -401,12 +433,18 @@ fn model_from_row(
         let endpoint = Endpoint::parse(&base).map_err(|e| format!("route {}: {e}", r.kind))?;
         let addr = addrs.get(&(endpoint.host.clone(), endpoint.port)).copied();
         let region = r.region.as_deref().unwrap_or("");
-        let health = healths.of(format!("{}|{}|{region}|{base}", row.id, r.kind));
+        // A Responses route has its own breaker: a server may serve one API and not the other.
+        let api_key = match api {
+            RouteApi::Chat => "",
+            RouteApi::Responses => "|responses",
+        };
+        let health = healths.of(format!("{}|{}|{region}|{base}{api_key}", row.id, r.kind));
         out.push(Route {
             kind,
             endpoint,
             region: r.region.clone(),
             upstream_model: r.upstream_model.clone(),
+            api,
             addr,
             priority: r.priority,
             weight: u32::try_from(r.weight).unwrap_or(1).max(1),
@@ -731,6 +769,33 @@ routes:
             g.profile.forwards("temperature"),
             "the named profile is attached"
         );
+    }
+
+    #[test]
+    fn a_route_says_which_api_it_calls_and_has_its_own_breaker() {
+        let mut rows = rows();
+        let mut responses = rows.routes[1].clone();
+        responses.api = "responses".into();
+        rows.routes.push(responses);
+        let snap = Snapshot::build(&rows, &ProvidersConf::default(), &HashMap::new());
+        let routes = &snap.model("acme/llama").unwrap().routes;
+        let apis: Vec<RouteApi> = routes.iter().map(|r| r.api).collect();
+        assert_eq!(apis, [RouteApi::Chat, RouteApi::Responses, RouteApi::Chat]);
+        assert_eq!(routes[0].endpoint, routes[1].endpoint, "the same server");
+        assert!(
+            !Arc::ptr_eq(&routes[0].health, &routes[1].health),
+            "a server may serve one API and not the other"
+        );
+        // Rows written around the import: a Responses route of another family, an unknown api.
+        for (model, api) in [("google/x", "responses"), ("acme/llama", "completions")] {
+            let mut bad = rows.clone();
+            bad.routes
+                .iter_mut()
+                .filter(|r| r.model_id == model)
+                .for_each(|r| r.api = api.into());
+            let snap = Snapshot::build(&bad, &ProvidersConf::default(), &HashMap::new());
+            assert!(snap.model(model).is_none(), "{model} {api}: skipped");
+        }
     }
 
     /// Models with aliases: `acme/b` claims `acme/a`'s id and shares an alias with `acme/a`

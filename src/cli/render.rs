@@ -85,7 +85,16 @@ pub fn catalog(rows: &CatalogRows) -> String {
             .routes
             .iter()
             .filter(|r| r.model_id == m.id)
-            .map(|r| format!("{}{}", r.kind, if r.active { "" } else { "(off)" }))
+            .map(|r| {
+                // A route that calls the Responses API says so: `openai:responses`.
+                let api = if r.api == "chat" {
+                    String::new()
+                } else {
+                    format!(":{}", r.api)
+                };
+                let off = if r.active { "" } else { "(off)" };
+                format!("{}{api}{off}", r.kind)
+            })
             .collect();
         format!(
             "{:<36} {:<9} in {:>8} out {:>8}{}  {}{}{}",
@@ -368,7 +377,9 @@ mod tests {
                 aliases: [claude-sonnet-4-5, claude-sonnet-4-5-20250929], shutdown: 2026-11-30}\n\
              - {id: acme/plain, provider: acme, family: openai, kind: chat, upstream_model: p, \
                 input_price: 1, output_price: 2}\n\
-             routes: [{model_id: anthropic/claude-sonnet-4-5, kind: anthropic}]",
+             routes: [{model_id: anthropic/claude-sonnet-4-5, kind: anthropic}, \
+                      {model_id: acme/plain, kind: openai, api: responses}, \
+                      {model_id: acme/plain, kind: openai, active: false}]",
         )
         .unwrap();
         let text = catalog(&rows);
@@ -381,11 +392,17 @@ mod tests {
             "{text}"
         );
         assert!(!lines[1].contains("aliases"), "{text}");
+        assert!(
+            lines[1].ends_with("  openai:responses,openai(off)"),
+            "{text}"
+        );
         let json = serde_json::to_value(&rows).unwrap();
         assert_eq!(
             json["models"][0]["aliases"],
             serde_json::json!(["claude-sonnet-4-5", "claude-sonnet-4-5-20250929"])
         );
         assert_eq!(json["models"][1]["aliases"], serde_json::json!([]));
+        assert_eq!(json["routes"][0]["api"], "chat");
+        assert_eq!(json["routes"][1]["api"], "responses");
     }
 }

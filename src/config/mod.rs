@@ -78,6 +78,8 @@ pub struct TollgateConf {
     /// estimate.
     #[serde(with = "humantime_serde")]
     pub drain_after_disconnect: Duration,
+    /// The Responses door's kept answers (`previous_response_id`).
+    pub responses: ResponsesConf,
     pub limits: LimitsConf,
     /// How many connections each listener holds (`connections`).
     pub connections: ConnectionsConf,
@@ -114,6 +116,27 @@ impl Default for AlertsConf {
             backoff: Duration::from_secs(2),
             timeout: Duration::from_secs(10),
             allow_private_webhooks: false,
+        }
+    }
+}
+
+/// The Responses door's kept answers (`tollgate.responses`; see `kept`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ResponsesConf {
+    /// How long an answer can be continued (`previous_response_id`) and read back; then it is
+    /// deleted. `0s`: answers are not kept.
+    #[serde(with = "humantime_serde")]
+    pub retention: Duration,
+}
+
+/// The longest retention accepted: ten years (an expiry stays a plain timestamp).
+const MAX_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
+
+impl Default for ResponsesConf {
+    fn default() -> Self {
+        ResponsesConf {
+            retention: Duration::from_secs(30 * 86_400),
         }
     }
 }
@@ -326,6 +349,7 @@ impl Default for TollgateConf {
             strict_credit: false,
             max_cache_ttl: Duration::from_secs(3600),
             drain_after_disconnect: Duration::from_secs(60),
+            responses: ResponsesConf::default(),
             limits: LimitsConf::default(),
             connections: ConnectionsConf::default(),
             upstream: UpstreamConf::default(),
@@ -464,6 +488,9 @@ impl Config {
             problems.push(
                 "tollgate.key_prefix: 2 to 16 characters of [A-Za-z0-9_-] expected".to_owned(),
             );
+        }
+        if t.responses.retention > MAX_RETENTION {
+            problems.push("tollgate.responses.retention: at most 3650d".to_owned());
         }
         if t.catalog_refresh < Duration::from_secs(1) {
             problems.push("tollgate.catalog_refresh: at least 1s".to_owned());
@@ -651,6 +678,26 @@ mod tests {
         }
         let e = Config::parse("tollgate:\n  connections:\n    admin: {max: 8}\n").unwrap_err();
         assert!(e.to_string().contains("per_address"), "{e}");
+    }
+
+    #[test]
+    fn response_retention_is_read_and_checked() {
+        let days = |n: u64| Duration::from_secs(n * 86_400);
+        let retention = |text: &str| {
+            Config::parse(&format!("tollgate:\n  responses:\n    retention: {text}\n"))
+                .map(|c| c.tollgate.responses.retention)
+        };
+        assert_eq!(
+            Config::parse("").unwrap().tollgate.responses.retention,
+            days(30)
+        );
+        assert_eq!(retention("7d").unwrap(), days(7));
+        assert_eq!(retention("0s").unwrap(), Duration::ZERO);
+        assert_eq!(retention("3650d").unwrap(), days(3650));
+        let e = retention("3651d").unwrap_err().to_string();
+        assert!(e.contains("tollgate.responses.retention"), "{e}");
+        let e = retention("soon").unwrap_err().to_string();
+        assert!(e.contains("tollgate.responses.retention"), "{e}");
     }
 
     #[test]

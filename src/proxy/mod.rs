@@ -58,6 +58,9 @@ use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::config::UpstreamConf;
 use crate::doors::forward::AnthropicHeaders;
+use crate::doors::responses;
+use crate::kept::ResponseKeeper;
+use crate::store::StoredResponse;
 use crate::providers::{Credentials, Plan};
 use crate::sync::Freshness;
 use crate::upstream::client::UpstreamClient;
@@ -102,6 +105,10 @@ pub struct Gateway {
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
+    /// The Responses door's kept answers: what `previous_response_id` continues and
+    /// `/v1/responses/{id}` reads (a lookup reads the store only for an answer no longer in
+    /// memory; keeping one never waits for it).
+    pub responses: Arc<ResponseKeeper>,
 }
 
 /// How long a request waits for that read before it is refused anyway.
@@ -138,7 +145,8 @@ impl Gateway {
     /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
         let catalog = self.catalog.snapshot();
-        let admission = self.admission(&catalog, session, ctx);
+        let previous;
+        let mut admission = self.admission(&catalog, session, ctx);
         let (op, key) = match self.head(session, ctx, &admission).await? {
             Some(HeadDecision::ReadBody { op, key }) => (op, key),
             Some(HeadDecision::CountTokens { .. }) => {
@@ -149,6 +157,11 @@ impl Gateway {
             _ => return Ok(()), // answered by `head`
         };
         let body = self.read_body(session, ctx).await?;
+        previous = match ctx.door {
+            Door::Responses => self.previous(&key.workspace_id, &body).await?,
+            _ => None,
+        };
+        admission.previous = previous.as_deref();
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
             // Credit added a moment ago admits the next request.
             Err(GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })
@@ -214,6 +227,11 @@ impl Gateway {
             HeadDecision::Generation { workspace_id, id } => {
                 self.generation(&workspace_id, &id).await?
             }
+            HeadDecision::StoredResponse {
+                workspace_id,
+                id,
+                delete,
+            } => self.stored_response(&workspace_id, &id, delete).await?,
             read => return Ok(Some(read)),
         };
         self.answer(session, &ctx.request_id, body).await;
@@ -224,10 +242,38 @@ impl Gateway {
     /// writing the gateway's own answer fail.
     fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
         let billed = logging::bill(&self.ledger, failed, ctx);
+        self.keep_answer(ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let path = session.req_header().uri.path();
         logging::count(path, status, ctx, billed);
         logging::access_log(path, status, ctx);
+    }
+
+    /// Keeps a Responses answer that completed, with the conversation before it, when its
+    /// client let the gateway (`store`): what a later `previous_response_id` continues.
+    fn keep_answer(&self, ctx: &Ctx) {
+        let (Some(a), Some(answer), None) = (&ctx.admitted, &ctx.kept_answer, &ctx.error) else {
+            return;
+        };
+        let Some(items) = &a.kept_items else {
+            return;
+        };
+        let (Ok(items), Ok(response)) = (
+            String::from_utf8(items.to_vec()),
+            String::from_utf8(answer.to_vec()),
+        ) else {
+            return; // JSON the door wrote: never the case
+        };
+        self.responses.keep(StoredResponse {
+            id: a.response_cx.id.to_string(),
+            workspace_id: a.key.workspace_id.clone(),
+            key_id: Some(a.key.id.clone()),
+            model: a.model.id.to_string(),
+            created_at: ctx.started_at,
+            expires_at: ctx.started_at, // the keeper sets it from its retention
+            items,
+            response,
+        });
     }
 
     fn admission<'a>(
@@ -271,22 +317,67 @@ impl Gateway {
     /// `/v1/generation`: the workspace's usage record `id`, read from the store (a record
     /// appears once the ledger writer committed it, within about a second).
     async fn generation(&self, workspace_id: &str, id: &str) -> Result<Bytes, GatewayError> {
-        let unavailable = |e: crate::store::StoreError| {
-            tracing::warn!("reading a usage record: {e}");
-            GatewayError::StoreUnavailable
-        };
         let store = self
             .store
             .get_or_try_init(|| crate::store::open(&self.store_url))
             .await
-            .map_err(unavailable)?;
+            .map_err(store_unavailable)?;
         let record = store
             .usage_record(workspace_id, id)
             .await
-            .map_err(unavailable)?
+            .map_err(store_unavailable)?
             .ok_or_else(|| GatewayError::NoGeneration(id.into()))?;
         let body = serde_json::json!({ "object": "generation", "data": record });
         Ok(Bytes::from(body.to_string()))
+    }
+
+    /// The conversation a Responses body's `previous_response_id` continues (the kept
+    /// response's items, then its output), if it names one; 404 when the workspace has no
+    /// such response.
+    async fn previous(
+        &self,
+        workspace_id: &str,
+        body: &[u8],
+    ) -> Result<Option<Vec<u8>>, GatewayError> {
+        let Some(id) = responses::previous_response_id(body)? else {
+            return Ok(None);
+        };
+        let kept = self
+            .responses
+            .lookup(workspace_id, &id, chrono::Utc::now())
+            .await
+            .map_err(store_unavailable)?
+            .ok_or_else(|| GatewayError::NoResponse(id.into()))?;
+        responses::continued(&kept.items, &kept.response).map(Some)
+    }
+
+    /// `GET /v1/responses/{id}`: the kept response object; `DELETE`: it is deleted.
+    async fn stored_response(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        delete: bool,
+    ) -> Result<Bytes, GatewayError> {
+        let missing = || GatewayError::NoResponse(id.into());
+        if delete {
+            let deleted = self
+                .responses
+                .delete(workspace_id, id)
+                .await
+                .map_err(store_unavailable)?;
+            if !deleted {
+                return Err(missing());
+            }
+            let body = serde_json::json!({"id": id, "object": "response", "deleted": true});
+            return Ok(Bytes::from(body.to_string()));
+        }
+        let kept = self
+            .responses
+            .lookup(workspace_id, id, chrono::Utc::now())
+            .await
+            .map_err(store_unavailable)?
+            .ok_or_else(missing)?;
+        Ok(Bytes::from(kept.response.clone()))
     }
 
     async fn answer(&self, session: &mut Session, request_id: &str, body: Bytes) {
@@ -294,6 +385,12 @@ impl Gateway {
             tracing::debug!("writing local answer failed: {e}");
         }
     }
+}
+
+/// A store read a client asked for failed: logged, and answered as a retryable 503.
+fn store_unavailable(e: crate::store::StoreError) -> GatewayError {
+    tracing::warn!("reading the store: {e}");
+    GatewayError::StoreUnavailable
 }
 
 /// Pingora's side of a connection: one request at a time (HTTP/1.1 keep-alive), or one h2

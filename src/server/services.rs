@@ -1,6 +1,7 @@
 //! The background services, each on its own Pingora runtime with its own store connection
 //! (opened, retried, once Pingora runs: an outage at start must not stop the gateway): the
-//! change-feed follower, the ledger writer, the alerts loop and the Vertex token refresher.
+//! change-feed follower, the ledger writer, the kept responses' writer, the alerts loop and the
+//! Vertex token refresher.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -11,6 +12,7 @@ use pingora_core::services::background::{background_service, BackgroundService};
 
 use crate::billing::writer::LedgerWriter;
 use crate::config::AlertsConf;
+use crate::kept::ResponseWriter;
 use crate::providers::TokenCell;
 use crate::store::{self, Store};
 use crate::sync::Follower;
@@ -30,12 +32,18 @@ pub fn add(server: &mut Server, bg: Background) {
         store_url: bg.store_url.clone(),
         linger: linger(grace),
     };
+    let responses = ResponsesService {
+        writer: Mutex::new(Some(bg.responses)),
+        store_url: bg.store_url.clone(),
+        linger: linger(grace),
+    };
     let alerts = AlertsService {
         store_url: bg.store_url,
         conf: bg.alerts,
     };
     server.add_service(background_service("follower", sync));
     server.add_service(background_service("ledger writer", writer));
+    server.add_service(background_service("responses writer", responses));
     server.add_service(background_service("alerts", alerts));
     if let Some((account, cell)) = bg.vertex {
         let refresher = VertexRefresher { account, cell };
@@ -43,8 +51,9 @@ pub fn add(server: &mut Server, bg: Background) {
     }
 }
 
-/// The writer commits what requests finishing in the grace period bill, and stops just before
-/// Pingora shuts the runtimes down (what comes later is spooled, then replayed).
+/// The writers commit what requests finishing in the grace period bill and keep, and stop just
+/// before Pingora shuts the runtimes down (usage records coming later are spooled, then
+/// replayed).
 fn linger(grace: Duration) -> Duration {
     grace.saturating_sub((grace / 4).min(Duration::from_secs(1)))
 }
@@ -82,6 +91,27 @@ struct WriterService {
 
 #[async_trait]
 impl BackgroundService for WriterService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) else {
+            return;
+        };
+        let Some(store) = open_store_until(&self.store_url, &mut shutdown).await else {
+            return;
+        };
+        writer.run(store, shut_down(shutdown), self.linger).await;
+    }
+}
+
+/// Commits the kept responses and purges the expired ones; on shutdown it writes what waits.
+struct ResponsesService {
+    writer: Mutex<Option<ResponseWriter>>,
+    store_url: String,
+    /// How long it goes on committing after the shutdown signal.
+    linger: Duration,
+}
+
+#[async_trait]
+impl BackgroundService for ResponsesService {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let Some(writer) = self.writer.lock().ok().and_then(|mut w| w.take()) else {
             return;

@@ -16,6 +16,7 @@ use crate::billing::writer::{LedgerSink, LedgerWriter};
 use crate::catalog;
 use crate::commands;
 use crate::config::{AlertsConf, TollgateConf};
+use crate::kept::{ResponseKeeper, ResponseWriter};
 use crate::providers::{Credentials, TokenCell};
 use crate::proxy::Gateway;
 use crate::store;
@@ -51,6 +52,8 @@ pub struct State {
 pub struct Background {
     pub follower: Follower,
     pub writer: LedgerWriter,
+    /// Writes the kept responses and purges the expired ones.
+    pub responses: ResponseWriter,
     /// The Vertex service account and the cell its refreshed tokens go to.
     pub vertex: Option<(VertexAccount, Arc<TokenCell>)>,
     pub store_url: String,
@@ -63,6 +66,8 @@ impl State {
         let follower = bootstrap(t, &store_url, &credentials, vertex.as_ref())?;
         let (ledger, writer) =
             crate::billing::writer::ledger(Path::new(&t.ledger_spool), follower.accounts.clone())?;
+        let (responses, responses_writer) =
+            ResponseKeeper::new(t.responses.retention, store_url.clone());
         let vertex = vertex.map(|account| (account, credentials.vertex_token.clone()));
         let draining = Arc::new(AtomicBool::new(false));
         let gateway = gateway(
@@ -70,6 +75,7 @@ impl State {
             &follower,
             credentials,
             ledger,
+            responses,
             draining.clone(),
             &store_url,
         );
@@ -77,6 +83,7 @@ impl State {
         let background = Background {
             follower,
             writer,
+            responses: responses_writer,
             vertex,
             store_url,
             alerts: t.alerts,
@@ -150,10 +157,12 @@ fn gateway(
     follower: &Follower,
     credentials: Credentials,
     ledger: LedgerSink,
+    responses: Arc<ResponseKeeper>,
     draining: Arc<AtomicBool>,
     store_url: &str,
 ) -> Gateway {
     Gateway {
+        responses,
         accounts: follower.accounts.clone(),
         ledger,
         catalog: follower.catalog.clone(),

@@ -80,6 +80,16 @@ pub const POSTGRES: &[Migration] = &[
         name: "aliases_messages",
         sql: include_str!("../../sql/postgres/0011_aliases_messages.sql"),
     },
+    Migration {
+        version: 12,
+        name: "responses",
+        sql: include_str!("../../sql/postgres/0012_responses.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "route_api",
+        sql: include_str!("../../sql/postgres/0013_route_api.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -138,6 +148,16 @@ pub const SQLITE: &[Migration] = &[
         version: 11,
         name: "aliases_messages",
         sql: include_str!("../../sql/sqlite/0011_aliases_messages.sql"),
+    },
+    Migration {
+        version: 12,
+        name: "responses",
+        sql: include_str!("../../sql/sqlite/0012_responses.sql"),
+    },
+    Migration {
+        version: 13,
+        name: "route_api",
+        sql: include_str!("../../sql/sqlite/0013_route_api.sql"),
     },
 ];
 

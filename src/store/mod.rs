@@ -26,6 +26,10 @@
 //! check them. `record_usage` is idempotent by record id: a replayed or racing batch writes
 //! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
+//!
+//! Kept responses: `responses` holds the Responses door's answers for `previous_response_id`
+//! (the `kept` room queues them off the request path and purges the expired ones). Unlike the
+//! ledger they are deleted: by their owner, and once past `expires_at`.
 
 mod batch;
 mod codec;
@@ -270,6 +274,29 @@ pub trait Store: Send + Sync + 'static {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>>;
+
+    // ---- The Responses door's kept answers (`previous_response_id`).
+
+    /// Writes a batch of kept responses in ONE transaction. A response whose id is already
+    /// stored — a replay, or a repeated id within the batch (the first occurrence wins) — is
+    /// skipped. Returns how many were newly stored. A response the database refuses (its
+    /// workspace or key unknown, a NUL character, an expiry not after its creation) fails the
+    /// whole batch with a non-retryable error, writing nothing.
+    async fn keep_responses(&self, batch: &[StoredResponse]) -> StoreResult<u64>;
+    /// The response `id` of the workspace, unless it expired at or before `now`: another
+    /// workspace's id and an expired one are both `None`.
+    async fn stored_response(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<StoredResponse>>;
+    /// Deletes the workspace's response `id`; `false` when it had none by that id.
+    async fn delete_response(&self, workspace_id: &str, id: &str) -> StoreResult<bool>;
+    /// Deletes every response that expired at or before `before` (a few statements of
+    /// `PURGE_CHUNK` rows each, so no one transaction holds the database long); returns how
+    /// many.
+    async fn purge_responses(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 
     /// Change-feed rows with `seq > after`, oldest first.
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>>;

@@ -4,14 +4,14 @@
 //! `TIMESTAMPTZ` and `BOOLEAN`, SQLite microseconds and integers.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Delivery, LedgerEntry, LedgerKind, LimitReset,
-    ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult, Workspace,
+    ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult, StoredResponse, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -220,7 +220,7 @@ pub(crate) fn model(m: &ModelRow) -> StoreResult<[Param<'_>; 26]> {
 }
 
 /// In `ROUTE_COLS` order.
-pub(crate) fn route(r: &RouteRow) -> [Param<'_>; 8] {
+pub(crate) fn route(r: &RouteRow) -> [Param<'_>; 9] {
     [
         (&r.model_id).into(),
         (&r.kind).into(),
@@ -230,6 +230,7 @@ pub(crate) fn route(r: &RouteRow) -> [Param<'_>; 8] {
         r.active.into(),
         r.weight.into(),
         r.upstream_model.as_deref().into(),
+        (&r.api).into(),
     ]
 }
 
@@ -273,5 +274,50 @@ pub(crate) fn delivery(d: &Delivery) -> [Param<'_>; 9] {
         d.status.map(|c| i64::from(c.code())).into(),
         (&d.result).into(),
         d.delivered.into(),
+    ]
+}
+
+/// `keep_responses`' batch as every writer inserts it: the first occurrence of each id, sorted
+/// by id (one lock order for concurrent writers), times at storage precision. A response that
+/// cannot be stored fails the whole batch before anything is written: a NUL character
+/// (PostgreSQL's text cannot hold one), or an expiry not after its creation.
+pub(crate) fn response_batch(batch: &[StoredResponse]) -> StoreResult<Vec<StoredResponse>> {
+    let mut seen = HashSet::with_capacity(batch.len());
+    let mut out = Vec::with_capacity(batch.len());
+    for r in batch.iter().filter(|r| seen.insert(r.id.as_str())) {
+        let texts = [&r.id, &r.workspace_id, &r.model, &r.items, &r.response];
+        if texts.into_iter().chain(&r.key_id).any(|t| t.contains('\0')) {
+            return Err(StoreError::Conflict(format!(
+                "response {:?}: a NUL character cannot be stored",
+                r.id
+            )));
+        }
+        let mut r = r.clone();
+        r.created_at = codec::trunc(r.created_at);
+        r.expires_at = codec::trunc(r.expires_at);
+        if r.expires_at <= r.created_at {
+            return Err(StoreError::Conflict(format!(
+                "response {}: expires at {} but was created at {}",
+                r.id, r.expires_at, r.created_at
+            )));
+        }
+        out.push(r);
+    }
+    // Byte order, like the `COLLATE "C"` the PostgreSQL backend sorts with.
+    out.sort_by(|a, b| a.id.as_bytes().cmp(b.id.as_bytes()));
+    Ok(out)
+}
+
+/// In `RESPONSE_COLS` order.
+pub(crate) fn stored_response(r: &StoredResponse) -> [Param<'_>; 8] {
+    [
+        (&r.id).into(),
+        (&r.workspace_id).into(),
+        r.key_id.as_deref().into(),
+        (&r.model).into(),
+        r.created_at.into(),
+        r.expires_at.into(),
+        (&r.items).into(),
+        (&r.response).into(),
     ]
 }

@@ -43,12 +43,12 @@ use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
     self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, PROFILE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
-    UsageRecord, Workspace,
+    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, StoredResponse,
+    UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -203,8 +203,13 @@ const ADD_DAILY: &str = "INSERT INTO usage_daily AS d
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
 fn usage_err(e: tokio_postgres::Error) -> StoreError {
+    refused("usage", e)
+}
+
+/// Maps an error of a batch of `what` as `usage_err` does.
+fn refused(what: &str, e: tokio_postgres::Error) -> StoreError {
     let refused = e.as_db_error().map(|db| {
-        let mut msg = format!("usage batch refused: {}", db.message());
+        let mut msg = format!("{what} batch refused: {}", db.message());
         if let Some(detail) = db.detail() {
             msg.push_str(": ");
             msg.push_str(detail);
@@ -223,6 +228,20 @@ fn usage_err(e: tokio_postgres::Error) -> StoreError {
         }
         _ => pg_err(e),
     }
+}
+
+/// `keep_responses`' one statement: the batch's responses as arrays in `RESPONSE_COLS` order,
+/// inserted in id order; an id already stored (or being stored by a concurrent transaction,
+/// which this one then waits for) is skipped.
+fn insert_responses_sql() -> String {
+    format!(
+        "INSERT INTO responses ({RESPONSE_COLS}) \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], \
+                              $5::timestamptz[], $6::timestamptz[], $7::text[], $8::text[]) \
+             AS t(id) \
+         ORDER BY id COLLATE \"C\" \
+         ON CONFLICT (id) DO NOTHING"
+    )
 }
 
 /// `record_usage`'s first step: the records and their debits, in id order. The unique index
@@ -1159,6 +1178,60 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<Delivery>> {
         self.page(Page::deliveries(workspace_id, after, limit), rows::delivery)
             .await
+    }
+
+    async fn keep_responses(&self, batch: &[StoredResponse]) -> StoreResult<u64> {
+        let batch = params::response_batch(batch)?;
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        let columns = columns(batch.iter().map(params::stored_response));
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let stmt = tx.prepare_cached(&insert_responses_sql()).await?;
+        let new = tx
+            .execute(&stmt, &refs(&columns))
+            .await
+            .map_err(|e| refused("response", e))?;
+        tx.commit().await?;
+        Ok(new)
+    }
+
+    async fn stored_response(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<StoredResponse>> {
+        let args = [
+            Param::from(id),
+            workspace_id.into(),
+            codec::trunc(now).into(),
+        ];
+        let rows = self
+            .query_rows(&sql::response_select_sql('$'), &refs(&args))
+            .await?;
+        rows.first().map(rows::stored_response).transpose()
+    }
+
+    async fn delete_response(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let args = [Param::from(id), workspace_id.into()];
+        let client = self.client().await?;
+        Ok(execute(&client, &sql::response_delete_sql('$'), &args).await? > 0)
+    }
+
+    async fn purge_responses(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let client = self.client().await?;
+        let args = [Param::from(before), PURGE_CHUNK.into()];
+        let mut purged = 0;
+        loop {
+            // A statement at a time: each holds its rows' locks briefly.
+            let n = execute(&client, &sql::responses_purge_sql('$'), &args).await?;
+            purged += n;
+            if n < PURGE_CHUNK as u64 {
+                return Ok(purged);
+            }
+        }
     }
 
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {

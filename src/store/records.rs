@@ -212,10 +212,18 @@ pub struct RouteRow {
     pub weight: i32,
     #[serde(default = "yes")]
     pub active: bool,
+    /// The upstream API an `openai` route calls: `chat` (Chat Completions, the default) or
+    /// `responses` (the Responses door passes its requests through to it).
+    #[serde(default = "chat_api")]
+    pub api: String,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn chat_api() -> String {
+    "chat".into()
 }
 
 fn one_weight() -> i32 {
@@ -528,4 +536,24 @@ impl<'de> Deserialize<'de> for StatusClass {
             .map(StatusClass)
             .ok_or_else(|| serde::de::Error::custom("a status class such as 2xx expected"))
     }
+}
+
+/// An answer of the Responses door kept so that a later request can continue it with
+/// `previous_response_id`; read only by its own workspace, and only until `expires_at`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredResponse {
+    /// The response id given to the client (`resp_…`).
+    pub id: String,
+    pub workspace_id: String,
+    /// The key that made the request, when known.
+    pub key_id: Option<String>,
+    /// The catalog model that answered.
+    pub model: String,
+    pub created_at: DateTime<Utc>,
+    /// From this instant on the response reads as absent, and the purge deletes it.
+    pub expires_at: DateTime<Utc>,
+    /// The conversation the answer continued, before the answer: a JSON array.
+    pub items: String,
+    /// The response object, as JSON.
+    pub response: String,
 }

@@ -11,7 +11,7 @@ use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
     LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError, StoreResult,
-    UsageRecord, Workspace,
+    StoredResponse, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -147,6 +147,7 @@ pub(crate) fn route(r: &impl DbRow) -> StoreResult<RouteRow> {
         active: r.flag(5)?,
         weight: r.int32(6)?,
         upstream_model: r.opt_text(7)?,
+        api: r.text(8)?,
     })
 }
 
@@ -274,6 +275,19 @@ pub(crate) fn delivery(r: &impl DbRow) -> StoreResult<Delivery> {
         status,
         result: result_line(r.opt_text(7)?, status, delivered),
         delivered,
+    })
+}
+
+pub(crate) fn stored_response(r: &impl DbRow) -> StoreResult<StoredResponse> {
+    Ok(StoredResponse {
+        id: r.text(0)?,
+        workspace_id: r.text(1)?,
+        key_id: r.opt_text(2)?,
+        model: r.text(3)?,
+        created_at: r.time(4)?,
+        expires_at: r.time(5)?,
+        items: r.text(6)?,
+        response: r.text(7)?,
     })
 }
 

@@ -25,7 +25,7 @@ pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model,
                                      shutdown_on, source, aliases";
 pub(crate) const PROFILE_COLS: &str = "name, spec";
 pub(crate) const ROUTE_COLS: &str =
-    "model_id, kind, base_url, region, priority, active, weight, upstream_model";
+    "model_id, kind, base_url, region, priority, active, weight, upstream_model, api";
 pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, endpoint, \
                                      stream, input_tokens, cache_read_tokens, \
                                      cache_write_tokens, output_tokens, reasoning_tokens, \
@@ -45,6 +45,35 @@ pub(crate) const ALERT_COLS: &str =
     "workspace_id, webhook_url, secret, low_balance_pico, key_limit_percents";
 pub(crate) const DELIVERY_COLS: &str =
     "id, workspace_id, event_id, event, attempt, at, status, error, delivered";
+pub(crate) const RESPONSE_COLS: &str =
+    "id, workspace_id, key_id, model, created_at, expires_at, items, response";
+
+/// A kept response, only for its own workspace and only before it expires (parameters: id,
+/// workspace_id, now): another workspace's id and an expired one read alike, as absent.
+pub(crate) fn response_select_sql(mark: char) -> String {
+    format!(
+        "SELECT {RESPONSE_COLS} FROM responses \
+         WHERE id = {mark}1 AND workspace_id = {mark}2 AND expires_at > {mark}3"
+    )
+}
+
+/// Deletes a workspace's kept response (parameters: id, workspace_id).
+pub(crate) fn response_delete_sql(mark: char) -> String {
+    format!("DELETE FROM responses WHERE id = {mark}1 AND workspace_id = {mark}2")
+}
+
+/// Kept responses a purge deletes per statement: each statement is short, so the writes
+/// waiting behind it (SQLite's one writer: the ledger) wait little, however much has expired.
+pub(crate) const PURGE_CHUNK: i64 = 1_000;
+
+/// Deletes up to `PURGE_CHUNK` responses expired at a time (parameters: before, limit), found
+/// through the `expires_at` index.
+pub(crate) fn responses_purge_sql(mark: char) -> String {
+    format!(
+        "DELETE FROM responses WHERE id IN \
+         (SELECT id FROM responses WHERE expires_at <= {mark}1 LIMIT {mark}2)"
+    )
+}
 
 /// `load_catalog`'s reads, made in one snapshot: models, routes (in their order), profiles.
 pub(crate) fn catalog_selects() -> [String; 3] {

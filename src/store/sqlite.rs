@@ -33,12 +33,12 @@ use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
     self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, PROFILE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, UsageFilter,
-    UsageRecord, Workspace,
+    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, StoredResponse,
+    UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -91,16 +91,21 @@ fn exists(what: String) -> impl FnOnce(rusqlite::Error) -> StoreError {
 /// cost, a key not in its workspace) is a `Conflict` / `NotFound` — retrying the same batch
 /// cannot succeed — while anything else stays a (possibly transient) `Backend` error.
 fn usage_err(e: rusqlite::Error) -> StoreError {
+    refused("usage", e)
+}
+
+/// Maps an error of a batch of `what` as `usage_err` does.
+fn refused(what: &str, e: rusqlite::Error) -> StoreError {
     match extended_code(&e) {
         Some(ffi::SQLITE_CONSTRAINT_FOREIGNKEY) => {
-            StoreError::NotFound(format!("usage batch refused: {e}"))
+            StoreError::NotFound(format!("{what} batch refused: {e}"))
         }
         Some(
             ffi::SQLITE_CONSTRAINT_CHECK
             | ffi::SQLITE_CONSTRAINT_NOTNULL
             | ffi::SQLITE_CONSTRAINT_UNIQUE
             | ffi::SQLITE_CONSTRAINT_DATATYPE,
-        ) => StoreError::Conflict(format!("usage batch refused: {e}")),
+        ) => StoreError::Conflict(format!("{what} batch refused: {e}")),
         _ => e.into(),
     }
 }
@@ -1043,6 +1048,77 @@ impl Store for SqliteStore {
             .await
     }
 
+    async fn keep_responses(&self, batch: &[StoredResponse]) -> StoreResult<u64> {
+        let batch = params::response_batch(batch)?;
+        if batch.is_empty() {
+            return Ok(0);
+        }
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let insert = sql::insert_sql("responses", RESPONSE_COLS, '?');
+            let mut new = 0;
+            {
+                let mut insert =
+                    tx.prepare_cached(&format!("{insert} ON CONFLICT (id) DO NOTHING"))?;
+                for r in &batch {
+                    new += insert
+                        .execute(params_from_iter(&params::stored_response(r)))
+                        .map_err(|e| refused("response", e))?;
+                }
+            }
+            tx.commit()?;
+            Ok(new as u64)
+        })
+        .await
+    }
+
+    async fn stored_response(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<StoredResponse>> {
+        let args = [
+            Param::from(id.to_owned()),
+            workspace_id.to_owned().into(),
+            codec::trunc(now).into(),
+        ];
+        let found = self
+            .run(move |conn| {
+                query_all(
+                    conn,
+                    &sql::response_select_sql('?'),
+                    params_from_iter(&args),
+                    |r| rows::stored_response(r),
+                )
+            })
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
+    async fn delete_response(&self, workspace_id: &str, id: &str) -> StoreResult<bool> {
+        let args = [Param::from(id.to_owned()), workspace_id.to_owned().into()];
+        let deleted = self
+            .run(move |conn| Ok(execute(conn, &sql::response_delete_sql('?'), &args)?))
+            .await?;
+        Ok(deleted > 0)
+    }
+
+    async fn purge_responses(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let mut purged = 0;
+        loop {
+            // A statement at a time: other writers take the lock between chunks.
+            let args = [Param::from(before), PURGE_CHUNK.into()];
+            let n = self
+                .run(move |conn| Ok(execute(conn, &sql::responses_purge_sql('?'), &args)?))
+                .await? as u64;
+            purged += n;
+            if n < PURGE_CHUNK as u64 {
+                return Ok(purged);
+            }
+        }
+    }
+
     async fn changes_since(&self, after: i64) -> StoreResult<Vec<Change>> {
         self.run(move |conn| {
             let mut stmt = conn.prepare_cached(
@@ -1148,5 +1224,20 @@ mod plan_tests {
             );
             assert!(plan[0].contains("(workspace_id=?") || !page.equal.contains(&"workspace_id"));
         }
+    }
+
+    /// The hourly purge reaches the expired responses through `expires_at`'s index, however
+    /// many are kept.
+    #[tokio::test]
+    async fn the_purge_finds_expired_responses_by_their_index() {
+        let store = SqliteStore::open(":memory:").unwrap();
+        store.migrate().await.unwrap();
+        let plan = plan(&store, sql::responses_purge_sql('?')).await;
+        assert!(
+            plan.iter()
+                .any(|p| p.starts_with("SEARCH") && p.contains("responses_expires_idx")),
+            "{plan:?}"
+        );
+        assert!(!plan.iter().any(|p| p.starts_with("SCAN")), "{plan:?}");
     }
 }

@@ -68,6 +68,7 @@ async fn call(sim: &Sim, m: &Model, body: &Value) -> Result<Value, (u16, String)
         endpoint: Endpoint::parse(&sim.url).unwrap(),
         region: None,
         upstream_model: None,
+        api: Default::default(),
         addr: None,
         priority: 0,
         weight: 1,

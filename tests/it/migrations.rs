@@ -1,6 +1,6 @@
-//! Upgrading a database that already holds books. Migrations 0003 and 0011 rebuild SQLite's
-//! `usage_records` (SQLite's only way to change a CHECK) and alter PostgreSQL's: the records,
-//! the ledger and every guarantee the database gave before survive them.
+//! Upgrading a database that already holds books. Migrations 0003, 0011 and 0012 rebuild
+//! SQLite's `usage_records` (SQLite's only way to change a CHECK) and alter PostgreSQL's: the
+//! records, the ledger and every guarantee the database gave before survive them.
 
 use std::sync::Arc;
 
@@ -10,7 +10,9 @@ use tollgate::money::{Price, Usd};
 use tollgate::store::migrations::{self, Dialect};
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
-use tollgate::store::{ExtraUsage, Store, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
+use tollgate::store::{
+    ExtraUsage, Store, StoredResponse, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource,
+};
 
 use crate::harness::PgDatabase;
 
@@ -494,8 +496,9 @@ async fn sqlite_books_survive_the_aliases_and_messages_migration() {
             |r| r.get(0),
         )
         .unwrap();
+    // Every later version keeps accepting 'messages' (0012 adds 'responses').
     assert!(
-        create.contains("endpoint IN ('chat', 'embeddings', 'messages')"),
+        create.contains("endpoint IN ('chat', 'embeddings', 'messages'"),
         "{create}"
     );
     conn.pragma_update(None, "foreign_keys", true).unwrap();
@@ -567,6 +570,144 @@ async fn postgres_books_survive_the_aliases_and_messages_migration() {
         )
         .await,
         "an unknown endpoint is still refused"
+    );
+}
+
+/// What must hold after the upgrade from 0011, on either backend: everything 0011 promised
+/// (the same books, read the same way, at schema version 11 this time), and a `responses`
+/// record is accepted and read back as one, and answers are kept in the new table.
+async fn books_survive_0012(store: &dyn Store) {
+    books_and_catalog_survive_0011(store).await;
+    let mut r = messages_record("u_resp");
+    r.endpoint = UsageEndpoint::Responses;
+    assert_eq!(
+        store.record_usage(std::slice::from_ref(&r)).await.unwrap(),
+        1
+    );
+    let stored = store.usage_record("ws_1", "u_resp").await.unwrap().unwrap();
+    assert_eq!(stored.endpoint, UsageEndpoint::Responses);
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+    assert_eq!(
+        check[0].balance_row,
+        Usd::from_pico(1_000_000_000_000 - 105_000_000 - 25_000_000 - 2 * 66_000_000)
+    );
+
+    let created_at = Utc::now();
+    let kept = StoredResponse {
+        id: "resp_1".into(),
+        workspace_id: "ws_1".into(),
+        key_id: Some("key_1".into()),
+        model: "anthropic/claude-sonnet-4-5".into(),
+        created_at,
+        expires_at: created_at + chrono::Duration::days(30),
+        items: "[]".into(),
+        response: r#"{"id":"resp_1"}"#.into(),
+    };
+    assert_eq!(
+        store
+            .keep_responses(std::slice::from_ref(&kept))
+            .await
+            .unwrap(),
+        1
+    );
+    let found = store
+        .stored_response("ws_1", "resp_1", created_at)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((found.items.as_str(), found.key_id), ("[]", kept.key_id));
+}
+
+#[tokio::test]
+async fn sqlite_books_survive_the_responses_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v11.db");
+    sqlite_at(
+        &path,
+        11,
+        &BOOKS_V10
+            .replace("{t}", "0")
+            .replace("{no}", "0")
+            .replace("{yes}", "1"),
+    );
+    let before = sqlite_usage_shape(&rusqlite::Connection::open(&path).unwrap());
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Sqlite).len() - 11,
+        "every migration after 0011 is pending"
+    );
+    books_survive_0012(&store).await;
+
+    // Rebuilt again: column for column, index for index, trigger for trigger, still the
+    // ledger's reference, still append-only, still announcing spend.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    assert_eq!(sqlite_usage_shape(&conn), before);
+    let create: String = conn
+        .query_row(
+            "SELECT sql FROM sqlite_schema WHERE name = 'usage_records'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        create.contains("endpoint IN ('chat', 'embeddings', 'messages', 'responses')"),
+        "{create}"
+    );
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let fk_problems: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(fk_problems, 0);
+    usage_records_keep_their_rules(&conn, 4);
+    // Kept responses, unlike the books, can be deleted.
+    assert_eq!(conn.execute("DELETE FROM responses", []).unwrap(), 1);
+}
+
+#[tokio::test]
+async fn postgres_books_survive_the_responses_migration() {
+    let db = PgDatabase::create().await;
+    let books = BOOKS_V10
+        .replace("{t}", "to_timestamp(0)")
+        .replace("{no}", "false")
+        .replace("{yes}", "true");
+    pg_at(&db.url, 11, &books).await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Postgres).len() - 11,
+        "every migration after 0011 is pending"
+    );
+    books_survive_0012(&store).await;
+
+    let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let check: String = client
+        .query_one(
+            "SELECT pg_get_constraintdef(oid) FROM pg_constraint \
+             WHERE conrelid = 'usage_records'::regclass AND conname = 'usage_records_endpoint_check'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        check.contains("'responses'") && check.contains("'messages'"),
+        "{check}"
+    );
+    assert!(
+        client
+            .batch_execute("DELETE FROM usage_records")
+            .await
+            .is_err(),
+        "still append-only"
+    );
+    assert_eq!(
+        client.execute("DELETE FROM responses", &[]).await.unwrap(),
+        1
     );
 }
 

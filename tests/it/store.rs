@@ -16,6 +16,7 @@ use tollgate::billing::cost::cost;
 use tollgate::billing::window::window_start;
 use tollgate::catalog::Rates;
 use tollgate::commands;
+use tollgate::kept::ResponseKeeper;
 use tollgate::money::{Price, Usd};
 use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
@@ -23,7 +24,7 @@ use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
     AlertSettings, AuditEntry, CatalogRows, ChangeKind, Cursor, Delivery, LedgerKind, LimitReset,
     ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult,
-    UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord,
+    StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -214,6 +215,11 @@ suite!(
     concurrent_rotations_make_one_replacement,
     rotation_is_one_transaction_with_its_audit_entry,
     a_balance_overflow_is_refused_and_typed,
+    responses_are_kept_per_workspace_until_they_expire,
+    replaying_responses_stores_each_id_once,
+    a_refused_response_fails_its_whole_batch,
+    responses_are_deleted_by_their_owner_and_purged_when_expired,
+    a_keeper_serves_its_responses_before_and_after_they_are_written,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -290,6 +296,7 @@ fn route(model_id: &str, kind: &str, priority: i32) -> RouteRow {
         priority,
         weight: 1,
         active: true,
+        api: "chat".to_owned(),
     }
 }
 
@@ -2212,4 +2219,231 @@ async fn a_balance_overflow_is_refused_and_typed(b: Arc<Backend>) {
         .unwrap();
     s.add_credit("e3", "w", room, None).await.unwrap();
     assert_eq!(s.balance("w").await.unwrap(), Usd::from_pico(i64::MAX));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kept responses (the Responses door's `previous_response_id`)
+// ---------------------------------------------------------------------------------------------
+
+/// A response of `workspace` (its key `key`), created at `created` seconds (with sub-microsecond
+/// digits the store drops) and kept a day.
+fn kept(id: &str, (workspace, key): (&str, Option<&str>), created: i64) -> StoredResponse {
+    let created_at = at(created, 123_456_789);
+    StoredResponse {
+        id: id.to_owned(),
+        workspace_id: workspace.to_owned(),
+        key_id: key.map(str::to_owned),
+        model: "google/gemini-2.5-flash".to_owned(),
+        created_at,
+        expires_at: created_at + chrono::Duration::days(1),
+        items: format!(
+            r#"[{{"type":"message","role":"user","content":"{id}: héllo ✓ \"quoted\" \\n"}}]"#
+        ),
+        response: format!(r#"{{"id":"{id}","object":"response","status":"completed"}}"#),
+    }
+}
+
+/// `r` as the store keeps it: times at microsecond precision.
+fn as_stored(mut r: StoredResponse) -> StoredResponse {
+    let micros = |t: DateTime<Utc>| DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap();
+    r.created_at = micros(r.created_at);
+    r.expires_at = micros(r.expires_at);
+    r
+}
+
+async fn responses_are_kept_per_workspace_until_they_expire(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let mut big = kept("resp_big", ("w2", Some("k3")), 1_900_000_000);
+    big.items = format!("[{}]", vec![r#""0123456789""#; 100_000].join(","));
+    let batch = [
+        kept("resp_a", ("w1", Some("k1")), 1_900_000_000),
+        kept("resp_b", ("w2", None), 1_900_000_001),
+        big.clone(),
+    ];
+    assert_eq!(s.keep_responses(&batch).await.unwrap(), 3);
+    let now = at(1_900_000_100, 0);
+    for r in &batch {
+        let found = s
+            .stored_response(&r.workspace_id, &r.id, now)
+            .await
+            .unwrap();
+        assert_eq!(
+            found,
+            Some(as_stored(r.clone())),
+            "read back exactly: {}",
+            r.id
+        );
+    }
+    // Another workspace's id reads as absent, like an unknown one.
+    assert_eq!(s.stored_response("w2", "resp_a", now).await.unwrap(), None);
+    assert_eq!(s.stored_response("w1", "resp_zz", now).await.unwrap(), None);
+    // Absent from the instant it expires.
+    let expires = as_stored(batch[0].clone()).expires_at;
+    let just_before = expires - chrono::Duration::microseconds(1);
+    assert!(s
+        .stored_response("w1", "resp_a", just_before)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        s.stored_response("w1", "resp_a", expires).await.unwrap(),
+        None
+    );
+    assert_eq!(s.keep_responses(&[]).await.unwrap(), 0);
+}
+
+async fn replaying_responses_stores_each_id_once(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let first = kept("resp_a", ("w1", Some("k1")), 1_900_000_000);
+    let mut other = first.clone();
+    other.response = r#"{"id":"resp_a","status":"other"}"#.to_owned();
+    // Within a batch the first occurrence wins; a replayed id is skipped.
+    assert_eq!(
+        s.keep_responses(&[first.clone(), other.clone()])
+            .await
+            .unwrap(),
+        1
+    );
+    let second = kept("resp_b", ("w1", None), 1_900_000_000);
+    assert_eq!(s.keep_responses(&[other, second.clone()]).await.unwrap(), 1);
+    assert_eq!(s.keep_responses(&[first.clone(), second]).await.unwrap(), 0);
+    let now = at(1_900_000_100, 0);
+    let found = s.stored_response("w1", "resp_a", now).await.unwrap();
+    assert_eq!(found, Some(as_stored(first)), "the first write stands");
+    // Another replica replaying the same ids writes nothing either.
+    let other_replica = b.another().await;
+    let replay = [
+        kept("resp_b", ("w1", None), 1),
+        kept("resp_c", ("w2", None), 1),
+    ];
+    assert_eq!(other_replica.keep_responses(&replay).await.unwrap(), 1);
+}
+
+async fn a_refused_response_fails_its_whole_batch(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let good = kept("resp_good", ("w1", Some("k1")), 1_900_000_000);
+    let mut no_workspace = kept("resp_x", ("w9", None), 1_900_000_000);
+    let mut foreign_key = kept("resp_x", ("w1", Some("k3")), 1_900_000_000);
+    let mut nul = kept("resp_x", ("w1", None), 1_900_000_000);
+    nul.items = "[\"a\u{0}b\"]".to_owned();
+    let mut expired_at_birth = kept("resp_x", ("w1", None), 1_900_000_000);
+    expired_at_birth.expires_at = expired_at_birth.created_at;
+    for (what, bad) in [
+        ("an unknown workspace", &mut no_workspace),
+        ("a key of another workspace", &mut foreign_key),
+        ("a NUL character", &mut nul),
+        ("an expiry not after its creation", &mut expired_at_birth),
+    ] {
+        let e = s
+            .keep_responses(&[good.clone(), bad.clone()])
+            .await
+            .unwrap_err();
+        assert!(!e.is_retryable(), "{what}: {e:?}");
+        assert!(
+            matches!(e, StoreError::Conflict(_) | StoreError::NotFound(_)),
+            "{what}: {e:?}"
+        );
+    }
+    let now = at(1_900_000_100, 0);
+    assert_eq!(
+        s.stored_response("w1", "resp_good", now).await.unwrap(),
+        None,
+        "nothing written"
+    );
+    assert_eq!(s.keep_responses(&[good]).await.unwrap(), 1);
+}
+
+async fn responses_are_deleted_by_their_owner_and_purged_when_expired(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let now = at(1_900_000_100, 0);
+    s.keep_responses(&[kept("resp_a", ("w1", Some("k2")), 1_900_000_000)])
+        .await
+        .unwrap();
+    assert!(
+        !s.delete_response("w2", "resp_a").await.unwrap(),
+        "not w2's"
+    );
+    assert!(s
+        .stored_response("w1", "resp_a", now)
+        .await
+        .unwrap()
+        .is_some());
+    assert!(s.delete_response("w1", "resp_a").await.unwrap());
+    assert!(!s.delete_response("w1", "resp_a").await.unwrap(), "once");
+    assert_eq!(s.stored_response("w1", "resp_a", now).await.unwrap(), None);
+
+    // More expired responses than one purge statement deletes, one expiring exactly at the
+    // purge's instant, and one a microsecond later.
+    let before = at(1_900_000_000, 0);
+    let expired: Vec<StoredResponse> = (0..2_345)
+        .map(|i| {
+            let mut r = kept(&format!("resp_old_{i:05}"), ("w1", None), 1_800_000_000 + i);
+            r.items = "[]".to_owned();
+            r
+        })
+        .collect();
+    assert_eq!(s.keep_responses(&expired).await.unwrap(), 2_345);
+    let mut edge = kept("resp_edge", ("w2", None), 1_800_000_000);
+    edge.expires_at = before;
+    let mut live = kept("resp_live", ("w2", None), 1_800_000_000);
+    live.expires_at = before + chrono::Duration::microseconds(1);
+    s.keep_responses(&[edge, live]).await.unwrap();
+    assert_eq!(s.purge_responses(before).await.unwrap(), 2_346);
+    assert_eq!(s.purge_responses(before).await.unwrap(), 0);
+    let earlier = at(1_800_000_000, 0);
+    assert!(s
+        .stored_response("w2", "resp_live", earlier)
+        .await
+        .unwrap()
+        .is_some());
+    assert_eq!(
+        s.stored_response("w2", "resp_edge", earlier).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.stored_response("w1", "resp_old_00000", earlier)
+            .await
+            .unwrap(),
+        None
+    );
+}
+
+/// The keeper on either backend: a response is found the moment it is kept, before its batch
+/// is written, then in the store, where another replica finds it too.
+async fn a_keeper_serves_its_responses_before_and_after_they_are_written(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let (keeper, writer) = ResponseKeeper::over(Duration::from_secs(3_600), b.another().await);
+    // Far in the future: the writer's purge at start (at the real now) leaves it.
+    let r = kept("resp_new", ("w1", Some("k1")), 4_000_000_000);
+    let now = r.created_at;
+    keeper.keep(r.clone());
+    let mine = keeper.lookup("w1", "resp_new", now).await.unwrap().unwrap();
+    assert_eq!(
+        mine.expires_at,
+        as_stored(r).created_at + chrono::Duration::hours(1)
+    );
+    assert_eq!(
+        s.stored_response("w1", "resp_new", now).await.unwrap(),
+        None,
+        "not yet written"
+    );
+    assert_eq!(keeper.lookup("w2", "resp_new", now).await.unwrap(), None);
+
+    writer
+        .run(b.another().await, std::future::ready(()), Duration::ZERO)
+        .await;
+    let stored = s.stored_response("w1", "resp_new", now).await.unwrap();
+    assert_eq!(stored.as_ref(), Some(mine.as_ref()));
+    let found = keeper.lookup("w1", "resp_new", now).await.unwrap().unwrap();
+    assert_eq!(found, mine);
+    assert!(keeper.delete("w1", "resp_new").await.unwrap());
+    assert_eq!(
+        s.stored_response("w1", "resp_new", now).await.unwrap(),
+        None
+    );
 }

@@ -68,6 +68,7 @@ pub fn gemini_route() -> Route {
         weight: 1,
         health: Default::default(),
         upstream_model: None,
+        api: Default::default(),
     }
 }
 

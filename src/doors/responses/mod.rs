@@ -8,6 +8,7 @@
 //! tool's flat chat name, both ways, in `names.rs`.)
 
 mod answer;
+mod continued;
 mod names;
 pub mod reasoning;
 mod request;
@@ -16,5 +17,6 @@ mod stream;
 pub(crate) mod test_support;
 
 pub use answer::to_response;
+pub use continued::{continued, previous_response_id, with_input};
 pub use request::{parse, Parsed};
 pub use stream::ResponsesStream;

@@ -113,7 +113,8 @@ pub struct Parsed {
     /// The chat body the route's adapter plans from.
     pub chat: Vec<u8>,
     /// The conversation before the answer as Responses input items (a JSON array): the prior
-    /// items, then this request's `input`. Empty when the answer will not be stored.
+    /// items, then this request's `input`. Empty when the answer will not be stored and
+    /// continues no kept one.
     pub items: Vec<u8>,
     /// The client lets the gateway keep the answer (`store`, default true).
     pub store: bool,
@@ -188,8 +189,11 @@ fn translate<'a>(
         }
     }
 
+    // The conversation is kept for a stored answer, and passed whole to an upstream that
+    // speaks the Responses API when it continues a kept one.
+    let collect = store || prior.is_some();
     let mut items = Vec::new();
-    if store {
+    if collect {
         items.push(b'[');
     }
     if let Some(prior) = prior {
@@ -198,7 +202,7 @@ fn translate<'a>(
         })?;
         for (i, raw) in list.into_iter().enumerate() {
             conv.item(&format!("previous response's items[{i}]"), raw)?;
-            keep(&mut items, store, raw.get());
+            keep(&mut items, collect, raw.get());
         }
     }
     match get("input") {
@@ -207,12 +211,12 @@ fn translate<'a>(
             conv.flush();
             conv.messages
                 .push(MessageOut::plain("user", Some(ContentOut::Text(text.0))));
-            if store {
+            if collect {
                 let item = format!(
                     r#"{{"type":"message","role":"user","content":[{{"type":"input_text","text":{}}}]}}"#,
                     raw.get()
                 );
-                keep(&mut items, store, &item);
+                keep(&mut items, collect, &item);
             }
         }
         Some(raw) => {
@@ -223,14 +227,14 @@ fn translate<'a>(
             })?;
             for (i, raw) in list.into_iter().enumerate() {
                 conv.item(&format!("input[{i}]"), raw)?;
-                keep(&mut items, store, raw.get());
+                keep(&mut items, collect, raw.get());
             }
         }
         None if prior.is_some() => {}
         None => return Err(GatewayError::invalid("missing required field: input")),
     }
     conv.flush();
-    if store {
+    if collect {
         items.push(b']');
     }
     if conv.messages.is_empty() {
@@ -300,14 +304,14 @@ fn translate<'a>(
     out.streaming(stream);
     Ok(Parsed {
         chat: out.to_vec()?,
-        items: if store { items } else { Vec::new() },
+        items,
         store,
     })
 }
 
-/// Appends one item's JSON to the kept conversation.
-fn keep(items: &mut Vec<u8>, store: bool, raw: &str) {
-    if !store {
+/// Appends one item's JSON to the collected conversation.
+fn keep(items: &mut Vec<u8>, collect: bool, raw: &str) {
+    if !collect {
         return;
     }
     if items.len() > 1 {

@@ -248,6 +248,7 @@ pub(super) mod test_support {
             weight: 1,
             health: Default::default(),
             upstream_model: None,
+            api: Default::default(),
         }
     }
 

@@ -6,10 +6,16 @@
 //! Responses pass through field for field, except `id` (→ the gateway's completion id) and
 //! `model` (→ the tollgate model id); usage is read on the way. Streams end the gateway's way
 //! whatever the upstream did: one `choices: []` usage chunk, then `data: [DONE]`.
+//!
+//! Routes with `api: responses` serve the Responses door natively instead ([`OpenAiResponses`],
+//! `responses.rs`).
+
+mod responses;
 
 use std::borrow::Cow;
 
 use bytes::{Bytes, BytesMut};
+use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -22,6 +28,8 @@ use super::{
 use crate::api::request::{object_fields, write_object};
 use crate::api::usage::OpenAiUsageIn;
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
+
+pub use responses::OpenAiResponses;
 
 pub struct OpenAiCompat;
 
@@ -58,16 +66,9 @@ impl Adapter for OpenAiCompat {
         let extra = stream_options.as_deref().map(|s| ("stream_options", s));
         write_object(&mut body, fields.chain(extra));
 
-        let mut headers = vec![header("content-type", "application/json")?];
-        if let Some(key) = &creds.openai {
-            headers.push(header(
-                "authorization",
-                &format!("Bearer {}", key.expose()),
-            )?);
-        }
         let request = UpstreamRequest {
             path: format!("{}{suffix}", target.route.endpoint.base_path),
-            headers,
+            headers: headers(creds)?,
             body: Bytes::from(body),
         };
         Ok(Plan::single(request))
@@ -117,6 +118,19 @@ impl Adapter for OpenAiCompat {
         };
         upstream_message(status, &detail)
     }
+}
+
+/// A JSON body and the route's key as a Bearer token, when the gateway has one (local servers
+/// take none).
+fn headers(creds: &Credentials) -> Result<Vec<(HeaderName, HeaderValue)>, GatewayError> {
+    let mut headers = vec![header("content-type", "application/json")?];
+    if let Some(key) = &creds.openai {
+        headers.push(header(
+            "authorization",
+            &format!("Bearer {}", key.expose()),
+        )?);
+    }
+    Ok(headers)
 }
 
 fn json_string(s: &str) -> String {
