@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use tollgate::api::Operation;
+use tollgate::api::{Door, Operation};
 use tollgate::catalog::{Family, Snapshot};
 use tollgate::config::ProvidersConf;
-use tollgate::doors::messages::bridged;
+use tollgate::doors::bridged;
 use tollgate::providers::anthropic::AnthropicNative;
 use tollgate::providers::{adapter_for, Adapter, Credentials, ResponseCx, Secret};
 use tollgate::store::CatalogRows;
@@ -78,7 +78,7 @@ pub fn frames_are_json(out: &[u8]) {
 pub fn messages_adapter(family: Family) -> &'static dyn Adapter {
     match family {
         Family::Anthropic => &AnthropicNative,
-        other => bridged(other),
+        other => bridged(Door::Messages, other),
     }
 }
 

@@ -4,7 +4,8 @@
 //! translates it as it does for the chat door; the answer and the stream are rendered back into
 //! the Responses API's shapes ([`to_response`], `answer.rs`; [`ResponsesStream`], `stream.rs`).
 //!
-//! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`.)
+//! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`; a namespaced
+//! tool's flat chat name, both ways, in `names.rs`.)
 
 mod answer;
 mod continued;
