@@ -13,8 +13,9 @@
 //!   `annotations` and `logprobs`), then a `refusal` part when the model refused;
 //! - one `function_call` item per tool call: `call_id` the tool call's id verbatim (Gemini's
 //!   thought signatures ride in the ids this gateway mints), `arguments` the JSON text as the
-//!   model wrote it; a name the request flattened from a Codex `namespace` tool is split back
-//!   into `namespace` and `name`, as Codex dispatches them.
+//!   model wrote it; a name the request flattened from a Codex `namespace` tool
+//!   (`names::flat_name`) is split back into `namespace` and `name`, the pair Codex looks its
+//!   handler up by.
 //!
 //! Item ids derive from the response id (`resp_X` → `rs_X_0`, `msg_X`, `fc_X_<call index>`):
 //! the stream mints the same ones, and an answer continued later names the same items.
@@ -36,6 +37,7 @@
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::names::split_name;
 use super::reasoning::{self, Detail};
 use crate::api::{Str, Usage};
 use crate::doors::chat_in::{CompletionIn, FunctionIn, ReasoningDetailIn};
@@ -188,14 +190,6 @@ pub(super) fn reasoning_item(id: String, summary: String, details: &[Detail]) ->
         },
         encrypted_content: reasoning::encode(details),
     }
-}
-
-/// The namespace and name of a tool name the request flattened from a Codex `namespace`
-/// tool.
-// TODO(rq): `super::names::split_name` once the request side's names.rs lands.
-fn split_name(flat: &str) -> Option<(&str, &str)> {
-    let _ = flat;
-    None
 }
 
 /// The ids of a response's items, derived from its own.
@@ -761,6 +755,30 @@ mod tests {
             json!([{"type": "summary_text", "text": "Add."}])
         );
         assert!(r["output"][0]["encrypted_content"].is_string());
+    }
+
+    #[test]
+    fn namespaced_calls_come_back_split() {
+        let flat = super::super::names::flat_name("mcp__github__", "create_issue").unwrap();
+        let r = response(
+            completion(
+                json!({"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c0", "type": "function", "function": {"name": flat, "arguments": "{}"}},
+                    {"id": "c1", "type": "function", "function": {"name": "mcp__server__tool", "arguments": "{}"}}
+                ]}),
+                "tool_calls",
+            ),
+            &Usage::default(),
+        );
+        assert_eq!(
+            r["output"],
+            json!([
+                {"type": "function_call", "id": "fc_gw7_0", "status": "completed", "call_id": "c0",
+                    "name": "create_issue", "namespace": "mcp__github__", "arguments": "{}"},
+                {"type": "function_call", "id": "fc_gw7_1", "status": "completed", "call_id": "c1",
+                    "name": "mcp__server__tool", "arguments": "{}"}
+            ])
+        );
     }
 
     #[test]

@@ -27,13 +27,16 @@
 //! which OpenRouter repeats in its own text details).
 //!
 //! The last event carries the whole `response`, the object `to_response` builds for the same
-//! answer (same item ids, same usage from the inner translator's final count); it is what
+//! answer (same item ids, same usage from the inner translator's final count) whenever the
+//! upstream sends reasoning, then text, then calls, as every family does (a stream that goes
+//! back to an earlier kind gets a second item where the buffered answer has one); it is what
 //! [`StreamTranslator::final_answer`] gives once the stream completed.
 //!
 //! Invariants:
 //! - output never depends on how the upstream bytes were cut (`doors::rechunk`);
-//! - an inner error frame becomes an `error` event then `response.failed` (its response
-//!   `status: failed` with the items finished so far), and nothing follows. Before anything
+//! - an inner error frame becomes an `error` event (`code: upstream_error`) then
+//!   `response.failed` (its response `status: failed`, `error.code: server_error` — the code
+//!   the SDKs know, which Codex retries — with the items finished so far), and nothing follows. Before anything
 //!   else it is the first event (`providers::sse::starts_with_error`), so the stream can still
 //!   fail over. [`StreamTranslator::abort_frame`] writes the same two events, numbered on.
 
@@ -161,7 +164,7 @@ struct Thinking {
     block: Option<u32>,
     text: String,
     /// A `reasoning.text` detail came: the block's text is kept with its signature.
-    signed_text: bool,
+    text_detail: bool,
     signature: Option<String>,
     encrypted: Vec<String>,
     /// The block's closing detail came (signature, redacted data): more text is a new block.
@@ -172,10 +175,13 @@ impl Thinking {
     /// The block's details, as `answer::detail` reads a buffered message's.
     fn details(&mut self) -> Vec<Detail> {
         let mut details = Vec::with_capacity(1 + self.encrypted.len());
-        if self.signed_text {
+        let text = (!self.text.is_empty()).then(|| self.text.clone());
+        // A text detail with neither text nor signature carries nothing (and none is kept
+        // buffered either).
+        if self.text_detail && (text.is_some() || self.signature.is_some()) {
             details.push(Detail {
                 kind: TEXT_DETAIL.into(),
-                text: (!self.text.is_empty()).then(|| self.text.clone()),
+                text,
                 signature: self.signature.take(),
                 data: None,
             });
@@ -300,7 +306,7 @@ impl Events {
         };
         t.block = Some(index);
         if d.kind == TEXT_DETAIL {
-            t.signed_text = true;
+            t.text_detail = true;
             if d.signature.is_some() {
                 t.signature = d.signature;
                 t.sealed = true;
@@ -326,7 +332,7 @@ impl Events {
             id,
             block: None,
             text: String::new(),
-            signed_text: false,
+            text_detail: false,
             signature: None,
             encrypted: Vec::new(),
             sealed: false,
@@ -1191,7 +1197,7 @@ mod tests {
             json!({"index": 0, "delta": {"content": "."}}),
             json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c0", "type": "function", "function": {"name": "a", "arguments": "{\"x\""}}]}}),
             json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": ":1}"}}]}}),
-            json!({"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"name": "b", "arguments": ""}}]}}),
+            json!({"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"name": "ns--b", "arguments": ""}}]}}),
             json!({"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "late"}}]}}),
             json!({"index": 0, "delta": {}, "finish_reason": "tool_calls"}),
         ]);
@@ -1222,9 +1228,9 @@ mod tests {
                 json!({"type": "function_call", "id": "fc_gw7_0", "status": "completed", "call_id": "c0",
                     "name": "a", "arguments": "{\"x\":1}"}),
                 json!({"type": "function_call", "id": "fc_gw7_1", "status": "completed", "call_id": "call_gw7_1",
-                    "name": "b", "arguments": ""}),
+                    "name": "b", "namespace": "ns", "arguments": ""}),
             ],
-            "a call without an id gets one; a late fragment of a closed call is dropped"
+            "a call without an id gets one, a namespaced one is split; a late fragment of a closed call is dropped"
         );
         assert_eq!(ev.last().unwrap().0, "response.completed");
         assert_eq!(
