@@ -42,7 +42,8 @@ build: deps
 
 ## Everything the project tests: unit, the simulator's own tests, and the one integration binary
 ## (store suite on SQLite and PostgreSQL, the gateway end to end, the console in Chromium, the
-## real Anthropic clients — Python and TypeScript SDKs, Claude Code — on the Messages door).
+## real clients — the Anthropic and OpenAI SDKs, Claude Code, Codex — on the Messages and
+## Responses doors).
 ## The PostgreSQL half runs against TOLLGATE_TEST_PG_URL when a server answers there, else in
 ## a throwaway cluster (WITH_PG). TEST_ARGS: what `cargo test` is given.
 TEST_ARGS ?= --workspace --lib --bins --tests -- --test-threads=2
@@ -66,15 +67,17 @@ browser-deps:
 	$(NEED_NODE) "the console's browser test"; \
 	cd tests/browser && npm ci --no-audit --no-fund
 
-## The real Anthropic clients the Messages door is proven with (`tests/agents`, run by
-## `tests/it/messages_clients.rs`): the TypeScript SDK and Claude Code at the lockfile's versions
-## (Claude Code's CLI is the native binary its platform package ships; its package asks for
-## Node.js 22 but the binary needs none, so npm only warns on 20). Installs again when the
-## lockfile changes.
+## The real clients the doors are proven with (`tests/agents`): the Anthropic TypeScript SDK and
+## Claude Code on the Messages door (`tests/it/messages_clients.rs`), the OpenAI TypeScript SDK
+## and the Codex CLI on the Responses door (`tests/it/responses_clients.rs`), at the lockfile's
+## versions (Claude Code's and Codex's CLIs are the native binaries their platform packages
+## ship; Claude Code's package asks for Node.js 22 but the binary needs none, so npm only warns
+## on 20). Installs again when the lockfile changes.
 agent-deps:
 	@if [ -x tests/agents/node_modules/.bin/claude ] && [ -d tests/agents/node_modules/@anthropic-ai/sdk ] && \
+	  [ -x tests/agents/node_modules/.bin/codex ] && [ -d tests/agents/node_modules/openai ] && \
 	  [ ! tests/agents/package-lock.json -nt tests/agents/node_modules/.package-lock.json ]; then exit 0; fi; \
-	$(NEED_NODE) "the Anthropic clients' tests"; \
+	$(NEED_NODE) "the agent clients' tests"; \
 	cd tests/agents && npm ci --no-audit --no-fund
 
 ## Stops with a hint unless Node.js 20+ and npm are here (`$(NEED_NODE) "<who needs them>"`).
@@ -109,7 +112,7 @@ bench: deps
 ## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with
 ## the captured fixtures. Stable Rust: no sanitizer (panics and the targets' asserts are found).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = request messages worst_case cost answer_gemini answer_anthropic answer_openai answer_messages stream_gemini stream_anthropic stream_openai stream_messages
+FUZZ_TARGETS = request messages responses worst_case cost answer_gemini answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
 fuzz: deps
 	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz build --sanitizer none -O

@@ -118,6 +118,7 @@ impl World {
             door: tollgate::api::Door::OpenAi,
             anthropic: Default::default(),
             anthropic_betas: &[],
+            previous: None,
         }
     }
 }

@@ -32,11 +32,12 @@ use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
 use crate::billing::window::window_start;
 use crate::catalog::health::State;
-use crate::catalog::{Family, Model, ModelKind, Route, RouteKind, Snapshot};
+use crate::catalog::{Family, Model, ModelKind, Route, RouteApi, RouteKind, Snapshot};
 use crate::doors::forward::{self, AnthropicHeaders};
 use crate::doors::{bridged, messages, responses};
 use crate::money::Usd;
 use crate::providers::anthropic::{self, native::AnthropicNative};
+use crate::providers::openai_compat::OpenAiResponses;
 use crate::providers::{
     adapter_for, Adapter, Credentials, Plan, ResponseCx, Target, UpstreamRequest,
 };
@@ -132,6 +133,12 @@ struct Served {
     translated: Option<Bytes>,
     /// The Responses door's conversation to keep with the answer ([`Admitted::kept_items`]).
     kept_items: Option<Bytes>,
+    /// The Responses door's whole conversation, when it continues a kept response: what an
+    /// upstream that speaks the Responses API is sent as `input`.
+    conversation: Option<Bytes>,
+    /// `translated` is a body of the door's own dialect, passed to a native upstream: only its
+    /// head (`model`, `stream`) is read as the request model's.
+    passed: bool,
 }
 
 impl Served {
@@ -142,10 +149,46 @@ impl Served {
         op: Operation,
     ) -> Result<RawRequest<'a>, GatewayError> {
         match &self.translated {
+            Some(passed) if self.passed => RawRequest::parse_head(passed),
             Some(chat) => RawRequest::parse(chat, op),
             None => Ok(client),
         }
     }
+
+    /// The Responses door on a route whose upstream speaks the Responses API: the client's
+    /// `body` passed to it (with the whole conversation as `input` when the request continues a
+    /// kept response: the upstream keeps nothing of this gateway's).
+    fn passed_through(self, body: &[u8]) -> Result<Served, GatewayError> {
+        let passed = match &self.conversation {
+            Some(conversation) => responses::with_input(body, conversation)?,
+            None => body.to_vec(),
+        };
+        Ok(Served {
+            adapter: &OpenAiResponses,
+            forward: Vec::new(),
+            translated: Some(Bytes::from(passed)),
+            kept_items: self.kept_items,
+            conversation: None,
+            passed: true,
+        })
+    }
+}
+
+/// The request model read from what `admitted` was planned from.
+fn planned_request<'a>(
+    admitted: &Admitted,
+    body: &'a [u8],
+) -> Result<RawRequest<'a>, GatewayError> {
+    if passes_responses_through(admitted) {
+        RawRequest::parse_head(body)
+    } else {
+        RawRequest::parse(body, admitted.op)
+    }
+}
+
+/// Whether `admitted` goes to its upstream in the Responses API's own shapes.
+fn passes_responses_through(admitted: &Admitted) -> bool {
+    admitted.door == Door::Responses && admitted.route.api == RouteApi::Responses
 }
 
 /// A `count_tokens` request: the upstream call that counts, on the route chosen for it.
@@ -251,6 +294,7 @@ impl Admission<'_> {
             }
             _ => (None, None),
         };
+        let client_body = body;
         let body = chat.as_deref().unwrap_or(body);
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
@@ -260,6 +304,9 @@ impl Admission<'_> {
         let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
         let served = match door_served {
+            Some(served) if route.api == RouteApi::Responses => {
+                served.passed_through(client_body)?
+            }
             Some(served) => served,
             None => self.served(&model, body)?,
         };
@@ -369,7 +416,7 @@ impl Admission<'_> {
     /// Messages door Claude's native pass-through (with the client headers it forwards), or the
     /// family's adapter behind the door's translation of the body.
     fn served(&self, model: &Model, body: &[u8]) -> Result<Served, GatewayError> {
-        let mut kept_items = None;
+        let (mut kept_items, mut conversation) = (None, None);
         let (adapter, translated): (&'static dyn Adapter, _) = match (self.door, model.family) {
             (Door::OpenAi, family) => (adapter_for(family), None),
             (Door::Messages, Family::Anthropic) => (&AnthropicNative, None),
@@ -379,7 +426,9 @@ impl Admission<'_> {
             }
             (Door::Responses, family) => {
                 let parsed = responses::parse(body, self.previous, family)?;
-                kept_items = parsed.store.then(|| Bytes::from(parsed.items));
+                let items = Bytes::from(parsed.items);
+                kept_items = parsed.store.then(|| items.clone());
+                conversation = self.previous.is_some().then_some(items);
                 (
                     bridged(Door::Responses, family),
                     Some(Bytes::from(parsed.chat)),
@@ -397,6 +446,8 @@ impl Admission<'_> {
             forward,
             translated,
             kept_items,
+            conversation,
+            passed: false,
         })
     }
 
@@ -503,12 +554,15 @@ impl Admission<'_> {
     /// The routes to try, in order, when an admitted request's route failed before answering:
     /// its other eligible routes, those not cooling down first (then by priority).
     pub fn fallbacks(&self, admitted: &Admitted, body: &[u8]) -> Vec<Route> {
-        let Ok(req) = RawRequest::parse(body, admitted.op) else {
+        let Ok(req) = planned_request(admitted, body) else {
             return Vec::new();
         };
         let now = Instant::now();
+        // A body passed in the Responses API's shapes can only go where they are spoken.
+        let passed = passes_responses_through(admitted);
         let mut routes: Vec<Route> = eligible(&admitted.model, &req, self.credentials)
             .filter(|r| **r != admitted.route)
+            .filter(|r| !passed || r.api == RouteApi::Responses)
             .cloned()
             .collect();
         routes.sort_by_key(|r| r.health.state(now) == State::Cooling);
@@ -522,7 +576,7 @@ impl Admission<'_> {
         body: &[u8],
         route: &Route,
     ) -> Result<Plan, GatewayError> {
-        let req = RawRequest::parse(body, admitted.op)?;
+        let req = planned_request(admitted, body)?;
         let target = Target {
             model: &admitted.model,
             route,

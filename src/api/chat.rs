@@ -5,7 +5,7 @@
 //! Read on demand by the provider family that translates them, borrowed from the request bytes
 //! ([`Str`], raw slices for what is forwarded untouched, like tool schemas). The types carry
 //! every field any family reads; each family decides what it accepts and how it refuses the
-//! rest (Anthropic refuses tools, Gemini reads audio and files).
+//! rest (Gemini reads audio and files; the chat door keeps tools off Claude at admission).
 
 use std::borrow::Cow;
 use std::ops::Deref;

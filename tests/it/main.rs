@@ -39,6 +39,8 @@ mod python_sdk;
 mod raw;
 mod reservations;
 mod responses;
+mod responses_clients;
+mod responses_native;
 mod restarts;
 mod routing;
 mod secrets;

@@ -5,6 +5,7 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::api::request::object_fields;
 use crate::api::{GatewayError, RawRequest};
 
 /// The body's `previous_response_id`, if it names one.
@@ -46,6 +47,27 @@ pub fn continued(items: &str, response: &str) -> Result<Vec<u8>, GatewayError> {
     Ok(format!("[{}]", parts.join(",")).into_bytes())
 }
 
+/// The client's `body` with `input` replaced by `conversation` (a JSON array): what an
+/// upstream that keeps nothing of this gateway's is sent when the request continues a kept
+/// response. Every other field is as sent.
+pub fn with_input(body: &[u8], conversation: &[u8]) -> Result<Vec<u8>, GatewayError> {
+    let fields = object_fields(body)
+        .map_err(|e| GatewayError::invalid(format!("request body is not valid JSON: {e}")))?;
+    let mut out = Vec::with_capacity(body.len() + conversation.len());
+    out.push(b'{');
+    for (name, value) in fields.iter().filter(|(name, _)| name != "input") {
+        serde_json::to_writer(&mut out, name)
+            .map_err(|e| GatewayError::Internal(e.to_string().into()))?;
+        out.push(b':');
+        out.extend_from_slice(value.get().as_bytes());
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"input\":");
+    out.extend_from_slice(conversation);
+    out.push(b'}');
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +94,27 @@ mod tests {
     }
 
     #[test]
+    fn a_continued_body_sends_the_whole_conversation_as_input() {
+        let body =
+            br#"{"model":"m","input":"again?","previous_response_id":"resp_1","stream":true}"#;
+        let out = with_input(
+            body,
+            br#"[{"role":"user","content":"hi"},{"role":"user","content":"again?"}]"#,
+        )
+        .unwrap();
+        let v: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            v,
+            json!({"model": "m", "previous_response_id": "resp_1", "stream": true,
+                "input": [{"role": "user", "content": "hi"}, {"role": "user", "content": "again?"}]})
+        );
+        let v: Value =
+            serde_json::from_slice(&with_input(br#"{"model":"m"}"#, b"[]").unwrap()).unwrap();
+        assert_eq!(v, json!({"model": "m", "input": []}));
+        assert!(with_input(b"[]", b"[]").is_err());
+    }
+
+    #[test]
     fn the_previous_response_id_is_read_from_the_body() {
         let read = |b: &str| previous_response_id(b.as_bytes());
         assert_eq!(
@@ -79,8 +122,14 @@ mod tests {
             Some("resp_1".into())
         );
         assert_eq!(read(r#"{"model":"m"}"#).unwrap(), None);
-        assert_eq!(read(r#"{"model":"m","previous_response_id":null}"#).unwrap(), None);
-        assert_eq!(read(r#"{"model":"m","previous_response_id":""}"#).unwrap(), None);
+        assert_eq!(
+            read(r#"{"model":"m","previous_response_id":null}"#).unwrap(),
+            None
+        );
+        assert_eq!(
+            read(r#"{"model":"m","previous_response_id":""}"#).unwrap(),
+            None
+        );
         assert!(read(r#"{"model":"m","previous_response_id":7}"#).is_err());
     }
 }

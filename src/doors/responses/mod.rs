@@ -4,7 +4,8 @@
 //! translates it as it does for the chat door; the answer and the stream are rendered back into
 //! the Responses API's shapes ([`to_response`], `answer.rs`; [`ResponsesStream`], `stream.rs`).
 //!
-//! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`.)
+//! (The mapping tables are written in `request.rs`, `answer.rs` and `stream.rs`; a namespaced
+//! tool's flat chat name, both ways, in `names.rs`.)
 
 mod answer;
 mod continued;
@@ -16,6 +17,6 @@ mod stream;
 pub(crate) mod test_support;
 
 pub use answer::to_response;
-pub use continued::{continued, previous_response_id};
+pub use continued::{continued, previous_response_id, with_input};
 pub use request::{parse, Parsed};
 pub use stream::ResponsesStream;

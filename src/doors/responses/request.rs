@@ -113,7 +113,8 @@ pub struct Parsed {
     /// The chat body the route's adapter plans from.
     pub chat: Vec<u8>,
     /// The conversation before the answer as Responses input items (a JSON array): the prior
-    /// items, then this request's `input`. Empty when the answer will not be stored.
+    /// items, then this request's `input`. Empty when the answer will not be stored and
+    /// continues no kept one.
     pub items: Vec<u8>,
     /// The client lets the gateway keep the answer (`store`, default true).
     pub store: bool,
@@ -141,7 +142,11 @@ fn translate<'a>(
             .filter(|v| v.get() != "null")
     };
 
-    if get("background").is_some_and(|v| v.get() == "true") {
+    if get("background")
+        .map(|v| typed::<bool>(v, "background"))
+        .transpose()?
+        == Some(true)
+    {
         return Err(GatewayError::invalid(
             "background: true is not supported: this gateway runs no background responses",
         ));
@@ -159,7 +164,9 @@ fn translate<'a>(
 
     let model =
         get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
-    typed::<Str>(model, "model")?;
+    if typed::<Str>(model, "model")?.is_empty() {
+        return Err(GatewayError::invalid("model must not be empty"));
+    }
     let store = get("store")
         .map(|v| typed::<bool>(v, "store"))
         .transpose()?
@@ -182,8 +189,11 @@ fn translate<'a>(
         }
     }
 
+    // The conversation is kept for a stored answer, and passed whole to an upstream that
+    // speaks the Responses API when it continues a kept one.
+    let collect = store || prior.is_some();
     let mut items = Vec::new();
-    if store {
+    if collect {
         items.push(b'[');
     }
     if let Some(prior) = prior {
@@ -192,7 +202,7 @@ fn translate<'a>(
         })?;
         for (i, raw) in list.into_iter().enumerate() {
             conv.item(&format!("previous response's items[{i}]"), raw)?;
-            keep(&mut items, store, raw.get());
+            keep(&mut items, collect, raw.get());
         }
     }
     match get("input") {
@@ -201,12 +211,12 @@ fn translate<'a>(
             conv.flush();
             conv.messages
                 .push(MessageOut::plain("user", Some(ContentOut::Text(text.0))));
-            if store {
+            if collect {
                 let item = format!(
                     r#"{{"type":"message","role":"user","content":[{{"type":"input_text","text":{}}}]}}"#,
                     raw.get()
                 );
-                keep(&mut items, store, &item);
+                keep(&mut items, collect, &item);
             }
         }
         Some(raw) => {
@@ -217,14 +227,14 @@ fn translate<'a>(
             })?;
             for (i, raw) in list.into_iter().enumerate() {
                 conv.item(&format!("input[{i}]"), raw)?;
-                keep(&mut items, store, raw.get());
+                keep(&mut items, collect, raw.get());
             }
         }
         None if prior.is_some() => {}
         None => return Err(GatewayError::invalid("missing required field: input")),
     }
     conv.flush();
-    if store {
+    if collect {
         items.push(b']');
     }
     if conv.messages.is_empty() {
@@ -294,14 +304,14 @@ fn translate<'a>(
     out.streaming(stream);
     Ok(Parsed {
         chat: out.to_vec()?,
-        items: if store { items } else { Vec::new() },
+        items,
         store,
     })
 }
 
-/// Appends one item's JSON to the kept conversation.
-fn keep(items: &mut Vec<u8>, store: bool, raw: &str) {
-    if !store {
+/// Appends one item's JSON to the collected conversation.
+fn keep(items: &mut Vec<u8>, collect: bool, raw: &str) {
+    if !collect {
         return;
     }
     if items.len() > 1 {
@@ -576,21 +586,22 @@ impl<'a> Conversation<'a> {
             .content
             .filter(|c| c.get() != "null")
             .ok_or_else(|| missing(at, "content"))?;
-        let at = format!("{at}.content");
         let role = match &*role {
             "user" => "user",
             "system" | "developer" => "system",
-            "assistant" => {
-                let parts = self.parts(content, &at, Role::Assistant)?;
-                self.assistant().parts.extend(parts);
-                return Ok(());
-            }
+            "assistant" => "assistant",
             other => {
                 return Err(GatewayError::invalid(format!(
-                    "{at}: role must be user, assistant, system or developer, not {other:?}"
+                    "{at}.role: expected user, assistant, system or developer, not {other:?}"
                 )))
             }
         };
+        let at = format!("{at}.content");
+        if role == "assistant" {
+            let parts = self.parts(content, &at, Role::Assistant)?;
+            self.assistant().parts.extend(parts);
+            return Ok(());
+        }
         let content = if content.get().starts_with('"') {
             ContentOut::Text(field::<Str>(content, &at)?.0)
         } else {
@@ -1120,9 +1131,11 @@ fn reasoning_controls(
     let summary = match r.summary.or(r.generate_summary).as_deref() {
         None | Some("none") => false,
         Some("auto" | "concise" | "detailed") => true,
-        Some(other) => return Err(GatewayError::invalid(format!(
+        Some(other) => {
+            return Err(GatewayError::invalid(format!(
             "invalid value for reasoning.summary: {other:?} (expected auto, concise or detailed)"
-        ))),
+        )))
+        }
     };
     Ok(match (effort, summary) {
         (None, false) => (None, None),
@@ -1214,4 +1227,1238 @@ fn text_controls(raw: &RawValue) -> Result<TextControls<'_>, GatewayError> {
         }
     };
     Ok((format, verbosity))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::api::{Door, Operation, RawRequest};
+    use crate::catalog::{
+        Endpoint, Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking,
+    };
+    use crate::doors::bridged;
+    use crate::doors::messages::test_support::{
+        creds, fixture, gemini_model, gemini_route, target,
+    };
+    use crate::providers::test_support::single;
+    use crate::providers::{Credentials, Secret};
+
+    fn parsed(req: &Value, family: Family) -> Parsed {
+        parse(&serde_json::to_vec(req).unwrap(), None, family).unwrap()
+    }
+
+    fn chat(req: Value) -> Value {
+        serde_json::from_slice(&parsed(&req, Family::Gemini).chat).unwrap()
+    }
+
+    fn err(req: Value) -> String {
+        parse(&serde_json::to_vec(&req).unwrap(), None, Family::Gemini)
+            .unwrap_err()
+            .to_string()
+    }
+
+    fn with(extra: Value) -> Value {
+        let mut req = json!({"model": "google/gemini-test", "input": "hi"});
+        for (k, v) in extra.as_object().unwrap() {
+            req[k] = v.clone();
+        }
+        req
+    }
+
+    /// The chat messages of `input`.
+    fn messages(input: Value) -> Value {
+        chat(with(json!({ "input": input })))["messages"].clone()
+    }
+
+    /// The Gemini body a chat body becomes through the door's adapter.
+    fn gemini_plan(chat: &[u8]) -> Value {
+        let raw = RawRequest::parse(chat, Operation::Chat).unwrap();
+        let (m, r) = (gemini_model(), gemini_route());
+        let up = single(
+            bridged(Door::Responses, Family::Gemini)
+                .plan(&raw, &target(&m, &r, raw.stream), &creds())
+                .unwrap(),
+        );
+        serde_json::from_slice(&up.body).unwrap()
+    }
+
+    /// Like conf/catalog.yaml's `claude` profile on the Anthropic API.
+    fn claude() -> (Model, Route, Credentials) {
+        let forward = [
+            "temperature",
+            "top_p",
+            "top_k",
+            "max_tokens",
+            "stop",
+            "reasoning",
+        ];
+        let model = Model {
+            aliases: Vec::new(),
+            id: Arc::from("anthropic/claude-test"),
+            provider: "anthropic".into(),
+            family: Family::Anthropic,
+            kind: ModelKind::Chat,
+            upstream_model: "claude-test".into(),
+            profile_name: "claude".into(),
+            profile: Arc::new(Profile {
+                forward: forward.iter().map(|s| (*s).to_owned()).collect(),
+                thinking: Thinking::Budget {
+                    min: 1024,
+                    max: 63999,
+                    can_disable: true,
+                },
+                min_cache_tokens: 1024,
+                dimensions: None,
+            }),
+            pricing: Pricing::default(),
+            capabilities: Vec::new(),
+            max_output_tokens: Some(64000),
+            context_window: None,
+            routes: Vec::new(),
+        };
+        let route = Route {
+            kind: RouteKind::Anthropic,
+            endpoint: Endpoint::parse("https://upstream.test/base").unwrap(),
+            region: None,
+            addr: None,
+            priority: 0,
+            weight: 1,
+            health: Default::default(),
+            upstream_model: None,
+        };
+        let creds = Credentials {
+            anthropic: Some(Secret::new("ak-test")),
+            anthropic_version: "2023-06-01".into(),
+            ..Credentials::default()
+        };
+        (model, route, creds)
+    }
+
+    fn anthropic_plan(chat: &[u8]) -> Value {
+        let raw = RawRequest::parse(chat, Operation::Chat).unwrap();
+        let (m, r, c) = claude();
+        let up = single(
+            bridged(Door::Responses, Family::Anthropic)
+                .plan(&raw, &target(&m, &r, raw.stream), &c)
+                .unwrap(),
+        );
+        serde_json::from_slice(&up.body).unwrap()
+    }
+
+    const CALL_0: &str = "call_resp7_0.CiIB-_9a8w";
+
+    #[test]
+    fn a_codex_request_is_a_chat_body_field_by_field() {
+        let body = fixture("responses/codex-request.json");
+        let p = parse(&body, None, Family::Gemini).unwrap();
+        assert!(!p.store, "store: false");
+        assert!(p.items.is_empty(), "nothing kept when not stored");
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        let fields = object_fields(&p.chat).unwrap();
+        let keys: Vec<&str> = fields.iter().map(|(k, _)| &**k).collect();
+        assert_eq!(
+            keys,
+            [
+                "model",
+                "messages",
+                "tools",
+                "tool_choice",
+                "parallel_tool_calls",
+                "reasoning",
+                "prompt_cache_key",
+                "stream",
+                "stream_options"
+            ],
+            "include, store and the hosted tool leave no trace: {out}"
+        );
+        assert_eq!(out["model"], "google/gemini-test");
+        assert_eq!(out["stream"], true);
+        assert_eq!(out["stream_options"], json!({"include_usage": true}));
+        assert_eq!(out["tool_choice"], "auto");
+        assert_eq!(out["parallel_tool_calls"], true);
+        assert_eq!(
+            out["reasoning"],
+            json!({}),
+            "a summary without an effort: the model's default thinking, its text returned"
+        );
+        assert_eq!(
+            out["prompt_cache_key"],
+            "0199a7c2-5f0e-7d31-b1de-3f4ad1e0c001"
+        );
+
+        let m = out["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 8, "{out}");
+        assert_eq!(
+            m[0]["role"], "system",
+            "Codex's base prompt, a developer message"
+        );
+        assert_eq!(
+            m[0]["content"][0]["text"].as_str().unwrap().lines().next(),
+            Some("You are Codex, a coding agent. You and the user share the same workspace.")
+        );
+        assert_eq!(m[1]["role"], "user");
+        assert_eq!(m[1]["content"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            m[2],
+            json!({"role": "user", "content": [{"type": "text", "text": "List the Rust files and read the README."}]})
+        );
+        assert_eq!(
+            m[3],
+            json!({"role": "assistant", "content": null,
+            "tool_calls": [
+                {"id": CALL_0, "type": "function",
+                    "function": {"name": "exec_command", "arguments": "{\"cmd\":\"ls src\",\"yield_time_ms\":1000}"}},
+                {"id": "call_resp7_1", "type": "function",
+                    "function": {"name": "mcp__fs__--read_file", "arguments": "{\"path\": \"README.md\"}"}}
+            ],
+            "reasoning_details": [
+                {"type": "reasoning.text", "text": "The user wants the Rust files; list src first.", "signature": "EqQBCkYIBxgCKkAsig"}
+            ]}),
+            "one assistant turn: both calls, verbatim, and the signed thinking"
+        );
+        assert_eq!(m[4]["role"], "tool");
+        assert_eq!(m[4]["tool_call_id"], CALL_0);
+        assert!(m[4]["content"]
+            .as_str()
+            .unwrap()
+            .ends_with("lib.rs\nmain.rs\n"));
+        assert_eq!(
+            m[5],
+            json!({"role": "tool", "tool_call_id": "call_resp7_1", "content": "# Demo\nA small demo crate."}),
+            "the image of the output dropped, its texts joined"
+        );
+        assert_eq!(
+            m[6],
+            json!({"role": "assistant", "content": "There are two Rust files, lib.rs and main.rs; the README describes a small demo crate."})
+        );
+        assert_eq!(
+            m[7],
+            json!({"role": "user", "content": [{"type": "text", "text": "Now run the tests."}]}),
+            "no cache breakpoint on a Gemini route"
+        );
+
+        let tools = out["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["exec_command", "apply_patch", "mcp__fs__--read_file"]
+        );
+        assert_eq!(tools[0]["type"], "function");
+        assert_eq!(tools[0]["function"]["strict"], false);
+        assert_eq!(
+            tools[2]["function"],
+            json!({"name": "mcp__fs__--read_file", "description": "Read a file of the workspace.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+                "strict": false})
+        );
+        assert_eq!(
+            names::split_name(names[2]),
+            Some(("mcp__fs__", "read_file"))
+        );
+        assert!(
+            RawRequest::parse(&p.chat, Operation::Chat).is_ok(),
+            "the chat door's parser takes it"
+        );
+    }
+
+    #[test]
+    fn the_codex_request_reaches_gemini_with_its_signature_and_tools() {
+        let body = fixture("responses/codex-request.json");
+        let p = parse(&body, None, Family::Gemini).unwrap();
+        let g = gemini_plan(&p.chat);
+        assert_eq!(
+            g["systemInstruction"]["parts"][0]["text"]
+                .as_str()
+                .unwrap()
+                .lines()
+                .next(),
+            Some("You are Codex, a coding agent. You and the user share the same workspace.")
+        );
+        let contents = g["contents"].as_array().unwrap();
+        let roles: Vec<&str> = contents
+            .iter()
+            .map(|c| c["role"].as_str().unwrap())
+            .collect();
+        assert_eq!(roles, ["user", "model", "user", "model", "user"]);
+        assert_eq!(
+            contents[1]["parts"],
+            json!([
+                {"functionCall": {"name": "exec_command", "args": {"cmd": "ls src", "yield_time_ms": 1000}},
+                    "thoughtSignature": "CiIB+/9a8w=="},
+                {"functionCall": {"name": "mcp__fs__--read_file", "args": {"path": "README.md"}}}
+            ]),
+            "the signature comes back from the call id"
+        );
+        let results = contents[2]["parts"].as_array().unwrap();
+        assert_eq!(results[0]["functionResponse"]["name"], "exec_command");
+        assert_eq!(
+            results[1]["functionResponse"],
+            json!({"name": "mcp__fs__--read_file", "response": {"result": "# Demo\nA small demo crate."}})
+        );
+        let decls = g["tools"][0]["functionDeclarations"].as_array().unwrap();
+        let names: Vec<&str> = decls.iter().map(|d| d["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["exec_command", "apply_patch", "mcp__fs__--read_file"]
+        );
+        assert_eq!(g["toolConfig"]["functionCallingConfig"]["mode"], "AUTO");
+        assert_eq!(
+            g["generationConfig"]["thinkingConfig"],
+            json!({"includeThoughts": true}),
+            "summary: auto asks for the thoughts"
+        );
+        assert!(g.get("cachedContent").is_none());
+    }
+
+    #[test]
+    fn a_tool_free_turn_reaches_claude_with_its_cache_breakpoints() {
+        let req = json!({
+            "model": "anthropic/claude-test",
+            "instructions": "Be brief.",
+            "input": [
+                {"role": "user", "content": "What is 2+2?"},
+                {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "4", "annotations": []}]},
+                {"role": "user", "content": [{"type": "input_text", "text": "And 3+3?"}]}
+            ],
+            "max_output_tokens": 2000,
+            "temperature": 0.5,
+            "prompt_cache_key": "thread-1",
+            "reasoning": null
+        });
+        let p = parsed(&req, Family::Anthropic);
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        assert_eq!(
+            out["messages"],
+            json!([
+                {"role": "system", "content": "Be brief.", "cache_control": {"type": "ephemeral"}},
+                {"role": "user", "content": "What is 2+2?"},
+                {"role": "assistant", "content": "4"},
+                {"role": "user", "content": [{"type": "text", "text": "And 3+3?", "cache_control": {"type": "ephemeral"}}]}
+            ])
+        );
+        assert_eq!(out["max_completion_tokens"], 2000);
+        let a = anthropic_plan(&p.chat);
+        assert_eq!(a["model"], "claude-test");
+        assert_eq!(a["max_tokens"], 2000);
+        assert_eq!(a["temperature"], 0.5);
+        assert!(
+            a.get("thinking").is_none(),
+            "reasoning: null asks for nothing"
+        );
+        assert_eq!(
+            a["system"],
+            json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}])
+        );
+        assert_eq!(
+            a["messages"],
+            json!([
+                {"role": "user", "content": [{"type": "text", "text": "What is 2+2?"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "4"}]},
+                {"role": "user", "content": [{"type": "text", "text": "And 3+3?", "cache_control": {"type": "ephemeral"}}]}
+            ])
+        );
+    }
+
+    #[test]
+    fn a_plain_request_is_a_plain_chat_body_with_its_numbers_byte_for_byte() {
+        let body = br#"{"model":"google/gemini-test","input":"Hello","max_output_tokens":1024,"temperature":0.70,"top_p":1e-1,"user":"u-1","service_tier":"flex","prompt_cache_key":"k","metadata":{"a":"b"},"include":["message.output_text.logprobs"],"truncation":"auto","top_logprobs":2,"max_tool_calls":3,"prompt_cache_retention":"24h","stream_options":{"include_obfuscation":false},"client_metadata":{},"background":false,"previous_response_id":"resp_1","context_management":[],"some_future_field":1}"#;
+        let p = parse(body, None, Family::Gemini).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&p.chat).unwrap(),
+            r#"{"model":"google/gemini-test","messages":[{"role":"user","content":"Hello"}],"max_completion_tokens":1024,"temperature":0.70,"top_p":1e-1,"prompt_cache_key":"k","user":"u-1","service_tier":"flex"}"#
+        );
+        let raw = RawRequest::parse(&p.chat, Operation::Chat).unwrap();
+        assert!(!raw.stream);
+        let out = chat(with(json!({"user": "u-1", "safety_identifier": "s-1"})));
+        assert_eq!(out["user"], "s-1", "safety_identifier replaces user");
+        let out = chat(with(json!({"stream": true})));
+        assert_eq!(out["stream_options"], json!({"include_usage": true}));
+        assert!(
+            RawRequest::parse(
+                &parsed(&with(json!({"stream": true})), Family::Gemini).chat,
+                Operation::Chat
+            )
+            .unwrap()
+            .stream
+        );
+    }
+
+    #[test]
+    fn string_input_and_instructions() {
+        let p = parsed(
+            &with(json!({"instructions": "Be brief.", "input": "a \"quoted\" word"})),
+            Family::Gemini,
+        );
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        assert_eq!(
+            out["messages"],
+            json!([
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "a \"quoted\" word"}
+            ])
+        );
+        assert!(p.store);
+        assert_eq!(
+            std::str::from_utf8(&p.items).unwrap(),
+            r#"[{"type":"message","role":"user","content":[{"type":"input_text","text":"a \"quoted\" word"}]}]"#,
+            "instructions are not items"
+        );
+        let out = chat(with(json!({"instructions": ""})));
+        assert_eq!(out["messages"], json!([{"role": "user", "content": "hi"}]));
+    }
+
+    #[test]
+    fn the_prior_conversation_comes_first_and_items_are_kept_verbatim() {
+        let prior = br#"[{"type":"message","role":"user","content":"first" },
+            {"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAB-openai"},
+            {"type": "function_call", "id":"fc_1", "call_id":"c1", "name":"f", "arguments":"{}", "status":"completed"}]"#;
+        let body = br#"{"model":"m","input":[ {"type":"function_call_output","call_id":"c1","output":"ok"} ,{"role":"user","content":"next"}],"instructions":"Now"}"#;
+        let p = parse(body, Some(prior), Family::Gemini).unwrap();
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        assert_eq!(
+            out["messages"],
+            json!([
+                {"role": "system", "content": "Now"},
+                {"role": "user", "content": "first"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                {"role": "user", "content": "next"}
+            ]),
+            "OpenAI's own reasoning blob is dropped"
+        );
+        assert_eq!(
+            std::str::from_utf8(&p.items).unwrap(),
+            r#"[{"type":"message","role":"user","content":"first" },{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAB-openai"},{"type": "function_call", "id":"fc_1", "call_id":"c1", "name":"f", "arguments":"{}", "status":"completed"},{"type":"function_call_output","call_id":"c1","output":"ok"},{"role":"user","content":"next"}]"#
+        );
+        let items: Value = serde_json::from_slice(&p.items).unwrap();
+        assert_eq!(items.as_array().unwrap().len(), 5);
+
+        let p = parse(br#"{"model":"m"}"#, Some(prior), Family::Gemini).unwrap();
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        assert_eq!(
+            out["messages"].as_array().unwrap().len(),
+            2,
+            "no input: the prior alone"
+        );
+        assert_eq!(
+            std::str::from_utf8(&p.items)
+                .unwrap()
+                .matches("\"type\"")
+                .count(),
+            3
+        );
+        let p = parse(
+            br#"{"model":"m","input":"x","store":false}"#,
+            Some(prior),
+            Family::Gemini,
+        )
+        .unwrap();
+        assert!(!p.store && p.items.is_empty());
+        let e = parse(br#"{"model":"m","input":"x"}"#, Some(b"{}"), Family::Gemini).unwrap_err();
+        assert!(e.to_string().contains("stored conversation"), "{e}");
+    }
+
+    /// A tool loop ending in `turns` answered calls, with the breakpoint-worthy shape of an
+    /// agent loop: instructions, a user turn, then calls and outputs.
+    fn tool_loop(turns: usize) -> Value {
+        let mut input = vec![json!({"role": "user", "content": "Fix the build."})];
+        for k in 0..turns {
+            let id = format!("call_r{k}_0.CiIB-_9a8w");
+            input.push(json!({"type": "reasoning", "summary": [], "encrypted_content": null}));
+            input.push(json!({"type": "function_call", "call_id": id, "name": "step", "arguments": format!("{{\"k\":{k}}}")}));
+            input.push(json!({"type": "function_call_output", "call_id": id, "output": format!("step {k} done")}));
+        }
+        json!({
+            "model": "google/gemini-test",
+            "instructions": "You are an agent.",
+            "input": input,
+            "tools": [{"type": "function", "name": "step", "parameters": {"type": "object", "properties": {"k": {"type": "integer"}}}}],
+            "prompt_cache_key": "loop"
+        })
+    }
+
+    #[test]
+    fn a_five_turn_tool_loop_keeps_every_call_paired() {
+        let out = chat(tool_loop(5));
+        let m = out["messages"].as_array().unwrap();
+        assert_eq!(m.len(), 2 + 2 * 5);
+        for k in 0..5 {
+            let (call, result) = (&m[2 + 2 * k], &m[3 + 2 * k]);
+            let id = format!("call_r{k}_0.CiIB-_9a8w");
+            assert_eq!(call["role"], "assistant");
+            assert_eq!(call["tool_calls"].as_array().unwrap().len(), 1);
+            assert_eq!(call["tool_calls"][0]["id"], id);
+            assert_eq!(
+                call["tool_calls"][0]["function"]["arguments"],
+                format!("{{\"k\":{k}}}")
+            );
+            assert_eq!(
+                result,
+                &json!({"role": "tool", "tool_call_id": id, "content": format!("step {k} done")})
+            );
+        }
+        let body = serde_json::to_vec(&out).unwrap();
+        let g = gemini_plan(&body);
+        let contents = g["contents"].as_array().unwrap();
+        assert_eq!(contents.len(), 1 + 2 * 5);
+        for k in 0..5 {
+            let (call, result) = (&contents[1 + 2 * k], &contents[2 + 2 * k]);
+            assert_eq!(call["role"], "model");
+            assert_eq!(
+                call["parts"][0]["functionCall"],
+                json!({"name": "step", "args": {"k": k}})
+            );
+            assert_eq!(call["parts"][0]["thoughtSignature"], "CiIB+/9a8w==");
+            assert_eq!(result["role"], "user");
+            assert_eq!(
+                result["parts"][0]["functionResponse"],
+                json!({"name": "step", "response": {"result": format!("step {k} done")}})
+            );
+        }
+    }
+
+    #[test]
+    fn cache_breakpoints_only_on_claude_routes_with_a_prompt_cache_key() {
+        let bytes = serde_json::to_vec(&tool_loop(2)).unwrap();
+        let p = parse(&bytes, None, Family::Anthropic).unwrap();
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        let m = out["messages"].as_array().unwrap();
+        assert_eq!(m[0]["cache_control"], json!({"type": "ephemeral"}));
+        let last = m.last().unwrap();
+        assert_eq!(last["role"], "tool");
+        assert_eq!(
+            last["cache_control"],
+            json!({"type": "ephemeral"}),
+            "on the tool message"
+        );
+        assert_eq!(
+            std::str::from_utf8(&p.chat)
+                .unwrap()
+                .matches("cache_control")
+                .count(),
+            2,
+            "two breakpoints"
+        );
+        for family in [Family::Gemini, Family::OpenAiCompat] {
+            let p = parse(&bytes, None, family).unwrap();
+            assert!(!std::str::from_utf8(&p.chat)
+                .unwrap()
+                .contains("cache_control"));
+        }
+        let mut no_key = tool_loop(2);
+        no_key.as_object_mut().unwrap().remove("prompt_cache_key");
+        let p = parsed(&no_key, Family::Anthropic);
+        assert!(!std::str::from_utf8(&p.chat)
+            .unwrap()
+            .contains("cache_control"));
+
+        // The last message an assistant turn with only calls: the breakpoint is the message's.
+        let req = json!({"model": "m", "prompt_cache_key": "k", "input": [
+            {"role": "user", "content": "x"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
+        ]});
+        let out: Value = serde_json::from_slice(&parsed(&req, Family::Anthropic).chat).unwrap();
+        assert_eq!(
+            out["messages"][1]["cache_control"],
+            json!({"type": "ephemeral"})
+        );
+        assert!(
+            out["messages"][0].get("cache_control").is_none(),
+            "no system message to mark"
+        );
+
+        // A part's own breakpoint: kept on Claude, nowhere else.
+        let req = json!({"model": "m", "input": [
+            {"role": "user", "content": [
+                {"type": "input_text", "text": "long document", "prompt_cache_breakpoint": {"mode": "explicit"}},
+                {"type": "input_text", "text": "question"}
+            ]}
+        ]});
+        let out: Value = serde_json::from_slice(&parsed(&req, Family::Anthropic).chat).unwrap();
+        assert_eq!(
+            out["messages"][0]["content"],
+            json!([
+                {"type": "text", "text": "long document", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "question"}
+            ])
+        );
+        let out = chat(req);
+        assert!(out["messages"][0]["content"][0]
+            .get("cache_control")
+            .is_none());
+    }
+
+    #[test]
+    fn assistant_items_between_two_turns_are_one_message() {
+        let blob = reasoning::encode(&[Detail {
+            kind: "reasoning.encrypted".into(),
+            text: None,
+            signature: None,
+            data: Some("redacted".into()),
+        }])
+        .unwrap();
+        let got = messages(json!([
+            {"role": "user", "content": "a"},
+            {"type": "reasoning", "summary": [{"type": "summary_text", "text": "only a summary"}]},
+            {"role": "user", "content": "b"},
+            {"type": "reasoning", "summary": [], "encrypted_content": blob},
+            {"type": "message", "role": "assistant", "content": [
+                {"type": "output_text", "text": "one"},
+                {"type": "refusal", "refusal": "no"}
+            ]},
+            {"role": "assistant", "content": "two"},
+            {"type": "function_call", "call_id": "c", "name": "f"},
+            {"type": "function_call_output", "call_id": "c", "output": []},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
+        ]));
+        assert_eq!(
+            got,
+            json!([
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": "b"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "one"},
+                    {"type": "text", "text": "no"},
+                    {"type": "text", "text": "two"}
+                ], "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ], "reasoning_details": [{"type": "reasoning.encrypted", "data": "redacted"}]},
+                {"role": "tool", "tool_call_id": "c", "content": ""},
+                {"role": "assistant", "content": "done"}
+            ]),
+            "a summary-only turn is left out"
+        );
+    }
+
+    #[test]
+    fn content_parts_map_onto_chat_parts() {
+        let got = messages(json!([{"role": "user", "content": [
+            {"type": "input_text", "text": "Look:"},
+            {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo=", "detail": "high"},
+            {"type": "input_image", "image_url": "https://example.com/cat.jpg", "detail": "auto", "file_id": null},
+            {"type": "input_file", "file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"},
+            {"type": "input_file", "file_data": "aGVsbG8=", "filename": "notes.TXT"},
+            {"type": "input_file", "file_data": "JVBERi0="},
+            {"type": "input_file", "file_url": "https://example.com/b.pdf"},
+            {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+        ]}]));
+        assert_eq!(
+            got,
+            json!([{"role": "user", "content": [
+                {"type": "text", "text": "Look:"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0=", "filename": "a.pdf"}},
+                {"type": "file", "file": {"file_data": "data:text/plain;base64,aGVsbG8=", "filename": "notes.TXT"}},
+                {"type": "file", "file": {"file_data": "data:application/pdf;base64,JVBERi0="}},
+                {"type": "file", "file": {"file_data": "https://example.com/b.pdf"}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}}
+            ]}])
+        );
+        let g = gemini_plan(
+            &parsed(
+                &with(json!({"input": [{"role": "user", "content": [
+                    {"type": "input_image", "image_url": "data:image/png;base64,iVBORw0KGgo="},
+                    {"type": "input_file", "file_data": "JVBERi0=", "filename": "r.pdf"}
+                ]}]})),
+                Family::Gemini,
+            )
+            .chat,
+        );
+        assert_eq!(
+            g["contents"][0]["parts"],
+            json!([
+                {"inlineData": {"mimeType": "image/png", "data": "iVBORw0KGgo="}},
+                {"inlineData": {"mimeType": "application/pdf", "data": "JVBERi0="}}
+            ])
+        );
+    }
+
+    #[test]
+    fn tools_custom_namespaced_additional_and_hosted() {
+        let out = chat(with(json!({
+            "input": [
+                {"role": "user", "content": "go"},
+                {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin Patch\n\"x\"\n*** End Patch"},
+                {"type": "custom_tool_call_output", "call_id": "c1", "output": "Done!"},
+                {"type": "custom_tool_call", "call_id": "c2", "namespace": "edit", "name": "sed", "input": "s/a/b/"},
+                {"type": "custom_tool_call_output", "call_id": "c2", "output": [{"type": "input_text", "text": "ok"}]},
+                {"type": "local_shell_call", "id": "ls_1", "call_id": "c3", "status": "completed",
+                    "action": {"type": "exec", "command": ["ls", "-a"], "env": {}}},
+                {"type": "local_shell_call_output", "id": "c3", "output": "{\"output\":\".\"}"},
+                {"type": "additional_tools", "role": "developer", "tools": [
+                    {"type": "function", "name": "late", "parameters": null},
+                    {"type": "function", "name": "exec", "description": "a second exec, ignored"}
+                ]}
+            ],
+            "tools": [
+                {"type": "function", "name": "exec", "description": "Run.", "parameters": {"type": "object"}, "strict": true},
+                {"type": "custom", "name": "apply_patch", "description": "Patch files.",
+                    "format": {"type": "grammar", "syntax": "lark", "definition": "start: \"*** Begin Patch\""}},
+                {"type": "namespace", "name": "edit", "description": "Editing.", "tools": [
+                    {"type": "custom", "name": "sed"},
+                    {"type": "function", "name": "read_file", "parameters": {"type": "object"}}
+                ]},
+                {"type": "web_search_preview"}, {"type": "file_search", "vector_store_ids": []},
+                {"type": "code_interpreter", "container": {"type": "auto"}}, {"type": "image_generation"},
+                {"type": "computer_use_preview", "display_width": 1, "display_height": 1, "environment": "linux"},
+                {"type": "mcp", "server_label": "x"}, {"type": "local_shell"}, {"type": "shell"},
+                {"type": "apply_patch"}, {"type": "tool_search", "execution": "client"}
+            ]
+        })));
+        let m = out["messages"].as_array().unwrap();
+        assert_eq!(
+            m[1]["tool_calls"][0]["function"],
+            json!({"name": "apply_patch", "arguments": "{\"input\":\"*** Begin Patch\\n\\\"x\\\"\\n*** End Patch\"}"})
+        );
+        assert_eq!(
+            m[2],
+            json!({"role": "tool", "tool_call_id": "c1", "content": "Done!"})
+        );
+        assert_eq!(
+            m[3]["tool_calls"][0]["function"],
+            json!({"name": "edit--sed", "arguments": "{\"input\":\"s/a/b/\"}"})
+        );
+        assert_eq!(
+            m[4],
+            json!({"role": "tool", "tool_call_id": "c2", "content": "ok"})
+        );
+        assert_eq!(
+            m[5]["tool_calls"][0],
+            json!({"id": "c3", "type": "function", "function": {"name": "local_shell",
+                "arguments": "{\"command\":[\"ls\",\"-a\"],\"env\":{},\"type\":\"exec\"}"}}),
+            "the action object, compact (json! sorted its keys)"
+        );
+        assert_eq!(
+            m[6],
+            json!({"role": "tool", "tool_call_id": "c3", "content": "{\"output\":\".\"}"})
+        );
+        assert_eq!(m.len(), 7, "additional_tools is no message");
+
+        let tools = out["tools"].as_array().unwrap();
+        let names: Vec<&str> = tools
+            .iter()
+            .map(|t| t["function"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "exec",
+                "apply_patch",
+                "edit--sed",
+                "edit--read_file",
+                "late"
+            ]
+        );
+        assert_eq!(
+            tools[0]["function"],
+            json!({"name": "exec", "description": "Run.", "parameters": {"type": "object"}, "strict": true})
+        );
+        assert_eq!(tools[1]["function"]["description"], "Patch files.");
+        let input = &tools[1]["function"]["parameters"];
+        assert_eq!(input["required"], json!(["input"]));
+        assert_eq!(input["properties"]["input"]["type"], "string");
+        assert_eq!(
+            input["properties"]["input"]["description"],
+            "The tool's input, in this lark grammar:\nstart: \"*** Begin Patch\""
+        );
+        assert_eq!(
+            tools[2]["function"]["parameters"]["properties"]["input"]["description"],
+            "The tool's input, as free-form text."
+        );
+        assert_eq!(
+            tools[4]["function"],
+            json!({"name": "late"}),
+            "no parameters, no description"
+        );
+
+        let only_hosted = chat(with(json!({
+            "tools": [{"type": "web_search"}],
+            "tool_choice": "required",
+            "parallel_tool_calls": false
+        })));
+        for gone in ["tools", "tool_choice", "parallel_tool_calls"] {
+            assert!(only_hosted.get(gone).is_none(), "{gone}: {only_hosted}");
+        }
+    }
+
+    #[test]
+    fn tool_choice_maps_each_kind() {
+        let tools = json!([
+            {"type": "function", "name": "exec"},
+            {"type": "custom", "name": "apply_patch"},
+            {"type": "namespace", "name": "fs", "description": "", "tools": [{"type": "function", "name": "read"}]},
+            {"type": "namespace", "name": "a", "description": "", "tools": [{"type": "function", "name": "dup"}]},
+            {"type": "namespace", "name": "b", "description": "", "tools": [{"type": "function", "name": "dup"}]},
+            {"type": "web_search"}
+        ]);
+        for (choice, want) in [
+            (json!("auto"), json!("auto")),
+            (json!("none"), json!("none")),
+            (json!("required"), json!("required")),
+            (
+                json!({"type": "function", "name": "exec"}),
+                json!({"type": "function", "function": {"name": "exec"}}),
+            ),
+            (
+                json!({"type": "custom", "name": "apply_patch"}),
+                json!({"type": "function", "function": {"name": "apply_patch"}}),
+            ),
+            (
+                json!({"type": "function", "name": "read"}),
+                json!({"type": "function", "function": {"name": "fs--read"}}),
+            ),
+            (
+                json!({"type": "function", "name": "fs--read"}),
+                json!({"type": "function", "function": {"name": "fs--read"}}),
+            ),
+            (
+                json!({"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "exec"}]}),
+                json!("required"),
+            ),
+            (
+                json!({"type": "allowed_tools", "mode": "auto", "tools": []}),
+                json!("auto"),
+            ),
+            (json!({"type": "web_search_preview"}), json!("auto")),
+            (json!({"type": "mcp", "server_label": "x"}), json!("auto")),
+            (json!({"type": "image_generation"}), json!("auto")),
+        ] {
+            let out = chat(with(json!({"tools": tools, "tool_choice": choice})));
+            assert_eq!(out["tool_choice"], want, "{choice}");
+        }
+        for (choice, message) in [
+            (
+                json!({"type": "function", "name": "nope"}),
+                "tool_choice names the tool \"nope\"",
+            ),
+            (
+                json!({"type": "function", "name": "dup"}),
+                "in several namespaces",
+            ),
+            (
+                json!({"type": "function"}),
+                "tool_choice: missing field `name`",
+            ),
+            (
+                json!("sometimes"),
+                "invalid value for tool_choice: \"sometimes\"",
+            ),
+            (
+                json!({"type": "allowed_tools", "mode": "never", "tools": []}),
+                "invalid value for tool_choice.mode",
+            ),
+            (
+                json!({"type": "teleport"}),
+                "invalid value for tool_choice.type: \"teleport\"",
+            ),
+        ] {
+            let e = err(with(json!({"tools": tools, "tool_choice": choice})));
+            assert!(e.contains(message), "{choice}: {e}");
+        }
+    }
+
+    #[test]
+    fn reasoning_maps_to_effort_and_summary_to_the_text() {
+        for (reasoning, want_reasoning, want_effort) in [
+            (
+                json!({"effort": "high", "summary": "auto"}),
+                Value::Null,
+                json!("high"),
+            ),
+            (
+                json!({"effort": "low"}),
+                json!({"exclude": true}),
+                json!("low"),
+            ),
+            (
+                json!({"effort": "none", "summary": "none"}),
+                json!({"exclude": true}),
+                json!("none"),
+            ),
+            (json!({"summary": "detailed"}), json!({}), Value::Null),
+            (
+                json!({"generate_summary": "concise"}),
+                json!({}),
+                Value::Null,
+            ),
+            (json!({"summary": "none"}), Value::Null, Value::Null),
+            (
+                json!({"effort": null, "summary": null}),
+                Value::Null,
+                Value::Null,
+            ),
+            (json!({}), Value::Null, Value::Null),
+            (
+                json!({"effort": "max", "summary": "auto", "context": "auto", "mode": "pro"}),
+                Value::Null,
+                json!("xhigh"),
+            ),
+            (
+                json!({"effort": "minimal", "summary": "concise"}),
+                Value::Null,
+                json!("minimal"),
+            ),
+        ] {
+            let out = chat(with(json!({ "reasoning": reasoning })));
+            assert_eq!(out["reasoning"], want_reasoning, "{reasoning}");
+            assert_eq!(out["reasoning_effort"], want_effort, "{reasoning}");
+        }
+        let p = parsed(
+            &with(json!({"reasoning": {"effort": "medium"}})),
+            Family::Gemini,
+        );
+        assert!(
+            RawRequest::parse(&p.chat, Operation::Chat)
+                .unwrap()
+                .excludes_reasoning(),
+            "no summary asked: the answer leaves the reasoning text out"
+        );
+        assert_eq!(
+            gemini_plan(&p.chat)["generationConfig"]["thinkingConfig"],
+            json!({"includeThoughts": false, "thinkingBudget": 8192})
+        );
+        let p = parsed(
+            &with(json!({"reasoning": {"effort": "low", "summary": "auto"}})),
+            Family::Anthropic,
+        );
+        assert_eq!(
+            anthropic_plan(&p.chat)["thinking"],
+            json!({"type": "enabled", "budget_tokens": 1024})
+        );
+        for (reasoning, message) in [
+            (
+                json!({"effort": "extreme"}),
+                "invalid value for reasoning.effort: \"extreme\"",
+            ),
+            (
+                json!({"summary": "verbose"}),
+                "invalid value for reasoning.summary: \"verbose\"",
+            ),
+            (json!("high"), "invalid value for reasoning"),
+        ] {
+            let e = err(with(json!({ "reasoning": reasoning })));
+            assert!(e.starts_with(message), "{reasoning}: {e}");
+        }
+    }
+
+    #[test]
+    fn text_format_and_verbosity() {
+        let out = chat(with(json!({"text": {
+            "format": {"type": "json_schema", "name": "answer", "description": "The answer.",
+                "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}, "strict": true},
+            "verbosity": "low"
+        }})));
+        assert_eq!(
+            out["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "answer", "description": "The answer.",
+                "schema": {"type": "object", "properties": {"n": {"type": "integer"}}}, "strict": true}})
+        );
+        assert_eq!(out["verbosity"], "low");
+        let out = chat(with(
+            json!({"text": {"format": {"type": "json_schema", "name": "a", "schema": {}, "strict": null}}}),
+        ));
+        assert_eq!(
+            out["response_format"],
+            json!({"type": "json_schema", "json_schema": {"name": "a", "schema": {}}})
+        );
+        let out = chat(with(json!({"text": {"format": {"type": "json_object"}}})));
+        assert_eq!(out["response_format"], json!({"type": "json_object"}));
+        let out = chat(with(json!({"text": {"format": {"type": "text"}}})));
+        assert!(out.get("response_format").is_none() && out.get("verbosity").is_none());
+        for (text, message) in [
+            (
+                json!({"format": {"type": "yaml"}}),
+                "invalid value for text.format.type: \"yaml\"",
+            ),
+            (
+                json!({"format": {"type": "json_schema", "name": "a"}}),
+                "invalid value for text.format.schema",
+            ),
+            (
+                json!({"format": {"type": "json_schema", "schema": {}}}),
+                "text.format: missing field `name`",
+            ),
+            (json!({"verbosity": 3}), "invalid value for text.verbosity"),
+        ] {
+            let e = err(with(json!({ "text": text })));
+            assert!(e.starts_with(message), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn what_the_gateway_cannot_do_is_a_400_saying_so() {
+        for (extra, message) in [
+            (json!({"background": true}), "background: true is not supported"),
+            (json!({"conversation": "conv_1"}), "conversation is not supported"),
+            (json!({"prompt": {"id": "pmpt_1"}}), "prompt is not supported"),
+            (json!({"input": [{"type": "item_reference", "id": "msg_1"}]}), "input[0]: item references are not supported"),
+            (json!({"input": [{"id": "msg_1"}]}), "input[0]: item references are not supported"),
+            (json!({"input": [{"role": "user", "content": "x"}, {"type": "web_search_call", "id": "ws", "status": "completed", "action": {"type": "search"}}]}),
+                "input[1]: items of type \"web_search_call\" are not supported on this gateway"),
+            (json!({"input": [{"type": "compaction", "encrypted_content": "x"}]}), "input[0]: items of type \"compaction\""),
+            (json!({"input": [{"type": "function_call_output", "call_id": "nope", "output": "x"}]}),
+                "input[0]: function_call_output for call_id \"nope\" answers no earlier call"),
+            (json!({"input": [
+                {"type": "custom_tool_call_output", "call_id": "later", "output": "x"},
+                {"type": "custom_tool_call", "call_id": "later", "name": "f", "input": ""}
+            ]}), "input[0]: custom_tool_call_output for call_id \"later\""),
+            (json!({"input": [{"role": "user", "content": [{"type": "input_image", "file_id": "file_1", "detail": "auto"}]}]}),
+                "input[0].content[0]: file_id is not supported: this gateway has no Files API"),
+            (json!({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "file_1"}]}]}), "input[0].content[0]: file_id is not supported"),
+            (json!({"input": [{"role": "developer", "content": [{"type": "input_image", "image_url": "https://a/b.png"}]}]}),
+                "input[0].content[0]: input_image parts are not allowed in system or developer messages"),
+            (json!({"input": [{"role": "assistant", "content": [{"type": "input_file", "file_url": "https://a/b.pdf"}]}]}),
+                "input[0].content[0]: input_file parts are not allowed in assistant messages"),
+            (json!({"input": [{"role": "user", "content": [{"type": "refusal", "refusal": "x"}]}]}), "input[0].content[0]: content parts of type \"refusal\""),
+            (json!({"input": [{"role": "user", "content": [{"type": "input_video"}]}]}), "input[0].content[0]: content parts of type \"input_video\""),
+            (json!({"tools": [{"type": "namespace", "name": "a--b", "tools": [{"type": "function", "name": "f"}]}]}),
+                "tools[0].tools[0]: the namespace \"a--b\" cannot be carried"),
+            (json!({"tools": [{"type": "function", "name": "my--tool"}]}), "tools[0]: tool names holding \"--\""),
+            (json!({"tools": [{"type": "namespace", "name": "n", "tools": [{"type": "namespace", "name": "m", "tools": []}]}]}),
+                "tools[0].tools[0]: a namespace holds function and custom tools only"),
+            (json!({"tools": [{"type": "function", "name": "f", "parameters": [1]}]}), "tools[0].parameters: expected a JSON Schema object"),
+            (json!({"tools": [{"name": "f"}]}), "tools[0]: missing field `type`"),
+            (json!({"tools": {}}), "invalid value for tools: expected an array"),
+            (json!({"input": [{"type": "function_call", "call_id": "c", "namespace": "x-", "name": "f", "arguments": "{}"}]}),
+                "input[0]: the namespace \"x-\" cannot be carried"),
+        ] {
+            let e = err(with(extra.clone()));
+            assert!(e.starts_with(message), "{extra}: {e}");
+        }
+        assert!(parse(
+            br#"{"model":"m","input":"x","background":false}"#,
+            None,
+            Family::Gemini
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn malformed_requests_are_clear_400s() {
+        let e = parse(b"{", None, Family::Gemini).unwrap_err().to_string();
+        assert!(e.starts_with("request body is not valid JSON"), "{e}");
+        let e = parse(
+            br#"{"model":"m","model":"n","input":"x"}"#,
+            None,
+            Family::Gemini,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("duplicate"), "{e}");
+        for (req, message) in [
+            (json!({"input": "x"}), "missing required field: model"),
+            (json!({"model": 7, "input": "x"}), "invalid value for model"),
+            (
+                json!({"model": "", "input": "x"}),
+                "model must not be empty",
+            ),
+            (json!({"model": "m"}), "missing required field: input"),
+            (
+                json!({"model": "m", "input": 5}),
+                "invalid value for input: expected a string or an array of items",
+            ),
+            (
+                json!({"model": "m", "input": []}),
+                "input must hold at least one message or item",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "reasoning", "summary": []}]}),
+                "input must hold at least one message or item",
+            ),
+            (json!({"model": "m", "input": [7]}), "input[0]: "),
+            (
+                json!({"model": "m", "input": [{"content": "x"}]}),
+                "input[0]: an item needs a type",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "tool", "content": "x"}]}),
+                "input[0].role: expected user, assistant, system or developer, not \"tool\"",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user"}]}),
+                "input[0]: missing field `content`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "message", "content": "x"}]}),
+                "input[0]: missing field `role`",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": 5}]}),
+                "invalid value for input[0].content",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"type": "input_text"}]}]}),
+                "input[0].content[0]: missing field `text`",
+            ),
+            (
+                json!({"model": "m", "input": [{"role": "user", "content": [{"text": "no type"}]}]}),
+                "input[0].content[0]: missing field `type`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "function_call", "name": "f", "arguments": "{}"}]}),
+                "input[0]: missing field `call_id`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": {}}]}),
+                "input[0].arguments: ",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "custom_tool_call", "call_id": "c", "name": "f"}]}),
+                "input[0]: missing field `input`",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "local_shell_call", "call_id": "c", "action": "ls"}]}),
+                "input[0].action: expected an object",
+            ),
+            (
+                json!({"model": "m", "input": [
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "c"}
+                ]}),
+                "input[1]: missing field `output`",
+            ),
+            (
+                json!({"model": "m", "input": [
+                    {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+                    {"type": "function_call_output", "call_id": "c", "output": 3}
+                ]}),
+                "invalid value for input[1].output",
+            ),
+            (
+                json!({"model": "m", "input": [{"type": "additional_tools", "role": "developer"}]}),
+                "input[0]: missing field `tools`",
+            ),
+            (
+                with(json!({"instructions": ["x"]})),
+                "invalid value for instructions",
+            ),
+            (
+                with(json!({"max_output_tokens": -1})),
+                "invalid value for max_output_tokens: expected an integer",
+            ),
+            (
+                with(json!({"max_output_tokens": 4_294_967_296_u64})),
+                "invalid value for max_output_tokens",
+            ),
+            (
+                with(json!({"temperature": "hot"})),
+                "invalid value for temperature: expected a number",
+            ),
+            (with(json!({"stream": "yes"})), "invalid value for stream"),
+            (with(json!({"store": "no"})), "invalid value for store"),
+            (
+                with(json!({"parallel_tool_calls": 1})),
+                "invalid value for parallel_tool_calls",
+            ),
+            (
+                with(json!({"prompt_cache_key": 1})),
+                "invalid value for prompt_cache_key: expected a string",
+            ),
+            (
+                with(json!({"service_tier": 1})),
+                "invalid value for service_tier: expected a string",
+            ),
+        ] {
+            let e = err(req.clone());
+            assert!(e.starts_with(message), "{req}: {e}");
+        }
+        let out = chat(with(
+            json!({"temperature": null, "instructions": null, "tools": null, "reasoning": null, "text": null}),
+        ));
+        assert_eq!(
+            out,
+            json!({"model": "google/gemini-test", "messages": [{"role": "user", "content": "hi"}]}),
+            "null is absent"
+        );
+    }
+
+    #[test]
+    fn a_developer_message_mid_conversation_is_system_text_on_both_families() {
+        let req = json!({"model": "m", "input": [
+            {"role": "user", "content": "a"},
+            {"role": "developer", "content": [{"type": "input_text", "text": "Context changed."}]},
+            {"role": "user", "content": "b"}
+        ]});
+        let p = parsed(&req, Family::Gemini);
+        let out: Value = serde_json::from_slice(&p.chat).unwrap();
+        assert_eq!(
+            out["messages"][1],
+            json!({"role": "system", "content": [{"type": "text", "text": "Context changed."}]}),
+            "where it stands"
+        );
+        let g = gemini_plan(&p.chat);
+        assert_eq!(
+            g["systemInstruction"],
+            json!({"parts": [{"text": "Context changed."}]})
+        );
+        assert_eq!(
+            g["contents"],
+            json!([{"role": "user", "parts": [{"text": "a"}, {"text": "b"}]}])
+        );
+        let a = anthropic_plan(&parsed(&req, Family::Anthropic).chat);
+        assert_eq!(
+            a["system"],
+            json!([{"type": "text", "text": "Context changed."}])
+        );
+        assert_eq!(
+            a["messages"],
+            json!([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}])
+        );
+    }
+
+    #[test]
+    fn the_codex_request_reaches_claude_with_its_signed_thinking_tools_and_breakpoints() {
+        let body = fixture("responses/codex-request.json");
+        let p = parse(&body, None, Family::Anthropic).unwrap();
+        let a = anthropic_plan(&p.chat);
+        assert_eq!(
+            a["system"][0]["cache_control"],
+            json!({"type": "ephemeral"}),
+            "Codex's developer message is the system prompt, cached"
+        );
+        assert_eq!(a["thinking"]["type"], "enabled", "summary: auto thinks");
+        let m = a["messages"].as_array().unwrap();
+        let roles: Vec<&str> = m.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, ["user", "assistant", "user", "assistant", "user"]);
+        let turn = m[1]["content"].as_array().unwrap();
+        assert_eq!(
+            turn[0],
+            json!({"type": "thinking", "thinking": "The user wants the Rust files; list src first.", "signature": "EqQBCkYIBxgCKkAsig"}),
+            "the signed thinking replayed first, from the tg1. blob"
+        );
+        assert_eq!(turn[1]["type"], "tool_use");
+        assert_eq!(turn[1]["name"], "exec_command");
+        assert_eq!(turn[2]["name"], "mcp__fs__--read_file");
+        assert_eq!(turn[2]["id"], "call_resp7_1");
+        let results = m[2]["content"].as_array().unwrap();
+        assert_eq!(results[0]["tool_use_id"], turn[1]["id"], "paired");
+        assert_eq!(results[1]["tool_use_id"], turn[2]["id"], "paired");
+        assert_eq!(results[1]["content"], "# Demo\nA small demo crate.");
+        assert_eq!(
+            m[4]["content"],
+            json!([{"type": "text", "text": "Now run the tests.", "cache_control": {"type": "ephemeral"}}]),
+            "the rolling breakpoint on the last message"
+        );
+        let names: Vec<&str> = a["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["exec_command", "apply_patch", "mcp__fs__--read_file"]
+        );
+        assert_eq!(a["tool_choice"], json!({"type": "auto"}));
+    }
 }

@@ -330,21 +330,18 @@ pub(super) fn build(
     };
     let (system, messages) = conversation(req, thinks)?;
     let tools = tools(req)?;
-    let tool_choice = tool_choice(req, !tools.is_empty())?.map(|choice| {
-        let refuses_forcing = matches!(thinking, Some(ThinkingOut::Enabled { .. }))
-            || matches!(
-                p.thinking,
-                Thinking::Effort {
-                    can_disable: false,
-                    ..
-                }
-            );
-        if refuses_forcing {
-            choice.unforced()
-        } else {
-            choice
-        }
-    });
+    // Where Anthropic refuses a forced tool (module doc), the choice becomes `auto`.
+    let refuses_forcing = matches!(thinking, Some(ThinkingOut::Enabled { .. }))
+        || matches!(
+            p.thinking,
+            Thinking::Effort {
+                can_disable: false,
+                ..
+            }
+        );
+    let tool_choice =
+        tool_choice(req, !tools.is_empty())?
+            .map(|c| if refuses_forcing { c.unforced() } else { c });
     let mut temperature = forwarded::<f64>(req, p, "temperature", "temperature")?.map(temperature);
     let mut top_p = forwarded::<f64>(req, p, "top_p", "top_p")?;
     let mut top_k = forwarded::<u32>(req, p, "top_k", "top_k")?.filter(|&k| k > 0);

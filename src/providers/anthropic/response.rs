@@ -138,11 +138,7 @@ pub(super) fn finish_reason(stop_reason: &str) -> &'static str {
 
 /// The `reasoning_details` entry of a `thinking` block (the `n`th reasoning block): its text
 /// (unless excluded or empty) and its signature.
-pub(super) fn thinking_detail<'a>(
-    b: &'a BlockIn<'_>,
-    n: u32,
-    exclude: bool,
-) -> ReasoningDetail<'a> {
+fn thinking_detail<'a>(b: &'a BlockIn<'_>, n: u32, exclude: bool) -> ReasoningDetail<'a> {
     ReasoningDetail {
         kind: "reasoning.text",
         text: b
