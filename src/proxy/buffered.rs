@@ -10,7 +10,7 @@ use bytes::Bytes;
 use pingora_core::protocols::http::ServerSession as Session;
 
 use super::ctx::Ctx;
-use super::failover::{client_error, Attempt, Call, Failover};
+use super::failover::{client_error, Attempt, Call, Failover, Outbound};
 use super::respond;
 use crate::admission::Admitted;
 use crate::api::GatewayError;
@@ -31,7 +31,7 @@ pub(super) async fn answer<'a, C: Call, T>(
     let outbound = failover.outbound;
     let answers = failover.run(ctx, call, &mut Calls(outbound.client)).await;
     let admitted = failover.admitted();
-    write(session, ctx, admitted, outbound.credentials, answers, join).await;
+    write(session, ctx, admitted, outbound, answers, join).await;
 }
 
 /// The join of a single call: the adapter's translation of its answer.
@@ -77,19 +77,17 @@ async fn write<T>(
     session: &mut Session,
     ctx: &mut Ctx,
     admitted: &Admitted,
-    credentials: &Credentials,
+    outbound: Outbound<'_>,
     answers: Result<T, CallFailure>,
     join: impl FnOnce(T, &Admitted) -> Result<Translated, TranslateError>,
 ) {
     ctx.first_byte_at = Some(Instant::now());
-    let (outcome, retry_after) = outcome(ctx, admitted, credentials, answers, join);
+    let (outcome, retry_after) = outcome(ctx, admitted, outbound.credentials, answers, join);
     let id = ctx.request_id.clone();
     let written = match outcome {
         Ok(t) => {
             ctx.usage = t.usage;
-            if admitted.kept_items.is_some() {
-                ctx.kept_answer = Some(t.body.clone());
-            }
+            super::keep_answer(outbound.responses, admitted, ctx.started_at, &t.body);
             ctx.first_body_at = Some(Instant::now());
             respond::json(session, &id, 200, t.body, &[]).await
         }

@@ -34,9 +34,6 @@ pub struct Ctx {
     pub usage: Usage,
     /// Content bytes the stream has delivered (`StreamTranslator::delivered`).
     pub delivered: u64,
-    /// The whole answer as the client got it, when its door keeps it (`Admitted::kept_items`:
-    /// the Responses door with `store`).
-    pub kept_answer: Option<bytes::Bytes>,
     /// The body was read completely (the connection can be kept alive after a local answer).
     pub body_read: bool,
     /// The client went away while being answered.
@@ -63,7 +60,6 @@ impl Default for Ctx {
             upstream_status: None,
             usage: Usage::default(),
             delivered: 0,
-            kept_answer: None,
             body_read: false,
             client_left: false,
             stopped: None,

@@ -34,6 +34,7 @@ use crate::api::error::Transport;
 use crate::api::GatewayError;
 use crate::catalog::Route;
 use crate::config::UpstreamConf;
+use crate::kept::ResponseKeeper;
 use crate::providers::{Adapter, CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
 use crate::upstream::client::{CallFailure, UpstreamClient};
 use crate::upstream::context_cache::ContextCaches;
@@ -226,6 +227,9 @@ pub(super) struct Outbound<'a> {
     pub conf: &'a UpstreamConf,
     /// `tollgate.drain_after_disconnect`: how long a stream is read on after its client left.
     pub drain_after_disconnect: Duration,
+    /// Where a Responses answer is kept (before its last byte goes out, so that a client
+    /// continuing it at once finds it).
+    pub responses: &'a ResponseKeeper,
 }
 
 /// What an attempt's failure says about its route: throttled, failed, or nothing (the

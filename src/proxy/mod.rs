@@ -145,7 +145,6 @@ impl Gateway {
     /// Answers the request (locally, or from its upstream); `Err`: the error to answer with.
     async fn admit(&self, session: &mut Session, ctx: &mut Ctx) -> Result<(), GatewayError> {
         let catalog = self.catalog.snapshot();
-        let previous;
         let mut admission = self.admission(&catalog, session, ctx);
         let (op, key) = match self.head(session, ctx, &admission).await? {
             Some(HeadDecision::ReadBody { op, key }) => (op, key),
@@ -157,7 +156,7 @@ impl Gateway {
             _ => return Ok(()), // answered by `head`
         };
         let body = self.read_body(session, ctx).await?;
-        previous = match ctx.door {
+        let previous = match ctx.door {
             Door::Responses => self.previous(&key.workspace_id, &body).await?,
             _ => None,
         };
@@ -242,38 +241,10 @@ impl Gateway {
     /// writing the gateway's own answer fail.
     fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
         let billed = logging::bill(&self.ledger, failed, ctx);
-        self.keep_answer(ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let path = session.req_header().uri.path();
         logging::count(path, status, ctx, billed);
         logging::access_log(path, status, ctx);
-    }
-
-    /// Keeps a Responses answer that completed, with the conversation before it, when its
-    /// client let the gateway (`store`): what a later `previous_response_id` continues.
-    fn keep_answer(&self, ctx: &Ctx) {
-        let (Some(a), Some(answer), None) = (&ctx.admitted, &ctx.kept_answer, &ctx.error) else {
-            return;
-        };
-        let Some(items) = &a.kept_items else {
-            return;
-        };
-        let (Ok(items), Ok(response)) = (
-            String::from_utf8(items.to_vec()),
-            String::from_utf8(answer.to_vec()),
-        ) else {
-            return; // JSON the door wrote: never the case
-        };
-        self.responses.keep(StoredResponse {
-            id: a.response_cx.id.to_string(),
-            workspace_id: a.key.workspace_id.clone(),
-            key_id: Some(a.key.id.clone()),
-            model: a.model.id.to_string(),
-            created_at: ctx.started_at,
-            expires_at: ctx.started_at, // the keeper sets it from its retention
-            items,
-            response,
-        });
     }
 
     fn admission<'a>(
@@ -311,6 +282,7 @@ impl Gateway {
             credentials: &self.credentials,
             conf: &self.upstream,
             drain_after_disconnect: self.drain_after_disconnect,
+            responses: &self.responses,
         }
     }
 
@@ -385,6 +357,34 @@ impl Gateway {
             tracing::debug!("writing local answer failed: {e}");
         }
     }
+}
+
+/// Keeps a completed Responses answer with the conversation before it, when its client let the
+/// gateway (`store`, [`Admitted::kept_items`]): what a later `previous_response_id` continues.
+/// Called before the answer's last byte is written, so the client finds it at once.
+fn keep_answer(
+    keeper: &ResponseKeeper,
+    admitted: &crate::admission::Admitted,
+    started_at: chrono::DateTime<chrono::Utc>,
+    answer: &Bytes,
+) {
+    let Some(items) = &admitted.kept_items else {
+        return;
+    };
+    let (Ok(items), Ok(response)) = (std::str::from_utf8(items), std::str::from_utf8(answer))
+    else {
+        return; // JSON the door wrote: never the case
+    };
+    keeper.keep(StoredResponse {
+        id: admitted.response_cx.id.to_string(),
+        workspace_id: admitted.key.workspace_id.clone(),
+        key_id: Some(admitted.key.id.clone()),
+        model: admitted.model.id.to_string(),
+        created_at: started_at,
+        expires_at: started_at, // the keeper sets it from its retention
+        items: items.to_owned(),
+        response: response.to_owned(),
+    });
 }
 
 /// A store read a client asked for failed: logged, and answered as a retryable 503.

@@ -305,11 +305,13 @@ impl<'s> Streaming<'s> {
                     break;
                 }
             };
+            if end && relay.failed().is_none() {
+                if let Some(answer) = relay.translator.final_answer() {
+                    super::keep_answer(self.outbound.responses, admitted, ctx.started_at, &answer);
+                }
+            }
             self.deliver(ctx, admitted, &relay, step, end).await?;
             if end {
-                if admitted.kept_items.is_some() {
-                    ctx.kept_answer = relay.translator.final_answer();
-                }
                 break;
             }
         }

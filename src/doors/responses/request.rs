@@ -1329,6 +1329,7 @@ mod tests {
             weight: 1,
             health: Default::default(),
             upstream_model: None,
+            api: Default::default(),
         };
         let creds = Credentials {
             anthropic: Some(Secret::new("ak-test")),
@@ -1662,7 +1663,17 @@ mod tests {
             Family::Gemini,
         )
         .unwrap();
-        assert!(!p.store && p.items.is_empty());
+        // Not kept, but the whole conversation is there for an upstream that keeps nothing.
+        assert!(!p.store);
+        let items: serde_json::Value = serde_json::from_slice(&p.items).unwrap();
+        assert_eq!(items.as_array().unwrap().len(), 4, "{items}");
+        let p = parse(
+            br#"{"model":"m","input":"x","store":false}"#,
+            None,
+            Family::Gemini,
+        )
+        .unwrap();
+        assert!(p.items.is_empty(), "nothing to keep, nothing continued");
         let e = parse(br#"{"model":"m","input":"x"}"#, Some(b"{}"), Family::Gemini).unwrap_err();
         assert!(e.to_string().contains("stored conversation"), "{e}");
     }
