@@ -175,7 +175,10 @@ impl Served {
 }
 
 /// The request model read from what `admitted` was planned from.
-fn planned_request<'a>(admitted: &Admitted, body: &'a [u8]) -> Result<RawRequest<'a>, GatewayError> {
+fn planned_request<'a>(
+    admitted: &Admitted,
+    body: &'a [u8],
+) -> Result<RawRequest<'a>, GatewayError> {
     if passes_responses_through(admitted) {
         RawRequest::parse_head(body)
     } else {

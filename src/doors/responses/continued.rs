@@ -56,7 +56,8 @@ pub fn with_input(body: &[u8], conversation: &[u8]) -> Result<Vec<u8>, GatewayEr
     let mut out = Vec::with_capacity(body.len() + conversation.len());
     out.push(b'{');
     for (name, value) in fields.iter().filter(|(name, _)| name != "input") {
-        serde_json::to_writer(&mut out, name).map_err(|e| GatewayError::Internal(e.to_string().into()))?;
+        serde_json::to_writer(&mut out, name)
+            .map_err(|e| GatewayError::Internal(e.to_string().into()))?;
         out.push(b':');
         out.extend_from_slice(value.get().as_bytes());
         out.push(b',');
@@ -94,9 +95,13 @@ mod tests {
 
     #[test]
     fn a_continued_body_sends_the_whole_conversation_as_input() {
-        let body = br#"{"model":"m","input":"again?","previous_response_id":"resp_1","stream":true}"#;
-        let out = with_input(body, br#"[{"role":"user","content":"hi"},{"role":"user","content":"again?"}]"#)
-            .unwrap();
+        let body =
+            br#"{"model":"m","input":"again?","previous_response_id":"resp_1","stream":true}"#;
+        let out = with_input(
+            body,
+            br#"[{"role":"user","content":"hi"},{"role":"user","content":"again?"}]"#,
+        )
+        .unwrap();
         let v: Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(
             v,
@@ -117,8 +122,14 @@ mod tests {
             Some("resp_1".into())
         );
         assert_eq!(read(r#"{"model":"m"}"#).unwrap(), None);
-        assert_eq!(read(r#"{"model":"m","previous_response_id":null}"#).unwrap(), None);
-        assert_eq!(read(r#"{"model":"m","previous_response_id":""}"#).unwrap(), None);
+        assert_eq!(
+            read(r#"{"model":"m","previous_response_id":null}"#).unwrap(),
+            None
+        );
+        assert_eq!(
+            read(r#"{"model":"m","previous_response_id":""}"#).unwrap(),
+            None
+        );
         assert!(read(r#"{"model":"m","previous_response_id":7}"#).is_err());
     }
 }

@@ -1237,9 +1237,7 @@ mod tests {
 
     use super::*;
     use crate::api::{Door, Operation, RawRequest};
-    use crate::catalog::{
-        Endpoint, Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking,
-    };
+    use crate::catalog::{Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking};
     use crate::doors::bridged;
     use crate::doors::messages::test_support::{
         creds, fixture, gemini_model, gemini_route, target,
@@ -1322,13 +1320,7 @@ mod tests {
         };
         let route = Route {
             kind: RouteKind::Anthropic,
-            endpoint: Endpoint::parse("https://upstream.test/base").unwrap(),
-            region: None,
-            addr: None,
-            priority: 0,
-            weight: 1,
-            health: Default::default(),
-            upstream_model: None,
+            ..gemini_route()
         };
         let creds = Credentials {
             anthropic: Some(Secret::new("ak-test")),
@@ -1659,6 +1651,19 @@ mod tests {
         let p = parse(
             br#"{"model":"m","input":"x","store":false}"#,
             Some(prior),
+            Family::Gemini,
+        )
+        .unwrap();
+        assert!(!p.store);
+        let items: Value = serde_json::from_slice(&p.items).unwrap();
+        assert_eq!(
+            items.as_array().unwrap().len(),
+            4,
+            "continuing a kept answer, the conversation is collected even when not stored"
+        );
+        let p = parse(
+            br#"{"model":"m","input":"x","store":false}"#,
+            None,
             Family::Gemini,
         )
         .unwrap();
