@@ -1237,9 +1237,7 @@ mod tests {
 
     use super::*;
     use crate::api::{Door, Operation, RawRequest};
-    use crate::catalog::{
-        Endpoint, Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking,
-    };
+    use crate::catalog::{Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking};
     use crate::doors::bridged;
     use crate::doors::messages::test_support::{
         creds, fixture, gemini_model, gemini_route, target,
@@ -1322,14 +1320,7 @@ mod tests {
         };
         let route = Route {
             kind: RouteKind::Anthropic,
-            endpoint: Endpoint::parse("https://upstream.test/base").unwrap(),
-            region: None,
-            addr: None,
-            priority: 0,
-            weight: 1,
-            health: Default::default(),
-            upstream_model: None,
-            api: Default::default(),
+            ..gemini_route()
         };
         let creds = Credentials {
             anthropic: Some(Secret::new("ak-test")),
@@ -1663,17 +1654,20 @@ mod tests {
             Family::Gemini,
         )
         .unwrap();
-        // Not kept, but the whole conversation is there for an upstream that keeps nothing.
         assert!(!p.store);
-        let items: serde_json::Value = serde_json::from_slice(&p.items).unwrap();
-        assert_eq!(items.as_array().unwrap().len(), 4, "{items}");
+        let items: Value = serde_json::from_slice(&p.items).unwrap();
+        assert_eq!(
+            items.as_array().unwrap().len(),
+            4,
+            "continuing a kept answer, the conversation is collected even when not stored"
+        );
         let p = parse(
             br#"{"model":"m","input":"x","store":false}"#,
             None,
             Family::Gemini,
         )
         .unwrap();
-        assert!(p.items.is_empty(), "nothing to keep, nothing continued");
+        assert!(!p.store && p.items.is_empty());
         let e = parse(br#"{"model":"m","input":"x"}"#, Some(b"{}"), Family::Gemini).unwrap_err();
         assert!(e.to_string().contains("stored conversation"), "{e}");
     }
