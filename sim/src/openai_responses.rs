@@ -91,7 +91,13 @@ pub fn create(sim: &Sim, req: &Req) -> Response {
 fn create_inner(sim: &Sim, req: &Req) -> R {
     let obj = parse(req.body)?;
     let input = Input::read(obj.get("input"));
-    let markers = Markers::scan(&input.last_user);
+    // After a tool round the last user turn is the call outputs (as on chat): the markers
+    // that asked for the calls are not read again, or the calls would repeat forever.
+    let markers = Markers::scan(if input.tool_results > 0 {
+        ""
+    } else {
+        &input.last_user
+    });
     let latency = markers.latency_ms;
     let fault = sim.pick_fault(&markers, Surface::OpenAi);
     if let Some(r) = fault.as_ref().and_then(status_fault) {

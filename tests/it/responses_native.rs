@@ -258,7 +258,12 @@ async fn a_tool_round_continues_with_the_conversation_expanded_into_input() {
         "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": "a.rs"}]});
     let (status, v) = respond(&n, &next).await;
     assert_eq!(status, 200, "{v}");
-    assert_eq!(output_text(&v), "Echo: received 1 tool result(s)", "{v}");
+    let seen = upstream(&n.sim).await;
+    assert_eq!(
+        output_text(&v),
+        "Echo: received 1 tool result(s)",
+        "{v}\nthe upstream saw: {seen:?}"
+    );
     let sent = &upstream(&n.sim).await[1]["body"];
     assert!(sent.get("previous_response_id").is_none(), "{sent}");
     let items = sent["input"].as_array().unwrap();
