@@ -76,7 +76,7 @@ fn public_generation() {}
 #[cfg(test)]
 mod tests {
     #[test]
-    fn models_show_their_aliases_and_records_the_messages_endpoint() {
+    fn models_show_their_aliases_and_records_every_doors_endpoint() {
         let doc: serde_json::Value = serde_json::from_slice(&super::json()).unwrap();
         let schemas = &doc["components"]["schemas"];
         let aliases = &schemas["ModelRow"]["properties"]["aliases"];
@@ -89,7 +89,11 @@ mod tests {
             .iter()
             .filter_map(|v| v.as_str())
             .collect();
-        assert_eq!(values, ["chat", "embeddings", "messages"], "{endpoint}");
+        assert_eq!(
+            values,
+            ["chat", "embeddings", "messages", "responses"],
+            "{endpoint}"
+        );
     }
 
     #[test]

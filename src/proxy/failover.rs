@@ -363,11 +363,13 @@ mod tests {
         let (request, _) = UpstreamRequest::planned(plan).unwrap();
         let (admission, caches) = (world.admission(), ContextCaches::default());
         let (client, credentials) = (UpstreamClient::new(&conf), Credentials::default());
+        let (responses, _writer) = ResponseKeeper::new(Duration::ZERO, String::new());
         let outbound = Outbound {
             client: &client,
             credentials: &credentials,
             conf: &conf,
             drain_after_disconnect: Duration::ZERO,
+            responses: &responses,
         };
         let mut failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
         let (mut ctx, mut attempt) = (
