@@ -8,6 +8,7 @@
 
 pub mod endpoint;
 pub mod limits;
+pub mod listeners;
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -47,6 +48,11 @@ pub struct TollgateConf {
     pub listen: SocketAddr,
     /// The operators' listener: health, metrics, the admin API and the web console.
     pub admin_listen: SocketAddr,
+    /// Each listener's transport: TLS, HTTP/2, the PROXY protocol.
+    pub listeners: listeners::ListenersConf,
+    /// Peers (CIDRs) whose `Forwarded` / `X-Forwarded-For` headers and PROXY protocol headers
+    /// say who the client is; empty: the connection's peer is the client.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The environment variable holding the admin token (API and console); unset or empty:
     /// both are off.
     pub admin_token_env: String,
@@ -338,6 +344,8 @@ impl Default for TollgateConf {
         Self {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
+            listeners: listeners::ListenersConf::default(),
+            trusted_proxies: Vec::new(),
             admin_token_env: "TOLLGATE_ADMIN_TOKEN".into(),
             alerts: AlertsConf::default(),
             store: "sqlite://data/tollgate.db".into(),
