@@ -46,6 +46,8 @@ pub struct Metrics {
     ledger_commit: Histogram,
     ledger_queue: IntGauge,
     ledger_spool_bytes: IntGauge,
+    journal_unsettled: IntGauge,
+    journal_failures: IntCounterVec,
     responses_dropped: IntCounterVec,
     keys: IntGauge,
     models: IntGauge,
@@ -88,6 +90,8 @@ pub struct Scrape<'a> {
     pub store_reachable: bool,
     pub ledger_queue: usize,
     pub ledger_spool_bytes: u64,
+    /// Journaled usage records not yet committed or spooled.
+    pub journal_unsettled: u64,
     /// `(model, kind, region, state (0 healthy, 1 half-open, 2 cooling), failures)`.
     pub routes: Vec<(&'a str, &'static str, &'a str, i64, i64)>,
     /// Render the billing series too.
@@ -221,6 +225,18 @@ impl Metrics {
                 "tollgate_ledger_spool_bytes",
                 "Bytes of usage records waiting in the spool for the database",
             ),
+            journal_unsettled: gauge(
+                &r,
+                "tollgate_ledger_journal_unsettled",
+                "Journaled usage records not yet committed to the store or spooled",
+            ),
+            journal_failures: counter(
+                &r,
+                "tollgate_ledger_journal_failures_total",
+                "Usage records that could not be journaled before their answer ended (they are \
+                 still billed, but a crash before their commit would lose them: alert on any)",
+                &[],
+            ),
             responses_dropped: counter(
                 &r,
                 "tollgate_responses_dropped_total",
@@ -304,6 +320,13 @@ impl Metrics {
         self.ledger_commit.observe(took.as_secs_f64());
     }
 
+    /// A usage record could not be written to the journal.
+    pub fn journal_failed(&self) {
+        self.journal_failures
+            .with_label_values(&[] as &[&str])
+            .inc();
+    }
+
     /// `n` kept responses dropped before they were written, for `reason`.
     pub fn responses_dropped(&self, reason: &str, n: u64) {
         self.responses_dropped
@@ -320,6 +343,8 @@ impl Metrics {
         self.ledger_queue.set(count(s.ledger_queue));
         self.ledger_spool_bytes
             .set(i64::try_from(s.ledger_spool_bytes).unwrap_or(i64::MAX));
+        self.journal_unsettled
+            .set(i64::try_from(s.journal_unsettled).unwrap_or(i64::MAX));
         self.route_state.reset();
         self.route_failures.reset();
         for (model, kind, region, state, failures) in &s.routes {
@@ -384,6 +409,7 @@ mod tests {
             store_reachable: true,
             ledger_queue: 1,
             ledger_spool_bytes: 0,
+            journal_unsettled: 0,
             routes: vec![("google/g", "vertex", "us-central1", 2, 3)],
             billing,
         };

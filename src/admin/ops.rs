@@ -83,6 +83,7 @@ impl Ops {
             store_reachable: self.store_reachable.load(Ordering::Relaxed),
             ledger_queue: self.ledger.queued(),
             ledger_spool_bytes: std::fs::metadata(&self.spool).map_or(0, |m| m.len()),
+            journal_unsettled: self.ledger.journal_unsettled(),
             routes: gauges,
             billing,
         })

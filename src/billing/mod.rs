@@ -6,6 +6,8 @@
 //! - `gates`: the credit (402) and spend-limit (429) checks, answered from memory.
 //! - `writer`: usage records and debits committed in batches off the response path, with a
 //!   spool for database outages.
+//! - `journal`: usage records on disk before their answers' last bytes leave, so a process
+//!   crash loses none.
 // Money and token arithmetic is checked or saturating by rule: a wrap here gives credit away
 // (tests may use plain operators).
 #![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
@@ -13,6 +15,7 @@ pub mod cost;
 #[cfg(test)]
 mod default_prices;
 pub mod gates;
+pub mod journal;
 pub mod record;
 pub mod spool;
 pub mod window;

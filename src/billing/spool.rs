@@ -74,7 +74,23 @@ impl Spool {
         Ok(Locked(file))
     }
 
+    /// Appends `records`, whose charges are pending in this process's gates (settled when
+    /// they are replayed).
     pub fn append(&self, records: &[UsageRecord]) -> std::io::Result<()> {
+        self.write(records)?;
+        if let Ok(mut ours) = self.ours.lock() {
+            ours.extend(records.iter().map(|r| r.id.clone()));
+        }
+        Ok(())
+    }
+
+    /// Appends records another process billed (an orphaned journal's): replayed like the
+    /// others, with no charge of this process to settle.
+    pub fn adopt(&self, records: &[UsageRecord]) -> std::io::Result<()> {
+        self.write(records)
+    }
+
+    fn write(&self, records: &[UsageRecord]) -> std::io::Result<()> {
         let mut text = Vec::new();
         for r in records {
             serde_json::to_writer(&mut text, r)?;
@@ -86,11 +102,7 @@ impl Spool {
             text.insert(0, b'\n');
         }
         file.write_all(&text)?;
-        file.sync_data()?;
-        if let Ok(mut ours) = self.ours.lock() {
-            ours.extend(records.iter().map(|r| r.id.clone()));
-        }
-        Ok(())
+        file.sync_data()
     }
 
     /// Keeps a record the database refused, for an operator to look at.
@@ -182,12 +194,12 @@ fn ends_a_line(file: &mut File) -> std::io::Result<bool> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::money::{Price, Usd};
     use crate::store::{UsageEndpoint, UsageOutcome};
 
-    fn record(id: &str) -> UsageRecord {
+    pub(crate) fn record(id: &str) -> UsageRecord {
         let now = chrono::Utc::now();
         UsageRecord {
             id: id.into(),

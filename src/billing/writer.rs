@@ -9,19 +9,24 @@
 //! - The spool (`spool.rs`) is replayed every second while it is not empty. Replay is
 //!   idempotent (a record id is written at most once by the store), so a crash during replay
 //!   double-charges nobody, and two processes replaying one spool lose nothing.
-//! - On shutdown the queue is drained and committed, or spooled.
+//! - A complete answer's record is in the journal (`journal.rs`) before the answer's last bytes
+//!   leave: a crash loses the queue, not the records. Once a record is committed or spooled its
+//!   journal entry is settled.
+//! - On shutdown (SIGTERM, SIGQUIT, and SIGINT through [`LedgerSink::drain`]) the queue is
+//!   drained and committed, or spooled.
 //! - A record the database refuses for good (it breaks a schema rule, e.g. a cost that does not
 //!   match its prices — a gateway bug) is isolated by retrying its batch record by record, set
 //!   aside in `<spool>.refused` for an operator, and logged as an error; the others commit.
 
 use std::collections::{BTreeSet, HashSet};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 
 use super::gates::Accounts;
+use super::journal::{Entry, Journal};
 use super::spool::Spool;
 use crate::metrics::METRICS;
 use crate::store::{Store, StoreError, UsageRecord};
@@ -43,40 +48,79 @@ const REPLAY_EVERY: Duration = Duration::from_secs(1);
 const FEED_KEPT: Duration = Duration::from_secs(600);
 const PRUNE_EVERY: u32 = 60;
 
+/// A record on its way to the store, with its journal entry if it has one.
+pub struct Queued {
+    pub record: UsageRecord,
+    pub entry: Option<Entry>,
+}
+
 /// The gateway's handle: submit a finished request's record.
 #[derive(Clone)]
 pub struct LedgerSink {
-    tx: mpsc::Sender<UsageRecord>,
+    tx: mpsc::Sender<Queued>,
     spool: Arc<Spool>,
     accounts: Arc<Accounts>,
+    journal: Option<Arc<Journal>>,
+    drain: Arc<Drain>,
 }
 
 /// The writer's end, run as a background service.
 pub struct LedgerWriter {
-    rx: mpsc::Receiver<UsageRecord>,
+    rx: mpsc::Receiver<Queued>,
     spool: Arc<Spool>,
     accounts: Arc<Accounts>,
+    journal: Option<Arc<Journal>>,
+    /// How often the journal is made durable against a machine crash (`None`: left to the
+    /// kernel).
+    fsync: Option<Duration>,
+    drain: Arc<Drain>,
+}
+
+/// A drain asked of the writer outside Pingora's graceful shutdown (SIGINT), and its end.
+#[derive(Default)]
+struct Drain {
+    asked: tokio::sync::Notify,
+    done: tokio::sync::Notify,
+}
+
+/// Where the ledger keeps what is not yet committed: the spool file, and the journal's
+/// directory with how often it is synced (`None`: no journal).
+pub struct LedgerFiles {
+    pub spool: PathBuf,
+    pub journal: Option<(PathBuf, Duration)>,
 }
 
 pub fn ledger(
-    spool_path: &Path,
+    files: LedgerFiles,
     accounts: Arc<Accounts>,
 ) -> std::io::Result<(LedgerSink, LedgerWriter)> {
-    let spool = Arc::new(Spool::open(spool_path)?);
+    let spool = Arc::new(Spool::open(&files.spool)?);
+    let journal = match &files.journal {
+        Some((dir, _)) => Some(Arc::new(Journal::open(dir)?)),
+        None => None,
+    };
+    let fsync = files
+        .journal
+        .map(|(_, every)| every)
+        .filter(|d| !d.is_zero());
     let (tx, rx) = mpsc::channel(QUEUE);
+    let drain = Arc::new(Drain::default());
     let sink = LedgerSink {
         tx,
         spool: spool.clone(),
         accounts: accounts.clone(),
+        journal: journal.clone(),
+        drain: drain.clone(),
     };
-    Ok((
-        sink,
-        LedgerWriter {
-            rx,
-            spool,
-            accounts,
-        },
-    ))
+    let writer = LedgerWriter {
+        rx,
+        spool,
+        accounts,
+        journal,
+        fsync,
+        drain,
+    };
+    Ok((sink, writer))
 }
 
 fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
@@ -89,18 +133,52 @@ impl LedgerSink {
         self.tx.max_capacity().saturating_sub(self.tx.capacity())
     }
 
-    /// Charges the gates at once and queues the record; never waits.
-    pub fn submit(&self, record: UsageRecord) {
+    /// Journaled records not yet committed or spooled.
+    pub fn journal_unsettled(&self) -> u64 {
+        self.journal.as_ref().map_or(0, |j| j.unsettled())
+    }
+
+    /// Writes `record` to the journal, before the last bytes of its answer are released; `None`
+    /// when there is no journal (or it failed: logged, and the record still goes the usual way).
+    pub fn journal(&self, record: &UsageRecord) -> Option<Entry> {
+        let journal = self.journal.as_ref()?;
+        match journal.append(record) {
+            Ok(entry) => Some(entry),
+            Err(e) => {
+                METRICS.journal_failed();
+                tracing::error!(id = %record.id, "cannot journal a usage record: {e}");
+                None
+            }
+        }
+    }
+
+    /// Charges the gates at once and queues the record (with its journal entry); never waits.
+    pub fn submit(&self, record: UsageRecord, entry: Option<Entry>) {
         self.accounts
             .charge(&record.workspace_id, window_of(&record), record.cost);
-        if let Err(e) = self.tx.try_send(record) {
-            let record = match e {
-                mpsc::error::TrySendError::Full(r) | mpsc::error::TrySendError::Closed(r) => r,
+        if let Err(e) = self.tx.try_send(Queued { record, entry }) {
+            let Queued { record, entry } = match e {
+                mpsc::error::TrySendError::Full(q) | mpsc::error::TrySendError::Closed(q) => q,
             };
             tracing::warn!(id = %record.id, "ledger queue full or closed: spooling");
-            if let Err(e) = self.spool.append(std::slice::from_ref(&record)) {
-                tracing::error!(id = %record.id, "CANNOT SPOOL A USAGE RECORD: {e}");
+            match self.spool.append(std::slice::from_ref(&record)) {
+                Ok(()) => entry.into_iter().for_each(Entry::settle),
+                Err(e) => tracing::error!(id = %record.id, "CANNOT SPOOL A USAGE RECORD: {e}"),
             }
+        }
+    }
+
+    /// Has the writer commit (or spool) what is queued now and stop, waiting `within` at most:
+    /// what SIGINT does before Pingora's fast shutdown drops the runtimes.
+    pub async fn drain(&self, within: Duration) {
+        self.drain.asked.notify_one();
+        if tokio::time::timeout(within, self.drain.done.notified())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "the ledger writer did not drain in {within:?}: the journal has the rest"
+            );
         }
     }
 }
@@ -117,6 +195,8 @@ impl LedgerWriter {
         tokio::pin!(shutdown);
         let mut batch = Vec::with_capacity(BATCH);
         let mut tick = tokio::time::interval(REPLAY_EVERY);
+        let mut sync = tokio::time::interval(self.fsync.unwrap_or(REPLAY_EVERY));
+        sync.reset();
         let mut ticks = 0u32;
         // Set at the shutdown signal: requests still finishing keep sending records until then.
         let mut stop_at: Option<tokio::time::Instant> = None;
@@ -146,10 +226,12 @@ impl LedgerWriter {
                         prune_feed(store.as_ref()).await;
                     }
                 }
+                _ = sync.tick(), if self.fsync.is_some() => self.sync_journal(),
                 _ = &mut shutdown, if stop_at.is_none() => {
                     let now = tokio::time::Instant::now();
                     stop_at = Some(now.checked_add(linger).unwrap_or(now));
                 }
+                _ = self.drain.asked.notified() => break,
                 _ = stop => break,
             }
         }
@@ -158,12 +240,27 @@ impl LedgerWriter {
             self.commit(store.as_ref(), &mut batch).await;
         }
         self.replay(store.as_ref()).await;
+        self.rotate_journal();
+        self.drain.done.notify_one();
+    }
+
+    fn sync_journal(&self) {
+        if let Some(Err(e)) = self.journal.as_ref().map(|j| j.sync()) {
+            tracing::error!("cannot sync the ledger journal: {e}");
+        }
+    }
+
+    /// Seals the journal's current segment and deletes the settled ones.
+    fn rotate_journal(&self) {
+        if let Some(Err(e)) = self.journal.as_ref().map(|j| j.rotate()) {
+            tracing::error!("cannot rotate the ledger journal: {e}");
+        }
     }
 
     /// Adds the records that arrive within `GATHER` to `batch`, up to `BATCH`. It sleeps rather
     /// than waits on the queue: a writer woken by every record costs the proxy threads, which
     /// share its core, a wake-up and a context switch per request.
-    async fn gather(&mut self, batch: &mut Vec<UsageRecord>) {
+    async fn gather(&mut self, batch: &mut Vec<Queued>) {
         if batch.len() >= BATCH {
             return; // a backlog: no reason to wait
         }
@@ -176,13 +273,17 @@ impl LedgerWriter {
         }
     }
 
-    async fn commit(&self, store: &dyn Store, batch: &mut Vec<UsageRecord>) {
+    /// Commits the batch (or spools it), then settles its journal entries: once the records are
+    /// in the store or the spool, the journal need not keep them.
+    async fn commit(&self, store: &dyn Store, batch: &mut Vec<Queued>) {
+        let (records, entries): (Vec<_>, Vec<_>) =
+            batch.drain(..).map(|q| (q.record, q.entry)).unzip();
         let started = std::time::Instant::now();
-        let written = self.write(store, batch).await;
+        let written = self.write(store, &records).await;
         METRICS.ledger_committed(started.elapsed());
         match written {
             Ok(refused) => {
-                let outcomes: Vec<_> = batch
+                let outcomes: Vec<_> = records
                     .iter()
                     .enumerate()
                     .map(|(i, r)| (r, refused.contains(&i)))
@@ -190,13 +291,20 @@ impl LedgerWriter {
                 self.settle(store, &outcomes).await;
             }
             Err(e) => {
-                tracing::warn!(records = batch.len(), "ledger commit failed, spooling: {e}");
-                if let Err(e) = self.spool.append(batch) {
-                    tracing::error!(records = batch.len(), "CANNOT SPOOL USAGE RECORDS: {e}");
+                tracing::warn!(
+                    records = records.len(),
+                    "ledger commit failed, spooling: {e}"
+                );
+                if let Err(e) = self.spool.append(&records) {
+                    // The journal keeps them: the next start replays them.
+                    return tracing::error!(
+                        records = records.len(),
+                        "CANNOT SPOOL USAGE RECORDS: {e}"
+                    );
                 }
             }
         }
-        batch.clear();
+        entries.into_iter().flatten().for_each(Entry::settle);
     }
 
     /// Settles a written batch's charges, each `(record, refused)`: the database's values are
@@ -279,8 +387,13 @@ impl LedgerWriter {
         }
     }
 
-    /// Replays the spool into the store; keeps whatever does not commit.
+    /// Replays the spool into the store, with the records of journals whose processes ended
+    /// (adopted into it first); keeps whatever does not commit. Rotates the journal.
     async fn replay(&self, store: &dyn Store) {
+        self.rotate_journal();
+        if let Some(Err(e)) = self.journal.as_ref().map(|j| j.adopt_orphans(&self.spool)) {
+            tracing::error!("cannot adopt an orphaned ledger journal: {e}");
+        }
         let records = match self.spool.read() {
             Ok(Some(found)) => found,
             Ok(None) => return,

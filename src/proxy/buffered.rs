@@ -87,8 +87,8 @@ async fn write<T>(
     let written = match outcome {
         Ok(t) => {
             ctx.usage = t.usage;
-            super::keep_answer(outbound.responses, admitted, ctx.started_at, &t.body);
             ctx.first_body_at = Some(Instant::now());
+            super::completing(&outbound, ctx, admitted, Some(&t.body));
             respond::json(session, &id, 200, t.body, &[]).await
         }
         Err(e) => {

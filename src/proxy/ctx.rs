@@ -6,6 +6,8 @@ use std::time::Instant;
 use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::{Door, GatewayError, Usage};
+use crate::billing::journal::Entry;
+use crate::store::UsageRecord;
 
 pub struct Ctx {
     /// `x-request-id` as sent, when usable (`admission::client_request_id`).
@@ -41,6 +43,16 @@ pub struct Ctx {
     /// Who stopped the answer being read before its end, if anyone (the client, when the
     /// upstream was not drained to its end after it left).
     pub stopped: Option<Blame>,
+    /// The usage record journaled before the answer's last bytes went out (`logging` submits
+    /// it, or one rebuilt if the request ended otherwise after all, with its journal entry).
+    pub journaled: Option<Journaled>,
+}
+
+/// A record written to the journal, with the ending it was written for.
+pub struct Journaled {
+    pub record: UsageRecord,
+    pub ending: crate::admission::outcome::Ending,
+    pub entry: Option<Entry>,
 }
 
 impl Default for Ctx {
@@ -63,6 +75,7 @@ impl Default for Ctx {
             body_read: false,
             client_left: false,
             stopped: None,
+            journaled: None,
         }
     }
 }

@@ -32,6 +32,7 @@ use super::ctx::Ctx;
 use crate::admission::{Admission, Admitted};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
+use crate::billing::writer::LedgerSink;
 use crate::catalog::Route;
 use crate::config::UpstreamConf;
 use crate::kept::ResponseKeeper;
@@ -230,6 +231,8 @@ pub(super) struct Outbound<'a> {
     /// Where a Responses answer is kept (before its last byte goes out, so that a client
     /// continuing it at once finds it).
     pub responses: &'a ResponseKeeper,
+    /// Where a complete answer's usage record is journaled before its last byte goes out.
+    pub ledger: &'a LedgerSink,
 }
 
 /// What an attempt's failure says about its route: throttled, failed, or nothing (the
@@ -318,6 +321,7 @@ mod tests {
     use super::*;
     use crate::admission::tests::World;
     use crate::admission::Decision;
+    use crate::billing::writer::{ledger, LedgerFiles};
 
     /// An attempt that fails as scripted (then answers), noting each route it was sent to.
     struct Scripted {
@@ -364,12 +368,19 @@ mod tests {
         let (admission, caches) = (world.admission(), ContextCaches::default());
         let (client, credentials) = (UpstreamClient::new(&conf), Credentials::default());
         let (responses, _writer) = ResponseKeeper::new(Duration::ZERO, String::new());
+        let spool = tempfile::tempdir().unwrap();
+        let files = LedgerFiles {
+            spool: spool.path().join("spool"),
+            journal: None,
+        };
+        let (ledger, _writer) = ledger(files, Default::default()).unwrap();
         let outbound = Outbound {
             client: &client,
             credentials: &credentials,
             conf: &conf,
             drain_after_disconnect: Duration::ZERO,
             responses: &responses,
+            ledger: &ledger,
         };
         let mut failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
         let (mut ctx, mut attempt) = (

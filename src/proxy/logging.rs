@@ -3,8 +3,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Journaled};
 use crate::admission::outcome::{usage_record_for, Ending, Produced, Timings};
+use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::GatewayError;
 use crate::billing::writer::LedgerSink;
@@ -14,10 +15,54 @@ use crate::store::UsageRecord;
 /// Hands a finished request's usage record to the ledger, when
 /// [`outcome`](crate::admission::outcome) says it is billed; returns its tokens and cost for
 /// the metrics. `proxy_failure`: who made writing the gateway's own answer fail.
-pub(super) fn bill(ledger: &LedgerSink, proxy_failure: Option<Blame>, ctx: &Ctx) -> Option<Billed> {
+///
+/// A record journaled before the answer's end is the one billed, unless the request ended
+/// otherwise after all (its last write failed): then the record of that ending is, under the
+/// same id and journal entry (the journal's copy only matters if the process dies first).
+pub(super) fn bill(
+    ledger: &LedgerSink,
+    proxy_failure: Option<Blame>,
+    ctx: &mut Ctx,
+) -> Option<Billed> {
+    let journaled = ctx.journaled.take();
     let a = ctx.admitted.as_ref()?;
+    let ending = ending(ctx, proxy_failure);
+    let (record, entry) = match journaled {
+        Some(j) if j.ending == ending => (Some(j.record), j.entry),
+        Some(j) => (record_for(ctx, a, ending).or(Some(j.record)), j.entry),
+        None => (record_for(ctx, a, ending), None),
+    };
+    let record = record?;
+    if let Some(review) = &record.review {
+        tracing::error!(id = %record.id, model = %record.model_id, "{review}");
+        METRICS.usage_unpriced(&record.model_id);
+    }
+    let billed = Billed::of(&record);
+    ledger.submit(record, entry);
+    Some(billed)
+}
+
+/// Journals the record of the request `a` as it stands (about to end as it is ending now).
+pub(super) fn journal(ledger: &LedgerSink, ctx: &mut Ctx, a: &Admitted) {
+    let ending = ending(ctx, None);
+    let Some(record) = record_for(ctx, a, ending) else {
+        return;
+    };
+    let entry = ledger.journal(&record);
+    ctx.journaled = Some(Journaled {
+        record,
+        ending,
+        entry,
+    });
+}
+
+fn ending(ctx: &Ctx, proxy_failure: Option<Blame>) -> Ending {
     let stopped = proxy_failure.or(ctx.stopped);
-    let ending = Ending::of(ctx.error.as_ref(), stopped, ctx.client_left);
+    Ending::of(ctx.error.as_ref(), stopped, ctx.client_left)
+}
+
+/// The usage record of request `a` ending so, if it is billed.
+fn record_for(ctx: &Ctx, a: &Admitted, ending: Ending) -> Option<UsageRecord> {
     let timings = Timings {
         started_at: ctx.started_at,
         finished_at: chrono::Utc::now(),
@@ -31,15 +76,7 @@ pub(super) fn bill(ledger: &LedgerSink, proxy_failure: Option<Blame>, ctx: &Ctx)
         attempts: ctx.attempts,
     };
     match usage_record_for(a, ending, produced, timings)? {
-        Ok(record) => {
-            if let Some(review) = &record.review {
-                tracing::error!(id = %record.id, model = %record.model_id, "{review}");
-                METRICS.usage_unpriced(&record.model_id);
-            }
-            let billed = Billed::of(&record);
-            ledger.submit(record);
-            Some(billed)
-        }
+        Ok(record) => Some(record),
         Err(err) => {
             // Admission refuses a worst case that cannot be priced, so this is a bug.
             tracing::error!(id = %a.response_cx.id, "cannot price even the worst case: {err}");

@@ -239,7 +239,7 @@ impl Gateway {
 
     /// Bills the finished request and writes its metrics and access event; `failed`: who made
     /// writing the gateway's own answer fail.
-    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &Ctx) {
+    fn logging(&self, session: &Session, failed: Option<Blame>, ctx: &mut Ctx) {
         let billed = logging::bill(&self.ledger, failed, ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let path = session.req_header().uri.path();
@@ -283,6 +283,7 @@ impl Gateway {
             conf: &self.upstream,
             drain_after_disconnect: self.drain_after_disconnect,
             responses: &self.responses,
+            ledger: &self.ledger,
         }
     }
 
@@ -359,9 +360,23 @@ impl Gateway {
     }
 }
 
+/// What happens just before a complete answer's last bytes are released: its usage record is
+/// journaled (a crash from here on loses no bill), and a Responses answer (`answer`) is kept,
+/// so that its client finds it at once.
+fn completing(
+    outbound: &Outbound<'_>,
+    ctx: &mut Ctx,
+    admitted: &crate::admission::Admitted,
+    answer: Option<&Bytes>,
+) {
+    logging::journal(outbound.ledger, ctx, admitted);
+    if let Some(answer) = answer {
+        keep_answer(outbound.responses, admitted, ctx.started_at, answer);
+    }
+}
+
 /// Keeps a completed Responses answer with the conversation before it, when its client let the
 /// gateway (`store`, [`Admitted::kept_items`]): what a later `previous_response_id` continues.
-/// Called before the answer's last byte is written, so the client finds it at once.
 fn keep_answer(
     keeper: &ResponseKeeper,
     admitted: &crate::admission::Admitted,
@@ -418,7 +433,7 @@ impl HttpServerApp for Gateway {
                 }
                 blame
             });
-        self.logging(&session, failed, &ctx);
+        self.logging(&session, failed, &mut ctx);
         if failed.is_some() {
             return None; // the gateway's own answer could not be written: the client is gone
         }

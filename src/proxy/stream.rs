@@ -306,9 +306,10 @@ impl<'s> Streaming<'s> {
                 }
             };
             if end && relay.failed().is_none() {
-                if let Some(answer) = relay.translator.final_answer() {
-                    super::keep_answer(self.outbound.responses, admitted, ctx.started_at, &answer);
-                }
+                relay.count(ctx);
+                ctx.client_left = self.client.left;
+                let answer = relay.translator.final_answer();
+                super::completing(&self.outbound, ctx, admitted, answer.as_ref());
             }
             self.deliver(ctx, admitted, &relay, step, end).await?;
             if end {

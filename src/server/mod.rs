@@ -8,8 +8,15 @@ mod listeners;
 mod services;
 mod state;
 
+use std::time::Duration;
+
+use async_trait::async_trait;
 use pingora_core::server::configuration::Opt;
-use pingora_core::server::Server;
+use pingora_core::server::{
+    RunArgs, Server, ShutdownSignal, ShutdownSignalWatch, UnixShutdownSignalWatch,
+};
+
+use crate::billing::writer::LedgerSink;
 
 use crate::config::Config;
 use crate::connections;
@@ -33,8 +40,7 @@ impl ServeOptions {
     }
 }
 
-/// Runs the gateway until the process is stopped (or upgraded); returns only when it cannot
-/// start.
+/// Runs the gateway until the process is stopped (or upgraded); `Err` when it cannot start.
 pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let store_url = config.store_url(|k| std::env::var(k).ok());
     let Config {
@@ -46,6 +52,9 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let mut server = Server::new_with_opt_and_conf(opts.pingora(), pingora_conf);
     server.bootstrap();
     listeners::follow_shutdown(server.watch_execution_phase(), state.draining.clone());
+    let signals = Signals {
+        ledger: state.gateway.ledger.clone(),
+    };
     let admin = AdminApp {
         admin: state.admin,
         limits: state.gateway.limits.clone(),
@@ -55,5 +64,30 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     server.add_service(listeners::admin(admin, admin_limits, t.admin_listen));
     services::add(&mut server, state.background);
     tracing::info!(listen = %t.listen, admin = %t.admin_listen, "tollgate serving");
-    server.run_forever()
+    server.run(RunArgs {
+        shutdown_signal: Box::new(signals),
+    });
+    Ok(())
+}
+
+/// How long SIGINT waits for the ledger writer before the process exits.
+const FAST_SHUTDOWN_DRAIN: Duration = Duration::from_secs(5);
+
+/// Pingora's signals (SIGQUIT: upgrade, SIGTERM: graceful stop, SIGINT: fast stop), except that
+/// a fast stop first has the ledger writer commit what is queued: it drops the runtimes at
+/// once, and billed records must not wait for the next start's journal replay.
+struct Signals {
+    ledger: LedgerSink,
+}
+
+#[async_trait]
+impl ShutdownSignalWatch for Signals {
+    async fn recv(&self) -> ShutdownSignal {
+        let signal = UnixShutdownSignalWatch.recv().await;
+        if matches!(signal, ShutdownSignal::FastShutdown) {
+            tracing::info!("SIGINT: draining the ledger before a fast shutdown");
+            self.ledger.drain(FAST_SHUTDOWN_DRAIN).await;
+        }
+        signal
+    }
 }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::admin::session::{Guard, WeakToken};
 use crate::admin::{Admin, Api, Ops};
-use crate::billing::writer::{LedgerSink, LedgerWriter};
+use crate::billing::writer::{LedgerFiles, LedgerSink, LedgerWriter};
 use crate::catalog;
 use crate::commands;
 use crate::config::{AlertsConf, TollgateConf};
@@ -64,8 +64,11 @@ impl State {
     pub fn build(t: &TollgateConf, store_url: String) -> Result<State, ServeError> {
         let (credentials, vertex) = read_credentials(t)?;
         let follower = bootstrap(t, &store_url, &credentials, vertex.as_ref())?;
-        let (ledger, writer) =
-            crate::billing::writer::ledger(Path::new(&t.ledger_spool), follower.accounts.clone())?;
+        let files = LedgerFiles {
+            spool: t.ledger_spool.clone().into(),
+            journal: t.journal_dir().map(|dir| (dir, t.ledger_journal.fsync)),
+        };
+        let (ledger, writer) = crate::billing::writer::ledger(files, follower.accounts.clone())?;
         let (responses, responses_writer) =
             ResponseKeeper::new(t.responses.retention, store_url.clone());
         let vertex = vertex.map(|account| (account, credentials.vertex_token.clone()));

@@ -386,6 +386,11 @@ impl Gateway {
         wait_for_exit(old);
     }
 
+    /// Waits (at most 30 s) for the gateway, signalled, to exit.
+    pub fn wait_exit(&mut self) {
+        wait_for_exit(self.child.take().expect("a running gateway"));
+    }
+
     /// Sends `SIGTERM` and waits for the process to exit (at most 30 s).
     pub fn terminate(&mut self) {
         let child = self.child.take().expect("a running gateway");

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use tollgate::billing::gates::Accounts;
-use tollgate::billing::writer::ledger;
+use tollgate::billing::journal::Journal;
+use tollgate::billing::writer::{ledger, LedgerFiles};
 use tollgate::money::{Price, Usd};
 use tollgate::store::{self, NewKey, Store, UsageEndpoint, UsageOutcome, UsageRecord};
 
@@ -44,6 +45,23 @@ fn record(i: usize) -> UsageRecord {
     }
 }
 
+/// The spool and journal of a test writer, in `dir`; the journal synced every second.
+fn files(dir: &tempfile::TempDir) -> LedgerFiles {
+    LedgerFiles {
+        spool: dir.path().join("spool"),
+        journal: Some((
+            dir.path().join("journal"),
+            std::time::Duration::from_secs(1),
+        )),
+    }
+}
+
+fn journal_files(dir: &tempfile::TempDir) -> usize {
+    std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .count()
+}
+
 async fn store_at(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     let s = store::open(&format!("sqlite://{}/t.db", dir.path().display()))
         .await
@@ -73,10 +91,14 @@ async fn shutdown_drains_the_queue_into_the_store() {
     let s = store_at(&dir).await;
     seed(s.as_ref()).await;
     let accounts = Arc::new(Accounts::default());
-    let (sink, writer) = ledger(&dir.path().join("spool"), accounts.clone()).unwrap();
+    let (sink, writer) = ledger(files(&dir), accounts.clone()).unwrap();
     for i in 0..1500 {
-        sink.submit(record(i));
+        let r = record(i);
+        let entry = sink.journal(&r);
+        assert!(entry.is_some(), "journaled");
+        sink.submit(r, entry);
     }
+    assert_eq!(sink.journal_unsettled(), 1500);
     assert!(
         accounts.balance("ws_1") < Usd::ZERO,
         "charges count at once, before any commit"
@@ -98,6 +120,12 @@ async fn shutdown_drains_the_queue_into_the_store() {
         0,
         "nothing spooled"
     );
+    assert_eq!(sink.journal_unsettled(), 0, "every journal entry settled");
+    assert_eq!(
+        journal_files(&dir),
+        1,
+        "settled segments deleted: only the fresh empty one is left"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,9 +134,9 @@ async fn records_the_store_refuses_for_good_are_set_aside() {
     let s = store_at(&dir).await;
     // No workspace or key yet: the store refuses these records (foreign keys) for good, so
     // they are set aside, not retried forever.
-    let (sink, writer) = ledger(&dir.path().join("spool"), Arc::new(Accounts::default())).unwrap();
+    let (sink, writer) = ledger(files(&dir), Arc::new(Accounts::default())).unwrap();
     for i in 0..3 {
-        sink.submit(record(i));
+        sink.submit(record(i), None);
     }
     writer
         .run(s.clone(), std::future::ready(()), std::time::Duration::ZERO)
@@ -120,4 +148,31 @@ async fn records_the_store_refuses_for_good_are_set_aside() {
         3,
         "each refused record is kept for an operator"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_left_by_a_dead_process_is_billed_once_by_the_next_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store_at(&dir).await;
+    seed(s.as_ref()).await;
+    // A process journals three answers, one of which its writer committed, then dies.
+    let dead = Journal::open(&dir.path().join("journal")).unwrap();
+    for i in 0..3 {
+        let _unsettled = dead.append(&record(i)).unwrap();
+    }
+    s.record_usage(&[record(0)]).await.unwrap();
+    drop(dead);
+    // The next process's writer adopts the orphan on its first tick.
+    let (_sink, writer) = ledger(files(&dir), Arc::new(Accounts::default())).unwrap();
+    writer
+        .run(s.clone(), std::future::ready(()), std::time::Duration::ZERO)
+        .await;
+    assert_eq!(s.usage("ws_1", None).await.unwrap().len(), 3);
+    let each = 10 * 300_000 + 20 * 2_500_000;
+    assert_eq!(
+        s.balance("ws_1").await.unwrap(),
+        Usd::from_pico(-3 * each),
+        "the record committed before the crash is not charged twice"
+    );
+    assert_eq!(journal_files(&dir), 1, "the orphan is gone");
 }

@@ -15,6 +15,7 @@ mod billing;
 mod bodies;
 mod catalog_check;
 mod console;
+mod crash;
 mod default_catalog;
 mod disconnects;
 mod docs;
