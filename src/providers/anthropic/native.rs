@@ -16,7 +16,9 @@
 //!   rewritten. Events before the first content (`message_start`, `ping`, block starts) are
 //!   held back, so that an upstream error there ends the attempt before the client saw
 //!   anything and the next route can answer (the proxy's first-frame rule); after content an
-//!   `error` event is passed through and ends the stream;
+//!   `error` event is passed through and ends the stream. `message_stop` waits for the
+//!   upstream's end of stream, so that the request's usage record is journaled before the
+//!   client reads its last event (`billing::journal`);
 //! - counting: the body reduced to the fields the count endpoint takes, on the surface's count
 //!   endpoint (Vertex: `…/models/count-tokens:rawPredict`, the model in the body);
 //!   `{"input_tokens": N}` back.
@@ -239,6 +241,8 @@ pub(super) struct NativeStream {
     error: Option<String>,
     /// Bytes of model output forwarded (`StreamTranslator::delivered`).
     delivered: u64,
+    /// `message_stop`, sent when the upstream ends.
+    terminal: BytesMut,
 }
 
 impl NativeStream {
@@ -251,6 +255,7 @@ impl NativeStream {
             committed: false,
             error: None,
             delivered: 0,
+            terminal: BytesMut::new(),
         }
     }
 
@@ -294,6 +299,11 @@ impl NativeStream {
                     Ok(()) => self.forward(kind, &data, true, out),
                     Err(e) => self.fail(format!("upstream sent malformed JSON: {e}"), out),
                 }
+            }
+            "message_stop" => {
+                let mut terminal = BytesMut::new();
+                self.forward(kind, &ev.data, false, &mut terminal);
+                self.terminal = terminal;
             }
             kind => {
                 let prelude = matches!(kind, "ping" | "content_block_start");
@@ -377,8 +387,11 @@ impl StreamTranslator for NativeStream {
         if let Some(ev) = self.framer.finish() {
             self.on_event(&ev, out);
         }
-        if self.error.is_none() && !self.held.is_empty() {
-            self.release(out);
+        if self.error.is_none() {
+            if !self.held.is_empty() {
+                self.release(out);
+            }
+            out.extend_from_slice(&self.terminal.split());
         }
     }
 
@@ -972,6 +985,23 @@ mod tests {
     const BLOCK: &str = "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\nevent: ping\ndata: {\"type\": \"ping\"}\n\n";
     const DELTA: &str = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n";
     const ERROR: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n";
+
+    #[test]
+    fn message_stop_waits_for_the_upstreams_end() {
+        let stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+        let mut t = AnthropicNative.stream_translator(cx());
+        let mut out = BytesMut::new();
+        t.feed(format!("{START}{BLOCK}{DELTA}{stop}").as_bytes(), &mut out);
+        let fed = events(&out);
+        assert_eq!(
+            fed.last().map(|(n, _)| n.as_str()),
+            Some("content_block_delta")
+        );
+        let mut end = BytesMut::new();
+        t.finish(&mut end);
+        let names: Vec<_> = events(&end).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["message_stop"], "released by the end of the stream");
+    }
 
     #[test]
     fn nothing_goes_out_before_the_first_content() {

@@ -329,6 +329,9 @@ struct NativeStream {
     answer: Option<Bytes>,
     /// Bytes of model output forwarded (`StreamTranslator::delivered`).
     delivered: u64,
+    /// `response.completed` (or `incomplete`), sent when the upstream ends: the request's usage
+    /// record is journaled first (`billing::journal`).
+    terminal: BytesMut,
 }
 
 impl NativeStream {
@@ -345,6 +348,7 @@ impl NativeStream {
             response: None,
             answer: None,
             delivered: 0,
+            terminal: BytesMut::new(),
         }
     }
 
@@ -429,7 +433,9 @@ impl NativeStream {
                 };
                 self.answer = (!response.is_empty()).then(|| Bytes::from(response));
                 self.ended = true;
-                self.forward(kind, &event, seq, false, out);
+                let mut terminal = BytesMut::new();
+                self.forward(kind, &event, seq, false, &mut terminal);
+                self.terminal = terminal;
             }
             (kind, Some(life)) => {
                 let prelude = matches!(
@@ -621,7 +627,7 @@ impl StreamTranslator for NativeStream {
             self.on_event(&ev, out);
         }
         if self.ended {
-            return;
+            return out.extend_from_slice(&self.terminal.split());
         }
         match self.error.clone() {
             Some(message) if self.committed => self.write_failed(&message, out),
@@ -1082,6 +1088,20 @@ mod tests {
     }
 
     const ERROR: &str = "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"server_error\",\"code\":\"server_error\",\"message\":\"The server had an error.\",\"param\":null},\"sequence_number\":5}\n\n";
+
+    #[test]
+    fn the_terminal_event_waits_for_the_upstreams_end() {
+        let input = fixture("openai-responses-stream-text.sse");
+        let mut t = NativeStream::new(cx());
+        let mut out = BytesMut::new();
+        t.feed(&input, &mut out);
+        let fed: Vec<_> = events(&out).into_iter().map(|(n, _)| n).collect();
+        assert!(!fed.iter().any(|n| n == "response.completed"), "{fed:?}");
+        let mut end = BytesMut::new();
+        t.finish(&mut end);
+        let names: Vec<_> = events(&end).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(names, ["response.completed"]);
+    }
 
     #[test]
     fn an_error_after_output_is_passed_through_and_ends_the_stream() {
