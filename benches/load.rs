@@ -4,7 +4,7 @@
 //! directly, so "added" is the gateway's share. Prints a table with each budget's pass/fail and
 //! writes `target/bench/load-<unix time>.json`. Budgets are checked here, never in tests.
 //!
-//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,messages,streams,embeddings]`
+//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,messages,streams,embeddings]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
 //! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
 //! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
@@ -132,7 +132,8 @@ fn free_port() -> u16 {
 }
 
 impl Gateway {
-    fn start(core: usize, sim: &str, store: Option<&str>) -> Gateway {
+    /// A gateway on `core`; `extra`: more lines of its `tollgate:` section.
+    fn start(core: usize, sim: &str, store: Option<&str>, extra: &str) -> Gateway {
         let dir = tempfile::tempdir().unwrap();
         let (port, admin) = (free_port(), free_port());
         let store = store.map_or_else(
@@ -146,11 +147,12 @@ impl Gateway {
                 "threads: 1\n{extra}grace_period_seconds: 1\ngraceful_shutdown_timeout_seconds: 1\n\
                  upgrade_sock: {d}/u.sock\npid_file: {d}/pid\ntollgate:\n  listen: 127.0.0.1:{port}\n  \
                  admin_listen: 127.0.0.1:{admin}\n  store: \"{store}\"\n  catalog_file: {ROOT}/conf/catalog.yaml\n  \
-                 ledger_spool: {d}/spool\n  log: {{level: error}}\n  \
+                 ledger_spool: {d}/spool\n{extra_tollgate}  log: {{level: error}}\n  \
                  providers:\n    gemini: {{base_url: \"{sim}\", api_key_env: BENCH_GEMINI_KEY}}\n    \
                  vertex: {{base_url: \"{sim}\", global_base_url: \"{sim}\", token_url: \"{sim}/token\", \
                  project_env: BENCH_VERTEX_PROJECT, credentials_env: BENCH_VERTEX_CREDENTIALS}}\n",
                 d = dir.path().display(),
+                extra_tollgate = extra,
                 extra = std::env::var("BENCH_SERVER_CONF").unwrap_or_default().replace(';', "\n")
             ),
         )
@@ -678,7 +680,14 @@ fn row(case: &str, [p50, p99, p999]: [u64; 3], rate: f64) {
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
-const CASES: [&str; 5] = ["rates", "max", "messages", "streams", "embeddings"];
+const CASES: [&str; 6] = [
+    "rates",
+    "max",
+    "journal",
+    "messages",
+    "streams",
+    "embeddings",
+];
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -693,7 +702,7 @@ async fn main() {
     let secs = if quick { 3 } else { 10 };
 
     let (_sim, sim_url) = start_sim(1);
-    let gw = Gateway::start(0, &sim_url, store.as_deref());
+    let gw = Gateway::start(0, &sim_url, store.as_deref(), "");
     let (ws, secret) = gw.key();
     let t = targets(&gw.addr, &sim_url, &secret);
     let pid = gw.pid();
@@ -720,6 +729,7 @@ async fn main() {
         match case {
             "rates" => rates(&t, secs, &mut report).await,
             "max" => max(&t, secs, pid, &gw.admin, &mut report).await,
+            "journal" => journal(&t, &sim_url, store.as_deref(), secs, &mut report).await,
             "messages" => messages(&t, secs, &mut report).await,
             "streams" => streams(&gw.addr, &secret, pid, quick, &mut report).await,
             _ => embeddings(&t, secs, &mut report).await,
@@ -900,6 +910,54 @@ async fn max(t: &Targets, secs: u64, pid: u32, admin: &str, report: &mut Report)
         "max_streamed".into(),
         json!({"rate": smax_rate, "errors": smax.errors}),
     );
+}
+
+/// The most throughput the ledger journal may cost at the buffered maximum, in percent.
+const JOURNAL_COST: f64 = 10.0;
+
+/// What the ledger journal costs: the buffered maximum and the p99 added at 2,000 req/s on the
+/// bench's gateway (journal on) and on a second one without it, back to back on the same core.
+async fn journal(t: &Targets, sim: &str, store: Option<&str>, secs: u64, report: &mut Report) {
+    let off = Gateway::start(0, sim, store, "  ledger_journal: {enabled: false}\n");
+    let (_, secret) = off.key();
+    let t_off = targets(&off.addr, sim, &secret);
+    closed_loop(&t_off.gw_buffered, 1, 8).await; // warm-up
+    let mut measured = serde_json::Map::new();
+    let mut rates = Vec::new();
+    for (label, target) in [("on", &t.gw_buffered), ("off", &t_off.gw_buffered)] {
+        let max = closed_loop(target, secs, 64).await;
+        let at = open_loop(target, 2_000, secs, 64).await;
+        let upstream = open_loop(&t.sim_buffered, 2_000, secs, 64).await;
+        if label == "on" {
+            report.sent_ok += max.ok + at.ok; // this gateway's ledger is counted at the end
+        }
+        let rate = max.ok as f64 / max.seconds;
+        let added_at = added(&at.done, &upstream.done);
+        row(
+            &format!("journal {label}: buffered max (errors {})", max.errors),
+            quantiles(&max.done),
+            rate,
+        );
+        row(
+            &format!("journal {label}: buffered @ 2000/s added"),
+            added_at,
+            at.ok as f64 / at.seconds,
+        );
+        measured.insert(
+            label.into(),
+            json!({"max_rate": rate, "max_errors": max.errors,
+                   "added_at_2000_us": quantiles_json(added_at)}),
+        );
+        rates.push(rate);
+    }
+    let cost = match rates[..] {
+        [on, off] if off > 0.0 => (off - on).max(0.0) / off * 100.0,
+        _ => 100.0,
+    };
+    report.check("journal cost at buffered max", cost, "%", JOURNAL_COST);
+    report
+        .json
+        .insert("journal".into(), Value::Object(measured));
 }
 
 /// The peak of the ledger writer's queue depth and spool size, sampled from `/metrics` every
