@@ -27,6 +27,13 @@
 //! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 //!
+//! Audit: every change the commands make is given an [`Audit`], which the backend turns into an
+//! `audit_log` row inside the change's own transaction — the change and its entry commit
+//! together or not at all. `audit_log` is append-only like the ledger.
+//!
+//! Console sessions: `console_sessions`, keyed by the SHA-256 of the session id (never the id),
+//! so sessions outlive a process; deleted on sign-out and once ended (`admin::session`).
+//!
 //! Kept responses: `responses` holds the Responses door's answers for `previous_response_id`
 //! (the `kept` room queues them off the request path and purges the expired ones). Unlike the
 //! ledger they are deleted: by their owner, and once past `expires_at`.

@@ -2309,7 +2309,9 @@ async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
         commands::add_credit(s, &a, &ws, "5", None).await.err(),
         commands::put_alerts(s, &a, &ws, alerts, true).await.err(),
         commands::update_model(s, &a, "acme/m", patch).await.err(),
-        commands::set_route_active(s, &a, "acme/m", 0, false).await.err(),
+        commands::set_route_active(s, &a, "acme/m", 0, false)
+            .await
+            .err(),
     ];
     for (i, e) in failures.iter().enumerate() {
         let e = e
