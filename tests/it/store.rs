@@ -22,9 +22,9 @@ use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
-    AlertSettings, AuditEntry, CatalogRows, ChangeKind, Cursor, Delivery, LedgerKind, LimitReset,
-    ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult,
-    StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
+    AlertSettings, AuditEntry, CatalogRows, ChangeKind, ConsoleSession, Cursor, Delivery,
+    LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError,
+    StoreResult, StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -215,6 +215,7 @@ suite!(
     concurrent_rotations_make_one_replacement,
     rotation_is_one_transaction_with_its_audit_entry,
     a_change_whose_audit_entry_fails_leaves_neither,
+    console_sessions_end_idle_or_expired_and_are_capped,
     a_balance_overflow_is_refused_and_typed,
     responses_are_kept_per_workspace_until_they_expire,
     replaying_responses_stores_each_id_once,
@@ -2337,6 +2338,91 @@ async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
     assert_eq!(s.load_catalog().await.unwrap().models, catalog.models);
     assert_eq!(s.load_catalog().await.unwrap().routes, catalog.routes);
     assert_eq!(audit_actions(s).await, audited);
+}
+
+fn console_session(n: u8, created: DateTime<Utc>) -> ConsoleSession {
+    ConsoleSession {
+        id_hash: format!("{n:02x}").repeat(32),
+        name: format!("s{n}"),
+        csrf: format!("csrf-{n}"),
+        created_at: created,
+        last_seen: created,
+        expires_at: created + chrono::Duration::hours(2),
+    }
+}
+
+async fn console_sessions_end_idle_or_expired_and_are_capped(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let t0 = at(1_770_000_000, 123_456_789);
+    let minutes = chrono::Duration::minutes;
+    let first = console_session(1, t0);
+    s.create_session(&first, None).await.unwrap();
+    assert!(matches!(
+        s.create_session(&first, None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Touched within the idle time, it lives on with its last use moved.
+    let t = t0 + minutes(20);
+    let live = s
+        .touch_session(&first.id_hash, t, t - minutes(30))
+        .await
+        .unwrap();
+    let want = ConsoleSession {
+        created_at: at(1_770_000_000, 123_456_000),
+        expires_at: at(1_770_007_200, 123_456_000),
+        last_seen: at(1_770_001_200, 123_456_000),
+        ..first.clone()
+    };
+    assert_eq!(live, Some(want));
+    // Idle too long: gone, and deleted.
+    let t = t0 + minutes(51);
+    assert_eq!(
+        s.touch_session(&first.id_hash, t, t - minutes(30))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(!s.delete_session(&first.id_hash).await.unwrap());
+    // Past its maximum, however busy.
+    let busy = console_session(2, t0);
+    s.create_session(&busy, None).await.unwrap();
+    let t = t0 + minutes(120);
+    assert_eq!(
+        s.touch_session(&busy.id_hash, t, t - minutes(30))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // The purge drops the ended sessions and keeps the most recently seen.
+    for n in 3..8 {
+        let created = t0 + minutes(i64::from(n));
+        s.create_session(&console_session(n, created), None)
+            .await
+            .unwrap();
+    }
+    let t = t0 + minutes(36);
+    // Sessions 3, 4 and 5, last seen 31 minutes ago or earlier, have ended; of 6 and 7 only
+    // the most recently seen is kept.
+    assert_eq!(s.purge_sessions(t, t - minutes(31), 1).await.unwrap(), 4);
+    let alive = |n: u8| {
+        let hash = console_session(n, t0).id_hash;
+        async move {
+            s.touch_session(&hash, t, t - minutes(31))
+                .await
+                .unwrap()
+                .is_some()
+        }
+    };
+    assert_eq!(
+        [alive(5).await, alive(6).await, alive(7).await],
+        [false, false, true]
+    );
+    assert!(s
+        .delete_session(&console_session(7, t0).id_hash)
+        .await
+        .unwrap());
+    assert!(!alive(7).await, "signed out");
 }
 
 async fn a_balance_overflow_is_refused_and_typed(b: Arc<Backend>) {
