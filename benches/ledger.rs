@@ -59,21 +59,25 @@ async fn bench(name: &str, store: &dyn Store) {
                 Utc::now().timestamp_nanos_opt().unwrap_or_default()
             ),
             "bench",
+            None,
         )
         .await
         .unwrap();
     let key_id = format!("key_{}", ws.id);
     store
-        .create_key(NewKey {
-            id: key_id.clone(),
-            workspace_id: ws.id.clone(),
-            name: None,
-            secret_hash: hex::encode(sha2::Sha256::digest(ws.id.as_bytes())),
-            hint: String::new(),
-            expires_at: None,
-            spend_limit: None,
-            limit_reset: None,
-        })
+        .create_key(
+            NewKey {
+                id: key_id.clone(),
+                workspace_id: ws.id.clone(),
+                name: None,
+                secret_hash: hex::encode(sha2::Sha256::digest(ws.id.as_bytes())),
+                hint: String::new(),
+                expires_at: None,
+                spend_limit: None,
+                limit_reset: None,
+            },
+            None,
+        )
         .await
         .unwrap();
     let records: Vec<UsageRecord> = (0..RECORDS).map(|i| record(i, &ws.id, &key_id)).collect();

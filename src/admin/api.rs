@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::error::AdminError;
 use super::http::{segments, Request, Response};
-use super::session::{self, Guard};
+use super::session::Guard;
 use crate::commands::{
     self, Actor, AlertRequest, KeyRequest, KeyView, ModelPatch, PageRequest, WorkspaceView,
 };
@@ -74,7 +74,7 @@ impl Api {
         if seg == ["session"] {
             return self.session(req).await;
         }
-        let actor = self.guard.check(req)?;
+        let actor = self.caller(req).await?;
         let s = self.store().await?;
         let now = Utc::now();
         let m = &req.method;
@@ -115,31 +115,36 @@ impl Api {
         }
     }
 
+    /// Who is calling: the holder of the admin token, or a console session (from the store).
+    pub async fn caller(&self, req: &Request) -> Result<Actor, AdminError> {
+        match self.guard.bearer(req)? {
+            Some(actor) => Ok(actor),
+            None => self.guard.console(req, self.store().await?).await,
+        }
+    }
+
     /// `/admin/v1/session`: the console signs in, asks for its CSRF token, signs out.
     async fn session(&self, req: &Request) -> Answer {
+        self.guard.require_enabled()?;
+        let s = self.store().await?;
         match req.method {
             Method::POST => {
                 let body: SignIn = json_body(req)?;
-                let (id, csrf, name) = self.guard.sign_in(req, &body.token)?;
-                // The audit log names the session, not the token.
-                let actor = Actor::console(&name);
-                if let Ok(s) = self.store().await {
-                    commands::audit_sign_in(s, &actor).await?;
-                }
-                Ok(Response::json(StatusCode::OK, &Csrf { csrf_token: csrf })
-                    .with_header(http::header::SET_COOKIE, session::cookie(Some(&id))))
+                let signed = self.guard.sign_in(req, &body.token, s).await?;
+                let csrf_token = signed.csrf;
+                Ok(Response::json(StatusCode::OK, &Csrf { csrf_token })
+                    .with_header(http::header::SET_COOKIE, signed.cookie))
             }
             Method::GET => {
-                self.guard.check(req)?;
-                let csrf_token = self.guard.csrf(req).ok_or(AdminError::Unauthorized)?;
+                let csrf_token = self.guard.session(req, s).await?.csrf;
                 Ok(Response::json(StatusCode::OK, &Csrf { csrf_token }))
             }
             Method::DELETE => {
-                self.guard.check(req)?;
-                self.guard.sign_out(req);
+                self.guard.console(req, s).await?;
+                let cleared = self.guard.sign_out(req, s).await?;
                 Ok(
                     Response::json(StatusCode::OK, &serde_json::json!({"signed_out": true}))
-                        .with_header(http::header::SET_COOKIE, session::cookie(None)),
+                        .with_header(http::header::SET_COOKIE, cleared),
                 )
             }
             ref m => Err(AdminError::Method(m.to_string())),

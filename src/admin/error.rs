@@ -16,6 +16,8 @@ pub enum AdminError {
     Csrf,
     #[error("too many wrong admin tokens from this address: retry in {retry_after} s")]
     Throttled { retry_after: u64 },
+    #[error("too many sign-in attempts from this address: retry in {retry_after} s")]
+    TooManySignIns { retry_after: u64 },
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -34,7 +36,9 @@ impl AdminError {
             Self::Disabled(_) => (StatusCode::NOT_FOUND, "admin_disabled"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Csrf => (StatusCode::FORBIDDEN, "csrf_failed"),
-            Self::Throttled { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
+            Self::Throttled { .. } | Self::TooManySignIns { .. } => {
+                (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
+            }
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
@@ -59,7 +63,7 @@ impl AdminError {
             }),
         );
         match self {
-            Self::Throttled { retry_after } => {
+            Self::Throttled { retry_after } | Self::TooManySignIns { retry_after } => {
                 res.with_header(http::header::RETRY_AFTER, retry_after.to_string())
             }
             _ => res,

@@ -32,16 +32,15 @@ pub async fn create_workspace(
     actor: &Actor,
     name: &str,
 ) -> CommandResult<Workspace> {
-    let ws = store
-        .create_workspace(&new_id("ws"), checked_name(name)?)
-        .await?;
+    let name = checked_name(name)?;
+    let id = new_id("ws");
     let change = Change {
         action: "workspace.create",
-        workspace: Some(&ws.id),
-        target: &ws.id,
+        workspace: Some(&id),
+        target: &id,
     };
-    audit::record(store, actor, change, None, audit::snapshot(&ws)).await?;
-    Ok(ws)
+    let audit = audit::of(actor, change, None, audit::snapshot);
+    Ok(store.create_workspace(&id, name, Some(audit)).await?)
 }
 
 pub async fn rename_workspace(
@@ -50,22 +49,15 @@ pub async fn rename_workspace(
     id: &str,
     name: &str,
 ) -> CommandResult<Workspace> {
+    let name = checked_name(name)?;
     let before = workspace(store, id).await?;
-    let after = store.rename_workspace(id, checked_name(name)?).await?;
     let change = Change {
         action: "workspace.rename",
         workspace: Some(id),
         target: id,
     };
-    audit::record(
-        store,
-        actor,
-        change,
-        audit::snapshot(&before),
-        audit::snapshot(&after),
-    )
-    .await?;
-    Ok(after)
+    let audit = audit::of(actor, change, audit::snapshot(&before), audit::snapshot);
+    Ok(store.rename_workspace(id, name, Some(audit)).await?)
 }
 
 pub async fn list_workspaces(store: &dyn Store) -> CommandResult<Vec<Workspace>> {
@@ -159,24 +151,23 @@ pub async fn create_key(
         checked_expiry(at)?;
     }
     let minted = mint_secret(key_prefix);
-    let key = store
-        .create_key(NewKey {
-            id: new_id("key"),
-            workspace_id: req.workspace,
-            name: name.map(str::to_owned),
-            secret_hash: minted.hash_hex,
-            hint: minted.hint,
-            expires_at: req.expires_at,
-            spend_limit,
-            limit_reset: req.limit_reset,
-        })
-        .await?;
+    let new = NewKey {
+        id: new_id("key"),
+        workspace_id: req.workspace,
+        name: name.map(str::to_owned),
+        secret_hash: minted.hash_hex,
+        hint: minted.hint,
+        expires_at: req.expires_at,
+        spend_limit,
+        limit_reset: req.limit_reset,
+    };
     let change = Change {
         action: "key.create",
-        workspace: Some(&key.workspace_id),
-        target: &key.id,
+        workspace: Some(&new.workspace_id),
+        target: &new.id,
     };
-    audit::record(store, actor, change, None, audit::snapshot(&key)).await?;
+    let audit = audit::of(actor, change, None, audit::snapshot);
+    let key = store.create_key(new, Some(audit)).await?;
     Ok(CreatedKey {
         key,
         secret: minted.secret,
@@ -329,17 +320,13 @@ pub async fn revoke_key(
     now: DateTime<Utc>,
 ) -> CommandResult<Revoked> {
     let before = key(store, id).await?;
-    let changed = store.revoke_key(id, now).await?;
-    if changed {
-        let after = key(store, id).await?;
-        let change = Change {
-            action: "key.revoke",
-            workspace: Some(&before.workspace_id),
-            target: id,
-        };
-        let (before, after) = (audit::snapshot(&before), audit::snapshot(&after));
-        audit::record(store, actor, change, before, after).await?;
-    }
+    let change = Change {
+        action: "key.revoke",
+        workspace: Some(&before.workspace_id),
+        target: id,
+    };
+    let audit = audit::of(actor, change, audit::snapshot(&before), audit::snapshot);
+    let changed = store.revoke_key(id, now, Some(audit)).await?;
     Ok(Revoked {
         id: id.to_owned(),
         revoked: true,

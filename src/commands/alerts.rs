@@ -73,29 +73,25 @@ pub async fn put_alerts(
         low_balance: req.low_balance_usd,
         key_limit_percents: percents,
     };
-    store.put_alerts(&after).await?;
     let change = Change {
         action: "alerts.update",
         workspace: Some(workspace),
         target: workspace,
     };
-    // The audit log never keeps the signing secret.
-    let public = |s: &AlertSettings| {
-        serde_json::json!({
-            "webhook_url": s.webhook_url,
-            "low_balance_usd": s.low_balance,
-            "key_limit_percents": s.key_limit_percents,
-        })
-    };
-    audit::record(
-        store,
-        actor,
-        change,
-        before.as_ref().map(public),
-        Some(public(&after)),
-    )
-    .await?;
+    let audit = audit::of(actor, change, before.as_ref().map(public), |s| {
+        Some(public(s))
+    });
+    store.put_alerts(&after, Some(audit)).await?;
     Ok(after)
+}
+
+/// Alert settings as the audit log keeps them: never the signing secret.
+fn public(s: &AlertSettings) -> serde_json::Value {
+    serde_json::json!({
+        "webhook_url": s.webhook_url,
+        "low_balance_usd": s.low_balance,
+        "key_limit_percents": s.key_limit_percents,
+    })
 }
 
 pub async fn deliveries(

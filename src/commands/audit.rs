@@ -1,5 +1,7 @@
-//! Who changed what: every command that changes something appends one audit entry, so the CLI,
-//! the admin API and the console leave the same trail.
+//! Who changed what: every command that changes something hands the store its audit entry,
+//! which the store writes in the change's own transaction (an [`Audit`]): the change and its
+//! entry commit together or not at all, and the CLI, the admin API and the console leave the
+//! same trail.
 
 use chrono::Utc;
 use serde::Serialize;
@@ -7,7 +9,7 @@ use serde::Serialize;
 use super::page::{Page, PageRequest};
 use super::CommandResult;
 use crate::auth::new_id;
-use crate::store::{AuditEntry, Store};
+use crate::store::{Audit, AuditEntry, ConsoleSession, Store};
 
 /// Who makes a change, as the audit log names them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,21 +64,23 @@ pub(super) fn entry(
     }
 }
 
-/// Appends the audit entry of a change, with the thing as it was and as it is now.
-pub(super) async fn record(
-    store: &dyn Store,
+/// The audit of a change, with the thing as it was; `after` tells what it is now from what
+/// the change wrote (the store calls it inside the change's transaction).
+pub(super) fn of<T>(
     actor: &Actor,
     change: Change<'_>,
     before: Option<serde_json::Value>,
-    after: Option<serde_json::Value>,
-) -> CommandResult<()> {
-    Ok(store
-        .append_audit(&entry(actor, change, before, after))
-        .await?)
+    after: impl FnOnce(&T) -> Option<serde_json::Value> + Send + 'static,
+) -> Audit<T> {
+    let mut entry = entry(actor, change, before, None);
+    Box::new(move |made| {
+        entry.after = after(made);
+        entry
+    })
 }
 
 /// A thing as the audit log keeps it.
-pub(super) fn snapshot(thing: &impl Serialize) -> Option<serde_json::Value> {
+pub(super) fn snapshot<T: Serialize>(thing: &T) -> Option<serde_json::Value> {
     serde_json::to_value(thing).ok()
 }
 
@@ -92,12 +96,15 @@ pub async fn audit_log(
     Ok(page.finish(rows, |e| (e.at, &e.id)))
 }
 
-/// A console sign-in (the session's short name, never the token).
-pub async fn audit_sign_in(store: &dyn Store, actor: &Actor) -> CommandResult<()> {
+/// A console sign-in: the session stored with its audit entry, which names the session by its
+/// short name (never its id, nor the token).
+pub async fn sign_in(store: &dyn Store, session: &ConsoleSession) -> CommandResult<()> {
+    let actor = Actor::console(&session.name);
     let change = Change {
         action: "session.sign_in",
         workspace: None,
         target: actor.as_str(),
     };
-    record(store, actor, change, None, None).await
+    let audit = of(&actor, change, None, |_| None);
+    Ok(store.create_session(session, Some(audit)).await?)
 }

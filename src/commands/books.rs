@@ -32,17 +32,23 @@ pub async fn add_credit(
         return Err(CommandError::Invalid("--usd must be positive".into()));
     }
     let note = note.map(|n| plain_text("note", n)).transpose()?;
-    let entry = store
-        .add_credit(&new_id("le"), workspace, amount, note)
-        .await?;
-    let balance = store.balance(workspace).await?;
+    let id = new_id("le");
     let change = Change {
         action: "credit.add",
         workspace: Some(workspace),
-        target: &entry.id,
+        target: &id,
     };
-    let after = serde_json::json!({ "entry": entry, "balance": balance });
-    audit::record(store, actor, change, None, Some(after)).await?;
+    let audit = audit::of(
+        actor,
+        change,
+        None,
+        |(entry, balance): &(LedgerEntry, Usd)| {
+            Some(serde_json::json!({ "entry": entry, "balance": balance }))
+        },
+    );
+    let (entry, balance) = store
+        .add_credit(&id, workspace, amount, note, Some(audit))
+        .await?;
     Ok(Credited { entry, balance })
 }
 

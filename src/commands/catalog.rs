@@ -62,7 +62,7 @@ async fn model(store: &dyn Store, id: &str) -> CommandResult<ModelView> {
         .ok_or_else(|| StoreError::NotFound(format!("model {id}")).into())
 }
 
-/// Writes `after` (validated), then audits the change from `before`.
+/// Writes `after` (validated), audited as a change from `before`.
 async fn save(
     store: &dyn Store,
     actor: &Actor,
@@ -76,14 +76,14 @@ async fn save(
         routes: after.routes.clone(),
     };
     import::validate(&rows)?;
-    store.import_catalog(&rows).await?;
     let change = Change {
         action,
         workspace: None,
         target: &after.model.id,
     };
-    let (b, a) = (audit::snapshot(&before), audit::snapshot(&after));
-    audit::record(store, actor, change, b, a).await?;
+    let now = audit::snapshot(&after);
+    let audit = audit::of(actor, change, audit::snapshot(&before), move |_| now);
+    store.import_catalog(&rows, Some(audit)).await?;
     Ok(after)
 }
 

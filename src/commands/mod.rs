@@ -20,7 +20,7 @@ pub use accounts::{
     KeyRequest, KeyStatus, KeyView, Revoked, Rotated, WorkspaceView, MAX_GRACE,
 };
 pub use alerts::{deliveries, put_alerts, AlertRequest};
-pub use audit::{audit_log, audit_sign_in, Actor};
+pub use audit::{audit_log, sign_in, Actor};
 pub use books::{
     add_credit, ledger, ledger_page, usage, usage_daily, usage_page, verify_ledger, Credited,
     Ledger, LedgerPage, Verified, MAX_DAYS,

@@ -57,7 +57,6 @@ pub async fn import_catalog(
     let rows = import::read_file(file)?;
     let current = store.load_catalog().await?;
     import::check_names(&import::merged_models(&current, &rows))?;
-    store.import_catalog(&rows).await?;
     let imported = Imported {
         models: rows.models.len(),
         routes: rows.routes.len(),
@@ -68,7 +67,9 @@ pub async fn import_catalog(
         workspace: None,
         target: &file,
     };
-    audit::record(store, actor, change, None, audit::snapshot(&imported)).await?;
+    let counts = audit::snapshot(&imported);
+    let audit = audit::of(actor, change, None, move |_| counts);
+    store.import_catalog(&rows, Some(audit)).await?;
     Ok(imported)
 }
 

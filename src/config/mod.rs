@@ -6,6 +6,7 @@
 //! problem at once. Every setting has a default, so an empty file is a valid configuration.
 //! Secrets are never in the file: providers name the environment variables that hold them.
 
+pub mod console;
 pub mod endpoint;
 pub mod limits;
 pub mod listeners;
@@ -58,6 +59,8 @@ pub struct TollgateConf {
     pub admin_token_env: String,
     /// Low-balance and spend-limit webhooks: how often they are looked at, retried.
     pub alerts: AlertsConf,
+    /// The web console's sessions and sign-ins.
+    pub console: console::ConsoleConf,
     /// `sqlite://PATH` or `postgres://…`.
     pub store: String,
     /// Every API key secret begins with this.
@@ -380,6 +383,7 @@ impl Default for TollgateConf {
             listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
             admin_listen: SocketAddr::from(([127, 0, 0, 1], 8081)),
             listeners: listeners::ListenersConf::default(),
+            console: console::ConsoleConf::default(),
             trusted_proxies: Vec::new(),
             admin_token_env: "TOLLGATE_ADMIN_TOKEN".into(),
             alerts: AlertsConf::default(),
@@ -591,6 +595,7 @@ impl Config {
         if self.server.threads == 0 {
             problems.push("threads: at least 1".to_owned());
         }
+        problems.extend(t.console.problems());
         if problems.is_empty() {
             Ok(())
         } else {

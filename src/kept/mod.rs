@@ -229,19 +229,22 @@ mod tests {
         let store = SqliteStore::open(":memory:").unwrap();
         store.migrate().await.unwrap();
         for ws in ["w", "other"] {
-            store.create_workspace(ws, ws).await.unwrap();
+            store.create_workspace(ws, ws, None).await.unwrap();
         }
         store
-            .create_key(NewKey {
-                id: "k".into(),
-                workspace_id: "w".into(),
-                name: None,
-                secret_hash: "h".into(),
-                hint: "sk-…".into(),
-                expires_at: None,
-                spend_limit: None,
-                limit_reset: None,
-            })
+            .create_key(
+                NewKey {
+                    id: "k".into(),
+                    workspace_id: "w".into(),
+                    name: None,
+                    secret_hash: "h".into(),
+                    hint: "sk-…".into(),
+                    expires_at: None,
+                    spend_limit: None,
+                    limit_reset: None,
+                },
+                None,
+            )
             .await
             .unwrap();
         Arc::new(store)

@@ -209,7 +209,8 @@ fn ops(t: &TollgateConf, follower: &Follower, gateway: &Gateway, store_url: &str
 /// with a weak one.
 fn api(t: &TollgateConf, store_url: &str) -> Result<Api, ServeError> {
     let token = std::env::var(&t.admin_token_env).ok();
-    let guard = Guard::new(token.as_deref(), &t.admin_token_env)?;
+    let secure = t.listeners.admin.tls.is_some();
+    let guard = Guard::new(token.as_deref(), &t.admin_token_env)?.with_console(t.console, secure);
     if guard.enabled() {
         tracing::info!(admin = %t.admin_listen, "admin API and console on (http://{}/)", t.admin_listen);
     } else {

@@ -90,6 +90,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "route_api",
         sql: include_str!("../../sql/postgres/0013_route_api.sql"),
     },
+    Migration {
+        version: 15,
+        name: "console_sessions",
+        sql: include_str!("../../sql/postgres/0015_console_sessions.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -158,6 +163,11 @@ pub const SQLITE: &[Migration] = &[
         version: 13,
         name: "route_api",
         sql: include_str!("../../sql/sqlite/0013_route_api.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "console_sessions",
+        sql: include_str!("../../sql/sqlite/0015_console_sessions.sql"),
     },
 ];
 

@@ -27,6 +27,13 @@
 //! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 //!
+//! Audit: every change the commands make is given an [`Audit`], which the backend turns into an
+//! `audit_log` row inside the change's own transaction — the change and its entry commit
+//! together or not at all. `audit_log` is append-only like the ledger.
+//!
+//! Console sessions: `console_sessions`, keyed by the SHA-256 of the session id (never the id),
+//! so sessions outlive a process; deleted on sign-out and once ended (`admin::session`).
+//!
 //! Kept responses: `responses` holds the Responses door's answers for `previous_response_id`
 //! (the `kept` room queues them off the request path and purges the expired ones). Unlike the
 //! ledger they are deleted: by their owner, and once past `expires_at`.
@@ -131,18 +138,29 @@ pub trait Store: Send + Sync + 'static {
     /// Applies pending migrations from `sql/`; returns how many were applied now.
     async fn migrate(&self) -> StoreResult<usize>;
 
-    async fn create_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace>;
+    async fn create_workspace(
+        &self,
+        id: &str,
+        name: &str,
+        audit: Option<Audit<Workspace>>,
+    ) -> StoreResult<Workspace>;
     async fn list_workspaces(&self) -> StoreResult<Vec<Workspace>>;
     async fn get_workspace(&self, id: &str) -> StoreResult<Option<Workspace>>;
 
     /// Fails with `NotFound` when the workspace does not exist.
-    async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey>;
+    async fn create_key(&self, key: NewKey, audit: Option<Audit<ApiKey>>) -> StoreResult<ApiKey>;
     async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKey>>;
     async fn list_keys(&self, workspace_id: &str) -> StoreResult<Vec<ApiKey>>;
     /// Every key, revoked ones included: the gateway's key cache is built from this.
     async fn all_keys(&self) -> StoreResult<Vec<ApiKey>>;
-    /// Marks a key revoked at `at`; `false` when it was already revoked. `NotFound` if absent.
-    async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool>;
+    /// Marks a key revoked at `at`; `false` when it was already revoked (then nothing is
+    /// audited). `NotFound` if absent. The audit sees the key as revoked.
+    async fn revoke_key(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ApiKey>>,
+    ) -> StoreResult<bool>;
     /// Rotates a key in one transaction (see [`KeyRotation`]); returns the new key and the
     /// old one as it is now. Only a key not yet replaced, not revoked and not expired at
     /// `now` is rotated: the old row is changed by one conditional UPDATE, so of concurrent
@@ -152,13 +170,15 @@ pub trait Store: Send + Sync + 'static {
 
     /// Appends a credit (top-up) to the ledger and updates the balance row, atomically; a
     /// balance that would pass `i64` pico-USD is refused with `Overflow`, writing nothing.
+    /// Returns the entry and the balance it left.
     async fn add_credit(
         &self,
         entry_id: &str,
         workspace_id: &str,
         amount: Usd,
         note: Option<&str>,
-    ) -> StoreResult<LedgerEntry>;
+        audit: Option<Audit<(LedgerEntry, Usd)>>,
+    ) -> StoreResult<(LedgerEntry, Usd)>;
     /// The workspace's balance row (zero when it has none).
     async fn balance(&self, workspace_id: &str) -> StoreResult<Usd>;
     async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>>;
@@ -195,14 +215,24 @@ pub trait Store: Send + Sync + 'static {
     async fn load_catalog(&self) -> StoreResult<CatalogRows>;
     /// Upserts profiles (by name) and models (by id) and replaces the routes of every model
     /// named in `rows`.
-    async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()>;
+    async fn import_catalog(
+        &self,
+        rows: &CatalogRows,
+        audit: Option<Audit<CatalogRows>>,
+    ) -> StoreResult<()>;
     async fn catalog_is_empty(&self) -> StoreResult<bool>;
 
     // ---- The admin API's pages and changes (issue 13). Pages are newest first; `after` is
-    // the previous page's last row; `limit` rows at most.
+    // the previous page's last row; `limit` rows at most. A change given an [`Audit`] commits
+    // with its audit entry in one transaction, or not at all.
 
     /// Renames a workspace; `NotFound` when absent.
-    async fn rename_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace>;
+    async fn rename_workspace(
+        &self,
+        id: &str,
+        name: &str,
+        audit: Option<Audit<Workspace>>,
+    ) -> StoreResult<Workspace>;
     /// Workspaces by (created_at, id) descending.
     async fn workspaces_page(
         &self,
@@ -241,8 +271,6 @@ pub trait Store: Send + Sync + 'static {
         to: chrono::NaiveDate,
     ) -> StoreResult<Vec<DailyUsage>>;
 
-    /// Appends to the audit log.
-    async fn append_audit(&self, entry: &AuditEntry) -> StoreResult<()>;
     /// The audit log (one workspace's entries, or all), by (at, id) descending.
     async fn audit_page(
         &self,
@@ -252,7 +280,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<AuditEntry>>;
 
     /// Creates or replaces a workspace's alert settings; `NotFound` when it does not exist.
-    async fn put_alerts(&self, settings: &AlertSettings) -> StoreResult<()>;
+    async fn put_alerts(
+        &self,
+        settings: &AlertSettings,
+        audit: Option<Audit<AlertSettings>>,
+    ) -> StoreResult<()>;
     async fn get_alerts(&self, workspace_id: &str) -> StoreResult<Option<AlertSettings>>;
     async fn all_alerts(&self) -> StoreResult<Vec<AlertSettings>>;
     /// Claims the firing of alert `alert_key` of a workspace: `true` for the first claim only
@@ -274,6 +306,34 @@ pub trait Store: Send + Sync + 'static {
         after: Option<&Cursor>,
         limit: usize,
     ) -> StoreResult<Vec<Delivery>>;
+
+    // ---- Console sessions (`admin::session`): found by the SHA-256 of their id.
+
+    /// Stores a new session (a sign-in, audited with it).
+    async fn create_session(
+        &self,
+        session: &ConsoleSession,
+        audit: Option<Audit<ConsoleSession>>,
+    ) -> StoreResult<()>;
+    /// The live session whose id hashes to `id_hash`, its `last_seen` moved to `now`; `None`
+    /// when there is none, or it was last seen at or before `idle_since` or expires at or
+    /// before `now` — then it is deleted.
+    async fn touch_session(
+        &self,
+        id_hash: &str,
+        now: DateTime<Utc>,
+        idle_since: DateTime<Utc>,
+    ) -> StoreResult<Option<ConsoleSession>>;
+    /// Deletes a session (a sign-out); `false` when there was none.
+    async fn delete_session(&self, id_hash: &str) -> StoreResult<bool>;
+    /// Deletes the sessions ended by `now` (see `touch_session`) and, of the rest, all but the
+    /// `keep` most recently seen; returns how many.
+    async fn purge_sessions(
+        &self,
+        now: DateTime<Utc>,
+        idle_since: DateTime<Utc>,
+        keep: usize,
+    ) -> StoreResult<u64>;
 
     // ---- The Responses door's kept answers (`previous_response_id`).
 

@@ -10,8 +10,9 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, CatalogRows, Delivery, LedgerEntry, LedgerKind, LimitReset,
-    ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult, StoredResponse, Workspace,
+    AlertSettings, ApiKey, AuditEntry, CatalogRows, ConsoleSession, Delivery, LedgerEntry,
+    LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult,
+    StoredResponse, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -246,6 +247,18 @@ pub(crate) fn audit_entry(e: &AuditEntry) -> [Param<'_>; 8] {
         (&e.target).into(),
         json(&e.before),
         json(&e.after),
+    ]
+}
+
+/// In `SESSION_COLS` order.
+pub(crate) fn console_session(c: &ConsoleSession) -> [Param<'_>; 6] {
+    [
+        (&c.id_hash).into(),
+        (&c.name).into(),
+        (&c.csrf).into(),
+        codec::trunc(c.created_at).into(),
+        codec::trunc(c.last_seen).into(),
+        codec::trunc(c.expires_at).into(),
     ]
 }
 

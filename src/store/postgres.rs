@@ -43,12 +43,13 @@ use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
     self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, SESSION_COLS, USAGE_COLS,
+    WORKSPACE_COLS,
 };
 use super::{
-    AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, StoredResponse,
-    UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, Audit, AuditEntry, CatalogRows, Change, ConsoleSession, Cursor,
+    DailyUsage, Delivery, KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError,
+    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -555,6 +556,22 @@ async fn insert_audit(client: &impl GenericClient, e: &AuditEntry) -> StoreResul
     Ok(())
 }
 
+/// Appends the audit entry of what `tx` just made, when the change is audited: inside the
+/// change's transaction, so both commit or neither.
+async fn audited<T: Sync>(
+    tx: &Transaction<'_>,
+    audit: Option<Audit<T>>,
+    made: &T,
+) -> StoreResult<()> {
+    match audit {
+        Some(audit) => insert_audit(tx, &audit(made)).await,
+        None => Ok(()),
+    }
+}
+
+/// Deletes a console session (parameter: id_hash).
+const SESSION_DELETE: &str = "DELETE FROM console_sessions WHERE id_hash = $1";
+
 /// Executes the cached statement `sql` with `params` through `client` (a pooled connection or
 /// a transaction); returns the number of rows changed.
 async fn execute(
@@ -679,16 +696,25 @@ impl Store for PgStore {
         Ok(applied)
     }
 
-    async fn create_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
+    async fn create_workspace(
+        &self,
+        id: &str,
+        name: &str,
+        audit: Option<Audit<Workspace>>,
+    ) -> StoreResult<Workspace> {
         let ws = Workspace {
             id: id.to_owned(),
             name: name.to_owned(),
             created_at: codec::now(),
         };
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
         let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '$');
-        execute(&self.client().await?, &insert, &params::workspace(&ws))
+        execute(&tx, &insert, &params::workspace(&ws))
             .await
             .map_err(exists(format!("workspace {id}")))?;
+        audited(&tx, audit, &ws).await?;
+        tx.commit().await?;
         Ok(ws)
     }
 
@@ -712,11 +738,12 @@ impl Store for PgStore {
         rows.first().map(rows::workspace).transpose()
     }
 
-    async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
+    async fn create_key(&self, key: NewKey, audit: Option<Audit<ApiKey>>) -> StoreResult<ApiKey> {
         let out = params::new_api_key(key);
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         insert_key(&tx, &out).await?;
+        audited(&tx, audit, &out).await?;
         tx.commit().await?;
         Ok(out)
     }
@@ -753,21 +780,30 @@ impl Store for PgStore {
         rows::all(rows, rows::api_key)
     }
 
-    async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
+    async fn revoke_key(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ApiKey>>,
+    ) -> StoreResult<bool> {
         let at = codec::trunc(at);
-        let client = self.client().await?;
-        let stmt = client
-            .prepare_cached(
-                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
-            )
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let stmt = tx
+            .prepare_cached(&format!(
+                "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL \
+                 RETURNING {KEY_COLS}"
+            ))
             .await?;
-        if client.execute(&stmt, &[&id, &at]).await? == 1 {
+        if let Some(row) = tx.query_opt(&stmt, &[&id, &at]).await? {
+            audited(&tx, audit, &rows::api_key(&row)?).await?;
+            tx.commit().await?;
             return Ok(true);
         }
-        let stmt = client
+        let stmt = tx
             .prepare_cached("SELECT 1 FROM api_keys WHERE id = $1")
             .await?;
-        if client.query_opt(&stmt, &[&id]).await?.is_some() {
+        if tx.query_opt(&stmt, &[&id]).await?.is_some() {
             Ok(false)
         } else {
             Err(StoreError::NotFound(format!("key {id}")))
@@ -810,7 +846,8 @@ impl Store for PgStore {
         workspace_id: &str,
         amount: Usd,
         note: Option<&str>,
-    ) -> StoreResult<LedgerEntry> {
+        audit: Option<Audit<(LedgerEntry, Usd)>>,
+    ) -> StoreResult<(LedgerEntry, Usd)> {
         let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
@@ -821,12 +858,15 @@ impl Store for PgStore {
         execute(&tx, &insert, &params::ledger_entry(&entry))
             .await
             .map_err(exists(format!("ledger entry {entry_id}")))?;
-        let credit = [workspace_id.into(), amount.pico().into()];
-        if execute(&tx, &sql::credit_balance_sql('$'), &credit).await? == 0 {
+        let credit = [Param::from(workspace_id), amount.pico().into()];
+        let stmt = tx.prepare_cached(&sql::credit_balance_sql('$')).await?;
+        let Some(row) = tx.query_opt(&stmt, &refs(&credit)).await? else {
             return Err(StoreError::balance_overflow(workspace_id, amount));
-        }
+        };
+        let credited = (entry, Usd::from_pico(at(&row, 0)?));
+        audited(&tx, audit, &credited).await?;
         tx.commit().await?;
-        Ok(entry)
+        Ok(credited)
     }
 
     async fn balance(&self, workspace_id: &str) -> StoreResult<Usd> {
@@ -982,10 +1022,15 @@ impl Store for PgStore {
         Ok(rows)
     }
 
-    async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {
+    async fn import_catalog(
+        &self,
+        rows: &CatalogRows,
+        audit: Option<Audit<CatalogRows>>,
+    ) -> StoreResult<()> {
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
         import_rows(&tx, rows).await?;
+        audited(&tx, audit, rows).await?;
         tx.commit().await?;
         Ok(())
     }
@@ -1002,19 +1047,28 @@ impl Store for PgStore {
         }
     }
 
-    async fn rename_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
-        let rows = self
-            .query_rows(
-                &format!(
-                    "UPDATE workspaces SET name = $2 WHERE id = $1 RETURNING {WORKSPACE_COLS}"
-                ),
-                &[&id, &name],
-            )
+    async fn rename_workspace(
+        &self,
+        id: &str,
+        name: &str,
+        audit: Option<Audit<Workspace>>,
+    ) -> StoreResult<Workspace> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let stmt = tx
+            .prepare_cached(&format!(
+                "UPDATE workspaces SET name = $2 WHERE id = $1 RETURNING {WORKSPACE_COLS}"
+            ))
             .await?;
-        rows.first()
+        let row = tx.query_opt(&stmt, &[&id, &name]).await?;
+        let ws = row
+            .as_ref()
             .map(rows::workspace)
             .transpose()?
-            .ok_or_else(|| StoreError::no_workspace(id))
+            .ok_or_else(|| StoreError::no_workspace(id))?;
+        audited(&tx, audit, &ws).await?;
+        tx.commit().await?;
+        Ok(ws)
     }
 
     async fn workspaces_page(
@@ -1088,10 +1142,6 @@ impl Store for PgStore {
         rows::all(rows, rows::daily_usage)
     }
 
-    async fn append_audit(&self, e: &AuditEntry) -> StoreResult<()> {
-        insert_audit(&self.client().await?, e).await
-    }
-
     async fn audit_page(
         &self,
         workspace_id: Option<&str>,
@@ -1102,9 +1152,15 @@ impl Store for PgStore {
             .await
     }
 
-    async fn put_alerts(&self, s: &AlertSettings) -> StoreResult<()> {
+    async fn put_alerts(
+        &self,
+        s: &AlertSettings,
+        audit: Option<Audit<AlertSettings>>,
+    ) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
         let upsert = sql::upsert_sql("alert_settings", ALERT_COLS, '$');
-        execute(&self.client().await?, &upsert, &params::alert_settings(s))
+        execute(&tx, &upsert, &params::alert_settings(s))
             .await
             .map_err(|e| {
                 if is_code(&e, &SqlState::FOREIGN_KEY_VIOLATION) {
@@ -1113,6 +1169,8 @@ impl Store for PgStore {
                     pg_err(e)
                 }
             })?;
+        audited(&tx, audit, s).await?;
+        tx.commit().await?;
         Ok(())
     }
 
@@ -1178,6 +1236,66 @@ impl Store for PgStore {
     ) -> StoreResult<Vec<Delivery>> {
         self.page(Page::deliveries(workspace_id, after, limit), rows::delivery)
             .await
+    }
+
+    async fn create_session(
+        &self,
+        session: &ConsoleSession,
+        audit: Option<Audit<ConsoleSession>>,
+    ) -> StoreResult<()> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let insert = sql::insert_sql("console_sessions", SESSION_COLS, '$');
+        execute(&tx, &insert, &params::console_session(session))
+            .await
+            .map_err(exists("console session".to_owned()))?;
+        audited(&tx, audit, session).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn touch_session(
+        &self,
+        id_hash: &str,
+        now: DateTime<Utc>,
+        idle_since: DateTime<Utc>,
+    ) -> StoreResult<Option<ConsoleSession>> {
+        let args = [
+            Param::from(id_hash),
+            codec::trunc(now).into(),
+            codec::trunc(idle_since).into(),
+        ];
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(&sql::session_touch_sql('$')).await?;
+        let live = client.query_opt(&stmt, &refs(&args)).await?;
+        if live.is_none() {
+            execute(&client, SESSION_DELETE, &args[..1]).await?;
+        }
+        live.as_ref().map(rows::console_session).transpose()
+    }
+
+    async fn delete_session(&self, id_hash: &str) -> StoreResult<bool> {
+        let client = self.client().await?;
+        Ok(execute(&client, SESSION_DELETE, &[id_hash.into()]).await? > 0)
+    }
+
+    async fn purge_sessions(
+        &self,
+        now: DateTime<Utc>,
+        idle_since: DateTime<Utc>,
+        keep: usize,
+    ) -> StoreResult<u64> {
+        let ended = [
+            Param::from(codec::trunc(now)),
+            codec::trunc(idle_since).into(),
+        ];
+        let keep = [Param::from(i64::try_from(keep).unwrap_or(i64::MAX))];
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let expired = execute(&tx, &sql::sessions_purge_sql('$'), &ended).await?;
+        let surplus = execute(&tx, &sql::sessions_cap_sql('$'), &keep).await?;
+        tx.commit().await?;
+        Ok(expired.saturating_add(surplus))
     }
 
     async fn keep_responses(&self, batch: &[StoredResponse]) -> StoreResult<u64> {

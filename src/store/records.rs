@@ -464,6 +464,28 @@ pub struct AuditEntry {
     pub after: Option<serde_json::Value>,
 }
 
+/// How a change is audited: its audit entry, made from what the change wrote (a new row's
+/// time, a balance after a credit) inside the change's own transaction, so the change and its
+/// entry commit together or not at all. A store method that takes one writes no change without
+/// its entry.
+pub type Audit<T> = Box<dyn FnOnce(&T) -> AuditEntry + Send>;
+
+/// A signed-in console session, as the store keeps it: never its id (the cookie's value), only
+/// the id's hex SHA-256.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsoleSession {
+    pub id_hash: String,
+    /// A short, non-secret name for the audit log.
+    pub name: String,
+    /// The CSRF token the console sends back on every change.
+    pub csrf: String,
+    pub created_at: DateTime<Utc>,
+    /// The session's last use: it ends when idle too long since then.
+    pub last_seen: DateTime<Utc>,
+    /// When it ends however busy it is.
+    pub expires_at: DateTime<Utc>,
+}
+
 /// A workspace's alert settings: where its signed webhooks go and what triggers them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AlertSettings {

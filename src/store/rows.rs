@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, DailyUsage, Delivery, ExtraUsage, LedgerEntry,
-    LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError, StoreResult,
-    StoredResponse, UsageRecord, Workspace,
+    AlertSettings, ApiKey, AuditEntry, ConsoleSession, DailyUsage, Delivery, ExtraUsage,
+    LedgerEntry, LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError,
+    StoreResult, StoredResponse, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -228,6 +228,17 @@ pub(crate) fn audit_entry(r: &impl DbRow) -> StoreResult<AuditEntry> {
         target: r.text(5)?,
         before: json_from_db("audit before", r.opt_text(6)?)?,
         after: json_from_db("audit after", r.opt_text(7)?)?,
+    })
+}
+
+pub(crate) fn console_session(r: &impl DbRow) -> StoreResult<ConsoleSession> {
+    Ok(ConsoleSession {
+        id_hash: r.text(0)?,
+        name: r.text(1)?,
+        csrf: r.text(2)?,
+        created_at: r.time(3)?,
+        last_seen: r.time(4)?,
+        expires_at: r.time(5)?,
     })
 }
 

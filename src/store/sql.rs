@@ -48,6 +48,46 @@ pub(crate) const DELIVERY_COLS: &str =
 pub(crate) const RESPONSE_COLS: &str =
     "id, workspace_id, key_id, model, created_at, expires_at, items, response";
 
+pub(crate) const SESSION_COLS: &str = "id_hash, name, csrf, created_at, last_seen, expires_at";
+
+/// Moves a live console session's `last_seen` to now and reads it back (parameters: id_hash,
+/// now, idle_since); an ended session changes and returns nothing.
+pub(crate) fn session_touch_sql(mark: char) -> String {
+    format!(
+        "UPDATE console_sessions SET last_seen = {mark}2 \
+         WHERE id_hash = {mark}1 AND last_seen > {mark}3 AND expires_at > {mark}2 \
+         RETURNING {SESSION_COLS}"
+    )
+}
+
+/// Deletes the ended console sessions (parameters: now, idle_since).
+pub(crate) fn sessions_purge_sql(mark: char) -> String {
+    format!("DELETE FROM console_sessions WHERE expires_at <= {mark}1 OR last_seen <= {mark}2")
+}
+
+/// Deletes all but the most recently seen console sessions (parameter: how many to keep).
+pub(crate) fn sessions_cap_sql(mark: char) -> String {
+    format!(
+        "DELETE FROM console_sessions WHERE id_hash IN \
+         (SELECT id_hash FROM console_sessions ORDER BY last_seen DESC, id_hash \
+          LIMIT 9223372036854775807 OFFSET {mark}1)"
+    )
+}
+
+/// Adds a credit to its workspace's balance row, creating it (parameters: workspace_id,
+/// amount), and returns the new balance: one statement, so concurrent credits serialise on the
+/// row. The amount is positive, so `MAX - amount` cannot overflow: a balance it would take past
+/// BIGINT is left as it is (no row returned), and the caller refuses the whole credit.
+pub(crate) fn credit_balance_sql(mark: char) -> String {
+    format!(
+        "INSERT INTO balances (workspace_id, balance_pico) VALUES ({mark}1, {mark}2) \
+         ON CONFLICT (workspace_id) DO UPDATE \
+         SET balance_pico = balances.balance_pico + excluded.balance_pico \
+         WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico \
+         RETURNING balance_pico"
+    )
+}
+
 /// A kept response, only for its own workspace and only before it expires (parameters: id,
 /// workspace_id, now): another workspace's id and an expired one read alike, as absent.
 pub(crate) fn response_select_sql(mark: char) -> String {
@@ -93,19 +133,6 @@ pub(crate) fn insert_sql(table: &str, cols: &str, mark: char) -> String {
     format!(
         "INSERT INTO {table} ({cols}) VALUES ({})",
         values.join(", ")
-    )
-}
-
-/// Adds a credit to its workspace's balance row, creating it (parameters: workspace_id,
-/// amount): one statement, so concurrent credits serialise on the row. The amount is
-/// positive, so `MAX - amount` cannot overflow: a balance it would take past BIGINT is left as
-/// it is (no row changes), and the caller refuses the whole credit.
-pub(crate) fn credit_balance_sql(mark: char) -> String {
-    format!(
-        "INSERT INTO balances (workspace_id, balance_pico) VALUES ({mark}1, {mark}2) \
-         ON CONFLICT (workspace_id) DO UPDATE \
-         SET balance_pico = balances.balance_pico + excluded.balance_pico \
-         WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico"
     )
 }
 

@@ -33,12 +33,13 @@ use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
     self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, USAGE_COLS, WORKSPACE_COLS,
+    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, SESSION_COLS, USAGE_COLS,
+    WORKSPACE_COLS,
 };
 use super::{
-    AlertSettings, ApiKey, AuditEntry, CatalogRows, Change, Cursor, DailyUsage, Delivery,
-    KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError, StoreResult, StoredResponse,
-    UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, Audit, AuditEntry, CatalogRows, Change, ConsoleSession, Cursor,
+    DailyUsage, Delivery, KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError,
+    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -272,6 +273,15 @@ fn insert_audit(conn: &Connection, e: &AuditEntry) -> StoreResult<()> {
     Ok(())
 }
 
+/// Appends the audit entry of what `tx` just made, when the change is audited: inside the
+/// change's transaction, so both commit or neither.
+fn audited<T>(tx: &Transaction<'_>, audit: Option<Audit<T>>, made: &T) -> StoreResult<()> {
+    audit.map_or(Ok(()), |audit| insert_audit(tx, &audit(made)))
+}
+
+/// Deletes a console session (parameter: id_hash).
+const SESSION_DELETE: &str = "DELETE FROM console_sessions WHERE id_hash = ?1";
+
 /// A usage record's ledger debit (parameters: `batch::debit`).
 const INSERT_DEBIT: &str = "INSERT INTO ledger_entries
     (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
@@ -491,16 +501,24 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
+    async fn create_workspace(
+        &self,
+        id: &str,
+        name: &str,
+        audit: Option<Audit<Workspace>>,
+    ) -> StoreResult<Workspace> {
         let ws = Workspace {
             id: id.to_owned(),
             name: name.to_owned(),
             created_at: codec::now(),
         };
         self.run(move |conn| {
+            let tx = write_tx(conn)?;
             let insert = sql::insert_sql("workspaces", WORKSPACE_COLS, '?');
-            execute(conn, &insert, &params::workspace(&ws))
+            execute(&tx, &insert, &params::workspace(&ws))
                 .map_err(exists(format!("workspace {}", ws.id)))?;
+            audited(&tx, audit, &ws)?;
+            tx.commit()?;
             Ok(ws)
         })
         .await
@@ -532,11 +550,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn create_key(&self, key: NewKey) -> StoreResult<ApiKey> {
+    async fn create_key(&self, key: NewKey, audit: Option<Audit<ApiKey>>) -> StoreResult<ApiKey> {
         let out = params::new_api_key(key);
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             insert_key(&tx, &out)?;
+            audited(&tx, audit, &out)?;
             tx.commit()?;
             Ok(out)
         })
@@ -575,7 +594,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn revoke_key(&self, id: &str, at: DateTime<Utc>) -> StoreResult<bool> {
+    async fn revoke_key(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ApiKey>>,
+    ) -> StoreResult<bool> {
         let id = id.to_owned();
         let at = codec::to_micros(codec::trunc(at));
         self.run(move |conn| {
@@ -596,6 +620,11 @@ impl Store for SqliteStore {
                 } else {
                     Err(StoreError::NotFound(format!("key {id}")))
                 };
+            }
+            if audit.is_some() {
+                let revoked =
+                    key_in(&tx, &id)?.ok_or_else(|| StoreError::NotFound(format!("key {id}")))?;
+                audited(&tx, audit, &revoked)?;
             }
             tx.commit()?;
             Ok(true)
@@ -641,7 +670,8 @@ impl Store for SqliteStore {
         workspace_id: &str,
         amount: Usd,
         note: Option<&str>,
-    ) -> StoreResult<LedgerEntry> {
+        audit: Option<Audit<(LedgerEntry, Usd)>>,
+    ) -> StoreResult<(LedgerEntry, Usd)> {
         let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
         self.run(move |conn| {
             let tx = write_tx(conn)?;
@@ -651,15 +681,21 @@ impl Store for SqliteStore {
             let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '?');
             execute(&tx, &insert, &params::ledger_entry(&entry))
                 .map_err(exists(format!("ledger entry {}", entry.id)))?;
-            let credit = [(&entry.workspace_id).into(), entry.amount.pico().into()];
-            if execute(&tx, &sql::credit_balance_sql('?'), &credit)? == 0 {
+            let credit = [Param::from(&entry.workspace_id), entry.amount.pico().into()];
+            let balance: Option<i64> = tx
+                .prepare_cached(&sql::credit_balance_sql('?'))?
+                .query_row(params_from_iter(&credit), |r| r.get(0))
+                .optional()?;
+            let Some(balance) = balance else {
                 return Err(StoreError::balance_overflow(
                     &entry.workspace_id,
                     entry.amount,
                 ));
-            }
+            };
+            let credited = (entry, Usd::from_pico(balance));
+            audited(&tx, audit, &credited)?;
             tx.commit()?;
-            Ok(entry)
+            Ok(credited)
         })
         .await
     }
@@ -809,11 +845,16 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn import_catalog(&self, rows: &CatalogRows) -> StoreResult<()> {
+    async fn import_catalog(
+        &self,
+        rows: &CatalogRows,
+        audit: Option<Audit<CatalogRows>>,
+    ) -> StoreResult<()> {
         let rows = rows.clone();
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             import_rows(&tx, &rows)?;
+            audited(&tx, audit, &rows)?;
             tx.commit()?;
             Ok(())
         })
@@ -830,7 +871,12 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn rename_workspace(&self, id: &str, name: &str) -> StoreResult<Workspace> {
+    async fn rename_workspace(
+        &self,
+        id: &str,
+        name: &str,
+        audit: Option<Audit<Workspace>>,
+    ) -> StoreResult<Workspace> {
         let (id, name) = (id.to_owned(), name.to_owned());
         self.run(move |conn| {
             let tx = write_tx(conn)?;
@@ -845,11 +891,13 @@ impl Store for SqliteStore {
                 &format!("SELECT {WORKSPACE_COLS} FROM workspaces WHERE id = ?1"),
                 [&id],
                 |r| rows::workspace(r),
-            )?;
+            )?
+            .into_iter()
+            .next()
+            .ok_or_else(|| StoreError::no_workspace(&id))?;
+            audited(&tx, audit, &ws)?;
             tx.commit()?;
-            ws.into_iter()
-                .next()
-                .ok_or_else(|| StoreError::no_workspace(&id))
+            Ok(ws)
         })
         .await
     }
@@ -937,11 +985,6 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn append_audit(&self, entry: &AuditEntry) -> StoreResult<()> {
-        let e = entry.clone();
-        self.run(move |conn| insert_audit(conn, &e)).await
-    }
-
     async fn audit_page(
         &self,
         workspace_id: Option<&str>,
@@ -953,7 +996,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn put_alerts(&self, settings: &AlertSettings) -> StoreResult<()> {
+    async fn put_alerts(
+        &self,
+        settings: &AlertSettings,
+        audit: Option<Audit<AlertSettings>>,
+    ) -> StoreResult<()> {
         let s = settings.clone();
         self.run(move |conn| {
             let tx = write_tx(conn)?;
@@ -962,6 +1009,7 @@ impl Store for SqliteStore {
             }
             let upsert = sql::upsert_sql("alert_settings", ALERT_COLS, '?');
             execute(&tx, &upsert, &params::alert_settings(&s))?;
+            audited(&tx, audit, &s)?;
             tx.commit()?;
             Ok(())
         })
@@ -1046,6 +1094,80 @@ impl Store for SqliteStore {
         let page = Page::deliveries(workspace_id, after, limit).into_owned();
         self.run(move |conn| page_in(conn, &page, |r| rows::delivery(r)))
             .await
+    }
+
+    async fn create_session(
+        &self,
+        session: &ConsoleSession,
+        audit: Option<Audit<ConsoleSession>>,
+    ) -> StoreResult<()> {
+        let session = session.clone();
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let insert = sql::insert_sql("console_sessions", SESSION_COLS, '?');
+            execute(&tx, &insert, &params::console_session(&session))
+                .map_err(exists("console session".to_owned()))?;
+            audited(&tx, audit, &session)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn touch_session(
+        &self,
+        id_hash: &str,
+        now: DateTime<Utc>,
+        idle_since: DateTime<Utc>,
+    ) -> StoreResult<Option<ConsoleSession>> {
+        let args = [
+            Param::from(id_hash.to_owned()),
+            codec::trunc(now).into(),
+            codec::trunc(idle_since).into(),
+        ];
+        self.run(move |conn| {
+            let live = query_all(
+                conn,
+                &sql::session_touch_sql('?'),
+                params_from_iter(&args),
+                |r| rows::console_session(r),
+            )?;
+            let live = live.into_iter().next();
+            if live.is_none() {
+                execute(conn, SESSION_DELETE, &args[..1])?;
+            }
+            Ok(live)
+        })
+        .await
+    }
+
+    async fn delete_session(&self, id_hash: &str) -> StoreResult<bool> {
+        let args = [Param::from(id_hash.to_owned())];
+        let deleted = self
+            .run(move |conn| Ok(execute(conn, SESSION_DELETE, &args)?))
+            .await?;
+        Ok(deleted > 0)
+    }
+
+    async fn purge_sessions(
+        &self,
+        now: DateTime<Utc>,
+        idle_since: DateTime<Utc>,
+        keep: usize,
+    ) -> StoreResult<u64> {
+        let ended = [
+            Param::from(codec::trunc(now)),
+            codec::trunc(idle_since).into(),
+        ];
+        let keep = [Param::from(i64::try_from(keep).unwrap_or(i64::MAX))];
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let expired = execute(&tx, &sql::sessions_purge_sql('?'), &ended)?;
+            let surplus = execute(&tx, &sql::sessions_cap_sql('?'), &keep)?;
+            tx.commit()?;
+            Ok(expired.saturating_add(surplus) as u64)
+        })
+        .await
     }
 
     async fn keep_responses(&self, batch: &[StoredResponse]) -> StoreResult<u64> {

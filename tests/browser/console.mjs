@@ -2,9 +2,12 @@
 //
 // Env: ADMIN_URL (the admin listener, e.g. http://127.0.0.1:8081), PUBLIC_URL (the gateway's
 // public base), ADMIN_TOKEN, CHAT_MODEL (a chat model the gateway serves), SHOTS_DIR (where the
-// full-page screenshots go), CHROMIUM (optional; default /usr/bin/chromium).
+// full-page screenshots go), CHROMIUM (optional; default /usr/bin/chromium), UPGRADES (optional:
+// `1` when the test runner upgrades the gateway on request — the script prints a line `UPGRADE`
+// and waits for a line `upgraded` on its stdin).
 //
-// Flow: a wrong token is refused inline; sign in; create a workspace; top up 10 USD; create a
+// Flow: a wrong token is refused inline; sign in; create a workspace; (with UPGRADES) the
+// gateway is upgraded under the page, which stays signed in; top up 10 USD; create a
 // key and read its once-shown secret back from the clipboard; the secret leaves the page with
 // its dialog; the secret works on the public API (models, one chat completion); revoke it in
 // the console; the proxy refuses it (401 invalid_key); the request shows in the usage table and
@@ -13,6 +16,7 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
+import readline from 'node:readline';
 import { chromium } from 'playwright-core';
 
 const env = (name, fallback) => {
@@ -29,6 +33,7 @@ const ADMIN_TOKEN = env('ADMIN_TOKEN');
 const CHAT_MODEL = env('CHAT_MODEL');
 const SHOTS_DIR = env('SHOTS_DIR');
 const CHROMIUM = env('CHROMIUM', '/usr/bin/chromium');
+const UPGRADES = process.env.UPGRADES === '1';
 const TIMEOUT = 10_000;
 
 // A run never hangs the test suite.
@@ -67,6 +72,14 @@ async function publicGet(secret, p) {
   let body = null;
   try { body = JSON.parse(text); } catch (_) { body = text; }
   return { status: res.status, body };
+}
+
+/** Has the test runner upgrade the gateway (`serve -u`, then SIGQUIT to the old process). */
+const runnerLines = UPGRADES ? readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]() : null;
+async function upgradeGateway() {
+  console.log('UPGRADE');
+  const { value, done } = await runnerLines.next();
+  assert.ok(!done && value === 'upgraded', `the test runner did not upgrade the gateway (${value})`);
 }
 
 // ---------------------------------------------------------------- page error tracking
@@ -156,6 +169,19 @@ async function run(browser) {
     assert.match(wsId, /^ws_/, `workspace id: ${wsId}`);
     assert.equal((await page.textContent('#ws-balance')).trim(), '$0.0000');
   });
+
+  if (UPGRADES) {
+    await step('the gateway upgrades and the console stays signed in', async () => {
+      await upgradeGateway();
+      // The page as it was: its next call carries the same cookie to the new process.
+      await page.click('#nav-workspaces');
+      await page.locator(`#ws-table tr[data-id="${wsId}"]`).waitFor();
+      // A fresh load asks the new process for the session, and is not sent to sign in.
+      await page.reload();
+      await page.locator('#nav-workspaces').waitFor();
+      assert.equal(await page.locator('#signin-form').count(), 0, 'signed out by the upgrade');
+    });
+  }
 
   await step('the workspaces list shows it', async () => {
     await page.click('#nav-workspaces');

@@ -897,7 +897,7 @@ async fn webhooks_resolving_to_private_addresses_are_refused_when_delivered() {
         let mut settings = store.get_alerts(&ws).await.unwrap().unwrap();
         settings.webhook_url = format!("http://{host}:{port}/hook");
         settings.low_balance = Some(tollgate::money::Usd::from_pico(5_000_000_000_000));
-        store.put_alerts(&settings).await.unwrap();
+        store.put_alerts(&settings, None).await.unwrap();
         literal.push(ws);
     }
     for ws in std::iter::once(&by_name).chain(&literal) {
@@ -1134,4 +1134,150 @@ async fn amounts_are_exact_and_names_are_plain_text() {
         );
         assert_eq!(status, 400);
     }
+}
+
+/// Signs in over HTTP from `client`: the answer's status and, when signed in, the cookie pair to
+/// send back and the CSRF token.
+async fn sign_in(gw: &Gateway, client: &reqwest::Client) -> (u16, Option<(String, String)>) {
+    let res = client
+        .post(format!("{}/admin/v1/session", gw.admin))
+        .json(&json!({"token": ADMIN_TOKEN}))
+        .send()
+        .await
+        .unwrap();
+    let status = res.status().as_u16();
+    let cookie = res
+        .headers()
+        .get("set-cookie")
+        .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_owned());
+    let body: Value = res.json().await.unwrap_or(Value::Null);
+    let csrf = body["csrf_token"].as_str().map(str::to_owned);
+    (status, cookie.zip(csrf))
+}
+
+/// What the admin listener answers a console session's request.
+async fn as_session(
+    gw: &Gateway,
+    (cookie, csrf): &(String, String),
+    method: &str,
+    path: &str,
+    body: Option<Value>,
+) -> u16 {
+    let mut req = reqwest::Client::new()
+        .request(method.parse().unwrap(), format!("{}{path}", gw.admin))
+        .header("cookie", cookie)
+        .header("x-csrf-token", csrf);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    req.send().await.unwrap().status().as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_console_session_survives_a_graceful_upgrade_and_a_restart() {
+    let mut gw = Gateway::builder().start();
+    let (status, session) = sign_in(&gw, &reqwest::Client::new()).await;
+    assert_eq!(status, 200);
+    let session = session.expect("a cookie and a CSRF token");
+    assert_eq!(
+        as_session(&gw, &session, "GET", "/admin/v1/workspaces", None).await,
+        200
+    );
+
+    tokio::task::block_in_place(|| gw.upgrade());
+    let made = Some(json!({"name": "after the upgrade"}));
+    assert_eq!(
+        as_session(&gw, &session, "POST", "/admin/v1/workspaces", made).await,
+        201,
+        "the new process knows the session"
+    );
+    tokio::task::block_in_place(|| {
+        gw.terminate();
+        gw.start();
+    });
+    assert_eq!(
+        as_session(&gw, &session, "GET", "/admin/v1/session", None).await,
+        200
+    );
+    let (_, audit) = call(&gw, "GET", "/admin/v1/audit", None).await;
+    let actions: Vec<&str> = audit["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions[..2],
+        ["workspace.create", "session.sign_in"],
+        "{actions:?}"
+    );
+
+    // Signing out ends it for every process, this one and any later.
+    assert_eq!(
+        as_session(&gw, &session, "DELETE", "/admin/v1/session", None).await,
+        200
+    );
+    tokio::task::block_in_place(|| gw.upgrade());
+    assert_eq!(
+        as_session(&gw, &session, "GET", "/admin/v1/workspaces", None).await,
+        401
+    );
+}
+
+#[tokio::test]
+async fn a_console_session_ends_after_its_idle_time() {
+    let gw = Gateway::builder()
+        .console("session_idle: 5s, session_max: 1h")
+        .start();
+    let (_, session) = sign_in(&gw, &reqwest::Client::new()).await;
+    let session = session.expect("signed in");
+    assert_eq!(
+        as_session(&gw, &session, "GET", "/admin/v1/session", None).await,
+        200
+    );
+    // Waits out the idle time (no budget: the session must have ended by then).
+    tokio::time::sleep(Duration::from_millis(5_500)).await;
+    assert_eq!(
+        as_session(&gw, &session, "GET", "/admin/v1/session", None).await,
+        401
+    );
+    let (status, _) = call(&gw, "GET", "/admin/v1/workspaces", None).await;
+    assert_eq!(status, 200, "the token itself does not expire");
+}
+
+#[tokio::test]
+async fn sign_ins_are_rate_limited_per_client_address() {
+    let gw = Gateway::builder().console("sign_ins_per_minute: 3").start();
+    let operator = client_from([127, 0, 0, 1]);
+    for _ in 0..3 {
+        assert_eq!(sign_in(&gw, &operator).await.0, 200);
+    }
+    let res = operator
+        .post(format!("{}/admin/v1/session", gw.admin))
+        .json(&json!({"token": ADMIN_TOKEN}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 429);
+    let retry_after: u64 = res.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=20).contains(&retry_after), "{retry_after}");
+    let v: Value = res.json().await.unwrap();
+    assert_eq!(code(&v), "rate_limited", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("sign-in"),
+        "{v}"
+    );
+    // Another address signs in; the token still works on the API from the limited one.
+    assert_eq!(sign_in(&gw, &client_from([127, 0, 0, 2])).await.0, 200);
+    let res = operator
+        .get(format!("{}/admin/v1/workspaces", gw.admin))
+        .bearer_auth(ADMIN_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
 }

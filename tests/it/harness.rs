@@ -182,6 +182,7 @@ pub struct GatewayBuilder {
     connections: &'static str,
     open_files: Option<u64>,
     alerts: &'static str,
+    console: &'static str,
     only_catalog: Option<&'static str>,
 }
 
@@ -207,6 +208,7 @@ impl Gateway {
             connections: "",
             open_files: None,
             alerts: "",
+            console: "",
             only_catalog: None,
         }
     }
@@ -547,6 +549,12 @@ impl GatewayBuilder {
         self
     }
 
+    /// `tollgate.console` settings, as YAML flow entries (`"session_idle: 5s"`).
+    pub fn console(mut self, entries: &'static str) -> Self {
+        self.console = entries;
+        self
+    }
+
     /// `tollgate.upstream.max_answer_body`.
     pub fn max_answer_body(mut self, size: &'static str) -> Self {
         self.max_answer = size;
@@ -594,7 +602,9 @@ impl GatewayBuilder {
              \x20 limits: {{body_timeout: {body_timeout}{limits}}}\n\
              \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s{alerts}}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
+             \x20 console: {{{console}}}\n\
              \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}",
+            console = self.console,
             connections = if self.connections.is_empty() {
                 String::new()
             } else {

@@ -71,7 +71,7 @@ async fn store_at(dir: &tempfile::TempDir) -> Arc<dyn Store> {
 }
 
 async fn seed(s: &dyn Store) {
-    s.create_workspace("ws_1", "w").await.unwrap();
+    s.create_workspace("ws_1", "w", None).await.unwrap();
     let key = NewKey {
         id: "key_1".into(),
         workspace_id: "ws_1".into(),
@@ -82,7 +82,7 @@ async fn seed(s: &dyn Store) {
         spend_limit: None,
         limit_reset: None,
     };
-    s.create_key(key).await.unwrap();
+    s.create_key(key, None).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -262,7 +262,7 @@ async fn catalog_rows_gain_empty_lifecycles(store: &dyn Store) {
     let mut next = rows.clone();
     next.models[0].shutdown = "2026-12-01".parse().ok();
     next.routes[0].upstream_model = Some("gemini-old@001".into());
-    store.import_catalog(&next).await.unwrap();
+    store.import_catalog(&next, None).await.unwrap();
     assert_eq!(store.load_catalog().await.unwrap(), next);
 }
 
@@ -408,7 +408,7 @@ async fn books_and_catalog_survive_0011(store: &dyn Store) {
         "claude-sonnet-4-5".into(),
         "claude-sonnet-4-5-20250929".into(),
     ];
-    store.import_catalog(&next).await.unwrap();
+    store.import_catalog(&next, None).await.unwrap();
     assert_eq!(store.load_catalog().await.unwrap(), next);
 }
 

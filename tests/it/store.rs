@@ -22,9 +22,9 @@ use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
-    AlertSettings, AuditEntry, CatalogRows, ChangeKind, Cursor, Delivery, LedgerKind, LimitReset,
-    ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult,
-    StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord,
+    AlertSettings, AuditEntry, CatalogRows, ChangeKind, ConsoleSession, Cursor, Delivery,
+    LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError,
+    StoreResult, StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -214,6 +214,8 @@ suite!(
     rotation_with_a_huge_grace_changes_nothing,
     concurrent_rotations_make_one_replacement,
     rotation_is_one_transaction_with_its_audit_entry,
+    a_change_whose_audit_entry_fails_leaves_neither,
+    console_sessions_end_idle_or_expired_and_are_capped,
     a_balance_overflow_is_refused_and_typed,
     responses_are_kept_per_workspace_until_they_expire,
     replaying_responses_stores_each_id_once,
@@ -319,14 +321,14 @@ async fn migrate_is_idempotent_and_serialised(b: Arc<Backend>) {
 async fn workspaces(b: Arc<Backend>) {
     let s = b.ready().await;
     assert!(s.list_workspaces().await.unwrap().is_empty());
-    let a = s.create_workspace("ws-a", "Acme").await.unwrap();
+    let a = s.create_workspace("ws-a", "Acme", None).await.unwrap();
     assert_eq!((a.id.as_str(), a.name.as_str()), ("ws-a", "Acme"));
     assert_eq!(
         a.created_at.timestamp_subsec_nanos() % 1_000,
         0,
         "microsecond precision"
     );
-    let z = s.create_workspace("ws-z", "Zeta").await.unwrap();
+    let z = s.create_workspace("ws-z", "Zeta", None).await.unwrap();
     assert_eq!(
         s.list_workspaces().await.unwrap(),
         vec![a.clone(), z.clone()]
@@ -335,19 +337,19 @@ async fn workspaces(b: Arc<Backend>) {
     assert_eq!(s.get_workspace("ws-z").await.unwrap(), Some(z));
     assert_eq!(s.get_workspace("nope").await.unwrap(), None);
     assert!(matches!(
-        s.create_workspace("ws-a", "again").await,
+        s.create_workspace("ws-a", "again", None).await,
         Err(StoreError::Conflict(_))
     ));
 }
 
 async fn keys(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w1", "one").await.unwrap();
-    s.create_workspace("w2", "two").await.unwrap();
+    s.create_workspace("w1", "one", None).await.unwrap();
+    s.create_workspace("w2", "two", None).await.unwrap();
 
-    let k1 = s.create_key(new_key("k1", "w1", "h1")).await.unwrap();
-    let k2 = s.create_key(new_key("k2", "w1", "h2")).await.unwrap();
-    let k3 = s.create_key(new_key("k3", "w2", "h3")).await.unwrap();
+    let k1 = s.create_key(new_key("k1", "w1", "h1"), None).await.unwrap();
+    let k2 = s.create_key(new_key("k2", "w1", "h2"), None).await.unwrap();
+    let k3 = s.create_key(new_key("k3", "w2", "h3"), None).await.unwrap();
     assert_eq!(k1.revoked_at, None);
     assert_eq!(k1.secret_hash, "h1");
 
@@ -364,17 +366,17 @@ async fn keys(b: Arc<Backend>) {
     assert_eq!(all, vec![k1, k2, k3]);
 
     // The same secret hash twice, or the same id twice: Conflict, nothing stored.
-    match s.create_key(new_key("k4", "w2", "h1")).await {
+    match s.create_key(new_key("k4", "w2", "h1"), None).await {
         Err(StoreError::Conflict(msg)) => assert!(msg.contains("hash"), "{msg}"),
         other => panic!("duplicate hash: {other:?}"),
     }
-    match s.create_key(new_key("k1", "w2", "h-new")).await {
+    match s.create_key(new_key("k1", "w2", "h-new"), None).await {
         Err(StoreError::Conflict(msg)) => assert!(msg.contains("k1"), "{msg}"),
         other => panic!("duplicate id: {other:?}"),
     }
     assert_eq!(s.get_key("k4").await.unwrap(), None);
 
-    match s.create_key(new_key("k5", "ghost", "h5")).await {
+    match s.create_key(new_key("k5", "ghost", "h5"), None).await {
         Err(StoreError::NotFound(what)) => assert_eq!(what, "workspace ghost"),
         other => panic!("missing workspace: {other:?}"),
     }
@@ -384,7 +386,7 @@ async fn keys(b: Arc<Backend>) {
 
 async fn key_fields_round_trip_exactly(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w", "w").await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
     let cases = [
         (
             at(1_767_225_599, 999_999_000),
@@ -404,7 +406,7 @@ async fn key_fields_round_trip_exactly(b: Arc<Backend>) {
         k.expires_at = Some(expires);
         k.spend_limit = Some(usd(limit));
         k.limit_reset = Some(reset);
-        let created = s.create_key(k).await.unwrap();
+        let created = s.create_key(k, None).await.unwrap();
         let read = s.get_key(&created.id).await.unwrap().unwrap();
         assert_eq!(read, created);
         assert_eq!(read.expires_at, Some(expires));
@@ -415,11 +417,14 @@ async fn key_fields_round_trip_exactly(b: Arc<Backend>) {
     // Sub-microsecond digits are dropped consistently: what create returns is what is read.
     let mut k = new_key("nanos", "w", "hn");
     k.expires_at = Some(at(1_700_000_000, 123_456_789));
-    let created = s.create_key(k).await.unwrap();
+    let created = s.create_key(k, None).await.unwrap();
     assert_eq!(created.expires_at, Some(at(1_700_000_000, 123_456_000)));
     assert_eq!(s.get_key("nanos").await.unwrap(), Some(created));
     // All optional fields empty.
-    let created = s.create_key(new_key("bare", "w", "hb")).await.unwrap();
+    let created = s
+        .create_key(new_key("bare", "w", "hb"), None)
+        .await
+        .unwrap();
     let read = s.get_key("bare").await.unwrap().unwrap();
     assert_eq!(read, created);
     assert_eq!(
@@ -435,17 +440,17 @@ async fn key_fields_round_trip_exactly(b: Arc<Backend>) {
 
 async fn revoke(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w", "w").await.unwrap();
-    s.create_key(new_key("k", "w", "h")).await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
+    s.create_key(new_key("k", "w", "h"), None).await.unwrap();
     let when = at(1_750_000_000, 250_000_000);
-    assert!(s.revoke_key("k", when).await.unwrap());
-    assert!(!s.revoke_key("k", at(1_760_000_000, 0)).await.unwrap());
+    assert!(s.revoke_key("k", when, None).await.unwrap());
+    assert!(!s.revoke_key("k", at(1_760_000_000, 0), None).await.unwrap());
     // The first revocation time stands.
     assert_eq!(
         s.get_key("k").await.unwrap().unwrap().revoked_at,
         Some(when)
     );
-    match s.revoke_key("unknown", when).await {
+    match s.revoke_key("unknown", when, None).await {
         Err(StoreError::NotFound(what)) => assert!(what.contains("unknown"), "{what}"),
         other => panic!("revoking an unknown key: {other:?}"),
     }
@@ -455,8 +460,10 @@ async fn revoke(b: Arc<Backend>) {
 
 async fn credits_are_exact_and_atomic(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w", "w").await.unwrap();
-    s.create_workspace("empty", "no entries").await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
+    s.create_workspace("empty", "no entries", None)
+        .await
+        .unwrap();
     assert_eq!(s.balance("w").await.unwrap(), Usd::ZERO);
     assert_eq!(s.balance("empty").await.unwrap(), Usd::ZERO);
 
@@ -470,10 +477,15 @@ async fn credits_are_exact_and_atomic(b: Arc<Backend>) {
     let mut returned = Vec::new();
     for (i, a) in amounts.iter().enumerate() {
         let note = (i % 2 == 0).then(|| format!("top-up {i}"));
-        let e = s
-            .add_credit(&format!("e{i}"), "w", usd(a), note.as_deref())
+        let (e, balance) = s
+            .add_credit(&format!("e{i}"), "w", usd(a), note.as_deref(), None)
             .await
             .unwrap();
+        assert_eq!(
+            balance,
+            s.balance("w").await.unwrap(),
+            "the balance it left"
+        );
         assert_eq!(e.kind, LedgerKind::Credit);
         assert_eq!(e.amount, usd(a));
         assert_eq!(e.note, note);
@@ -491,17 +503,17 @@ async fn credits_are_exact_and_atomic(b: Arc<Backend>) {
 
     // Refused: zero, negative, unknown workspace, reused entry id. None moves the balance.
     for bad in ["0", "-0.000000000001", "-5"] {
-        match s.add_credit("bad", "w", usd(bad), None).await {
+        match s.add_credit("bad", "w", usd(bad), None, None).await {
             Err(StoreError::Conflict(msg)) => assert!(msg.contains("positive"), "{msg}"),
             other => panic!("credit of {bad}: {other:?}"),
         }
     }
-    match s.add_credit("e-ghost", "ghost", usd("1"), None).await {
+    match s.add_credit("e-ghost", "ghost", usd("1"), None, None).await {
         Err(StoreError::NotFound(what)) => assert_eq!(what, "workspace ghost"),
         other => panic!("credit to a missing workspace: {other:?}"),
     }
     assert!(matches!(
-        s.add_credit("e0", "w", usd("7"), None).await,
+        s.add_credit("e0", "w", usd("7"), None, None).await,
         Err(StoreError::Conflict(_))
     ));
     assert_eq!(s.balance("w").await.unwrap(), usd("1000013.145678901235"));
@@ -509,11 +521,11 @@ async fn credits_are_exact_and_atomic(b: Arc<Backend>) {
     assert_eq!(s.balance("ghost").await.unwrap(), Usd::ZERO);
 
     // A balance that would overflow i64 pico-dollars is refused, with the entry rolled back.
-    s.create_workspace("big", "big").await.unwrap();
+    s.create_workspace("big", "big", None).await.unwrap();
     let max = Usd::from_pico(i64::MAX);
-    s.add_credit("max", "big", max, None).await.unwrap();
+    s.add_credit("max", "big", max, None, None).await.unwrap();
     assert!(s
-        .add_credit("one-more", "big", Usd::from_pico(1), None)
+        .add_credit("one-more", "big", Usd::from_pico(1), None, None)
         .await
         .is_err());
     assert_eq!(s.balance("big").await.unwrap(), max);
@@ -522,11 +534,12 @@ async fn credits_are_exact_and_atomic(b: Arc<Backend>) {
 
 async fn ledger_is_append_only(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w", "w").await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
     let entry = s
-        .add_credit("e1", "w", usd("3.5"), Some("seed"))
+        .add_credit("e1", "w", usd("3.5"), Some("seed"), None)
         .await
-        .unwrap();
+        .unwrap()
+        .0;
 
     let refused = [
         "UPDATE ledger_entries SET amount_pico = 1",
@@ -551,7 +564,7 @@ async fn ledger_is_append_only(b: Arc<Backend>) {
     // Inserting is still allowed, and the balance helper is untouched by the refusals.
     assert_eq!(s.ledger("w").await.unwrap(), vec![entry]);
     assert_eq!(s.balance("w").await.unwrap(), usd("3.5"));
-    s.add_credit("e2", "w", usd("1"), None).await.unwrap();
+    s.add_credit("e2", "w", usd("1"), None, None).await.unwrap();
     assert_eq!(s.ledger("w").await.unwrap().len(), 2);
 }
 
@@ -595,7 +608,7 @@ async fn catalog_import(b: Arc<Backend>) {
             r_full.clone(),
         ],
     };
-    s.import_catalog(&first).await.unwrap();
+    s.import_catalog(&first, None).await.unwrap();
     assert!(!s.catalog_is_empty().await.unwrap());
     assert_eq!(
         s.load_catalog().await.unwrap(),
@@ -620,7 +633,7 @@ async fn catalog_import(b: Arc<Backend>) {
         models: vec![model("a-plain", "2"), no_aliases(model("c-new", "0.1"))],
         routes: vec![route("b-rich", "bedrock", 1), route("a-plain", "vertex", 2)],
     };
-    s.import_catalog(&second).await.unwrap();
+    s.import_catalog(&second, None).await.unwrap();
     let expected = CatalogRows {
         profiles: vec![
             prof("p0", serde_json::json!({})),
@@ -636,11 +649,14 @@ async fn catalog_import(b: Arc<Backend>) {
     assert_eq!(s.load_catalog().await.unwrap(), expected);
 
     // A model named with no routes loses its routes.
-    s.import_catalog(&CatalogRows {
-        profiles: vec![],
-        models: vec![model("a-plain", "2")],
-        routes: vec![],
-    })
+    s.import_catalog(
+        &CatalogRows {
+            profiles: vec![],
+            models: vec![model("a-plain", "2")],
+            routes: vec![],
+        },
+        None,
+    )
     .await
     .unwrap();
     let mut expected = expected;
@@ -653,7 +669,7 @@ async fn catalog_import(b: Arc<Backend>) {
         models: vec![model("a-plain", "99")],
         routes: vec![route("b-rich", "x", 0), route("ghost", "direct", 0)],
     };
-    match s.import_catalog(&bad).await {
+    match s.import_catalog(&bad, None).await {
         Err(StoreError::NotFound(what)) => assert!(what.contains("ghost"), "{what}"),
         other => panic!("route of an unknown model: {other:?}"),
     }
@@ -663,11 +679,14 @@ async fn catalog_import(b: Arc<Backend>) {
     let mut odd = model("odd", "1");
     odd.kind = "audio".to_owned();
     assert!(s
-        .import_catalog(&CatalogRows {
-            profiles: vec![],
-            models: vec![odd],
-            routes: vec![]
-        })
+        .import_catalog(
+            &CatalogRows {
+                profiles: vec![],
+                models: vec![odd],
+                routes: vec![]
+            },
+            None
+        )
         .await
         .is_err());
     assert_eq!(s.load_catalog().await.unwrap(), expected);
@@ -675,7 +694,7 @@ async fn catalog_import(b: Arc<Backend>) {
 
 async fn pruning_keeps_recent_changes(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w-prune", "w").await.unwrap();
+    s.create_workspace("w-prune", "w", None).await.unwrap();
     let latest = s.latest_change().await.unwrap();
     assert_eq!(
         s.prune_changes(Utc::now() - chrono::Duration::minutes(10))
@@ -691,7 +710,7 @@ async fn pruning_keeps_recent_changes(b: Arc<Backend>) {
         .unwrap();
     assert!(pruned > 0, "older rows go");
     assert!(s.changes_since(0).await.unwrap().is_empty());
-    s.create_workspace("w-prune-2", "w").await.unwrap();
+    s.create_workspace("w-prune-2", "w", None).await.unwrap();
     assert!(
         s.latest_change().await.unwrap() > latest,
         "seqs are never reused after pruning"
@@ -703,11 +722,13 @@ async fn change_feed(b: Arc<Backend>) {
     let start = s.latest_change().await.unwrap();
     assert!(s.changes_since(start).await.unwrap().is_empty());
 
-    s.create_workspace("w", "w").await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
     let before_key = s.latest_change().await.unwrap();
     assert!(before_key > start);
-    s.create_key(new_key("k-feed", "w", "h")).await.unwrap();
-    assert!(s.revoke_key("k-feed", Utc::now()).await.unwrap());
+    s.create_key(new_key("k-feed", "w", "h"), None)
+        .await
+        .unwrap();
+    assert!(s.revoke_key("k-feed", Utc::now(), None).await.unwrap());
 
     let changes = s.changes_since(before_key).await.unwrap();
     let key_changes: Vec<_> = changes
@@ -726,12 +747,15 @@ async fn change_feed(b: Arc<Backend>) {
     );
 
     let before = s.latest_change().await.unwrap();
-    s.add_credit("e", "w", usd("1"), None).await.unwrap();
-    s.import_catalog(&CatalogRows {
-        profiles: vec![],
-        models: vec![model("m", "1")],
-        routes: vec![route("m", "direct", 0)],
-    })
+    s.add_credit("e", "w", usd("1"), None, None).await.unwrap();
+    s.import_catalog(
+        &CatalogRows {
+            profiles: vec![],
+            models: vec![model("m", "1")],
+            routes: vec![route("m", "direct", 0)],
+        },
+        None,
+    )
     .await
     .unwrap();
     let later = s.changes_since(before).await.unwrap();
@@ -759,7 +783,7 @@ async fn change_feed(b: Arc<Backend>) {
 
 async fn wait_for_change_wakes_on_another_instance(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w", "w").await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
     // Another replica on the same database makes the change.
     let other = b.another().await;
     let seen = s.latest_change().await.unwrap();
@@ -769,7 +793,7 @@ async fn wait_for_change_wakes_on_another_instance(b: Arc<Backend>) {
     let writer = tokio::spawn(async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         other
-            .create_key(new_key("remote", "w", "h-remote"))
+            .create_key(new_key("remote", "w", "h-remote"), None)
             .await
             .unwrap();
         other
@@ -892,13 +916,15 @@ fn sum(costs: impl IntoIterator<Item = Usd>) -> Usd {
 
 /// Workspaces w1 (keys k1: daily limit, k2: no limit) and w2 (key k3: weekly limit).
 async fn billing_fixture(s: &dyn Store) {
-    s.create_workspace("w1", "one").await.unwrap();
-    s.create_workspace("w2", "two").await.unwrap();
-    s.create_key(limited_key("k1", "w1", LimitReset::Daily))
+    s.create_workspace("w1", "one", None).await.unwrap();
+    s.create_workspace("w2", "two", None).await.unwrap();
+    s.create_key(limited_key("k1", "w1", LimitReset::Daily), None)
         .await
         .unwrap();
-    s.create_key(new_key("k2", "w1", "hash-k2")).await.unwrap();
-    s.create_key(limited_key("k3", "w2", LimitReset::Weekly))
+    s.create_key(new_key("k2", "w1", "hash-k2"), None)
+        .await
+        .unwrap();
+    s.create_key(limited_key("k3", "w2", LimitReset::Weekly), None)
         .await
         .unwrap();
 }
@@ -906,7 +932,9 @@ async fn billing_fixture(s: &dyn Store) {
 async fn usage_is_recorded_exactly(b: Arc<Backend>) {
     let s = b.ready().await;
     billing_fixture(s).await;
-    s.add_credit("top-up", "w1", usd("10"), None).await.unwrap();
+    s.add_credit("top-up", "w1", usd("10"), None, None)
+        .await
+        .unwrap();
 
     let day = at(1_767_225_600, 0); // 2026-01-01T00:00:00Z, a Thursday
     let t1 = day + chrono::Duration::microseconds(3_600_000_001);
@@ -1110,7 +1138,9 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
 async fn replaying_usage_applies_nothing_twice(b: Arc<Backend>) {
     let s = b.ready().await;
     billing_fixture(s).await;
-    s.add_credit("top-up", "w1", usd("1"), None).await.unwrap();
+    s.add_credit("top-up", "w1", usd("1"), None, None)
+        .await
+        .unwrap();
     let t0 = at(1_767_225_600, 0);
     let mk = |i: i64, key: &str| {
         let t = t0 + chrono::Duration::seconds(i);
@@ -1287,7 +1317,9 @@ async fn usage_records_are_immutable(b: Arc<Backend>) {
 async fn invalid_usage_fails_the_whole_batch(b: Arc<Backend>) {
     let s = b.ready().await;
     billing_fixture(s).await;
-    s.add_credit("top-up", "w1", usd("2"), None).await.unwrap();
+    s.add_credit("top-up", "w1", usd("2"), None, None)
+        .await
+        .unwrap();
     let t = at(1_767_225_600, 0);
     let good = record(
         "good",
@@ -1385,12 +1417,14 @@ async fn invalid_usage_fails_the_whole_batch(b: Arc<Backend>) {
 async fn ledger_verify_agrees(b: Arc<Backend>) {
     let s = b.ready().await;
     billing_fixture(s).await;
-    s.create_workspace("idle", "no activity").await.unwrap();
+    s.create_workspace("idle", "no activity", None)
+        .await
+        .unwrap();
     let t0 = at(1_767_225_600, 0);
     let mut expected: BTreeMap<&str, (i128, i128)> = BTreeMap::new(); // (credits, costs)
     for round in 0..4i64 {
         let credit = pico(1_000_000_007 * (round + 1));
-        s.add_credit(&format!("c{round}"), "w1", credit, Some("top-up"))
+        s.add_credit(&format!("c{round}"), "w1", credit, Some("top-up"), None)
             .await
             .unwrap();
         expected.entry("w1").or_default().0 += i128::from(credit.pico());
@@ -1441,9 +1475,11 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
 
     // Sums whose running total leaves i64 although the result fits: credits of i64::MAX and
     // of a debit's amount, a debit in between. Exact on both backends (no REAL, no error).
-    s.create_workspace("big", "big").await.unwrap();
-    s.create_key(new_key("kb", "big", "hash-kb")).await.unwrap();
-    s.add_credit("max", "big", pico(i64::MAX), None)
+    s.create_workspace("big", "big", None).await.unwrap();
+    s.create_key(new_key("kb", "big", "hash-kb"), None)
+        .await
+        .unwrap();
+    s.add_credit("max", "big", pico(i64::MAX), None, None)
         .await
         .unwrap();
     let r = record(
@@ -1455,7 +1491,9 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
         None,
     );
     assert_eq!(s.record_usage(std::slice::from_ref(&r)).await.unwrap(), 1);
-    s.add_credit("refill", "big", r.cost, None).await.unwrap();
+    s.add_credit("refill", "big", r.cost, None, None)
+        .await
+        .unwrap();
     let big = s
         .ledger_verify()
         .await
@@ -1489,7 +1527,7 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
 async fn usage_batch_commit_time(b: Arc<Backend>) {
     let s = b.ready().await;
     billing_fixture(s).await;
-    s.add_credit("top-up", "w1", usd("1000"), None)
+    s.add_credit("top-up", "w1", usd("1000"), None, None)
         .await
         .unwrap();
     let t0 = at(1_767_225_600, 0);
@@ -1555,21 +1593,21 @@ async fn concurrent_writers_apply_each_id_once(b: Arc<Backend>) {
     use rand::seq::SliceRandom;
 
     let s = b.ready().await;
-    s.create_workspace("cw1", "one").await.unwrap();
-    s.create_workspace("cw2", "two").await.unwrap();
-    s.create_key(limited_key("ck1", "cw1", LimitReset::Daily))
+    s.create_workspace("cw1", "one", None).await.unwrap();
+    s.create_workspace("cw2", "two", None).await.unwrap();
+    s.create_key(limited_key("ck1", "cw1", LimitReset::Daily), None)
         .await
         .unwrap();
-    s.create_key(new_key("ck2", "cw1", "hash-ck2"))
+    s.create_key(new_key("ck2", "cw1", "hash-ck2"), None)
         .await
         .unwrap();
-    s.create_key(limited_key("ck3", "cw2", LimitReset::Monthly))
+    s.create_key(limited_key("ck3", "cw2", LimitReset::Monthly), None)
         .await
         .unwrap();
-    s.create_key(new_key("ck4", "cw2", "hash-ck4"))
+    s.create_key(new_key("ck4", "cw2", "hash-ck4"), None)
         .await
         .unwrap();
-    s.add_credit("seed-1", "cw1", usd("3.000000000001"), None)
+    s.add_credit("seed-1", "cw1", usd("3.000000000001"), None, None)
         .await
         .unwrap();
     let before = s.latest_change().await.unwrap();
@@ -1721,7 +1759,7 @@ async fn open_by_url() {
     let s = tollgate::store::open("sqlite://:memory:").await.unwrap();
     assert_eq!(s.migrate().await.unwrap(), migrations::SQLITE.len());
     assert_eq!(s.migrate().await.unwrap(), 0);
-    s.create_workspace("w", "w").await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
     assert_eq!(s.list_workspaces().await.unwrap().len(), 1);
     assert!(matches!(
         tollgate::store::open("mysql://localhost/db").await,
@@ -1944,7 +1982,11 @@ async fn audit_log_pages_and_refuses_changes(b: Arc<Backend>) {
             before: (i == 4).then(|| serde_json::json!({"name": "old"})),
             after: Some(serde_json::json!({"n": i})),
         };
-        s.append_audit(&entry).await.unwrap();
+        // Each entry comes with a change, written in the change's transaction.
+        let audit = Box::new(move |_: &Workspace| entry);
+        s.create_workspace(&format!("t{i}"), "w", Some(audit))
+            .await
+            .unwrap();
     }
     let ids = all_pages(
         2,
@@ -1978,12 +2020,12 @@ async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
         low_balance: Some(usd("2.5")),
         key_limit_percents: vec![80, 100],
     };
-    s.put_alerts(&settings).await.unwrap();
+    s.put_alerts(&settings, None).await.unwrap();
     let changed = AlertSettings {
         low_balance: None,
         ..settings.clone()
     };
-    s.put_alerts(&changed).await.unwrap();
+    s.put_alerts(&changed, None).await.unwrap();
     assert_eq!(s.get_alerts("w1").await.unwrap(), Some(changed.clone()));
     assert_eq!(s.get_alerts("w2").await.unwrap(), None);
     assert_eq!(s.all_alerts().await.unwrap(), [changed]);
@@ -1992,7 +2034,7 @@ async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
         ..settings
     };
     assert!(matches!(
-        s.put_alerts(&missing).await,
+        s.put_alerts(&missing, None).await,
         Err(StoreError::NotFound(_))
     ));
 
@@ -2058,14 +2100,14 @@ async fn alerts_claims_and_deliveries(b: Arc<Backend>) {
 async fn rename_and_expiry(b: Arc<Backend>) {
     let s = b.ready().await;
     billing_fixture(s).await;
-    let ws = s.rename_workspace("w1", "renamed").await.unwrap();
+    let ws = s.rename_workspace("w1", "renamed", None).await.unwrap();
     assert_eq!(ws.name, "renamed");
     assert_eq!(
         s.get_workspace("w1").await.unwrap().unwrap().name,
         "renamed"
     );
     assert!(matches!(
-        s.rename_workspace("nope", "x").await,
+        s.rename_workspace("nope", "x", None).await,
         Err(StoreError::NotFound(_))
     ));
     let until = at(1_900_000_000, 123_456_000);
@@ -2197,12 +2239,200 @@ async fn rotation_is_one_transaction_with_its_audit_entry(b: Arc<Backend>) {
     assert_eq!(s.list_keys(&key.workspace_id).await.unwrap().len(), 2);
 }
 
+/// Makes the audit log refuse every insert from now on (a trigger of the test's own).
+async fn refuse_audit_entries(b: &Backend) {
+    if b.is_pg() {
+        b.execute_raw(
+            "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS \
+             $$ BEGIN RAISE EXCEPTION 'audit entry refused by the test'; END $$",
+        )
+        .await
+        .unwrap();
+        b.execute_raw(
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log \
+             FOR EACH ROW EXECUTE FUNCTION refuse_audit()",
+        )
+        .await
+        .unwrap();
+    } else {
+        b.execute_raw(
+            "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_log \
+             BEGIN SELECT RAISE(ABORT, 'audit entry refused by the test'); END",
+        )
+        .await
+        .unwrap();
+    }
+}
+
+/// Every audited change commits with its audit entry or not at all: once the audit log
+/// refuses inserts, each command fails and the store is as it was.
+async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let a = commands::Actor::cli();
+    let key = rotatable(s, None).await;
+    let ws = key.workspace_id.clone();
+    let catalog = CatalogRows {
+        profiles: Vec::new(),
+        models: vec![ModelRow {
+            family: "openai".to_owned(),
+            ..model("acme/m", "1")
+        }],
+        routes: vec![route("acme/m", "openai", 0)],
+    };
+    s.import_catalog(&catalog, None).await.unwrap();
+    let audited = audit_actions(s).await;
+    refuse_audit_entries(&b).await;
+
+    let now = Utc::now();
+    let new_key = commands::KeyRequest {
+        workspace: ws.clone(),
+        ..commands::KeyRequest::default()
+    };
+    let alerts = commands::AlertRequest {
+        webhook_url: "http://127.0.0.1:9/hook".into(),
+        low_balance_usd: None,
+        key_limit_percents: Vec::new(),
+    };
+    let patch = commands::ModelPatch {
+        input_price: Some(price("2")),
+        ..commands::ModelPatch::default()
+    };
+    let failures = [
+        commands::create_workspace(s, &a, "another").await.err(),
+        commands::rename_workspace(s, &a, &ws, "renamed")
+            .await
+            .err(),
+        commands::create_key(s, &a, "sk-", new_key).await.err(),
+        commands::revoke_key(s, &a, &key.id, now).await.err(),
+        commands::rotate_key(s, &a, "sk-", &key.id, None, now)
+            .await
+            .err(),
+        commands::add_credit(s, &a, &ws, "5", None).await.err(),
+        commands::put_alerts(s, &a, &ws, alerts, true).await.err(),
+        commands::update_model(s, &a, "acme/m", patch).await.err(),
+        commands::set_route_active(s, &a, "acme/m", 0, false)
+            .await
+            .err(),
+    ];
+    for (i, e) in failures.iter().enumerate() {
+        let e = e
+            .as_ref()
+            .unwrap_or_else(|| panic!("change {i} succeeded unaudited"));
+        assert!(
+            e.to_string().contains("refused by the test"),
+            "change {i}: {e}"
+        );
+    }
+
+    let workspaces = s.list_workspaces().await.unwrap();
+    assert_eq!(workspaces.len(), 1, "{workspaces:?}");
+    assert_eq!(workspaces[0].name, "w", "not renamed");
+    assert_eq!(
+        s.list_keys(&ws).await.unwrap(),
+        [key],
+        "no new key, none revoked or rotated"
+    );
+    assert!(s.ledger(&ws).await.unwrap().is_empty(), "no credit");
+    assert_eq!(s.balance(&ws).await.unwrap(), Usd::ZERO);
+    assert_eq!(s.get_alerts(&ws).await.unwrap(), None);
+    assert_eq!(s.load_catalog().await.unwrap().models, catalog.models);
+    assert_eq!(s.load_catalog().await.unwrap().routes, catalog.routes);
+    assert_eq!(audit_actions(s).await, audited);
+}
+
+fn console_session(n: u8, created: DateTime<Utc>) -> ConsoleSession {
+    ConsoleSession {
+        id_hash: format!("{n:02x}").repeat(32),
+        name: format!("s{n}"),
+        csrf: format!("csrf-{n}"),
+        created_at: created,
+        last_seen: created,
+        expires_at: created + chrono::Duration::hours(2),
+    }
+}
+
+async fn console_sessions_end_idle_or_expired_and_are_capped(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let t0 = at(1_770_000_000, 123_456_789);
+    let minutes = chrono::Duration::minutes;
+    let first = console_session(1, t0);
+    s.create_session(&first, None).await.unwrap();
+    assert!(matches!(
+        s.create_session(&first, None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    // Touched within the idle time, it lives on with its last use moved.
+    let t = t0 + minutes(20);
+    let live = s
+        .touch_session(&first.id_hash, t, t - minutes(30))
+        .await
+        .unwrap();
+    let want = ConsoleSession {
+        created_at: at(1_770_000_000, 123_456_000),
+        expires_at: at(1_770_007_200, 123_456_000),
+        last_seen: at(1_770_001_200, 123_456_000),
+        ..first.clone()
+    };
+    assert_eq!(live, Some(want));
+    // Idle too long: gone, and deleted.
+    let t = t0 + minutes(51);
+    assert_eq!(
+        s.touch_session(&first.id_hash, t, t - minutes(30))
+            .await
+            .unwrap(),
+        None
+    );
+    assert!(!s.delete_session(&first.id_hash).await.unwrap());
+    // Past its maximum, however busy.
+    let busy = console_session(2, t0);
+    s.create_session(&busy, None).await.unwrap();
+    let t = t0 + minutes(120);
+    assert_eq!(
+        s.touch_session(&busy.id_hash, t, t - minutes(30))
+            .await
+            .unwrap(),
+        None
+    );
+
+    // The purge drops the ended sessions and keeps the most recently seen.
+    for n in 3..8 {
+        let created = t0 + minutes(i64::from(n));
+        s.create_session(&console_session(n, created), None)
+            .await
+            .unwrap();
+    }
+    let t = t0 + minutes(36);
+    // Sessions 3, 4 and 5, last seen 31 minutes ago or earlier, have ended; of 6 and 7 only
+    // the most recently seen is kept.
+    assert_eq!(s.purge_sessions(t, t - minutes(31), 1).await.unwrap(), 4);
+    let alive = |n: u8| {
+        let hash = console_session(n, t0).id_hash;
+        async move {
+            s.touch_session(&hash, t, t - minutes(31))
+                .await
+                .unwrap()
+                .is_some()
+        }
+    };
+    assert_eq!(
+        [alive(5).await, alive(6).await, alive(7).await],
+        [false, false, true]
+    );
+    assert!(s
+        .delete_session(&console_session(7, t0).id_hash)
+        .await
+        .unwrap());
+    assert!(!alive(7).await, "signed out");
+}
+
 async fn a_balance_overflow_is_refused_and_typed(b: Arc<Backend>) {
     let s = b.ready().await;
-    s.create_workspace("w", "w").await.unwrap();
-    s.add_credit("e1", "w", usd("9000000"), None).await.unwrap();
+    s.create_workspace("w", "w", None).await.unwrap();
+    s.add_credit("e1", "w", usd("9000000"), None, None)
+        .await
+        .unwrap();
     let e = s
-        .add_credit("e2", "w", usd("9000000"), None)
+        .add_credit("e2", "w", usd("9000000"), None, None)
         .await
         .unwrap_err();
     assert!(matches!(e, StoreError::Overflow(_)), "{e:?}");
@@ -2217,7 +2447,7 @@ async fn a_balance_overflow_is_refused_and_typed(b: Arc<Backend>) {
     let room = Usd::from_pico(i64::MAX)
         .checked_sub(usd("9000000"))
         .unwrap();
-    s.add_credit("e3", "w", room, None).await.unwrap();
+    s.add_credit("e3", "w", room, None, None).await.unwrap();
     assert_eq!(s.balance("w").await.unwrap(), Usd::from_pico(i64::MAX));
 }
 
