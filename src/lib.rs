@@ -18,6 +18,7 @@ pub mod api;
 pub mod auth;
 pub mod billing;
 pub mod catalog;
+pub mod client_addr;
 pub mod cli;
 pub mod commands;
 pub mod config;
