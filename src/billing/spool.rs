@@ -217,6 +217,8 @@ mod tests {
             attempts: 1,
             request_id: None,
             review: None,
+            client_addr: None,
+            upstream_request_id: None,
             extra: Default::default(),
         }
     }

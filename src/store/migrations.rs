@@ -90,6 +90,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "route_api",
         sql: include_str!("../../sql/postgres/0013_route_api.sql"),
     },
+    Migration {
+        version: 14,
+        name: "client_addr",
+        sql: include_str!("../../sql/postgres/0014_client_addr.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -158,6 +163,11 @@ pub const SQLITE: &[Migration] = &[
         version: 13,
         name: "route_api",
         sql: include_str!("../../sql/sqlite/0013_route_api.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "client_addr",
+        sql: include_str!("../../sql/sqlite/0014_client_addr.sql"),
     },
 ];
 
