@@ -124,6 +124,10 @@ impl<'a> Failover<'a> {
                 Ok(answer) => return Ok(answer),
                 Err(failure) => failure,
             };
+            // The id of the call whose failure the client may be told about, for a ticket.
+            if let Some(id) = failure.request_id() {
+                ctx.upstream_request_id = Some(id.into());
+            }
             record(&self.admitted.route, &failure);
             // Nobody is waiting for a stream whose client left before it began.
             let exhausted = ctx.attempts >= self.outbound.conf.max_attempts
@@ -275,6 +279,7 @@ pub(super) fn upstream_failure(
             status,
             body,
             retry_after,
+            ..
         } => {
             let message = adapter.upstream_error_message(status, &body);
             let message = credentials.redact(&message);
@@ -346,6 +351,7 @@ mod tests {
             status,
             body: Bytes::new(),
             retry_after: None,
+            request_id: None,
         }
     }
 

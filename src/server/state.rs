@@ -21,6 +21,7 @@ use crate::providers::{Credentials, TokenCell};
 use crate::proxy::Gateway;
 use crate::store;
 use crate::sync::Follower;
+use crate::client_addr::TrustedProxies;
 use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
 use crate::upstream::credentials::{self, VertexAccount};
@@ -182,6 +183,7 @@ fn gateway(
         route_turns: AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),
         store_url: store_url.to_owned(),
+        trusted_proxies: Arc::new(TrustedProxies::new(t.trusted_proxies.clone())),
     }
 }
 
