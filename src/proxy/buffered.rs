@@ -89,6 +89,9 @@ async fn write<T>(
     let written = match outcome {
         Ok(t) => {
             ctx.usage = t.usage;
+            if let Some(id) = t.upstream_id {
+                ctx.upstream_request_id = Some(id);
+            }
             super::keep_answer(outbound.responses, admitted, ctx.started_at, &t.body);
             ctx.first_body_at = Some(Instant::now());
             respond::json(session, &id, 200, t.body, &[]).await
