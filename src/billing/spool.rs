@@ -234,6 +234,29 @@ mod tests {
     }
 
     #[test]
+    fn lines_spooled_before_client_addresses_were_kept_still_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spool");
+        let mut traced = record("new");
+        traced.client_addr = Some("2001:db8::7".into());
+        traced.upstream_request_id = Some("req_011CVEA3SF7rnb3DuBZytqQa".into());
+        let mut old = serde_json::to_value(record("old")).unwrap();
+        let fields = old.as_object_mut().unwrap();
+        fields.remove("client_addr").unwrap();
+        fields.remove("upstream_request_id").unwrap();
+        std::fs::write(&path, format!("{old}\n")).unwrap();
+        let spool = Spool::open(&path).unwrap();
+        spool.append(&[traced]).unwrap();
+        let read = spool.read().unwrap().unwrap();
+        assert_eq!((read[0].client_addr.as_deref(), &read[0].id[..]), (None, "old"));
+        assert_eq!(read[1].client_addr.as_deref(), Some("2001:db8::7"));
+        assert_eq!(
+            read[1].upstream_request_id.as_deref(),
+            Some("req_011CVEA3SF7rnb3DuBZytqQa")
+        );
+    }
+
+    #[test]
     fn a_torn_line_loses_only_the_torn_record() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("spool");

@@ -65,7 +65,11 @@ pub fn client_addr(peer: IpAddr, trusted: &TrustedProxies, headers: Forwarding<'
 }
 
 /// From the trusted `peer`, leftwards through `hops` (rightmost first) while they are trusted.
-fn walk(peer: IpAddr, trusted: &TrustedProxies, hops: impl Iterator<Item = Option<IpAddr>>) -> IpAddr {
+fn walk(
+    peer: IpAddr,
+    trusted: &TrustedProxies,
+    hops: impl Iterator<Item = Option<IpAddr>>,
+) -> IpAddr {
     let mut current = peer;
     for hop in hops.take(MAX_HOPS) {
         if !trusted.trusts(current) {
@@ -99,7 +103,9 @@ fn xff_hop(hop: &str) -> Option<IpAddr> {
 fn forwarded_hop(element: &str) -> Option<IpAddr> {
     let value = element.split(';').find_map(|pair| {
         let (name, value) = pair.split_once('=')?;
-        name.trim().eq_ignore_ascii_case("for").then_some(value.trim())
+        name.trim()
+            .eq_ignore_ascii_case("for")
+            .then_some(value.trim())
     })?;
     let value = value
         .strip_prefix('"')
@@ -208,7 +214,14 @@ mod tests {
     #[test]
     fn unknown_obfuscated_and_garbage_hops_stop_at_the_proxy_that_wrote_them() {
         let t = trusted(&["10.0.0.0/8"]);
-        for hop in ["for=unknown", "for=_hidden", "proto=https", "for=", "for=\"[::1", "x"] {
+        for hop in [
+            "for=unknown",
+            "for=_hidden",
+            "proto=https",
+            "for=",
+            "for=\"[::1",
+            "x",
+        ] {
             let lines = [&*format!("for=198.51.100.7, {hop}")];
             assert_eq!(fwd("10.0.0.1", &t, &lines), ip("10.0.0.1"), "{hop}");
         }
@@ -238,7 +251,10 @@ mod tests {
         chain.extend((0..100).map(|i| format!("10.0.{}.{}", i / 250, i % 250 + 1)));
         let line = chain.join(", ");
         let got = xff("10.0.0.1", &t, &[&line]);
-        assert!(t.trusts(got), "stopped at a trusted hop after {MAX_HOPS}: {got}");
+        assert!(
+            t.trusts(got),
+            "stopped at a trusted hop after {MAX_HOPS}: {got}"
+        );
         assert_ne!(got, ip("198.51.100.7"));
     }
 

@@ -87,7 +87,9 @@ fn v1(buf: &[u8]) -> Result<Parsed, ProxyHeaderError> {
             let source: IpAddr = next()?.parse().map_err(|_| bad("v1 source"))?;
             let dest: IpAddr = next()?.parse().map_err(|_| bad("v1 destination"))?;
             let port: u16 = next()?.parse().map_err(|_| bad("v1 source port"))?;
-            next()?.parse::<u16>().map_err(|_| bad("v1 destination port"))?;
+            next()?
+                .parse::<u16>()
+                .map_err(|_| bad("v1 destination port"))?;
             if words.next().is_some() {
                 return Err(bad("v1 fields"));
             }
@@ -142,11 +144,17 @@ fn proxied(family: u8, body: &[u8]) -> Result<Header, ProxyHeaderError> {
     };
     let source = match family >> 4 {
         0x1 => {
-            let ip: [u8; 4] = body.get(..4).and_then(|a| a.try_into().ok()).ok_or(bad("v2 IPv4"))?;
+            let ip: [u8; 4] = body
+                .get(..4)
+                .and_then(|a| a.try_into().ok())
+                .ok_or(bad("v2 IPv4"))?;
             SocketAddr::new(Ipv4Addr::from(ip).into(), port(8).ok_or(bad("v2 IPv4"))?)
         }
         0x2 => {
-            let ip: [u8; 16] = body.get(..16).and_then(|a| a.try_into().ok()).ok_or(bad("v2 IPv6"))?;
+            let ip: [u8; 16] = body
+                .get(..16)
+                .and_then(|a| a.try_into().ok())
+                .ok_or(bad("v2 IPv6"))?;
             SocketAddr::new(Ipv6Addr::from(ip).into(), port(32).ok_or(bad("v2 IPv6"))?)
         }
         0x0 | 0x3 => return Ok(Header::Local), // unspecified, or a Unix socket
@@ -254,13 +262,24 @@ mod tests {
             );
         }
         let endless = [b"PROXY TCP4 ".as_slice(), &[b'1'; 200]].concat();
-        assert!(matches!(parse(&endless), Err(ProxyHeaderError::Malformed(_))));
+        assert!(matches!(
+            parse(&endless),
+            Err(ProxyHeaderError::Malformed(_))
+        ));
     }
 
     #[test]
     fn anything_else_is_no_header() {
-        for other in [&b"GET / HTTP/1.1\r\n"[..], b"\x16\x03\x01", b"proxy ", b"\r\n\r\n\x01"] {
-            assert!(matches!(parse(other), Err(ProxyHeaderError::Missing)), "{other:?}");
+        for other in [
+            &b"GET / HTTP/1.1\r\n"[..],
+            b"\x16\x03\x01",
+            b"proxy ",
+            b"\r\n\r\n\x01",
+        ] {
+            assert!(
+                matches!(parse(other), Err(ProxyHeaderError::Missing)),
+                "{other:?}"
+            );
         }
     }
 
@@ -295,7 +314,11 @@ mod tests {
         assert_eq!(len, h.len());
         assert_eq!(complete(&v2_header(0, 0x00, &[])), (Header::Local, 16));
         assert_eq!(complete(&v2_header(0, 0x11, &v4)).0, Header::Local, "LOCAL");
-        assert_eq!(complete(&v2_header(1, 0x31, &[0; 216])).0, Header::Local, "unix");
+        assert_eq!(
+            complete(&v2_header(1, 0x31, &[0; 216])).0,
+            Header::Local,
+            "unix"
+        );
         for n in 0..h.len() {
             assert_eq!(parse(&h[..n]).unwrap(), Parsed::Incomplete, "{n}");
         }
@@ -306,10 +329,16 @@ mod tests {
         let short = v2_header(1, 0x11, &[192, 0, 2, 1]);
         assert!(matches!(parse(&short), Err(ProxyHeaderError::Malformed(_))));
         let short6 = v2_header(1, 0x21, &[0; 20]);
-        assert!(matches!(parse(&short6), Err(ProxyHeaderError::Malformed(_))));
+        assert!(matches!(
+            parse(&short6),
+            Err(ProxyHeaderError::Malformed(_))
+        ));
         let mut bad_version = v2_header(1, 0x11, &[0; 12]);
         bad_version[12] = 0x11;
-        assert!(matches!(parse(&bad_version), Err(ProxyHeaderError::Malformed(_))));
+        assert!(matches!(
+            parse(&bad_version),
+            Err(ProxyHeaderError::Malformed(_))
+        ));
         assert!(matches!(
             parse(&v2_header(2, 0x11, &[0; 12])),
             Err(ProxyHeaderError::Malformed(_))

@@ -129,7 +129,11 @@ fn redact_long_numbers(text: &str) -> String {
             digits += 1;
             continue;
         }
-        push_run(&mut out, &text[i - digits..i], in_id(before) || in_id(Some(c)));
+        push_run(
+            &mut out,
+            &text[i - digits..i],
+            in_id(before) || in_id(Some(c)),
+        );
         digits = 0;
         out.push(c);
         before = Some(c);

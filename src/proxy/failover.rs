@@ -124,19 +124,18 @@ impl<'a> Failover<'a> {
                 Ok(answer) => return Ok(answer),
                 Err(failure) => failure,
             };
-            // The id of the call whose failure the client may be told about, for a ticket.
-            if let Some(id) = failure.request_id() {
-                ctx.upstream_request_id = Some(id.into());
-            }
             record(&self.admitted.route, &failure);
             // Nobody is waiting for a stream whose client left before it began.
             let exhausted = ctx.attempts >= self.outbound.conf.max_attempts
                 || Instant::now() >= deadline
                 || ctx.client_left;
             if exhausted || !failure.worth_another_route() {
-                return Err(CallFailure::to_report(self.reported.take(), failure));
+                let reported = CallFailure::to_report(self.reported.take(), failure);
+                return Err(told(ctx, reported));
             }
-            let planned = self.next_route::<C>(ctx, failure)?;
+            let planned = self
+                .next_route::<C>(ctx, failure)
+                .map_err(|r| told(ctx, r))?;
             call = self.ready(planned).await;
         }
     }
@@ -173,6 +172,13 @@ impl<'a> Failover<'a> {
         ctx.attempts += 1;
         Ok(planned)
     }
+}
+
+/// The failure the client is told about, its upstream request id (if it has one) recorded:
+/// the id that goes with the error message, for a ticket with the provider.
+fn told(ctx: &mut Ctx, reported: CallFailure) -> CallFailure {
+    ctx.upstream_request_id = reported.request_id().map(Into::into);
+    reported
 }
 
 /// What one attempt sends, as a route's [`Plan`] has it.

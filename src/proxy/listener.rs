@@ -166,7 +166,8 @@ pub fn client_addr(session: &Session, trusted: &TrustedProxies) -> Option<IpAddr
         return Some(peer);
     }
     let headers = &session.req_header().headers;
-    let lines = |name| -> Vec<&[u8]> { headers.get_all(name).iter().map(|v| v.as_bytes()).collect() };
+    let lines =
+        |name| -> Vec<&[u8]> { headers.get_all(name).iter().map(|v| v.as_bytes()).collect() };
     let (forwarded, x_forwarded_for) = (lines("forwarded"), lines("x-forwarded-for"));
     let forwarding = Forwarding {
         forwarded: &forwarded,

@@ -10,9 +10,9 @@ use pingora_core::protocols::l4::stream::L4BufferSettings;
 use pingora_core::server::ExecutionPhase;
 use pingora_core::services::listening::Service;
 
+use crate::client_addr::TrustedProxies;
 use crate::config::ListenerLimits;
 use crate::connections::Limiter;
-use crate::client_addr::TrustedProxies;
 use crate::proxy::listener::Bounded;
 use crate::proxy::proxy_protocol::ProxyProtocol;
 use crate::proxy::Gateway;

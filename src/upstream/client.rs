@@ -528,8 +528,10 @@ mod client_tests {
 
     #[tokio::test]
     async fn a_call_is_sent_as_planned_and_its_answer_read() {
-        let (endpoint, served) =
-            upstream(b"HTTP/1.1 200 OK\r\nrequest-id: req_0123456789\r\ncontent-length: 5\r\n\r\nhello").await;
+        let (endpoint, served) = upstream(
+            b"HTTP/1.1 200 OK\r\nrequest-id: req_0123456789\r\ncontent-length: 5\r\n\r\nhello",
+        )
+        .await;
         let answered = client(1024).run(&endpoint, vec![call()]).await.unwrap();
         assert_eq!(answered.bodies, vec![Bytes::from_static(b"hello")]);
         assert_eq!(answered.request_id.as_deref(), Some("req_0123456789"));
@@ -639,14 +641,20 @@ mod request_id_tests {
             Some("req_first")
         );
         assert_eq!(
-            id(&[("x-cloud-trace-context", "105445aa7843bc8bf206b12000100000/1;o=1")])
-                .as_deref(),
+            id(&[(
+                "x-cloud-trace-context",
+                "105445aa7843bc8bf206b12000100000/1;o=1"
+            )])
+            .as_deref(),
             Some("105445aa7843bc8bf206b12000100000")
         );
         assert_eq!(id(&[]), None);
         assert_eq!(id(&[("request-id", "")]), None);
         assert_eq!(id(&[("request-id", "two words")]), None);
         assert_eq!(id(&[("request-id", &"x".repeat(129))]), None);
-        assert_eq!(id(&[("request-id", &"x".repeat(128))]).map(|i| i.len()), Some(128));
+        assert_eq!(
+            id(&[("request-id", &"x".repeat(128))]).map(|i| i.len()),
+            Some(128)
+        );
     }
 }

@@ -719,7 +719,9 @@ fn without_added_columns(shape: Vec<String>) -> Vec<String> {
     const ADDED: [&str; 2] = ["client_addr", "upstream_request_id"];
     shape
         .into_iter()
-        .filter(|l| !(l.starts_with("column|") && l.split('|').nth(2).is_some_and(|c| ADDED.contains(&c))))
+        .filter(|l| {
+            !(l.starts_with("column|") && l.split('|').nth(2).is_some_and(|c| ADDED.contains(&c)))
+        })
         .collect()
 }
 
@@ -737,8 +739,15 @@ async fn books_survive_0014(store: &dyn Store) {
     let mut r = messages_record("u_traced");
     r.client_addr = Some("2001:db8::7".into());
     r.upstream_request_id = Some("req_011CVEA3SF7rnb3DuBZytqQa".into());
-    assert_eq!(store.record_usage(std::slice::from_ref(&r)).await.unwrap(), 1);
-    let stored = store.usage_record("ws_1", "u_traced").await.unwrap().unwrap();
+    assert_eq!(
+        store.record_usage(std::slice::from_ref(&r)).await.unwrap(),
+        1
+    );
+    let stored = store
+        .usage_record("ws_1", "u_traced")
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(stored.client_addr.as_deref(), Some("2001:db8::7"));
     assert_eq!(
         stored.upstream_request_id.as_deref(),

@@ -481,10 +481,14 @@ mod tests {
     #[test]
     fn the_response_id_is_the_upstreams_id() {
         let t = Gemini
-            .translate_buffered(&fixture("gemini-generate-text-gemini3-pro-devapi.json"), &cx())
+            .translate_buffered(
+                &fixture("gemini-generate-text-gemini3-pro-devapi.json"),
+                &cx(),
+            )
             .unwrap();
         assert_eq!(t.upstream_id.as_deref(), Some("Un6LacrVMcjUxs0PmJfWoQc"));
-        let body = br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"responseId":"two words"}"#;
+        let body =
+            br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"responseId":"two words"}"#;
         let t = Gemini.translate_buffered(body, &cx()).unwrap();
         assert_eq!(t.upstream_id, None, "not an id a record keeps");
     }
