@@ -1445,7 +1445,10 @@ pub fn trace_context() -> String {
         .bytes()
         .map(|b| char::from(b"0123456789abcdef"[usize::from(b % 16)]))
         .collect();
-    format!("{hex}/{};o=1", u64::from(random_id(1).as_bytes()[0]) * 1_000_003)
+    format!(
+        "{hex}/{};o=1",
+        u64::from(random_id(1).as_bytes()[0]) * 1_000_003
+    )
 }
 
 fn generate_inner(sim: &Sim, req: &Req, api: &GenApi, model: &str, stream: bool) -> R {

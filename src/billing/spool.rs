@@ -248,7 +248,10 @@ mod tests {
         let spool = Spool::open(&path).unwrap();
         spool.append(&[traced]).unwrap();
         let read = spool.read().unwrap().unwrap();
-        assert_eq!((read[0].client_addr.as_deref(), &read[0].id[..]), (None, "old"));
+        assert_eq!(
+            (read[0].client_addr.as_deref(), &read[0].id[..]),
+            (None, "old")
+        );
         assert_eq!(read[1].client_addr.as_deref(), Some("2001:db8::7"));
         assert_eq!(
             read[1].upstream_request_id.as_deref(),
