@@ -47,6 +47,8 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         attempts: 1,
         request_id: None,
         review: None,
+        client_addr: None,
+        upstream_request_id: None,
     }
 }
 

@@ -19,6 +19,7 @@ pub mod auth;
 pub mod billing;
 pub mod catalog;
 pub mod cli;
+pub mod client_addr;
 pub mod commands;
 pub mod config;
 pub mod connections;

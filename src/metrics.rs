@@ -173,7 +173,7 @@ impl Metrics {
             connections_refused: counter(
                 &r,
                 "tollgate_connections_refused_total",
-                "Connections refused at a listener's limit, by listener and reason (total, per_address)",
+                "Connections refused at a listener's limit or for their PROXY protocol header, by listener and reason (total, per_address, proxy_protocol)",
                 &["listener", "reason"],
             ),
             gateway_added: histogram(

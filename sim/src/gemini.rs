@@ -1430,10 +1430,25 @@ pub fn google_status_fault(f: &Fault, vertex: bool) -> Option<Response> {
     }
 }
 
+/// Every answer, errors included, carries Google's trace header (`<32 hex>/<span>;o=1`), the
+/// id a gateway records when it reads no `responseId`.
 pub fn generate(sim: &Sim, req: &Req, api: &GenApi, model: &str, stream: bool) -> Response {
-    match generate_inner(sim, req, api, model, stream) {
+    let r = match generate_inner(sim, req, api, model, stream) {
         Ok(r) | Err(r) => r,
-    }
+    };
+    respond::with_header(r, "x-cloud-trace-context", &trace_context())
+}
+
+/// A fresh `x-cloud-trace-context` value.
+pub fn trace_context() -> String {
+    let hex: String = random_id(32)
+        .bytes()
+        .map(|b| char::from(b"0123456789abcdef"[usize::from(b % 16)]))
+        .collect();
+    format!(
+        "{hex}/{};o=1",
+        u64::from(random_id(1).as_bytes()[0]) * 1_000_003
+    )
 }
 
 fn generate_inner(sim: &Sim, req: &Req, api: &GenApi, model: &str, stream: bool) -> R {

@@ -12,6 +12,7 @@
 //! raised to the delivered content at 4 bytes a token, and a missing input count to the
 //! request's estimate; the record says `usage_source: estimated`.
 
+use std::net::IpAddr;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -136,6 +137,16 @@ pub struct Produced {
     pub attempts: u32,
 }
 
+/// Who asked and whom the upstream says answered, for the record (and a ticket with the
+/// provider).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Traced<'a> {
+    /// The client's address (`client_addr`).
+    pub client_addr: Option<IpAddr>,
+    /// The answering upstream's own request id.
+    pub upstream_request_id: Option<&'a str>,
+}
+
 /// The usage record of a finished request, or `None` when nothing is billed.
 ///
 /// A usage that cannot be priced (its cost overflows `i64` pico-USD: a price or a count no
@@ -148,6 +159,7 @@ pub fn usage_record_for(
     ending: Ending,
     produced: Produced,
     t: Timings,
+    traced: Traced<'_>,
 ) -> Option<Result<UsageRecord, CostError>> {
     let (usage, usage_source) = settle(
         ending,
@@ -180,8 +192,13 @@ pub fn usage_record_for(
         attempts: produced.attempts,
         request_id: &a.request_id,
     };
+    let traced = |mut record: UsageRecord| {
+        record.client_addr = traced.client_addr.map(|ip| ip.to_string());
+        record.upstream_request_id = traced.upstream_request_id.map(str::to_owned);
+        record
+    };
     let unpriced = match usage_record(charge(usage, usage_source, produced.cache_created)) {
-        Ok(record) => return Some(Ok(record)),
+        Ok(record) => return Some(Ok(traced(record))),
         Err(err) => err,
     };
     let worst = Usage {
@@ -192,7 +209,7 @@ pub fn usage_record_for(
     Some(
         usage_record(charge(worst, UsageSource::Estimated, None)).map(|mut record| {
             record.review = Some(review_note(unpriced, &usage, produced.cache_created));
-            record
+            traced(record)
         }),
     )
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 
-use super::outcome::{billed, settle, usage_record_for, Ending, Produced, Timings};
+use super::outcome::{billed, settle, usage_record_for, Ending, Produced, Timings, Traced};
 use super::*;
 use crate::api::error::Blame;
 use crate::api::Usage;
@@ -557,9 +557,15 @@ fn the_usage_record_carries_cost_and_timings() {
         upstream_latency: Some(Duration::from_micros(1_234)),
         ttft: Some(Duration::from_micros(2_345)),
     };
-    let r = usage_record_for(&d.admitted, Ending::Complete, produced(usage, 0), t)
-        .expect("billed")
-        .unwrap();
+    let r = usage_record_for(
+        &d.admitted,
+        Ending::Complete,
+        produced(usage, 0),
+        t,
+        Traced::default(),
+    )
+    .expect("billed")
+    .unwrap();
     assert_eq!(r.cost, usd(2), "1M input at 1 USD + 0.5M output at 2 USD");
     assert_eq!(
         (r.upstream_latency_us, r.ttft_us),
@@ -570,7 +576,27 @@ fn the_usage_record_carries_cost_and_timings() {
         (r.key_id.as_str(), r.workspace_id.as_str()),
         ("key_1", "ws_1")
     );
-    assert!(usage_record_for(&d.admitted, Ending::Failed, produced(usage, 0), t).is_none());
+    assert!(usage_record_for(
+        &d.admitted,
+        Ending::Failed,
+        produced(usage, 0),
+        t,
+        Traced::default()
+    )
+    .is_none());
+    assert_eq!((r.client_addr, r.upstream_request_id), (None, None));
+    let traced = Traced {
+        client_addr: Some("2001:db8::7".parse().unwrap()),
+        upstream_request_id: Some("req_011CVEA3SF7rnb3DuBZytqQa"),
+    };
+    let r = usage_record_for(&d.admitted, Ending::Complete, produced(usage, 0), t, traced)
+        .expect("billed")
+        .unwrap();
+    assert_eq!(r.client_addr.as_deref(), Some("2001:db8::7"));
+    assert_eq!(
+        r.upstream_request_id.as_deref(),
+        Some("req_011CVEA3SF7rnb3DuBZytqQa")
+    );
 }
 
 // ----- reservations --------------------------------------------------------------------------
@@ -687,9 +713,15 @@ fn record_of(reported: Usage) -> (UsageRecord, WorstCase) {
         upstream_latency: None,
         ttft: None,
     };
-    let r = usage_record_for(&d.admitted, Ending::Complete, produced(reported, 0), t)
-        .expect("billed, never dropped")
-        .expect("priced");
+    let r = usage_record_for(
+        &d.admitted,
+        Ending::Complete,
+        produced(reported, 0),
+        t,
+        Traced::default(),
+    )
+    .expect("billed, never dropped")
+    .expect("priced");
     (r, d.admitted.worst_case)
 }
 
@@ -1166,9 +1198,15 @@ fn a_gemini_model_on_the_messages_door_is_planned_from_the_translated_body_and_r
         output: 5,
         ..Usage::default()
     };
-    let r = usage_record_for(&d.admitted, Ending::Complete, produced(usage, 0), t)
-        .expect("billed")
-        .unwrap();
+    let r = usage_record_for(
+        &d.admitted,
+        Ending::Complete,
+        produced(usage, 0),
+        t,
+        Traced::default(),
+    )
+    .expect("billed")
+    .unwrap();
     assert_eq!(r.endpoint, crate::store::UsageEndpoint::Messages);
     assert!(r.id.starts_with("msg_"), "{}", r.id);
 }

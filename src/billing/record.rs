@@ -116,5 +116,7 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
         attempts: c.attempts.max(1),
         request_id: Some(c.request_id.to_owned()),
         review: None,
+        client_addr: None,
+        upstream_request_id: None,
     })
 }

@@ -229,6 +229,8 @@ pub(crate) mod tests {
             attempts: 1,
             request_id: None,
             review: None,
+            client_addr: None,
+            upstream_request_id: None,
             extra: Default::default(),
         }
     }
@@ -241,6 +243,32 @@ pub(crate) mod tests {
             .into_iter()
             .map(|r| r.id)
             .collect()
+    }
+
+    #[test]
+    fn lines_spooled_before_client_addresses_were_kept_still_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spool");
+        let mut traced = record("new");
+        traced.client_addr = Some("2001:db8::7".into());
+        traced.upstream_request_id = Some("req_011CVEA3SF7rnb3DuBZytqQa".into());
+        let mut old = serde_json::to_value(record("old")).unwrap();
+        let fields = old.as_object_mut().unwrap();
+        fields.remove("client_addr").unwrap();
+        fields.remove("upstream_request_id").unwrap();
+        std::fs::write(&path, format!("{old}\n")).unwrap();
+        let spool = Spool::open(&path).unwrap();
+        spool.append(&[traced]).unwrap();
+        let read = spool.read().unwrap().unwrap();
+        assert_eq!(
+            (read[0].client_addr.as_deref(), &read[0].id[..]),
+            (None, "old")
+        );
+        assert_eq!(read[1].client_addr.as_deref(), Some("2001:db8::7"));
+        assert_eq!(
+            read[1].upstream_request_id.as_deref(),
+            Some("req_011CVEA3SF7rnb3DuBZytqQa")
+        );
     }
 
     #[test]

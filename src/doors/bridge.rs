@@ -41,6 +41,7 @@ impl Adapter for Bridged {
         Ok(Translated {
             body,
             usage: chat.usage,
+            upstream_id: chat.upstream_id,
         })
     }
 

@@ -115,25 +115,39 @@ fn redact_parameters(word: &str) -> Option<String> {
     found.then_some(out)
 }
 
-/// Runs of 10 or more digits (Google project numbers are 12) anywhere in the text.
+/// Runs of 10 or more digits standing on their own (Google project numbers are 12:
+/// `project_number:123456789012`, `consumer 123456789012`). A run glued to a letter or an
+/// underscore is part of an identifier — an upstream's request id (`req_…`, a trace id), which
+/// an operator quotes to the provider and which is not a secret — and stays.
 fn redact_long_numbers(text: &str) -> String {
+    let in_id = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
     let mut out = String::with_capacity(text.len());
     let mut digits = 0;
+    let mut before = None;
     for (i, c) in text.char_indices() {
         if c.is_ascii_digit() {
             digits += 1;
             continue;
         }
-        push_run(&mut out, &text[i - digits..i]);
+        push_run(
+            &mut out,
+            &text[i - digits..i],
+            in_id(before) || in_id(Some(c)),
+        );
         digits = 0;
         out.push(c);
+        before = Some(c);
     }
-    push_run(&mut out, &text[text.len() - digits..]);
+    push_run(&mut out, &text[text.len() - digits..], in_id(before));
     out
 }
 
-fn push_run(out: &mut String, run: &str) {
-    out.push_str(if run.len() >= 10 { "[redacted]" } else { run });
+fn push_run(out: &mut String, run: &str, in_id: bool) {
+    out.push_str(if run.len() >= 10 && !in_id {
+        "[redacted]"
+    } else {
+        run
+    });
 }
 
 /// The span of `word` without the quotes and punctuation around it.
@@ -421,6 +435,29 @@ mod tests {
         assert_eq!(
             upstream_message(403, "Permission denied on resource project acme-prod-42."),
             "upstream answered HTTP 403: Permission denied on resource project [redacted]."
+        );
+    }
+
+    #[test]
+    fn upstream_request_ids_stay_whole() {
+        for id in [
+            "req_mock0000123a",
+            "req_mock0000000123a",
+            "req_011CVEA3SF7rnb3DuBZytqQa",
+            "req_vrtx_0123456789012345",
+            "105445aa7843bc8bf206b12000100000",
+        ] {
+            let text = format!("Overloaded (overloaded_error; request {id})");
+            assert_eq!(scrub(&text), text);
+        }
+        assert_eq!(
+            scrub("request req_0123456789 for project_number:123456789012"),
+            "request req_0123456789 for project_number:[redacted]",
+            "a bare number still goes"
+        );
+        assert_eq!(
+            scrub("projects/123456789012/locations, consumer 123456789012"),
+            "projects/[redacted]/locations, consumer [redacted]"
         );
     }
 

@@ -205,6 +205,9 @@ pub enum TranslateError {
 pub struct Translated {
     pub body: Bytes,
     pub usage: Usage,
+    /// The upstream's own id for the answer, when its body says it (Gemini's `responseId`);
+    /// preferred to the one its head carried.
+    pub upstream_id: Option<Box<str>>,
 }
 
 /// What an adapter sends upstream for one client request, translated once from the parsed

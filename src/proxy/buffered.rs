@@ -48,12 +48,14 @@ impl Calls<'_> {
     /// failure.
     pub async fn send(
         &self,
+        ctx: &mut Ctx,
         admitted: &Admitted,
         calls: Vec<UpstreamRequest>,
     ) -> Result<Vec<Bytes>, CallFailure> {
-        let answers = self.0.run(&admitted.route.endpoint, calls).await?;
+        let answered = self.0.run(&admitted.route.endpoint, calls).await?;
         admitted.route.health.succeeded();
-        Ok(answers)
+        ctx.upstream_request_id = answered.request_id;
+        Ok(answered.bodies)
     }
 }
 
@@ -63,11 +65,11 @@ impl Attempt<UpstreamRequest> for Calls<'_> {
 
     async fn attempt(
         &mut self,
-        _: &mut Ctx,
+        ctx: &mut Ctx,
         admitted: &Admitted,
         request: UpstreamRequest,
     ) -> Result<Vec<Bytes>, CallFailure> {
-        self.send(admitted, vec![request]).await
+        self.send(ctx, admitted, vec![request]).await
     }
 }
 
@@ -87,6 +89,9 @@ async fn write<T>(
     let written = match outcome {
         Ok(t) => {
             ctx.usage = t.usage;
+            if let Some(id) = t.upstream_id {
+                ctx.upstream_request_id = Some(id);
+            }
             ctx.first_body_at = Some(Instant::now());
             super::completing(&outbound, ctx, admitted, Some(&t.body));
             respond::json(session, &id, 200, t.body, &[]).await
@@ -174,6 +179,7 @@ mod tests {
             status: 429,
             body: Bytes::from_static(br#"{"error":{"message":"slow down, sec-dummy-openai"}}"#),
             retry_after: Some("7".into()),
+            request_id: None,
         };
         let (status, answer, retry_after) = outcome_of(Err(failure));
         assert_eq!((status, retry_after.as_deref()), (Some(429), Some("7")));

@@ -30,8 +30,12 @@ pub(super) async fn answer(
     ctx.first_byte_at = Some(std::time::Instant::now());
     ctx.upstream_status = answered.as_ref().map_or_else(|f| f.status(), |_| Some(200));
     let answer = match answered {
-        Ok(answers) => answers.into_iter().next().unwrap_or_default(),
+        Ok(answered) => {
+            ctx.upstream_request_id = answered.request_id;
+            answered.bodies.into_iter().next().unwrap_or_default()
+        }
         Err(failure) => {
+            ctx.upstream_request_id = failure.request_id().map(Into::into);
             let request_id = &ctx.request_id;
             let (e, _) =
                 upstream_failure(adapter, &route, request_id, outbound.credentials, failure);

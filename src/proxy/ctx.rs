@@ -1,5 +1,6 @@
 //! Everything a request carries from its head being read to `logging`.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -15,6 +16,11 @@ pub struct Ctx {
     /// The id every answer carries: the client's, else the completion id once admitted, else
     /// a fresh `req_…`.
     pub request_id: Arc<str>,
+    /// Who the client is (`listener::client_addr`): the peer, or whom a trusted proxy names.
+    pub client_addr: Option<IpAddr>,
+    /// The answering upstream's own id for the call (Anthropic's `request-id`, …), for a
+    /// ticket with the provider (`UpstreamClient` reads it off the answer's head).
+    pub upstream_request_id: Option<Box<str>>,
     /// The front door the request came through (its path): the shape of its errors.
     pub door: Door,
     pub started: Instant,
@@ -60,6 +66,8 @@ impl Default for Ctx {
         Ctx {
             client_request_id: None,
             request_id: Arc::from(""),
+            client_addr: None,
+            upstream_request_id: None,
             door: Door::OpenAi,
             started: Instant::now(),
             attempts: 1,

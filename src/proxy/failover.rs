@@ -126,14 +126,20 @@ impl<'a> Failover<'a> {
                 Err(failure) => failure,
             };
             record(&self.admitted.route, &failure);
+            if let Some(id) = failure.request_id() {
+                ctx.upstream_request_id = Some(id.into());
+            }
             // Nobody is waiting for a stream whose client left before it began.
             let exhausted = ctx.attempts >= self.outbound.conf.max_attempts
                 || Instant::now() >= deadline
                 || ctx.client_left;
             if exhausted || !failure.worth_another_route() {
-                return Err(CallFailure::to_report(self.reported.take(), failure));
+                let reported = CallFailure::to_report(self.reported.take(), failure);
+                return Err(told(ctx, reported));
             }
-            let planned = self.next_route::<C>(ctx, failure)?;
+            let planned = self
+                .next_route::<C>(ctx, failure)
+                .map_err(|r| told(ctx, r))?;
             call = self.ready(planned).await;
         }
     }
@@ -170,6 +176,17 @@ impl<'a> Failover<'a> {
         ctx.attempts += 1;
         Ok(planned)
     }
+}
+
+/// The failure the client is told about, its upstream request id recorded: the id that goes
+/// with the error message, for a ticket with the provider. A failure without one (a timeout, a
+/// stream that ended before its first content) leaves the id of the last call that had one
+/// (each failed attempt's is recorded as it fails).
+fn told(ctx: &mut Ctx, reported: CallFailure) -> CallFailure {
+    if let Some(id) = reported.request_id() {
+        ctx.upstream_request_id = Some(id.into());
+    }
+    reported
 }
 
 /// What one attempt sends, as a route's [`Plan`] has it.
@@ -278,6 +295,7 @@ pub(super) fn upstream_failure(
             status,
             body,
             retry_after,
+            ..
         } => {
             let message = adapter.upstream_error_message(status, &body);
             let message = credentials.redact(&message);
@@ -350,6 +368,7 @@ mod tests {
             status,
             body: Bytes::new(),
             retry_after: None,
+            request_id: None,
         }
     }
 
@@ -361,6 +380,16 @@ mod tests {
         client_leaves: bool,
         failures: Vec<CallFailure>,
     ) -> (Vec<String>, u32, Result<(), Option<u16>>) {
+        let (routes, ctx, result) = drive_with_ctx(conf, client_leaves, failures);
+        (routes, ctx.attempts, result)
+    }
+
+    /// [`drive`], with the request's `Ctx` after it.
+    fn drive_with_ctx(
+        conf: UpstreamConf,
+        client_leaves: bool,
+        failures: Vec<CallFailure>,
+    ) -> (Vec<String>, Ctx, Result<(), Option<u16>>) {
         let world = World::new();
         let body = r#"{"model":"acme/twin","messages":[{"role":"user","content":"hi"}]}"#;
         let Decision { admitted, plan, .. } = world.post("/v1/chat/completions", body).unwrap();
@@ -397,7 +426,43 @@ mod tests {
             .unwrap();
         let result = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
         let result = result.map_err(|f| f.status());
-        (attempt.routes, ctx.attempts, result)
+        (attempt.routes, ctx, result)
+    }
+
+    fn with_id(failure: CallFailure, id: &str) -> CallFailure {
+        match failure {
+            CallFailure::Status {
+                status,
+                body,
+                retry_after,
+                ..
+            } => CallFailure::Status {
+                status,
+                body,
+                retry_after,
+                request_id: Some(id.into()),
+            },
+            other => other,
+        }
+    }
+
+    #[test]
+    fn the_reported_failures_upstream_id_is_recorded() {
+        let failures = vec![
+            with_id(status(429), "req_429"),
+            with_id(status(503), "req_503"),
+        ];
+        let (_, ctx, result) = drive_with_ctx(UpstreamConf::default(), false, failures);
+        assert_eq!(result, Err(Some(429)));
+        assert_eq!(ctx.upstream_request_id.as_deref(), Some("req_429"));
+        let failures = vec![with_id(status(503), "req_503"), CallFailure::Timeout];
+        let (_, ctx, result) = drive_with_ctx(UpstreamConf::default(), false, failures);
+        assert_eq!(result, Err(None));
+        assert_eq!(
+            ctx.upstream_request_id.as_deref(),
+            Some("req_503"),
+            "a failure without an id keeps the last one seen"
+        );
     }
 
     #[test]

@@ -19,12 +19,12 @@ impl Attempt<FanOut> for Calls<'_> {
 
     async fn attempt(
         &mut self,
-        _: &mut Ctx,
+        ctx: &mut Ctx,
         admitted: &Admitted,
         plan: FanOut,
     ) -> Result<Self::Answer, CallFailure> {
         let FanOut { calls, join } = plan;
-        Ok((self.send(admitted, calls).await?, join))
+        Ok((self.send(ctx, admitted, calls).await?, join))
     }
 }
 

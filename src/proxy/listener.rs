@@ -17,13 +17,18 @@ use pingora_core::server::ShutdownWatch;
 use pingora_error::ErrorType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use super::proxy_protocol::ProxyProtocol;
+use crate::client_addr::{Forwarding, TrustedProxies};
 use crate::connections::{self, Limiter, Refused};
 
 /// A listener's app behind its connection limit: a connection past it is answered a `503`
-/// and closed at once, before anything of it is read.
+/// and closed at once, before anything of it is read (but its PROXY protocol header, when the
+/// listener has one: the limit then counts the client it names).
 pub struct Bounded<A> {
     app: Arc<A>,
     limiter: Arc<Limiter>,
+    /// Read each plain connection's PROXY protocol header first (`proxy_protocol.rs`).
+    proxy_protocol: Option<Arc<ProxyProtocol>>,
     /// For the refusal metric: `public` or `admin`.
     listener: &'static str,
     /// Refused connections waiting for their client to close first (see [`refuse`]).
@@ -35,9 +40,16 @@ impl<A> Bounded<A> {
         Bounded {
             app: Arc::new(app),
             limiter,
+            proxy_protocol: None,
             listener,
             lingering: AtomicUsize::new(0),
         }
+    }
+
+    /// Every connection starts with a PROXY protocol header (read here on a plain listener;
+    /// a TLS one reads it before its handshake).
+    pub fn set_proxy_protocol(&mut self, proxy_protocol: Arc<ProxyProtocol>) {
+        self.proxy_protocol = Some(proxy_protocol);
     }
 }
 
@@ -55,6 +67,10 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
+        let stream = match &self.proxy_protocol {
+            Some(header) => header.plain(stream).await?,
+            None => stream,
+        };
         match self.limiter.admit(peer_ip(&stream)) {
             Ok(guard) => {
                 // The app serves the whole connection (every kept-alive request) in this call.
@@ -139,6 +155,25 @@ pub fn keep_alive(session: &mut Session, idle: Duration, closing: bool) {
     } else if session.get_keepalive().is_some() {
         session.set_keepalive(Some(idle.as_secs().max(1)));
     }
+}
+
+/// The request's client: the connection's peer (the PROXY protocol's client, when the listener
+/// reads one), or whom a trusted peer's `Forwarded` / `X-Forwarded-For` names
+/// (`client_addr`); `None` for a peer that is no IP address.
+pub fn client_addr(session: &Session, trusted: &TrustedProxies) -> Option<IpAddr> {
+    let peer = session.client_addr()?.as_inet()?.ip();
+    if trusted.is_empty() {
+        return Some(peer);
+    }
+    let headers = &session.req_header().headers;
+    let lines =
+        |name| -> Vec<&[u8]> { headers.get_all(name).iter().map(|v| v.as_bytes()).collect() };
+    let (forwarded, x_forwarded_for) = (lines("forwarded"), lines("x-forwarded-for"));
+    let forwarding = Forwarding {
+        forwarded: &forwarded,
+        x_forwarded_for: &x_forwarded_for,
+    };
+    Some(crate::client_addr::client_addr(peer, trusted, forwarding))
 }
 
 /// Ends the exchange; the connection, if it can carry another request, for the next one.

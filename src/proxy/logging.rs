@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::ctx::{Ctx, Journaled};
-use crate::admission::outcome::{usage_record_for, Ending, Produced, Timings};
+use crate::admission::outcome::{usage_record_for, Ending, Produced, Timings, Traced};
 use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::GatewayError;
@@ -75,7 +75,11 @@ fn record_for(ctx: &Ctx, a: &Admitted, ending: Ending) -> Option<UsageRecord> {
         cache_created: a.cache_created,
         attempts: ctx.attempts,
     };
-    match usage_record_for(a, ending, produced, timings)? {
+    let traced = Traced {
+        client_addr: ctx.client_addr,
+        upstream_request_id: ctx.upstream_request_id.as_deref(),
+    };
+    match usage_record_for(a, ending, produced, timings, traced)? {
         Ok(record) => Some(record),
         Err(err) => {
             // Admission refuses a worst case that cannot be priced, so this is a bug.
@@ -184,6 +188,8 @@ pub(super) fn access_log(path: &str, status: u16, ctx: &Ctx) {
                 status,
                 code,
                 request_id = &*ctx.request_id,
+                client_addr = ctx.client_addr.map(tracing::field::display),
+                upstream_request_id = ctx.upstream_request_id.as_deref(),
                 id = a.map_or("", |a| &a.response_cx.id),
                 key = a.map_or("", |a| &a.key.id),
                 model = a.map_or("", |a| &a.model.id),

@@ -35,6 +35,7 @@ mod failover;
 mod fan_out;
 pub mod listener;
 mod logging;
+pub mod proxy_protocol;
 mod respond;
 mod stream;
 
@@ -56,6 +57,7 @@ use crate::auth::KeyCache;
 use crate::billing::gates::Accounts;
 use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
+use crate::client_addr::TrustedProxies;
 use crate::config::UpstreamConf;
 use crate::doors::forward::AnthropicHeaders;
 use crate::doors::responses;
@@ -109,6 +111,8 @@ pub struct Gateway {
     /// `/v1/responses/{id}` reads (a lookup reads the store only for an answer no longer in
     /// memory; keeping one never waits for it).
     pub responses: Arc<ResponseKeeper>,
+    /// `tollgate.trusted_proxies`: whose `Forwarded` / `X-Forwarded-For` names the client.
+    pub trusted_proxies: Arc<TrustedProxies>,
 }
 
 /// How long a request waits for that read before it is refused anyway.
@@ -128,6 +132,7 @@ impl Gateway {
         ctx.request_id =
             (ctx.client_request_id.clone()).unwrap_or_else(admission::local_request_id);
         ctx.door = admission::door_of(session.req_header().uri.path());
+        ctx.client_addr = listener::client_addr(session, &self.trusted_proxies);
         listener::keep_alive(session, self.limits.idle_timeout, closing);
         // A client that stops reading cannot hold a connection (and a stream) forever.
         session.set_write_timeout(Some(self.limits.client_write_timeout));

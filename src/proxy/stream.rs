@@ -248,9 +248,10 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
             .client
             .open(endpoint, request, "text/event-stream");
         let relayed = match self.client.awaiting(open).await {
-            Ok(response) => {
+            Ok(mut response) => {
                 ctx.first_byte_at = Some(Instant::now());
                 ctx.upstream_status = Some(response.status);
+                ctx.upstream_request_id = response.request_id.take();
                 self.relay(ctx, admitted, response).await
             }
             Err(failure) => Err(failure),

@@ -13,6 +13,7 @@ use pingora_core::server::ShutdownWatch;
 use crate::admin::{self, Admin};
 use crate::api::limits::Limits;
 use crate::api::GatewayError;
+use crate::client_addr::TrustedProxies;
 use crate::proxy::listener;
 
 pub struct AdminApp {
@@ -21,6 +22,8 @@ pub struct AdminApp {
     pub limits: Limits,
     /// The process is being upgraded or stopped: answers close their connections.
     pub draining: Arc<AtomicBool>,
+    /// `tollgate.trusted_proxies`: the sign-in throttle counts the client they name.
+    pub trusted_proxies: Arc<TrustedProxies>,
 }
 
 #[async_trait]
@@ -37,7 +40,10 @@ impl HttpServerApp for AdminApp {
         listener::keep_alive(&mut session, self.limits.idle_timeout, closing);
         session.set_write_timeout(Some(self.limits.client_write_timeout));
         let res = match read_request(&mut session, self.limits.body_timeout).await {
-            Ok(req) => self.admin.handle(&req).await,
+            Ok(mut req) => {
+                req.peer = listener::client_addr(&session, &self.trusted_proxies);
+                self.admin.handle(&req).await
+            }
             Err(e) => {
                 session.set_keepalive(None); // the body was not read whole
                 refusal(&e)
@@ -84,10 +90,6 @@ async fn read_request(
     let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
     let mut req = admin::http::Request::new(head.method.clone(), target);
     req.headers = head.headers.clone();
-    req.peer = session
-        .client_addr()
-        .and_then(|a| a.as_inet())
-        .map(|a| a.ip());
     req.body = body;
     Ok(req)
 }

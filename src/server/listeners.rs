@@ -10,9 +10,11 @@ use pingora_core::protocols::l4::stream::L4BufferSettings;
 use pingora_core::server::ExecutionPhase;
 use pingora_core::services::listening::Service;
 
+use crate::client_addr::TrustedProxies;
 use crate::config::ListenerLimits;
 use crate::connections::Limiter;
 use crate::proxy::listener::Bounded;
+use crate::proxy::proxy_protocol::ProxyProtocol;
 use crate::proxy::Gateway;
 
 use super::admin_app::AdminApp;
@@ -48,6 +50,22 @@ pub fn admin(
     );
     service.add_tcp(&addr.to_string());
     service
+}
+
+/// Makes every connection of `service` start with a PROXY protocol header, read before
+/// anything else: on its TLS endpoints before the handshake (Pingora's pre-TLS hook), on its
+/// plain ones first thing in [`Bounded`]. Believed only from `trusted` peers (others are
+/// closed); see `proxy::proxy_protocol`.
+pub fn read_proxy_protocol<A>(
+    service: &mut Service<Bounded<A>>,
+    trusted: &Arc<TrustedProxies>,
+    listener: &'static str,
+) {
+    let header = ProxyProtocol::new(trusted.clone(), listener);
+    service.endpoints().set_pre_tls_callback(header.clone());
+    if let Some(bounded) = service.app_logic_mut() {
+        bounded.set_proxy_protocol(header);
+    }
 }
 
 /// Sets `draining` once the process is being upgraded or stopped, so that every later answer

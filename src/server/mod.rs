@@ -55,13 +55,23 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let signals = Signals {
         ledger: state.gateway.ledger.clone(),
     };
+    let trusted = state.gateway.trusted_proxies.clone();
     let admin = AdminApp {
         admin: state.admin,
         limits: state.gateway.limits.clone(),
         draining: state.draining,
+        trusted_proxies: trusted.clone(),
     };
-    server.add_service(listeners::public(state.gateway, public_limits, t.listen));
-    server.add_service(listeners::admin(admin, admin_limits, t.admin_listen));
+    let mut public = listeners::public(state.gateway, public_limits, t.listen);
+    let mut admin = listeners::admin(admin, admin_limits, t.admin_listen);
+    if t.listeners.public.proxy_protocol {
+        listeners::read_proxy_protocol(&mut public, &trusted, "public");
+    }
+    if t.listeners.admin.proxy_protocol {
+        listeners::read_proxy_protocol(&mut admin, &trusted, "admin");
+    }
+    server.add_service(public);
+    server.add_service(admin);
     services::add(&mut server, state.background);
     tracing::info!(listen = %t.listen, admin = %t.admin_listen, "tollgate serving");
     server.run(RunArgs {

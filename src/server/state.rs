@@ -14,6 +14,7 @@ use crate::admin::session::{Guard, WeakToken};
 use crate::admin::{Admin, Api, Ops};
 use crate::billing::writer::{LedgerFiles, LedgerSink, LedgerWriter};
 use crate::catalog;
+use crate::client_addr::TrustedProxies;
 use crate::commands;
 use crate::config::{AlertsConf, TollgateConf};
 use crate::kept::{ResponseKeeper, ResponseWriter};
@@ -185,6 +186,7 @@ fn gateway(
         route_turns: AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),
         store_url: store_url.to_owned(),
+        trusted_proxies: Arc::new(TrustedProxies::new(t.trusted_proxies.clone())),
     }
 }
 

@@ -50,7 +50,7 @@ impl UsageBatch {
     }
 
     /// Each record with its parameters in `USAGE_COLS` order, in the batch's order.
-    pub(crate) fn rows(&self) -> impl Iterator<Item = (&UsageRecord, [Param<'_>; 33])> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = (&UsageRecord, [Param<'_>; 35])> {
         self.records.iter().map(|(r, ints)| (r, usage(r, ints)))
     }
 
@@ -77,7 +77,7 @@ pub(crate) fn debit(r: &UsageRecord) -> [Param<'_>; 5] {
 }
 
 /// A record's parameters in `USAGE_COLS` order.
-fn usage<'a>(r: &'a UsageRecord, n: &UsageInts) -> [Param<'a>; 33] {
+fn usage<'a>(r: &'a UsageRecord, n: &UsageInts) -> [Param<'a>; 35] {
     let price = |p: Option<Price>| Param::from(p.map(Price::micro_per_mtok));
     let x = &r.extra;
     [
@@ -114,6 +114,8 @@ fn usage<'a>(r: &'a UsageRecord, n: &UsageInts) -> [Param<'a>; 33] {
         Param::Count32(r.attempts),
         r.request_id.as_deref().into(),
         r.review.as_deref().into(),
+        r.client_addr.as_deref().into(),
+        r.upstream_request_id.as_deref().into(),
     ]
 }
 
@@ -304,6 +306,8 @@ mod tests {
             attempts: 1,
             request_id: None,
             review: None,
+            client_addr: None,
+            upstream_request_id: None,
         }
     }
 

@@ -91,6 +91,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!("../../sql/postgres/0013_route_api.sql"),
     },
     Migration {
+        version: 14,
+        name: "client_addr",
+        sql: include_str!("../../sql/postgres/0014_client_addr.sql"),
+    },
+    Migration {
         version: 15,
         name: "console_sessions",
         sql: include_str!("../../sql/postgres/0015_console_sessions.sql"),
@@ -163,6 +168,11 @@ pub const SQLITE: &[Migration] = &[
         version: 13,
         name: "route_api",
         sql: include_str!("../../sql/sqlite/0013_route_api.sql"),
+    },
+    Migration {
+        version: 14,
+        name: "client_addr",
+        sql: include_str!("../../sql/sqlite/0014_client_addr.sql"),
     },
     Migration {
         version: 15,

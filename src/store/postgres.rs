@@ -155,13 +155,14 @@ const INSERT_USAGE: &str = "WITH new AS (
         cost_pico, outcome, started_at, finished_at, upstream_latency_us, ttft_us,
         spend_window_start, usage_source, audio_input_tokens, cache_write_1h_tokens,
         cache_storage_token_seconds, audio_input_price_micro, cache_write_1h_price_micro,
-        cache_storage_price_micro, attempts, request_id, review)
+        cache_storage_price_micro, attempts, request_id, review, client_addr,
+        upstream_request_id)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[],
         $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
         $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[],
         $24::text[], $25::int8[], $26::int8[], $27::int8[], $28::int8[], $29::int8[],
-        $30::int8[], $31::int4[], $32::text[], $33::text[])
+        $30::int8[], $31::int4[], $32::text[], $33::text[], $34::text[], $35::text[])
         AS t(id)
     ORDER BY id COLLATE \"C\"
     ON CONFLICT (id) DO NOTHING

@@ -364,6 +364,14 @@ pub struct UsageRecord {
     /// The request's `x-request-id` (none on records from before it was kept).
     #[serde(default)]
     pub request_id: Option<String>,
+    /// The client's address (behind trusted proxies, the one they name); none on records
+    /// from before it was kept.
+    #[serde(default)]
+    pub client_addr: Option<String>,
+    /// The answering upstream's own id for the call (Anthropic's `request-id`, Gemini's
+    /// `responseId`, Google's trace id), to quote in a ticket with the provider.
+    #[serde(default)]
+    pub upstream_request_id: Option<String>,
     /// Why the record needs an operator's review (none for an ordinary record): the usage the
     /// upstream reported could not be priced, so the request's reserved worst case was billed
     /// instead. See `billing::record`.

@@ -182,6 +182,8 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
             .map_err(|_| StoreError::Corrupt("attempts out of range".into()))?,
         request_id: r.opt_text(31)?,
         review: r.opt_text(32)?,
+        client_addr: r.opt_text(33)?,
+        upstream_request_id: r.opt_text(34)?,
     })
 }
 

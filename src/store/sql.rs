@@ -36,7 +36,8 @@ pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, 
                                      audio_input_tokens, cache_write_1h_tokens, \
                                      cache_storage_token_seconds, audio_input_price_micro, \
                                      cache_write_1h_price_micro, cache_storage_price_micro, \
-                                     attempts, request_id, review";
+                                     attempts, request_id, review, client_addr, \
+                                     upstream_request_id";
 pub(crate) const AUDIT_COLS: &str =
     "id, at, actor, action, workspace_id, target, before_json, after_json";
 pub(crate) const DAILY_COLS: &str =

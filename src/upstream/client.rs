@@ -36,6 +36,8 @@ pub enum CallFailure {
         status: u16,
         body: Bytes,
         retry_after: Option<String>,
+        /// The upstream's own id for the call ([`upstream_request_id`]).
+        request_id: Option<Box<str>>,
     },
     /// A call timed out (connect or read).
     Timeout,
@@ -69,6 +71,14 @@ impl CallFailure {
     pub fn status(&self) -> Option<u16> {
         match self {
             CallFailure::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The upstream's own id for a call it answered with an error.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            CallFailure::Status { request_id, .. } => request_id.as_deref(),
             _ => None,
         }
     }
@@ -115,6 +125,8 @@ impl CallFailure {
 /// would otherwise keep alive beside the next one (8 KB an open stream).
 pub struct Answer {
     pub status: u16,
+    /// The upstream's own id for the call ([`upstream_request_id`]).
+    pub request_id: Option<Box<str>>,
     /// `Content-Length`, when sent.
     length: Option<u64>,
     body: Incoming,
@@ -142,6 +154,36 @@ impl Answer {
             }
         }
     }
+}
+
+/// What a run's calls answered: every body, in call order, and the upstream's request id of
+/// the first call.
+#[derive(Debug)]
+pub struct Answered {
+    pub bodies: Vec<Bytes>,
+    pub request_id: Option<Box<str>>,
+}
+
+/// The longest upstream request id kept (the usage record's column holds 128).
+const MAX_REQUEST_ID: usize = 128;
+
+/// The upstream's own id for a call, read off its answer's head, the first of: Anthropic's
+/// `request-id` (Vertex's Claude too), OpenAI's `x-request-id`, Google's
+/// `x-cloud-trace-context` (its trace id, before the `/`). Not a secret — it is what the
+/// provider asks for in a support ticket — but it is the upstream's text: kept only when it is
+/// 1–128 visible ASCII characters.
+pub fn upstream_request_id(headers: &http::HeaderMap) -> Option<Box<str>> {
+    let trace = || {
+        let v = headers.get("x-cloud-trace-context")?.to_str().ok()?;
+        v.split('/').next()
+    };
+    let id = ["request-id", "x-request-id"]
+        .iter()
+        .find_map(|name| headers.get(*name)?.to_str().ok())
+        .or_else(trace)?
+        .trim();
+    let printable = id.bytes().all(|b| b.is_ascii_graphic());
+    (printable && (1..=MAX_REQUEST_ID).contains(&id.len())).then(|| id.into())
 }
 
 /// The upstream connection pool's client: hyper's own, without the layers `reqwest` puts on
@@ -189,26 +231,37 @@ impl UpstreamClient {
         &self,
         endpoint: &Endpoint,
         calls: Vec<UpstreamRequest>,
-    ) -> Result<Vec<Bytes>, CallFailure> {
+    ) -> Result<Answered, CallFailure> {
         let count = calls.len();
         let mut answers: Vec<Option<Bytes>> = vec![None; count];
+        let mut request_id = None;
         let mut pending = stream::iter(calls.into_iter().enumerate())
             .map(|(i, call)| async move { (i, self.send(endpoint, call).await) })
             .buffer_unordered(MAX_IN_FLIGHT);
         while let Some((i, answer)) = pending.next().await {
+            let (body, id) = answer?;
+            if i == 0 {
+                request_id = id;
+            }
             if let Some(slot) = answers.get_mut(i) {
-                *slot = Some(answer?);
+                *slot = Some(body);
             }
         }
-        answers
+        let bodies = answers
             .into_iter()
             .collect::<Option<Vec<Bytes>>>()
-            .ok_or(CallFailure::Broken)
+            .ok_or(CallFailure::Broken)?;
+        Ok(Answered { bodies, request_id })
     }
 
-    async fn send(&self, endpoint: &Endpoint, call: UpstreamRequest) -> Result<Bytes, CallFailure> {
-        let response = self.open(endpoint, call, "application/json").await?;
-        self.read_bounded(response).await
+    async fn send(
+        &self,
+        endpoint: &Endpoint,
+        call: UpstreamRequest,
+    ) -> Result<(Bytes, Option<Box<str>>), CallFailure> {
+        let mut response = self.open(endpoint, call, "application/json").await?;
+        let request_id = response.request_id.take();
+        Ok((self.read_bounded(response).await?, request_id))
     }
 
     /// Sends one call and returns its successful answer as it begins (the body still to be
@@ -238,6 +291,7 @@ impl UpstreamClient {
         let (head, body) = response.into_parts();
         let answer = Answer {
             status: head.status.as_u16(),
+            request_id: upstream_request_id(&head.headers),
             length: hyper::body::Body::size_hint(&body).exact(),
             body,
             read_timeout: self.read_timeout,
@@ -251,9 +305,12 @@ impl UpstreamClient {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
         drop(head);
+        let mut answer = answer;
+        let request_id = answer.request_id.take();
         Err(CallFailure::Status {
             status: answer.status,
             retry_after,
+            request_id,
             body: self.read_bounded(answer).await?,
         })
     }
@@ -343,6 +400,7 @@ mod failover_tests {
             status,
             body: Bytes::new(),
             retry_after: retry_after.map(str::to_owned),
+            request_id: None,
         }
     }
 
@@ -384,6 +442,7 @@ mod failover_tests {
                 br#"{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}"#,
             ),
             retry_after: None,
+            request_id: None,
         };
         assert_eq!(google.retry_after(), Some(Duration::from_secs(37)));
         assert_eq!(status(429, None).retry_after(), None);
@@ -469,10 +528,13 @@ mod client_tests {
 
     #[tokio::test]
     async fn a_call_is_sent_as_planned_and_its_answer_read() {
-        let (endpoint, served) =
-            upstream(b"HTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello").await;
-        let answers = client(1024).run(&endpoint, vec![call()]).await.unwrap();
-        assert_eq!(answers, vec![Bytes::from_static(b"hello")]);
+        let (endpoint, served) = upstream(
+            b"HTTP/1.1 200 OK\r\nrequest-id: req_0123456789\r\ncontent-length: 5\r\n\r\nhello",
+        )
+        .await;
+        let answered = client(1024).run(&endpoint, vec![call()]).await.unwrap();
+        assert_eq!(answered.bodies, vec![Bytes::from_static(b"hello")]);
+        assert_eq!(answered.request_id.as_deref(), Some("req_0123456789"));
         let request = served.await.unwrap().to_ascii_lowercase();
         assert!(
             request.starts_with("post /v1/x?alt=sse http/1.1\r\n"),
@@ -494,7 +556,7 @@ mod client_tests {
             client(max).run(&endpoint, vec![call()]).await.unwrap_err()
         };
         let throttled = failure(
-            b"HTTP/1.1 429 Too Many\r\nretry-after: 7\r\ncontent-length: 4\r\n\r\nslow",
+            b"HTTP/1.1 429 Too Many\r\nretry-after: 7\r\nx-request-id: req_429\r\ncontent-length: 4\r\n\r\nslow",
             1024,
         )
         .await;
@@ -502,6 +564,7 @@ mod client_tests {
             status,
             body,
             retry_after,
+            request_id,
         } = throttled
         else {
             panic!("{throttled:?}");
@@ -510,6 +573,7 @@ mod client_tests {
             (status, &body[..], retry_after.as_deref()),
             (429, &b"slow"[..], Some("7"))
         );
+        assert_eq!(request_id.as_deref(), Some("req_429"));
         let declared = failure(
             b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n0123456789",
             8,
@@ -550,5 +614,47 @@ mod client_tests {
         let endpoint = Endpoint::parse(&format!("http://127.0.0.1:{port}")).unwrap();
         let failure = client(1024).run(&endpoint, vec![call()]).await.unwrap_err();
         assert!(matches!(failure, CallFailure::Connect), "{failure:?}");
+    }
+}
+
+#[cfg(test)]
+mod request_id_tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> http::HeaderMap {
+        let mut h = http::HeaderMap::new();
+        for (name, value) in pairs {
+            h.append(*name, http::HeaderValue::from_str(value).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn the_upstream_request_id_comes_from_the_providers_header() {
+        let id = |pairs: &[(&'static str, &str)]| upstream_request_id(&headers(pairs));
+        assert_eq!(
+            id(&[("request-id", "req_011CVEA3SF7rnb3DuBZytqQa")]).as_deref(),
+            Some("req_011CVEA3SF7rnb3DuBZytqQa")
+        );
+        assert_eq!(
+            id(&[("x-request-id", "req_abc"), ("request-id", "req_first")]).as_deref(),
+            Some("req_first")
+        );
+        assert_eq!(
+            id(&[(
+                "x-cloud-trace-context",
+                "105445aa7843bc8bf206b12000100000/1;o=1"
+            )])
+            .as_deref(),
+            Some("105445aa7843bc8bf206b12000100000")
+        );
+        assert_eq!(id(&[]), None);
+        assert_eq!(id(&[("request-id", "")]), None);
+        assert_eq!(id(&[("request-id", "two words")]), None);
+        assert_eq!(id(&[("request-id", &"x".repeat(129))]), None);
+        assert_eq!(
+            id(&[("request-id", &"x".repeat(128))]).map(|i| i.len()),
+            Some(128)
+        );
     }
 }

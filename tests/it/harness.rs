@@ -184,6 +184,7 @@ pub struct GatewayBuilder {
     alerts: &'static str,
     console: &'static str,
     only_catalog: Option<&'static str>,
+    settings: &'static str,
 }
 
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
@@ -210,6 +211,7 @@ impl Gateway {
             alerts: "",
             console: "",
             only_catalog: None,
+            settings: "",
         }
     }
 
@@ -555,6 +557,13 @@ impl GatewayBuilder {
         self
     }
 
+    /// More `tollgate` settings, as YAML lines (each ending in a newline) already indented to
+    /// sit under `tollgate:` (`"  trusted_proxies: [127.0.0.0/8]\n"`).
+    pub fn settings(mut self, lines: &'static str) -> Self {
+        self.settings = lines;
+        self
+    }
+
     /// `tollgate.upstream.max_answer_body`.
     pub fn max_answer_body(mut self, size: &'static str) -> Self {
         self.max_answer = size;
@@ -603,8 +612,9 @@ impl GatewayBuilder {
              \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s{alerts}}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
              \x20 console: {{{console}}}\n\
-             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}",
+             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}{settings}",
             console = self.console,
+            settings = self.settings,
             connections = if self.connections.is_empty() {
                 String::new()
             } else {

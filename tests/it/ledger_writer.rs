@@ -41,6 +41,8 @@ fn record(i: usize) -> UsageRecord {
         attempts: 1,
         request_id: None,
         review: None,
+        client_addr: None,
+        upstream_request_id: None,
         extra: Default::default(),
     }
 }

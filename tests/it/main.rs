@@ -14,6 +14,7 @@ mod architecture;
 mod billing;
 mod bodies;
 mod catalog_check;
+mod client_addr;
 mod console;
 mod crash;
 mod default_catalog;

@@ -79,6 +79,8 @@ fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
         attempts: 1,
         request_id: None,
         review: None,
+        client_addr: None,
+        upstream_request_id: None,
     }
 }
 
@@ -488,7 +490,7 @@ async fn sqlite_books_survive_the_aliases_and_messages_migration() {
     // The rebuilt table is the old one, column for column, index for index, trigger for
     // trigger, and the ledger still references it.
     let conn = rusqlite::Connection::open(&path).unwrap();
-    assert_eq!(sqlite_usage_shape(&conn), before);
+    assert_eq!(without_added_columns(sqlite_usage_shape(&conn)), before);
     let create: String = conn
         .query_row(
             "SELECT sql FROM sqlite_schema WHERE name = 'usage_records'",
@@ -643,7 +645,7 @@ async fn sqlite_books_survive_the_responses_migration() {
     // Rebuilt again: column for column, index for index, trigger for trigger, still the
     // ledger's reference, still append-only, still announcing spend.
     let conn = rusqlite::Connection::open(&path).unwrap();
-    assert_eq!(sqlite_usage_shape(&conn), before);
+    assert_eq!(without_added_columns(sqlite_usage_shape(&conn)), before);
     let create: String = conn
         .query_row(
             "SELECT sql FROM sqlite_schema WHERE name = 'usage_records'",
@@ -709,6 +711,87 @@ async fn postgres_books_survive_the_responses_migration() {
         client.execute("DELETE FROM responses", &[]).await.unwrap(),
         1
     );
+}
+
+/// Columns later migrations add at the end of `usage_records` (0014), left out of a shape
+/// compared with one from before them.
+fn without_added_columns(shape: Vec<String>) -> Vec<String> {
+    const ADDED: [&str; 2] = ["client_addr", "upstream_request_id"];
+    shape
+        .into_iter()
+        .filter(|l| {
+            !(l.starts_with("column|") && l.split('|').nth(2).is_some_and(|c| ADDED.contains(&c)))
+        })
+        .collect()
+}
+
+/// What must hold after 0014, on either backend: the old records read without a client
+/// address or upstream request id, a new record keeps both, and an id too long for the column
+/// is refused by the database.
+async fn books_survive_0014(store: &dyn Store) {
+    let old = store.usage("ws_1", None).await.unwrap();
+    assert_eq!(old.len(), 2);
+    assert!(
+        old.iter()
+            .all(|r| r.client_addr.is_none() && r.upstream_request_id.is_none()),
+        "{old:?}"
+    );
+    let mut r = messages_record("u_traced");
+    r.client_addr = Some("2001:db8::7".into());
+    r.upstream_request_id = Some("req_011CVEA3SF7rnb3DuBZytqQa".into());
+    assert_eq!(
+        store.record_usage(std::slice::from_ref(&r)).await.unwrap(),
+        1
+    );
+    let stored = store
+        .usage_record("ws_1", "u_traced")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.client_addr.as_deref(), Some("2001:db8::7"));
+    assert_eq!(
+        stored.upstream_request_id.as_deref(),
+        Some("req_011CVEA3SF7rnb3DuBZytqQa")
+    );
+    let mut long = messages_record("u_long");
+    long.upstream_request_id = Some("x".repeat(129));
+    assert!(store.record_usage(&[long]).await.is_err());
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+}
+
+#[tokio::test]
+async fn sqlite_records_gain_client_addresses_and_upstream_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v13.db");
+    let books = BOOKS_V10
+        .replace("{t}", "0")
+        .replace("{no}", "0")
+        .replace("{yes}", "1");
+    sqlite_at(&path, 13, &books);
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Sqlite).len() - 13
+    );
+    books_survive_0014(&store).await;
+    usage_records_keep_their_rules(&rusqlite::Connection::open(&path).unwrap(), 3);
+}
+
+#[tokio::test]
+async fn postgres_records_gain_client_addresses_and_upstream_ids() {
+    let db = PgDatabase::create().await;
+    let books = BOOKS_V10
+        .replace("{t}", "to_timestamp(0)")
+        .replace("{no}", "false")
+        .replace("{yes}", "true");
+    pg_at(&db.url, 13, &books).await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        migrations::migrations(Dialect::Postgres).len() - 13
+    );
+    books_survive_0014(&store).await;
 }
 
 /// A SQLite database at `path` migrated to `version` only (foreign keys on, as the store runs),

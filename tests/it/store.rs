@@ -893,6 +893,8 @@ fn record(
         attempts: 2,
         request_id: Some(format!("trace-{id}")),
         review: None,
+        client_addr: None,
+        upstream_request_id: None,
         extra: Default::default(),
     }
 }

@@ -106,6 +106,7 @@ impl Adapter for AnthropicNative {
         Ok(Translated {
             body: Bytes::from(out),
             usage: counts,
+            upstream_id: None,
         })
     }
 

@@ -225,6 +225,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
     Ok(Translated {
         body: Bytes::from(body),
         usage,
+        upstream_id: None,
     })
 }
 

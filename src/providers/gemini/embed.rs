@@ -574,6 +574,7 @@ impl JoinPlan {
                 input: tokens,
                 ..Usage::default()
             },
+            upstream_id: None,
         })
     }
 }

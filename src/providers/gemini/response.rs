@@ -38,6 +38,9 @@ pub(super) struct GenerateResponse<'a> {
     pub prompt_feedback: Option<PromptFeedback<'a>>,
     #[serde(default)]
     pub usage_metadata: Option<UsageMetadata>,
+    /// Google's id for the answer, quoted in a support ticket.
+    #[serde(borrow, default)]
+    pub response_id: Option<Str<'a>>,
     /// Present when Google reports a failure inside a 200 stream.
     #[serde(borrow, default)]
     pub error: Option<&'a RawValue>,
@@ -271,7 +274,14 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
     Ok(Translated {
         body: Bytes::from(body),
         usage,
+        upstream_id: resp.response_id.as_deref().and_then(upstream_id),
     })
+}
+
+/// Gemini's `responseId`, when it is an id a record can keep (1–128 visible ASCII).
+fn upstream_id(id: &str) -> Option<Box<str>> {
+    let keepable = (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic());
+    keepable.then(|| id.into())
 }
 
 fn blocked_choice<'a>() -> Choice<'a> {
@@ -466,6 +476,21 @@ mod tests {
                 usage: Usage::default(),
             },
         ]
+    }
+
+    #[test]
+    fn the_response_id_is_the_upstreams_id() {
+        let t = Gemini
+            .translate_buffered(
+                &fixture("gemini-generate-text-gemini3-pro-devapi.json"),
+                &cx(),
+            )
+            .unwrap();
+        assert_eq!(t.upstream_id.as_deref(), Some("Un6LacrVMcjUxs0PmJfWoQc"));
+        let body =
+            br#"{"candidates":[{"content":{"parts":[{"text":"hi"}]}}],"responseId":"two words"}"#;
+        let t = Gemini.translate_buffered(body, &cx()).unwrap();
+        assert_eq!(t.upstream_id, None, "not an id a record keeps");
     }
 
     #[test]

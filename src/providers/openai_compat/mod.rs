@@ -84,6 +84,7 @@ impl Adapter for OpenAiCompat {
         Ok(Translated {
             body: Bytes::from(out),
             usage,
+            upstream_id: None,
         })
     }
 

@@ -92,6 +92,7 @@ impl Adapter for OpenAiResponses {
         Ok(Translated {
             body: Bytes::from(out),
             usage,
+            upstream_id: None,
         })
     }
 
