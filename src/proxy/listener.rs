@@ -1,8 +1,14 @@
 //! What both listeners (the public API and the admin one) share around their HTTP apps: a
 //! connection limit ([`Bounded`]), a whole-head deadline that also ends an idle kept-alive
 //! connection ([`read_head`]), how long a connection is kept alive ([`keep_alive`]) and
-//! handing a finished connection back for its next request ([`reuse`]). The body deadline is
-//! `body::read_within`.
+//! handing a finished connection back for its next request ([`reuse`]), and the HTTP/2 options
+//! of the listener ([`WithHttp`]). The body deadline is `body::read_within`.
+//!
+//! On an h2 connection Pingora calls the app once per stream: [`read_head`] returns at once
+//! (the head came with the stream), [`keep_alive`] and [`reuse`] do nothing (a stream is never
+//! reused), the write timeout bounds each wait for flow-control window as well, a stream the
+//! client resets fails the next write as a closed connection does, and the connection itself
+//! closes after `idle` without streams ([`WithHttp::new`]) and with a GOAWAY on shutdown.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream, ServerApp};
+use pingora_core::apps::{
+    HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream, ServerApp,
+};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
@@ -146,4 +154,44 @@ pub async fn reuse(session: Session) -> Option<ReusedHttpStream> {
     let settings = HttpPersistentSettings::for_session(&session);
     let reusable = session.finish().await.ok().flatten()?;
     Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
+}
+
+/// An HTTP app with its listener's transport options: h2c (HTTP/2 with prior knowledge on a
+/// plain listener) and how long an h2 connection without streams stays open.
+pub struct WithHttp<A> {
+    app: Arc<A>,
+    options: HttpServerOptions,
+}
+
+impl<A> WithHttp<A> {
+    /// `idle`: an h2 connection with no stream open is closed after it (as an idle HTTP/1.1
+    /// connection is by [`read_head`]).
+    pub fn new(app: A, h2c: bool, idle: Duration) -> Self {
+        let mut options = HttpServerOptions::default();
+        options.h2c = h2c;
+        options.h2_idle_timeout = Some(idle);
+        WithHttp {
+            app: Arc::new(app),
+            options,
+        }
+    }
+}
+
+#[async_trait]
+impl<A: HttpServerApp + Send + Sync + 'static> HttpServerApp for WithHttp<A> {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        session: Session,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        self.app.process_new_http(session, shutdown).await
+    }
+
+    fn server_options(&self) -> Option<&HttpServerOptions> {
+        Some(&self.options)
+    }
+
+    async fn http_cleanup(&self) {
+        self.app.http_cleanup().await;
+    }
 }

@@ -1,12 +1,13 @@
 //! Process wiring for `tollgate serve`: the shared state is built from the store first
 //! ([`state`]: migrations, the first catalog import, warm caches), then Pingora runs the public
-//! listener (the proxy), the admin listener ([`admin_app`]) and the background services
-//! ([`services`]).
+//! listener (the proxy), the admin listener ([`admin_app`]), plain or TLS ([`tls`]), and the
+//! background services ([`services`]).
 
 mod admin_app;
 mod listeners;
 mod services;
 mod state;
+mod tls;
 
 use pingora_core::server::configuration::Opt;
 use pingora_core::server::Server;
@@ -41,19 +42,31 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         server: pingora_conf,
         tollgate: t,
     } = config;
-    let state = State::build(&t, store_url)?;
     let (public_limits, admin_limits) = t.connections.fitted(connections::open_file_limit());
+    // Certificates first: a bad file stops the start before the store is touched.
+    let ls = &t.listeners;
+    let public = listeners::Listener::new("public", t.listen, public_limits, &ls.public)?;
+    let admin = listeners::Listener::new("admin", t.admin_listen, admin_limits, &ls.admin)?;
+    let state = State::build(&t, store_url)?;
     let mut server = Server::new_with_opt_and_conf(opts.pingora(), pingora_conf);
     server.bootstrap();
     listeners::follow_shutdown(server.watch_execution_phase(), state.draining.clone());
-    let admin = AdminApp {
+    let admin_app = AdminApp {
         admin: state.admin,
         limits: state.gateway.limits.clone(),
         draining: state.draining,
     };
-    server.add_service(listeners::public(state.gateway, public_limits, t.listen));
-    server.add_service(listeners::admin(admin, admin_limits, t.admin_listen));
-    services::add(&mut server, state.background);
-    tracing::info!(listen = %t.listen, admin = %t.admin_listen, "tollgate serving");
+    let conf = server.configuration.clone();
+    server.add_service(listeners::public(state.gateway, &public, &conf)?);
+    server.add_service(listeners::admin(admin_app, &admin, &conf)?);
+    let certificates = [public.tls, admin.tls].into_iter().flatten().collect();
+    services::add(&mut server, state.background, certificates);
+    tracing::info!(
+        listen = %t.listen,
+        admin = %t.admin_listen,
+        public_tls = ls.public.is_tls(),
+        admin_tls = ls.admin.is_tls(),
+        "tollgate serving"
+    );
     server.run_forever()
 }
