@@ -15,6 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::billing::records;
 use crate::certs::{self, peer_certificate, tls_listener, Issued, TestCa};
 use crate::harness::{eventually, signal, sse_data, Gateway, GatewayBuilder, Sim, ADMIN_TOKEN};
+use crate::raw::{health_kept_alive, read_until_closed};
 
 const MODEL: &str = "google/gemini-2.5-flash";
 
@@ -535,4 +536,44 @@ async fn sigterm_lets_in_flight_h2_streams_finish() {
     }
     let records = gw.cli_json(&["usage", "--workspace", &ws]);
     assert_eq!(records.as_array().unwrap().len(), 2, "{records}");
+}
+
+#[tokio::test]
+async fn an_h2c_listener_closes_silent_connections_and_answers_short_http1_requests() {
+    let gw = Gateway::builder()
+        .public_listener("{h2c: true}")
+        .limits("idle_timeout: 1s")
+        .start();
+    let addr = gw.addr().to_string();
+    // Nothing sent: closed at the head deadline (Pingora alone waits for 24 bytes for ever).
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let (answer, _) = read_until_closed(&mut silent, "a silent connection stays open").await;
+    assert!(answer.is_empty(), "{answer}");
+    // An HTTP/1.0 request shorter than the h2 preface is answered.
+    let mut short = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    short.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
+    let (answer, _) =
+        read_until_closed(&mut short, "a short HTTP/1.0 request is not answered").await;
+    assert!(answer.starts_with("HTTP/1.1 "), "{answer}");
+    // HTTP/1.1 goes on beside h2c.
+    let (_, answer) = health_kept_alive(&addr).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+#[tokio::test]
+async fn an_h2_connection_without_streams_closes_after_the_idle_timeout() {
+    let gw = Gateway::builder()
+        .public_listener("{h2c: true}")
+        .limits("idle_timeout: 1s")
+        .start();
+    let tcp = tokio::net::TcpStream::connect(gw.addr()).await.unwrap();
+    let (conn, driver) = h2::client::handshake(tcp).await.unwrap();
+    let driver = tokio::spawn(driver);
+    let req = http::Request::get(format!("http://{}/health", gw.addr()))
+        .body(())
+        .unwrap();
+    let (response, _) = conn.ready().await.unwrap().send_request(req, true).unwrap();
+    assert_eq!(response.await.unwrap().status(), 200);
+    let closed = tokio::time::timeout(Duration::from_secs(10), driver).await;
+    assert!(closed.is_ok(), "an idle h2 connection stayed open");
 }
