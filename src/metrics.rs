@@ -36,6 +36,7 @@ pub struct Metrics {
     requests: IntCounterVec,
     refusals: IntCounterVec,
     connections_refused: IntCounterVec,
+    tls_reloads: IntCounterVec,
     gateway_added: HistogramVec,
     upstream_latency: HistogramVec,
     first_token: HistogramVec,
@@ -176,6 +177,13 @@ impl Metrics {
                 "Connections refused at a listener's limit or for their PROXY protocol header, by listener and reason (total, per_address, proxy_protocol)",
                 &["listener", "reason"],
             ),
+            tls_reloads: counter(
+                &r,
+                "tollgate_tls_reloads_total",
+                "Certificate reloads (SIGHUP) by listener and result (ok, failed: the old \
+                 certificates stay)",
+                &["listener", "result"],
+            ),
             gateway_added: histogram(
                 &r,
                 "tollgate_gateway_added_seconds",
@@ -307,6 +315,14 @@ impl Metrics {
     pub fn connection_refused(&self, listener: &str, reason: &str) {
         self.connections_refused
             .with_label_values(&[listener, reason])
+            .inc();
+    }
+
+    /// A listener's certificates reloaded (`ok`) or kept after a failed reload.
+    pub fn tls_reload(&self, listener: &str, ok: bool) {
+        let result = if ok { "ok" } else { "failed" };
+        self.tls_reloads
+            .with_label_values(&[listener, result])
             .inc();
     }
 

@@ -29,6 +29,30 @@ pub struct ListenerConf {
     pub proxy_protocol: bool,
 }
 
+impl ListenerConf {
+    /// The listener speaks TLS (the console's cookie can then be `Secure`).
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// What is wrong with it, each naming its field under `at`. The files are read when the
+    /// gateway starts (`serve`), so that other commands run where the keys are not readable.
+    pub fn problems(&self, at: &str) -> Vec<String> {
+        let mut problems = Vec::new();
+        if let Some(tls) = &self.tls {
+            if tls.certificates.is_empty() {
+                problems.push(format!("{at}.tls.certificates: at least one"));
+            }
+            if self.h2c {
+                problems.push(format!(
+                    "{at}: h2c is for plain listeners (HTTP/2 over TLS is tls.h2)"
+                ));
+            }
+        }
+        problems
+    }
+}
+
 /// A TLS listener (TLS 1.2 and 1.3 only).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]

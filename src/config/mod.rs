@@ -592,6 +592,12 @@ impl Config {
         if c.reserve_files < 64 {
             problems.push("tollgate.connections.reserve_files: at least 64".to_owned());
         }
+        for (name, l) in [
+            ("public", &t.listeners.public),
+            ("admin", &t.listeners.admin),
+        ] {
+            problems.extend(l.problems(&format!("tollgate.listeners.{name}")));
+        }
         if self.server.threads == 0 {
             problems.push("threads: at least 1".to_owned());
         }
@@ -747,6 +753,31 @@ mod tests {
         assert!(e.contains("tollgate.responses.retention"), "{e}");
         let e = retention("soon").unwrap_err().to_string();
         assert!(e.contains("tollgate.responses.retention"), "{e}");
+    }
+
+    #[test]
+    fn listener_transports_are_read_and_checked() {
+        let c = Config::parse(
+            "tollgate:\n  listeners:\n    public:\n      tls:\n        certificates: [{cert: a.crt, key: a.key}]\n    admin: {h2c: true}\n",
+        )
+        .unwrap();
+        let l = &c.tollgate.listeners;
+        assert!(l.public.is_tls() && !l.public.h2c);
+        assert!(l.public.tls.as_ref().unwrap().h2, "h2 by default");
+        assert!(!l.admin.is_tls() && l.admin.h2c);
+        let e = Config::parse(
+            "tollgate:\n  listeners:\n    public: {h2c: true, tls: {certificates: []}}\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("tollgate.listeners.public.tls.certificates: at least one")
+                && e.contains("tollgate.listeners.public: h2c"),
+            "{e}"
+        );
+        let e =
+            Config::parse("tollgate:\n  listeners:\n    admin: {tls: {h2: false}}\n").unwrap_err();
+        assert!(e.to_string().contains("certificates"), "{e}");
     }
 
     #[test]

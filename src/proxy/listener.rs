@@ -1,8 +1,14 @@
 //! What both listeners (the public API and the admin one) share around their HTTP apps: a
 //! connection limit ([`Bounded`]), a whole-head deadline that also ends an idle kept-alive
 //! connection ([`read_head`]), how long a connection is kept alive ([`keep_alive`]) and
-//! handing a finished connection back for its next request ([`reuse`]). The body deadline is
-//! `body::read_within`.
+//! handing a finished connection back for its next request ([`reuse`]), and the HTTP/2 options
+//! of the listener ([`WithHttp`]). The body deadline is `body::read_within`.
+//!
+//! On an h2 connection Pingora calls the app once per stream: [`read_head`] returns at once
+//! (the head came with the stream), [`keep_alive`] and [`reuse`] do nothing (a stream is never
+//! reused), the write timeout bounds each wait for flow-control window as well, a stream the
+//! client resets fails the next write as a closed connection does, and the connection itself
+//! closes after `idle` without streams ([`WithHttp::new`]) and with a GOAWAY on shutdown.
 
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,7 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora_core::apps::{HttpPersistentSettings, ReusedHttpStream, ServerApp};
+use pingora_core::apps::{
+    HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream, ServerApp,
+};
 use pingora_core::protocols::http::ServerSession as Session;
 use pingora_core::protocols::Stream;
 use pingora_core::server::ShutdownWatch;
@@ -181,4 +189,106 @@ pub async fn reuse(session: Session) -> Option<ReusedHttpStream> {
     let settings = HttpPersistentSettings::for_session(&session);
     let reusable = session.finish().await.ok().flatten()?;
     Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
+}
+
+/// An HTTP app on one listener: HTTP/1.1, h2 when TLS's ALPN chose it, and with `h2c` HTTP/2
+/// with prior knowledge on a plain connection that opens with the HTTP/2 preface.
+///
+/// Pingora's own h2c detection reads the 24 bytes of the preface with no deadline, so a client
+/// that sends nothing (or an HTTP/1.0 request shorter than the preface) would hold the
+/// connection for ever: here the preface is looked for within the head deadline instead, and
+/// only as far as the bytes still match it.
+pub struct WithHttp<A> {
+    /// HTTP/1.1 and ALPN-chosen h2.
+    http: Arc<Options<A>>,
+    /// The same app for connections that opened with the preface; `None`: no h2c.
+    h2c: Option<Arc<Options<A>>>,
+    /// How long the opening bytes may take.
+    idle: Duration,
+}
+
+impl<A> WithHttp<A> {
+    /// `idle` bounds the wait for the opening bytes and closes an h2 connection with no stream
+    /// open (as an idle HTTP/1.1 connection is closed by [`read_head`]).
+    pub fn new(app: A, h2c: bool, idle: Duration) -> Self {
+        let app = Arc::new(app);
+        let options = |h2c: bool| {
+            let mut options = HttpServerOptions::default();
+            options.h2c = h2c;
+            options.h2_idle_timeout = Some(idle);
+            Arc::new(Options {
+                app: app.clone(),
+                options,
+            })
+        };
+        WithHttp {
+            http: options(false),
+            h2c: h2c.then(|| options(true)),
+            idle,
+        }
+    }
+}
+
+#[async_trait]
+impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for WithHttp<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        mut stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let app = match &self.h2c {
+            Some(h2c) if stream.get_ssl_digest().is_none() => {
+                match opens_with_preface(&mut stream, self.idle).await? {
+                    true => h2c,
+                    false => &self.http,
+                }
+            }
+            _ => &self.http,
+        };
+        app.process_new(stream, shutdown).await
+    }
+
+    async fn cleanup(&self) {
+        self.http.app.http_cleanup().await;
+    }
+}
+
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the connection opens with HTTP/2's preface, the bytes read put back for the app;
+/// `None`: the client sent too little within `deadline`, or closed. Reads 1, 2, then all 24
+/// bytes, stopping as soon as they differ (an HTTP/1 method differs by the second byte).
+async fn opens_with_preface(stream: &mut Stream, deadline: Duration) -> Option<bool> {
+    let mut opening = [0u8; H2_PREFACE.len()];
+    let sniff = async {
+        for n in [1, 2, H2_PREFACE.len()] {
+            let (seen, preface) = (opening.get_mut(..n)?, H2_PREFACE.get(..n)?);
+            if !stream.try_peek(seen).await.ok()? || seen != preface {
+                return Some(false); // not peekable (then not h2c) or not the preface
+            }
+        }
+        Some(true)
+    };
+    tokio::time::timeout(deadline, sniff).await.ok().flatten()
+}
+
+/// The app with Pingora's options for one kind of connection.
+struct Options<A> {
+    app: Arc<A>,
+    options: HttpServerOptions,
+}
+
+#[async_trait]
+impl<A: HttpServerApp + Send + Sync + 'static> HttpServerApp for Options<A> {
+    async fn process_new_http(
+        self: &Arc<Self>,
+        session: Session,
+        shutdown: &ShutdownWatch,
+    ) -> Option<ReusedHttpStream> {
+        self.app.process_new_http(session, shutdown).await
+    }
+
+    fn server_options(&self) -> Option<&HttpServerOptions> {
+        Some(&self.options)
+    }
 }

@@ -1,12 +1,13 @@
 //! Process wiring for `tollgate serve`: the shared state is built from the store first
 //! ([`state`]: migrations, the first catalog import, warm caches), then Pingora runs the public
-//! listener (the proxy), the admin listener ([`admin_app`]) and the background services
-//! ([`services`]).
+//! listener (the proxy), the admin listener ([`admin_app`]), plain or TLS ([`tls`]), and the
+//! background services ([`services`]).
 
 mod admin_app;
 mod listeners;
 mod services;
 mod state;
+mod tls;
 
 use std::time::Duration;
 
@@ -47,8 +48,12 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         server: pingora_conf,
         tollgate: t,
     } = config;
-    let state = State::build(&t, store_url)?;
     let (public_limits, admin_limits) = t.connections.fitted(connections::open_file_limit());
+    // Certificates first: a bad file stops the start before the store is touched.
+    let ls = &t.listeners;
+    let public = listeners::Listener::new("public", t.listen, public_limits, &ls.public)?;
+    let admin = listeners::Listener::new("admin", t.admin_listen, admin_limits, &ls.admin)?;
+    let state = State::build(&t, store_url)?;
     let mut server = Server::new_with_opt_and_conf(opts.pingora(), pingora_conf);
     server.bootstrap();
     listeners::follow_shutdown(server.watch_execution_phase(), state.draining.clone());
@@ -56,24 +61,32 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
         ledger: state.gateway.ledger.clone(),
     };
     let trusted = state.gateway.trusted_proxies.clone();
-    let admin = AdminApp {
+    let admin_app = AdminApp {
         admin: state.admin,
         limits: state.gateway.limits.clone(),
         draining: state.draining,
         trusted_proxies: trusted.clone(),
     };
-    let mut public = listeners::public(state.gateway, public_limits, t.listen);
-    let mut admin = listeners::admin(admin, admin_limits, t.admin_listen);
-    if t.listeners.public.proxy_protocol {
-        listeners::read_proxy_protocol(&mut public, &trusted, "public");
+    let conf = server.configuration.clone();
+    let mut public_service = listeners::public(state.gateway, &public, &conf)?;
+    let mut admin_service = listeners::admin(admin_app, &admin, &conf)?;
+    if ls.public.proxy_protocol {
+        listeners::read_proxy_protocol(&mut public_service, &trusted, "public");
     }
-    if t.listeners.admin.proxy_protocol {
-        listeners::read_proxy_protocol(&mut admin, &trusted, "admin");
+    if ls.admin.proxy_protocol {
+        listeners::read_proxy_protocol(&mut admin_service, &trusted, "admin");
     }
-    server.add_service(public);
-    server.add_service(admin);
-    services::add(&mut server, state.background);
-    tracing::info!(listen = %t.listen, admin = %t.admin_listen, "tollgate serving");
+    server.add_service(public_service);
+    server.add_service(admin_service);
+    let certificates = [public.tls, admin.tls].into_iter().flatten().collect();
+    services::add(&mut server, state.background, certificates);
+    tracing::info!(
+        listen = %t.listen,
+        admin = %t.admin_listen,
+        public_tls = ls.public.is_tls(),
+        admin_tls = ls.admin.is_tls(),
+        "tollgate serving"
+    );
     server.run(RunArgs {
         shutdown_signal: Box::new(signals),
     });

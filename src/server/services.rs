@@ -1,7 +1,7 @@
 //! The background services, each on its own Pingora runtime with its own store connection
 //! (opened, retried, once Pingora runs: an outage at start must not stop the gateway): the
-//! change-feed follower, the ledger writer, the kept responses' writer, the alerts loop and the
-//! Vertex token refresher.
+//! change-feed follower, the ledger writer, the kept responses' writer, the alerts loop, the
+//! Vertex token refresher and the certificate reloader (`SIGHUP`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,9 +19,10 @@ use crate::sync::Follower;
 use crate::upstream::credentials::VertexAccount;
 
 use super::state::Background;
+use super::tls::{self, Certificates};
 
-/// Adds every background service to `server`.
-pub fn add(server: &mut Server, bg: Background) {
+/// Adds every background service to `server`; `certificates`: the TLS listeners'.
+pub fn add(server: &mut Server, bg: Background, certificates: Vec<Arc<Certificates>>) {
     let grace = Duration::from_secs(server.configuration.grace_period_seconds.unwrap_or(300));
     let sync = SyncService {
         follower: Mutex::new(Some(bg.follower)),
@@ -49,6 +50,8 @@ pub fn add(server: &mut Server, bg: Background) {
         let refresher = VertexRefresher { account, cell };
         server.add_service(background_service("vertex token", refresher));
     }
+    let reloader = CertificateReloader { certificates };
+    server.add_service(background_service("certificate reloader", reloader));
 }
 
 /// The writers commit what requests finishing in the grace period bill and keep, and stop just
@@ -151,6 +154,19 @@ impl BackgroundService for VertexRefresher {
         self.account
             .refresh_forever(cell, shut_down(shutdown))
             .await;
+    }
+}
+
+/// Reloads the TLS listeners' certificates on `SIGHUP` (Pingora itself does not use it); with
+/// no TLS listener it only says so, so that the signal never ends the process.
+struct CertificateReloader {
+    certificates: Vec<Arc<Certificates>>,
+}
+
+#[async_trait]
+impl BackgroundService for CertificateReloader {
+    async fn start(&self, shutdown: ShutdownWatch) {
+        tls::reload_on_hangup(self.certificates.clone(), shut_down(shutdown)).await;
     }
 }
 

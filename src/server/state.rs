@@ -39,6 +39,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     AdminToken(#[from] WeakToken),
+    #[error("TLS: {0}")]
+    Tls(#[from] super::tls::TlsError),
 }
 
 pub struct State {

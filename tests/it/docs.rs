@@ -291,6 +291,11 @@ fn the_configuration_reference_gives_the_code_defaults() {
     let mut groups: BTreeMap<String, Vec<(String, serde_yaml::Value)>> = BTreeMap::new();
     for leaf in &leaves {
         let Some(cell) = rows.get(leaf) else { continue };
+        // Inside an optional section (`listeners.public.tls`) a default holds only once the
+        // section is written, with its required settings: nothing to compare with the code's.
+        if optional.iter().any(|o| leaf.starts_with(&format!("{o}."))) {
+            continue;
+        }
         let value = documented_value(cell);
         if optional.contains(leaf) {
             // An `Option`: unset by default; a documented value must at least be accepted.

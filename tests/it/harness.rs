@@ -185,6 +185,8 @@ pub struct GatewayBuilder {
     console: &'static str,
     only_catalog: Option<&'static str>,
     settings: &'static str,
+    /// `tollgate.listeners.public` and `.admin`, YAML flow mappings.
+    listeners: [Option<String>; 2],
 }
 
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
@@ -212,6 +214,7 @@ impl Gateway {
             console: "",
             only_catalog: None,
             settings: "",
+            listeners: [None, None],
         }
     }
 
@@ -426,6 +429,16 @@ impl Gateway {
         format!("{}{path}", self.base)
     }
 
+    /// The client listener's address (`127.0.0.1:port`).
+    pub fn addr(&self) -> SocketAddr {
+        self.base.trim_start_matches("http://").parse().unwrap()
+    }
+
+    /// The admin listener's address.
+    pub fn admin_addr(&self) -> SocketAddr {
+        self.admin.trim_start_matches("http://").parse().unwrap()
+    }
+
     /// A workspace's usage records (newest first), once there are at least `n` (the ledger
     /// writes off the response path), or whatever there is after 5 s.
     pub async fn usage_records(&self, ws: &str, n: usize) -> Vec<Value> {
@@ -564,6 +577,20 @@ impl GatewayBuilder {
         self
     }
 
+    /// `tollgate.listeners.public`, a YAML flow mapping (`"{h2c: true}"`; `certs::tls_listener`
+    /// writes a TLS one). With TLS on it, create keys before `start` (`Gateway::key` checks a
+    /// new key over plain HTTP).
+    pub fn public_listener(mut self, yaml: impl Into<String>) -> Self {
+        self.listeners[0] = Some(yaml.into());
+        self
+    }
+
+    /// `tollgate.listeners.admin`, a YAML flow mapping.
+    pub fn admin_listener(mut self, yaml: impl Into<String>) -> Self {
+        self.listeners[1] = Some(yaml.into());
+        self
+    }
+
     /// `tollgate.upstream.max_answer_body`.
     pub fn max_answer_body(mut self, size: &'static str) -> Self {
         self.max_answer = size;
@@ -612,9 +639,10 @@ impl GatewayBuilder {
              \x20 alerts: {{interval: 200ms, backoff: 100ms, attempts: 3, timeout: 2s{alerts}}}\n\
              \x20 upstream: {{connect_timeout: 2s, read_timeout: 5s, max_answer_body: {answer}{upstream}}}\n\
              \x20 console: {{{console}}}\n\
-             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}{settings}",
+             \x20 providers:\n    openai: {{base_url: \"http://127.0.0.1:9/v1\", api_key_env: TEST_OPENAI_KEY}}\n{providers}{connections}{settings}{listeners}",
             console = self.console,
             settings = self.settings,
+            listeners = listeners_conf(&self.listeners),
             connections = if self.connections.is_empty() {
                 String::new()
             } else {
@@ -771,6 +799,18 @@ fn rand_suffix() -> String {
     use rand::Rng;
     let n: u64 = rand::thread_rng().gen();
     format!("{n:016x}")
+}
+
+/// `tollgate.listeners`, when a test sets either listener's transport.
+fn listeners_conf([public, admin]: &[Option<String>; 2]) -> String {
+    let entries: Vec<String> = [("public", public), ("admin", admin)]
+        .into_iter()
+        .filter_map(|(name, yaml)| Some(format!("{name}: {}", yaml.as_deref()?)))
+        .collect();
+    if entries.is_empty() {
+        return String::new();
+    }
+    format!("  listeners: {{{}}}\n", entries.join(", "))
 }
 
 fn provider_conf(sim: &str) -> String {
