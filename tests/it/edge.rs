@@ -577,3 +577,84 @@ async fn an_h2_connection_without_streams_closes_after_the_idle_timeout() {
     let closed = tokio::time::timeout(Duration::from_secs(10), driver).await;
     assert!(closed.is_ok(), "an idle h2 connection stayed open");
 }
+
+/// The console's session cookie: `Secure` when the admin listener speaks TLS, and not on a plain
+/// one (a browser would then never send it back).
+#[tokio::test]
+async fn the_console_cookie_is_secure_exactly_on_a_tls_admin_listener() {
+    let ca = TestCa::new();
+    let files = CertFiles::new();
+    let admin = files.write(&ca.issue(&["ops.test"]), "ops");
+    let sign_in = |client: reqwest::Client, url: String| async move {
+        let res = client
+            .post(url)
+            .json(&json!({"token": ADMIN_TOKEN}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        let cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
+        cookie.split(';').any(|a| a.trim() == "Secure")
+    };
+    let tls = Gateway::builder()
+        .admin_listener(tls_listener(&[admin], false))
+        .start();
+    let client = certs::client(&ca, "ops.test", tls.admin_addr())
+        .build()
+        .unwrap();
+    let url = https("ops.test", tls.admin_addr(), "/admin/v1/session");
+    assert!(sign_in(client, url).await, "Secure on TLS");
+    let plain = Gateway::builder().start();
+    let url = format!("{}/admin/v1/session", plain.admin);
+    assert!(
+        !sign_in(reqwest::Client::new(), url).await,
+        "not on plain HTTP"
+    );
+}
+
+/// A balancer's PROXY header arrives before the TLS handshake; the client it names is recorded.
+#[tokio::test]
+async fn a_proxy_protocol_header_is_read_before_the_tls_handshake() {
+    let sim = Sim::start();
+    let ca = TestCa::new();
+    let files = CertFiles::new();
+    let public = files.write(&ca.issue(&["api.test"]), "api");
+    let listener = tls_listener(&[public], false).replacen('{', "{proxy_protocol: true, ", 1);
+    let (gw, ws, key) = start(
+        Gateway::builder()
+            .simulator(&sim)
+            .settings("  trusted_proxies: [127.0.0.1/32]\n")
+            .public_listener(listener),
+    );
+    // A TCP relay that writes the balancer's header, then carries the client's TLS bytes.
+    let relay = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let relay_addr = relay.local_addr().unwrap();
+    let upstream = gw.addr();
+    tokio::spawn(async move {
+        let (mut client, _) = relay.accept().await.unwrap();
+        let mut server = tokio::net::TcpStream::connect(upstream).await.unwrap();
+        server
+            .write_all(b"PROXY TCP4 198.51.100.77 10.0.0.1 5555 443\r\n")
+            .await
+            .unwrap();
+        let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+    });
+    let client = certs::client(&ca, "api.test", relay_addr).build().unwrap();
+    let res = client
+        .post(https("api.test", relay_addr, "/v1/chat/completions"))
+        .bearer_auth(&key)
+        .json(&chat(false, "hello"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let recs = records(&gw, &ws, 1).await;
+    assert_eq!(recs[0]["client_addr"], "198.51.100.77", "{}", recs[0]);
+    // Straight to the listener, without the header: closed, no handshake.
+    let direct = certs::client(&ca, "api.test", gw.addr()).build().unwrap();
+    let refused = direct
+        .get(https("api.test", gw.addr(), "/health"))
+        .send()
+        .await;
+    assert!(refused.is_err(), "no PROXY header: no answer");
+}
