@@ -14,7 +14,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::billing::records;
 use crate::certs::{self, peer_certificate, tls_listener, Issued, TestCa};
-use crate::harness::{eventually, signal, sse_data, Gateway, GatewayBuilder, Sim, ADMIN_TOKEN};
+use crate::harness::{
+    eventually, signal, sse_data, whole_answer, Gateway, GatewayBuilder, Sim, ADMIN_TOKEN,
+};
 use crate::raw::{health_kept_alive, read_until_closed};
 
 const MODEL: &str = "google/gemini-2.5-flash";
@@ -63,28 +65,6 @@ impl CertFiles {
 /// `https://host:port/path` on `addr`'s port.
 fn https(host: &str, addr: SocketAddr, path: &str) -> String {
     format!("https://{host}:{}{path}", addr.port())
-}
-
-/// Complete when a stream ends with `[DONE]` and no error frame, a buffered answer with content.
-async fn complete(res: reqwest::Response, stream: bool) -> Result<(), String> {
-    let status = res.status();
-    let text = res.text().await.map_err(|e| format!("read: {e}"))?;
-    if status != 200 {
-        return Err(format!("{status}: {text}"));
-    }
-    if stream {
-        let frames = sse_data(&text);
-        let done = frames.last().map(String::as_str) == Some("[DONE]");
-        if !done || frames.iter().any(|f| f.contains("\"error\"")) {
-            return Err(format!("stream cut: {text}"));
-        }
-    } else {
-        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
-        if v["choices"][0]["message"]["content"].as_str().is_none() {
-            return Err(format!("no answer: {text}"));
-        }
-    }
-    Ok(())
 }
 
 async fn post_chat(
@@ -402,11 +382,11 @@ async fn h2_over_tls_and_h2c_answers_buffered_and_streamed_and_bills_a_reset_str
     for (gw, ws, key, client, url) in h2_gateways(&sim, &ca, &files).await {
         let res = post_chat(&client, &url, &key, &chat(false, "hello there")).await;
         assert_eq!(res.version(), reqwest::Version::HTTP_2, "{url}");
-        complete(res, false).await.unwrap();
+        whole_answer(res, false).await.unwrap();
 
         let res = post_chat(&client, &url, &key, &chat(true, SHORT_STREAM)).await;
         assert_eq!(res.version(), reqwest::Version::HTTP_2, "{url}");
-        complete(res, true).await.unwrap();
+        whole_answer(res, true).await.unwrap();
 
         // A stream the client resets after three content frames is billed the upstream's
         // final counts (the gateway drains it).
@@ -526,7 +506,7 @@ async fn sigterm_lets_in_flight_h2_streams_finish() {
     for _ in 0..2 {
         let res = post_chat(&client, &url, &key, &chat(true, SHORT_STREAM)).await;
         assert_eq!(res.version(), reqwest::Version::HTTP_2);
-        streams.push(tokio::spawn(complete(res, true)));
+        streams.push(tokio::spawn(whole_answer(res, true)));
     }
     tokio::task::block_in_place(|| gw.terminate());
     for s in streams {

@@ -717,6 +717,29 @@ impl GatewayBuilder {
 }
 
 /// Splits an SSE body into its `data:` payloads.
+/// A chat completion's answer judged: `Ok` when the client got it whole (a stream ending with
+/// `[DONE]` and no error frame, a buffered answer with content), else what went wrong.
+pub async fn whole_answer(res: reqwest::Response, stream: bool) -> Result<(), String> {
+    let status = res.status();
+    let text = res.text().await.map_err(|e| format!("read: {e}"))?;
+    if status != 200 {
+        return Err(format!("{status}: {text}"));
+    }
+    if stream {
+        let frames = sse_data(&text);
+        let done = frames.last().map(String::as_str) == Some("[DONE]");
+        if !done || frames.iter().any(|f| f.contains("\"error\"")) {
+            return Err(format!("stream cut: {text}"));
+        }
+    } else {
+        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+        if v["choices"][0]["message"]["content"].as_str().is_none() {
+            return Err(format!("no answer: {text}"));
+        }
+    }
+    Ok(())
+}
+
 pub fn sse_data(body: &str) -> Vec<String> {
     body.split("\n\n")
         .filter_map(|frame| frame.trim().strip_prefix("data: ").map(str::to_owned))

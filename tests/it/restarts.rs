@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use crate::harness::{eventually, signal, sse_data, Gateway, Sim};
+use crate::harness::{eventually, signal, sse_data, whole_answer, Gateway, Sim};
 use crate::raw::{health_kept_alive, read_until_closed};
 
 /// One request, judged: `Ok` when the client got a complete answer (a stream ending with its
@@ -29,25 +29,7 @@ async fn complete(
         .send()
         .await
         .map_err(|e| format!("send: {e}"))?;
-    let status = res.status();
-    let text = res.text().await.map_err(|e| format!("read: {e}"))?;
-    if status != 200 {
-        return Err(format!("{status}: {text}"));
-    }
-    if stream {
-        let frames = sse_data(&text);
-        let done = frames.last().map(String::as_str) == Some("[DONE]");
-        let errored = frames.iter().any(|f| f.contains("\"error\""));
-        if !done || errored {
-            return Err(format!("stream cut: {text}"));
-        }
-    } else {
-        let v: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
-        if v["choices"][0]["message"]["content"].as_str().is_none() {
-            return Err(format!("no answer: {text}"));
-        }
-    }
-    Ok(())
+    whole_answer(res, stream).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
