@@ -7,9 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use crate::harness::{eventually, signal, sse_data, whole_answer, Gateway, Sim};
+use crate::harness::{eventually, signal, whole_answer, Gateway, Sim};
 use crate::raw::{health_kept_alive, read_until_closed};
 
 /// One request, judged: `Ok` when the client got a complete answer (a stream ending with its
