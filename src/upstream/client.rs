@@ -24,6 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::catalog::Endpoint;
 use crate::config::UpstreamConf;
 use crate::providers::UpstreamRequest;
+use crate::upstream::roots::{upstream_roots, RootsError};
 
 /// Calls of one request sent at the same time.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -43,6 +44,9 @@ pub enum CallFailure {
     Timeout,
     /// A call could not connect.
     Connect,
+    /// The TLS handshake failed: `certificate` when the upstream's certificate was refused
+    /// (an unknown CA, another name, expired), else a protocol mismatch.
+    Tls { certificate: bool },
     /// A call's answer was larger than `tollgate.upstream.max_answer_body`.
     TooLarge { limit: u64 },
     /// A call's connection failed after connecting, or its answer could not be read.
@@ -59,7 +63,10 @@ impl CallFailure {
     /// gateway's key, not the client's, is at fault, and another route has its own).
     pub fn worth_another_route(&self) -> bool {
         match self {
-            CallFailure::Connect | CallFailure::Timeout | CallFailure::EarlyEnd { .. } => true,
+            CallFailure::Connect
+            | CallFailure::Tls { .. }
+            | CallFailure::Timeout
+            | CallFailure::EarlyEnd { .. } => true,
             CallFailure::Status { status, .. } => {
                 matches!(status, 401 | 403 | 429) || *status >= 500
             }
@@ -201,13 +208,21 @@ const USER_AGENT: http::HeaderValue =
     http::HeaderValue::from_static(concat!("tollgate/", env!("CARGO_PKG_VERSION")));
 
 impl UpstreamClient {
-    pub fn new(conf: &UpstreamConf) -> Self {
+    /// The client of `conf`; an unusable `ca_file` is an error.
+    pub fn new(conf: &UpstreamConf) -> Result<Self, RootsError> {
+        let roots = upstream_roots(conf)?;
+        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+        let tls_config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(RootsError::Config)?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false); // https is the TLS layer's
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(conf.connect_timeout));
         let tls = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
+            .with_tls_config(tls_config)
             .https_or_http()
             .enable_http1()
             .wrap_connector(tcp);
@@ -219,11 +234,11 @@ impl UpstreamClient {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(tls);
-        UpstreamClient {
+        Ok(UpstreamClient {
             pool,
             read_timeout: conf.read_timeout,
             max_answer: conf.max_answer_body.as_u64(),
-        }
+        })
     }
 
     /// Every call's answer body, in call order, or the first failure.
@@ -368,6 +383,12 @@ pub fn transport(e: &(dyn std::error::Error + 'static)) -> CallFailure {
             if io.kind() == std::io::ErrorKind::TimedOut {
                 kind = CallFailure::Timeout; // hyper's connect timeout
             }
+            // tokio-rustls hands a handshake's failure over inside an I/O error.
+            if let Some(tls) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+                kind = CallFailure::Tls {
+                    certificate: matches!(tls, rustls::Error::InvalidCertificate(_)),
+                };
+            }
         }
         if matches!(kind, CallFailure::Broken)
             && e.downcast_ref::<hyper_util::client::legacy::Error>()
@@ -488,6 +509,7 @@ mod client_tests {
             max_answer_body: bytesize::ByteSize::b(max_answer),
             ..UpstreamConf::default()
         })
+        .unwrap()
     }
 
     fn call() -> UpstreamRequest {
