@@ -383,8 +383,7 @@ pub fn transport(e: &(dyn std::error::Error + 'static)) -> CallFailure {
             if io.kind() == std::io::ErrorKind::TimedOut {
                 kind = CallFailure::Timeout; // hyper's connect timeout
             }
-            // tokio-rustls hands a handshake's failure over inside an I/O error.
-            if let Some(tls) = io.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+            if let Some(tls) = handshake_failure(io) {
                 kind = CallFailure::Tls {
                     certificate: matches!(tls, rustls::Error::InvalidCertificate(_)),
                 };
@@ -405,6 +404,19 @@ pub fn transport(e: &(dyn std::error::Error + 'static)) -> CallFailure {
     }
     tracing::warn!("upstream call failed: {detail}");
     kind
+}
+
+/// The TLS error inside an I/O error: tokio-rustls wraps a handshake's failure in one, which
+/// hyper-rustls wraps in another (the chain of `source()` skips both).
+fn handshake_failure(io: &std::io::Error) -> Option<&rustls::Error> {
+    let mut inner = io.get_ref()?;
+    for _ in 0..4 {
+        if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        inner = inner.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+    None
 }
 
 fn timed_out(waiting: &str) -> CallFailure {
