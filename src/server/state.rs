@@ -169,6 +169,7 @@ fn gateway(
     draining: Arc<AtomicBool>,
     store_url: &str,
 ) -> Result<Gateway, ServeError> {
+    let tls = crate::upstream::roots::upstream_tls(&t.upstream)?;
     Ok(Gateway {
         responses,
         accounts: follower.accounts.clone(),
@@ -176,8 +177,11 @@ fn gateway(
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         credentials,
-        caches: ContextCaches::new(t.upstream.connect_timeout + Duration::from_secs(30)),
-        client: UpstreamClient::new(&t.upstream)?,
+        caches: ContextCaches::new(
+            t.upstream.connect_timeout + Duration::from_secs(30),
+            Some(tls.clone()),
+        ),
+        client: UpstreamClient::with_tls(&t.upstream, tls),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
         fresh: follower.freshness(),

@@ -24,7 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::catalog::Endpoint;
 use crate::config::UpstreamConf;
 use crate::providers::UpstreamRequest;
-use crate::upstream::roots::{upstream_roots, RootsError};
+use crate::upstream::roots::{upstream_tls, RootsError};
 
 /// Calls of one request sent at the same time.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -210,13 +210,11 @@ const USER_AGENT: http::HeaderValue =
 impl UpstreamClient {
     /// The client of `conf`; an unusable `ca_file` is an error.
     pub fn new(conf: &UpstreamConf) -> Result<Self, RootsError> {
-        let roots = upstream_roots(conf)?;
-        let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
-        let tls_config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(RootsError::Config)?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        Ok(Self::with_tls(conf, upstream_tls(conf)?))
+    }
+
+    /// The client of `conf` with its TLS configuration ([`upstream_tls`]) already made.
+    pub fn with_tls(conf: &UpstreamConf, tls_config: rustls::ClientConfig) -> Self {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false); // https is the TLS layer's
         tcp.set_nodelay(true);
@@ -234,11 +232,11 @@ impl UpstreamClient {
             .pool_timer(TokioTimer::new())
             .pool_idle_timeout(Duration::from_secs(60))
             .build(tls);
-        Ok(UpstreamClient {
+        UpstreamClient {
             pool,
             read_timeout: conf.read_timeout,
             max_answer: conf.max_answer_body.as_u64(),
-        })
+        }
     }
 
     /// Every call's answer body, in call order, or the first failure.

@@ -36,6 +36,16 @@ pub enum RootsError {
     Config(#[from] rustls::Error),
 }
 
+/// The TLS client configuration of every call to a provider (the upstream client's, the
+/// context caches'): the roots of `conf`, TLS 1.2 and 1.3, ring, no client certificate.
+pub fn upstream_tls(conf: &UpstreamConf) -> Result<rustls::ClientConfig, RootsError> {
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(upstream_roots(conf)?)
+        .with_no_client_auth())
+}
+
 /// The roots of `conf`. The configuration check guarantees some root: `system_roots` on, or a
 /// `ca_file`.
 pub fn upstream_roots(conf: &UpstreamConf) -> Result<RootCertStore, RootsError> {
