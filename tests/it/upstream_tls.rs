@@ -138,6 +138,38 @@ async fn a_private_ca_in_ca_file_is_trusted() {
 }
 
 #[tokio::test]
+async fn context_cache_creation_trusts_the_ca_file_too() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1"]);
+    let gw = tls.trusting_the_ca().start();
+    let (_, key) = gw.workspace_with_key();
+    // Above 2.5 Flash's minimum for an explicit cache (gemini.rs has the rule).
+    let long = "You are a meticulous assistant. ".repeat(400);
+    let system = json!({"role": "system", "content": [{"type": "text", "text": long,
+                        "cache_control": {"type": "ephemeral"}}]});
+    let body = json!({"model": "google/gemini-2.5-flash",
+                      "messages": [system, {"role": "user", "content": "hi"}]});
+    let res = gw.chat(&key, body).await;
+    assert_eq!(res.status(), 200);
+    let url = format!("{}/_sim/requests", tls.sim.url);
+    let seen: Vec<Value> = tls
+        .client
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let routes: Vec<&Value> = seen.iter().map(|r| &r["route"]).collect();
+    let created = seen
+        .iter()
+        .filter(|r| r["route"] == "gemini.cache" && r["method"] == "POST")
+        .count();
+    assert_eq!(created, 1, "{routes:?}");
+}
+
+#[tokio::test]
 async fn a_private_ca_alone_is_enough_without_the_system_roots() {
     let ca = TestCa::new();
     let tls = TlsSim::start(&ca, &["127.0.0.1"]);
