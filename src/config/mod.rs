@@ -818,4 +818,25 @@ mod tests {
             "{e}"
         );
     }
+
+    #[test]
+    fn upstream_roots_are_the_built_in_ones_plus_a_ca_file() {
+        let u = Config::parse("").unwrap().tollgate.upstream;
+        assert_eq!((u.ca_file, u.system_roots), (None, true));
+        let u = Config::parse(
+            "tollgate:\n  upstream: {ca_file: /etc/tollgate/ca.pem, system_roots: false}\n",
+        )
+        .unwrap()
+        .tollgate
+        .upstream;
+        assert_eq!(
+            u.ca_file.as_deref(),
+            Some(Path::new("/etc/tollgate/ca.pem"))
+        );
+        assert!(!u.system_roots);
+        let e = Config::parse("tollgate:\n  upstream: {system_roots: false}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("system_roots") && e.contains("ca_file"), "{e}");
+    }
 }
