@@ -86,7 +86,8 @@
 //! `--token-ttl-secs` (3600), `--latency-ms` (0), `--chunk-delay-ms` (0), `--chunks` (3),
 //! `--no-record`, `--record-max` (100000 entries, oldest dropped first), `--threads` (tokio
 //! worker threads, default 1), `--vertex-project P` (only P is authorised on Vertex; other
-//! projects get the IAM 403).
+//! projects get the IAM 403), `--tls-cert FILE --tls-key FILE` (HTTPS with that PEM chain and
+//! key; `/_sim/stats` then counts `tls_handshakes` and `tls_handshakes_failed`).
 
 // Handlers use `Result<Response, Response>`: the error *is* the (fully built) reply, so boxing
 // it would only add an allocation on the error path.
