@@ -7,7 +7,8 @@
 //! 400s they would cause in production), and injects faults on demand.
 //!
 //! At startup it prints exactly one line, `tollgate-sim listening on http://127.0.0.1:PORT`,
-//! to stdout (flushed); `--listen 127.0.0.1:0` picks a free port.
+//! to stdout (flushed); `--listen 127.0.0.1:0` picks a free port. With `--tls-cert FILE
+//! --tls-key FILE` it serves HTTPS instead (`https://` in that line; `tls.rs`).
 //!
 //! ## Surfaces
 //!
@@ -85,7 +86,8 @@
 //! `--token-ttl-secs` (3600), `--latency-ms` (0), `--chunk-delay-ms` (0), `--chunks` (3),
 //! `--no-record`, `--record-max` (100000 entries, oldest dropped first), `--threads` (tokio
 //! worker threads, default 1), `--vertex-project P` (only P is authorised on Vertex; other
-//! projects get the IAM 403).
+//! projects get the IAM 403), `--tls-cert FILE --tls-key FILE` (HTTPS with that PEM chain and
+//! key; `/_sim/stats` then counts `tls_handshakes` and `tls_handshakes_failed`).
 
 // Handlers use `Result<Response, Response>`: the error *is* the (fully built) reply, so boxing
 // it would only add an allocation on the error path.
@@ -105,6 +107,7 @@ mod openai;
 mod openai_responses;
 mod record;
 mod respond;
+pub mod tls;
 mod vertex;
 
 use std::sync::atomic::Ordering;
@@ -164,6 +167,31 @@ pub struct Options {
     /// Only this Vertex project is authorised (others get the IAM 403).
     #[arg(long)]
     pub vertex_project: Option<String>,
+    /// Serve TLS with this certificate chain (PEM); with `--tls-key`.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The private key (PEM) of `--tls-cert`.
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+impl Options {
+    /// The TLS server configuration of `--tls-cert` and `--tls-key`, when given.
+    pub fn tls(&self) -> std::io::Result<Option<Arc<rustls::ServerConfig>>> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => tls::server_config(cert, key).map(Some),
+            _ => Ok(None),
+        }
+    }
+
+    /// The URL scheme the simulator serves.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls_cert.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
 }
 
 pub struct Config {
@@ -552,6 +580,7 @@ fn withdraw(sim: &Sim, body: &Bytes) -> Response {
 
 /// Serves the simulator on `listener`.
 pub async fn serve(listener: tokio::net::TcpListener, opts: Options) -> std::io::Result<()> {
+    let tls = opts.tls()?;
     let sim = Arc::new(Sim {
         cfg: Config {
             gemini_key: opts.gemini_key,
@@ -571,7 +600,10 @@ pub async fn serve(listener: tokio::net::TcpListener, opts: Options) -> std::io:
         pcache: anthropic::PromptCache::default(),
         models: models::Registry::default(),
     });
-    let app = Router::new().fallback(dispatch).with_state(sim);
+    let app = Router::new().fallback(dispatch).with_state(sim.clone());
+    if let Some(config) = tls {
+        return axum::serve(tls::TlsListener::new(listener, config, sim), app).await;
+    }
     use axum::serve::ListenerExt as _;
     let listener = listener.tap_io(|tcp| {
         let _ = tcp.set_nodelay(true);
@@ -588,14 +620,16 @@ pub struct Running {
 }
 
 /// Starts a simulator with `args` (the binary's flags, e.g. `["--latency-ms", "50"]`) on
-/// `127.0.0.1:0`.
+/// `127.0.0.1:0`; a TLS certificate or key that cannot be used is an error here.
 pub fn spawn(args: &[&str]) -> Result<Running, String> {
     let opts = Options::try_parse_from(std::iter::once("tollgate-sim").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
+    opts.tls().map_err(|e| e.to_string())?;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let url = format!(
-        "http://{}",
+        "{}://{}",
+        opts.scheme(),
         listener.local_addr().map_err(|e| e.to_string())?
     );
     let runtime = runtime(opts.threads).map_err(|e| e.to_string())?;

@@ -19,6 +19,10 @@ fn main() -> ExitCode {
 }
 
 async fn run(opts: Options) -> ExitCode {
+    if let Err(e) = opts.tls() {
+        eprintln!("tollgate-sim: cannot serve TLS: {e}");
+        return ExitCode::FAILURE;
+    }
     let listener = match tokio::net::TcpListener::bind(&opts.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -29,7 +33,7 @@ async fn run(opts: Options) -> ExitCode {
     match listener.local_addr() {
         Ok(addr) => {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "tollgate-sim listening on http://{addr}");
+            let _ = writeln!(out, "tollgate-sim listening on {}://{addr}", opts.scheme());
             let _ = out.flush();
         }
         Err(e) => {

@@ -120,6 +120,9 @@ pub struct Stats {
     pub faults_injected: AtomicU64,
     pub vertex_flex: AtomicU64,
     pub vertex_priority: AtomicU64,
+    /// TLS connections accepted, and those whose handshake failed (`tls.rs`).
+    pub tls_handshakes: AtomicU64,
+    pub tls_handshakes_failed: AtomicU64,
 }
 
 impl Default for Stats {
@@ -131,6 +134,8 @@ impl Default for Stats {
             faults_injected: AtomicU64::new(0),
             vertex_flex: AtomicU64::new(0),
             vertex_priority: AtomicU64::new(0),
+            tls_handshakes: AtomicU64::new(0),
+            tls_handshakes_failed: AtomicU64::new(0),
         }
     }
 }
@@ -175,6 +180,14 @@ impl Stats {
             "vertex_priority_requests".into(),
             self.vertex_priority.load(Ordering::Relaxed).into(),
         );
+        m.insert(
+            "tls_handshakes".into(),
+            self.tls_handshakes.load(Ordering::Relaxed).into(),
+        );
+        m.insert(
+            "tls_handshakes_failed".into(),
+            self.tls_handshakes_failed.load(Ordering::Relaxed).into(),
+        );
         m.insert("recording".into(), recording.into());
         m.insert("recorded".into(), recorded.into());
         m.insert("recorded_dropped".into(), dropped.into());
@@ -189,6 +202,8 @@ impl Stats {
         self.faults_injected.store(0, Ordering::Relaxed);
         self.vertex_flex.store(0, Ordering::Relaxed);
         self.vertex_priority.store(0, Ordering::Relaxed);
+        self.tls_handshakes.store(0, Ordering::Relaxed);
+        self.tls_handshakes_failed.store(0, Ordering::Relaxed);
         // tokens_issued is kept: issued tokens stay valid across a reset.
     }
 }

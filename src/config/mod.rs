@@ -271,6 +271,11 @@ pub struct UpstreamConf {
     #[serde(with = "humantime_serde")]
     pub stream_keep_alive: Duration,
     pub breaker: BreakerConf,
+    /// PEM certificates of CAs trusted for upstream TLS beside (or, with `system_roots` off,
+    /// instead of) the built-in public roots; read at start.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// Trust the built-in public roots (Mozilla's); off: only `ca_file`'s CAs.
+    pub system_roots: bool,
 }
 
 /// The per-route circuit breaker (docs/providers.md#routing-and-failover).
@@ -417,6 +422,8 @@ impl Default for UpstreamConf {
             failover_deadline: Duration::from_secs(60),
             stream_keep_alive: Duration::from_secs(15),
             breaker: BreakerConf::default(),
+            ca_file: None,
+            system_roots: true,
         }
     }
 }
@@ -558,6 +565,12 @@ impl Config {
         if u.max_attempts == 0 || u.breaker.failures == 0 {
             problems
                 .push("tollgate.upstream.max_attempts, breaker.failures: at least 1".to_owned());
+        }
+        if !u.system_roots && u.ca_file.is_none() {
+            problems.push(
+                "tollgate.upstream.system_roots: false needs a ca_file (no upstream could be trusted)"
+                    .to_owned(),
+            );
         }
         if u.breaker.cooldown.is_zero() || u.breaker.max_cooldown < u.breaker.cooldown {
             problems.push(
@@ -804,5 +817,26 @@ mod tests {
             e.contains("max_attempts") && e.contains("max_cooldown"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn upstream_roots_are_the_built_in_ones_plus_a_ca_file() {
+        let u = Config::parse("").unwrap().tollgate.upstream;
+        assert_eq!((u.ca_file, u.system_roots), (None, true));
+        let u = Config::parse(
+            "tollgate:\n  upstream: {ca_file: /etc/tollgate/ca.pem, system_roots: false}\n",
+        )
+        .unwrap()
+        .tollgate
+        .upstream;
+        assert_eq!(
+            u.ca_file.as_deref(),
+            Some(Path::new("/etc/tollgate/ca.pem"))
+        );
+        assert!(!u.system_roots);
+        let e = Config::parse("tollgate:\n  upstream: {system_roots: false}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("system_roots") && e.contains("ca_file"), "{e}");
     }
 }

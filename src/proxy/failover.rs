@@ -312,6 +312,14 @@ pub(super) fn upstream_failure(
         }
         CallFailure::Timeout => (GatewayError::transport(Transport::Timeout, None), None),
         CallFailure::Connect => (GatewayError::transport(Transport::Connect, None), None),
+        CallFailure::Tls { certificate } => {
+            let why = if certificate {
+                "TLS handshake failed: the upstream's certificate was not accepted"
+            } else {
+                "TLS handshake failed"
+            };
+            (GatewayError::transport(Transport::Connect, Some(why)), None)
+        }
         CallFailure::TooLarge { limit } => (
             GatewayError::Upstream {
                 status: 502,
@@ -395,7 +403,7 @@ mod tests {
         let Decision { admitted, plan, .. } = world.post("/v1/chat/completions", body).unwrap();
         let (request, _) = UpstreamRequest::planned(plan).unwrap();
         let (admission, caches) = (world.admission(), ContextCaches::default());
-        let (client, credentials) = (UpstreamClient::new(&conf), Credentials::default());
+        let (client, credentials) = (UpstreamClient::new(&conf).unwrap(), Credentials::default());
         let (responses, _writer) = ResponseKeeper::new(Duration::ZERO, String::new());
         let spool = tempfile::tempdir().unwrap();
         let files = LedgerFiles {

@@ -41,6 +41,8 @@ pub enum ServeError {
     AdminToken(#[from] WeakToken),
     #[error("TLS: {0}")]
     Tls(#[from] super::tls::TlsError),
+    #[error(transparent)]
+    UpstreamRoots(#[from] crate::upstream::roots::RootsError),
 }
 
 pub struct State {
@@ -84,7 +86,7 @@ impl State {
             responses,
             draining.clone(),
             &store_url,
-        );
+        )?;
         let admin = Admin::new(ops(t, &follower, &gateway, &store_url), api(t, &store_url)?);
         let background = Background {
             follower,
@@ -166,16 +168,20 @@ fn gateway(
     responses: Arc<ResponseKeeper>,
     draining: Arc<AtomicBool>,
     store_url: &str,
-) -> Gateway {
-    Gateway {
+) -> Result<Gateway, ServeError> {
+    let tls = crate::upstream::roots::upstream_tls(&t.upstream)?;
+    Ok(Gateway {
         responses,
         accounts: follower.accounts.clone(),
         ledger,
         catalog: follower.catalog.clone(),
         keys: follower.keys.clone(),
         credentials,
-        caches: ContextCaches::new(t.upstream.connect_timeout + Duration::from_secs(30)),
-        client: UpstreamClient::new(&t.upstream),
+        caches: ContextCaches::new(
+            t.upstream.connect_timeout + Duration::from_secs(30),
+            Some(tls.clone()),
+        ),
+        client: UpstreamClient::with_tls(&t.upstream, tls),
         max_request_body: t.max_request_body.as_u64(),
         upstream: t.upstream.clone(),
         fresh: follower.freshness(),
@@ -189,7 +195,7 @@ fn gateway(
         store: tokio::sync::OnceCell::new(),
         store_url: store_url.to_owned(),
         trusted_proxies: Arc::new(TrustedProxies::new(t.trusted_proxies.clone())),
-    }
+    })
 }
 
 /// The admin listener's view of the gateway's caches, credentials and ledger queue.

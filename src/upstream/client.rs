@@ -24,6 +24,7 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::catalog::Endpoint;
 use crate::config::UpstreamConf;
 use crate::providers::UpstreamRequest;
+use crate::upstream::roots::{upstream_tls, RootsError};
 
 /// Calls of one request sent at the same time.
 pub const MAX_IN_FLIGHT: usize = 4;
@@ -43,6 +44,9 @@ pub enum CallFailure {
     Timeout,
     /// A call could not connect.
     Connect,
+    /// The TLS handshake failed: `certificate` when the upstream's certificate was refused
+    /// (an unknown CA, another name, expired), else a protocol mismatch.
+    Tls { certificate: bool },
     /// A call's answer was larger than `tollgate.upstream.max_answer_body`.
     TooLarge { limit: u64 },
     /// A call's connection failed after connecting, or its answer could not be read.
@@ -59,7 +63,10 @@ impl CallFailure {
     /// gateway's key, not the client's, is at fault, and another route has its own).
     pub fn worth_another_route(&self) -> bool {
         match self {
-            CallFailure::Connect | CallFailure::Timeout | CallFailure::EarlyEnd { .. } => true,
+            CallFailure::Connect
+            | CallFailure::Tls { .. }
+            | CallFailure::Timeout
+            | CallFailure::EarlyEnd { .. } => true,
             CallFailure::Status { status, .. } => {
                 matches!(status, 401 | 403 | 429) || *status >= 500
             }
@@ -201,13 +208,19 @@ const USER_AGENT: http::HeaderValue =
     http::HeaderValue::from_static(concat!("tollgate/", env!("CARGO_PKG_VERSION")));
 
 impl UpstreamClient {
-    pub fn new(conf: &UpstreamConf) -> Self {
+    /// The client of `conf`; an unusable `ca_file` is an error.
+    pub fn new(conf: &UpstreamConf) -> Result<Self, RootsError> {
+        Ok(Self::with_tls(conf, upstream_tls(conf)?))
+    }
+
+    /// The client of `conf` with its TLS configuration ([`upstream_tls`]) already made.
+    pub fn with_tls(conf: &UpstreamConf, tls_config: rustls::ClientConfig) -> Self {
         let mut tcp = HttpConnector::new();
         tcp.enforce_http(false); // https is the TLS layer's
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(conf.connect_timeout));
         let tls = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
+            .with_tls_config(tls_config)
             .https_or_http()
             .enable_http1()
             .wrap_connector(tcp);
@@ -368,6 +381,11 @@ pub fn transport(e: &(dyn std::error::Error + 'static)) -> CallFailure {
             if io.kind() == std::io::ErrorKind::TimedOut {
                 kind = CallFailure::Timeout; // hyper's connect timeout
             }
+            if let Some(tls) = handshake_failure(io) {
+                kind = CallFailure::Tls {
+                    certificate: matches!(tls, rustls::Error::InvalidCertificate(_)),
+                };
+            }
         }
         if matches!(kind, CallFailure::Broken)
             && e.downcast_ref::<hyper_util::client::legacy::Error>()
@@ -384,6 +402,19 @@ pub fn transport(e: &(dyn std::error::Error + 'static)) -> CallFailure {
     }
     tracing::warn!("upstream call failed: {detail}");
     kind
+}
+
+/// The TLS error inside an I/O error: tokio-rustls wraps a handshake's failure in one, which
+/// hyper-rustls wraps in another (the chain of `source()` skips both).
+fn handshake_failure(io: &std::io::Error) -> Option<&rustls::Error> {
+    let mut inner = io.get_ref()?;
+    for _ in 0..4 {
+        if let Some(tls) = inner.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        inner = inner.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+    None
 }
 
 fn timed_out(waiting: &str) -> CallFailure {
@@ -488,6 +519,7 @@ mod client_tests {
             max_answer_body: bytesize::ByteSize::b(max_answer),
             ..UpstreamConf::default()
         })
+        .unwrap()
     }
 
     fn call() -> UpstreamRequest {

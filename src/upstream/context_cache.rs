@@ -52,16 +52,20 @@ pub struct ContextCaches {
 
 impl Default for ContextCaches {
     fn default() -> Self {
-        Self::new(Duration::from_secs(10))
+        Self::new(Duration::from_secs(10), None)
     }
 }
 
 impl ContextCaches {
-    pub fn new(timeout: Duration) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(timeout)
-            .build()
-            .unwrap_or_default();
+    /// `tls`: the upstream client's configuration (its roots: `tollgate.upstream.ca_file`),
+    /// else reqwest's own.
+    pub fn new(timeout: Duration, tls: Option<rustls::ClientConfig>) -> Self {
+        let builder = reqwest::Client::builder().timeout(timeout);
+        let builder = match tls {
+            Some(tls) => builder.use_preconfigured_tls(tls),
+            None => builder,
+        };
+        let client = builder.build().unwrap_or_default();
         let entries = Cache::builder()
             .max_capacity(MAX_ENTRIES)
             .expire_after(ByTtl)

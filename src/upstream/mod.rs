@@ -5,3 +5,4 @@
 pub mod client;
 pub mod context_cache;
 pub mod credentials;
+pub mod roots;

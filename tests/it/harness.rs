@@ -177,7 +177,7 @@ pub struct GatewayBuilder {
     body_timeout: &'static str,
     capture_logs: bool,
     unset_env: Vec<&'static str>,
-    upstream: &'static str,
+    upstream: String,
     limits: &'static str,
     connections: &'static str,
     open_files: Option<u64>,
@@ -206,7 +206,7 @@ impl Gateway {
             body_timeout: "30s",
             capture_logs: false,
             unset_env: Vec::new(),
-            upstream: "",
+            upstream: String::new(),
             limits: "",
             connections: "",
             open_files: None,
@@ -553,8 +553,8 @@ impl GatewayBuilder {
     }
 
     /// More `tollgate.upstream` settings, as YAML flow entries (`"breaker: {cooldown: 1s}"`).
-    pub fn upstream(mut self, entries: &'static str) -> Self {
-        self.upstream = entries;
+    pub fn upstream(mut self, entries: impl Into<String>) -> Self {
+        self.upstream = entries.into();
         self
     }
 

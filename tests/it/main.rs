@@ -51,3 +51,4 @@ mod secrets;
 mod shipped;
 mod store;
 mod sync;
+mod upstream_tls;

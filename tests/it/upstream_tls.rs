@@ -1,0 +1,249 @@
+//! Upstream TLS: the gateway's upstream client against the simulator serving HTTPS with a
+//! certificate from a private test CA. Trusted through `tollgate.upstream.ca_file`, a chat
+//! goes through; from an unknown CA or for another name, it is a 502 `upstream_error` that
+//! says so, with no request reaching the upstream and at most one handshake per attempt.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::certs::TestCa;
+use crate::harness::{Gateway, GatewayBuilder, Sim, ADMIN_TOKEN};
+
+/// The most attempts (routes) a request makes in these tests.
+const MAX_ATTEMPTS: u64 = 2;
+
+/// The simulator serving HTTPS with a certificate for `names` issued by `ca`, and the
+/// directory holding its files and the CA's.
+struct TlsSim {
+    sim: Sim,
+    ca_file: PathBuf,
+    client: reqwest::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl TlsSim {
+    fn start(ca: &TestCa, names: &[&str]) -> TlsSim {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = ca.issue(names).write(dir.path(), "sim");
+        let ca_file = dir.path().join("ca.pem");
+        std::fs::write(&ca_file, ca.pem()).unwrap();
+        let sim = Sim::start_with(&[
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ]);
+        assert!(sim.url.starts_with("https://127.0.0.1:"), "{}", sim.url);
+        // The test's own view of the simulator; whatever name its certificate is for.
+        let client = reqwest::Client::builder()
+            .tls_built_in_root_certs(false)
+            .add_root_certificate(ca.root())
+            .danger_accept_invalid_hostnames(true)
+            .build()
+            .unwrap();
+        TlsSim {
+            sim,
+            ca_file,
+            client,
+            _dir: dir,
+        }
+    }
+
+    async fn stats(&self) -> Value {
+        let url = format!("{}/_sim/stats", self.sim.url);
+        let res = self.client.get(url).send().await.unwrap();
+        res.json().await.unwrap()
+    }
+
+    /// A gateway whose Developer API route (the only one: Vertex has no credentials) goes to
+    /// this simulator, with `upstream` settings.
+    fn gateway(&self, upstream: String) -> GatewayBuilder {
+        Gateway::builder()
+            .simulator(&self.sim)
+            .without_env("TEST_VERTEX_PROJECT")
+            .without_env("TEST_VERTEX_CREDENTIALS")
+            .upstream(format!("max_attempts: {MAX_ATTEMPTS}{upstream}"))
+    }
+
+    fn trusting_the_ca(&self) -> GatewayBuilder {
+        self.gateway(format!(", ca_file: \"{}\"", self.ca_file.display()))
+    }
+}
+
+fn hello() -> Value {
+    json!({
+        "model": "google/gemini-2.5-flash",
+        "messages": [{"role": "user", "content": "hello"}]
+    })
+}
+
+/// A chat through `gw`: its status and body.
+async fn chat(gw: &Gateway) -> (u16, Value) {
+    let (_, key) = gw.workspace_with_key();
+    let res = gw.chat(&key, hello()).await;
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap())
+}
+
+/// A refused handshake: 502 `upstream_error` naming the certificate and nothing of the
+/// upstream's address; nothing reached the simulator, and it saw at most one handshake per
+/// attempt, every one refused.
+async fn assert_refused(tls: &TlsSim, (status, body): (u16, Value), secret_bits: &[&str]) {
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "upstream_error", "{body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("TLS") && message.contains("certificate"),
+        "{message}"
+    );
+    let port = tls.sim.url.rsplit(':').next().unwrap();
+    for leak in [port, "127.0.0.1", "https://"].iter().chain(secret_bits) {
+        assert!(!message.contains(leak), "{leak:?} in {message}");
+    }
+    let stats = tls.stats().await;
+    assert_eq!(stats["requests_total"], 0, "{stats}");
+    // Every handshake the gateway began was counted before it could fail; the test's own
+    // stats request is one more (on one pooled connection).
+    let gateway_handshakes = stats["tls_handshakes"].as_u64().unwrap() - 1;
+    assert!((1..=MAX_ATTEMPTS).contains(&gateway_handshakes), "{stats}");
+    // The simulator counts a refusal once it has read the gateway's alert: wait for it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let stats = tls.stats().await;
+        if stats["tls_handshakes_failed"] == gateway_handshakes {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{stats}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_private_ca_in_ca_file_is_trusted() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1", "localhost"]);
+    let gw = tls.trusting_the_ca().start();
+    let (status, body) = chat(&gw).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["choices"][0]["message"]["content"].is_string(),
+        "{body}"
+    );
+    let stats = tls.stats().await;
+    assert_eq!(stats["requests_total"], 1, "{stats}");
+    assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
+}
+
+#[tokio::test]
+async fn context_cache_creation_trusts_the_ca_file_too() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1"]);
+    let gw = tls.trusting_the_ca().start();
+    let (_, key) = gw.workspace_with_key();
+    // Above 2.5 Flash's minimum for an explicit cache (gemini.rs has the rule).
+    let long = "You are a meticulous assistant. ".repeat(400);
+    let system = json!({"role": "system", "content": [{"type": "text", "text": long,
+                        "cache_control": {"type": "ephemeral"}}]});
+    let body = json!({"model": "google/gemini-2.5-flash",
+                      "messages": [system, {"role": "user", "content": "hi"}]});
+    let res = gw.chat(&key, body).await;
+    assert_eq!(res.status(), 200);
+    let url = format!("{}/_sim/requests", tls.sim.url);
+    let seen: Vec<Value> = tls
+        .client
+        .get(url)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let routes: Vec<&Value> = seen.iter().map(|r| &r["route"]).collect();
+    let created = seen
+        .iter()
+        .filter(|r| r["route"] == "gemini.cache" && r["method"] == "POST")
+        .count();
+    assert_eq!(created, 1, "{routes:?}");
+}
+
+#[tokio::test]
+async fn a_private_ca_alone_is_enough_without_the_system_roots() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1"]);
+    let gw = tls
+        .gateway(format!(
+            ", ca_file: \"{}\", system_roots: false",
+            tls.ca_file.display()
+        ))
+        .start();
+    let (status, body) = chat(&gw).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test]
+async fn a_certificate_from_an_unknown_ca_is_refused() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1", "localhost"]);
+    let gw = tls.gateway(String::new()).start();
+    let answer = chat(&gw).await;
+    assert_refused(&tls, answer, &["tollgate test CA"]).await;
+}
+
+#[tokio::test]
+async fn a_certificate_for_another_name_is_refused() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["other.example"]);
+    let gw = tls.trusting_the_ca().start();
+    let answer = chat(&gw).await;
+    let ca_path = tls.ca_file.display().to_string();
+    assert_refused(&tls, answer, &["other.example", &ca_path]).await;
+}
+
+#[tokio::test]
+async fn an_unusable_ca_file_stops_the_start_naming_it() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1"]);
+    let not_pem = tls.ca_file.with_file_name("not-a-ca.pem");
+    std::fs::write(&not_pem, "hello\n").unwrap();
+    let gw = tls
+        .gateway(format!(", ca_file: \"{}\"", not_pem.display()))
+        .build();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+        .arg("-c")
+        .arg(&gw.conf)
+        .arg("serve")
+        .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+        .env("TEST_GEMINI_KEY", "sim-gemini-key")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the gateway started with an unusable ca_file");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(!status.success());
+    assert!(
+        stderr.contains("tollgate.upstream.ca_file")
+            && stderr.contains(&not_pem.display().to_string())
+            && stderr.contains("holds no certificate"),
+        "{stderr}"
+    );
+}
