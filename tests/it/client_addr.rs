@@ -40,13 +40,22 @@ async fn record(gw: &Gateway, ws: &str, n: usize, id: &str) -> Value {
         .unwrap_or_else(|| panic!("no record of {id}"))
 }
 
-/// The access event of request `id`.
-fn access_line(gw: &Gateway, id: &str) -> String {
-    let log = std::fs::read_to_string(&gw.log_file).unwrap();
-    log.lines()
-        .find(|l| l.contains("tollgate::access") && l.contains(id))
-        .unwrap_or_else(|| panic!("no access event of {id}"))
-        .to_owned()
+/// The access event of request `id`, once written (the gateway logs it after the answer's last
+/// byte, so a client can read its answer first).
+async fn access_line(gw: &Gateway, id: &str) -> String {
+    let find = || {
+        let log = std::fs::read_to_string(&gw.log_file).unwrap();
+        log.lines()
+            .find(|l| l.contains("tollgate::access") && l.contains(id))
+            .map(str::to_owned)
+    };
+    for _ in 0..50 {
+        if let Some(line) = find() {
+            return line;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    find().unwrap_or_else(|| panic!("no access event of {id}"))
 }
 
 #[tokio::test]
@@ -80,10 +89,10 @@ async fn forwarded_for_is_believed_from_a_trusted_proxy_only() {
     ] {
         let r = record(&gw, &ws, 3, id).await;
         assert_eq!(r["client_addr"], client, "{id}: {r}");
-        let line = access_line(&gw, id);
+        let line = access_line(&gw, id).await;
         assert!(line.contains(client), "{id}: {line}");
     }
-    assert!(!access_line(&gw, "direct").contains("198.51.100.9"));
+    assert!(!access_line(&gw, "direct").await.contains("198.51.100.9"));
     // Gemini's buffered answer names itself (`responseId`).
     let r = record(&gw, &ws, 3, "direct").await;
     assert!(
@@ -160,7 +169,7 @@ async fn the_proxy_protocol_names_the_client_when_a_trusted_balancer_sends_it() 
     for (id, _, client) in &cases {
         let r = record(&gw, &ws, cases.len(), id).await;
         assert_eq!(r["client_addr"], *client, "{id}: {r}");
-        assert!(access_line(&gw, id).contains(client), "{id}");
+        assert!(access_line(&gw, id).await.contains(client), "{id}");
     }
     // Not from the balancer, or no header: closed unanswered.
     let untrusted = raw_after(&gw, "127.0.0.3", &cases[0].1, "pp-untrusted", &key).await;
@@ -203,7 +212,7 @@ async fn the_upstreams_request_id_is_recorded_and_whole_in_its_error() {
         let r = record(&gw, &ws, 2, &id).await;
         let upstream = r["upstream_request_id"].as_str().unwrap_or_default();
         assert!(upstream.starts_with("req_011C"), "{id}: {r}");
-        assert!(access_line(&gw, &id).contains(upstream), "{id}");
+        assert!(access_line(&gw, &id).await.contains(upstream), "{id}");
     }
 
     let mut failing = hello(claude, false);
@@ -229,7 +238,7 @@ async fn the_upstreams_request_id_is_recorded_and_whole_in_its_error() {
         "{message}"
     );
     assert!(
-        access_line(&gw, "claude-500").contains(quoted),
+        access_line(&gw, "claude-500").await.contains(quoted),
         "the access log names the same upstream request"
     );
 }
