@@ -76,6 +76,13 @@ pub struct LedgerWriter {
     drain: Arc<Drain>,
 }
 
+/// The database's values read back after a commit: workspace balances, key-window spends.
+#[derive(Default)]
+struct ReadBack<'a> {
+    balances: Vec<(&'a str, crate::money::Usd)>,
+    spends: Vec<((String, chrono::DateTime<chrono::Utc>), crate::money::Usd)>,
+}
+
 /// A drain asked of the writer outside Pingora's graceful shutdown (SIGINT), and its end.
 #[derive(Default)]
 struct Drain {
@@ -308,10 +315,19 @@ impl LedgerWriter {
     }
 
     /// Settles a written batch's charges, each `(record, refused)`: the database's values are
-    /// read back first, then committed charges leave `pending` and refused ones are forgotten.
+    /// read back first, then set in the gates together with the committed charges leaving
+    /// `pending` (refused ones are forgotten), with no wait in between: a value read back
+    /// already includes its batch, so until its charges leave `pending` they count twice, and a
+    /// request admitted in that gap would see too little credit.
     async fn settle(&self, store: &dyn Store, outcomes: &[(&UsageRecord, bool)]) {
         let committed = outcomes.iter().filter(|(_, refused)| !refused);
-        self.read_back(store, committed.map(|(r, _)| *r)).await;
+        let read = self.read_back(store, committed.map(|(r, _)| *r)).await;
+        for (ws, balance) in read.balances {
+            self.accounts.set_balance(ws, balance);
+        }
+        for ((key, window), amount) in read.spends {
+            self.accounts.set_spend(&key, window, amount);
+        }
         for (r, refused) in outcomes {
             if *refused {
                 self.accounts.release(&r.workspace_id, window_of(r), r.cost);
@@ -321,14 +337,13 @@ impl LedgerWriter {
         }
     }
 
-    /// After a commit, sets the gates' values of the records' workspaces and key windows from
-    /// the database, which now includes them (before their charges stop being pending, so the
-    /// gates err on the safe side meanwhile). A failed read leaves it to the change feed.
+    /// After a commit, the database's balances of the records' workspaces and spends of their
+    /// key windows, which now include them. A failed read leaves it to the change feed.
     async fn read_back<'a>(
         &self,
         store: &dyn Store,
         records: impl Iterator<Item = &'a UsageRecord>,
-    ) {
+    ) -> ReadBack<'a> {
         let mut workspaces = BTreeSet::new();
         let mut windows = BTreeSet::new();
         for r in records {
@@ -337,24 +352,25 @@ impl LedgerWriter {
                 windows.insert((r.key_id.clone(), w));
             }
         }
+        let mut read = ReadBack::default();
         for ws in workspaces {
             match store.balance(ws).await {
-                Ok(balance) => self.accounts.set_balance(ws, balance),
+                Ok(balance) => read.balances.push((ws, balance)),
                 Err(e) => tracing::debug!(workspace = ws, "balance read-back failed: {e}"),
             }
         }
         let windows: Vec<_> = windows.into_iter().collect();
         if windows.is_empty() {
-            return;
+            return read;
         }
         match store.key_spends(&windows).await {
             Ok(spent) => {
-                for ((key, window), (_, amount)) in windows.iter().zip(spent) {
-                    self.accounts.set_spend(key, *window, amount);
-                }
+                let amounts = spent.into_iter().map(|(_, amount)| amount);
+                read.spends = windows.into_iter().zip(amounts).collect();
             }
             Err(e) => tracing::debug!("spend read-back failed: {e}"),
         }
+        read
     }
 
     /// Writes `records`; returns the indexes refused for good (set aside), or the error to
