@@ -5,8 +5,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::{json, Value};
@@ -229,34 +228,7 @@ async fn a_bad_certificate_file_stops_the_start_with_a_clear_message() {
     let gw = Gateway::builder()
         .admin_listener(tls_listener(&[(cert, missing.clone())], true))
         .build();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .arg("-c")
-        .arg(&gw.conf)
-        .arg("serve")
-        .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the gateway started with a missing key file");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut stderr = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(!status.success());
+    let stderr = gw.refused_start(&[]).await;
     assert!(
         stderr.contains("admin") && stderr.contains(&missing.display().to_string()),
         "{stderr}"

@@ -393,6 +393,41 @@ impl Gateway {
         wait_for_exit(old);
     }
 
+    /// Runs `serve` with `env` (beside the admin token) expecting it to refuse to start: waits
+    /// for it to exit (at most 30 s), checks it failed, and returns what it wrote to stderr.
+    pub async fn refused_start(&self, env: &[(&str, &str)]) -> String {
+        use std::io::Read;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
+            .arg("-c")
+            .arg(&self.conf)
+            .arg("serve")
+            .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
+            .envs(env.iter().copied())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("the gateway started");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        assert!(!status.success(), "{stderr}");
+        stderr
+    }
+
     /// Waits (at most 30 s) for the gateway, signalled, to exit.
     pub fn wait_exit(&mut self) {
         wait_for_exit(self.child.take().expect("a running gateway"));

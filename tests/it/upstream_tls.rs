@@ -4,13 +4,12 @@
 //! says so, with no request reaching the upstream and at most one handshake per attempt.
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use crate::certs::TestCa;
-use crate::harness::{Gateway, GatewayBuilder, Sim, ADMIN_TOKEN};
+use crate::harness::{Gateway, GatewayBuilder, Sim};
 
 /// The most attempts (routes) a request makes in these tests.
 const MAX_ATTEMPTS: u64 = 2;
@@ -211,35 +210,9 @@ async fn an_unusable_ca_file_stops_the_start_naming_it() {
     let gw = tls
         .gateway(format!(", ca_file: \"{}\"", not_pem.display()))
         .build();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate"))
-        .arg("-c")
-        .arg(&gw.conf)
-        .arg("serve")
-        .env("TOLLGATE_ADMIN_TOKEN", ADMIN_TOKEN)
-        .env("TEST_GEMINI_KEY", "sim-gemini-key")
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the gateway started with an unusable ca_file");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    let mut stderr = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
-    assert!(!status.success());
+    let stderr = gw
+        .refused_start(&[("TEST_GEMINI_KEY", "sim-gemini-key")])
+        .await;
     assert!(
         stderr.contains("tollgate.upstream.ca_file")
             && stderr.contains(&not_pem.display().to_string())
