@@ -14,6 +14,7 @@
 //! depends on the cuts); `forward` (client headers a native upstream gets).
 
 mod bridge;
+pub mod charge;
 pub(crate) mod chat_in;
 pub(crate) mod chat_out;
 pub mod forward;

@@ -14,6 +14,7 @@ use super::failover::{client_error, Attempt, Call, Failover, Outbound};
 use super::respond;
 use crate::admission::Admitted;
 use crate::api::GatewayError;
+use crate::doors::charge::{self, Charge};
 use crate::providers::{Credentials, TranslateError, Translated, UpstreamRequest};
 use crate::upstream::client::{CallFailure, UpstreamClient};
 
@@ -93,8 +94,8 @@ async fn write<T>(
                 ctx.upstream_request_id = Some(id);
             }
             ctx.first_body_at = Some(Instant::now());
-            super::completing(&outbound, ctx, admitted, Some(&t.body));
-            respond::json(session, &id, 200, t.body, &[]).await
+            let charge = super::completing(&outbound, ctx, admitted, Some(&t.body));
+            charged(session, &id, t.body, charge).await
         }
         Err(e) => {
             let retry_after = retry_after.as_deref();
@@ -106,6 +107,26 @@ async fn write<T>(
     if let Err(e) = written {
         tracing::debug!("writing a buffered answer failed: {e}");
     }
+}
+
+/// Writes a 200 answer with its charge in the body's usage object and in headers
+/// (`x-tollgate-cost`, `x-tollgate-generation-id`), for clients that read neither.
+async fn charged(
+    session: &mut Session,
+    request_id: &str,
+    body: Bytes,
+    charge: Option<Charge>,
+) -> pingora_error::Result<()> {
+    let Some(charge) = charge else {
+        return respond::json(session, request_id, 200, body, &[]).await;
+    };
+    let body = charge::into_body(&body, &charge).map_or(body, Bytes::from);
+    let cost = charge.cost.to_string();
+    let headers = [
+        ("x-tollgate-cost", cost.as_str()),
+        ("x-tollgate-generation-id", charge.id.as_str()),
+    ];
+    respond::json(session, request_id, 200, body, &headers).await
 }
 
 /// The client's answer (or error, and the upstream's `Retry-After`), and the upstream status.

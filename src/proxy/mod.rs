@@ -59,6 +59,7 @@ use crate::billing::writer::LedgerSink;
 use crate::catalog::{Catalog, Snapshot};
 use crate::client_addr::TrustedProxies;
 use crate::config::UpstreamConf;
+use crate::doors::charge::Charge;
 use crate::doors::forward::AnthropicHeaders;
 use crate::doors::responses;
 use crate::kept::ResponseKeeper;
@@ -367,17 +368,22 @@ impl Gateway {
 
 /// What happens just before a complete answer's last bytes are released: its usage record is
 /// journaled (a crash from here on loses no bill), and a Responses answer (`answer`) is kept,
-/// so that its client finds it at once.
+/// so that its client finds it at once. The charge the answer's last bytes carry.
 fn completing(
     outbound: &Outbound<'_>,
     ctx: &mut Ctx,
     admitted: &crate::admission::Admitted,
     answer: Option<&Bytes>,
-) {
+) -> Option<Charge> {
     logging::journal(outbound.ledger, ctx, admitted);
     if let Some(answer) = answer {
         keep_answer(outbound.responses, admitted, ctx.started_at, answer);
     }
+    let record = &ctx.journaled.as_ref()?.record;
+    Some(Charge {
+        cost: record.cost,
+        id: record.id.clone(),
+    })
 }
 
 /// Keeps a completed Responses answer with the conversation before it, when its client let the

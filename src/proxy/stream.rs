@@ -26,6 +26,7 @@ use super::respond;
 use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::{Door, GatewayError};
+use crate::doors::charge::{self, Charge};
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
 use crate::upstream::client::{Answer, CallFailure};
 
@@ -48,6 +49,18 @@ pub(super) enum Step {
     Send(Bytes),
     /// The attempt failed before its first content: nothing of it goes to the client.
     EarlyEnd(String),
+}
+
+impl Step {
+    /// The stream's last frames with the request's charge in their usage object.
+    fn charged(self, charge: Option<Charge>) -> Step {
+        match (self, charge) {
+            (Step::Send(out), Some(charge)) => {
+                Step::Send(charge::into_frames(&out, &charge).map_or(out, Bytes::from))
+            }
+            (step, _) => step,
+        }
+    }
 }
 
 impl Relay {
@@ -294,7 +307,7 @@ impl<'s> Streaming<'s> {
                 ctx.stopped = Some(Blame::Client); // not read to its end
                 break;
             };
-            let (step, end) = match chunk {
+            let (mut step, end) = match chunk {
                 Ok(Some(bytes)) => (relay.feed(&bytes), false),
                 Ok(None) => (relay.finish(), true),
                 Err(e) if !relay.committed() => return Err(before_content(e)),
@@ -310,7 +323,8 @@ impl<'s> Streaming<'s> {
                 relay.count(ctx);
                 ctx.client_left = self.client.left;
                 let answer = relay.translator.final_answer();
-                super::completing(&self.outbound, ctx, admitted, answer.as_ref());
+                let charge = super::completing(&self.outbound, ctx, admitted, answer.as_ref());
+                step = step.charged(charge);
             }
             self.deliver(ctx, admitted, &relay, step, end).await?;
             if end {

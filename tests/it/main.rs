@@ -9,6 +9,7 @@
 
 mod adaptive;
 mod admin;
+mod answer_cost;
 mod anthropic;
 mod architecture;
 mod billing;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::answer_cost::cost_text;
 use crate::harness::{eventually, Gateway, Sim, FAKE_KEY};
 
 const MODEL: &str = "acme/gpt";
@@ -121,7 +122,8 @@ async fn a_response_passes_through_to_a_route_that_speaks_the_api() {
     let res = post(&n.gw, &n.key, &body).await;
     assert_eq!(res.status(), 200);
     let request_id = res.headers()["x-request-id"].to_str().unwrap().to_owned();
-    let v: Value = res.json().await.unwrap();
+    let text = res.text().await.unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
     assert_eq!(v["object"], "response", "{v}");
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(v["model"], MODEL, "the gateway's model id: {v}");
@@ -179,6 +181,11 @@ async fn a_response_passes_through_to_a_route_that_speaks_the_api() {
     assert_eq!(
         record["output_tokens"], v["usage"]["output_tokens"],
         "{record}"
+    );
+    assert_eq!(
+        cost_text(&text),
+        record["cost"],
+        "the answer's cost is the record's"
     );
     let verify = n.gw.cli_json(&["ledger", "verify"]);
     assert_eq!(verify["inconsistent"], json!([]), "{verify}");
@@ -238,6 +245,11 @@ async fn a_stream_passes_event_by_event_with_the_gateways_ids() {
         "{record}"
     );
     assert_eq!(record["endpoint"], "responses", "{record}");
+    assert_eq!(
+        cost_text(&text),
+        record["cost"],
+        "the answer's cost is the record's"
+    );
 }
 
 /// A tool round over `previous_response_id`: the upstream stores nothing (and refuses the id),

@@ -26,6 +26,7 @@ check(reply.model == model, f"model {reply.model}")
 check(reply.choices[0].message.content == "Echo: hello sdk", f"content {reply.choices[0].message.content!r}")
 check(reply.choices[0].finish_reason == "stop", f"finish {reply.choices[0].finish_reason}")
 check(reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens, f"usage {reply.usage}")
+check(getattr(reply.usage, "cost", 0) > 0 and reply.usage.generation_id == reply.id, f"the cost in the answer {reply.usage}")
 
 text, usage, roles = "", None, []
 for chunk in client.chat.completions.create(
@@ -41,6 +42,7 @@ for chunk in client.chat.completions.create(
 check(text == "Echo: stream sdk", f"streamed text {text!r}")
 check(roles[:1] == ["assistant"], f"first delta role {roles}")
 check(usage is not None and usage.total_tokens > 0, f"final usage {usage}")
+check(getattr(usage, "cost", 0) > 0, f"the cost in the final usage chunk {usage}")
 
 try:
     client.chat.completions.create(model="nope/none", messages=[{"role": "user", "content": "x"}])

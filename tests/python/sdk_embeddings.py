@@ -38,7 +38,9 @@ for model in models:
         check(all(len(d.embedding) == 768 for d in r.data), f"{model}: 768 dimensions")
         check(r.usage.prompt_tokens > 0, f"{model}: usage {r.usage}")
         check(r.usage.total_tokens == r.usage.prompt_tokens, f"{model}: total == prompt {r.usage}")
-    check(default.usage == floats.usage, f"{model}: usage {default.usage} vs {floats.usage}")
+    same = lambda u: (u.prompt_tokens, u.total_tokens, getattr(u, "cost", None))
+    check(same(default.usage) == same(floats.usage), f"{model}: usage {default.usage} vs {floats.usage}")
+    check(getattr(default.usage, "cost", 0) > 0, f"{model}: the answer carries its cost {default.usage}")
     for b, f in zip(default.data, floats.data):
         check(b.embedding == as_f32(f.embedding), f"{model}: base64 and float vectors differ at {b.index}")
 

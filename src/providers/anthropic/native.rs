@@ -242,7 +242,7 @@ pub(super) struct NativeStream {
     error: Option<String>,
     /// Bytes of model output forwarded (`StreamTranslator::delivered`).
     delivered: u64,
-    /// `message_stop`, sent when the upstream ends.
+    /// `message_delta` and `message_stop`, sent when the upstream ends.
     terminal: BytesMut,
 }
 
@@ -301,8 +301,10 @@ impl NativeStream {
                     Err(e) => self.fail(format!("upstream sent malformed JSON: {e}"), out),
                 }
             }
-            "message_stop" => {
-                let mut terminal = BytesMut::new();
+            // The end is held until the upstream's body ends (the record is journaled then),
+            // `message_delta` too: its usage is where the gateway writes the request's cost.
+            "message_delta" | "message_stop" => {
+                let mut terminal = std::mem::take(&mut self.terminal);
                 self.forward(kind, &ev.data, false, &mut terminal);
                 self.terminal = terminal;
             }
