@@ -112,7 +112,7 @@ bench: deps
 ## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with
 ## the captured fixtures. Stable Rust: no sanitizer (panics and the targets' asserts are found).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = request messages responses worst_case cost answer_gemini answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
+FUZZ_TARGETS = request messages responses worst_case cost charge answer_gemini answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
 fuzz: deps
 	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz build --sanitizer none -O
