@@ -925,7 +925,7 @@ routes:
         now: Instant,
     ) -> Result<(RouteKind, Option<String>), GatewayError> {
         let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
-        route_for(model, &req, creds, turn, now).map(|r| (r.kind, r.region))
+        route_for(model, &req, creds, &Prefs::default(), turn, now).map(|r| (r.kind, r.region))
     }
 
     const PLAIN: &str = r#"{"model":"google/g","messages":[{"role":"user","content":"hi"}]}"#;

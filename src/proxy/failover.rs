@@ -4,9 +4,12 @@
 //! - An attempt goes to `admitted.route`; its outcome feeds that route's breaker.
 //! - An attempt that failed before anything of it reached the client (a buffered answer before
 //!   it was read, a stream before its first data frame, any call of a fan-out) hands the request
-//!   to its next eligible route (those not cooling down first), planned again and its
-//!   context-cache step taken, within `upstream.max_attempts` attempts and
-//!   `upstream.failover_deadline`, and never for a client that has left.
+//!   to its next candidate (`Admission::fallbacks`: its model's other eligible routes, those
+//!   not cooling down first, then the routes of the fallback models it listed in `models`, all
+//!   within its `provider` preferences), planned again — a fallback model with its own adapter
+//!   and the door's translation for it — and its context-cache step taken, within
+//!   `upstream.max_attempts` attempts (across models) and `upstream.failover_deadline`, and
+//!   never for a client that has left.
 //! - When no attempt is left, the failure the client is told about is the one
 //!   [`CallFailure::to_report`] prefers (throttling first, the shortest wait), worded by
 //!   [`client_error`].
@@ -29,7 +32,9 @@
 use std::time::{Duration, Instant};
 
 use super::ctx::Ctx;
-use crate::admission::{Admission, Admitted};
+use bytes::Bytes;
+
+use crate::admission::{Admission, Admitted, Candidate};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
 use crate::billing::writer::LedgerSink;
@@ -57,17 +62,20 @@ pub(super) trait Attempt<C: Call> {
     ) -> Result<Self::Answer, CallFailure>;
 }
 
-/// An admitted request being answered from upstream: the route being tried is
-/// `admitted.route`; the routes still to try and the failure to report so far.
+/// An admitted request being answered from upstream: the model and route being tried are
+/// `admitted`'s; the candidates still to try and the failure to report so far.
 pub(super) struct Failover<'a> {
     admission: &'a Admission<'a>,
-    body: &'a [u8],
+    /// The client's body (what a fallback model is planned from, as its door serves it).
+    client: &'a [u8],
+    /// The body the current plan was made from when the door translated the client's.
+    translated: Option<Bytes>,
     caches: &'a ContextCaches,
     /// What the attempts send through.
     pub outbound: Outbound<'a>,
     admitted: Admitted,
-    /// The routes still to try, computed at the first failure.
-    routes: Option<std::vec::IntoIter<Route>>,
+    /// The candidates still to try, computed at the first failure.
+    candidates: Option<std::vec::IntoIter<Candidate>>,
     /// The failure to tell the client about so far.
     reported: Option<CallFailure>,
 }
@@ -75,18 +83,20 @@ pub(super) struct Failover<'a> {
 impl<'a> Failover<'a> {
     pub fn new(
         admission: &'a Admission<'a>,
-        body: &'a [u8],
+        client: &'a [u8],
+        translated: Option<Bytes>,
         caches: &'a ContextCaches,
         outbound: Outbound<'a>,
         admitted: Admitted,
     ) -> Self {
         Failover {
             admission,
-            body,
+            client,
+            translated,
             caches,
             outbound,
             admitted,
-            routes: None,
+            candidates: None,
             reported: None,
         }
     }
@@ -144,35 +154,41 @@ impl<'a> Failover<'a> {
         }
     }
 
-    /// Moves the request to the next route whose plan has a `C`, and returns that; `Err`:
+    /// Moves the request to the next candidate whose plan has a `C`, and returns that; `Err`:
     /// there is none, and the failure to report.
     fn next_route<C: Call>(
         &mut self,
         ctx: &mut Ctx,
         failure: CallFailure,
     ) -> Result<C::Planned, CallFailure> {
-        let (admission, body, admitted) = (self.admission, self.body, &mut self.admitted);
-        let routes = self
-            .routes
-            .get_or_insert_with(|| admission.fallbacks(admitted, body).into_iter());
-        let next = routes.find_map(|route| {
-            let plan = admission.replan(admitted, body, &route).ok()?;
-            Some((route, C::planned(plan)?))
+        let (admission, client, admitted) = (self.admission, self.client, &mut self.admitted);
+        let planned_from = self.translated.as_deref().unwrap_or(client);
+        let candidates = self
+            .candidates
+            .get_or_insert_with(|| admission.fallbacks(admitted, planned_from).into_iter());
+        let next = candidates.find_map(|to| {
+            let replanned = admission.replan(admitted, client, planned_from, &to).ok()?;
+            Some((to, replanned.switched, C::planned(replanned.plan)?))
         });
         let reported = CallFailure::to_report(self.reported.take(), failure);
-        let Some((route, planned)) = next else {
+        let Some((to, switched, planned)) = next else {
             return Err(reported);
         };
         self.reported = Some(reported);
         tracing::info!(
             request_id = %admitted.request_id,
             from = admitted.route.kind.as_str(),
-            to = route.kind.as_str(),
+            to = to.route.kind.as_str(),
+            from_model = %admitted.model.id,
+            to_model = %to.model.id,
             "failing over"
         );
         // A context cache the failed attempt created stays on the record (Google bills it);
         // one created for the next route replaces it there (not yet summed).
-        admitted.route = route;
+        admitted.move_to(to);
+        if let Some(switched) = switched {
+            self.translated = admitted.serve_as(switched);
+        }
         ctx.attempts += 1;
         Ok(planned)
     }
@@ -419,7 +435,14 @@ mod tests {
             responses: &responses,
             ledger: &ledger,
         };
-        let mut failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
+        let mut failover = Failover::new(
+            &admission,
+            body.as_bytes(),
+            None,
+            &caches,
+            outbound,
+            admitted,
+        );
         let (mut ctx, mut attempt) = (
             Ctx::default(),
             Scripted {

@@ -181,9 +181,8 @@ impl Gateway {
             translated,
         } = decision?;
         let outbound = self.outbound();
-        let planned_from = translated.as_deref().unwrap_or(&body);
-        let mut failover =
-            Failover::new(&admission, planned_from, &self.caches, outbound, admitted);
+        let caches = &self.caches;
+        let mut failover = Failover::new(&admission, &body, translated, caches, outbound, admitted);
         ctx.request_id = failover.admitted().request_id.clone();
         match plan {
             Plan::FanOut(calls) => {
