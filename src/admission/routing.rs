@@ -302,3 +302,236 @@ fn names<'a>(
         .map(|raw| serde_json::from_str::<Cow<'a, str>>(raw.get()).map_err(|_| refused()))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::api::{Operation, RawRequest};
+    use crate::catalog::Snapshot;
+    use crate::config::ProvidersConf;
+    use crate::money::price_micro;
+    use crate::store::CatalogRows;
+
+    fn asked(body: &str) -> Result<Asked<'_>, GatewayError> {
+        let req = RawRequest::parse(body.as_bytes(), Operation::Chat)?;
+        Asked::read(&req.routing).map(|a| Asked {
+            models: a
+                .models
+                .into_iter()
+                .map(|m| m.into_owned().into())
+                .collect(),
+            prefs: a.prefs,
+        })
+    }
+
+    fn prefs(provider: &str) -> Prefs {
+        let body = format!(r#"{{"model":"m","messages":[1],"provider":{provider}}}"#);
+        asked(&body).unwrap().prefs
+    }
+
+    fn refusal(body: &str) -> String {
+        asked(body).unwrap_err().to_string()
+    }
+
+    const CATALOG: &str = r#"
+profiles:
+  - {name: g, spec: {forward: [temperature]}}
+models:
+  - {id: g/pro, provider: google, family: gemini, kind: chat, upstream_model: p, profile: g,
+     input_price: 1.25, output_price: 10,
+     long_context: {above: 200000, input_price: 2.5, output_price: 15}}
+routes:
+  - {model_id: g/pro, kind: gemini-api, base_url: "http://127.0.0.1:8"}
+  - {model_id: g/pro, kind: vertex, region: us-central1, base_url: "http://127.0.0.1:8"}
+  - {model_id: g/pro, kind: vertex, region: europe-west4, base_url: "http://127.0.0.1:8"}
+  - {model_id: g/pro, kind: vertex-global, region: global, base_url: "http://127.0.0.1:8"}
+"#;
+
+    fn model() -> Arc<Model> {
+        let rows: CatalogRows = serde_yaml::from_str(CATALOG).unwrap();
+        let addr: SocketAddr = "127.0.0.1:8".parse().unwrap();
+        let addrs = HashMap::from([(("127.0.0.1".to_owned(), 8), addr)]);
+        let catalog = Snapshot::build(&rows, &ProvidersConf::default(), &addrs);
+        catalog.model("g/pro").unwrap().clone()
+    }
+
+    /// The routes of `g/pro` `prefs` allows, as `kind` or `kind:region`.
+    fn allowed(prefs: &Prefs) -> Vec<String> {
+        model()
+            .routes
+            .iter()
+            .filter(|r| prefs.allows(r))
+            .map(|r| match (r.kind, r.region.as_deref()) {
+                (RouteKind::Vertex, Some(region)) => format!("vertex:{region}"),
+                (kind, _) => kind.as_str().to_owned(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn models_are_read_in_order_bounded_and_strings() {
+        let a = asked(r#"{"model":"a","models":["b","a","c"],"messages":[1]}"#).unwrap();
+        assert_eq!(a.models, ["b", "a", "c"]);
+        assert!(asked(r#"{"model":"a","models":null,"messages":[1]}"#)
+            .unwrap()
+            .is_plain());
+        let eight: Vec<String> = (0..8).map(|i| format!("\"m{i}\"")).collect();
+        let body = format!(
+            r#"{{"model":"a","models":[{}],"messages":[1]}}"#,
+            eight.join(",")
+        );
+        assert_eq!(asked(&body).unwrap().models.len(), 8);
+        let body = format!(
+            r#"{{"model":"a","models":[{},"m8"],"messages":[1]}}"#,
+            eight.join(",")
+        );
+        let nine = refusal(&body);
+        assert_eq!(
+            nine,
+            "invalid value for models: expected an array of at most 8 model ids"
+        );
+        for bad in [r#""b""#, "[1]", r#"["b",{}]"#, "{}"] {
+            let body = format!(r#"{{"model":"a","models":{bad},"messages":[1]}}"#);
+            assert!(
+                refusal(&body).starts_with("invalid value for models"),
+                "{bad}"
+            );
+        }
+        let empty = refusal(r#"{"model":"a","models":["b",""],"messages":[1]}"#);
+        assert_eq!(empty, "models must not hold an empty id");
+    }
+
+    #[test]
+    fn a_hostile_models_list_is_refused_without_keeping_it() {
+        let many = vec!["\"x\""; 100_000].join(",");
+        let body = format!(r#"{{"model":"a","models":[{many}],"messages":[1]}}"#);
+        assert!(refusal(&body).contains("at most 8"));
+        let list = format!("[{many}]");
+        let raw: &RawValue = serde_json::from_str(&list).unwrap();
+        let (kept, count) = bounded_list(raw, 8).unwrap();
+        assert_eq!((kept.len(), count), (8, 100_000));
+    }
+
+    #[test]
+    fn provider_fields_are_read_and_unknown_ones_ignored() {
+        let p = prefs(
+            r#"{"order":["vertex:europe-west4","gemini-api"],"only":["google-vertex","GEMINI-API"],
+                "ignore":["vertex-global"],"allow_fallbacks":false,
+                "max_price":{"prompt":1.25,"completion":"10","request":1},
+                "sort":"price","data_collection":"deny","quantizations":["fp8"]}"#,
+        );
+        assert_eq!(p.order.len(), 2);
+        assert_eq!(p.only.as_ref().map(Vec::len), Some(2));
+        assert!(!p.allow_fallbacks);
+        assert_eq!(p.max_price.prompt, Some(price_micro(1_250_000)));
+        assert_eq!(p.max_price.completion, Some(price_micro(10_000_000)));
+        assert_eq!(prefs("null"), Prefs::default());
+        assert_eq!(prefs("{}"), Prefs::default());
+    }
+
+    #[test]
+    fn provider_values_of_the_wrong_shape_are_refused() {
+        let body = |p: &str| format!(r#"{{"model":"m","messages":[1],"provider":{p}}}"#);
+        let cases = [
+            (r#""vertex""#, "invalid value for provider"),
+            (r#"{"only":"vertex"}"#, "invalid value for provider.only"),
+            (r#"{"order":[1]}"#, "invalid value for provider.order"),
+            (r#"{"allow_fallbacks":"no"}"#, "invalid value for provider"),
+            (
+                r#"{"max_price":{"prompt":-1}}"#,
+                "provider.max_price.prompt",
+            ),
+            (
+                r#"{"max_price":{"completion":0.0000001}}"#,
+                "provider.max_price.completion",
+            ),
+            (
+                r#"{"max_price":{"prompt":1e-3}}"#,
+                "provider.max_price.prompt",
+            ),
+            (
+                r#"{"max_price":{"prompt":true}}"#,
+                "provider.max_price.prompt",
+            ),
+        ];
+        for (provider, names) in cases {
+            let e = refusal(&body(provider));
+            assert!(e.contains(names), "{provider}: {e}");
+        }
+        let many = vec!["\"vertex\""; MAX_NAMES + 1].join(",");
+        let e = refusal(&body(&format!(r#"{{"ignore":[{many}]}}"#)));
+        assert!(e.contains("at most 16 route names"), "{e}");
+    }
+
+    #[test]
+    fn names_are_kinds_or_openrouters_providers_with_a_region_maybe() {
+        let only = |names: &str| allowed(&prefs(&format!(r#"{{"only":{names}}}"#)));
+        assert_eq!(only(r#"["gemini-api"]"#), ["gemini-api"]);
+        assert_eq!(only(r#"["Google-AI-Studio"]"#), ["gemini-api"]);
+        assert_eq!(
+            only(r#"["vertex"]"#),
+            ["vertex:us-central1", "vertex:europe-west4"]
+        );
+        assert_eq!(only(r#"["vertex:europe-west4"]"#), ["vertex:europe-west4"]);
+        assert_eq!(
+            only(r#"["google-vertex"]"#),
+            ["vertex:us-central1", "vertex:europe-west4", "vertex-global"]
+        );
+        assert_eq!(only(r#"["google-vertex:global"]"#), ["vertex-global"]);
+        assert!(only(r#"["vertx", "together"]"#).is_empty(), "no such kind");
+        assert!(only("[]").is_empty());
+    }
+
+    #[test]
+    fn only_ignore_and_order_without_fallbacks_narrow_the_routes() {
+        let routes = |p: &str| allowed(&prefs(p));
+        assert_eq!(routes("{}").len(), 4);
+        assert_eq!(
+            routes(r#"{"ignore":["gemini-api","vertex:us-central1"]}"#),
+            ["vertex:europe-west4", "vertex-global"]
+        );
+        assert_eq!(
+            routes(r#"{"only":["vertex"],"ignore":["vertex:us-central1"]}"#),
+            ["vertex:europe-west4"],
+            "ignore wins over only"
+        );
+        // `order` ranks; without fallbacks it also bounds.
+        assert_eq!(routes(r#"{"order":["vertex-global"]}"#).len(), 4);
+        assert_eq!(
+            routes(r#"{"order":["vertex-global","gemini-api"],"allow_fallbacks":false}"#),
+            ["gemini-api", "vertex-global"]
+        );
+        assert_eq!(routes(r#"{"allow_fallbacks":false}"#).len(), 4);
+        let p = prefs(r#"{"order":["vertex-global","vertex:europe-west4"]}"#);
+        let ranks: Vec<usize> = model().routes.iter().map(|r| p.rank(r)).collect();
+        assert_eq!(ranks, [2, 2, 1, 0]);
+        assert!(p.route_failover());
+        assert!(!prefs(r#"{"allow_fallbacks":false}"#).route_failover());
+        assert!(prefs(r#"{"allow_fallbacks":false,"order":["vertex"]}"#).route_failover());
+    }
+
+    #[test]
+    fn max_price_admits_a_model_by_its_tiers_exactly() {
+        let model = model(); // 1.25 / 10, above 200,000 tokens 2.5 / 15
+        let cap = |p: &str| prefs(&format!(r#"{{"max_price":{p}}}"#)).max_price;
+        let short = 1_000;
+        assert!(cap(r#"{"prompt":1.25,"completion":10}"#).admits(&model, short));
+        assert!(cap(r#"{"prompt":"1.25"}"#).admits(&model, short));
+        assert!(cap(r#"{"input":1.25,"output":10.0}"#).admits(&model, short));
+        assert!(!cap(r#"{"prompt":1.249999}"#).admits(&model, short));
+        assert!(!cap(r#"{"completion":9.999999}"#).admits(&model, short));
+        assert!(cap("{}").admits(&model, short) && !cap("{}").is_set());
+        // A body that could reach the long-context tier is held to it too.
+        let long = 200_001;
+        assert!(!cap(r#"{"prompt":1.25,"completion":10}"#).admits(&model, long));
+        assert!(cap(r#"{"prompt":2.5,"completion":15}"#).admits(&model, long));
+        assert_eq!(
+            cap(r#"{"prompt":0.5,"completion":2}"#).to_string(),
+            "prompt 0.5, completion 2.0 USD per 1M tokens"
+        );
+    }
+}

@@ -394,6 +394,45 @@ mod tests {
     }
 
     #[test]
+    fn the_routing_fields_are_taken_out_so_that_nothing_forwards_them() {
+        let body = br#"{"model":"a/b","models":["c/d"],"messages":[1],"provider":{"only":["vertex"]},"x":1}"#;
+        let r = RawRequest::parse(body, Operation::Chat).unwrap();
+        let names: Vec<&str> = r.fields().map(|(k, _)| k).collect();
+        assert_eq!(names, ["model", "messages", "x"]);
+        assert_eq!(r.get("models").map(RawValue::get), None);
+        assert_eq!(r.routing.models.map(RawValue::get), Some(r#"["c/d"]"#));
+        assert_eq!(
+            r.routing.provider.map(RawValue::get),
+            Some(r#"{"only":["vertex"]}"#)
+        );
+    }
+
+    #[test]
+    fn without_a_model_the_first_of_models_is_the_model() {
+        let body = br#"{"models":["c/d","e/f"],"messages":[1],"stream":true}"#;
+        let r = RawRequest::parse(body, Operation::Chat).unwrap();
+        assert_eq!(r.model, "c/d");
+        let fields: Vec<(&str, &str)> = r.fields().map(|(k, v)| (k, v.get())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("model", r#""c/d""#),
+                ("messages", "[1]"),
+                ("stream", "true")
+            ],
+            "the body reads as if it had named it"
+        );
+        assert!(err(r#"{"models":[],"messages":[1]}"#, Operation::Chat).contains("model"));
+        assert!(err(r#"{"models":[7],"messages":[1]}"#, Operation::Chat)
+            .contains("invalid value for model"));
+        let named = br#"{"model":"a/b","models":["c/d"],"messages":[1]}"#;
+        assert_eq!(
+            RawRequest::parse(named, Operation::Chat).unwrap().model,
+            "a/b"
+        );
+    }
+
+    #[test]
     fn escaped_keys_and_values_are_understood() {
         let r = RawRequest::parse(
             br#"{"mod\u0065l":"a\/b","input":"x"}"#,

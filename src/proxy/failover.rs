@@ -414,8 +414,19 @@ mod tests {
         client_leaves: bool,
         failures: Vec<CallFailure>,
     ) -> (Vec<String>, Ctx, Result<(), Option<u16>>) {
-        let world = World::new();
         let body = r#"{"model":"acme/twin","messages":[{"role":"user","content":"hi"}]}"#;
+        let (routes, ctx, _, result) = drive_body(body, conf, client_leaves, failures);
+        (routes, ctx, result)
+    }
+
+    /// [`drive_with_ctx`] for a chat `body`, with the model that answered (or was tried last).
+    fn drive_body(
+        body: &str,
+        conf: UpstreamConf,
+        client_leaves: bool,
+        failures: Vec<CallFailure>,
+    ) -> (Vec<String>, Ctx, String, Result<(), Option<u16>>) {
+        let world = World::new();
         let Decision { admitted, plan, .. } = world.post("/v1/chat/completions", body).unwrap();
         let (request, _) = UpstreamRequest::planned(plan).unwrap();
         let (admission, caches) = (world.admission(), ContextCaches::default());
@@ -457,7 +468,8 @@ mod tests {
             .unwrap();
         let result = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
         let result = result.map_err(|f| f.status());
-        (attempt.routes, ctx, result)
+        let model = failover.admitted().model.id.to_string();
+        (attempt.routes, ctx, model, result)
     }
 
     fn with_id(failure: CallFailure, id: &str) -> CallFailure {
@@ -536,5 +548,43 @@ mod tests {
                 "leaves: {client_leaves}"
             );
         }
+    }
+
+    /// `acme/twin` (routes `/a`, `/b`), then `acme/llama` (its resolved route `/v1`).
+    const TWIN_THEN_LLAMA: &str = r#"{"model":"acme/twin","models":["acme/llama"],"messages":[{"role":"user","content":"hi"}]}"#;
+
+    #[test]
+    fn when_a_models_routes_fail_the_next_model_answers_within_the_same_limits() {
+        let conf = UpstreamConf::default;
+        let failures = vec![status(503), status(503)];
+        let (routes, ctx, model, result) = drive_body(TWIN_THEN_LLAMA, conf(), false, failures);
+        assert_eq!(routes, ["/a", "/b", "/v1"]);
+        assert_eq!((ctx.attempts, result), (3, Ok(())));
+        assert_eq!(
+            model, "acme/llama",
+            "billed and named as the model that answered"
+        );
+        let two = UpstreamConf {
+            max_attempts: 2,
+            ..conf()
+        };
+        let failures = vec![status(503), status(503)];
+        let (routes, _, model, result) = drive_body(TWIN_THEN_LLAMA, two, false, failures);
+        assert_eq!((routes.len(), result), (2, Err(Some(503))));
+        assert_eq!(model, "acme/twin");
+        // The request's own fault is not another model's chance either.
+        let (routes, _, _, result) = drive_body(TWIN_THEN_LLAMA, conf(), false, vec![status(400)]);
+        assert_eq!((routes, result), (vec!["/a".to_owned()], Err(Some(400))));
+        let (routes, _, _, _) = drive_body(TWIN_THEN_LLAMA, conf(), true, vec![status(503)]);
+        assert_eq!(routes, ["/a"], "nor is a client that left");
+    }
+
+    #[test]
+    fn without_fallbacks_the_next_model_is_tried_on_its_best_route_only() {
+        let body = r#"{"model":"acme/llama","models":["acme/twin"],"provider":{"allow_fallbacks":false},"messages":[{"role":"user","content":"hi"}]}"#;
+        let failures = vec![status(503), status(503)];
+        let (routes, _, model, result) = drive_body(body, UpstreamConf::default(), false, failures);
+        assert_eq!(routes, ["/v1", "/a"]);
+        assert_eq!((model.as_str(), result), ("acme/twin", Err(Some(503))));
     }
 }
