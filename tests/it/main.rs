@@ -24,6 +24,7 @@ mod docs;
 mod edge;
 mod embeddings;
 mod fake_upstream;
+mod fallbacks;
 mod faults;
 mod foundation;
 mod gemini;
