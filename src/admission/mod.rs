@@ -798,7 +798,8 @@ impl Admission<'_> {
 
     /// The plan of an admitted request for `to` (failover): from the body it was planned from
     /// (`planned_from`) on another route of its model; for a fallback model, from the client's
-    /// body (`client`) as the door serves that model.
+    /// body (`client`) as the door serves that model — unless an attempt created a context
+    /// cache (billed on the record at the answering model's prices).
     pub fn replan(
         &self,
         admitted: &Admitted,
@@ -821,6 +822,13 @@ impl Admission<'_> {
                 plan,
                 switched: None,
             });
+        }
+        if admitted.cache_created.is_some() {
+            // The record prices the context cache a failed attempt created at the model that
+            // answers: another model's prices would misprice what Google bills for it.
+            return Err(GatewayError::invalid(
+                "a context cache was created for this request's model: no fallback model",
+            ));
         }
         let served = self.serve(&to.model, &to.route, client)?;
         let plan = {

@@ -1474,4 +1474,34 @@ mod fallbacks {
             .stream_translator(admitted.response_cx.clone());
         drop(stream);
     }
+
+    #[test]
+    fn no_other_model_is_planned_once_an_attempt_created_a_context_cache() {
+        let w = World::new();
+        let body = chat_with("acme/twin", r#","models":["acme/llama"]"#);
+        let mut d = post(&w, &body).unwrap();
+        let admission = w.admission();
+        let next = admission.fallbacks(&d.admitted, body.as_bytes());
+        let (same, other) = (&next[0], &next[1]);
+        assert_eq!(
+            (&*same.model.id, &*other.model.id),
+            ("acme/twin", "acme/llama")
+        );
+        let replan = |a: &Admitted, to: &Candidate| {
+            admission.replan(a, body.as_bytes(), body.as_bytes(), to)
+        };
+        assert!(replan(&d.admitted, other).is_ok());
+        d.admitted.cache_created = Some(CacheCreation {
+            tokens: 40_000,
+            ttl_secs: 300,
+        });
+        assert!(
+            replan(&d.admitted, same).is_ok(),
+            "its own model's routes still serve"
+        );
+        assert!(
+            replan(&d.admitted, other).is_err(),
+            "the cache is priced at its model"
+        );
+    }
 }
