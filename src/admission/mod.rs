@@ -385,7 +385,7 @@ impl Admission<'_> {
         let asked = Asked::read(&routing_fields.unwrap_or(req.routing))?;
         let named = self.named_models(&key, &req, op, &asked)?;
         let mut fitting = self.fitting(&req, op, body, named, &asked.prefs)?;
-        let (reservation, _) = self.reserve(&key, op, &fitting, &req, body, now)?;
+        let reservation = self.reserve(&key, op, &fitting, &req, body, now)?;
         let (first, route) = self.first_route(&fitting, &req, &asked.prefs)?;
         let later = fitting.split_off(first.saturating_add(1));
         let Some((model, worst_case)) = fitting.pop() else {
@@ -700,13 +700,12 @@ impl Admission<'_> {
         req: &RawRequest<'_>,
         body: &[u8],
         now: DateTime<Utc>,
-    ) -> Result<(Reservation, WorstCase), GatewayError> {
+    ) -> Result<Reservation, GatewayError> {
         let ttl = self.max_cache_ttl;
         let Some((model, worst)) = fitting.iter().max_by_key(|(_, w)| w.cost) else {
             return Err(GatewayError::Internal("no model to reserve for".into()));
         };
-        let reservation = self
-            .accounts
+        self.accounts
             .reserve(
                 key,
                 op == Operation::Chat,
@@ -722,8 +721,7 @@ impl Admission<'_> {
                     }
                 }
                 other => other,
-            })?;
-        Ok((reservation, *worst))
+            })
     }
 
     /// `GET /v1/key`: the calling key's own settings and state — never its secret — and its

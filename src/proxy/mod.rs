@@ -13,8 +13,8 @@
 //! 3. One way of answering, each a plain function over the session: `buffered.rs` (the answer
 //!    read whole, bounded, translated, then written), `stream.rs` (relayed as it arrives) or
 //!    `fan_out.rs` (several calls joined into a buffered answer). Each runs its attempts
-//!    through the driver, which moves the request to the model's other routes while nothing
-//!    has reached the client.
+//!    through the driver, which moves the request to the model's other routes, then to the
+//!    fallback models the request listed (`models`), while nothing has reached the client.
 //! 4. `logging`: bills the outcome ([`admission::outcome`](crate::admission::outcome)) and
 //!    writes the metrics and the access event.
 //!
