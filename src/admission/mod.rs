@@ -6,9 +6,13 @@
 //! Two steps, because the body is read only for an authenticated request:
 //! 1. [`Admission::head`]: endpoint and method, then the key (`/health` needs none) →
 //!    a local answer, or "read the body".
-//! 2. [`Admission::admit`]: parse the body once → model → gates (credit, then the key's spend
-//!    window for chat), which reserve the request's [`worst_case`] until it ends → route →
-//!    the adapter's [`Plan`] (translated once).
+//! 2. [`Admission::admit`]: parse the body once → model (and the fallbacks of `models`, held to
+//!    the same rules, and to `provider`'s: [`routing`]) → gates (credit, then the key's spend
+//!    window for chat), which reserve the request's [`worst_case`] (the dearest of its models')
+//!    until it ends → route → the adapter's [`Plan`] (translated once).
+//!
+//! Failover asks again: [`Admission::fallbacks`] (where a failed attempt may go next: the
+//! model's other routes, then the fallback models') and [`Admission::replan`].
 //!
 //! Every refusal is a [`GatewayError`], rendered by `api::error` alone.
 // Money and token arithmetic is checked or saturating by rule: a wrap here gives credit away
@@ -16,6 +20,7 @@
 #![cfg_attr(not(test), warn(clippy::arithmetic_side_effects))]
 
 pub mod outcome;
+pub mod routing;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +30,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::api::limits::Limits;
+use crate::api::request::RoutingFields;
 use crate::api::request::MAX_CHOICES;
 use crate::api::{Door, GatewayError, Operation, RawRequest};
 use crate::auth::{bearer_token, new_id, KeyCache};
@@ -42,6 +48,7 @@ use crate::providers::{
     adapter_for, Adapter, Credentials, Plan, ResponseCx, Target, UpstreamRequest,
 };
 use crate::store::{ApiKey, LimitReset};
+use routing::{Asked, Prefs};
 
 const HEALTH_BODY: &[u8] = br#"{"status":"ok"}"#;
 
@@ -113,6 +120,64 @@ pub struct Admitted {
     /// On the Responses door with `store`: the conversation before the answer (Responses input
     /// items, a JSON array), kept with the answer for a later `previous_response_id`.
     pub kept_items: Option<Bytes>,
+    /// What the request asked of routing (`models`, `provider`), for failover; `None` when it
+    /// asked nothing (boxed: every open stream holds an `Admitted`).
+    pub fallbacks: Option<Box<Fallbacks>>,
+}
+
+/// The request-level routing an admitted request keeps for failover.
+#[derive(Debug, Clone)]
+pub struct Fallbacks {
+    /// The models to fall back to after the one admitted, in order, each with its worst case.
+    pub models: Vec<(Arc<Model>, WorstCase)>,
+    pub prefs: Prefs,
+}
+
+/// Where failover may send a request next: a model (the admitted one, or a fallback) and one
+/// of its routes.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub model: Arc<Model>,
+    pub route: Route,
+    /// The request's worst case at this model's prices (what an unpriceable usage is billed).
+    pub worst_case: WorstCase,
+}
+
+/// A request's plan for its next candidate ([`Admission::replan`]).
+pub struct Replanned {
+    pub plan: Plan,
+    /// Set when the candidate is another model: how the door serves that one.
+    pub switched: Option<Switched>,
+}
+
+/// How the door serves a fallback model ([`Admitted::serve_as`]).
+pub struct Switched {
+    adapter: &'static dyn Adapter,
+    forward: Vec<(http::HeaderName, http::HeaderValue)>,
+    translated: Option<Bytes>,
+    kept_items: Option<Bytes>,
+}
+
+impl Admitted {
+    /// Moves the request to `to` for its next attempt: its route, and when `to` is another
+    /// model, that model (billed at its prices, named in the answer) and its worst case.
+    pub fn move_to(&mut self, to: Candidate) {
+        self.route = to.route;
+        if to.model.id != self.model.id {
+            self.response_cx.model_id = to.model.id.clone();
+            self.model = to.model;
+            self.worst_case = to.worst_case;
+        }
+    }
+
+    /// Serves the request as `switched` says (a fallback model's adapter and forwarded
+    /// headers); returns the body its plan was made from (`None`: the client's).
+    pub fn serve_as(&mut self, switched: Switched) -> Option<Bytes> {
+        self.adapter = switched.adapter;
+        self.forward = switched.forward;
+        self.kept_items = switched.kept_items;
+        switched.translated
+    }
 }
 
 /// An admitted request and what to send upstream for it.
@@ -141,6 +206,13 @@ struct Served {
     passed: bool,
 }
 
+/// What the Responses door translated for the model its body names, before the route is
+/// chosen ([`Admission::admit`]).
+struct DoorServed {
+    served: Served,
+    model_id: Arc<str>,
+}
+
 impl Served {
     /// The request the adapter plans from: the translated body's, else the client's.
     fn request<'a>(
@@ -152,6 +224,19 @@ impl Served {
             Some(passed) if self.passed => RawRequest::parse_head(passed),
             Some(chat) => RawRequest::parse(chat, op),
             None => Ok(client),
+        }
+    }
+
+    /// [`request`](Self::request), the client's body still to parse.
+    fn request_from<'a>(
+        &'a self,
+        client: &'a [u8],
+        op: Operation,
+    ) -> Result<RawRequest<'a>, GatewayError> {
+        match &self.translated {
+            Some(passed) if self.passed => RawRequest::parse_head(passed),
+            Some(chat) => RawRequest::parse(chat, op),
+            None => RawRequest::parse(client, op),
         }
     }
 
@@ -287,27 +372,39 @@ impl Admission<'_> {
     ) -> Result<Decision, GatewayError> {
         // The Responses door's fields are not the request model's: its body is read onto the
         // chat body first, and everything below (limits, reservation, plan) reads that.
-        let (door_served, chat) = match self.door {
+        let (door_served, chat, routing_fields) = match self.door {
             Door::Responses => {
-                let (served, chat) = self.responses_onto_chat(body)?;
-                (Some(served), Some(chat))
+                let (served, chat, routing) = self.responses_onto_chat(body)?;
+                (Some(served), Some(chat), Some(routing))
             }
-            _ => (None, None),
+            _ => (None, None, None),
         };
         let client_body = body;
         let body = chat.as_deref().unwrap_or(body);
         let req = RawRequest::parse(body, op)?;
-        let model = self.model_for(&req, op)?;
-        self.check_door(&req, &model)?;
-        self.limits
-            .check(&req, op, body.len(), model.context_window)?;
-        let (reservation, worst_case) = self.reserve(&key, op, &model, &req, body, now)?;
-        let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
+        let asked = Asked::read(&routing_fields.unwrap_or(req.routing))?;
+        let named = self.named_models(&key, &req, op, &asked)?;
+        let mut fitting = self.fitting(&req, op, body, named, &asked.prefs)?;
+        let reservation = self.reserve(&key, op, &fitting, &req, body, now)?;
+        let (first, route) = self.first_route(&fitting, &req, &asked.prefs)?;
+        let later = fitting.split_off(first.saturating_add(1));
+        let Some((model, worst_case)) = fitting.pop() else {
+            return Err(GatewayError::Internal("no model admitted".into()));
+        };
+        let fallbacks = (!later.is_empty() || !asked.is_plain()).then(|| {
+            Box::new(Fallbacks {
+                models: later,
+                prefs: asked.prefs,
+            })
+        });
         let served = match door_served {
-            Some(served) if route.api == RouteApi::Responses => {
-                served.passed_through(client_body)?
-            }
-            Some(served) => served,
+            // The door translated for the model the request names: kept unless a later one
+            // serves first.
+            Some(served) if served.model_id == model.id => match route.api {
+                RouteApi::Responses => served.served.passed_through(client_body)?,
+                RouteApi::Chat => served.served,
+            },
+            Some(_) => self.serve(&model, &route, client_body)?,
             None => self.served(&model, body)?,
         };
         let translated = served.translated.clone().or_else(|| chat.clone());
@@ -347,6 +444,7 @@ impl Admission<'_> {
             input_estimate: (body.len() as u64).div_ceil(4),
             cache_created: None,
             kept_items: served.kept_items,
+            fallbacks,
         };
         Ok(Decision {
             admitted,
@@ -355,12 +453,144 @@ impl Admission<'_> {
         })
     }
 
+    /// Every model the request names — its `model`, then its `models` — each resolved and
+    /// checked alike ([`usable_model`](Self::usable_model)): one the client cannot have is a
+    /// refusal wherever it stands. Each model once, in order.
+    fn named_models(
+        &self,
+        key: &ApiKey,
+        req: &RawRequest<'_>,
+        op: Operation,
+        asked: &Asked<'_>,
+    ) -> Result<Vec<Arc<Model>>, GatewayError> {
+        let mut named = Vec::with_capacity(asked.models.len().saturating_add(1));
+        let ids = std::iter::once(&req.model).chain(&asked.models);
+        for id in ids {
+            let model = self.usable_model(key, self.model_named(id, op, req.stream)?)?;
+            if !named.iter().any(|m: &Arc<Model>| m.id == model.id) {
+                named.push(model);
+            }
+        }
+        Ok(named)
+    }
+
+    /// Whether `key` may use `model`: the one place every model a request names passes (its
+    /// `model` and each of `models`), so that a fallback is held to the rule of the model
+    /// asked for. A per-key model allowlist refuses here; today every key may use every model.
+    fn usable_model(&self, key: &ApiKey, model: Arc<Model>) -> Result<Arc<Model>, GatewayError> {
+        let _ = (self, key);
+        Ok(model)
+    }
+
+    /// The named models that can take this request, each with its worst case: the door's
+    /// rules, the limits (the context window is the model's), a reservable worst case,
+    /// `provider.max_price`, and a route `provider` allows. One that cannot is left out; when
+    /// none can, the first one's refusal is the answer.
+    fn fitting(
+        &self,
+        req: &RawRequest<'_>,
+        op: Operation,
+        body: &[u8],
+        named: Vec<Arc<Model>>,
+        prefs: &Prefs,
+    ) -> Result<Vec<(Arc<Model>, WorstCase)>, GatewayError> {
+        let mut fitting = Vec::with_capacity(named.len());
+        let mut refusal = None;
+        for model in named {
+            match self.fits(req, op, body, &model, prefs) {
+                Ok(worst) => fitting.push((model, worst)),
+                Err(e) => {
+                    refusal.get_or_insert(e);
+                }
+            }
+        }
+        match refusal {
+            Some(e) if fitting.is_empty() => Err(e),
+            _ => Ok(fitting),
+        }
+    }
+
+    /// Whether `model` can take the request ([`fitting`](Self::fitting)), and its worst case.
+    fn fits(
+        &self,
+        req: &RawRequest<'_>,
+        op: Operation,
+        body: &[u8],
+        model: &Model,
+        prefs: &Prefs,
+    ) -> Result<WorstCase, GatewayError> {
+        self.check_door(req, model)?;
+        self.limits
+            .check(req, op, body.len(), model.context_window)?;
+        let worst = worst_case(model, req, body, op, self.max_cache_ttl).ok_or_else(|| {
+            GatewayError::invalid(
+                "the request's worst-case cost exceeds what one request may reserve \
+                 (about 9.2 million USD): lower max_tokens, n or the input",
+            )
+        })?;
+        if !prefs.max_price.admits(model, body.len() as u64) {
+            return Err(GatewayError::NoRouteWithinPrice(
+                prefs.max_price.to_string().into(),
+            ));
+        }
+        if !prefs.allows_model(model) {
+            return Err(GatewayError::NoAllowedRoute(model.id.as_ref().into()));
+        }
+        Ok(worst)
+    }
+
+    /// The first of the fitting models with a route ([`route_for`]), its place and the route;
+    /// when none has one, the first one's refusal.
+    fn first_route(
+        &self,
+        fitting: &[(Arc<Model>, WorstCase)],
+        req: &RawRequest<'_>,
+        prefs: &Prefs,
+    ) -> Result<(usize, Route), GatewayError> {
+        let mut refusal = None;
+        for (i, (model, _)) in fitting.iter().enumerate() {
+            match route_for(
+                model,
+                req,
+                self.credentials,
+                prefs,
+                self.route_turn,
+                self.now,
+            ) {
+                Ok(route) => return Ok((i, route)),
+                Err(e) => {
+                    refusal.get_or_insert(e);
+                }
+            }
+        }
+        Err(refusal.unwrap_or_else(|| GatewayError::Internal("no model to route".into())))
+    }
+
+    /// How the door serves `model` on `route`: [`served`](Self::served), passed through to a
+    /// route that speaks the Responses API on the Responses door.
+    fn serve(&self, model: &Model, route: &Route, client: &[u8]) -> Result<Served, GatewayError> {
+        let served = self.served(model, client)?;
+        match (self.door, route.api) {
+            (Door::Responses, RouteApi::Responses) => served.passed_through(client),
+            _ => Ok(served),
+        }
+    }
+
     /// `count_tokens` (the Messages door): the model's best route and the upstream call that
     /// counts the body's input tokens. Authenticated, but neither gated nor billed.
     pub fn count_tokens(&self, body: &[u8]) -> Result<Counting, GatewayError> {
         let req = RawRequest::parse(body, Operation::Chat)?;
         let model = self.model_for(&req, Operation::Chat)?;
-        let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
+        // Counting sends the prompt upstream too: `provider.only` and `ignore` hold for it.
+        let prefs = Asked::read(&req.routing)?.prefs;
+        let route = route_for(
+            &model,
+            &req,
+            self.credentials,
+            &prefs,
+            self.route_turn,
+            self.now,
+        )?;
         let served = self.served(&model, body)?;
         let req = served.request(req, Operation::Chat)?;
         let target = Target {
@@ -383,13 +613,21 @@ impl Admission<'_> {
 
     /// The Responses door's body read onto the chat body for the model it names (whose family
     /// decides where cache breakpoints go): how the door serves it, planning from the chat body
-    /// as it is (`translated` unset: there is nothing else to parse), and that body.
-    fn responses_onto_chat(&self, body: &[u8]) -> Result<(Served, Bytes), GatewayError> {
+    /// as it is (`translated` unset: there is nothing else to parse), that body, and the body's
+    /// routing fields (the chat body has none).
+    fn responses_onto_chat<'b>(
+        &self,
+        body: &'b [u8],
+    ) -> Result<(DoorServed, Bytes, RoutingFields<'b>), GatewayError> {
         let head = RawRequest::parse_head(body)?;
         let model = self.model_for(&head, Operation::Chat)?;
         let mut served = self.served(&model, body)?;
         let chat = served.translated.take().unwrap_or_default();
-        Ok((served, chat))
+        let door_served = DoorServed {
+            served,
+            model_id: model.id.clone(),
+        };
+        Ok((door_served, chat, head.routing))
     }
 
     /// What the door requires of a body beyond the request model's own fields: Anthropic's
@@ -451,26 +689,23 @@ impl Admission<'_> {
         })
     }
 
-    /// The gates: the request's worst case reserved against its workspace's credit and (chat)
-    /// its key's window; a strict refusal says what the credit affords.
+    /// The gates: the request's worst case — the dearest of its fitting models' — reserved
+    /// against its workspace's credit and (chat) its key's window; a strict refusal says what
+    /// the credit affords at that model's prices.
     fn reserve(
         &self,
         key: &ApiKey,
         op: Operation,
-        model: &Model,
+        fitting: &[(Arc<Model>, WorstCase)],
         req: &RawRequest<'_>,
         body: &[u8],
         now: DateTime<Utc>,
-    ) -> Result<(Reservation, WorstCase), GatewayError> {
+    ) -> Result<Reservation, GatewayError> {
         let ttl = self.max_cache_ttl;
-        let worst = worst_case(model, req, body, op, ttl).ok_or_else(|| {
-            GatewayError::invalid(
-                "the request's worst-case cost exceeds what one request may reserve \
-                 (about 9.2 million USD): lower max_tokens, n or the input",
-            )
-        })?;
-        let reservation = self
-            .accounts
+        let Some((model, worst)) = fitting.iter().max_by_key(|(_, w)| w.cost) else {
+            return Err(GatewayError::Internal("no model to reserve for".into()));
+        };
+        self.accounts
             .reserve(
                 key,
                 op == Operation::Chat,
@@ -486,8 +721,7 @@ impl Admission<'_> {
                     }
                 }
                 other => other,
-            })?;
-        Ok((reservation, worst))
+            })
     }
 
     /// `GET /v1/key`: the calling key's own settings and state — never its secret — and its
@@ -551,49 +785,89 @@ impl Admission<'_> {
         self.keys.authenticate(token, now)
     }
 
-    /// The routes to try, in order, when an admitted request's route failed before answering:
-    /// its other eligible routes, those not cooling down first (then by priority).
-    pub fn fallbacks(&self, admitted: &Admitted, body: &[u8]) -> Vec<Route> {
-        let Ok(req) = planned_request(admitted, body) else {
+    /// Where to try next, in order, when an admitted request's attempt failed before
+    /// answering ([`candidates`]); `planned_from` is the body its plan was made from.
+    pub fn fallbacks(&self, admitted: &Admitted, planned_from: &[u8]) -> Vec<Candidate> {
+        let Ok(req) = planned_request(admitted, planned_from) else {
             return Vec::new();
         };
-        let now = Instant::now();
-        // A body passed in the Responses API's shapes can only go where they are spoken.
-        let passed = passes_responses_through(admitted);
-        let mut routes: Vec<Route> = eligible(&admitted.model, &req, self.credentials)
-            .filter(|r| **r != admitted.route)
-            .filter(|r| !passed || r.api == RouteApi::Responses)
-            .cloned()
-            .collect();
-        routes.sort_by_key(|r| r.health.state(now) == State::Cooling);
-        routes
+        candidates(admitted, &req, self.credentials, Instant::now())
     }
 
-    /// The plan of an admitted request for another of its routes (failover).
+    /// The plan of an admitted request for `to` (failover): from the body it was planned from
+    /// (`planned_from`) on another route of its model; for a fallback model, from the client's
+    /// body (`client`) as the door serves that model — unless an attempt created a context
+    /// cache (billed on the record at the answering model's prices).
     pub fn replan(
         &self,
         admitted: &Admitted,
-        body: &[u8],
-        route: &Route,
-    ) -> Result<Plan, GatewayError> {
-        let req = planned_request(admitted, body)?;
-        let target = Target {
-            model: &admitted.model,
-            route,
-            op: admitted.op,
-            stream: admitted.stream,
-            max_cache_ttl: self.max_cache_ttl,
-            forward: &admitted.forward,
+        client: &[u8],
+        planned_from: &[u8],
+        to: &Candidate,
+    ) -> Result<Replanned, GatewayError> {
+        if to.model.id == admitted.model.id {
+            let req = planned_request(admitted, planned_from)?;
+            let target = Target {
+                model: &admitted.model,
+                route: &to.route,
+                op: admitted.op,
+                stream: admitted.stream,
+                max_cache_ttl: self.max_cache_ttl,
+                forward: &admitted.forward,
+            };
+            let plan = admitted.adapter.plan(&req, &target, self.credentials)?;
+            return Ok(Replanned {
+                plan,
+                switched: None,
+            });
+        }
+        if admitted.cache_created.is_some() {
+            // The record prices the context cache a failed attempt created at the model that
+            // answers: another model's prices would misprice what Google bills for it.
+            return Err(GatewayError::invalid(
+                "a context cache was created for this request's model: no fallback model",
+            ));
+        }
+        let served = self.serve(&to.model, &to.route, client)?;
+        let plan = {
+            let req = served.request_from(client, admitted.op)?;
+            let target = Target {
+                model: &to.model,
+                route: &to.route,
+                op: admitted.op,
+                stream: admitted.stream,
+                max_cache_ttl: self.max_cache_ttl,
+                forward: &served.forward,
+            };
+            served.adapter.plan(&req, &target, self.credentials)?
         };
-        admitted.adapter.plan(&req, &target, self.credentials)
+        Ok(Replanned {
+            plan,
+            switched: Some(Switched {
+                adapter: served.adapter,
+                forward: served.forward,
+                translated: served.translated,
+                kept_items: served.kept_items,
+            }),
+        })
     }
 
     /// The catalog model the request names, if it serves this endpoint.
     fn model_for(&self, req: &RawRequest<'_>, op: Operation) -> Result<Arc<Model>, GatewayError> {
+        self.model_named(&req.model, op, req.stream)
+    }
+
+    /// The catalog model `id` names, if it serves this endpoint (`stream`ed or not).
+    fn model_named(
+        &self,
+        id: &str,
+        op: Operation,
+        stream: bool,
+    ) -> Result<Arc<Model>, GatewayError> {
         let model = self
             .catalog
-            .model(&req.model)
-            .ok_or_else(|| GatewayError::ModelNotFound(req.model.as_ref().into()))?;
+            .model(id)
+            .ok_or_else(|| GatewayError::ModelNotFound(id.into()))?;
         match (op, model.kind) {
             (Operation::Embeddings, ModelKind::Chat) => Err(GatewayError::EmbeddingsUnsupported(
                 model.id.as_ref().into(),
@@ -601,7 +875,7 @@ impl Admission<'_> {
             (Operation::Chat, ModelKind::Embedding) => {
                 Err(GatewayError::ChatUnsupported(model.id.as_ref().into()))
             }
-            (Operation::Embeddings, _) if req.stream => {
+            (Operation::Embeddings, _) if stream => {
                 Err(GatewayError::invalid("embeddings cannot be streamed"))
             }
             _ => Ok(model.clone()),
@@ -769,28 +1043,35 @@ fn choices(req: &RawRequest<'_>) -> u64 {
 }
 
 /// The route a request goes to: the best of its [`eligible`] routes that is not cooling down
-/// (a half-open one is probed by this request), routes of equal priority taking turns by their
-/// weights (`turn` is a per-request counter); when all cool down, the one that recovers first.
-/// With no credentialed route, the best resolvable one's missing credential is the answer (503
-/// `upstream_unconfigured`).
+/// (a half-open one is probed by this request) — first by the place `provider.order` gives it,
+/// then by priority — routes equally good taking turns by their weights (`turn` is a
+/// per-request counter); when all cool down, the one that recovers first. With no credentialed
+/// route, the best resolvable one's missing credential is the answer (503
+/// `upstream_unconfigured`); with none `prefs` allows, 400 `no_allowed_route`.
 fn route_for(
     model: &Model,
     req: &RawRequest<'_>,
     credentials: &Credentials,
+    prefs: &Prefs,
     turn: u64,
     now: Instant,
 ) -> Result<Route, GatewayError> {
-    let Some(first) = model.routes.iter().find(|r| r.addr.is_some()) else {
+    if !prefs.allows_model(model) {
+        return Err(GatewayError::NoAllowedRoute(model.id.as_ref().into()));
+    }
+    let resolved = |r: &&Route| r.addr.is_some() && prefs.allows(r);
+    let Some(first) = model.routes.iter().find(resolved) else {
         return Err(GatewayError::NoRoute(model.id.as_ref().into()));
     };
-    let routes = || eligible(model, req, credentials);
+    let routes = || eligible(model, req, credentials, prefs);
     if routes().next().is_none() {
         let missing = credentials.missing_for(first.kind).unwrap_or("upstream");
         return Err(GatewayError::MissingCredentials(missing));
     }
     let ready = |r: &&Route| r.health.state(now) != State::Cooling;
-    if let Some(best) = routes().find(ready).map(|r| r.priority) {
-        let tied = || routes().filter(move |r| r.priority == best && ready(r));
+    let standing = |r: &Route| (prefs.rank(r), r.priority);
+    if let Some(best) = routes().filter(ready).map(standing).min() {
+        let tied = || routes().filter(move |r| standing(r) == best && ready(r));
         let total = tied().map(|r| u64::from(r.weight)).sum();
         let start = weighted_turn(tied().map(|r| r.weight), total, turn);
         let mut turns = tied().skip(start).chain(tied().take(start));
@@ -800,6 +1081,47 @@ fn route_for(
     }
     let recovers_first = routes().min_by_key(|r| r.health.cooling_until());
     Ok(recovers_first.unwrap_or(first).clone())
+}
+
+/// Where a request whose attempt on `admitted.route` failed may go next, in order: its
+/// model's other routes, then each fallback model's — those not cooling down first, then by
+/// their place in `provider.order`, then by priority; every one allowed by `provider`. With
+/// `allow_fallbacks: false` and no `order`, no other route of the model, and only the best
+/// route of each fallback model.
+fn candidates(
+    admitted: &Admitted,
+    req: &RawRequest<'_>,
+    credentials: &Credentials,
+    now: Instant,
+) -> Vec<Candidate> {
+    let plain = Prefs::default();
+    let (prefs, later) = match &admitted.fallbacks {
+        Some(f) => (&f.prefs, &f.models[..]),
+        None => (&plain, &[][..]),
+    };
+    let ordered = |model| ordered_routes(model, req, credentials, prefs, now);
+    // A body passed in the Responses API's shapes can only go where they are spoken; a
+    // fallback model is served anew.
+    let passed = passes_responses_through(admitted);
+    let mut next: Vec<Candidate> = Vec::new();
+    if prefs.route_failover() {
+        let same = ordered(&*admitted.model)
+            .into_iter()
+            .filter(|r| **r != admitted.route && (!passed || r.api == RouteApi::Responses));
+        next.extend(same.map(|route| Candidate {
+            model: admitted.model.clone(),
+            route: route.clone(),
+            worst_case: admitted.worst_case,
+        }));
+    }
+    for (model, worst_case) in later {
+        next.extend(ordered(&**model).into_iter().map(|route| Candidate {
+            model: model.clone(),
+            route: route.clone(),
+            worst_case: *worst_case,
+        }));
+    }
+    next
 }
 
 /// Which of routes weighing `weights` (`total` together) takes turn `turn`: each takes its
@@ -816,15 +1138,36 @@ fn weighted_turn(weights: impl Iterator<Item = u32>, total: u64, turn: u64) -> u
         .unwrap_or(0)
 }
 
-/// A model's routes a request may use, best first: the host resolved, this gateway has the
-/// credentials, and the kind is the one the request needs if any route offers it (`flex` is
-/// honoured on Vertex global only). Routes are sorted by priority.
+/// `model`'s [`eligible`] routes for failover: those not cooling down first, then by their
+/// place in `provider.order`, then by priority; the best alone when other routes may not be
+/// tried ([`Prefs::route_failover`]).
+fn ordered_routes<'m>(
+    model: &'m Model,
+    req: &RawRequest<'_>,
+    credentials: &'m Credentials,
+    prefs: &'m Prefs,
+    now: Instant,
+) -> Vec<&'m Route> {
+    let mut routes: Vec<&Route> = eligible(model, req, credentials, prefs).collect();
+    routes.sort_by_key(|r| (r.health.state(now) == State::Cooling, prefs.rank(r)));
+    if !prefs.route_failover() {
+        routes.truncate(1);
+    }
+    routes
+}
+
+/// A model's routes a request may use, by priority: the host resolved, this gateway has the
+/// credentials, `provider` allows it, and the kind is the one the request needs if any such
+/// route offers it (`flex` is honoured on Vertex global only).
 fn eligible<'m>(
     model: &'m Model,
     req: &RawRequest<'_>,
     credentials: &'m Credentials,
+    prefs: &'m Prefs,
 ) -> impl Iterator<Item = &'m Route> {
-    let usable = |r: &&Route| r.addr.is_some() && credentials.missing_for(r.kind).is_none();
+    let usable = move |r: &&Route| {
+        r.addr.is_some() && credentials.missing_for(r.kind).is_none() && prefs.allows(r)
+    };
     let global = |r: &&Route| r.kind == RouteKind::VertexGlobal;
     let only_global = wants_flex(req) && model.routes.iter().filter(usable).any(|r| global(&r));
     model

@@ -925,7 +925,7 @@ routes:
         now: Instant,
     ) -> Result<(RouteKind, Option<String>), GatewayError> {
         let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
-        route_for(model, &req, creds, turn, now).map(|r| (r.kind, r.region))
+        route_for(model, &req, creds, &Prefs::default(), turn, now).map(|r| (r.kind, r.region))
     }
 
     const PLAIN: &str = r#"{"model":"google/g","messages":[{"role":"user","content":"hi"}]}"#;
@@ -1209,4 +1209,299 @@ fn a_gemini_model_on_the_messages_door_is_planned_from_the_translated_body_and_r
     .unwrap();
     assert_eq!(r.endpoint, crate::store::UsageEndpoint::Messages);
     assert!(r.id.starts_with("msg_"), "{}", r.id);
+}
+
+// ----- request-level routing: `models`, `provider` -------------------------------------------
+
+mod fallbacks {
+    use super::*;
+
+    fn chat_with(model: &str, extra: &str) -> String {
+        format!(r#"{{"model":"{model}","messages":[{{"role":"user","content":"hi"}}]{extra}}}"#)
+    }
+
+    fn post(w: &World, body: &str) -> Result<Decision, GatewayError> {
+        w.post("/v1/chat/completions", body)
+    }
+
+    /// The candidates failover would try after the admitted route, as `model@route path`.
+    fn after(w: &World, d: &Decision, client: &str) -> Vec<String> {
+        let planned_from = d.translated.as_deref().unwrap_or(client.as_bytes());
+        w.admission()
+            .fallbacks(&d.admitted, planned_from)
+            .iter()
+            .map(|c| format!("{}@{}", c.model.id, c.route.endpoint.base_path))
+            .collect()
+    }
+
+    fn plan_body(plan: &Plan) -> serde_json::Value {
+        let Plan::Proxy { request, .. } = plan else {
+            panic!("one upstream request");
+        };
+        serde_json::from_slice(&request.body).unwrap()
+    }
+
+    #[test]
+    fn every_model_named_is_checked_like_the_model_wherever_it_stands() {
+        let w = World::new();
+        let e = post(
+            &w,
+            &chat_with("acme/twin", r#","models":["acme/llama","acme/nope"]"#),
+        )
+        .err()
+        .unwrap();
+        assert_eq!((e.code(), e.status()), ("model_not_found", 400));
+        assert_eq!(e.to_string(), r#"model "acme/nope" not found"#);
+        let e = post(&w, &chat_with("acme/twin", r#","models":["acme/embed"]"#));
+        assert_eq!(code(e), "chat_unsupported");
+        let nine = r#","models":["a","b","c","d","e","f","g","h","i"]"#;
+        assert_eq!(
+            code(post(&w, &chat_with("acme/twin", nine))),
+            "invalid_request_error"
+        );
+        assert_eq!(w.accounts.unreserved("ws_1"), usd(10), "nothing reserved");
+    }
+
+    #[test]
+    fn the_model_is_tried_first_then_each_of_models_once_in_order() {
+        let w = World::new();
+        let body = chat_with(
+            "acme/twin",
+            r#","models":["acme/llama","acme/twin","acme/gem","acme/llama"]"#,
+        );
+        let d = post(&w, &body).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/twin");
+        assert_eq!(
+            after(&w, &d, &body),
+            ["acme/twin@/b", "acme/llama@/v1", "acme/gem@"],
+            "its other route, then each fallback's (the unresolved one left out)"
+        );
+        // OpenRouter's shape without `model`: the first of `models` is the model.
+        let body =
+            r#"{"models":["acme/llama","acme/twin"],"messages":[{"role":"user","content":"hi"}]}"#;
+        let d = post(&w, body).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/llama");
+        assert_eq!(after(&w, &d, body), ["acme/twin@/a", "acme/twin@/b"]);
+    }
+
+    #[test]
+    fn a_model_that_cannot_serve_gives_way_to_the_next() {
+        let w = World::new();
+        assert_eq!(code(w.chat("acme/down")), "no_route");
+        let d = post(&w, &chat_with("acme/down", r#","models":["acme/twin"]"#)).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/twin");
+        assert_eq!(&*d.admitted.response_cx.model_id, "acme/twin");
+        // Claude takes no tools on the chat door: as a fallback it is left out, as the model
+        // it gives way to one that takes them; alone, its refusal stands.
+        let tools = r#","tools":[{"type":"function","function":{"name":"f","parameters":{}}}]"#;
+        let body = chat_with("acme/gem", &format!(r#"{tools},"models":["acme/claude"]"#));
+        let d = post(&w, &body).unwrap();
+        assert!(
+            after(&w, &d, &body).is_empty(),
+            "{:?}",
+            after(&w, &d, &body)
+        );
+        let body = chat_with("acme/claude", &format!(r#"{tools},"models":["acme/gem"]"#));
+        assert_eq!(&*post(&w, &body).unwrap().admitted.model.id, "acme/gem");
+        let body = chat_with("acme/claude", tools);
+        assert_eq!(code(post(&w, &body)), "unsupported_parameter");
+    }
+
+    #[test]
+    fn the_reservation_covers_the_dearest_model_and_each_bills_its_own_worst_case() {
+        let w = World::new();
+        let body = chat_with("acme/llama", r#","models":["acme/claude"]"#);
+        let d = post(&w, &body).unwrap();
+        let req = RawRequest::parse(body.as_bytes(), Operation::Chat).unwrap();
+        let at = |id: &str| {
+            let model = w.catalog.model(id).unwrap();
+            let ttl = crate::providers::DEFAULT_MAX_CACHE_TTL;
+            worst_case(model, &req, body.as_bytes(), Operation::Chat, ttl).unwrap()
+        };
+        assert!(at("acme/claude").cost > at("acme/llama").cost);
+        assert_eq!(d.admitted.reservation.amount(), at("acme/claude").cost);
+        assert_eq!(d.admitted.worst_case, at("acme/llama"));
+        let fallbacks = w.admission().fallbacks(&d.admitted, body.as_bytes());
+        let claude = fallbacks.last().unwrap();
+        assert_eq!(claude.worst_case, at("acme/claude"));
+        assert_eq!(
+            w.accounts.unreserved("ws_1"),
+            usd(10).checked_sub(at("acme/claude").cost).unwrap()
+        );
+    }
+
+    #[test]
+    fn max_price_leaves_dear_models_out_and_refuses_when_none_is_left() {
+        let w = World::new();
+        // acme/claude: 3 / 15; acme/llama: 1 / 2 (USD per 1M tokens).
+        let cheap =
+            r#","models":["acme/llama"],"provider":{"max_price":{"prompt":1,"completion":2}}"#;
+        let body = chat_with("acme/claude", cheap);
+        let d = post(&w, &body).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/llama");
+        assert!(after(&w, &d, &body).is_empty(), "claude is never tried");
+        drop(d);
+        let body = chat_with(
+            "acme/claude",
+            r#","models":["acme/llama"],"provider":{"max_price":{"completion":"1.999999"}}"#,
+        );
+        let e = post(&w, &body).err().unwrap();
+        assert_eq!(
+            (e.status(), e.code(), e.error_type()),
+            (400, "no_route_within_price", "invalid_request_error")
+        );
+        assert_eq!(
+            e.to_string(),
+            "no model of this request is priced within its provider.max_price \
+             (completion 1.999999 USD per 1M tokens)"
+        );
+        assert_eq!(w.accounts.unreserved("ws_1"), usd(10), "nothing reserved");
+    }
+
+    #[test]
+    fn only_and_ignore_hold_for_the_first_route_and_every_candidate() {
+        let w = World::new();
+        let body = chat_with(
+            "acme/gem",
+            r#","models":["acme/twin","acme/claude"],"provider":{"only":["anthropic","gemini-api"]}"#,
+        );
+        let d = post(&w, &body).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/gem");
+        assert_eq!(
+            after(&w, &d, &body),
+            ["acme/claude@"],
+            "twin's routes are openai"
+        );
+        let body = chat_with(
+            "acme/gem",
+            r#","models":["acme/twin","acme/claude"],"provider":{"ignore":["google-ai-studio"]}"#,
+        );
+        let d = post(&w, &body).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/twin");
+        assert_eq!(
+            after(&w, &d, &body),
+            ["acme/twin@/b", "acme/claude@"],
+            "gem is never tried"
+        );
+        let e = post(
+            &w,
+            &chat_with("acme/gem", r#","provider":{"only":["vertex"]}"#),
+        );
+        assert_eq!(code(e), "no_allowed_route");
+    }
+
+    #[test]
+    fn without_fallbacks_a_model_keeps_its_first_route_and_order_ranks_routes() {
+        let w = World::new();
+        let off = r#","models":["acme/llama"],"provider":{"allow_fallbacks":false}"#;
+        let body = chat_with("acme/twin", off);
+        let d = post(&w, &body).unwrap();
+        assert_eq!(d.admitted.route.endpoint.base_path, "/a");
+        assert_eq!(
+            after(&w, &d, &body),
+            ["acme/llama@/v1"],
+            "no other route of twin; llama's best"
+        );
+        let body = chat_with("acme/twin", r#","provider":{"allow_fallbacks":false}"#);
+        let d = post(&w, &body).unwrap();
+        assert!(after(&w, &d, &body).is_empty());
+        // `order` puts its kinds first, the rest after unless fallbacks are off.
+        let ordered = r#","models":["acme/gem"],"provider":{"order":["gemini-api","anthropic"]}"#;
+        let body = chat_with("acme/claude", ordered);
+        let d = post(&w, &body).unwrap();
+        assert_eq!(d.admitted.route.kind, RouteKind::Anthropic);
+        assert_eq!(after(&w, &d, &body), ["acme/gem@"]);
+    }
+
+    #[test]
+    fn the_routing_fields_never_reach_an_upstream_body() {
+        let w = World::new();
+        let routing = r#","models":["acme/claude"],"provider":{"only":["openai","anthropic"]}"#;
+        // The OpenAI-compatible adapter copies unknown fields byte for byte.
+        let d = post(&w, &chat_with("acme/llama", routing)).unwrap();
+        let sent = plan_body(&d.plan);
+        assert_eq!(sent["model"], "llama-3");
+        assert!(
+            sent.get("models").is_none() && sent.get("provider").is_none(),
+            "{sent}"
+        );
+        // Claude's pass-through on the Messages door does too.
+        let body = MESSAGES.replacen('{', &format!("{{{},", &routing[1..]), 1);
+        let d = w.post("/v1/messages", &body).unwrap();
+        let sent = plan_body(&d.plan);
+        assert_eq!(sent["model"], "claude-x");
+        assert!(
+            sent.get("models").is_none() && sent.get("provider").is_none(),
+            "{sent}"
+        );
+    }
+
+    #[test]
+    fn a_fallback_of_another_family_is_planned_as_its_door_serves_it() {
+        let w = World::new();
+        let body = MESSAGES.replace("acme/claude", "acme/gem").replacen(
+            '{',
+            r#"{"models":["acme/claude"],"#,
+            1,
+        );
+        let d = w.post("/v1/messages", &body).unwrap();
+        assert_eq!(&*d.admitted.model.id, "acme/gem");
+        assert!(
+            d.translated.is_some(),
+            "Gemini is served the door's translation"
+        );
+        let admission = w.admission_at("/v1/messages");
+        let planned_from = d.translated.as_deref().unwrap();
+        let next = admission.fallbacks(&d.admitted, planned_from);
+        assert_eq!(next.len(), 1);
+        let replanned = admission
+            .replan(&d.admitted, body.as_bytes(), planned_from, &next[0])
+            .unwrap();
+        let sent = plan_body(&replanned.plan);
+        assert_eq!(sent["model"], "claude-x");
+        assert_eq!(sent["messages"][0]["content"][0]["text"], "hi", "{sent}");
+        assert!(sent.get("models").is_none(), "{sent}");
+        let mut admitted = d.admitted;
+        admitted.move_to(next[0].clone());
+        let translated = admitted.serve_as(replanned.switched.expect("another model"));
+        assert!(translated.is_none(), "Claude is passed the client's body");
+        assert_eq!(&*admitted.model.id, "acme/claude");
+        assert_eq!(&*admitted.response_cx.model_id, "acme/claude");
+        assert_eq!(admitted.route.kind, RouteKind::Anthropic);
+        assert_eq!(admitted.worst_case, next[0].worst_case);
+        let stream = admitted
+            .adapter
+            .stream_translator(admitted.response_cx.clone());
+        drop(stream);
+    }
+
+    #[test]
+    fn no_other_model_is_planned_once_an_attempt_created_a_context_cache() {
+        let w = World::new();
+        let body = chat_with("acme/twin", r#","models":["acme/llama"]"#);
+        let mut d = post(&w, &body).unwrap();
+        let admission = w.admission();
+        let next = admission.fallbacks(&d.admitted, body.as_bytes());
+        let (same, other) = (&next[0], &next[1]);
+        assert_eq!(
+            (&*same.model.id, &*other.model.id),
+            ("acme/twin", "acme/llama")
+        );
+        let replan = |a: &Admitted, to: &Candidate| {
+            admission.replan(a, body.as_bytes(), body.as_bytes(), to)
+        };
+        assert!(replan(&d.admitted, other).is_ok());
+        d.admitted.cache_created = Some(CacheCreation {
+            tokens: 40_000,
+            ttl_secs: 300,
+        });
+        assert!(
+            replan(&d.admitted, same).is_ok(),
+            "its own model's routes still serve"
+        );
+        assert!(
+            replan(&d.admitted, other).is_err(),
+            "the cache is priced at its model"
+        );
+    }
 }

@@ -77,6 +77,14 @@ pub enum GatewayError {
     },
     #[error("model \"{0}\" has no reachable route")]
     NoRoute(Box<str>),
+    /// No model the request names (`model`, `models`) is priced within its
+    /// `provider.max_price` (the text names the cap).
+    #[error("no model of this request is priced within its provider.max_price ({0})")]
+    NoRouteWithinPrice(Box<str>),
+    /// The request's `provider` preferences (`only`, `ignore`, `order` without fallbacks)
+    /// leave no route of any model it names.
+    #[error("the request's provider preferences allow no route of model \"{0}\"")]
+    NoAllowedRoute(Box<str>),
     #[error("credentials for {0} are not configured on this gateway")]
     MissingCredentials(&'static str),
     #[error("{message}")]
@@ -148,7 +156,9 @@ impl GatewayError {
             | Self::UnsupportedParameter { .. }
             | Self::InvalidRequest(_)
             | Self::TooMany { .. }
-            | Self::ContextLengthExceeded { .. } => 400,
+            | Self::ContextLengthExceeded { .. }
+            | Self::NoRouteWithinPrice(_)
+            | Self::NoAllowedRoute(_) => 400,
             Self::BodyTooLarge { .. } => 413,
             Self::HeadersTooLarge { .. } => 431,
             Self::BodyTimeout { .. } => 408,
@@ -175,6 +185,8 @@ impl GatewayError {
             | Self::InvalidRequest(_)
             | Self::TooMany { .. }
             | Self::ContextLengthExceeded { .. }
+            | Self::NoRouteWithinPrice(_)
+            | Self::NoAllowedRoute(_)
             | Self::BodyTooLarge { .. }
             | Self::HeadersTooLarge { .. }
             | Self::BodyTimeout { .. }
@@ -215,6 +227,8 @@ impl GatewayError {
             Self::StoreUnavailable => "store_unavailable",
             Self::MethodNotAllowed { .. } => "method_not_allowed",
             Self::NoRoute(_) => "no_route",
+            Self::NoRouteWithinPrice(_) => "no_route_within_price",
+            Self::NoAllowedRoute(_) => "no_allowed_route",
             Self::MissingCredentials(_) => "upstream_unconfigured",
             Self::Upstream { .. } | Self::UpstreamCredentials { .. } | Self::MidStream(_) => {
                 "upstream_error"
@@ -245,6 +259,8 @@ impl GatewayError {
             | Self::InvalidRequest(_)
             | Self::TooMany { .. }
             | Self::ContextLengthExceeded { .. }
+            | Self::NoRouteWithinPrice(_)
+            | Self::NoAllowedRoute(_)
             | Self::BodyTooLarge { .. }
             | Self::HeadersTooLarge { .. }
             | Self::BodyTimeout { .. }

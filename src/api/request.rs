@@ -4,12 +4,13 @@
 //! Why raw: the gateway needs only a few fields to route (`model`, `stream`); the adapter of
 //! the chosen provider family then reads the fields it translates, straight from their slices,
 //! and copies the ones it forwards byte for byte. Nothing is turned into a `Value` tree, and
-//! unknown fields survive untouched for upstreams that understand them.
+//! unknown fields survive untouched for upstreams that understand them — except the gateway's
+//! own ([`RoutingFields`]), which are taken out at parse, so that no adapter can forward them.
 
 use std::borrow::Cow;
 use std::fmt;
 
-use serde::de::{Deserializer, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -26,10 +27,38 @@ pub const MAX_FIELDS: usize = 256;
 #[derive(Debug)]
 pub struct RawRequest<'a> {
     fields: Vec<(Cow<'a, str>, &'a RawValue)>,
-    /// The `model` field, validated as a string.
+    /// The `model` field, validated as a string (without one, the first of `models`).
     pub model: Cow<'a, str>,
     /// The `stream` field (false when absent or null).
     pub stream: bool,
+    /// The fields addressed to the gateway itself, not among [`fields`](Self::fields).
+    pub routing: RoutingFields<'a>,
+}
+
+/// OpenRouter's request-level routing fields, `models` (fallback models) and `provider` (route
+/// preferences): admission reads them; they are never forwarded (an upstream would refuse an
+/// unknown field, or, behind another router, act on it).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RoutingFields<'a> {
+    pub models: Option<&'a RawValue>,
+    pub provider: Option<&'a RawValue>,
+}
+
+impl<'a> RoutingFields<'a> {
+    /// Takes the routing fields out of `fields`.
+    fn take(fields: &mut ObjectFields<'a>) -> Self {
+        let mut routing = RoutingFields::default();
+        fields.retain(|(name, raw)| {
+            let slot = match name.as_ref() {
+                "models" => &mut routing.models,
+                "provider" => &mut routing.provider,
+                _ => return true,
+            };
+            *slot = Some(*raw);
+            false
+        });
+        routing
+    }
 }
 
 impl<'a> RawRequest<'a> {
@@ -43,12 +72,21 @@ impl<'a> RawRequest<'a> {
     /// Parses the fields every door's body has: a JSON object naming a `model`, maybe
     /// `stream`ed. What a door whose body is not the request model's reads before translating.
     pub fn parse_head(body: &'a [u8]) -> Result<Self, GatewayError> {
-        let fields = object_fields(body)
+        let mut fields = object_fields(body)
             .map_err(|e| GatewayError::invalid(format!("request body is not valid JSON: {e}")))?;
+        let routing = RoutingFields::take(&mut fields);
+        if !fields.iter().any(|(name, _)| name == "model") {
+            // OpenRouter's rule: without `model`, the first of `models` is the model, and the
+            // body reads as if it had named it (adapters rewrite or forward `model`).
+            if let Some(first) = first_model(routing.models) {
+                fields.insert(0, (Cow::Borrowed("model"), first));
+            }
+        }
         let mut req = RawRequest {
             fields,
             model: Cow::Borrowed(""),
             stream: false,
+            routing,
         };
         req.model = req
             .typed::<Cow<'a, str>>("model")?
@@ -150,6 +188,49 @@ impl<'a> RawRequest<'a> {
     pub fn fields(&self) -> impl Iterator<Item = (&str, &'a RawValue)> + '_ {
         self.fields.iter().map(|(k, v)| (k.as_ref(), *v))
     }
+}
+
+/// The first element of a `models` array, if it is one with an element: the model of a body
+/// that names none ([`RawRequest::parse_head`]; the doors that translate a body read it too).
+pub fn first_model(models: Option<&RawValue>) -> Option<&RawValue> {
+    let (first, _) = bounded_list(models?, 1).ok()?;
+    first.into_iter().next()
+}
+
+/// The first `keep` elements of a JSON array, raw, and how many it has in all: the rest are
+/// skipped without being kept, so a hostile list costs no memory.
+pub fn bounded_list(
+    array: &RawValue,
+    keep: usize,
+) -> Result<(Vec<&RawValue>, usize), serde_json::Error> {
+    struct V(usize);
+    impl<'de> Visitor<'de> for V {
+        type Value = (Vec<&'de RawValue>, usize);
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array")
+        }
+        fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+            let mut kept = Vec::with_capacity(self.0.min(16));
+            while kept.len() < self.0 {
+                match seq.next_element::<&'de RawValue>()? {
+                    Some(raw) => kept.push(raw),
+                    None => {
+                        let count = kept.len();
+                        return Ok((kept, count));
+                    }
+                }
+            }
+            let mut count = kept.len();
+            while seq.next_element::<IgnoredAny>()?.is_some() {
+                count = count.saturating_add(1);
+            }
+            Ok((kept, count))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(array.get());
+    let list = de.deserialize_seq(V(keep))?;
+    de.end()?;
+    Ok(list)
 }
 
 /// A JSON object's top-level (key, raw value) pairs, in order, without building a tree.
@@ -310,6 +391,45 @@ mod tests {
         assert!(err(&at_limit, Operation::Chat).contains("model"));
         let over = format!(r#"{{{},"x":1}}"#, fields.join(","));
         assert!(err(&over, Operation::Chat).contains("more than 256 top-level fields"));
+    }
+
+    #[test]
+    fn the_routing_fields_are_taken_out_so_that_nothing_forwards_them() {
+        let body = br#"{"model":"a/b","models":["c/d"],"messages":[1],"provider":{"only":["vertex"]},"x":1}"#;
+        let r = RawRequest::parse(body, Operation::Chat).unwrap();
+        let names: Vec<&str> = r.fields().map(|(k, _)| k).collect();
+        assert_eq!(names, ["model", "messages", "x"]);
+        assert_eq!(r.get("models").map(RawValue::get), None);
+        assert_eq!(r.routing.models.map(RawValue::get), Some(r#"["c/d"]"#));
+        assert_eq!(
+            r.routing.provider.map(RawValue::get),
+            Some(r#"{"only":["vertex"]}"#)
+        );
+    }
+
+    #[test]
+    fn without_a_model_the_first_of_models_is_the_model() {
+        let body = br#"{"models":["c/d","e/f"],"messages":[1],"stream":true}"#;
+        let r = RawRequest::parse(body, Operation::Chat).unwrap();
+        assert_eq!(r.model, "c/d");
+        let fields: Vec<(&str, &str)> = r.fields().map(|(k, v)| (k, v.get())).collect();
+        assert_eq!(
+            fields,
+            [
+                ("model", r#""c/d""#),
+                ("messages", "[1]"),
+                ("stream", "true")
+            ],
+            "the body reads as if it had named it"
+        );
+        assert!(err(r#"{"models":[],"messages":[1]}"#, Operation::Chat).contains("model"));
+        assert!(err(r#"{"models":[7],"messages":[1]}"#, Operation::Chat)
+            .contains("invalid value for model"));
+        let named = br#"{"model":"a/b","models":["c/d"],"messages":[1]}"#;
+        assert_eq!(
+            RawRequest::parse(named, Operation::Chat).unwrap().model,
+            "a/b"
+        );
     }
 
     #[test]

@@ -4,9 +4,12 @@
 //! - An attempt goes to `admitted.route`; its outcome feeds that route's breaker.
 //! - An attempt that failed before anything of it reached the client (a buffered answer before
 //!   it was read, a stream before its first data frame, any call of a fan-out) hands the request
-//!   to its next eligible route (those not cooling down first), planned again and its
-//!   context-cache step taken, within `upstream.max_attempts` attempts and
-//!   `upstream.failover_deadline`, and never for a client that has left.
+//!   to its next candidate (`Admission::fallbacks`: its model's other eligible routes, those
+//!   not cooling down first, then the routes of the fallback models it listed in `models`, all
+//!   within its `provider` preferences), planned again — a fallback model with its own adapter
+//!   and the door's translation for it — and its context-cache step taken, within
+//!   `upstream.max_attempts` attempts (across models) and `upstream.failover_deadline`, and
+//!   never for a client that has left.
 //! - When no attempt is left, the failure the client is told about is the one
 //!   [`CallFailure::to_report`] prefers (throttling first, the shortest wait), worded by
 //!   [`client_error`].
@@ -29,7 +32,9 @@
 use std::time::{Duration, Instant};
 
 use super::ctx::Ctx;
-use crate::admission::{Admission, Admitted};
+use bytes::Bytes;
+
+use crate::admission::{Admission, Admitted, Candidate};
 use crate::api::error::Transport;
 use crate::api::GatewayError;
 use crate::billing::writer::LedgerSink;
@@ -57,17 +62,20 @@ pub(super) trait Attempt<C: Call> {
     ) -> Result<Self::Answer, CallFailure>;
 }
 
-/// An admitted request being answered from upstream: the route being tried is
-/// `admitted.route`; the routes still to try and the failure to report so far.
+/// An admitted request being answered from upstream: the model and route being tried are
+/// `admitted`'s; the candidates still to try and the failure to report so far.
 pub(super) struct Failover<'a> {
     admission: &'a Admission<'a>,
-    body: &'a [u8],
+    /// The client's body (what a fallback model is planned from, as its door serves it).
+    client: &'a [u8],
+    /// The body the current plan was made from when the door translated the client's.
+    translated: Option<Bytes>,
     caches: &'a ContextCaches,
     /// What the attempts send through.
     pub outbound: Outbound<'a>,
     admitted: Admitted,
-    /// The routes still to try, computed at the first failure.
-    routes: Option<std::vec::IntoIter<Route>>,
+    /// The candidates still to try, computed at the first failure.
+    candidates: Option<std::vec::IntoIter<Candidate>>,
     /// The failure to tell the client about so far.
     reported: Option<CallFailure>,
 }
@@ -75,18 +83,20 @@ pub(super) struct Failover<'a> {
 impl<'a> Failover<'a> {
     pub fn new(
         admission: &'a Admission<'a>,
-        body: &'a [u8],
+        client: &'a [u8],
+        translated: Option<Bytes>,
         caches: &'a ContextCaches,
         outbound: Outbound<'a>,
         admitted: Admitted,
     ) -> Self {
         Failover {
             admission,
-            body,
+            client,
+            translated,
             caches,
             outbound,
             admitted,
-            routes: None,
+            candidates: None,
             reported: None,
         }
     }
@@ -144,35 +154,41 @@ impl<'a> Failover<'a> {
         }
     }
 
-    /// Moves the request to the next route whose plan has a `C`, and returns that; `Err`:
+    /// Moves the request to the next candidate whose plan has a `C`, and returns that; `Err`:
     /// there is none, and the failure to report.
     fn next_route<C: Call>(
         &mut self,
         ctx: &mut Ctx,
         failure: CallFailure,
     ) -> Result<C::Planned, CallFailure> {
-        let (admission, body, admitted) = (self.admission, self.body, &mut self.admitted);
-        let routes = self
-            .routes
-            .get_or_insert_with(|| admission.fallbacks(admitted, body).into_iter());
-        let next = routes.find_map(|route| {
-            let plan = admission.replan(admitted, body, &route).ok()?;
-            Some((route, C::planned(plan)?))
+        let (admission, client, admitted) = (self.admission, self.client, &mut self.admitted);
+        let planned_from = self.translated.as_deref().unwrap_or(client);
+        let candidates = self
+            .candidates
+            .get_or_insert_with(|| admission.fallbacks(admitted, planned_from).into_iter());
+        let next = candidates.find_map(|to| {
+            let replanned = admission.replan(admitted, client, planned_from, &to).ok()?;
+            Some((to, replanned.switched, C::planned(replanned.plan)?))
         });
         let reported = CallFailure::to_report(self.reported.take(), failure);
-        let Some((route, planned)) = next else {
+        let Some((to, switched, planned)) = next else {
             return Err(reported);
         };
         self.reported = Some(reported);
         tracing::info!(
             request_id = %admitted.request_id,
             from = admitted.route.kind.as_str(),
-            to = route.kind.as_str(),
+            to = to.route.kind.as_str(),
+            from_model = %admitted.model.id,
+            to_model = %to.model.id,
             "failing over"
         );
         // A context cache the failed attempt created stays on the record (Google bills it);
         // one created for the next route replaces it there (not yet summed).
-        admitted.route = route;
+        admitted.move_to(to);
+        if let Some(switched) = switched {
+            self.translated = admitted.serve_as(switched);
+        }
         ctx.attempts += 1;
         Ok(planned)
     }
@@ -398,8 +414,19 @@ mod tests {
         client_leaves: bool,
         failures: Vec<CallFailure>,
     ) -> (Vec<String>, Ctx, Result<(), Option<u16>>) {
-        let world = World::new();
         let body = r#"{"model":"acme/twin","messages":[{"role":"user","content":"hi"}]}"#;
+        let (routes, ctx, _, result) = drive_body(body, conf, client_leaves, failures);
+        (routes, ctx, result)
+    }
+
+    /// [`drive_with_ctx`] for a chat `body`, with the model that answered (or was tried last).
+    fn drive_body(
+        body: &str,
+        conf: UpstreamConf,
+        client_leaves: bool,
+        failures: Vec<CallFailure>,
+    ) -> (Vec<String>, Ctx, String, Result<(), Option<u16>>) {
+        let world = World::new();
         let Decision { admitted, plan, .. } = world.post("/v1/chat/completions", body).unwrap();
         let (request, _) = UpstreamRequest::planned(plan).unwrap();
         let (admission, caches) = (world.admission(), ContextCaches::default());
@@ -419,7 +446,14 @@ mod tests {
             responses: &responses,
             ledger: &ledger,
         };
-        let mut failover = Failover::new(&admission, body.as_bytes(), &caches, outbound, admitted);
+        let mut failover = Failover::new(
+            &admission,
+            body.as_bytes(),
+            None,
+            &caches,
+            outbound,
+            admitted,
+        );
         let (mut ctx, mut attempt) = (
             Ctx::default(),
             Scripted {
@@ -434,7 +468,8 @@ mod tests {
             .unwrap();
         let result = runtime.block_on(failover.run(&mut ctx, request, &mut attempt));
         let result = result.map_err(|f| f.status());
-        (attempt.routes, ctx, result)
+        let model = failover.admitted().model.id.to_string();
+        (attempt.routes, ctx, model, result)
     }
 
     fn with_id(failure: CallFailure, id: &str) -> CallFailure {
@@ -513,5 +548,43 @@ mod tests {
                 "leaves: {client_leaves}"
             );
         }
+    }
+
+    /// `acme/twin` (routes `/a`, `/b`), then `acme/llama` (its resolved route `/v1`).
+    const TWIN_THEN_LLAMA: &str = r#"{"model":"acme/twin","models":["acme/llama"],"messages":[{"role":"user","content":"hi"}]}"#;
+
+    #[test]
+    fn when_a_models_routes_fail_the_next_model_answers_within_the_same_limits() {
+        let conf = UpstreamConf::default;
+        let failures = vec![status(503), status(503)];
+        let (routes, ctx, model, result) = drive_body(TWIN_THEN_LLAMA, conf(), false, failures);
+        assert_eq!(routes, ["/a", "/b", "/v1"]);
+        assert_eq!((ctx.attempts, result), (3, Ok(())));
+        assert_eq!(
+            model, "acme/llama",
+            "billed and named as the model that answered"
+        );
+        let two = UpstreamConf {
+            max_attempts: 2,
+            ..conf()
+        };
+        let failures = vec![status(503), status(503)];
+        let (routes, _, model, result) = drive_body(TWIN_THEN_LLAMA, two, false, failures);
+        assert_eq!((routes.len(), result), (2, Err(Some(503))));
+        assert_eq!(model, "acme/twin");
+        // The request's own fault is not another model's chance either.
+        let (routes, _, _, result) = drive_body(TWIN_THEN_LLAMA, conf(), false, vec![status(400)]);
+        assert_eq!((routes, result), (vec!["/a".to_owned()], Err(Some(400))));
+        let (routes, _, _, _) = drive_body(TWIN_THEN_LLAMA, conf(), true, vec![status(503)]);
+        assert_eq!(routes, ["/a"], "nor is a client that left");
+    }
+
+    #[test]
+    fn without_fallbacks_the_next_model_is_tried_on_its_best_route_only() {
+        let body = r#"{"model":"acme/llama","models":["acme/twin"],"provider":{"allow_fallbacks":false},"messages":[{"role":"user","content":"hi"}]}"#;
+        let failures = vec![status(503), status(503)];
+        let (routes, _, model, result) = drive_body(body, UpstreamConf::default(), false, failures);
+        assert_eq!(routes, ["/v1", "/a"]);
+        assert_eq!((model.as_str(), result), ("acme/twin", Err(Some(503))));
     }
 }

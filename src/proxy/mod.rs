@@ -13,8 +13,8 @@
 //! 3. One way of answering, each a plain function over the session: `buffered.rs` (the answer
 //!    read whole, bounded, translated, then written), `stream.rs` (relayed as it arrives) or
 //!    `fan_out.rs` (several calls joined into a buffered answer). Each runs its attempts
-//!    through the driver, which moves the request to the model's other routes while nothing
-//!    has reached the client.
+//!    through the driver, which moves the request to the model's other routes, then to the
+//!    fallback models the request listed (`models`), while nothing has reached the client.
 //! 4. `logging`: bills the outcome ([`admission::outcome`](crate::admission::outcome)) and
 //!    writes the metrics and the access event.
 //!
@@ -182,9 +182,8 @@ impl Gateway {
             translated,
         } = decision?;
         let outbound = self.outbound();
-        let planned_from = translated.as_deref().unwrap_or(&body);
-        let mut failover =
-            Failover::new(&admission, planned_from, &self.caches, outbound, admitted);
+        let caches = &self.caches;
+        let mut failover = Failover::new(&admission, &body, translated, caches, outbound, admitted);
         ctx.request_id = failover.admitted().request_id.clone();
         match plan {
             Plan::FanOut(calls) => {

@@ -25,6 +25,7 @@ mod docs;
 mod edge;
 mod embeddings;
 mod fake_upstream;
+mod fallbacks;
 mod faults;
 mod foundation;
 mod gemini;

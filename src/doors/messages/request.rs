@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::api::request::object_fields;
+use crate::api::request::{first_model, object_fields};
 use crate::api::{GatewayError, Str};
 use crate::doors::chat_out::{
     checked, typed, ChatOut, ContentOut, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
@@ -31,8 +31,9 @@ pub fn to_chat(body: &[u8]) -> Result<Vec<u8>, GatewayError> {
             .filter(|v| v.get() != "null")
     };
 
-    let model =
-        get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
+    let model = get("model")
+        .or_else(|| first_model(get("models")))
+        .ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
     typed::<Str>(model, "model")?;
 
     let mut messages = Vec::new();

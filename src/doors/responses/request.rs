@@ -97,7 +97,7 @@ use serde_json::value::RawValue;
 
 use super::names;
 use super::reasoning::{self, Detail};
-use crate::api::request::object_fields;
+use crate::api::request::{first_model, object_fields};
 use crate::api::{GatewayError, Str};
 use crate::catalog::Family;
 use crate::doors::chat_out::{
@@ -162,8 +162,9 @@ fn translate<'a>(
         ));
     }
 
-    let model =
-        get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
+    let model = get("model")
+        .or_else(|| first_model(get("models")))
+        .ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
     if typed::<Str>(model, "model")?.is_empty() {
         return Err(GatewayError::invalid("model must not be empty"));
     }
