@@ -20,7 +20,7 @@ use super::api;
     paths(
         api::list_workspaces, api::create_workspace, api::get_workspace, api::rename_workspace,
         api::list_keys, api::create_key, api::revoke_key, api::rotate_key,
-        api::list_credits, api::add_credit, api::list_usage, api::daily_usage,
+        api::list_credits, api::add_credit, api::refund, api::list_usage, api::daily_usage,
         api::get_alerts, api::put_alerts, api::list_deliveries,
         api::get_catalog, api::update_model, api::update_route, api::list_audit,
         public_key, public_generation,

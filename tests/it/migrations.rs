@@ -81,6 +81,7 @@ fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
     }
 }
 

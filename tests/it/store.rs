@@ -895,6 +895,7 @@ fn record(
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
         extra: Default::default(),
     }
 }
