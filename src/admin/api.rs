@@ -159,7 +159,11 @@ fn known(path: &[&str]) -> bool {
         path,
         ["workspaces"]
             | ["workspaces", _]
-            | ["workspaces", _, "keys" | "credits" | "refunds" | "usage" | "alerts"]
+            | [
+                "workspaces",
+                _,
+                "keys" | "credits" | "refunds" | "usage" | "alerts"
+            ]
             | ["workspaces", _, "usage", "daily"]
             | ["workspaces", _, "alerts", "deliveries"]
             | ["keys", _, "revoke" | "rotate"]
@@ -474,15 +478,15 @@ fn idempotency_key(req: &Request) -> Result<Option<&str>, AdminError> {
 fn answered(done: commands::Answered<commands::Credited>) -> Answer {
     match done {
         commands::Answered::Made(credited) => created(&credited),
-        commands::Answered::Replayed(json) => Ok(Response::new(
-            StatusCode::CREATED,
-            "application/json",
-            json.into_bytes(),
-        )
-        .with_header(
-            http::HeaderName::from_static("idempotent-replayed"),
-            "true".into(),
-        )),
+        commands::Answered::Replayed(json) => {
+            Ok(
+                Response::new(StatusCode::CREATED, "application/json", json.into_bytes())
+                    .with_header(
+                        http::HeaderName::from_static("idempotent-replayed"),
+                        "true".into(),
+                    ),
+            )
+        }
     }
 }
 

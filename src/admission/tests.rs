@@ -627,7 +627,11 @@ fn only_a_failure_without_output_is_waived_and_only_when_the_operator_waives() {
     assert_eq!((r.cost, r.waived), (Usd::ZERO, true), "waived");
     assert_eq!(
         (r.input_tokens, r.input_price, r.outcome),
-        (1_000_000, Price::from_micro_per_mtok(1_000_000), UsageOutcome::UpstreamFailed),
+        (
+            1_000_000,
+            Price::from_micro_per_mtok(1_000_000),
+            UsageOutcome::UpstreamFailed
+        ),
         "the tokens and prices stay recorded"
     );
     // Output, reported or only delivered, is never waived.
@@ -636,11 +640,18 @@ fn only_a_failure_without_output_is_waived_and_only_when_the_operator_waives() {
         ..input_only
     };
     let r = record(&d.admitted, Ending::BrokeMidStream, with_output, 0);
-    assert_eq!((r.waived, r.cost), (false, Usd::from_pico(1_000_002_000_000)));
+    assert_eq!(
+        (r.waived, r.cost),
+        (false, Usd::from_pico(1_000_002_000_000))
+    );
     let r = record(&d.admitted, Ending::BrokeMidStream, input_only, 40);
     assert!(!r.waived && r.output_tokens == 10, "{r:?}");
     // Not failures: a complete answer (it has a finish reason) and a client that left.
-    for ending in [Ending::Complete, Ending::ClientLeft, Ending::ClientLeftAnswerRead] {
+    for ending in [
+        Ending::Complete,
+        Ending::ClientLeft,
+        Ending::ClientLeftAnswerRead,
+    ] {
         let r = record(&d.admitted, ending, input_only, 0);
         assert_eq!((r.waived, r.cost), (false, usd(1)), "{ending:?}");
     }

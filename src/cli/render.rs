@@ -72,7 +72,9 @@ pub fn credited(c: &Credited, workspace: &str) -> String {
     match c.entry.kind {
         LedgerKind::Refund => format!(
             "refunded {} USD from {workspace}; balance {} USD",
-            Usd::ZERO.checked_sub(c.entry.amount).unwrap_or(c.entry.amount),
+            Usd::ZERO
+                .checked_sub(c.entry.amount)
+                .unwrap_or(c.entry.amount),
             c.balance
         ),
         _ => format!(

@@ -144,10 +144,12 @@ async fn move_credit(
             Some(serde_json::json!({ "entry": entry, "balance": balance, "idempotency_key": key }))
         },
     );
-    Ok(match store.move_credit(&movement, Some(audit), once).await? {
-        Done::Made((entry, balance)) => Answered::Made(Credited { entry, balance }),
-        Done::Replayed(json) => Answered::Replayed(json),
-    })
+    Ok(
+        match store.move_credit(&movement, Some(audit), once).await? {
+            Done::Made((entry, balance)) => Answered::Made(Credited { entry, balance }),
+            Done::Replayed(json) => Answered::Replayed(json),
+        },
+    )
 }
 
 /// The idempotency of `movement` under `key`: the key checked, the request's hash, and the

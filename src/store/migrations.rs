@@ -228,7 +228,11 @@ mod tests {
             assert!(!list.is_empty());
             assert_eq!(list[0].version, 1, "{dialect:?}");
             for pair in list.windows(2) {
-                assert!(pair[0].version < pair[1].version, "{dialect:?} {}", pair[1].name);
+                assert!(
+                    pair[0].version < pair[1].version,
+                    "{dialect:?} {}",
+                    pair[1].name
+                );
             }
             assert!(list.iter().all(|m| !m.sql.trim().is_empty()));
         }

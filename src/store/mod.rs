@@ -205,7 +205,9 @@ pub trait Store: Send + Sync + 'static {
         };
         match self.move_credit(&movement, audit, None).await? {
             Done::Made(made) => Ok(made),
-            Done::Replayed(_) => Err(StoreError::Corrupt("a credit without a key replayed".into())),
+            Done::Replayed(_) => Err(StoreError::Corrupt(
+                "a credit without a key replayed".into(),
+            )),
         }
     }
     /// Appends a credit or a refund ([`CreditMovement`]) to the ledger and moves the balance
@@ -255,7 +257,10 @@ pub trait Store: Send + Sync + 'static {
     /// Every balance, by workspace id.
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
         let rows = self.balance_rows().await?;
-        Ok(rows.into_iter().map(|(ws, row)| (ws, row.balance)).collect())
+        Ok(rows
+            .into_iter()
+            .map(|(ws, row)| (ws, row.balance))
+            .collect())
     }
     /// Every balance row, by workspace id: what the in-memory credit gate starts from.
     async fn balance_rows(&self) -> StoreResult<Vec<(String, BalanceRow)>>;

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, ConsoleSession, CreditMovement, Delivery,
-    IdempotencyKey, LedgerEntry, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult,
-    StoredResponse, Workspace,
+    IdempotencyKey, LedgerEntry, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow,
+    StoreError, StoreResult, StoredResponse, Workspace,
 };
 use crate::money::{Price, Usd};
 

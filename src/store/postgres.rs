@@ -579,9 +579,13 @@ async fn audited<T: Sync>(
 async fn claim<T>(tx: &Transaction<'_>, key: &IdempotencyKey) -> StoreResult<Option<Done<T>>> {
     let now = [Param::from(codec::trunc(key.created_at))];
     execute(tx, &sql::idempotency_purge_sql('$'), &now).await?;
-    let claimed = execute(tx, &sql::idempotency_claim_sql('$'), &params::idempotency_claim(key))
-        .await
-        .map_err(|e| refused("idempotency key", e))?;
+    let claimed = execute(
+        tx,
+        &sql::idempotency_claim_sql('$'),
+        &params::idempotency_claim(key),
+    )
+    .await
+    .map_err(|e| refused("idempotency key", e))?;
     if claimed == 1 {
         return Ok(None);
     }
@@ -612,7 +616,11 @@ async fn move_balance(tx: &Transaction<'_>, m: &CreditMovement) -> StoreResult<U
         Some(row) => rows::balance_row(&row, 0)?.balance,
         None => Usd::ZERO,
     };
-    Err(StoreError::refund_over_balance(&m.workspace_id, m.amount, now))
+    Err(StoreError::refund_over_balance(
+        &m.workspace_id,
+        m.amount,
+        now,
+    ))
 }
 
 /// Deletes a console session (parameter: id_hash).

@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, BalanceRow, ConsoleSession, DailyUsage, Delivery, Done,
-    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError,
-    StoreResult, StoredResponse, UsageRecord, Workspace,
+    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ModelRow, ProfileRow, RouteRow,
+    StatusClass, StoreError, StoreResult, StoredResponse, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 

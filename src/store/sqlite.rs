@@ -294,8 +294,12 @@ fn balance_row_in(conn: &Connection, workspace_id: &str) -> StoreResult<BalanceR
 fn claim<T>(tx: &Connection, key: &IdempotencyKey) -> StoreResult<Option<Done<T>>> {
     let now = [Param::from(codec::trunc(key.created_at))];
     execute(tx, &sql::idempotency_purge_sql('?'), &now)?;
-    let claimed = execute(tx, &sql::idempotency_claim_sql('?'), &params::idempotency_claim(key))
-        .map_err(|e| refused("idempotency key", e))?;
+    let claimed = execute(
+        tx,
+        &sql::idempotency_claim_sql('?'),
+        &params::idempotency_claim(key),
+    )
+    .map_err(|e| refused("idempotency key", e))?;
     if claimed == 1 {
         return Ok(None);
     }
@@ -306,7 +310,10 @@ fn claim<T>(tx: &Connection, key: &IdempotencyKey) -> StoreResult<Option<Done<T>
         |r| rows::held_key(r, key),
     )?;
     held.into_iter().next().map(Some).ok_or_else(|| {
-        StoreError::Corrupt(format!("idempotency key {:?} neither claimed nor held", key.key))
+        StoreError::Corrupt(format!(
+            "idempotency key {:?} neither claimed nor held",
+            key.key
+        ))
     })
 }
 
@@ -326,7 +333,11 @@ fn move_balance(tx: &Connection, m: &CreditMovement) -> StoreResult<Usd> {
         (Some(balance), _) => Ok(Usd::from_pico(balance)),
         (None, LedgerKind::Refund) => {
             let now = balance_row_in(tx, &m.workspace_id)?.balance;
-            Err(StoreError::refund_over_balance(&m.workspace_id, m.amount, now))
+            Err(StoreError::refund_over_balance(
+                &m.workspace_id,
+                m.amount,
+                now,
+            ))
         }
         (None, _) => Err(StoreError::balance_overflow(&m.workspace_id, m.amount)),
     }
