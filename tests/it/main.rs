@@ -36,6 +36,7 @@ mod live;
 mod messages;
 mod messages_clients;
 mod migrations;
+mod money;
 mod observability;
 mod openai_compat;
 mod outage;
