@@ -19,11 +19,12 @@
 //! `tollgate_changes`, so `wait_for_change` wakes at once; SQLite polls), which is how a
 //! revocation made by the CLI on one machine reaches every running gateway.
 //!
-//! Billing: `usage_records` (one per successful request) and `ledger_entries` (credits, and
-//! one debit per usage record, `usage_id` UNIQUE) are append-only — the database refuses
-//! UPDATE and DELETE. `balances` and `key_spend` are derived caches of them, updated in the
-//! same transaction as the rows they summarise, and `ledger_verify` recomputes the sums to
-//! check them. `record_usage` is idempotent by record id: a replayed or racing batch writes
+//! Billing: `usage_records` (one per successful request) and `ledger_entries` (credits,
+//! refunds, and one debit per usage record, `usage_id` UNIQUE) are append-only — the database
+//! refuses UPDATE and DELETE. `balances` (each with its credited total) and `key_spend` are
+//! derived caches of them, updated in the same transaction as the rows they summarise, and
+//! `ledger_verify` recomputes the sums to check them. A credit or refund given an idempotency
+//! key claims it in `idempotency_keys` in its own transaction, with the answer to repeat. `record_usage` is idempotent by record id: a replayed or racing batch writes
 //! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 //!
