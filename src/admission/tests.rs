@@ -303,6 +303,44 @@ fn a_key_sees_its_own_settings_and_spend_never_its_secret() {
 }
 
 #[test]
+fn credits_are_answered_at_the_head_from_the_gates_even_without_credit() {
+    let w = World::new();
+    let bearer = w.bearer();
+    let answer = |method| match w.head(method, "/v1/credits", Some(&bearer)) {
+        Ok(HeadDecision::Answer(body)) => String::from_utf8(body.to_vec()).unwrap(),
+        other => panic!("/v1/credits is answered locally: {other:?}"),
+    };
+    w.accounts.set_balance_row(
+        "ws_1",
+        crate::store::BalanceRow {
+            balance: Usd::from_pico(7_000_000_000_001),
+            credited: usd(10),
+        },
+    );
+    let held = w.chat("acme/llama").unwrap();
+    let reserved = held.admitted.reservation.amount();
+    assert_eq!(
+        answer(http::Method::GET),
+        format!(
+            r#"{{"data":{{"total_credits":10.0,"total_usage":2.999999999999,"balance":7.000000000001,"reserved":{reserved},"currency":"USD"}}}}"#
+        )
+    );
+    drop(held);
+    // No credit left: never gated.
+    w.accounts
+        .set_balance_row("ws_1", crate::store::BalanceRow::default());
+    assert!(answer(http::Method::HEAD).contains(r#""balance":0.0,"reserved":0.0"#));
+    assert_eq!(
+        code(w.head(http::Method::GET, "/v1/credits", None)),
+        "missing_auth"
+    );
+    let e = w
+        .head(http::Method::POST, "/v1/credits", Some(&bearer))
+        .unwrap_err();
+    assert_eq!(e.allow(), Some("GET, HEAD"));
+}
+
+#[test]
 fn a_generation_is_looked_up_in_the_callers_workspace_by_a_plain_id() {
     let w = World::new();
     let bearer = w.bearer();

@@ -141,7 +141,11 @@ async fn move_credit(
         change,
         None,
         move |(entry, balance): &(LedgerEntry, Usd)| {
-            Some(serde_json::json!({ "entry": entry, "balance": balance, "idempotency_key": key }))
+            let mut after = serde_json::json!({ "entry": entry, "balance": balance });
+            if let Some(key) = key {
+                after["idempotency_key"] = key.into();
+            }
+            Some(after)
         },
     );
     Ok(
