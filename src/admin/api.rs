@@ -18,7 +18,7 @@ use crate::commands::{
     self, Actor, AlertRequest, KeyRequest, KeyView, ModelPatch, PageRequest, WorkspaceView,
 };
 use crate::money::json_decimal_text;
-use crate::store::{self, LimitReset, Store, UsageFilter};
+use crate::store::{self, Done, LimitReset, Store, UsageFilter};
 
 /// What the admin API works with.
 pub struct Api {
@@ -475,10 +475,10 @@ fn idempotency_key(req: &Request) -> Result<Option<&str>, AdminError> {
 }
 
 /// A credit movement's answer: 201 with what was made, or with the first answer to its key.
-fn answered(done: commands::Answered<commands::Credited>) -> Answer {
+fn answered(done: Done<commands::Credited>) -> Answer {
     match done {
-        commands::Answered::Made(credited) => created(&credited),
-        commands::Answered::Replayed(json) => {
+        Done::Made(credited) => created(&credited),
+        Done::Replayed(json) => {
             Ok(
                 Response::new(StatusCode::CREATED, "application/json", json.into_bytes())
                     .with_header(

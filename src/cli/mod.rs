@@ -342,10 +342,10 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
 /// A credit or refund, or the first answer to its idempotency key (said so on stderr).
 fn print_credited(
     json: bool,
-    answered: commands::Answered<commands::Credited>,
+    answered: store::Done<commands::Credited>,
     workspace: &str,
 ) -> Result<(), CliError> {
-    if matches!(answered, commands::Answered::Replayed(_)) {
+    if matches!(answered, store::Done::Replayed(_)) {
         eprintln!("this idempotency key was used before: its first answer, nothing moved");
     }
     let credited = answered.into_value()?;

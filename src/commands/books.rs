@@ -27,28 +27,6 @@ pub const IDEMPOTENCY_TTL: chrono::Duration = chrono::Duration::hours(24);
 /// The longest idempotency key.
 const MAX_IDEMPOTENCY_KEY: usize = 255;
 
-/// What an operation given an idempotency key answered.
-#[derive(Debug)]
-pub enum Answered<T> {
-    /// Made now.
-    Made(T),
-    /// Made before, under the same key for the same request: the first answer's JSON, exactly
-    /// as it was answered.
-    Replayed(String),
-}
-
-impl<T: serde::de::DeserializeOwned> Answered<T> {
-    /// The answer as a value (a replayed one read back).
-    pub fn into_value(self) -> CommandResult<T> {
-        match self {
-            Answered::Made(value) => Ok(value),
-            Answered::Replayed(json) => serde_json::from_str(&json).map_err(|e| {
-                StoreError::Corrupt(format!("an idempotency key's answer: {e}")).into()
-            }),
-        }
-    }
-}
-
 /// A credit or refund as an operator asks for it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CreditRequest<'a> {
@@ -75,7 +53,7 @@ pub async fn add_credit(
         note,
         idempotency_key: None,
     };
-    grant_credit(store, actor, &req).await?.into_value()
+    Ok(grant_credit(store, actor, &req).await?.into_value()?)
 }
 
 /// Adds prepaid credit to a workspace, at most once per idempotency key.
@@ -83,7 +61,7 @@ pub async fn grant_credit(
     store: &dyn Store,
     actor: &Actor,
     req: &CreditRequest<'_>,
-) -> CommandResult<Answered<Credited>> {
+) -> CommandResult<Done<Credited>> {
     move_credit(store, actor, LedgerKind::Credit, req).await
 }
 
@@ -94,17 +72,18 @@ pub async fn refund_credit(
     store: &dyn Store,
     actor: &Actor,
     req: &CreditRequest<'_>,
-) -> CommandResult<Answered<Credited>> {
+) -> CommandResult<Done<Credited>> {
     move_credit(store, actor, LedgerKind::Refund, req).await
 }
 
-/// A credit or refund, checked, written with its audit entry (and its idempotency key).
+/// A credit or refund, checked, written with its audit entry (and its idempotency key): what
+/// was made, or the JSON first answered under the key.
 async fn move_credit(
     store: &dyn Store,
     actor: &Actor,
     kind: LedgerKind,
     req: &CreditRequest<'_>,
-) -> CommandResult<Answered<Credited>> {
+) -> CommandResult<Done<Credited>> {
     let (action, field) = match kind {
         LedgerKind::Refund => ("credit.refund", "reason"),
         _ => ("credit.add", "note"),
@@ -150,8 +129,8 @@ async fn move_credit(
     );
     Ok(
         match store.move_credit(&movement, Some(audit), once).await? {
-            Done::Made((entry, balance)) => Answered::Made(Credited { entry, balance }),
-            Done::Replayed(json) => Answered::Replayed(json),
+            Done::Made((entry, balance)) => Done::Made(Credited { entry, balance }),
+            Done::Replayed(json) => Done::Replayed(json),
         },
     )
 }

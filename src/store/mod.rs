@@ -24,8 +24,9 @@
 //! refuses UPDATE and DELETE. `balances` (each with its credited total) and `key_spend` are
 //! derived caches of them, updated in the same transaction as the rows they summarise, and
 //! `ledger_verify` recomputes the sums to check them. A credit or refund given an idempotency
-//! key claims it in `idempotency_keys` in its own transaction, with the answer to repeat. `record_usage` is idempotent by record id: a replayed or racing batch writes
-//! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
+//! key claims it in `idempotency_keys` in its own transaction, with the answer to repeat.
+//! `record_usage` is idempotent by record id: a replayed or racing batch writes and debits each
+//! id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 //!
 //! Audit: every change the commands make is given an [`Audit`], which the backend turns into an

@@ -139,6 +139,16 @@ pub(crate) fn movement_entry(m: &CreditMovement) -> StoreResult<LedgerEntry> {
     })
 }
 
+/// The answer kept with a key just claimed, as `sql::idempotency_answer_sql` binds it.
+pub(crate) fn idempotency_answer(k: &IdempotencyKey, answer: String) -> [Param<'_>; 4] {
+    [
+        (&k.workspace_id).into(),
+        k.operation.into(),
+        (&k.key).into(),
+        answer.into(),
+    ]
+}
+
 /// An idempotency key's claim, in `IDEMPOTENCY_COLS` order (its answer is set later, in the
 /// same transaction).
 pub(crate) fn idempotency_claim(k: &IdempotencyKey) -> [Param<'_>; 6] {

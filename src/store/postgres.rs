@@ -920,14 +920,7 @@ impl Store for PgStore {
         let made = (entry, balance);
         audited(&tx, audit, &made).await?;
         if let Some(once) = once {
-            let k = &once.key;
-            let answer = (once.answer)(&made);
-            let args = [
-                Param::from(&k.workspace_id),
-                k.operation.into(),
-                (&k.key).into(),
-                answer.into(),
-            ];
+            let args = params::idempotency_answer(&once.key, (once.answer)(&made));
             execute(&tx, &sql::idempotency_answer_sql('$'), &args).await?;
         }
         tx.commit().await?;
@@ -1002,7 +995,9 @@ impl Store for PgStore {
     }
 
     async fn balance_rows(&self) -> StoreResult<Vec<(String, BalanceRow)>> {
-        let rows = self.query_rows(sql::BALANCE_ROWS, &[]).await?;
+        // Byte order, as SQLite's default collation sorts.
+        let sql = format!("{} COLLATE \"C\"", sql::BALANCE_ROWS);
+        let rows = self.query_rows(&sql, &[]).await?;
         rows.iter()
             .map(|r| Ok((at(r, 0)?, rows::balance_row(r, 1)?)))
             .collect()

@@ -164,8 +164,21 @@ pub struct Once<T> {
 pub enum Done<T> {
     /// Made now.
     Made(T),
-    /// Made before under the same key for the same request: the answer kept then, as it was.
+    /// Made before under the same key for the same request: the answer kept then (JSON), as it
+    /// was.
     Replayed(String),
+}
+
+impl<T: serde::de::DeserializeOwned> Done<T> {
+    /// What was made, a replayed answer read back.
+    pub fn into_value(self) -> Result<T, super::StoreError> {
+        match self {
+            Done::Made(value) => Ok(value),
+            Done::Replayed(json) => serde_json::from_str(&json).map_err(|e| {
+                super::StoreError::Corrupt(format!("an idempotency key's answer: {e}"))
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]

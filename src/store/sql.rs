@@ -110,7 +110,8 @@ pub(crate) fn balance_row_sql(mark: char) -> String {
     format!("SELECT balance_pico, credited_pico FROM balances WHERE workspace_id = {mark}1")
 }
 
-/// Every balance row, by workspace id: the id, then `BalanceRow` order.
+/// Every balance row, by workspace id: the id, then `BalanceRow` order (PostgreSQL appends its
+/// byte-order collation).
 pub(crate) const BALANCE_ROWS: &str =
     "SELECT workspace_id, balance_pico, credited_pico FROM balances ORDER BY workspace_id";
 

@@ -755,14 +755,7 @@ impl Store for SqliteStore {
             let made = (entry, balance);
             audited(&tx, audit, &made)?;
             if let Some(once) = once {
-                let k = &once.key;
-                let answer = (once.answer)(&made);
-                let args = [
-                    Param::from(&k.workspace_id),
-                    k.operation.into(),
-                    (&k.key).into(),
-                    answer.into(),
-                ];
+                let args = params::idempotency_answer(&once.key, (once.answer)(&made));
                 execute(&tx, &sql::idempotency_answer_sql('?'), &args)?;
             }
             tx.commit()?;

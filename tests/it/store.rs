@@ -2986,13 +2986,13 @@ async fn concurrent_duplicates_move_credit_once(b: Arc<Backend>) {
         let made: Vec<_> = answers
             .iter()
             .filter_map(|a| match a {
-                commands::Answered::Made(c) => Some(serde_json::to_string(c).unwrap()),
-                commands::Answered::Replayed(_) => None,
+                Done::Made(c) => Some(serde_json::to_string(c).unwrap()),
+                Done::Replayed(_) => None,
             })
             .collect();
         assert_eq!(made.len(), 1, "round {round}: {answers:?}");
         for a in &answers {
-            if let commands::Answered::Replayed(json) = a {
+            if let Done::Replayed(json) = a {
                 assert_eq!(json, &made[0], "round {round}: the winner's answer");
             }
         }
