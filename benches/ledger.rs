@@ -49,6 +49,7 @@ fn record(i: usize, ws: &str, key: &str) -> UsageRecord {
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
     }
 }
 

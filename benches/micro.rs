@@ -110,6 +110,7 @@ impl World {
             accounts: &self.accounts,
             credentials: &self.credentials,
             strict_credit: false,
+            waive_empty_failures: false,
             max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
             limits: &self.limits,
             route_turn: 0,

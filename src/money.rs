@@ -200,6 +200,17 @@ impl Serialize for Usd {
     }
 }
 
+/// `serialize_with` for an amount a wire format wants as a JSON number (OpenRouter's
+/// `total_credits`, `usage.cost`): the number token is written from the exact decimal text
+/// (`12.5`, `0.000000000001`), never through a float. A reader that parses it into a double
+/// may round it; the digits sent are the ledger's.
+pub fn as_number<S: Serializer>(amount: &Usd, s: S) -> Result<S::Ok, S::Error> {
+    match serde_json::value::RawValue::from_string(amount.to_string()) {
+        Ok(raw) => raw.serialize(s),
+        Err(e) => Err(serde::ser::Error::custom(e)),
+    }
+}
+
 /// In the OpenAPI document: amounts are decimal strings, prices exact decimal numbers.
 impl utoipa::PartialSchema for Usd {
     fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
@@ -410,6 +421,30 @@ mod tests {
             .contains("decimal places"));
         assert_eq!(usd(r#"{"usd": null}"#).unwrap(), None);
         assert_eq!(usd("{}").unwrap(), None);
+    }
+
+    #[test]
+    fn amounts_can_be_written_as_exact_json_numbers() {
+        #[derive(Serialize)]
+        struct Wire {
+            #[serde(serialize_with = "as_number")]
+            cost: Usd,
+        }
+        for (pico, text) in [
+            (1, r#"{"cost":0.000000000001}"#),
+            (12_500_000_000_000, r#"{"cost":12.5}"#),
+            (0, r#"{"cost":0.0}"#),
+            (-3_000_000_000_001, r#"{"cost":-3.000000000001}"#),
+            (i64::MAX, r#"{"cost":9223372.036854775807}"#),
+        ] {
+            let json = serde_json::to_string(&Wire {
+                cost: Usd::from_pico(pico),
+            })
+            .unwrap();
+            assert_eq!(json, text);
+            let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+            assert!(back["cost"].is_number(), "{json}");
+        }
     }
 
     #[test]

@@ -202,7 +202,7 @@ impl Follower {
         }
         for workspace in &balances {
             self.accounts
-                .set_balance(workspace, store.balance(workspace).await?);
+                .set_balance_row(workspace, store.balance_row(workspace).await?);
         }
         load_spends(
             store,
@@ -242,8 +242,8 @@ async fn load_accounts(
     accounts: &Accounts,
     keys: &[crate::store::ApiKey],
 ) -> StoreResult<()> {
-    for (workspace, balance) in store.balances().await? {
-        accounts.set_balance(&workspace, balance);
+    for (workspace, row) in store.balance_rows().await? {
+        accounts.set_balance_row(&workspace, row);
     }
     let limited: Vec<String> = keys
         .iter()

@@ -18,7 +18,7 @@ use crate::commands::{
     self, Actor, AlertRequest, KeyRequest, KeyView, ModelPatch, PageRequest, WorkspaceView,
 };
 use crate::money::json_decimal_text;
-use crate::store::{self, LimitReset, Store, UsageFilter};
+use crate::store::{self, Done, LimitReset, Store, UsageFilter};
 
 /// What the admin API works with.
 pub struct Api {
@@ -93,6 +93,7 @@ impl Api {
             }
             (&Method::GET, ["workspaces", ws, "credits"]) => list_credits(s, ws, req).await,
             (&Method::POST, ["workspaces", ws, "credits"]) => add_credit(s, &actor, ws, req).await,
+            (&Method::POST, ["workspaces", ws, "refunds"]) => refund(s, &actor, ws, req).await,
             (&Method::GET, ["workspaces", ws, "usage"]) => list_usage(s, ws, req).await,
             (&Method::GET, ["workspaces", ws, "usage", "daily"]) => {
                 daily_usage(s, ws, req, now).await
@@ -158,7 +159,11 @@ fn known(path: &[&str]) -> bool {
         path,
         ["workspaces"]
             | ["workspaces", _]
-            | ["workspaces", _, "keys" | "credits" | "usage" | "alerts"]
+            | [
+                "workspaces",
+                _,
+                "keys" | "credits" | "refunds" | "usage" | "alerts"
+            ]
             | ["workspaces", _, "usage", "daily"]
             | ["workspaces", _, "alerts", "deliveries"]
             | ["keys", _, "revoke" | "rotate"]
@@ -389,15 +394,100 @@ pub struct CreditBody {
     pub note: Option<String>,
 }
 
+/// The `Idempotency-Key` header of a credit movement.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+pub struct IdempotencyHeader {
+    /// 1 to 255 printable ASCII characters, such as a payment provider's event id. The same
+    /// key with the same request within 24 hours answers the first answer again (the same
+    /// status and body, with `Idempotent-Replayed: true`) and moves no credit; with another
+    /// request it is refused (409 `idempotency_key_reused`). Keys are per workspace and
+    /// operation; only a movement made is kept (a refused one may be retried with its key).
+    #[param(rename = "Idempotency-Key")]
+    pub idempotency_key: Option<String>,
+}
+
 #[utoipa::path(post, path = "/admin/v1/workspaces/{ws}/credits", tag = "credits",
-    params(("ws" = String, Path)), request_body = CreditBody,
-    responses((status = 201, body = commands::Credited)))]
+    params(("ws" = String, Path), IdempotencyHeader), request_body = CreditBody,
+    responses((status = 201, body = commands::Credited,
+            description = "the credit made, or the first answer to its `Idempotency-Key`"),
+        (status = 400, description = "an amount that is not a positive exact decimal, a \
+            malformed `Idempotency-Key`, or a balance past the largest amount"),
+        (status = 404, description = "no such workspace"),
+        (status = 409, description = "`idempotency_key_reused`: the key was used for another \
+            request")))]
 pub async fn add_credit(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
     let body: CreditBody = json_body(req)?;
     let amount = decimal("amount_usd", Some(&body.amount_usd))?
         .ok_or_else(|| AdminError::Invalid("amount_usd: a decimal is needed".into()))?;
-    let note = body.note.as_deref().filter(|n| !n.trim().is_empty());
-    created(&commands::add_credit(s, actor, ws, &amount, note).await?)
+    let request = commands::CreditRequest {
+        workspace: ws,
+        usd: &amount,
+        note: body.note.as_deref().filter(|n| !n.trim().is_empty()),
+        idempotency_key: idempotency_key(req)?,
+    };
+    answered(commands::grant_credit(s, actor, &request).await?)
+}
+
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RefundBody {
+    /// Exact decimal USD to take back, positive, at most the balance: a string (`"1.5"`) or a
+    /// JSON number read from its exact text (never rounded); at most 12 decimal places.
+    #[schema(value_type = String)]
+    pub amount_usd: Box<RawValue>,
+    /// Why (required): free text without control characters or bidirectional overrides,
+    /// kept as the ledger entry's note and in the audit log.
+    pub reason: String,
+}
+
+#[utoipa::path(post, path = "/admin/v1/workspaces/{ws}/refunds", tag = "credits",
+    params(("ws" = String, Path), IdempotencyHeader), request_body = RefundBody,
+    responses((status = 201, body = commands::Credited,
+            description = "the refund made (a `refund` ledger entry, negative), or the first \
+            answer to its `Idempotency-Key`"),
+        (status = 400, description = "an amount that is not a positive exact decimal, no \
+            reason, or a malformed `Idempotency-Key`"),
+        (status = 404, description = "no such workspace"),
+        (status = 409, description = "`conflict`: more than the balance (only credit not spent \
+            is refunded); `idempotency_key_reused`: the key was used for another request")))]
+pub async fn refund(s: &dyn Store, actor: &Actor, ws: &str, req: &Request) -> Answer {
+    let body: RefundBody = json_body(req)?;
+    let amount = decimal("amount_usd", Some(&body.amount_usd))?
+        .ok_or_else(|| AdminError::Invalid("amount_usd: a decimal is needed".into()))?;
+    let request = commands::CreditRequest {
+        workspace: ws,
+        usd: &amount,
+        note: Some(&body.reason),
+        idempotency_key: idempotency_key(req)?,
+    };
+    answered(commands::refund_credit(s, actor, &request).await?)
+}
+
+/// The request's `Idempotency-Key`, if it sent one (its value is checked by the command).
+fn idempotency_key(req: &Request) -> Result<Option<&str>, AdminError> {
+    match req.headers.get("idempotency-key") {
+        None => Ok(None),
+        Some(v) => v.to_str().map(Some).map_err(|_| {
+            AdminError::Invalid("Idempotency-Key: printable ASCII characters expected".into())
+        }),
+    }
+}
+
+/// A credit movement's answer: 201 with what was made, or with the first answer to its key.
+fn answered(done: Done<commands::Credited>) -> Answer {
+    match done {
+        Done::Made(credited) => created(&credited),
+        Done::Replayed(json) => {
+            Ok(
+                Response::new(StatusCode::CREATED, "application/json", json.into_bytes())
+                    .with_header(
+                        http::HeaderName::from_static("idempotent-replayed"),
+                        "true".into(),
+                    ),
+            )
+        }
+    }
 }
 
 /// Which records: by key, model and a time range (RFC 3339; `from` inclusive, `to` not).

@@ -24,6 +24,9 @@ pub enum AdminError {
     Invalid(String),
     #[error("{0}")]
     Conflict(String),
+    /// An `Idempotency-Key` already used for a different request.
+    #[error("{0}")]
+    IdempotencyKeyReused(String),
     #[error("method {0} not allowed here")]
     Method(String),
     #[error("the store is unavailable: {0}")]
@@ -42,6 +45,7 @@ impl AdminError {
             Self::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             Self::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_request"),
             Self::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            Self::IdempotencyKeyReused(_) => (StatusCode::CONFLICT, "idempotency_key_reused"),
             Self::Method(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
             Self::Store(_) => (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
         }
@@ -89,6 +93,7 @@ impl From<StoreError> for AdminError {
             StoreError::NotFound(what) => Self::NotFound(format!("{what} not found")),
             StoreError::Conflict(m) => Self::Conflict(m),
             StoreError::Overflow(m) => Self::Invalid(m),
+            e @ StoreError::IdempotencyKeyReused(_) => Self::IdempotencyKeyReused(e.to_string()),
             other => {
                 tracing::warn!("admin API: {other}");
                 Self::Store(other.to_string())

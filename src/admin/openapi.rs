@@ -20,10 +20,10 @@ use super::api;
     paths(
         api::list_workspaces, api::create_workspace, api::get_workspace, api::rename_workspace,
         api::list_keys, api::create_key, api::revoke_key, api::rotate_key,
-        api::list_credits, api::add_credit, api::list_usage, api::daily_usage,
+        api::list_credits, api::add_credit, api::refund, api::list_usage, api::daily_usage,
         api::get_alerts, api::put_alerts, api::list_deliveries,
         api::get_catalog, api::update_model, api::update_route, api::list_audit,
-        public_key, public_generation,
+        public_key, public_credits, public_generation,
     ),
     modifiers(&Security),
     security(("admin_token" = [])),
@@ -61,6 +61,21 @@ pub fn json() -> Vec<u8> {
 #[allow(dead_code)] // Documentation only: the proxy answers it (`admission`).
 fn public_key() {}
 
+/// The caller's workspace's credit, from the gateway's memory: OpenRouter's `total_credits`
+/// (credit granted less refunds) and `total_usage` (charged), and tollgate's `balance` (as the
+/// credit gate reads it) and `reserved` (this gateway's requests in flight). Never billed or
+/// gated: a workspace without credit gets its answer.
+#[utoipa::path(get, path = "/v1/credits", tag = "public", security(("api_key" = [])),
+    responses(
+        (status = 200, description = "`{data: {total_credits, total_usage, balance, reserved, \
+            currency: \"USD\"}}`, every amount a JSON number written with the ledger's exact \
+            digits (up to 12 decimal places), e.g. `{\"data\": {\"total_credits\": 25.5, \
+            \"total_usage\": 0.000123, \"balance\": 25.499877, \"reserved\": 0.0, \
+            \"currency\": \"USD\"}}`"),
+        (status = 401, description = "missing, unknown, revoked or expired key")))]
+#[allow(dead_code)] // Documentation only: the proxy answers it (`admission`).
+fn public_credits() {}
+
 /// The usage record of one of the caller's workspace's requests, by completion id (or the
 /// `x-request-id` the gateway answered with). Another workspace's id is `404`.
 #[utoipa::path(get, path = "/v1/generation", tag = "public", security(("api_key" = [])),
@@ -94,6 +109,30 @@ mod tests {
             ["chat", "embeddings", "messages", "responses"],
             "{endpoint}"
         );
+    }
+
+    #[test]
+    fn credit_movements_document_their_idempotency_key_and_public_credits() {
+        let doc: serde_json::Value = serde_json::from_slice(&super::json()).unwrap();
+        for path in [
+            "/admin/v1/workspaces/{ws}/credits",
+            "/admin/v1/workspaces/{ws}/refunds",
+        ] {
+            let op = &doc["paths"][path]["post"];
+            let params = op["parameters"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{op}"));
+            assert!(
+                params
+                    .iter()
+                    .any(|p| p["name"] == "Idempotency-Key" && p["in"] == "header"),
+                "{path}: {op}"
+            );
+            assert!(op["responses"]["409"].is_object(), "{path}: {op}");
+        }
+        let refund = &doc["components"]["schemas"]["RefundBody"]["required"];
+        assert!(refund.to_string().contains("reason"), "{refund}");
+        assert!(doc["paths"]["/v1/credits"]["get"].is_object());
     }
 
     #[test]

@@ -41,7 +41,7 @@ use crate::catalog::health::State;
 use crate::catalog::{Family, Model, ModelKind, Route, RouteApi, RouteKind, Snapshot};
 use crate::doors::forward::{self, AnthropicHeaders};
 use crate::doors::{bridged, messages, responses};
-use crate::money::Usd;
+use crate::money::{self, Usd};
 use crate::providers::anthropic::{self, native::AnthropicNative};
 use crate::providers::openai_compat::OpenAiResponses;
 use crate::providers::{
@@ -71,7 +71,7 @@ pub struct RequestHead<'a> {
 /// What the head alone decides.
 #[derive(Debug)]
 pub enum HeadDecision {
-    /// Answer locally with this JSON body (`/health`, `/v1/models`, `/v1/key`).
+    /// Answer locally with this JSON body (`/health`, `/v1/models`, `/v1/key`, `/v1/credits`).
     Answer(Bytes),
     /// `/v1/generation`: answer with the usage record `id` of this workspace, if it has one.
     Generation {
@@ -123,6 +123,8 @@ pub struct Admitted {
     /// What the request asked of routing (`models`, `provider`), for failover; `None` when it
     /// asked nothing (boxed: every open stream holds an `Admitted`).
     pub fallbacks: Option<Box<Fallbacks>>,
+    /// `tollgate.waive_empty_failures`, for [`outcome`]: a failure with no output costs nothing.
+    pub waive_empty_failures: bool,
 }
 
 /// The request-level routing an admitted request keeps for failover.
@@ -291,6 +293,9 @@ pub struct Admission<'a> {
     pub credentials: &'a Credentials,
     /// Refuse what the unreserved credit cannot pay for in full (`tollgate.strict_credit`).
     pub strict_credit: bool,
+    /// Bill nothing for a request with no output that failed
+    /// (`tollgate.waive_empty_failures`; [`outcome::waived`]).
+    pub waive_empty_failures: bool,
     /// The longest an explicit context cache may live (`tollgate.max_cache_ttl`).
     pub max_cache_ttl: Duration,
     /// What one request may carry (`tollgate.limits`).
@@ -332,6 +337,10 @@ impl Admission<'_> {
             Endpoint::Key => {
                 let key = self.authenticate(head, now)?;
                 Ok(HeadDecision::Answer(self.key_view(&key, now)))
+            }
+            Endpoint::Credits => {
+                let key = self.authenticate(head, now)?;
+                Ok(HeadDecision::Answer(self.credits_view(&key.workspace_id)))
             }
             Endpoint::Generation => {
                 let key = self.authenticate(head, now)?;
@@ -445,6 +454,7 @@ impl Admission<'_> {
             cache_created: None,
             kept_items: served.kept_items,
             fallbacks,
+            waive_empty_failures: self.waive_empty_failures,
         };
         Ok(Decision {
             admitted,
@@ -769,6 +779,41 @@ impl Admission<'_> {
             .unwrap_or_default()
     }
 
+    /// `GET /v1/credits`: the workspace's credit as this gateway sees it, in OpenRouter's
+    /// shape (`total_credits`, `total_usage`) and tollgate's (`balance`, `reserved`), every
+    /// amount a JSON number with the ledger's exact digits. From memory, like the gates: the
+    /// balance row as last read (the change feed, the ledger writer) less this process's
+    /// charges not yet committed, and its requests in flight.
+    fn credits_view(&self, workspace_id: &str) -> Bytes {
+        #[derive(Serialize)]
+        struct Answer {
+            data: Data,
+        }
+        #[derive(Serialize)]
+        struct Data {
+            #[serde(serialize_with = "money::as_number")]
+            total_credits: Usd,
+            #[serde(serialize_with = "money::as_number")]
+            total_usage: Usd,
+            #[serde(serialize_with = "money::as_number")]
+            balance: Usd,
+            #[serde(serialize_with = "money::as_number")]
+            reserved: Usd,
+            currency: &'static str,
+        }
+        let credits = self.accounts.credits(workspace_id);
+        let data = Data {
+            total_credits: credits.credited,
+            total_usage: credits.charged(),
+            balance: credits.balance,
+            reserved: credits.reserved,
+            currency: "USD",
+        };
+        serde_json::to_vec(&Answer { data })
+            .map(Bytes::from)
+            .unwrap_or_default()
+    }
+
     fn authenticate(
         &self,
         head: &RequestHead<'_>,
@@ -889,6 +934,7 @@ enum Endpoint {
     Health,
     Models,
     Key,
+    Credits,
     Generation,
     Proxied(Operation),
     CountTokens,
@@ -911,6 +957,7 @@ fn classify(method: &http::Method, path: &str) -> Result<Endpoint, GatewayError>
         "/health" => (Endpoint::Health, "GET, HEAD"),
         "/v1/models" => (Endpoint::Models, "GET, HEAD"),
         "/v1/key" => (Endpoint::Key, "GET, HEAD"),
+        "/v1/credits" => (Endpoint::Credits, "GET, HEAD"),
         "/v1/generation" => (Endpoint::Generation, "GET, HEAD"),
         "/v1/chat/completions" => (Endpoint::Proxied(Operation::Chat), "POST"),
         "/v1/embeddings" => (Endpoint::Proxied(Operation::Embeddings), "POST"),

@@ -11,6 +11,11 @@
 //! counted it (Anthropic's output arrives at the end, Vertex Gemini's counts too), the output is
 //! raised to the delivered content at 4 bytes a token, and a missing input count to the
 //! request's estimate; the record says `usage_source: estimated`.
+//!
+//! Waived (`tollgate.waive_empty_failures`, off by default): a billed request that produced no
+//! output tokens and failed — the upstream broke or erred before any output, or failed after
+//! its cache was created — keeps its record and tokens at cost 0, marked `waived`
+//! ([`waived`]). A client that left is not a failure: it pays for what it used.
 
 use std::net::IpAddr;
 use std::time::Duration;
@@ -22,6 +27,7 @@ use crate::api::error::Blame;
 use crate::api::{Door, GatewayError, Operation, Usage};
 use crate::billing::cost::CostError;
 use crate::billing::record::{usage_record, CacheCreation, Charge};
+use crate::money::Usd;
 use crate::store::{UsageEndpoint, UsageOutcome, UsageRecord, UsageSource};
 
 /// How a request that was admitted ended, as far as billing cares.
@@ -82,6 +88,15 @@ pub fn billed(
         Ending::Failed if created => Some(UsageOutcome::UpstreamFailed),
         Ending::Failed => None,
     }
+}
+
+/// Whether a billed request that ended so with `usage` (settled) is waived when the operator
+/// waives empty failures: no output tokens (reasoning included), and the request failed — the
+/// upstream broke or erred mid-stream (its finish reason an error, or none), or failed before
+/// answering once the request's cache was created. A complete answer has a finish reason even
+/// when empty, and a client that left chose to: neither is waived.
+pub fn waived(ending: Ending, usage: &Usage) -> bool {
+    usage.output == 0 && matches!(ending, Ending::BrokeMidStream | Ending::Failed)
 }
 
 /// Content bytes an estimated token stands for (the rule the embeddings estimate uses too).
@@ -168,6 +183,7 @@ pub fn usage_record_for(
         a.input_estimate,
     );
     let outcome = billed(ending, &usage, produced.cache_created)?;
+    let waive = a.waive_empty_failures && waived(ending, &usage);
     let micros = |d: Option<Duration>| d.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
     let charge = |usage, usage_source, cache_created| Charge {
         id: &a.response_cx.id,
@@ -198,7 +214,14 @@ pub fn usage_record_for(
         record
     };
     let unpriced = match usage_record(charge(usage, usage_source, produced.cache_created)) {
-        Ok(record) => return Some(Ok(traced(record))),
+        Ok(mut record) => {
+            if waive {
+                record.cost = Usd::ZERO;
+                record.waived = true;
+            }
+            return Some(Ok(traced(record)));
+        }
+        // Not waived even so: a usage that cannot be priced goes to an operator's review.
         Err(err) => err,
     };
     let worst = Usage {

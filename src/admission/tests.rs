@@ -12,7 +12,7 @@ use crate::api::error::Blame;
 use crate::api::Usage;
 use crate::auth::{mint_secret, MintedKey};
 use crate::config::ProvidersConf;
-use crate::money::{usd, Usd};
+use crate::money::{usd, Price, Usd};
 use crate::store::CatalogRows;
 use crate::store::{LimitReset, UsageOutcome, UsageRecord, UsageSource};
 
@@ -122,6 +122,7 @@ impl World {
             accounts: &self.accounts,
             credentials: &self.credentials,
             strict_credit: self.strict,
+            waive_empty_failures: false,
             max_cache_ttl: crate::providers::DEFAULT_MAX_CACHE_TTL,
             limits: &self.limits,
             route_turn: 0,
@@ -299,6 +300,44 @@ fn a_key_sees_its_own_settings_and_spend_never_its_secret() {
     let text = String::from_utf8(body.to_vec()).unwrap();
     assert!(!text.contains(&w.minted.secret), "{text}");
     assert!(!text.contains(&w.minted.hash_hex), "{text}");
+}
+
+#[test]
+fn credits_are_answered_at_the_head_from_the_gates_even_without_credit() {
+    let w = World::new();
+    let bearer = w.bearer();
+    let answer = |method| match w.head(method, "/v1/credits", Some(&bearer)) {
+        Ok(HeadDecision::Answer(body)) => String::from_utf8(body.to_vec()).unwrap(),
+        other => panic!("/v1/credits is answered locally: {other:?}"),
+    };
+    w.accounts.set_balance_row(
+        "ws_1",
+        crate::store::BalanceRow {
+            balance: Usd::from_pico(7_000_000_000_001),
+            credited: usd(10),
+        },
+    );
+    let held = w.chat("acme/llama").unwrap();
+    let reserved = held.admitted.reservation.amount();
+    assert_eq!(
+        answer(http::Method::GET),
+        format!(
+            r#"{{"data":{{"total_credits":10.0,"total_usage":2.999999999999,"balance":7.000000000001,"reserved":{reserved},"currency":"USD"}}}}"#
+        )
+    );
+    drop(held);
+    // No credit left: never gated.
+    w.accounts
+        .set_balance_row("ws_1", crate::store::BalanceRow::default());
+    assert!(answer(http::Method::HEAD).contains(r#""balance":0.0,"reserved":0.0"#));
+    assert_eq!(
+        code(w.head(http::Method::GET, "/v1/credits", None)),
+        "missing_auth"
+    );
+    let e = w
+        .head(http::Method::POST, "/v1/credits", Some(&bearer))
+        .unwrap_err();
+    assert_eq!(e.allow(), Some("GET, HEAD"));
 }
 
 #[test]
@@ -597,6 +636,63 @@ fn the_usage_record_carries_cost_and_timings() {
         r.upstream_request_id.as_deref(),
         Some("req_011CVEA3SF7rnb3DuBZytqQa")
     );
+}
+
+#[test]
+fn only_a_failure_without_output_is_waived_and_only_when_the_operator_waives() {
+    let w = World::new();
+    let mut d = w.chat("acme/llama").unwrap();
+    let t = Timings {
+        started_at: now(),
+        finished_at: now(),
+        upstream_latency: None,
+        ttft: None,
+    };
+    let input_only = Usage {
+        input: 1_000_000,
+        ..Usage::default()
+    };
+    let record = |a: &Admitted, ending, usage, delivered| {
+        usage_record_for(a, ending, produced(usage, delivered), t, Traced::default())
+            .expect("billed")
+            .unwrap()
+    };
+    // Off (the default): a stream cut before any output pays for its input, as before.
+    let r = record(&d.admitted, Ending::BrokeMidStream, input_only, 0);
+    assert_eq!((r.cost, r.waived), (usd(1), false));
+    d.admitted.waive_empty_failures = true;
+    let r = record(&d.admitted, Ending::BrokeMidStream, input_only, 0);
+    assert_eq!((r.cost, r.waived), (Usd::ZERO, true), "waived");
+    assert_eq!(
+        (r.input_tokens, r.input_price, r.outcome),
+        (
+            1_000_000,
+            Price::from_micro_per_mtok(1_000_000),
+            UsageOutcome::UpstreamFailed
+        ),
+        "the tokens and prices stay recorded"
+    );
+    // Output, reported or only delivered, is never waived.
+    let with_output = Usage {
+        output: 1,
+        ..input_only
+    };
+    let r = record(&d.admitted, Ending::BrokeMidStream, with_output, 0);
+    assert_eq!(
+        (r.waived, r.cost),
+        (false, Usd::from_pico(1_000_002_000_000))
+    );
+    let r = record(&d.admitted, Ending::BrokeMidStream, input_only, 40);
+    assert!(!r.waived && r.output_tokens == 10, "{r:?}");
+    // Not failures: a complete answer (it has a finish reason) and a client that left.
+    for ending in [
+        Ending::Complete,
+        Ending::ClientLeft,
+        Ending::ClientLeftAnswerRead,
+    ] {
+        let r = record(&d.admitted, ending, input_only, 0);
+        assert_eq!((r.waived, r.cost), (false, usd(1)), "{ending:?}");
+    }
 }
 
 // ----- reservations --------------------------------------------------------------------------

@@ -34,7 +34,27 @@ use chrono::{DateTime, Utc};
 use super::window::window_start;
 use crate::api::GatewayError;
 use crate::money::Usd;
-use crate::store::ApiKey;
+use crate::store::{ApiKey, BalanceRow};
+
+/// A workspace's credit as one process sees it (`GET /v1/credits`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Credits {
+    /// Credit granted less credit refunded, as last read from the database.
+    pub credited: Usd,
+    /// The balance the credit gate reads: the database's, less this process's charges not yet
+    /// committed.
+    pub balance: Usd,
+    /// The worst cases of this process's requests in flight.
+    pub reserved: Usd,
+}
+
+impl Credits {
+    /// What was charged: the credited total less the balance (the charges not yet committed
+    /// included).
+    pub fn charged(&self) -> Usd {
+        Usd::from_pico(self.credited.pico().saturating_sub(self.balance.pico()))
+    }
+}
 
 #[derive(Debug, Default)]
 struct Cell {
@@ -42,6 +62,9 @@ struct Cell {
     pending: AtomicI64,
     /// Worst cases of the requests in flight (pico-USD).
     reserved: AtomicI64,
+    /// A balance's credited total (credit granted less refunded) as last read with
+    /// `committed`, for `GET /v1/credits`; unused by spend cells.
+    credited: AtomicI64,
 }
 
 impl Cell {
@@ -267,6 +290,26 @@ impl Accounts {
         entry(&self.balances, workspace_id)
             .committed
             .store(balance.pico(), Relaxed);
+    }
+
+    /// The database's balance row for a workspace, read in one statement (start-up, the
+    /// change feed, the ledger writer's read-back): its balance and credited total together.
+    pub fn set_balance_row(&self, workspace_id: &str, row: BalanceRow) {
+        let cell = entry(&self.balances, workspace_id);
+        cell.credited.store(row.credited.pico(), Relaxed);
+        cell.committed.store(row.balance.pico(), Relaxed);
+    }
+
+    /// A workspace's credit as this process sees it; zeros for a workspace it does not know.
+    pub fn credits(&self, workspace_id: &str) -> Credits {
+        self.balances
+            .load()
+            .get(workspace_id)
+            .map_or_else(Credits::default, |c| Credits {
+                credited: Usd::from_pico(c.credited.load(Relaxed)),
+                balance: Usd::from_pico(c.value()),
+                reserved: Usd::from_pico(c.reserved.load(Relaxed)),
+            })
     }
 
     /// The database's spend for a key in the window starting at `window`.
@@ -596,6 +639,32 @@ mod tests {
             a.reserve(&k, true, usd(3), true, now).is_ok(),
             "exactly covered"
         );
+    }
+
+    #[test]
+    fn credits_follow_the_balance_row_charges_and_reservations() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        assert_eq!(a.credits("ws_1"), Credits::default(), "unknown: zeros");
+        a.set_balance_row(
+            "ws_1",
+            BalanceRow {
+                balance: usd(7),
+                credited: usd(10),
+            },
+        );
+        let seen = a.credits("ws_1");
+        assert_eq!((seen.balance, seen.charged()), (usd(7), usd(3)));
+        a.charge("ws_1", None, usd(1));
+        let held = a.reserve(&key(None), true, usd(2), false, now).unwrap();
+        let seen = a.credits("ws_1");
+        assert_eq!(
+            (seen.credited, seen.balance, seen.charged(), seen.reserved),
+            (usd(10), usd(6), usd(4), usd(2)),
+            "a charge not yet committed counts as charged; a request in flight as reserved"
+        );
+        drop(held);
+        assert_eq!(a.credits("ws_1").reserved, Usd::ZERO);
     }
 
     /// What the workspace's cell holds reserved (tests).

@@ -118,5 +118,6 @@ pub fn usage_record(c: Charge<'_>) -> Result<UsageRecord, CostError> {
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
     })
 }

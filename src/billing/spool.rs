@@ -231,6 +231,7 @@ pub(crate) mod tests {
             review: None,
             client_addr: None,
             upstream_request_id: None,
+            waived: false,
             extra: Default::default(),
         }
     }

@@ -76,10 +76,10 @@ pub struct LedgerWriter {
     drain: Arc<Drain>,
 }
 
-/// The database's values read back after a commit: workspace balances, key-window spends.
+/// The database's values read back after a commit: workspace balance rows, key-window spends.
 #[derive(Default)]
 struct ReadBack<'a> {
-    balances: Vec<(&'a str, crate::money::Usd)>,
+    balances: Vec<(&'a str, crate::store::BalanceRow)>,
     spends: Vec<((String, chrono::DateTime<chrono::Utc>), crate::money::Usd)>,
 }
 
@@ -322,8 +322,8 @@ impl LedgerWriter {
     async fn settle(&self, store: &dyn Store, outcomes: &[(&UsageRecord, bool)]) {
         let committed = outcomes.iter().filter(|(_, refused)| !refused);
         let read = self.read_back(store, committed.map(|(r, _)| *r)).await;
-        for (ws, balance) in read.balances {
-            self.accounts.set_balance(ws, balance);
+        for (ws, row) in read.balances {
+            self.accounts.set_balance_row(ws, row);
         }
         for ((key, window), amount) in read.spends {
             self.accounts.set_spend(&key, window, amount);
@@ -354,8 +354,8 @@ impl LedgerWriter {
         }
         let mut read = ReadBack::default();
         for ws in workspaces {
-            match store.balance(ws).await {
-                Ok(balance) => read.balances.push((ws, balance)),
+            match store.balance_row(ws).await {
+                Ok(row) => read.balances.push((ws, row)),
                 Err(e) => tracing::debug!(workspace = ws, "balance read-back failed: {e}"),
             }
         }

@@ -155,6 +155,25 @@ pub enum CreditCmd {
         usd: String,
         #[arg(long)]
         note: Option<String>,
+        /// Made at most once per key (1 to 255 printable ASCII characters) and workspace for
+        /// 24 hours: the same key again prints the first answer and adds nothing.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+    },
+    /// Take credit not spent back from a workspace (a ledger refund); never more than the
+    /// balance.
+    Refund {
+        #[arg(long)]
+        workspace: String,
+        /// How much, positive (exact decimal).
+        #[arg(long)]
+        usd: String,
+        /// Why: kept as the entry's note and in the audit log.
+        #[arg(long)]
+        reason: String,
+        /// As for `credit add`.
+        #[arg(long)]
+        idempotency_key: Option<String>,
     },
 }
 
@@ -243,10 +262,31 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             workspace,
             usd,
             note,
+            idempotency_key,
         }) => {
-            let credited =
-                commands::add_credit(store, &actor, &workspace, &usd, note.as_deref()).await?;
-            render::print(json, &credited, &render::credited(&credited, &workspace))
+            let req = commands::CreditRequest {
+                workspace: &workspace,
+                usd: &usd,
+                note: note.as_deref(),
+                idempotency_key: idempotency_key.as_deref(),
+            };
+            let answered = commands::grant_credit(store, &actor, &req).await?;
+            print_credited(json, answered, &workspace)
+        }
+        Command::Credit(CreditCmd::Refund {
+            workspace,
+            usd,
+            reason,
+            idempotency_key,
+        }) => {
+            let req = commands::CreditRequest {
+                workspace: &workspace,
+                usd: &usd,
+                note: Some(&reason),
+                idempotency_key: idempotency_key.as_deref(),
+            };
+            let answered = commands::refund_credit(store, &actor, &req).await?;
+            print_credited(json, answered, &workspace)
         }
         Command::Catalog(CatalogCmd::Import { file }) => {
             let imported = commands::import_catalog(store, &actor, &file).await?;
@@ -297,6 +337,19 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             "ledger needs --workspace ID, or: ledger verify".into(),
         )),
     }
+}
+
+/// A credit or refund, or the first answer to its idempotency key (said so on stderr).
+fn print_credited(
+    json: bool,
+    answered: store::Done<commands::Credited>,
+    workspace: &str,
+) -> Result<(), CliError> {
+    if matches!(answered, store::Done::Replayed(_)) {
+        eprintln!("this idempotency key was used before: its first answer, nothing moved");
+    }
+    let credited = answered.into_value()?;
+    render::print(json, &credited, &render::credited(&credited, workspace))
 }
 
 /// Fails (exit 1, the reasons on stderr) when an active route's model is not listed.

@@ -8,8 +8,8 @@ use crate::commands::{
     is_hidden_control, CreatedKey, Credited, DriftReport, Imported, Ledger, Migrated, Revoked,
     Rotated, RouteCheck, RouteStatus, Verified,
 };
-use crate::money::Price;
-use crate::store::{ApiKey, CatalogRows, ModelRow, UsageRecord, Workspace};
+use crate::money::{Price, Usd};
+use crate::store::{ApiKey, CatalogRows, LedgerKind, ModelRow, UsageRecord, Workspace};
 
 /// Prints `value` as pretty JSON, or `text` (if any).
 pub fn print<T: Serialize>(json: bool, value: &T, text: &str) -> Result<(), CliError> {
@@ -69,10 +69,19 @@ pub fn revoked(r: &Revoked) -> String {
 }
 
 pub fn credited(c: &Credited, workspace: &str) -> String {
-    format!(
-        "credited {} USD to {workspace}; balance {} USD",
-        c.entry.amount, c.balance
-    )
+    match c.entry.kind {
+        LedgerKind::Refund => format!(
+            "refunded {} USD from {workspace}; balance {} USD",
+            Usd::ZERO
+                .checked_sub(c.entry.amount)
+                .unwrap_or(c.entry.amount),
+            c.balance
+        ),
+        _ => format!(
+            "credited {} USD to {workspace}; balance {} USD",
+            c.entry.amount, c.balance
+        ),
+    }
 }
 
 pub fn imported(i: &Imported) -> String {
@@ -253,7 +262,7 @@ pub fn usage(records: &[UsageRecord]) -> String {
             r.reasoning_tokens,
             r.cost,
             r.outcome
-        )
+        ) + if r.waived { "  waived" } else { "" }
     })
 }
 

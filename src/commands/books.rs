@@ -1,7 +1,8 @@
-//! Credit, usage records and the ledger.
+//! Credit and refunds (made at most once per idempotency key), usage records and the ledger.
 
 use chrono::{DateTime, NaiveDate, Utc};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
@@ -9,14 +10,33 @@ use super::{plain_text, CommandError, CommandResult};
 use crate::auth::new_id;
 use crate::money::Usd;
 use crate::store::{
-    DailyUsage, LedgerCheck, LedgerEntry, Store, StoreError, UsageFilter, UsageRecord,
+    CreditMovement, DailyUsage, Done, IdempotencyKey, LedgerCheck, LedgerEntry, LedgerKind, Once,
+    Store, StoreError, UsageFilter, UsageRecord,
 };
 
-/// A credit entry and the balance after it.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
+/// A credit or refund entry and the balance after it.
+#[derive(Debug, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Credited {
     pub entry: LedgerEntry,
     pub balance: Usd,
+}
+
+/// How long an idempotency key is kept: the same key within this time gets the first answer.
+pub const IDEMPOTENCY_TTL: chrono::Duration = chrono::Duration::hours(24);
+
+/// The longest idempotency key.
+const MAX_IDEMPOTENCY_KEY: usize = 255;
+
+/// A credit or refund as an operator asks for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CreditRequest<'a> {
+    pub workspace: &'a str,
+    /// Exact decimal USD, positive (a refund's too).
+    pub usd: &'a str,
+    /// A credit's note; a refund's reason (required).
+    pub note: Option<&'a str>,
+    /// Made at most once per key (1 to 255 printable ASCII characters) for 24 hours.
+    pub idempotency_key: Option<&'a str>,
 }
 
 /// Adds prepaid credit (`usd`, an exact positive decimal) to a workspace.
@@ -27,29 +47,135 @@ pub async fn add_credit(
     usd: &str,
     note: Option<&str>,
 ) -> CommandResult<Credited> {
-    let amount: Usd = usd.parse()?;
+    let req = CreditRequest {
+        workspace,
+        usd,
+        note,
+        idempotency_key: None,
+    };
+    Ok(grant_credit(store, actor, &req).await?.into_value()?)
+}
+
+/// Adds prepaid credit to a workspace, at most once per idempotency key.
+pub async fn grant_credit(
+    store: &dyn Store,
+    actor: &Actor,
+    req: &CreditRequest<'_>,
+) -> CommandResult<Done<Credited>> {
+    move_credit(store, actor, LedgerKind::Credit, req).await
+}
+
+/// Takes credit not spent back from a workspace (a refund, with its reason), at most once per
+/// idempotency key. A refund more than the balance is refused (`Conflict`): the balance never
+/// goes below zero by a refund.
+pub async fn refund_credit(
+    store: &dyn Store,
+    actor: &Actor,
+    req: &CreditRequest<'_>,
+) -> CommandResult<Done<Credited>> {
+    move_credit(store, actor, LedgerKind::Refund, req).await
+}
+
+/// A credit or refund, checked, written with its audit entry (and its idempotency key): what
+/// was made, or the JSON first answered under the key.
+async fn move_credit(
+    store: &dyn Store,
+    actor: &Actor,
+    kind: LedgerKind,
+    req: &CreditRequest<'_>,
+) -> CommandResult<Done<Credited>> {
+    let (action, field) = match kind {
+        LedgerKind::Refund => ("credit.refund", "reason"),
+        _ => ("credit.add", "note"),
+    };
+    let amount: Usd = req.usd.parse()?;
     if !amount.is_positive() {
         return Err(CommandError::Invalid("--usd must be positive".into()));
     }
-    let note = note.map(|n| plain_text("note", n)).transpose()?;
-    let id = new_id("le");
-    let change = Change {
-        action: "credit.add",
-        workspace: Some(workspace),
-        target: &id,
+    let note = req.note.map(|n| plain_text(field, n)).transpose()?;
+    if kind == LedgerKind::Refund && note.is_none_or(|n| n.trim().is_empty()) {
+        return Err(CommandError::Invalid(
+            "reason: a refund needs a reason".into(),
+        ));
+    }
+    let movement = CreditMovement {
+        entry_id: new_id("le"),
+        workspace_id: req.workspace.to_owned(),
+        kind,
+        amount,
+        note: note.map(str::to_owned),
     };
+    let once = req
+        .idempotency_key
+        .map(|key| once(action, key, &movement))
+        .transpose()?;
+    let change = Change {
+        action,
+        workspace: Some(req.workspace),
+        target: &movement.entry_id,
+    };
+    let key = req.idempotency_key.map(str::to_owned);
     let audit = audit::of(
         actor,
         change,
         None,
-        |(entry, balance): &(LedgerEntry, Usd)| {
-            Some(serde_json::json!({ "entry": entry, "balance": balance }))
+        move |(entry, balance): &(LedgerEntry, Usd)| {
+            let mut after = serde_json::json!({ "entry": entry, "balance": balance });
+            if let Some(key) = key {
+                after["idempotency_key"] = key.into();
+            }
+            Some(after)
         },
     );
-    let (entry, balance) = store
-        .add_credit(&id, workspace, amount, note, Some(audit))
-        .await?;
-    Ok(Credited { entry, balance })
+    Ok(
+        match store.move_credit(&movement, Some(audit), once).await? {
+            Done::Made((entry, balance)) => Done::Made(Credited { entry, balance }),
+            Done::Replayed(json) => Done::Replayed(json),
+        },
+    )
+}
+
+/// The idempotency of `movement` under `key`: the key checked, the request's hash, and the
+/// answer kept with it (the JSON of its [`Credited`]).
+fn once(
+    operation: &'static str,
+    key: &str,
+    movement: &CreditMovement,
+) -> CommandResult<Once<(LedgerEntry, Usd)>> {
+    let printable = |c: char| c == ' ' || c.is_ascii_graphic();
+    if !(1..=MAX_IDEMPOTENCY_KEY).contains(&key.len()) || !key.chars().all(printable) {
+        return Err(CommandError::Invalid(format!(
+            "Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY} printable ASCII characters expected"
+        )));
+    }
+    // What was asked, not how it was spelt: `"10.50"` and `10.5` are one request.
+    let asked = serde_json::json!([
+        operation,
+        movement.workspace_id,
+        movement.amount.pico(),
+        movement.note
+    ]);
+    let created_at = Utc::now();
+    let key = IdempotencyKey {
+        workspace_id: movement.workspace_id.clone(),
+        operation,
+        key: key.to_owned(),
+        request_hash: hex::encode(Sha256::digest(asked.to_string())),
+        created_at,
+        expires_at: created_at
+            .checked_add_signed(IDEMPOTENCY_TTL)
+            .ok_or_else(|| CommandError::Invalid("the clock is past the last date".into()))?,
+    };
+    Ok(Once {
+        key,
+        answer: Box::new(|(entry, balance)| {
+            let credited = Credited {
+                entry: entry.clone(),
+                balance: *balance,
+            };
+            serde_json::to_string(&credited).unwrap_or_default()
+        }),
+    })
 }
 
 /// A workspace's usage records, oldest first, optionally from `since` on.

@@ -22,8 +22,9 @@ pub use accounts::{
 pub use alerts::{deliveries, put_alerts, AlertRequest};
 pub use audit::{audit_log, sign_in, Actor};
 pub use books::{
-    add_credit, ledger, ledger_page, usage, usage_daily, usage_page, verify_ledger, Credited,
-    Ledger, LedgerPage, Verified, MAX_DAYS,
+    add_credit, grant_credit, ledger, ledger_page, refund_credit, usage, usage_daily, usage_page,
+    verify_ledger, CreditRequest, Credited, Ledger, LedgerPage, Verified, IDEMPOTENCY_TTL,
+    MAX_DAYS,
 };
 pub use catalog::{catalog_view, set_route_active, update_model, ModelPatch, ModelView};
 pub use catalog_check::{

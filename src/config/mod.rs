@@ -81,6 +81,10 @@ pub struct TollgateConf {
     /// balance never goes below zero on one gateway. Off: any credit left admits (the
     /// specification's rule).
     pub strict_credit: bool,
+    /// Bill nothing for a request that produced no output tokens and failed (the upstream
+    /// broke or erred before any output): its usage record keeps its tokens, costs 0 and says
+    /// `waived` (docs/billing.md). Off: such a request pays for the input it used.
+    pub waive_empty_failures: bool,
     /// The longest an explicit context cache may live; a client's longer `cache_control.ttl`
     /// is capped to it (the operator pays the upstream's cache storage).
     #[serde(with = "humantime_serde")]
@@ -400,6 +404,7 @@ impl Default for TollgateConf {
             ledger_spool: "data/ledger.spool".into(),
             ledger_journal: JournalConf::default(),
             strict_credit: false,
+            waive_empty_failures: false,
             max_cache_ttl: Duration::from_secs(3600),
             drain_after_disconnect: Duration::from_secs(60),
             responses: ResponsesConf::default(),

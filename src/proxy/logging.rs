@@ -164,6 +164,7 @@ fn endpoint(path: &str) -> &'static str {
         stored if stored.starts_with("/v1/responses/") => "stored_response",
         "/v1/models" => "models",
         "/v1/key" => "key",
+        "/v1/credits" => "credits",
         "/v1/generation" => "generation",
         "/health" => "health",
         _ => "other",

@@ -88,6 +88,8 @@ pub struct Gateway {
     pub upstream: UpstreamConf,
     /// `tollgate.strict_credit`: the unreserved credit must cover a request's worst case.
     pub strict_credit: bool,
+    /// `tollgate.waive_empty_failures`: a request with no output that failed costs nothing.
+    pub waive_empty_failures: bool,
     /// `tollgate.max_cache_ttl`: the cap on explicit caches' lifetime.
     pub max_cache_ttl: Duration,
     /// `tollgate.drain_after_disconnect`: when a stream's client leaves, its upstream is still
@@ -268,6 +270,7 @@ impl Gateway {
             accounts: &self.accounts,
             credentials: &self.credentials,
             strict_credit: self.strict_credit,
+            waive_empty_failures: self.waive_empty_failures,
             max_cache_ttl: self.max_cache_ttl,
             limits: &self.limits,
             route_turn: self.route_turns.fetch_add(1, Ordering::Relaxed),

@@ -186,6 +186,7 @@ fn gateway(
         upstream: t.upstream.clone(),
         fresh: follower.freshness(),
         strict_credit: t.strict_credit,
+        waive_empty_failures: t.waive_empty_failures,
         max_cache_ttl: t.max_cache_ttl,
         drain_after_disconnect: t.drain_after_disconnect,
         limits: t.limits.resolve(),

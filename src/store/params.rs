@@ -10,9 +10,9 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, CatalogRows, ConsoleSession, Delivery, LedgerEntry,
-    LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, StoreError, StoreResult,
-    StoredResponse, Workspace,
+    AlertSettings, ApiKey, AuditEntry, CatalogRows, ConsoleSession, CreditMovement, Delivery,
+    IdempotencyKey, LedgerEntry, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow,
+    StoreError, StoreResult, StoredResponse, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -112,23 +112,54 @@ pub(crate) fn new_api_key(key: NewKey) -> ApiKey {
     }
 }
 
-/// A credit entry as it is stored (a positive amount, created now).
-pub(crate) fn new_credit(
-    id: &str,
-    workspace_id: &str,
-    amount: Usd,
-    note: Option<&str>,
-) -> StoreResult<LedgerEntry> {
-    codec::check_credit(amount)?;
+/// A credit or refund entry as it is stored (created now, a refund's amount negated), once the
+/// movement is checked: a positive amount, a refund's reason, never a debit.
+pub(crate) fn movement_entry(m: &CreditMovement) -> StoreResult<LedgerEntry> {
+    codec::check_credit(m.amount)?;
+    let amount = match m.kind {
+        LedgerKind::Credit => m.amount,
+        LedgerKind::Refund if m.note.as_deref().is_none_or(|n| n.trim().is_empty()) => {
+            return Err(StoreError::Conflict("a refund needs a reason".into()));
+        }
+        LedgerKind::Refund => Usd::from_pico(m.amount.pico().saturating_neg()),
+        LedgerKind::Debit => {
+            return Err(StoreError::Conflict(
+                "a debit is written with its usage record only".into(),
+            ));
+        }
+    };
     Ok(LedgerEntry {
-        id: id.to_owned(),
-        workspace_id: workspace_id.to_owned(),
-        kind: LedgerKind::Credit,
+        id: m.entry_id.clone(),
+        workspace_id: m.workspace_id.clone(),
+        kind: m.kind,
         amount,
-        note: note.map(str::to_owned),
+        note: m.note.clone(),
         created_at: codec::now(),
         usage_id: None,
     })
+}
+
+/// The answer kept with a key just claimed, as `sql::idempotency_answer_sql` binds it.
+pub(crate) fn idempotency_answer(k: &IdempotencyKey, answer: String) -> [Param<'_>; 4] {
+    [
+        (&k.workspace_id).into(),
+        k.operation.into(),
+        (&k.key).into(),
+        answer.into(),
+    ]
+}
+
+/// An idempotency key's claim, in `IDEMPOTENCY_COLS` order (its answer is set later, in the
+/// same transaction).
+pub(crate) fn idempotency_claim(k: &IdempotencyKey) -> [Param<'_>; 6] {
+    [
+        (&k.workspace_id).into(),
+        k.operation.into(),
+        (&k.key).into(),
+        (&k.request_hash).into(),
+        codec::trunc(k.created_at).into(),
+        codec::trunc(k.expires_at).into(),
+    ]
 }
 
 /// Every model id whose routes `import_catalog` replaces: those of the models and the routes.

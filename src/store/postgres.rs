@@ -47,9 +47,10 @@ use super::sql::{
     WORKSPACE_COLS,
 };
 use super::{
-    AlertSettings, ApiKey, Audit, AuditEntry, CatalogRows, Change, ConsoleSession, Cursor,
-    DailyUsage, Delivery, KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError,
-    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, Audit, AuditEntry, BalanceRow, CatalogRows, Change, ConsoleSession,
+    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, LedgerCheck,
+    LedgerEntry, LedgerKind, NewKey, Once, Store, StoreError, StoreResult, StoredResponse,
+    UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -156,13 +157,14 @@ const INSERT_USAGE: &str = "WITH new AS (
         spend_window_start, usage_source, audio_input_tokens, cache_write_1h_tokens,
         cache_storage_token_seconds, audio_input_price_micro, cache_write_1h_price_micro,
         cache_storage_price_micro, attempts, request_id, review, client_addr,
-        upstream_request_id)
+        upstream_request_id, waived)
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
         $6::text[], $7::bool[], $8::int8[], $9::int8[], $10::int8[], $11::int8[], $12::int8[],
         $13::int8[], $14::int8[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
         $19::timestamptz[], $20::timestamptz[], $21::int8[], $22::int8[], $23::timestamptz[],
         $24::text[], $25::int8[], $26::int8[], $27::int8[], $28::int8[], $29::int8[],
-        $30::int8[], $31::int4[], $32::text[], $33::text[], $34::text[], $35::text[])
+        $30::int8[], $31::int4[], $32::text[], $33::text[], $34::text[], $35::text[],
+        $36::bool[])
         AS t(id)
     ORDER BY id COLLATE \"C\"
     ON CONFLICT (id) DO NOTHING
@@ -570,6 +572,57 @@ async fn audited<T: Sync>(
     }
 }
 
+/// Claims `key` inside `tx`, the keys expired by its time deleted first: `None` when it is
+/// this transaction's now, else what the request it is held for answered (`held_key`). A
+/// concurrent claim of the same key makes the insert wait for that transaction's end; once it
+/// committed, its row is read here.
+async fn claim<T>(tx: &Transaction<'_>, key: &IdempotencyKey) -> StoreResult<Option<Done<T>>> {
+    let now = [Param::from(codec::trunc(key.created_at))];
+    execute(tx, &sql::idempotency_purge_sql('$'), &now).await?;
+    let claimed = execute(
+        tx,
+        &sql::idempotency_claim_sql('$'),
+        &params::idempotency_claim(key),
+    )
+    .await
+    .map_err(|e| refused("idempotency key", e))?;
+    if claimed == 1 {
+        return Ok(None);
+    }
+    let stmt = tx.prepare_cached(&sql::idempotency_held_sql('$')).await?;
+    let row = tx
+        .query_one(&stmt, &[&key.workspace_id, &key.operation, &key.key])
+        .await?;
+    rows::held_key(&row, key).map(Some)
+}
+
+/// Moves the balance row and its credited total by `m` (an entry already written in `tx`);
+/// returns the balance it left, or refuses the movement (see `Store::move_credit`).
+async fn move_balance(tx: &Transaction<'_>, m: &CreditMovement) -> StoreResult<Usd> {
+    let args = [Param::from(&m.workspace_id), m.amount.pico().into()];
+    let sql = match m.kind {
+        LedgerKind::Refund => sql::refund_balance_sql('$'),
+        _ => sql::credit_balance_sql('$'),
+    };
+    let stmt = tx.prepare_cached(&sql).await?;
+    if let Some(row) = tx.query_opt(&stmt, &refs(&args)).await? {
+        return Ok(Usd::from_pico(at(&row, 0)?));
+    }
+    if m.kind != LedgerKind::Refund {
+        return Err(StoreError::balance_overflow(&m.workspace_id, m.amount));
+    }
+    let stmt = tx.prepare_cached(&sql::balance_row_sql('$')).await?;
+    let now = match tx.query_opt(&stmt, &[&m.workspace_id]).await? {
+        Some(row) => rows::balance_row(&row, 0)?.balance,
+        None => Usd::ZERO,
+    };
+    Err(StoreError::refund_over_balance(
+        &m.workspace_id,
+        m.amount,
+        now,
+    ))
+}
+
 /// Deletes a console session (parameter: id_hash).
 const SESSION_DELETE: &str = "DELETE FROM console_sessions WHERE id_hash = $1";
 
@@ -603,6 +656,7 @@ fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
 /// unbounded): read as text and converted exactly.
 const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
            COALESCE(b.balance_pico, 0) AS balance_pico,
+           COALESCE(b.credited_pico, 0) AS credited_pico,
            COALESCE(l.total, 0)::text AS ledger_sum,
            COALESCE(l.debits, 0)::text AS debit_sum,
            COALESCE(u.total, 0)::text AS usage_cost_sum
@@ -841,46 +895,44 @@ impl Store for PgStore {
         Ok((new, old))
     }
 
-    async fn add_credit(
+    async fn move_credit(
         &self,
-        entry_id: &str,
-        workspace_id: &str,
-        amount: Usd,
-        note: Option<&str>,
+        movement: &CreditMovement,
         audit: Option<Audit<(LedgerEntry, Usd)>>,
-    ) -> StoreResult<(LedgerEntry, Usd)> {
-        let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
+        once: Option<Once<(LedgerEntry, Usd)>>,
+    ) -> StoreResult<Done<(LedgerEntry, Usd)>> {
+        let entry = params::movement_entry(movement)?;
         let mut client = self.client().await?;
         let tx = client.transaction().await?;
-        if !workspace_exists(&tx, workspace_id).await? {
-            return Err(StoreError::no_workspace(workspace_id));
+        if !workspace_exists(&tx, &entry.workspace_id).await? {
+            return Err(StoreError::no_workspace(&entry.workspace_id));
+        }
+        if let Some(once) = &once {
+            if let Some(held) = claim(&tx, &once.key).await? {
+                return Ok(held); // dropping `tx` writes nothing
+            }
         }
         let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '$');
         execute(&tx, &insert, &params::ledger_entry(&entry))
             .await
-            .map_err(exists(format!("ledger entry {entry_id}")))?;
-        let credit = [Param::from(workspace_id), amount.pico().into()];
-        let stmt = tx.prepare_cached(&sql::credit_balance_sql('$')).await?;
-        let Some(row) = tx.query_opt(&stmt, &refs(&credit)).await? else {
-            return Err(StoreError::balance_overflow(workspace_id, amount));
-        };
-        let credited = (entry, Usd::from_pico(at(&row, 0)?));
-        audited(&tx, audit, &credited).await?;
+            .map_err(exists(format!("ledger entry {}", entry.id)))?;
+        let balance = move_balance(&tx, movement).await?;
+        let made = (entry, balance);
+        audited(&tx, audit, &made).await?;
+        if let Some(once) = once {
+            let args = params::idempotency_answer(&once.key, (once.answer)(&made));
+            execute(&tx, &sql::idempotency_answer_sql('$'), &args).await?;
+        }
         tx.commit().await?;
-        Ok(credited)
+        Ok(Done::Made(made))
     }
 
-    async fn balance(&self, workspace_id: &str) -> StoreResult<Usd> {
+    async fn balance_row(&self, workspace_id: &str) -> StoreResult<BalanceRow> {
         let rows = self
-            .query_rows(
-                "SELECT balance_pico FROM balances WHERE workspace_id = $1",
-                &[&workspace_id],
-            )
+            .query_rows(&sql::balance_row_sql('$'), &[&workspace_id])
             .await?;
-        match rows.first() {
-            Some(r) => Ok(Usd::from_pico(col(r, "balance_pico")?)),
-            None => Ok(Usd::ZERO),
-        }
+        rows.first()
+            .map_or(Ok(BalanceRow::default()), |r| rows::balance_row(r, 0))
     }
 
     async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>> {
@@ -942,20 +994,12 @@ impl Store for PgStore {
         Ok(rows::all(rows, rows::usage)?.pop())
     }
 
-    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
-        let rows = self
-            .query_rows(
-                "SELECT workspace_id, balance_pico FROM balances ORDER BY workspace_id COLLATE \"C\"",
-                &[],
-            )
-            .await?;
+    async fn balance_rows(&self) -> StoreResult<Vec<(String, BalanceRow)>> {
+        // Byte order, as SQLite's default collation sorts.
+        let sql = format!("{} COLLATE \"C\"", sql::BALANCE_ROWS);
+        let rows = self.query_rows(&sql, &[]).await?;
         rows.iter()
-            .map(|r| {
-                Ok((
-                    col(r, "workspace_id")?,
-                    Usd::from_pico(col(r, "balance_pico")?),
-                ))
-            })
+            .map(|r| Ok((at(r, 0)?, rows::balance_row(r, 1)?)))
             .collect()
     }
 
@@ -995,6 +1039,7 @@ impl Store for PgStore {
                 };
                 Ok(LedgerCheck {
                     balance_row: Usd::from_pico(col(r, "balance_pico")?),
+                    credited_row: Usd::from_pico(col(r, "credited_pico")?),
                     ledger_sum: sum("ledger_sum")?,
                     usage_cost_sum: sum("usage_cost_sum")?,
                     debit_sum: sum("debit_sum")?,

@@ -107,6 +107,78 @@ pub enum LedgerKind {
     Credit,
     /// A charge for a usage record (negative amount).
     Debit,
+    /// Credit taken back (negative amount), its reason in the note: a refund of credit not
+    /// spent, never below a zero balance.
+    Refund,
+}
+
+/// A workspace's balance row: what the credit gate and `GET /v1/credits` are set from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BalanceRow {
+    /// The sum of every ledger entry.
+    pub balance: Usd,
+    /// Credit granted less credit refunded: the sum of the credit and refund entries. What was
+    /// charged is `credited - balance`.
+    pub credited: Usd,
+}
+
+/// A credit or a refund, as [`Store::move_credit`](super::Store::move_credit) writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreditMovement {
+    pub entry_id: String,
+    pub workspace_id: String,
+    /// `Credit` or `Refund` (a debit is written only with its usage record).
+    pub kind: LedgerKind,
+    /// How much, positive: a refund's entry holds it negated.
+    pub amount: Usd,
+    /// A refund's reason (required), a credit's note.
+    pub note: Option<String>,
+}
+
+/// A credit movement's idempotency key (the admin API's `Idempotency-Key` header): the
+/// movement is made at most once per (workspace, operation, key) while the key is kept; the
+/// same request again gets the first answer, another request under the key is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    pub workspace_id: String,
+    /// `credit.add` or `credit.refund`.
+    pub operation: &'static str,
+    /// 1 to 255 printable ASCII characters, as the client sent them.
+    pub key: String,
+    /// Hex SHA-256 of what the request asked (not of its bytes).
+    pub request_hash: String,
+    pub created_at: DateTime<Utc>,
+    /// When the key may be used for another request (24 hours on).
+    pub expires_at: DateTime<Utc>,
+}
+
+/// A change made at most once: its key, and how its answer (kept with the key, returned to
+/// a repeat) is made from what the change wrote, inside the change's own transaction.
+pub struct Once<T> {
+    pub key: IdempotencyKey,
+    pub answer: Box<dyn FnOnce(&T) -> String + Send>,
+}
+
+/// What a change given a [`Once`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Done<T> {
+    /// Made now.
+    Made(T),
+    /// Made before under the same key for the same request: the answer kept then (JSON), as it
+    /// was.
+    Replayed(String),
+}
+
+impl<T: serde::de::DeserializeOwned> Done<T> {
+    /// What was made, a replayed answer read back.
+    pub fn into_value(self) -> Result<T, super::StoreError> {
+        match self {
+            Done::Made(value) => Ok(value),
+            Done::Replayed(json) => serde_json::from_str(&json).map_err(|e| {
+                super::StoreError::Corrupt(format!("an idempotency key's answer: {e}"))
+            }),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -377,6 +449,11 @@ pub struct UsageRecord {
     /// instead. See `billing::record`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub review: Option<String>,
+    /// The request produced no output and failed, and the operator waives such requests
+    /// (`tollgate.waive_empty_failures`): the tokens and prices are kept, `cost` is 0 (records
+    /// spooled before this field existed read as not waived).
+    #[serde(default)]
+    pub waived: bool,
 }
 
 fn one_attempt() -> u32 {
@@ -398,13 +475,16 @@ pub struct ExtraUsage {
 }
 
 /// One workspace's books, every sum computed by the database: consistent when
-/// `balance_row == ledger_sum` and `-debit_sum == usage_cost_sum`.
+/// `balance_row == ledger_sum`, `credited_row == ledger_sum - debit_sum` (the credits and
+/// refunds) and `-debit_sum == usage_cost_sum`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LedgerCheck {
     pub workspace_id: String,
     /// The cached balance row (zero when the workspace has none).
     pub balance_row: Usd,
-    /// Sum of every ledger entry (credits and debits).
+    /// The balance row's credited total (zero when the workspace has none).
+    pub credited_row: Usd,
+    /// Sum of every ledger entry (credits, refunds and debits).
     pub ledger_sum: Usd,
     /// Sum of `cost` over the workspace's usage records.
     pub usage_cost_sum: Usd,
@@ -413,9 +493,11 @@ pub struct LedgerCheck {
 }
 
 impl LedgerCheck {
-    /// Whether the balance row equals the ledger and the debits equal the usage costs.
+    /// Whether the balance row equals the ledger, its credited total the credits and refunds,
+    /// and the debits the usage costs.
     pub fn is_consistent(&self) -> bool {
         self.balance_row == self.ledger_sum
+            && self.ledger_sum.checked_sub(self.debit_sum) == Some(self.credited_row)
             && Usd::ZERO.checked_sub(self.debit_sum) == Some(self.usage_cost_sum)
     }
 }

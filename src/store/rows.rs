@@ -9,9 +9,9 @@ use chrono::{DateTime, Utc};
 
 use super::codec;
 use super::{
-    AlertSettings, ApiKey, AuditEntry, ConsoleSession, DailyUsage, Delivery, ExtraUsage,
-    LedgerEntry, LongContextRow, ModelRow, ProfileRow, RouteRow, StatusClass, StoreError,
-    StoreResult, StoredResponse, UsageRecord, Workspace,
+    AlertSettings, ApiKey, AuditEntry, BalanceRow, ConsoleSession, DailyUsage, Delivery, Done,
+    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ModelRow, ProfileRow, RouteRow,
+    StatusClass, StoreError, StoreResult, StoredResponse, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -184,6 +184,26 @@ pub(crate) fn usage(r: &impl DbRow) -> StoreResult<UsageRecord> {
         review: r.opt_text(32)?,
         client_addr: r.opt_text(33)?,
         upstream_request_id: r.opt_text(34)?,
+        waived: r.flag(35)?,
+    })
+}
+
+/// A balance row read as `sql::balance_row_sql` lists it, from column `at` on.
+pub(crate) fn balance_row(r: &impl DbRow, at: usize) -> StoreResult<BalanceRow> {
+    Ok(BalanceRow {
+        balance: Usd::from_pico(r.int(at)?),
+        credited: Usd::from_pico(r.int(at.saturating_add(1))?),
+    })
+}
+
+/// What a held idempotency key (`sql::idempotency_held_sql`'s row) means for a request with
+/// `key`: its kept answer when the request is the same, else `IdempotencyKeyReused`.
+pub(crate) fn held_key<T>(r: &impl DbRow, key: &IdempotencyKey) -> StoreResult<Done<T>> {
+    if r.text(0)? != key.request_hash {
+        return Err(StoreError::IdempotencyKeyReused(key.key.clone()));
+    }
+    r.opt_text(1)?.map(Done::Replayed).ok_or_else(|| {
+        StoreError::Corrupt(format!("idempotency key {:?} without its answer", key.key))
     })
 }
 

@@ -37,7 +37,7 @@ pub(crate) const USAGE_COLS: &str = "id, workspace_id, key_id, model_id, route, 
                                      cache_storage_token_seconds, audio_input_price_micro, \
                                      cache_write_1h_price_micro, cache_storage_price_micro, \
                                      attempts, request_id, review, client_addr, \
-                                     upstream_request_id";
+                                     upstream_request_id, waived";
 pub(crate) const AUDIT_COLS: &str =
     "id, at, actor, action, workspace_id, target, before_json, after_json";
 pub(crate) const DAILY_COLS: &str =
@@ -75,17 +75,79 @@ pub(crate) fn sessions_cap_sql(mark: char) -> String {
     )
 }
 
-/// Adds a credit to its workspace's balance row, creating it (parameters: workspace_id,
-/// amount), and returns the new balance: one statement, so concurrent credits serialise on the
-/// row. The amount is positive, so `MAX - amount` cannot overflow: a balance it would take past
-/// BIGINT is left as it is (no row returned), and the caller refuses the whole credit.
+/// Adds a credit to its workspace's balance row and its credited total, creating the row
+/// (parameters: workspace_id, amount), and returns the new balance: one statement, so
+/// concurrent credits serialise on the row. The amount is positive, so `MAX - amount` cannot
+/// overflow: a balance or total it would take past BIGINT is left as it is (no row returned),
+/// and the caller refuses the whole credit.
 pub(crate) fn credit_balance_sql(mark: char) -> String {
     format!(
-        "INSERT INTO balances (workspace_id, balance_pico) VALUES ({mark}1, {mark}2) \
+        "INSERT INTO balances (workspace_id, balance_pico, credited_pico) \
+         VALUES ({mark}1, {mark}2, {mark}2) \
          ON CONFLICT (workspace_id) DO UPDATE \
-         SET balance_pico = balances.balance_pico + excluded.balance_pico \
+         SET balance_pico = balances.balance_pico + excluded.balance_pico, \
+             credited_pico = balances.credited_pico + excluded.credited_pico \
          WHERE balances.balance_pico <= 9223372036854775807 - excluded.balance_pico \
+         AND balances.credited_pico <= 9223372036854775807 - excluded.credited_pico \
          RETURNING balance_pico"
+    )
+}
+
+/// Takes a refund (parameters: workspace_id, the amount, positive) out of its workspace's
+/// balance and credited total, and returns the new balance: only while the balance covers it
+/// (no row returned otherwise, and the caller refuses the refund). Never below zero, so the
+/// subtraction cannot overflow.
+pub(crate) fn refund_balance_sql(mark: char) -> String {
+    format!(
+        "UPDATE balances SET balance_pico = balance_pico - {mark}2, \
+         credited_pico = credited_pico - {mark}2 \
+         WHERE workspace_id = {mark}1 AND balance_pico >= {mark}2 RETURNING balance_pico"
+    )
+}
+
+/// A workspace's balance row, `BalanceRow` order (parameter: workspace_id).
+pub(crate) fn balance_row_sql(mark: char) -> String {
+    format!("SELECT balance_pico, credited_pico FROM balances WHERE workspace_id = {mark}1")
+}
+
+/// Every balance row, by workspace id: the id, then `BalanceRow` order (PostgreSQL appends its
+/// byte-order collation).
+pub(crate) const BALANCE_ROWS: &str =
+    "SELECT workspace_id, balance_pico, credited_pico FROM balances ORDER BY workspace_id";
+
+/// An idempotency key's columns; its `answer` is set by [`idempotency_answer_sql`].
+pub(crate) const IDEMPOTENCY_COLS: &str =
+    "workspace_id, operation, idempotency_key, request_hash, created_at, expires_at";
+
+/// Deletes the idempotency keys expired by now (parameter: now), through `expires_at`'s index.
+pub(crate) fn idempotency_purge_sql(mark: char) -> String {
+    format!("DELETE FROM idempotency_keys WHERE expires_at <= {mark}1")
+}
+
+/// Claims an idempotency key (parameters: `params::idempotency_claim`); changes no row when it
+/// is held. A concurrent claim not yet committed makes this one wait for its outcome
+/// (PostgreSQL; SQLite's writers are serialised anyway).
+pub(crate) fn idempotency_claim_sql(mark: char) -> String {
+    format!(
+        "{} ON CONFLICT (workspace_id, operation, idempotency_key) DO NOTHING",
+        insert_sql("idempotency_keys", IDEMPOTENCY_COLS, mark)
+    )
+}
+
+/// A held key's request hash and answer (parameters: workspace_id, operation, key).
+pub(crate) fn idempotency_held_sql(mark: char) -> String {
+    format!(
+        "SELECT request_hash, answer FROM idempotency_keys \
+         WHERE workspace_id = {mark}1 AND operation = {mark}2 AND idempotency_key = {mark}3"
+    )
+}
+
+/// Keeps the answer with a key just claimed (parameters: workspace_id, operation, key,
+/// answer).
+pub(crate) fn idempotency_answer_sql(mark: char) -> String {
+    format!(
+        "UPDATE idempotency_keys SET answer = {mark}4 \
+         WHERE workspace_id = {mark}1 AND operation = {mark}2 AND idempotency_key = {mark}3"
     )
 }
 

@@ -37,9 +37,10 @@ use super::sql::{
     WORKSPACE_COLS,
 };
 use super::{
-    AlertSettings, ApiKey, Audit, AuditEntry, CatalogRows, Change, ConsoleSession, Cursor,
-    DailyUsage, Delivery, KeyRotation, LedgerCheck, LedgerEntry, NewKey, Store, StoreError,
-    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, Audit, AuditEntry, BalanceRow, CatalogRows, Change, ConsoleSession,
+    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, LedgerCheck,
+    LedgerEntry, LedgerKind, NewKey, Once, Store, StoreError, StoreResult, StoredResponse,
+    UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -279,6 +280,69 @@ fn audited<T>(tx: &Transaction<'_>, audit: Option<Audit<T>>, made: &T) -> StoreR
     audit.map_or(Ok(()), |audit| insert_audit(tx, &audit(made)))
 }
 
+/// The workspace's balance row (zeros when it has none).
+fn balance_row_in(conn: &Connection, workspace_id: &str) -> StoreResult<BalanceRow> {
+    let found = query_all(conn, &sql::balance_row_sql('?'), [workspace_id], |r| {
+        rows::balance_row(r, 0)
+    })?;
+    Ok(found.into_iter().next().unwrap_or_default())
+}
+
+/// Claims `key` inside `tx`, the keys expired by its time deleted first: `None` when it is
+/// this transaction's now, else what the request it is held for answered (`held_key`).
+/// SQLite's writers are serialised, so no other claim is in progress meanwhile.
+fn claim<T>(tx: &Connection, key: &IdempotencyKey) -> StoreResult<Option<Done<T>>> {
+    let now = [Param::from(codec::trunc(key.created_at))];
+    execute(tx, &sql::idempotency_purge_sql('?'), &now)?;
+    let claimed = execute(
+        tx,
+        &sql::idempotency_claim_sql('?'),
+        &params::idempotency_claim(key),
+    )
+    .map_err(|e| refused("idempotency key", e))?;
+    if claimed == 1 {
+        return Ok(None);
+    }
+    let held = query_all(
+        tx,
+        &sql::idempotency_held_sql('?'),
+        params![key.workspace_id, key.operation, key.key],
+        |r| rows::held_key(r, key),
+    )?;
+    held.into_iter().next().map(Some).ok_or_else(|| {
+        StoreError::Corrupt(format!(
+            "idempotency key {:?} neither claimed nor held",
+            key.key
+        ))
+    })
+}
+
+/// Moves the balance row and its credited total by `m` (an entry already written in `tx`);
+/// returns the balance it left, or refuses the movement (see `Store::move_credit`).
+fn move_balance(tx: &Connection, m: &CreditMovement) -> StoreResult<Usd> {
+    let args = [Param::from(&m.workspace_id), m.amount.pico().into()];
+    let sql = match m.kind {
+        LedgerKind::Refund => sql::refund_balance_sql('?'),
+        _ => sql::credit_balance_sql('?'),
+    };
+    let balance: Option<i64> = tx
+        .prepare_cached(&sql)?
+        .query_row(params_from_iter(&args), |r| r.get(0))
+        .optional()?;
+    match (balance, m.kind) {
+        (Some(balance), _) => Ok(Usd::from_pico(balance)),
+        (None, LedgerKind::Refund) => {
+            let now = balance_row_in(tx, &m.workspace_id)?.balance;
+            Err(StoreError::refund_over_balance(
+                &m.workspace_id,
+                m.amount,
+                now,
+            ))
+        }
+        (None, _) => Err(StoreError::balance_overflow(&m.workspace_id, m.amount)),
+    }
+}
+
 /// Deletes a console session (parameter: id_hash).
 const SESSION_DELETE: &str = "DELETE FROM console_sessions WHERE id_hash = ?1";
 
@@ -353,6 +417,7 @@ fn for_each_row<'p, const N: usize>(
 /// sum is taken in two exact halves, x >> 32 and x & 0xFFFFFFFF, recombined in i128.
 const LEDGER_VERIFY: &str = "SELECT w.id,
            COALESCE(b.balance_pico, 0),
+           COALESCE(b.credited_pico, 0),
            COALESCE(l.hi, 0), COALESCE(l.lo, 0),
            COALESCE(l.debit_hi, 0), COALESCE(l.debit_lo, 0),
            COALESCE(u.hi, 0), COALESCE(u.lo, 0)
@@ -386,9 +451,10 @@ fn ledger_check(r: &Row<'_>) -> StoreResult<LedgerCheck> {
     };
     Ok(LedgerCheck {
         balance_row: Usd::from_pico(r.get(1)?),
-        ledger_sum: sum("ledger_sum", 2)?,
-        debit_sum: sum("debit_sum", 4)?,
-        usage_cost_sum: sum("usage_cost_sum", 6)?,
+        credited_row: Usd::from_pico(r.get(2)?),
+        ledger_sum: sum("ledger_sum", 3)?,
+        debit_sum: sum("debit_sum", 5)?,
+        usage_cost_sum: sum("usage_cost_sum", 7)?,
         workspace_id,
     })
 }
@@ -664,52 +730,43 @@ impl Store for SqliteStore {
         .await
     }
 
-    async fn add_credit(
+    async fn move_credit(
         &self,
-        entry_id: &str,
-        workspace_id: &str,
-        amount: Usd,
-        note: Option<&str>,
+        movement: &CreditMovement,
         audit: Option<Audit<(LedgerEntry, Usd)>>,
-    ) -> StoreResult<(LedgerEntry, Usd)> {
-        let entry = params::new_credit(entry_id, workspace_id, amount, note)?;
+        once: Option<Once<(LedgerEntry, Usd)>>,
+    ) -> StoreResult<Done<(LedgerEntry, Usd)>> {
+        let entry = params::movement_entry(movement)?;
+        let movement = movement.clone();
         self.run(move |conn| {
             let tx = write_tx(conn)?;
             if !workspace_exists(&tx, &entry.workspace_id)? {
                 return Err(StoreError::no_workspace(&entry.workspace_id));
             }
+            if let Some(once) = &once {
+                if let Some(held) = claim(&tx, &once.key)? {
+                    return Ok(held); // dropping `tx` writes nothing
+                }
+            }
             let insert = sql::insert_sql("ledger_entries", LEDGER_COLS, '?');
             execute(&tx, &insert, &params::ledger_entry(&entry))
                 .map_err(exists(format!("ledger entry {}", entry.id)))?;
-            let credit = [Param::from(&entry.workspace_id), entry.amount.pico().into()];
-            let balance: Option<i64> = tx
-                .prepare_cached(&sql::credit_balance_sql('?'))?
-                .query_row(params_from_iter(&credit), |r| r.get(0))
-                .optional()?;
-            let Some(balance) = balance else {
-                return Err(StoreError::balance_overflow(
-                    &entry.workspace_id,
-                    entry.amount,
-                ));
-            };
-            let credited = (entry, Usd::from_pico(balance));
-            audited(&tx, audit, &credited)?;
+            let balance = move_balance(&tx, &movement)?;
+            let made = (entry, balance);
+            audited(&tx, audit, &made)?;
+            if let Some(once) = once {
+                let args = params::idempotency_answer(&once.key, (once.answer)(&made));
+                execute(&tx, &sql::idempotency_answer_sql('?'), &args)?;
+            }
             tx.commit()?;
-            Ok(credited)
+            Ok(Done::Made(made))
         })
         .await
     }
 
-    async fn balance(&self, workspace_id: &str) -> StoreResult<Usd> {
+    async fn balance_row(&self, workspace_id: &str) -> StoreResult<BalanceRow> {
         let ws = workspace_id.to_owned();
-        self.run(move |conn| {
-            let pico: Option<i64> = conn
-                .prepare_cached("SELECT balance_pico FROM balances WHERE workspace_id = ?1")?
-                .query_row([&ws], |r| r.get(0))
-                .optional()?;
-            Ok(Usd::from_pico(pico.unwrap_or(0)))
-        })
-        .await
+        self.run(move |conn| balance_row_in(conn, &ws)).await
     }
 
     async fn ledger(&self, workspace_id: &str) -> StoreResult<Vec<LedgerEntry>> {
@@ -783,14 +840,11 @@ impl Store for SqliteStore {
         Ok(found.into_iter().next())
     }
 
-    async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
+    async fn balance_rows(&self) -> StoreResult<Vec<(String, BalanceRow)>> {
         self.run(|conn| {
-            query_all(
-                conn,
-                "SELECT workspace_id, balance_pico FROM balances ORDER BY workspace_id",
-                [],
-                |r| Ok((r.get(0)?, Usd::from_pico(r.get(1)?))),
-            )
+            query_all(conn, sql::BALANCE_ROWS, [], |r| {
+                Ok((r.get(0)?, rows::balance_row(r, 1)?))
+            })
         })
         .await
     }

@@ -2,9 +2,10 @@
 //! keep-alive over a raw socket, buffered and SSE answers, recording of every request, and
 //! faults chosen by markers in the last message (`[sim:fault=429]`, `[sim:fault=503]`,
 //! `[sim:fault=break-after=N]`, `[sim:fault=echo-401]`: an error quoting the credential back,
-//! `[sim:fault=stream-echo]`: a stream whose in-band error, after the first chunk, quotes it)
-//! and a delay before answering (`[sim:latency=MS]`, as the simulator's). The Gemini/Anthropic
-//! families use `tollgate-sim` instead.
+//! `[sim:fault=stream-echo]`: a stream whose in-band error, after the first chunk, quotes it),
+//! a delay before answering (`[sim:latency=MS]`, as the simulator's) and usage in a stream's
+//! first chunk (`[sim:usage-first=1]`). The Gemini/Anthropic families use `tollgate-sim`
+//! instead.
 
 use std::sync::{Arc, Mutex};
 
@@ -172,6 +173,12 @@ async fn respond(
         json!({"role": "assistant", "content": ""}),
         Value::Null,
     )];
+    // Usage in the first chunk too, as some OpenAI-compatible servers send it (input counted,
+    // no output yet): a stream cut after it has used input and produced nothing.
+    if marker("usage-first").is_some() {
+        events[0]["usage"] = json!({"prompt_tokens": prompt_tokens, "completion_tokens": 0,
+                                    "total_tokens": prompt_tokens});
+    }
     events.extend(
         pieces
             .iter()

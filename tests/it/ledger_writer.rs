@@ -43,6 +43,7 @@ fn record(i: usize) -> UsageRecord {
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
         extra: Default::default(),
     }
 }

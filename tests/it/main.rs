@@ -38,6 +38,7 @@ mod live;
 mod messages;
 mod messages_clients;
 mod migrations;
+mod money;
 mod observability;
 mod openai_compat;
 mod outage;

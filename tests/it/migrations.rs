@@ -1,6 +1,7 @@
-//! Upgrading a database that already holds books. Migrations 0003, 0011 and 0012 rebuild
-//! SQLite's `usage_records` (SQLite's only way to change a CHECK) and alter PostgreSQL's: the
-//! records, the ledger and every guarantee the database gave before survive them.
+//! Upgrading a database that already holds books. Migrations 0003, 0011, 0012 and 0017
+//! rebuild SQLite's `usage_records` (SQLite's only way to change a CHECK; 0017 its
+//! `ledger_entries` too) and alter PostgreSQL's: the records, the ledger and every guarantee
+//! the database gave before survive them.
 
 use std::sync::Arc;
 
@@ -11,7 +12,8 @@ use tollgate::store::migrations::{self, Dialect};
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
-    ExtraUsage, Store, StoredResponse, UsageEndpoint, UsageOutcome, UsageRecord, UsageSource,
+    BalanceRow, CreditMovement, Done, ExtraUsage, LedgerKind, Store, StoredResponse, UsageEndpoint,
+    UsageOutcome, UsageRecord, UsageSource,
 };
 
 use crate::harness::PgDatabase;
@@ -81,6 +83,7 @@ fn new_record(id: &str, cost_pico: i64) -> UsageRecord {
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
     }
 }
 
@@ -415,48 +418,58 @@ async fn books_and_catalog_survive_0011(store: &dyn Store) {
 }
 
 /// `usage_records`' columns, indexes (with their columns) and triggers, as SQLite describes
-/// them: what a rebuild must keep.
+/// them, and the ledger's references: what a rebuild must keep.
 fn sqlite_usage_shape(conn: &rusqlite::Connection) -> Vec<String> {
-    let strings = |sql: &str| -> Vec<String> {
-        let mut stmt = conn.prepare(sql).unwrap();
-        let rows = stmt
-            .query_map([], |r| {
-                let n = r.as_ref().column_count();
-                let cols: Vec<String> = (0..n)
-                    .map(|i| match r.get_ref(i).unwrap() {
-                        rusqlite::types::ValueRef::Null => "NULL".to_owned(),
-                        rusqlite::types::ValueRef::Integer(v) => v.to_string(),
-                        rusqlite::types::ValueRef::Text(t) => {
-                            String::from_utf8_lossy(t).into_owned()
-                        }
-                        other => format!("{other:?}"),
-                    })
-                    .collect();
-                Ok(cols.join("|"))
-            })
-            .unwrap();
-        rows.map(Result::unwrap).collect()
-    };
-    let mut shape = strings("SELECT 'column', * FROM pragma_table_xinfo('usage_records')");
-    for index in strings(
-        "SELECT name || '|' || \"unique\" || '|' || origin FROM pragma_index_list('usage_records') \
-         ORDER BY name",
-    ) {
+    let mut shape = sqlite_table_shape(conn, "usage_records");
+    shape.extend(sqlite_strings(
+        conn,
+        "SELECT 'references', \"table\", \"from\", \"to\" FROM pragma_foreign_key_list('ledger_entries') \
+         ORDER BY id, seq",
+    ));
+    shape
+}
+
+/// A table's columns, indexes (with their columns) and triggers, as SQLite describes them.
+fn sqlite_table_shape(conn: &rusqlite::Connection, table: &str) -> Vec<String> {
+    let strings = |sql: &str| sqlite_strings(conn, sql);
+    let mut shape = strings(&format!(
+        "SELECT 'column', * FROM pragma_table_xinfo('{table}')"
+    ));
+    for index in strings(&format!(
+        "SELECT name || '|' || \"unique\" || '|' || origin FROM pragma_index_list('{table}') \
+         ORDER BY name"
+    )) {
         let name = index.split('|').next().unwrap().to_owned();
         shape.push(format!("index|{index}"));
         shape.extend(strings(&format!(
             "SELECT 'index column', seqno, name FROM pragma_index_info('{name}') ORDER BY seqno"
         )));
     }
-    shape.extend(strings(
+    shape.extend(strings(&format!(
         "SELECT 'trigger', name, sql FROM sqlite_schema WHERE type = 'trigger' \
-         AND tbl_name = 'usage_records' ORDER BY name",
-    ));
-    shape.extend(strings(
-        "SELECT 'references', \"table\", \"from\", \"to\" FROM pragma_foreign_key_list('ledger_entries') \
-         ORDER BY id, seq",
-    ));
+         AND tbl_name = '{table}' ORDER BY name"
+    )));
     shape
+}
+
+/// Every row of `sql`, its columns joined by `|`.
+fn sqlite_strings(conn: &rusqlite::Connection, sql: &str) -> Vec<String> {
+    let mut stmt = conn.prepare(sql).unwrap();
+    let rows = stmt
+        .query_map([], |r| {
+            let n = r.as_ref().column_count();
+            let cols: Vec<String> = (0..n)
+                .map(|i| match r.get_ref(i).unwrap() {
+                    rusqlite::types::ValueRef::Null => "NULL".to_owned(),
+                    rusqlite::types::ValueRef::Integer(v) => v.to_string(),
+                    rusqlite::types::ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    other => format!("{other:?}"),
+                })
+                .collect();
+            Ok(cols.join("|"))
+        })
+        .unwrap();
+    rows.map(Result::unwrap).collect()
 }
 
 #[tokio::test]
@@ -713,10 +726,10 @@ async fn postgres_books_survive_the_responses_migration() {
     );
 }
 
-/// Columns later migrations add at the end of `usage_records` (0014), left out of a shape
-/// compared with one from before them.
+/// Columns later migrations add at the end of `usage_records` (0014, 0017), left out of a
+/// shape compared with one from before them.
 fn without_added_columns(shape: Vec<String>) -> Vec<String> {
-    const ADDED: [&str; 2] = ["client_addr", "upstream_request_id"];
+    const ADDED: [&str; 3] = ["client_addr", "upstream_request_id", "waived"];
     shape
         .into_iter()
         .filter(|l| {
@@ -792,6 +805,121 @@ async fn postgres_records_gain_client_addresses_and_upstream_ids() {
         migrations::migrations(Dialect::Postgres).len() - 13
     );
     books_survive_0014(&store).await;
+}
+
+/// How many migrations come before 0017 (`money`): the schema a database it upgrades has.
+fn before_money(dialect: Dialect) -> usize {
+    migrations::migrations(dialect)
+        .iter()
+        .position(|m| m.name == "money")
+        .unwrap()
+}
+
+/// What must hold after 0017, on either backend: the books as they were, the credited total
+/// summed from the credits, the old records not waived; then a refund and a waived record
+/// are accepted, and the books still balance (the credited total included).
+async fn books_survive_0017(store: &dyn Store) {
+    let old = store.usage("ws_1", None).await.unwrap();
+    assert_eq!(old.len(), 2);
+    assert!(old.iter().all(|r| !r.waived), "{old:?}");
+    let row = store.balance_row("ws_1").await.unwrap();
+    let balance = Usd::from_pico(999_870_000_000);
+    assert_eq!(
+        row,
+        BalanceRow {
+            balance,
+            credited: Usd::from_pico(1_000_000_000_000)
+        }
+    );
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+
+    let refund = CreditMovement {
+        entry_id: "refund_1".into(),
+        workspace_id: "ws_1".into(),
+        kind: LedgerKind::Refund,
+        amount: Usd::from_pico(500_000_000_000),
+        note: Some("unused".into()),
+    };
+    let done = store.move_credit(&refund, None, None).await.unwrap();
+    let left = Usd::from_pico(499_870_000_000);
+    assert!(matches!(done, Done::Made((_, b)) if b == left), "{done:?}");
+    let mut waived = messages_record("u_waived");
+    (waived.output_tokens, waived.cost, waived.waived) = (0, Usd::ZERO, true);
+    assert_eq!(
+        store
+            .record_usage(std::slice::from_ref(&waived))
+            .await
+            .unwrap(),
+        1
+    );
+    assert!(
+        store
+            .usage_record("ws_1", "u_waived")
+            .await
+            .unwrap()
+            .unwrap()
+            .waived
+    );
+    assert_eq!(store.balance("ws_1").await.unwrap(), left);
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+    assert_eq!(check[0].credited_row, Usd::from_pico(500_000_000_000));
+}
+
+#[tokio::test]
+async fn sqlite_books_survive_the_money_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v16.db");
+    let books = BOOKS_V10
+        .replace("{t}", "0")
+        .replace("{no}", "0")
+        .replace("{yes}", "1");
+    sqlite_at(&path, before_money(Dialect::Sqlite), &books);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let (usage_before, ledger_before) = (
+        sqlite_usage_shape(&conn),
+        sqlite_table_shape(&conn, "ledger_entries"),
+    );
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    books_survive_0017(&store).await;
+
+    // Both rebuilt tables are the old ones, column for column, index for index, trigger for
+    // trigger (usage_records gains `waived`), and the ledger still references the records.
+    let without_waived: Vec<String> = sqlite_usage_shape(&conn)
+        .into_iter()
+        .filter(|l| !l.starts_with("column|36|waived|"))
+        .collect();
+    assert_eq!(without_waived, usage_before);
+    assert_eq!(sqlite_table_shape(&conn, "ledger_entries"), ledger_before);
+    conn.pragma_update(None, "foreign_keys", true).unwrap();
+    let fk_problems: i64 = conn
+        .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(fk_problems, 0);
+    usage_records_keep_their_rules(&conn, 3);
+    let refused = |sql: &str| conn.execute_batch(sql).is_err();
+    assert!(refused("DELETE FROM ledger_entries"), "still append-only");
+    assert!(
+        refused("UPDATE ledger_entries SET note = 'x'"),
+        "still append-only"
+    );
+}
+
+#[tokio::test]
+async fn postgres_books_survive_the_money_migration() {
+    let db = PgDatabase::create().await;
+    let books = BOOKS_V10
+        .replace("{t}", "to_timestamp(0)")
+        .replace("{no}", "false")
+        .replace("{yes}", "true");
+    pg_at(&db.url, before_money(Dialect::Postgres), &books).await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    books_survive_0017(&store).await;
 }
 
 /// A SQLite database at `path` migrated to `version` only (foreign keys on, as the store runs),

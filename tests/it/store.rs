@@ -22,9 +22,10 @@ use tollgate::store::migrations;
 use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
-    AlertSettings, AuditEntry, CatalogRows, ChangeKind, ConsoleSession, Cursor, Delivery,
-    LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow, StatusClass, Store, StoreError,
-    StoreResult, StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
+    AlertSettings, AuditEntry, CatalogRows, ChangeKind, ConsoleSession, CreditMovement, Cursor,
+    Delivery, Done, IdempotencyKey, LedgerEntry, LedgerKind, LimitReset, ModelRow, NewKey, Once,
+    ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult, StoredResponse,
+    UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -222,6 +223,10 @@ suite!(
     a_refused_response_fails_its_whole_batch,
     responses_are_deleted_by_their_owner_and_purged_when_expired,
     a_keeper_serves_its_responses_before_and_after_they_are_written,
+    refunds_take_back_credit_not_spent,
+    a_key_moves_credit_once_per_workspace_and_operation,
+    concurrent_duplicates_move_credit_once,
+    waived_records_cost_nothing_and_the_books_balance,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -895,6 +900,7 @@ fn record(
         review: None,
         client_addr: None,
         upstream_request_id: None,
+        waived: false,
         extra: Default::default(),
     }
 }
@@ -1475,8 +1481,9 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
         assert_eq!(c.balance_row, s.balance(&c.workspace_id).await.unwrap());
     }
 
-    // Sums whose running total leaves i64 although the result fits: credits of i64::MAX and
-    // of a debit's amount, a debit in between. Exact on both backends (no REAL, no error).
+    // Sums at the edge of i64: a credit of i64::MAX, then a debit. The credited total is
+    // bounded like the balance, so a refill of the debit's amount (credits summing past i64)
+    // is refused whole, and no sum of the ledger leaves i64. Exact on both backends.
     s.create_workspace("big", "big", None).await.unwrap();
     s.create_key(new_key("kb", "big", "hash-kb"), None)
         .await
@@ -1493,9 +1500,10 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
         None,
     );
     assert_eq!(s.record_usage(std::slice::from_ref(&r)).await.unwrap(), 1);
-    s.add_credit("refill", "big", r.cost, None, None)
-        .await
-        .unwrap();
+    assert!(matches!(
+        s.add_credit("refill", "big", r.cost, None, None).await,
+        Err(StoreError::Overflow(_))
+    ));
     let big = s
         .ledger_verify()
         .await
@@ -1503,8 +1511,10 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
         .into_iter()
         .find(|c| c.workspace_id == "big")
         .unwrap();
-    assert_eq!(big.balance_row, pico(i64::MAX));
-    assert_eq!(big.ledger_sum, pico(i64::MAX));
+    let left = pico(i64::MAX).checked_sub(r.cost).unwrap();
+    assert_eq!(big.balance_row, left);
+    assert_eq!(big.ledger_sum, left);
+    assert_eq!(big.credited_row, pico(i64::MAX));
     assert_eq!(big.usage_cost_sum, r.cost);
     assert_eq!(big.debit_sum, Usd::ZERO.checked_sub(r.cost).unwrap());
     assert!(big.is_consistent());
@@ -1522,6 +1532,20 @@ async fn ledger_verify_agrees(b: Arc<Backend>) {
         .unwrap();
     assert!(!w2.is_consistent());
     assert_eq!(w2.balance_row.pico() - w2.ledger_sum.pico(), 1);
+    // And so is a tampered credited total.
+    b.execute_raw(
+        "UPDATE balances SET credited_pico = credited_pico - 1 WHERE workspace_id = 'w1'",
+    )
+    .await
+    .unwrap();
+    let w1 = s
+        .ledger_verify()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|c| c.workspace_id == "w1")
+        .unwrap();
+    assert!(!w1.is_consistent(), "{w1:?}");
 }
 
 /// Group-commit cost: one transaction of 500 new records, then the same 500 replayed.
@@ -2678,4 +2702,359 @@ async fn a_keeper_serves_its_responses_before_and_after_they_are_written(b: Arc<
         s.stored_response("w1", "resp_new", now).await.unwrap(),
         None
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Refunds, idempotent credit movements, waived records (issue 32)
+// ---------------------------------------------------------------------------------------------
+
+fn refund(id: &str, workspace: &str, amount: &str, reason: Option<&str>) -> CreditMovement {
+    CreditMovement {
+        entry_id: id.to_owned(),
+        workspace_id: workspace.to_owned(),
+        kind: LedgerKind::Refund,
+        amount: usd(amount),
+        note: reason.map(str::to_owned),
+    }
+}
+
+/// The entry and balance a movement made now (not replayed).
+async fn made(s: &dyn Store, m: &CreditMovement) -> StoreResult<(LedgerEntry, Usd)> {
+    match s.move_credit(m, None, None).await? {
+        Done::Made(made) => Ok(made),
+        Done::Replayed(answer) => panic!("replayed without a key: {answer}"),
+    }
+}
+
+async fn refunds_take_back_credit_not_spent(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("c1", "w1", usd("10"), None, None)
+        .await
+        .unwrap();
+    let spent = record(
+        "u1",
+        ("w1", "k2"),
+        odd_pricing(),
+        tokens(1_000, 0, 0, 100, 0),
+        at(1_767_225_600, 0),
+        None,
+    );
+    s.record_usage(std::slice::from_ref(&spent)).await.unwrap();
+    let balance = usd("10").checked_sub(spent.cost).unwrap();
+
+    let (entry, after) = made(s, &refund("r1", "w1", "2.5", Some("unused prepaid")))
+        .await
+        .unwrap();
+    assert_eq!(
+        (entry.kind, entry.amount, entry.note.as_deref()),
+        (LedgerKind::Refund, usd("-2.5"), Some("unused prepaid"))
+    );
+    let balance = balance.checked_sub(usd("2.5")).unwrap();
+    assert_eq!(after, balance);
+    let row = s.balance_row("w1").await.unwrap();
+    assert_eq!((row.balance, row.credited), (balance, usd("7.5")));
+    assert_eq!(
+        row.credited.checked_sub(row.balance),
+        Some(spent.cost),
+        "charged = credited - balance"
+    );
+    assert_eq!(s.ledger("w1").await.unwrap().last(), Some(&entry));
+
+    // Refused, writing nothing: more than the balance, no reason, nothing, a debit, a
+    // workspace without a balance row, an unknown workspace.
+    let over = Usd::from_pico(balance.pico() + 1).to_string();
+    match made(s, &refund("r2", "w1", &over, Some("too much"))).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("more than the balance"), "{m}"),
+        other => panic!("a refund past the balance: {other:?}"),
+    }
+    for (why, m) in [
+        ("no reason", refund("r3", "w1", "1", None)),
+        ("blank reason", refund("r4", "w1", "1", Some(" "))),
+        ("zero", refund("r5", "w1", "0", Some("x"))),
+        (
+            "a debit",
+            CreditMovement {
+                kind: LedgerKind::Debit,
+                ..refund("r6", "w1", "1", Some("x"))
+            },
+        ),
+        ("no balance row", refund("r7", "w2", "1", Some("x"))),
+    ] {
+        assert!(
+            matches!(made(s, &m).await, Err(StoreError::Conflict(_))),
+            "{why}"
+        );
+    }
+    assert!(matches!(
+        made(s, &refund("r8", "ghost", "1", Some("x"))).await,
+        Err(StoreError::NotFound(_))
+    ));
+    assert_eq!(s.balance_row("w1").await.unwrap(), row, "nothing moved");
+    assert_eq!(s.ledger("w1").await.unwrap().len(), 3);
+    // Exactly the balance empties it; the books still balance.
+    made(
+        s,
+        &refund("r9", "w1", &balance.to_string(), Some("closing")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(s.balance("w1").await.unwrap(), Usd::ZERO);
+    let checks = s.ledger_verify().await.unwrap();
+    assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+    let w1 = checks.iter().find(|c| c.workspace_id == "w1").unwrap();
+    assert_eq!(w1.credited_row, spent.cost);
+    // The schema refuses a refund entry that is positive or has no reason.
+    for sql in [
+        "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, note, created_at) \
+         VALUES ('bad1', 'w1', 'refund', 1, 'x', {t})",
+        "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, note, created_at) \
+         VALUES ('bad2', 'w1', 'refund', -1, NULL, {t})",
+    ] {
+        let t = if b.is_pg() { "now()" } else { "0" };
+        assert!(
+            b.execute_raw(&sql.replace("{t}", t)).await.is_err(),
+            "{sql}"
+        );
+    }
+}
+
+/// An idempotency key for `operation` on `workspace`, asking `hash` (any 64 characters),
+/// made `at`.
+fn key_for(
+    workspace: &str,
+    operation: &'static str,
+    key: &str,
+    hash: char,
+    at: DateTime<Utc>,
+) -> IdempotencyKey {
+    IdempotencyKey {
+        workspace_id: workspace.to_owned(),
+        operation,
+        key: key.to_owned(),
+        request_hash: hash.to_string().repeat(64),
+        created_at: at,
+        expires_at: at + chrono::Duration::hours(24),
+    }
+}
+
+fn once(key: IdempotencyKey) -> Option<Once<(LedgerEntry, Usd)>> {
+    Some(Once {
+        key,
+        answer: Box::new(|(entry, balance)| format!("{} {balance}", entry.id)),
+    })
+}
+
+fn credit(id: &str, workspace: &str, amount: &str) -> CreditMovement {
+    CreditMovement {
+        kind: LedgerKind::Credit,
+        note: None,
+        ..refund(id, workspace, amount, None)
+    }
+}
+
+async fn a_key_moves_credit_once_per_workspace_and_operation(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let t0 = Utc::now();
+    let k = |ws, op, hash, at| once(key_for(ws, op, "evt_1", hash, at));
+    let first = s
+        .move_credit(
+            &credit("c1", "w1", "5"),
+            None,
+            k("w1", "credit.add", 'a', t0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        first,
+        Done::Made((s.ledger("w1").await.unwrap()[0].clone(), usd("5")))
+    );
+    // The same key and request: the first answer, nothing written (not even the new entry id).
+    let again = s
+        .move_credit(
+            &credit("c2", "w1", "5"),
+            None,
+            k("w1", "credit.add", 'a', t0),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, Done::Replayed("c1 5.0".into()));
+    // Another request under the key: refused, nothing written.
+    match s
+        .move_credit(
+            &credit("c3", "w1", "6"),
+            None,
+            k("w1", "credit.add", 'b', t0),
+        )
+        .await
+    {
+        Err(StoreError::IdempotencyKeyReused(key)) => assert_eq!(key, "evt_1"),
+        other => panic!("a key reused for another request: {other:?}"),
+    }
+    assert_eq!(s.ledger("w1").await.unwrap().len(), 1);
+    assert_eq!(s.balance("w1").await.unwrap(), usd("5"));
+    // Keys are per workspace and per operation.
+    let other_ws = s
+        .move_credit(
+            &credit("c4", "w2", "1"),
+            None,
+            k("w2", "credit.add", 'a', t0),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(other_ws, Done::Made(_)), "{other_ws:?}");
+    let other_op = s
+        .move_credit(
+            &refund("r1", "w1", "1", Some("x")),
+            None,
+            k("w1", "credit.refund", 'a', t0),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(other_op, Done::Made(_)), "{other_op:?}");
+    // A refused movement keeps no key: the same key may be tried again once it can succeed.
+    let too_much = refund("r2", "w2", "2", Some("x"));
+    assert!(s
+        .move_credit(&too_much, None, k("w2", "credit.refund", 'c', t0))
+        .await
+        .is_err());
+    s.add_credit("c5", "w2", usd("5"), None, None)
+        .await
+        .unwrap();
+    let retried = s
+        .move_credit(&too_much, None, k("w2", "credit.refund", 'c', t0))
+        .await
+        .unwrap();
+    assert!(matches!(retried, Done::Made(_)), "{retried:?}");
+    // Kept 24 hours: a day later the key is free, and the expired one is deleted.
+    let later = t0 + chrono::Duration::hours(24) + chrono::Duration::seconds(1);
+    let fresh = s
+        .move_credit(
+            &credit("c6", "w1", "6"),
+            None,
+            k("w1", "credit.add", 'b', later),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(fresh, Done::Made(_)), "{fresh:?}");
+    assert_eq!(s.balance("w1").await.unwrap(), usd("10"));
+    let kept = b
+        .execute_raw("UPDATE idempotency_keys SET answer = answer")
+        .await
+        .unwrap();
+    assert_eq!(kept, 1, "the expired keys were purged, the new one kept");
+    let checks = s.ledger_verify().await.unwrap();
+    assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+}
+
+/// Concurrent requests with one key, each on its own store instance (as several admin API
+/// replicas, or a payment provider's retry racing its first delivery): one entry, and every
+/// answer the winner's.
+async fn concurrent_duplicates_move_credit_once(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let mut stores = Vec::new();
+    for _ in 0..8 {
+        stores.push(b.another().await);
+    }
+    for round in 0..5 {
+        let key = format!("evt_{round}");
+        let start = Arc::new(tokio::sync::Barrier::new(stores.len()));
+        let tasks: Vec<_> = stores
+            .iter()
+            .map(|store| {
+                let (store, start, key) = (store.clone(), start.clone(), key.clone());
+                tokio::spawn(async move {
+                    let req = commands::CreditRequest {
+                        workspace: "w1",
+                        usd: "1.000000000001",
+                        note: Some("stripe"),
+                        idempotency_key: Some(&key),
+                    };
+                    start.wait().await;
+                    commands::grant_credit(store.as_ref(), &commands::Actor::cli(), &req)
+                        .await
+                        .unwrap()
+                })
+            })
+            .collect();
+        let mut answers = Vec::new();
+        for t in tasks {
+            answers.push(t.await.unwrap());
+        }
+        let made: Vec<_> = answers
+            .iter()
+            .filter_map(|a| match a {
+                Done::Made(c) => Some(serde_json::to_string(c).unwrap()),
+                Done::Replayed(_) => None,
+            })
+            .collect();
+        assert_eq!(made.len(), 1, "round {round}: {answers:?}");
+        for a in &answers {
+            if let Done::Replayed(json) = a {
+                assert_eq!(json, &made[0], "round {round}: the winner's answer");
+            }
+        }
+    }
+    let credits: Vec<_> = s.ledger("w1").await.unwrap();
+    assert_eq!(credits.len(), 5, "one entry per key: {credits:?}");
+    assert_eq!(s.balance("w1").await.unwrap(), usd("5.000000000005"));
+    let audited = audit_actions(s).await;
+    assert_eq!(
+        audited.iter().filter(|a| *a == "credit.add").count(),
+        5,
+        "{audited:?}"
+    );
+}
+
+async fn waived_records_cost_nothing_and_the_books_balance(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("c1", "w1", usd("1"), None, None)
+        .await
+        .unwrap();
+    let t = at(1_767_225_600, 0);
+    let window = Some(window_start(LimitReset::Daily, t));
+    let empty = tokens(1_000, 0, 0, 0, 0);
+    let waived = |id: &str| UsageRecord {
+        cost: Usd::ZERO,
+        waived: true,
+        outcome: UsageOutcome::UpstreamFailed,
+        ..record(id, ("w1", "k1"), odd_pricing(), empty, t, window)
+    };
+    assert_eq!(s.record_usage(&[waived("u_waived")]).await.unwrap(), 1);
+    let stored = s.usage_record("w1", "u_waived").await.unwrap().unwrap();
+    assert_eq!(stored, waived("u_waived"));
+    assert_eq!((stored.input_tokens, stored.cost), (1_000, Usd::ZERO));
+    let debit = s
+        .ledger("w1")
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|e| e.usage_id.as_deref() == Some("u_waived"))
+        .expect("a zero debit");
+    assert_eq!((debit.kind, debit.amount), (LedgerKind::Debit, Usd::ZERO));
+    assert_eq!(s.balance("w1").await.unwrap(), usd("1"));
+    // The database refuses a waived record with a cost, or with output; an unwaived one
+    // still costs its tokens.
+    let with_cost = UsageRecord {
+        cost: pico(1),
+        ..waived("u_bad1")
+    };
+    let mut with_output = waived("u_bad2");
+    with_output.output_tokens = 1;
+    let unwaived_free = UsageRecord {
+        waived: false,
+        ..waived("u_bad3")
+    };
+    for bad in [with_cost, with_output, unwaived_free] {
+        assert!(
+            s.record_usage(std::slice::from_ref(&bad)).await.is_err(),
+            "{}",
+            bad.id
+        );
+    }
+    let checks = s.ledger_verify().await.unwrap();
+    assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
 }
