@@ -189,6 +189,9 @@ impl Follower {
             match change.kind {
                 ChangeKind::Key => {
                     keys.insert(change.ref_id.clone());
+                    // A key given a limit, or another period, is gated from its window's
+                    // spend as stored, not from nothing.
+                    spends.insert(change.ref_id.clone());
                 }
                 ChangeKind::Catalog => catalog_dirty = true,
                 ChangeKind::Balance => {

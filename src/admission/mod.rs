@@ -27,7 +27,7 @@ use serde::Serialize;
 use crate::api::limits::Limits;
 use crate::api::request::MAX_CHOICES;
 use crate::api::{Door, GatewayError, Operation, RawRequest};
-use crate::auth::{bearer_token, new_id, KeyCache};
+use crate::auth::{bearer_token, new_id, CachedKey, KeyCache, ModelAllowlist};
 use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
 use crate::billing::window::window_start;
@@ -72,9 +72,9 @@ pub enum HeadDecision {
         id: Box<str>,
     },
     /// An authenticated request for `op`: read its body, then [`Admission::admit`].
-    ReadBody { op: Operation, key: Arc<ApiKey> },
+    ReadBody { op: Operation, key: Arc<CachedKey> },
     /// An authenticated `count_tokens`: read its body, then [`Admission::count_tokens`].
-    CountTokens { key: Arc<ApiKey> },
+    CountTokens { key: Arc<CachedKey> },
     /// `GET` or `DELETE /v1/responses/{id}`: the workspace's stored response `id`.
     StoredResponse {
         workspace_id: Box<str>,
@@ -91,7 +91,7 @@ pub struct Admitted {
     pub op: Operation,
     /// The front door it came through: the shape of its answers and errors.
     pub door: Door,
-    pub key: Arc<ApiKey>,
+    pub key: Arc<CachedKey>,
     pub model: Arc<Model>,
     pub route: Route,
     pub adapter: &'static dyn Adapter,
@@ -241,8 +241,8 @@ impl Admission<'_> {
         match classify(head.method, head.path)? {
             Endpoint::Health => Ok(HeadDecision::Answer(Bytes::from_static(HEALTH_BODY))),
             Endpoint::Models => {
-                self.authenticate(head, now)?;
-                Ok(HeadDecision::Answer(self.catalog.models_json()))
+                let key = self.authenticate(head, now)?;
+                Ok(HeadDecision::Answer(self.models_json(&key.models)))
             }
             Endpoint::Key => {
                 let key = self.authenticate(head, now)?;
@@ -280,7 +280,7 @@ impl Admission<'_> {
     /// Parses the body and decides model, gates, route and the upstream plan.
     pub fn admit(
         &self,
-        key: Arc<ApiKey>,
+        key: Arc<CachedKey>,
         op: Operation,
         body: &[u8],
         now: DateTime<Utc>,
@@ -298,6 +298,7 @@ impl Admission<'_> {
         let body = chat.as_deref().unwrap_or(body);
         let req = RawRequest::parse(body, op)?;
         let model = self.model_for(&req, op)?;
+        allowed(&key.models, &req, &model)?;
         self.check_door(&req, &model)?;
         self.limits
             .check(&req, op, body.len(), model.context_window)?;
@@ -357,9 +358,14 @@ impl Admission<'_> {
 
     /// `count_tokens` (the Messages door): the model's best route and the upstream call that
     /// counts the body's input tokens. Authenticated, but neither gated nor billed.
-    pub fn count_tokens(&self, body: &[u8]) -> Result<Counting, GatewayError> {
+    pub fn count_tokens(
+        &self,
+        models: &ModelAllowlist,
+        body: &[u8],
+    ) -> Result<Counting, GatewayError> {
         let req = RawRequest::parse(body, Operation::Chat)?;
         let model = self.model_for(&req, Operation::Chat)?;
+        allowed(models, &req, &model)?;
         let route = route_for(&model, &req, self.credentials, self.route_turn, self.now)?;
         let served = self.served(&model, body)?;
         let req = served.request(req, Operation::Chat)?;
@@ -490,6 +496,17 @@ impl Admission<'_> {
         Ok((reservation, worst))
     }
 
+    /// `GET /v1/models`: the catalog's list rendered once per snapshot, or, for a key with an
+    /// allowlist, the models it may call (rendered for the request: the unrestricted path
+    /// stays a reference-count increment).
+    fn models_json(&self, models: &ModelAllowlist) -> Bytes {
+        if models.is_unrestricted() {
+            self.catalog.models_json()
+        } else {
+            self.catalog.models_json_where(|m| models.lists(m))
+        }
+    }
+
     /// `GET /v1/key`: the calling key's own settings and state — never its secret — and its
     /// workspace's credit, as this gateway sees them.
     fn key_view(&self, key: &ApiKey, now: DateTime<Utc>) -> Bytes {
@@ -506,6 +523,8 @@ impl Admission<'_> {
             /// The current spend window: its start and what the key spent in it.
             window_start: Option<DateTime<Utc>>,
             window_spend_usd: Option<Usd>,
+            /// The model patterns the key may call; empty: every model.
+            allowed_models: &'a [String],
             workspace: WorkspaceView<'a>,
         }
         #[derive(Serialize)]
@@ -525,6 +544,7 @@ impl Admission<'_> {
             limit_reset: key.limit_reset.map(LimitReset::as_str),
             window_start: window,
             window_spend_usd: window.map(|w| self.accounts.spent(&key.id, w)),
+            allowed_models: &key.allowed_models,
             workspace: WorkspaceView {
                 id: &key.workspace_id,
                 credit_usd: self.accounts.balance(&key.workspace_id),
@@ -539,7 +559,7 @@ impl Admission<'_> {
         &self,
         head: &RequestHead<'_>,
         now: DateTime<Utc>,
-    ) -> Result<Arc<ApiKey>, GatewayError> {
+    ) -> Result<Arc<CachedKey>, GatewayError> {
         let token = match (self.door, head.api_key) {
             (Door::Messages, Some(key)) => std::str::from_utf8(key)
                 .ok()
@@ -606,6 +626,21 @@ impl Admission<'_> {
             }
             _ => Ok(model.clone()),
         }
+    }
+}
+
+/// The key's allowlist admits the model the request names (by that name, the catalog id it
+/// resolved to, or another alias: `auth::allowlist`), or the request is refused — before any
+/// reservation or upstream call.
+fn allowed(
+    models: &ModelAllowlist,
+    req: &RawRequest<'_>,
+    model: &Model,
+) -> Result<(), GatewayError> {
+    if models.allows(&req.model, model) {
+        Ok(())
+    } else {
+        Err(GatewayError::ModelNotAllowed(req.model.as_ref().into()))
     }
 }
 

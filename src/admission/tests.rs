@@ -93,6 +93,7 @@ impl World {
             spend_limit: None,
             limit_reset: None,
             replaced_by: None,
+            allowed_models: Vec::new(),
         };
         edit(&mut key);
         let keys = KeyCache::default();

@@ -100,6 +100,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "console_sessions",
         sql: include_str!("../../sql/postgres/0015_console_sessions.sql"),
     },
+    Migration {
+        version: 16,
+        name: "keys",
+        sql: include_str!("../../sql/postgres/0016_keys.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -178,6 +183,11 @@ pub const SQLITE: &[Migration] = &[
         version: 15,
         name: "console_sessions",
         sql: include_str!("../../sql/sqlite/0015_console_sessions.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "keys",
+        sql: include_str!("../../sql/sqlite/0016_keys.sql"),
     },
 ];
 

@@ -238,6 +238,7 @@ fn new_key(id: &str, workspace_id: &str, hash: &str) -> NewKey {
         expires_at: None,
         spend_limit: None,
         limit_reset: None,
+        allowed_models: Vec::new(),
     }
 }
 
