@@ -207,25 +207,25 @@ mod tests {
         let flash = catalog.model("google/gemini-2.5-flash").unwrap();
         let by_id = ModelAllowlist::compile(&["anthropic/claude-sonnet-*".into()]);
         assert!(
-            by_id.allows("claude-sonnet-4-5-20250929", &sonnet),
+            by_id.allows("claude-sonnet-4-5-20250929", sonnet),
             "alias sent, id listed"
         );
-        assert!(by_id.allows("anthropic/claude-sonnet-4-5", &sonnet));
-        assert!(by_id.lists(&sonnet));
-        assert!(!by_id.allows("google/gemini-2.5-flash", &flash));
-        assert!(!by_id.lists(&flash));
+        assert!(by_id.allows("anthropic/claude-sonnet-4-5", sonnet));
+        assert!(by_id.lists(sonnet));
+        assert!(!by_id.allows("google/gemini-2.5-flash", flash));
+        assert!(!by_id.lists(flash));
 
         let by_alias = ModelAllowlist::compile(&["claude-sonnet-4-5-2025*".into()]);
         assert!(
-            by_alias.allows("anthropic/claude-sonnet-4-5", &sonnet),
+            by_alias.allows("anthropic/claude-sonnet-4-5", sonnet),
             "id sent, alias listed"
         );
-        assert!(by_alias.lists(&sonnet));
-        assert!(!by_alias.lists(&flash));
+        assert!(by_alias.lists(sonnet));
+        assert!(!by_alias.lists(flash));
 
         let open = ModelAllowlist::default();
         assert!(open.is_unrestricted());
-        assert!(open.allows("google/gemini-2.5-flash", &flash) && open.lists(&sonnet));
+        assert!(open.allows("google/gemini-2.5-flash", flash) && open.lists(sonnet));
         assert!(!by_id.is_unrestricted());
     }
 
