@@ -626,3 +626,72 @@ async fn an_allowlist_change_reaches_the_running_gateway() {
     .await;
     assert_eq!((status, code(&v)), (400, "invalid_request"), "{v}");
 }
+
+/// A key over its spend limit works again as soon as the limit is raised (by a management key
+/// here), on the running gateway: the gates read the new amount against the window's spend.
+#[tokio::test]
+async fn a_raised_spend_limit_reaches_the_running_gateway() {
+    let e = SimEnv::start();
+    let gw = &e.gw;
+    let limited = gw.key(
+        &e.ws,
+        &["--spend-limit-usd", "0.000001", "--limit-reset", "daily"],
+    );
+    usable(gw, &limited).await;
+    let (status, _) = public(gw, "/v1/chat/completions", &limited, &chat(GEMINI)).await;
+    assert_eq!(status, 200, "the crossing request completes");
+    let over = eventually(Duration::from_secs(3), || async {
+        public(gw, "/v1/chat/completions", &limited, &chat(GEMINI))
+            .await
+            .0
+            == 429
+    })
+    .await;
+    assert!(over.is_some(), "the key over its limit must be refused");
+
+    let (_, made) = admin(
+        gw,
+        ADMIN_TOKEN,
+        "POST",
+        &format!("/workspaces/{}/management-keys", e.ws),
+        Some(json!({})),
+    )
+    .await;
+    let mk = made["secret"].as_str().unwrap();
+    let id = gw.key_id(&e.ws, &limited);
+    let (status, v) = admin(
+        gw,
+        mk,
+        "PATCH",
+        &format!("/keys/{id}"),
+        Some(json!({"limit_reset": "weekly"})),
+    )
+    .await;
+    assert_eq!(
+        (status, code(&v)),
+        (400, "invalid_request"),
+        "the period is fixed: {v}"
+    );
+    let (status, v) = admin(
+        gw,
+        mk,
+        "PATCH",
+        &format!("/keys/{id}"),
+        Some(json!({"spend_limit_usd": 25})),
+    )
+    .await;
+    assert_eq!(
+        (status, v["spend_limit_usd"].as_str()),
+        (200, Some("25.0")),
+        "{v}"
+    );
+    assert_eq!(v["status"], "active", "{v}");
+    let back = eventually(Duration::from_secs(2), || async {
+        public(gw, "/v1/chat/completions", &limited, &chat(GEMINI))
+            .await
+            .0
+            == 200
+    })
+    .await;
+    assert!(back.is_some(), "the raised limit never reached the gateway");
+}
