@@ -810,3 +810,67 @@ pub async fn revoke_management_key(
 ) -> Answer {
     ok(&commands::revoke_management_key(s, actor, id, now).await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route the table serves is classified, as the operation it is (so a management key
+    /// is judged by what the call does, not by its path's shape).
+    #[test]
+    fn every_route_is_an_operation() {
+        let routes: &[(Method, &str, Op)] = &[
+            (Method::GET, "workspaces", Op::ListWorkspaces),
+            (Method::POST, "workspaces", Op::CreateWorkspace),
+            (Method::GET, "workspaces/w", Op::ReadWorkspace),
+            (Method::PATCH, "workspaces/w", Op::RenameWorkspace),
+            (Method::GET, "workspaces/w/keys", Op::ListKeys),
+            (Method::POST, "workspaces/w/keys", Op::CreateKey),
+            (Method::PATCH, "keys/k", Op::UpdateKey),
+            (Method::POST, "keys/k/revoke", Op::RevokeKey),
+            (Method::POST, "keys/k/rotate", Op::RotateKey),
+            (Method::GET, "workspaces/w/credits", Op::ListCredits),
+            (Method::POST, "workspaces/w/credits", Op::AddCredit),
+            (Method::GET, "workspaces/w/usage", Op::ListUsage),
+            (Method::GET, "workspaces/w/usage/daily", Op::DailyUsage),
+            (Method::GET, "workspaces/w/alerts", Op::ReadAlerts),
+            (Method::PUT, "workspaces/w/alerts", Op::SetAlerts),
+            (
+                Method::GET,
+                "workspaces/w/alerts/deliveries",
+                Op::ListDeliveries,
+            ),
+            (Method::GET, "catalog", Op::ReadCatalog),
+            (Method::PATCH, "catalog/models/m", Op::UpdateModel),
+            (Method::PATCH, "catalog/models/m/routes/0", Op::UpdateRoute),
+            (Method::GET, "audit", Op::ReadAudit),
+            (
+                Method::GET,
+                "workspaces/w/management-keys",
+                Op::ListManagementKeys,
+            ),
+            (
+                Method::POST,
+                "workspaces/w/management-keys",
+                Op::CreateManagementKey,
+            ),
+            (
+                Method::POST,
+                "management-keys/m/revoke",
+                Op::RevokeManagementKey,
+            ),
+        ];
+        for (method, path, want) in routes {
+            let segments: Vec<&str> = path.split('/').collect();
+            assert!(known(&segments), "{path}");
+            let got = operation(method, &segments).map(|(op, _)| op);
+            assert_eq!(got, Some(*want), "{method} {path}");
+        }
+        let classified: Vec<Op> = routes.iter().map(|r| r.2).collect();
+        for op in Op::ALL.iter().filter(|op| **op != Op::Metrics) {
+            assert!(classified.contains(op), "{op:?} has no route here");
+        }
+        assert!(operation(&Method::DELETE, &["workspaces", "w", "keys"]).is_none());
+        assert!(operation(&Method::GET, &["keys", "k"]).is_none());
+    }
+}
