@@ -200,6 +200,7 @@ pub enum MkeyCmd {
         #[arg(long)]
         workspace: String,
     },
+    /// Revoke a management key: its next call is refused, on every gateway.
     Revoke {
         id: String,
     },
