@@ -201,9 +201,7 @@ pub enum MkeyCmd {
         workspace: String,
     },
     /// Revoke a management key: its next call is refused, on every gateway.
-    Revoke {
-        id: String,
-    },
+    Revoke { id: String },
 }
 
 #[derive(Debug, Subcommand)]
