@@ -78,6 +78,7 @@ async fn bench(name: &str, store: &dyn Store) {
                 expires_at: None,
                 spend_limit: None,
                 limit_reset: None,
+                allowed_models: Vec::new(),
             },
             None,
         )

@@ -137,6 +137,7 @@ fn api_key(id: &str, minted: &MintedKey, now: DateTime<Utc>) -> ApiKey {
         spend_limit: None,
         limit_reset: None,
         replaced_by: None,
+        allowed_models: Vec::new(),
     }
 }
 

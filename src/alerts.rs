@@ -484,6 +484,7 @@ mod tests {
             spend_limit: Some(usd(limit)),
             limit_reset: Some(LimitReset::Daily),
             replaced_by: None,
+            allowed_models: Vec::new(),
         }
     }
 

@@ -1,7 +1,7 @@
 //! Keeps the in-memory caches in step with the database, off the hot path.
 //!
 //! One follower per process reads the change feed (`Store::changes_since`) whenever the store
-//! says something may have changed (PostgreSQL NOTIFY, SQLite polling), updates revoked or new
+//! says something may have changed (PostgreSQL NOTIFY, SQLite polling), updates new, changed or revoked
 //! keys in the key cache, and rebuilds the catalog snapshot on catalog changes and at least
 //! every `catalog_refresh`. When the database is unreachable it keeps serving from memory and
 //! retries; a periodic full key reload covers anything a lost feed could hide.

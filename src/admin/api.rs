@@ -1,6 +1,8 @@
 //! The JSON admin API under `/admin/v1`: one route table, one plain function per operation,
 //! each a thin call of the command layer (`crate::commands`) the CLI uses too. The
-//! `#[utoipa::path]` on each function is where the OpenAPI document comes from.
+//! `#[utoipa::path]` on each function is where the OpenAPI document comes from. Every call is
+//! first put to [`scope::permits`] (the admin token and console sessions may do everything, a
+//! management key its own workspace's keys, usage and balance).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,9 +15,11 @@ use utoipa::ToSchema;
 
 use super::error::AdminError;
 use super::http::{segments, Request, Response};
-use super::session::Guard;
+use super::scope::{self, Caller, Op, Scope};
+use super::session::{Bearer, Guard};
 use crate::commands::{
-    self, Actor, AlertRequest, KeyRequest, KeyView, ModelPatch, PageRequest, WorkspaceView,
+    self, Actor, AlertRequest, KeyPatch, KeyRequest, KeyView, ManagementKeyRequest,
+    ManagementKeyView, ModelPatch, PageRequest, WorkspaceView,
 };
 use crate::money::json_decimal_text;
 use crate::store::{self, Done, LimitReset, Store, UsageFilter};
@@ -74,10 +78,12 @@ impl Api {
         if seg == ["session"] {
             return self.session(req).await;
         }
-        let actor = self.caller(req).await?;
+        let caller = self.caller(req).await?;
         let s = self.store().await?;
-        let now = Utc::now();
         let m = &req.method;
+        authorize(s, &caller.scope, m, &seg).await?;
+        let actor = caller.actor;
+        let now = Utc::now();
         match (m, seg.as_slice()) {
             (&Method::GET, ["workspaces"]) => list_workspaces(s, req).await,
             (&Method::POST, ["workspaces"]) => create_workspace(s, &actor, req).await,
@@ -87,6 +93,7 @@ impl Api {
             (&Method::POST, ["workspaces", ws, "keys"]) => {
                 create_key(s, &actor, &self.key_prefix, ws, req, now).await
             }
+            (&Method::PATCH, ["keys", id]) => update_key(s, &actor, id, req, now).await,
             (&Method::POST, ["keys", id, "revoke"]) => revoke_key(s, &actor, id, now).await,
             (&Method::POST, ["keys", id, "rotate"]) => {
                 rotate_key(s, &actor, &self.key_prefix, id, req, now).await
@@ -111,16 +118,41 @@ impl Api {
                 update_route(s, &actor, id, n, req).await
             }
             (&Method::GET, ["audit"]) => list_audit(s, req).await,
+            (&Method::GET, ["workspaces", ws, "management-keys"]) => {
+                list_management_keys(s, ws, now).await
+            }
+            (&Method::POST, ["workspaces", ws, "management-keys"]) => {
+                create_management_key(s, &actor, ws, req, now).await
+            }
+            (&Method::POST, ["management-keys", id, "revoke"]) => {
+                revoke_management_key(s, &actor, id, now).await
+            }
             (_, path) if known(path) => Err(AdminError::Method(m.to_string())),
             _ => Err(AdminError::NotFound(format!("no admin route {}", req.path))),
         }
     }
 
-    /// Who is calling: the holder of the admin token, or a console session (from the store).
-    pub async fn caller(&self, req: &Request) -> Result<Actor, AdminError> {
+    /// Who is calling: the holder of the admin token or of a working management key (read
+    /// from the store), or a console session (from the store).
+    pub async fn caller(&self, req: &Request) -> Result<Caller, AdminError> {
         match self.guard.bearer(req)? {
-            Some(actor) => Ok(actor),
-            None => self.guard.console(req, self.store().await?).await,
+            Some(Bearer::Admin) => Ok(Caller::operator(Actor::admin_token())),
+            Some(Bearer::Management(secret)) => {
+                let store = self.store().await?;
+                match commands::management_caller(store, secret, Utc::now()).await? {
+                    Some(key) => Ok(Caller {
+                        actor: Actor::management_key(&key.id),
+                        scope: Scope::Workspace(key.workspace_id),
+                    }),
+                    None => Err(self
+                        .guard
+                        .refuse(req, "unknown, revoked or expired management key")),
+                }
+            }
+            None => {
+                let actor = self.guard.console(req, self.store().await?).await?;
+                Ok(Caller::operator(actor))
+            }
         }
     }
 
@@ -153,6 +185,81 @@ impl Api {
     }
 }
 
+/// What a call's operation applies to, for [`scope::permits`].
+enum Target<'a> {
+    Workspace(&'a str),
+    Key(&'a str),
+    Nothing,
+}
+
+/// The operation of a call, and what it applies to; `None` for one the table does not
+/// classify (then it is the operator's alone).
+fn operation<'a>(m: &Method, path: &[&'a str]) -> Option<(Op, Target<'a>)> {
+    use Target::{Key, Nothing, Workspace};
+    let (op, target) = match (m, path) {
+        (&Method::GET, ["workspaces"]) => (Op::ListWorkspaces, Nothing),
+        (&Method::POST, ["workspaces"]) => (Op::CreateWorkspace, Nothing),
+        (&Method::GET, ["workspaces", ws]) => (Op::ReadWorkspace, Workspace(ws)),
+        (&Method::PATCH, ["workspaces", ws]) => (Op::RenameWorkspace, Workspace(ws)),
+        (&Method::GET, ["workspaces", ws, "keys"]) => (Op::ListKeys, Workspace(ws)),
+        (&Method::POST, ["workspaces", ws, "keys"]) => (Op::CreateKey, Workspace(ws)),
+        (&Method::PATCH, ["keys", id]) => (Op::UpdateKey, Key(id)),
+        (&Method::POST, ["keys", id, "revoke"]) => (Op::RevokeKey, Key(id)),
+        (&Method::POST, ["keys", id, "rotate"]) => (Op::RotateKey, Key(id)),
+        (&Method::GET, ["workspaces", ws, "credits"]) => (Op::ListCredits, Workspace(ws)),
+        (&Method::POST, ["workspaces", ws, "credits"]) => (Op::AddCredit, Workspace(ws)),
+        (&Method::POST, ["workspaces", ws, "refunds"]) => (Op::Refund, Workspace(ws)),
+        (&Method::GET, ["workspaces", ws, "usage"]) => (Op::ListUsage, Workspace(ws)),
+        (&Method::GET, ["workspaces", ws, "usage", "daily"]) => (Op::DailyUsage, Workspace(ws)),
+        (&Method::GET, ["workspaces", ws, "alerts"]) => (Op::ReadAlerts, Workspace(ws)),
+        (&Method::PUT, ["workspaces", ws, "alerts"]) => (Op::SetAlerts, Workspace(ws)),
+        (&Method::GET, ["workspaces", ws, "alerts", "deliveries"]) => {
+            (Op::ListDeliveries, Workspace(ws))
+        }
+        (&Method::GET, ["catalog"]) => (Op::ReadCatalog, Nothing),
+        (&Method::PATCH, ["catalog", "models", _]) => (Op::UpdateModel, Nothing),
+        (&Method::PATCH, ["catalog", "models", _, "routes", _]) => (Op::UpdateRoute, Nothing),
+        (&Method::GET, ["audit"]) => (Op::ReadAudit, Nothing),
+        (&Method::GET, ["workspaces", ws, "management-keys"]) => {
+            (Op::ListManagementKeys, Workspace(ws))
+        }
+        (&Method::POST, ["workspaces", ws, "management-keys"]) => {
+            (Op::CreateManagementKey, Workspace(ws))
+        }
+        (&Method::POST, ["management-keys", _, "revoke"]) => (Op::RevokeManagementKey, Nothing),
+        _ => return None,
+    };
+    Some((op, target))
+}
+
+/// Puts the call to [`scope::permits`], reading a key's workspace from the store when a
+/// management key calls (the operator may do everything: nothing is read for it). A path the
+/// table does not classify is the operator's alone; an unknown one goes on to its 404.
+async fn authorize(
+    s: &dyn Store,
+    scope: &Scope,
+    m: &Method,
+    path: &[&str],
+) -> Result<(), AdminError> {
+    let Some((op, target)) = operation(m, path) else {
+        return match scope {
+            Scope::Workspace(_) if known(path) => Err(AdminError::Forbidden),
+            _ => Ok(()),
+        };
+    };
+    let workspace = match (scope, &target) {
+        (Scope::Operator, _) | (_, Target::Nothing) => None,
+        (_, Target::Workspace(ws)) => Some((*ws).to_owned()),
+        (_, Target::Key(id)) => s.get_key(id).await?.map(|k| k.workspace_id),
+    };
+    let missing = || match target {
+        Target::Workspace(ws) => format!("workspace {ws} not found"),
+        Target::Key(id) => format!("key {id} not found"),
+        Target::Nothing => format!("no admin route /{}", path.join("/")),
+    };
+    scope::permits(scope, op, workspace.as_deref()).check(missing)
+}
+
 /// Whether some method serves this path (so a wrong method is 405, not 404).
 fn known(path: &[&str]) -> bool {
     matches!(
@@ -162,11 +269,13 @@ fn known(path: &[&str]) -> bool {
             | [
                 "workspaces",
                 _,
-                "keys" | "credits" | "refunds" | "usage" | "alerts"
+                "keys" | "credits" | "refunds" | "usage" | "alerts" | "management-keys"
             ]
             | ["workspaces", _, "usage", "daily"]
             | ["workspaces", _, "alerts", "deliveries"]
+            | ["keys", _]
             | ["keys", _, "revoke" | "rotate"]
+            | ["management-keys", _, "revoke"]
             | ["catalog"]
             | ["catalog", "models", _]
             | ["catalog", "models", _, "routes", _]
@@ -289,6 +398,11 @@ pub struct NewKeyBody {
     #[schema(value_type = Option<String>)]
     pub spend_limit_usd: Option<Box<RawValue>>,
     pub limit_reset: Option<LimitReset>,
+    /// Model id patterns the key may call: `*` matches any run of characters
+    /// (`google/gemini-*`); a pattern admits a model when it matches the model's catalog id or
+    /// one of its aliases. Absent or empty: every model. At most 64 patterns.
+    #[serde(default)]
+    pub allowed_models: Vec<String>,
 }
 
 /// A new key: its secret appears in this answer only.
@@ -317,12 +431,85 @@ pub async fn create_key(
         expires_at: body.expires_at,
         spend_limit_usd,
         limit_reset: body.limit_reset,
+        allowed_models: body.allowed_models,
     };
     let made = commands::create_key(s, actor, prefix, request).await?;
     created(&KeyCreated {
         key: KeyView::new(made.key, None, now),
         secret: made.secret,
     })
+}
+
+/// A change of a key's settings: each field left out stays as it is.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct KeyPatchBody {
+    /// 1 to 100 characters (trimmed); `null` or blank: no name.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub name: Option<Option<String>>,
+    /// The whole new list of model id patterns (see `NewKeyBody`); `[]` or `null`: every
+    /// model.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub allowed_models: Option<Option<Vec<String>>>,
+    /// A new limit, exact decimal USD per window (string or JSON number, read from its exact
+    /// text). A key without a limit needs `limit_reset` with it. A limit cannot be removed
+    /// (`null` is refused) and its period, once set, cannot change: the gates count spend per
+    /// window of that period.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    pub spend_limit_usd: Option<Option<Box<RawValue>>>,
+    pub limit_reset: Option<LimitReset>,
+}
+
+/// A field that may be absent (`None`), `null` (`Some(None)`) or set.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+#[utoipa::path(patch, path = "/admin/v1/keys/{key}", tag = "keys",
+    params(("key" = String, Path)), request_body = KeyPatchBody,
+    responses((status = 200, body = KeyView),
+        (status = 400, description = "a bad name, pattern or limit; a limit removed or moved to \
+            another period"),
+        (status = 404, description = "no such key (or, for a management key, another \
+            workspace's)")))]
+pub async fn update_key(
+    s: &dyn Store,
+    actor: &Actor,
+    id: &str,
+    req: &Request,
+    now: DateTime<Utc>,
+) -> Answer {
+    let body: KeyPatchBody = json_body(req)?;
+    let spend_limit_usd = match body.spend_limit_usd {
+        None => None,
+        Some(None) => {
+            return Err(AdminError::Invalid(
+                "spend_limit_usd: a key's limit cannot be removed (set another amount, or \
+                 create a key without one)"
+                    .into(),
+            ))
+        }
+        Some(Some(raw)) => decimal("spend_limit_usd", Some(&raw))?,
+    };
+    let patch = KeyPatch {
+        name: body.name.map(|n| n.filter(|n| !n.trim().is_empty())),
+        spend_limit_usd,
+        limit_reset: body.limit_reset,
+        allowed_models: body.allowed_models.map(Option::unwrap_or_default),
+    };
+    let key = commands::update_key(s, actor, id, patch).await?;
+    let mut views = commands::key_views(s, vec![key], now).await?;
+    match views.pop() {
+        Some(view) => ok(&view),
+        None => Err(AdminError::NotFound(format!("key {id} not found"))),
+    }
 }
 
 #[utoipa::path(post, path = "/admin/v1/keys/{key}/revoke", tag = "keys",
@@ -654,4 +841,124 @@ pub struct AuditParams {
 pub async fn list_audit(s: &dyn Store, req: &Request) -> Answer {
     let ws = req.param("workspace");
     ok(&commands::audit_log(s, ws.as_deref(), &page(req)?).await?)
+}
+
+/// A workspace's management keys, newest first (never their secrets).
+#[derive(Serialize, ToSchema)]
+pub struct ManagementKeyList {
+    pub data: Vec<ManagementKeyView>,
+}
+
+#[utoipa::path(get, path = "/admin/v1/workspaces/{ws}/management-keys", tag = "management keys",
+    params(("ws" = String, Path)), responses((status = 200, body = ManagementKeyList)))]
+pub async fn list_management_keys(s: &dyn Store, ws: &str, now: DateTime<Utc>) -> Answer {
+    ok(&ManagementKeyList {
+        data: commands::management_keys(s, ws, now).await?,
+    })
+}
+
+/// A new management key's settings.
+#[derive(Deserialize, ToSchema, Default)]
+#[serde(deny_unknown_fields)]
+pub struct NewManagementKeyBody {
+    /// 1 to 100 characters (trimmed), without control characters or bidirectional overrides.
+    pub name: Option<String>,
+    /// When it stops working; absent: never.
+    pub expires_at: Option<DateTime<Utc>>,
+}
+
+#[utoipa::path(post, path = "/admin/v1/workspaces/{ws}/management-keys", tag = "management keys",
+    params(("ws" = String, Path)), request_body = NewManagementKeyBody,
+    responses((status = 201, body = commands::CreatedManagementKey,
+        description = "the key and its secret (`mk-tg-…`), shown in this answer only")))]
+pub async fn create_management_key(
+    s: &dyn Store,
+    actor: &Actor,
+    ws: &str,
+    req: &Request,
+    now: DateTime<Utc>,
+) -> Answer {
+    let body: NewManagementKeyBody = json_body(req)?;
+    let request = ManagementKeyRequest {
+        workspace: ws.to_owned(),
+        name: body.name.filter(|n| !n.trim().is_empty()),
+        expires_at: body.expires_at,
+    };
+    created(&commands::create_management_key(s, actor, request, now).await?)
+}
+
+#[utoipa::path(post, path = "/admin/v1/management-keys/{id}/revoke", tag = "management keys",
+    params(("id" = String, Path)), responses((status = 200, body = ManagementKeyView)))]
+pub async fn revoke_management_key(
+    s: &dyn Store,
+    actor: &Actor,
+    id: &str,
+    now: DateTime<Utc>,
+) -> Answer {
+    ok(&commands::revoke_management_key(s, actor, id, now).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every route the table serves is classified, as the operation it is (so a management key
+    /// is judged by what the call does, not by its path's shape).
+    #[test]
+    fn every_route_is_an_operation() {
+        let routes: &[(Method, &str, Op)] = &[
+            (Method::GET, "workspaces", Op::ListWorkspaces),
+            (Method::POST, "workspaces", Op::CreateWorkspace),
+            (Method::GET, "workspaces/w", Op::ReadWorkspace),
+            (Method::PATCH, "workspaces/w", Op::RenameWorkspace),
+            (Method::GET, "workspaces/w/keys", Op::ListKeys),
+            (Method::POST, "workspaces/w/keys", Op::CreateKey),
+            (Method::PATCH, "keys/k", Op::UpdateKey),
+            (Method::POST, "keys/k/revoke", Op::RevokeKey),
+            (Method::POST, "keys/k/rotate", Op::RotateKey),
+            (Method::GET, "workspaces/w/credits", Op::ListCredits),
+            (Method::POST, "workspaces/w/credits", Op::AddCredit),
+            (Method::POST, "workspaces/w/refunds", Op::Refund),
+            (Method::GET, "workspaces/w/usage", Op::ListUsage),
+            (Method::GET, "workspaces/w/usage/daily", Op::DailyUsage),
+            (Method::GET, "workspaces/w/alerts", Op::ReadAlerts),
+            (Method::PUT, "workspaces/w/alerts", Op::SetAlerts),
+            (
+                Method::GET,
+                "workspaces/w/alerts/deliveries",
+                Op::ListDeliveries,
+            ),
+            (Method::GET, "catalog", Op::ReadCatalog),
+            (Method::PATCH, "catalog/models/m", Op::UpdateModel),
+            (Method::PATCH, "catalog/models/m/routes/0", Op::UpdateRoute),
+            (Method::GET, "audit", Op::ReadAudit),
+            (
+                Method::GET,
+                "workspaces/w/management-keys",
+                Op::ListManagementKeys,
+            ),
+            (
+                Method::POST,
+                "workspaces/w/management-keys",
+                Op::CreateManagementKey,
+            ),
+            (
+                Method::POST,
+                "management-keys/m/revoke",
+                Op::RevokeManagementKey,
+            ),
+        ];
+        for (method, path, want) in routes {
+            let segments: Vec<&str> = path.split('/').collect();
+            assert!(known(&segments), "{path}");
+            let got = operation(method, &segments).map(|(op, _)| op);
+            assert_eq!(got, Some(*want), "{method} {path}");
+        }
+        let classified: Vec<Op> = routes.iter().map(|r| r.2).collect();
+        for op in Op::ALL.iter().filter(|op| **op != Op::Metrics) {
+            assert!(classified.contains(op), "{op:?} has no route here");
+        }
+        assert!(operation(&Method::DELETE, &["workspaces", "w", "keys"]).is_none());
+        assert!(operation(&Method::GET, &["keys", "k"]).is_none());
+    }
 }

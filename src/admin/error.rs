@@ -10,10 +10,12 @@ use crate::store::StoreError;
 pub enum AdminError {
     #[error("no admin token configured: set the environment variable {0} and restart to use the admin API and console")]
     Disabled(String),
-    #[error("a valid admin token (Authorization: Bearer …) or console session is required")]
+    #[error("a valid admin token or management key (Authorization: Bearer …), or a console session, is required")]
     Unauthorized,
     #[error("missing or wrong X-CSRF-Token header for this console session")]
     Csrf,
+    #[error("a management key may only read its own workspace, its usage and its credits, and manage its API keys")]
+    Forbidden,
     #[error("too many wrong admin tokens from this address: retry in {retry_after} s")]
     Throttled { retry_after: u64 },
     #[error("too many sign-in attempts from this address: retry in {retry_after} s")]
@@ -39,6 +41,7 @@ impl AdminError {
             Self::Disabled(_) => (StatusCode::NOT_FOUND, "admin_disabled"),
             Self::Unauthorized => (StatusCode::UNAUTHORIZED, "unauthorized"),
             Self::Csrf => (StatusCode::FORBIDDEN, "csrf_failed"),
+            Self::Forbidden => (StatusCode::FORBIDDEN, "forbidden"),
             Self::Throttled { .. } | Self::TooManySignIns { .. } => {
                 (StatusCode::TOO_MANY_REQUESTS, "rate_limited")
             }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod http;
 pub mod openapi;
 pub mod ops;
+pub mod scope;
 pub mod session;
 pub mod throttle;
 
@@ -46,8 +47,12 @@ impl Admin {
                 return Response::new(StatusCode::OK, "application/json", body);
             }
             if get && req.path == "/admin/v1/metrics" {
-                return match self.api.caller(req).await {
-                    Ok(_) => {
+                let caller = self.api.caller(req).await;
+                let permitted = caller.and_then(|c| {
+                    scope::permits(&c.scope, scope::Op::Metrics, None).check(String::new)
+                });
+                return match permitted {
+                    Ok(()) => {
                         Response::new(StatusCode::OK, ops::METRICS_TYPE, self.ops.metrics(true))
                     }
                     Err(e) => e.response(),

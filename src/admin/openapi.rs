@@ -14,12 +14,20 @@ use super::api;
         description = "Workspaces, keys, credits, usage, catalog, alerts and the audit log, on \
                        the admin listener. Authenticate with `Authorization: Bearer <admin \
                        token>` (the token is read from the environment variable named by \
-                       `tollgate.admin_token_env`). The paths tagged `public` are served on the \
+                       `tollgate.admin_token_env`). A workspace's management key \
+                       (`Authorization: Bearer mk-tg-…`, created under `management keys`) is \
+                       accepted too, scoped to its workspace: it may read the workspace (GET \
+                       `/workspaces/{ws}`), its credits list and its usage (list and daily), and \
+                       list, create, update, rotate and revoke its API keys; anything else is \
+                       403 `forbidden`, and another workspace's workspace or key is 404 as if \
+                       it did not exist. An API key is refused here (401), a management key on \
+                       the public listener (401). The paths tagged `public` are served on the \
                        public listener and authenticate with an API key."
     ),
     paths(
         api::list_workspaces, api::create_workspace, api::get_workspace, api::rename_workspace,
-        api::list_keys, api::create_key, api::revoke_key, api::rotate_key,
+        api::list_keys, api::create_key, api::update_key, api::revoke_key, api::rotate_key,
+        api::list_management_keys, api::create_management_key, api::revoke_management_key,
         api::list_credits, api::add_credit, api::refund, api::list_usage, api::daily_usage,
         api::get_alerts, api::put_alerts, api::list_deliveries,
         api::get_catalog, api::update_model, api::update_route, api::list_audit,
@@ -39,6 +47,7 @@ impl Modify for Security {
         let components = doc.components.get_or_insert_with(Default::default);
         components.add_security_scheme("admin_token", bearer());
         components.add_security_scheme("api_key", bearer());
+        components.add_security_scheme("management_key", bearer());
     }
 }
 
@@ -56,6 +65,7 @@ pub fn json() -> Vec<u8> {
     responses(
         (status = 200, description = "`{object: \"key\", id, name, hint, created_at, \
             expires_at, spend_limit_usd, limit_reset, window_start, window_spend_usd, \
+            allowed_models, \
             workspace: {id, credit_usd}}`"),
         (status = 401, description = "missing, unknown, revoked or expired key")))]
 #[allow(dead_code)] // Documentation only: the proxy answers it (`admission`).
@@ -133,6 +143,24 @@ mod tests {
         let refund = &doc["components"]["schemas"]["RefundBody"]["required"];
         assert!(refund.to_string().contains("reason"), "{refund}");
         assert!(doc["paths"]["/v1/credits"]["get"].is_object());
+    }
+
+    #[test]
+    fn key_updates_and_management_keys_are_documented() {
+        let doc: serde_json::Value = serde_json::from_slice(&super::json()).unwrap();
+        let paths = &doc["paths"];
+        assert!(paths["/admin/v1/keys/{key}"]["patch"].is_object());
+        assert!(paths["/admin/v1/workspaces/{ws}/management-keys"]["get"].is_object());
+        assert!(paths["/admin/v1/workspaces/{ws}/management-keys"]["post"].is_object());
+        assert!(paths["/admin/v1/management-keys/{id}/revoke"]["post"].is_object());
+        let schemas = &doc["components"]["schemas"];
+        let patch = &schemas["KeyPatchBody"]["properties"];
+        assert!(patch["allowed_models"].is_object() && patch["spend_limit_usd"].is_object());
+        assert!(schemas["NewKeyBody"]["properties"]["allowed_models"].is_object());
+        assert!(schemas["KeyView"]["properties"]["allowed_models"].is_object());
+        let description = doc["info"]["description"].as_str().unwrap();
+        assert!(description.contains("management key"), "{description}");
+        assert!(doc["components"]["securitySchemes"]["management_key"].is_object());
     }
 
     #[test]

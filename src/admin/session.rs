@@ -31,6 +31,7 @@ use subtle::ConstantTimeEq;
 use super::error::AdminError;
 use super::http::Request;
 use super::throttle::Throttle;
+use crate::auth::MANAGEMENT_KEY_PREFIX;
 use crate::commands::{self, Actor};
 use crate::config::console::ConsoleConf;
 use crate::store::{ConsoleSession, Store};
@@ -58,6 +59,16 @@ pub struct SignedIn {
     /// The `Set-Cookie` value carrying the session id.
     pub cookie: String,
     pub csrf: String,
+}
+
+/// What a request's bearer token is, as far as the guard can tell without the store.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Bearer<'a> {
+    /// The admin token.
+    Admin,
+    /// A secret of the management keys' form, to look up (and [`Guard::refuse`] when it is no
+    /// working key).
+    Management(&'a str),
 }
 
 pub struct Guard {
@@ -170,26 +181,43 @@ impl Guard {
         }
     }
 
-    /// Compares a token given by `req`'s client: `Unauthorized` when wrong (counted and
-    /// logged), `Throttled` while its address has failed too often.
-    fn admit_token(&self, req: &Request, given: &str) -> Result<(), AdminError> {
+    /// Whether `given` is the admin token; `Throttled` while `req`'s address has failed too
+    /// often (then no token is even compared).
+    fn is_admin_token(&self, req: &Request, given: &str) -> Result<bool, AdminError> {
         let want = self.token.ok_or_else(|| self.disabled())?;
-        let (client, now) = (client(req), std::time::Instant::now());
-        if let Err(wait) = self.wrong_tokens.check(client, now) {
+        if let Err(wait) = self
+            .wrong_tokens
+            .check(client(req), std::time::Instant::now())
+        {
             let retry_after = retry_after(wait);
             return Err(AdminError::Throttled { retry_after });
         }
-        if bool::from(digest(given).ct_eq(&want)) {
-            return Ok(());
-        }
-        self.wrong_tokens.count(client, now);
-        tracing::warn!(client = %client, path = %req.path, "admin sign-in failed: wrong admin token");
-        Err(AdminError::Unauthorized)
+        Ok(bool::from(digest(given).ct_eq(&want)))
     }
 
-    /// The caller holding the admin token (`Authorization: Bearer`); `None` when the request
-    /// carries no token (then a console session may be its credential).
-    pub fn bearer(&self, req: &Request) -> Result<Option<Actor>, AdminError> {
+    /// Compares a token given by `req`'s client: `Unauthorized` when wrong (counted and
+    /// logged), `Throttled` while its address has failed too often.
+    fn admit_token(&self, req: &Request, given: &str) -> Result<(), AdminError> {
+        if self.is_admin_token(req, given)? {
+            Ok(())
+        } else {
+            Err(self.refuse(req, "wrong admin token"))
+        }
+    }
+
+    /// A wrong credential from `req`'s client (`what` it was, for the log): counted against
+    /// its address, logged, `Unauthorized`.
+    pub fn refuse(&self, req: &Request, what: &str) -> AdminError {
+        let client = client(req);
+        self.wrong_tokens.count(client, std::time::Instant::now());
+        tracing::warn!(client = %client, path = %req.path, "admin sign-in failed: {what}");
+        AdminError::Unauthorized
+    }
+
+    /// What the caller's bearer token (`Authorization: Bearer`) is: the admin token, or one
+    /// of a management key's form for the API to look up; `None` when the request carries no
+    /// token (then a console session may be its credential). Any other token is refused.
+    pub fn bearer<'r>(&self, req: &'r Request) -> Result<Option<Bearer<'r>>, AdminError> {
         let Some(auth) = req.header("authorization") else {
             return if self.enabled() {
                 Ok(None)
@@ -200,9 +228,15 @@ impl Guard {
         let token = auth
             .strip_prefix("Bearer ")
             .or_else(|| auth.strip_prefix("bearer "))
-            .unwrap_or_default();
-        self.admit_token(req, token.trim())?;
-        Ok(Some(Actor::admin_token()))
+            .unwrap_or_default()
+            .trim();
+        if self.is_admin_token(req, token)? {
+            Ok(Some(Bearer::Admin))
+        } else if token.starts_with(MANAGEMENT_KEY_PREFIX) {
+            Ok(Some(Bearer::Management(token)))
+        } else {
+            Err(self.refuse(req, "wrong admin token"))
+        }
     }
 
     /// The caller's live console session (its last use moved to now), or `Unauthorized`.
@@ -346,9 +380,12 @@ mod tests {
     #[tokio::test]
     async fn the_token_or_a_session_with_its_csrf_token_is_needed() {
         let (g, s) = (guard(), store().await);
+        assert_eq!(g.bearer(&bearer(TOKEN)).unwrap(), Some(Bearer::Admin));
+        let management = bearer("mk-tg-0123456789");
         assert_eq!(
-            g.bearer(&bearer(TOKEN)).unwrap(),
-            Some(Actor::admin_token())
+            g.bearer(&management).unwrap(),
+            Some(Bearer::Management("mk-tg-0123456789")),
+            "looked up by the API, not compared"
         );
         assert!(matches!(
             g.bearer(&bearer(&TOKEN[1..])),
@@ -546,6 +583,18 @@ mod tests {
             .await;
         assert!(matches!(e, Err(AdminError::Throttled { .. })));
         let other = from("192.0.2.2", bearer(TOKEN));
-        assert_eq!(g.bearer(&other).unwrap(), Some(Actor::admin_token()));
+        assert_eq!(g.bearer(&other).unwrap(), Some(Bearer::Admin));
+        let refused = from("192.0.2.3", bearer("mk-tg-unknown"));
+        for _ in 0..10 {
+            assert!(matches!(
+                g.refuse(&refused, "unknown management key"),
+                AdminError::Unauthorized
+            ));
+        }
+        let e = g.bearer(&refused).unwrap_err();
+        assert!(
+            matches!(e, AdminError::Throttled { .. }),
+            "wrong management keys are throttled like wrong tokens: {e:?}"
+        );
     }
 }

@@ -33,7 +33,7 @@ use crate::api::limits::Limits;
 use crate::api::request::RoutingFields;
 use crate::api::request::MAX_CHOICES;
 use crate::api::{Door, GatewayError, Operation, RawRequest};
-use crate::auth::{bearer_token, new_id, KeyCache};
+use crate::auth::{bearer_token, new_id, CachedKey, KeyCache, ModelAllowlist};
 use crate::billing::gates::{Accounts, Reservation};
 use crate::billing::record::CacheCreation;
 use crate::billing::window::window_start;
@@ -79,9 +79,9 @@ pub enum HeadDecision {
         id: Box<str>,
     },
     /// An authenticated request for `op`: read its body, then [`Admission::admit`].
-    ReadBody { op: Operation, key: Arc<ApiKey> },
+    ReadBody { op: Operation, key: Arc<CachedKey> },
     /// An authenticated `count_tokens`: read its body, then [`Admission::count_tokens`].
-    CountTokens { key: Arc<ApiKey> },
+    CountTokens { key: Arc<CachedKey> },
     /// `GET` or `DELETE /v1/responses/{id}`: the workspace's stored response `id`.
     StoredResponse {
         workspace_id: Box<str>,
@@ -98,7 +98,7 @@ pub struct Admitted {
     pub op: Operation,
     /// The front door it came through: the shape of its answers and errors.
     pub door: Door,
-    pub key: Arc<ApiKey>,
+    pub key: Arc<CachedKey>,
     pub model: Arc<Model>,
     pub route: Route,
     pub adapter: &'static dyn Adapter,
@@ -331,8 +331,8 @@ impl Admission<'_> {
         match classify(head.method, head.path)? {
             Endpoint::Health => Ok(HeadDecision::Answer(Bytes::from_static(HEALTH_BODY))),
             Endpoint::Models => {
-                self.authenticate(head, now)?;
-                Ok(HeadDecision::Answer(self.catalog.models_json()))
+                let key = self.authenticate(head, now)?;
+                Ok(HeadDecision::Answer(self.models_json(&key.models)))
             }
             Endpoint::Key => {
                 let key = self.authenticate(head, now)?;
@@ -374,7 +374,7 @@ impl Admission<'_> {
     /// Parses the body and decides model, gates, route and the upstream plan.
     pub fn admit(
         &self,
-        key: Arc<ApiKey>,
+        key: Arc<CachedKey>,
         op: Operation,
         body: &[u8],
         now: DateTime<Utc>,
@@ -468,7 +468,7 @@ impl Admission<'_> {
     /// refusal wherever it stands. Each model once, in order.
     fn named_models(
         &self,
-        key: &ApiKey,
+        key: &CachedKey,
         req: &RawRequest<'_>,
         op: Operation,
         asked: &Asked<'_>,
@@ -476,20 +476,14 @@ impl Admission<'_> {
         let mut named = Vec::with_capacity(asked.models.len().saturating_add(1));
         let ids = std::iter::once(&req.model).chain(&asked.models);
         for id in ids {
-            let model = self.usable_model(key, self.model_named(id, op, req.stream)?)?;
+            // Every model a request names is held to the key's allowlist: a fallback too.
+            let model = self.model_named(id, op, req.stream)?;
+            allowed(&key.models, id, &model)?;
             if !named.iter().any(|m: &Arc<Model>| m.id == model.id) {
                 named.push(model);
             }
         }
         Ok(named)
-    }
-
-    /// Whether `key` may use `model`: the one place every model a request names passes (its
-    /// `model` and each of `models`), so that a fallback is held to the rule of the model
-    /// asked for. A per-key model allowlist refuses here; today every key may use every model.
-    fn usable_model(&self, key: &ApiKey, model: Arc<Model>) -> Result<Arc<Model>, GatewayError> {
-        let _ = (self, key);
-        Ok(model)
     }
 
     /// The named models that can take this request, each with its worst case: the door's
@@ -588,9 +582,14 @@ impl Admission<'_> {
 
     /// `count_tokens` (the Messages door): the model's best route and the upstream call that
     /// counts the body's input tokens. Authenticated, but neither gated nor billed.
-    pub fn count_tokens(&self, body: &[u8]) -> Result<Counting, GatewayError> {
+    pub fn count_tokens(
+        &self,
+        models: &ModelAllowlist,
+        body: &[u8],
+    ) -> Result<Counting, GatewayError> {
         let req = RawRequest::parse(body, Operation::Chat)?;
         let model = self.model_for(&req, Operation::Chat)?;
+        allowed(models, &req.model, &model)?;
         // Counting sends the prompt upstream too: `provider.only` and `ignore` hold for it.
         let prefs = Asked::read(&req.routing)?.prefs;
         let route = route_for(
@@ -734,6 +733,17 @@ impl Admission<'_> {
             })
     }
 
+    /// `GET /v1/models`: the catalog's list rendered once per snapshot, or, for a key with an
+    /// allowlist, the models it may call (rendered for the request: the unrestricted path
+    /// stays a reference-count increment).
+    fn models_json(&self, models: &ModelAllowlist) -> Bytes {
+        if models.is_unrestricted() {
+            self.catalog.models_json()
+        } else {
+            self.catalog.models_json_where(|m| models.lists(m))
+        }
+    }
+
     /// `GET /v1/key`: the calling key's own settings and state — never its secret — and its
     /// workspace's credit, as this gateway sees them.
     fn key_view(&self, key: &ApiKey, now: DateTime<Utc>) -> Bytes {
@@ -750,6 +760,8 @@ impl Admission<'_> {
             /// The current spend window: its start and what the key spent in it.
             window_start: Option<DateTime<Utc>>,
             window_spend_usd: Option<Usd>,
+            /// The model patterns the key may call; empty: every model.
+            allowed_models: &'a [String],
             workspace: WorkspaceView<'a>,
         }
         #[derive(Serialize)]
@@ -769,6 +781,7 @@ impl Admission<'_> {
             limit_reset: key.limit_reset.map(LimitReset::as_str),
             window_start: window,
             window_spend_usd: window.map(|w| self.accounts.spent(&key.id, w)),
+            allowed_models: &key.allowed_models,
             workspace: WorkspaceView {
                 id: &key.workspace_id,
                 credit_usd: self.accounts.balance(&key.workspace_id),
@@ -818,7 +831,7 @@ impl Admission<'_> {
         &self,
         head: &RequestHead<'_>,
         now: DateTime<Utc>,
-    ) -> Result<Arc<ApiKey>, GatewayError> {
+    ) -> Result<Arc<CachedKey>, GatewayError> {
         let token = match (self.door, head.api_key) {
             (Door::Messages, Some(key)) => std::str::from_utf8(key)
                 .ok()
@@ -925,6 +938,17 @@ impl Admission<'_> {
             }
             _ => Ok(model.clone()),
         }
+    }
+}
+
+/// The key's allowlist admits the model the request names (by that name, the catalog id it
+/// resolved to, or another alias: `auth::allowlist`), or the request is refused — before any
+/// reservation or upstream call.
+fn allowed(models: &ModelAllowlist, name: &str, model: &Model) -> Result<(), GatewayError> {
+    if models.allows(name, model) {
+        Ok(())
+    } else {
+        Err(GatewayError::ModelNotAllowed(name.into()))
     }
 }
 

@@ -93,6 +93,7 @@ impl World {
             spend_limit: None,
             limit_reset: None,
             replaced_by: None,
+            allowed_models: Vec::new(),
         };
         edit(&mut key);
         let keys = KeyCache::default();
@@ -1600,4 +1601,92 @@ mod fallbacks {
             "the cache is priced at its model"
         );
     }
+}
+
+// ----- a key's model allowlist -----------------------------------------------------------------
+
+#[test]
+fn a_key_with_an_allowlist_is_refused_other_models_on_every_door_before_any_reservation() {
+    let w = World::with_key(|k| {
+        k.allowed_models = vec!["acme/ll*".into(), "acme/embed".into()];
+    });
+    assert_eq!(code(w.chat("acme/llama")), "admitted");
+    // One pico-dollar of credit: a refusal that reserved anything would leave none free.
+    w.accounts.set_balance("ws_1", Usd::from_pico(1));
+    let e = w.chat("acme/claude").err().unwrap();
+    assert_eq!((e.code(), e.status()), ("model_not_allowed", 403));
+    assert_eq!(
+        e.to_string(),
+        r#"this api key is not allowed to use model "acme/claude""#
+    );
+    assert_eq!(
+        w.accounts.unreserved("ws_1"),
+        Usd::from_pico(1),
+        "nothing reserved"
+    );
+    let messages = w.post("/v1/messages", MESSAGES).err().unwrap();
+    assert_eq!(messages.status_in(Door::Messages), 403);
+    assert_eq!(messages.code(), "model_not_allowed");
+    let responses = w
+        .post("/v1/responses", r#"{"model":"acme/gem","input":"hi"}"#)
+        .err()
+        .unwrap();
+    assert_eq!(responses.code(), "model_not_allowed");
+    let embed = r#"{"model":"acme/embed","input":"hi"}"#;
+    assert_eq!(code(w.post("/v1/embeddings", embed)), "admitted");
+    assert_eq!(
+        code(w.chat("acme/nope")),
+        "model_not_found",
+        "an unknown model is unknown, allowed or not"
+    );
+    let key = w.keys.authenticate(&w.minted.secret, now()).unwrap();
+    let counting = w.admission_at("/v1/messages/count_tokens");
+    let e = counting
+        .count_tokens(&key.models, MESSAGES.as_bytes())
+        .err()
+        .unwrap();
+    assert_eq!(
+        e.code(),
+        "model_not_allowed",
+        "counting calls the upstream too"
+    );
+
+    let open = World::new();
+    let key = open.keys.authenticate(&open.minted.secret, now()).unwrap();
+    assert!(key.models.is_unrestricted());
+    assert_eq!(code(open.chat("acme/claude")), "admitted");
+}
+
+#[test]
+fn the_model_list_of_a_key_with_an_allowlist_holds_only_its_models() {
+    let ids = |w: &World| {
+        let HeadDecision::Answer(body) = w
+            .head(http::Method::GET, "/v1/models", Some(&w.bearer()))
+            .unwrap()
+        else {
+            panic!("/v1/models is answered locally");
+        };
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let ids: Vec<String> = v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].as_str().unwrap().to_owned())
+            .collect();
+        ids
+    };
+    let w = World::with_key(|k| k.allowed_models = vec!["acme/*a*".into()]);
+    assert_eq!(ids(&w), ["acme/claude", "acme/llama"]);
+    let HeadDecision::Answer(key) = w
+        .head(http::Method::GET, "/v1/key", Some(&w.bearer()))
+        .unwrap()
+    else {
+        panic!("/v1/key is answered locally");
+    };
+    let key: serde_json::Value = serde_json::from_slice(&key).unwrap();
+    assert_eq!(key["allowed_models"], serde_json::json!(["acme/*a*"]));
+    let none = World::with_key(|k| k.allowed_models = vec!["other/*".into()]);
+    assert!(ids(&none).is_empty());
+    let open = World::new();
+    assert_eq!(ids(&open).len(), 6, "no list: every listed model");
 }

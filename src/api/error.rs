@@ -50,6 +50,10 @@ pub enum GatewayError {
     EmbeddingsUnsupported(Box<str>),
     #[error("model \"{0}\" is an embedding model; use /v1/embeddings")]
     ChatUnsupported(Box<str>),
+    /// The key's allowlist (`allowed_models`) does not name the model: refused before any
+    /// reservation or upstream call.
+    #[error("this api key is not allowed to use model \"{0}\"")]
+    ModelNotAllowed(Box<str>),
     #[error("{param} is not supported by model \"{model}\"")]
     UnsupportedParameter {
         param: &'static str,
@@ -149,6 +153,7 @@ impl GatewayError {
         match self {
             Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => 401,
             Self::InsufficientCredit | Self::CreditShort { .. } => 402,
+            Self::ModelNotAllowed(_) => 403,
             Self::SpendLimitExceeded => 429,
             Self::ModelNotFound(_)
             | Self::EmbeddingsUnsupported(_)
@@ -175,6 +180,7 @@ impl GatewayError {
     pub fn error_type(&self) -> &'static str {
         match self {
             Self::MissingAuth | Self::InvalidKey | Self::ExpiredKey => "authentication_error",
+            Self::ModelNotAllowed(_) => "permission_error",
             Self::InsufficientCredit
             | Self::CreditShort { .. }
             | Self::SpendLimitExceeded
@@ -214,6 +220,7 @@ impl GatewayError {
             Self::ModelNotFound(_) => "model_not_found",
             Self::EmbeddingsUnsupported(_) => "embeddings_unsupported",
             Self::ChatUnsupported(_) => "chat_unsupported",
+            Self::ModelNotAllowed(_) => "model_not_allowed",
             Self::UnsupportedParameter { .. } => "unsupported_parameter",
             Self::InvalidRequest(_) => "invalid_request_error",
             Self::BodyTooLarge { .. } => "request_too_large",
@@ -255,6 +262,7 @@ impl GatewayError {
             | Self::ModelNotFound(_)
             | Self::EmbeddingsUnsupported(_)
             | Self::ChatUnsupported(_)
+            | Self::ModelNotAllowed(_)
             | Self::UnsupportedParameter { .. }
             | Self::InvalidRequest(_)
             | Self::TooMany { .. }
@@ -534,6 +542,43 @@ mod tests {
             GatewayError::ModelNotFound("x".into()).status_in(Door::OpenAi),
             400
         );
+    }
+
+    #[test]
+    fn a_model_outside_the_keys_allowlist_is_403_in_every_doors_shape() {
+        let e = GatewayError::ModelNotAllowed("anthropic/claude-opus-4-1".into());
+        let message = "this api key is not allowed to use model \"anthropic/claude-opus-4-1\"";
+        for door in [Door::OpenAi, Door::Responses, Door::Messages] {
+            assert_eq!(e.status_in(door), 403, "{door:?}");
+        }
+        let v = parse(&e);
+        assert_eq!(
+            (
+                &v["error"]["type"],
+                &v["error"]["code"],
+                &v["error"]["message"]
+            ),
+            (
+                &"permission_error".into(),
+                &"model_not_allowed".into(),
+                &message.into()
+            )
+        );
+        let v: serde_json::Value = serde_json::from_slice(&e.envelope_in(Door::Messages)).unwrap();
+        assert_eq!(v["type"], "error");
+        assert_eq!(
+            (
+                &v["error"]["type"],
+                &v["error"]["code"],
+                &v["error"]["message"]
+            ),
+            (
+                &"permission_error".into(),
+                &"model_not_allowed".into(),
+                &message.into()
+            )
+        );
+        assert_eq!(e.blame(), Blame::Client);
     }
 
     #[test]

@@ -4,11 +4,19 @@
 //! is stored; a fast hash suffices because the secret has far more entropy than any attacker
 //! can search. The cache maps hash → key record and is an `ArcSwap` snapshot: a lookup is one
 //! SHA-256 and one hash-map probe, with no lock and no database. The change-feed follower
-//! (`crate::sync`) updates entries when keys are created or revoked anywhere, so a revocation
-//! reaches every replica within the feed's latency (immediate NOTIFY on PostgreSQL, ~200 ms
-//! polling on SQLite).
+//! (`crate::sync`) updates entries when keys are created, changed or revoked anywhere, so a
+//! revocation or a new allowlist reaches every replica within the feed's latency (immediate
+//! NOTIFY on PostgreSQL, ~200 ms polling on SQLite). Each entry carries its key's model
+//! allowlist compiled ([`allowlist`]), so admission checks it without parsing anything.
+//!
+//! Management keys (the admin API's workspace-scoped credentials) are minted and hashed the
+//! same way under their own prefix, [`MANAGEMENT_KEY_PREFIX`], but live in their own table,
+//! never in this cache: a management key is no API key, and an API key is no management key.
+
+pub mod allowlist;
 
 use std::collections::HashMap;
+use std::ops::Deref;
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
@@ -16,10 +24,22 @@ use chrono::{DateTime, Utc};
 use rand::distributions::{Alphanumeric, DistString};
 use sha2::{Digest, Sha256};
 
+pub use allowlist::ModelAllowlist;
+
 use crate::api::GatewayError;
 use crate::store::ApiKey;
 
 type Hash = [u8; 32];
+
+/// Every management key's secret starts with this; an API key's with `tollgate.key_prefix`,
+/// which may not overlap it (`config`). The prefix tells a reader (and the admin API) what a
+/// secret is; each kind is looked up in its own table, so neither is accepted as the other.
+pub use crate::config::MANAGEMENT_KEY_PREFIX;
+
+/// The hex SHA-256 of a secret, as the store keeps it.
+pub fn secret_hash_hex(secret: &str) -> String {
+    hex::encode(hash(secret))
+}
 
 /// A freshly minted secret: shown once, then only its hash is kept.
 pub struct MintedKey {
@@ -84,10 +104,32 @@ pub fn bearer_token(header: Option<&[u8]>) -> Result<&str, GatewayError> {
     Ok(token)
 }
 
+/// A key as the cache holds it: the stored record (which it derefs to) and its model
+/// allowlist, compiled when the key was loaded.
+#[derive(Debug, PartialEq, Eq)]
+pub struct CachedKey {
+    pub key: ApiKey,
+    pub models: ModelAllowlist,
+}
+
+impl CachedKey {
+    pub fn new(key: ApiKey) -> Self {
+        let models = ModelAllowlist::compile(&key.allowed_models);
+        CachedKey { key, models }
+    }
+}
+
+impl Deref for CachedKey {
+    type Target = ApiKey;
+    fn deref(&self) -> &ApiKey {
+        &self.key
+    }
+}
+
 /// The key cache shared by all proxy threads.
 #[derive(Default)]
 pub struct KeyCache {
-    by_hash: ArcSwap<HashMap<Hash, Arc<ApiKey>>>,
+    by_hash: ArcSwap<HashMap<Hash, Arc<CachedKey>>>,
 }
 
 impl KeyCache {
@@ -95,17 +137,17 @@ impl KeyCache {
     pub fn replace_all(&self, keys: Vec<ApiKey>) {
         let map = keys
             .into_iter()
-            .filter_map(|k| Some((decode_hash(&k.secret_hash)?, Arc::new(k))))
+            .filter_map(|k| Some((decode_hash(&k.secret_hash)?, Arc::new(CachedKey::new(k)))))
             .collect();
         self.by_hash.store(Arc::new(map));
     }
 
-    /// Inserts or replaces one key (creation or revocation seen on the change feed).
+    /// Inserts or replaces one key (a creation, change or revocation seen on the change feed).
     pub fn upsert(&self, key: ApiKey) {
         let Some(h) = decode_hash(&key.secret_hash) else {
             return;
         };
-        let key = Arc::new(key);
+        let key = Arc::new(CachedKey::new(key));
         self.by_hash.rcu(|current| {
             let mut next = HashMap::clone(current);
             next.insert(h, key.clone());
@@ -125,7 +167,7 @@ impl KeyCache {
         &self,
         token: &str,
         now: DateTime<Utc>,
-    ) -> Result<Arc<ApiKey>, GatewayError> {
+    ) -> Result<Arc<CachedKey>, GatewayError> {
         let key = self
             .by_hash
             .load()
@@ -190,6 +232,7 @@ mod tests {
             spend_limit: None,
             limit_reset: None,
             replaced_by: None,
+            allowed_models: Vec::new(),
         }
     }
 
@@ -251,6 +294,16 @@ mod tests {
             cache.authenticate(&minted.secret, now),
             Err(GatewayError::ExpiredKey)
         );
+
+        k.allowed_models = vec!["google/*".into()];
+        k.expires_at = None;
+        cache.upsert(k.clone());
+        let found = cache.authenticate(&minted.secret, now).unwrap();
+        assert!(
+            !found.models.is_unrestricted(),
+            "an upsert compiles the new allowlist"
+        );
+        assert_eq!(found.allowed_models, ["google/*"]);
 
         k.revoked_at = Some(now);
         cache.upsert(k);

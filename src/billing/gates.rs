@@ -401,6 +401,7 @@ mod tests {
             spend_limit: limit,
             limit_reset: limit.map(|_| LimitReset::Daily),
             replaced_by: None,
+            allowed_models: Vec::new(),
         }
     }
 

@@ -277,6 +277,8 @@ pub struct Snapshot {
     models: HashMap<Box<str>, Arc<Model>>,
     /// Each alias of an active model, to its model (never a key of `models`).
     aliases: HashMap<Box<str>, Arc<Model>>,
+    /// What `GET /v1/models` lists (the models with a served route), by id.
+    listed: Vec<Arc<Model>>,
     /// The rendered `GET /v1/models` body.
     models_json: Bytes,
 }
@@ -293,6 +295,11 @@ impl Snapshot {
     }
     pub fn models_json(&self) -> Bytes {
         self.models_json.clone()
+    }
+    /// The `GET /v1/models` body of the listed models `keep` admits (a key's allowlist),
+    /// rendered now.
+    pub fn models_json_where(&self, keep: impl Fn(&Model) -> bool) -> Bytes {
+        render_models_json(self.listed.iter().filter(|m| keep(m)))
     }
     pub fn len(&self) -> usize {
         self.models.len()
@@ -351,10 +358,17 @@ impl Snapshot {
             }
         }
         let aliases = aliases_of(&models);
-        let models_json = render_models_json(&models, served);
+        let mut listed: Vec<Arc<Model>> = models
+            .values()
+            .filter(|m| m.routes.iter().any(|r| served.serves(r.kind)))
+            .cloned()
+            .collect();
+        listed.sort_by(|a, b| a.id.cmp(&b.id));
+        let models_json = render_models_json(listed.iter());
         Snapshot {
             models,
             aliases,
+            listed,
             models_json,
         }
     }
@@ -496,7 +510,8 @@ fn pricing_of(row: &ModelRow) -> Pricing {
 /// `created` is the same constant for every entry (the specification).
 const MODELS_CREATED: i64 = 1_704_067_200;
 
-fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>, served: &Served) -> Bytes {
+/// The `GET /v1/models` body listing `models` (in the order given).
+fn render_models_json<'a>(models: impl Iterator<Item = &'a Arc<Model>>) -> Bytes {
     #[derive(Serialize)]
     struct Entry<'a> {
         id: &'a str,
@@ -510,9 +525,7 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>, served: &Served) -
         object: &'static str,
         data: Vec<Entry<'a>>,
     }
-    let mut data: Vec<Entry> = models
-        .values()
-        .filter(|m| m.routes.iter().any(|r| served.serves(r.kind)))
+    let data: Vec<Entry> = models
         .map(|m| Entry {
             id: &m.id,
             object: "model",
@@ -521,7 +534,6 @@ fn render_models_json(models: &HashMap<Box<str>, Arc<Model>>, served: &Served) -
             pricing: &m.pricing.base,
         })
         .collect();
-    data.sort_by(|a, b| a.id.cmp(b.id));
     let list = List {
         object: "list",
         data,
@@ -728,6 +740,19 @@ routes:
         assert_eq!(known, 2, "but still known (its requests say why they fail)");
         let (listed, _) = ids(Served::every_kind());
         assert_eq!(listed, ["acme/llama", "google/x"]);
+        let snap = Snapshot::build(&rows(), &ProvidersConf::default(), &HashMap::new());
+        let everything = snap.models_json_where(|_| true);
+        assert_eq!(
+            everything,
+            snap.models_json(),
+            "the same body, rendered again"
+        );
+        let google: serde_json::Value =
+            serde_json::from_slice(&snap.models_json_where(|m| m.id.starts_with("google/")))
+                .unwrap();
+        assert_eq!(google["object"], "list");
+        assert_eq!(google["data"].as_array().unwrap().len(), 1);
+        assert_eq!(google["data"][0]["id"], "google/x");
     }
 
     #[test]

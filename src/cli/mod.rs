@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 use clap::{Args, Parser, Subcommand};
 
-use crate::commands::{self, CommandError, KeyRequest};
+use crate::commands::{self, CommandError, KeyPatch, KeyRequest, ManagementKeyRequest};
 use crate::config::{Config, ConfigError};
 use crate::server::ServeError;
 use crate::store::{self, LimitReset, StoreError};
@@ -69,6 +69,10 @@ pub enum Command {
     Workspace(WorkspaceCmd),
     #[command(subcommand)]
     Key(KeyCmd),
+    /// Management keys: admin API credentials limited to one workspace's API keys, usage and
+    /// balance (for a reseller's backend).
+    #[command(subcommand)]
+    Mkey(MkeyCmd),
     #[command(subcommand)]
     Credit(CreditCmd),
     #[command(subcommand)]
@@ -118,6 +122,9 @@ pub enum KeyCmd {
     Revoke {
         id: String,
     },
+    /// Change a key's name, spend limit or model allowlist (the change reaches every gateway
+    /// within the change feed's delay). A limit's period, once set, cannot change.
+    Update(KeyUpdateArgs),
     /// Replace a key by a new one with its settings (the new secret is printed once); the old
     /// key is revoked now, or keeps working for a grace period. A key is rotated once: to
     /// rotate again, rotate its replacement.
@@ -143,6 +150,58 @@ pub struct KeyCreate {
     spend_limit_usd: Option<String>,
     #[arg(long, value_enum, requires = "spend_limit_usd")]
     limit_reset: Option<LimitReset>,
+    /// A model id pattern the key may call (`*`: any run of characters, e.g.
+    /// `google/gemini-*`); repeat for more. None: every model.
+    #[arg(long = "allow-model", value_name = "PATTERN")]
+    allow_model: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct KeyUpdateArgs {
+    id: String,
+    #[arg(long, conflicts_with = "no_name")]
+    name: Option<String>,
+    /// Remove the key's name.
+    #[arg(long)]
+    no_name: bool,
+    /// New spend cap in USD per window (exact decimal); a key without a limit needs
+    /// `--limit-reset` too.
+    #[arg(long)]
+    spend_limit_usd: Option<String>,
+    #[arg(long, value_enum)]
+    limit_reset: Option<LimitReset>,
+    /// The key's new allowlist: a model id pattern it may call; repeat for more. Replaces the
+    /// whole list.
+    #[arg(
+        long = "allow-model",
+        value_name = "PATTERN",
+        conflicts_with = "allow_all_models"
+    )]
+    allow_model: Vec<String>,
+    /// Clear the allowlist: the key may call every model.
+    #[arg(long)]
+    allow_all_models: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MkeyCmd {
+    /// Create a management key for a workspace; its secret (`mk-tg-…`) is printed once.
+    Create {
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// RFC 3339 time after which the key no longer works.
+        #[arg(long)]
+        expires_at: Option<DateTime<Utc>>,
+    },
+    /// A workspace's management keys (never their secrets).
+    List {
+        #[arg(long)]
+        workspace: String,
+    },
+    /// Revoke a management key: its next call is refused, on every gateway.
+    Revoke { id: String },
 }
 
 #[derive(Debug, Subcommand)]
@@ -251,6 +310,32 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
         Command::Key(KeyCmd::Revoke { id }) => {
             let revoked = commands::revoke_key(store, &actor, &id, Utc::now()).await?;
             render::print(json, &revoked, &render::revoked(&revoked))
+        }
+        Command::Key(KeyCmd::Update(args)) => {
+            let id = args.id.clone();
+            let key = commands::update_key(store, &actor, &id, args.into()).await?;
+            render::print(json, &key, &render::key_updated(&key))
+        }
+        Command::Mkey(MkeyCmd::Create {
+            workspace,
+            name,
+            expires_at,
+        }) => {
+            let req = ManagementKeyRequest {
+                workspace,
+                name,
+                expires_at,
+            };
+            let made = commands::create_management_key(store, &actor, req, Utc::now()).await?;
+            render::print(json, &made, &render::management_key_created(&made))
+        }
+        Command::Mkey(MkeyCmd::List { workspace }) => {
+            let keys = commands::management_keys(store, &workspace, Utc::now()).await?;
+            render::print(json, &keys, &render::management_keys(&keys))
+        }
+        Command::Mkey(MkeyCmd::Revoke { id }) => {
+            let key = commands::revoke_management_key(store, &actor, &id, Utc::now()).await?;
+            render::print(json, &key, &render::management_key_revoked(&key))
         }
         Command::Key(KeyCmd::Rotate { id, grace_seconds }) => {
             let grace = grace_seconds.map(std::time::Duration::from_secs);
@@ -372,6 +457,27 @@ impl From<KeyCreate> for KeyRequest {
             expires_at: a.expires_at,
             spend_limit_usd: a.spend_limit_usd,
             limit_reset: a.limit_reset,
+            allowed_models: a.allow_model,
+        }
+    }
+}
+
+impl From<KeyUpdateArgs> for KeyPatch {
+    fn from(a: KeyUpdateArgs) -> Self {
+        let name = match (a.name, a.no_name) {
+            (_, true) => Some(None),
+            (name, false) => name.map(Some),
+        };
+        let allowed_models = match (a.allow_model, a.allow_all_models) {
+            (_, true) => Some(Vec::new()),
+            (list, false) if list.is_empty() => None,
+            (list, false) => Some(list),
+        };
+        KeyPatch {
+            name,
+            spend_limit_usd: a.spend_limit_usd,
+            limit_reset: a.limit_reset,
+            allowed_models,
         }
     }
 }

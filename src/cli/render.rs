@@ -5,8 +5,9 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::commands::{
-    is_hidden_control, CreatedKey, Credited, DriftReport, Imported, Ledger, Migrated, Revoked,
-    Rotated, RouteCheck, RouteStatus, Verified,
+    is_hidden_control, CreatedKey, CreatedManagementKey, Credited, DriftReport, Imported, Ledger,
+    ManagementKeyStatus, ManagementKeyView, Migrated, Revoked, Rotated, RouteCheck, RouteStatus,
+    Verified,
 };
 use crate::money::{Price, Usd};
 use crate::store::{ApiKey, CatalogRows, LedgerKind, ModelRow, UsageRecord, Workspace};
@@ -58,6 +59,49 @@ pub fn rotated(r: &Rotated) -> String {
 
 pub fn keys(keys: &[ApiKey]) -> String {
     lines(keys, key)
+}
+
+pub fn key_updated(k: &ApiKey) -> String {
+    format!("updated: {}", key(k))
+}
+
+pub fn management_key_created(c: &CreatedManagementKey) -> String {
+    format!(
+        "{}\nsecret (shown once, store it now): {}",
+        management_key(&c.key),
+        c.secret
+    )
+}
+
+pub fn management_keys(keys: &[ManagementKeyView]) -> String {
+    lines(keys, management_key)
+}
+
+pub fn management_key_revoked(k: &ManagementKeyView) -> String {
+    format!("management key {} revoked", k.key.id)
+}
+
+/// One line per management key: id, hint, state, workspace, name, expiry.
+fn management_key(v: &ManagementKeyView) -> String {
+    let k = &v.key;
+    let state = match v.status {
+        ManagementKeyStatus::Active => "active",
+        ManagementKeyStatus::Expired => "expired",
+        ManagementKeyStatus::Revoked => "revoked",
+    };
+    let expires = k
+        .expires_at
+        .map(|e| format!("  expires {}", e.to_rfc3339()))
+        .unwrap_or_default();
+    plain(format!(
+        "{}  {}  {}  {}  {}{}",
+        k.id,
+        k.hint,
+        state,
+        k.workspace_id,
+        k.name.as_deref().unwrap_or("-"),
+        expires
+    ))
 }
 
 pub fn revoked(r: &Revoked) -> String {
@@ -307,14 +351,20 @@ fn key(k: &ApiKey) -> String {
         .expires_at
         .map(|e| format!("  expires {}", e.to_rfc3339()))
         .unwrap_or_default();
+    let models = if k.allowed_models.is_empty() {
+        String::new()
+    } else {
+        format!("  models {}", k.allowed_models.join(", "))
+    };
     plain(format!(
-        "{}  {}  {}  {}{}{}",
+        "{}  {}  {}  {}{}{}{}",
         k.id,
         k.hint,
         state,
         k.name.as_deref().unwrap_or("-"),
         expires,
-        limit
+        limit,
+        models
     ))
 }
 
@@ -362,8 +412,10 @@ mod tests {
             spend_limit: None,
             limit_reset: None,
             replaced_by: None,
+            allowed_models: vec!["google/*".into()],
         };
         let text = keys(&[k]);
+        assert!(text.ends_with("  models google/*"), "{text}");
         assert!(
             !text.chars().any(|c| c.is_control() || c == '\u{202e}'),
             "{text:?}"

@@ -6,10 +6,13 @@ use serde::Serialize;
 use super::audit::{self, Actor, Change};
 use super::page::{Page, PageRequest};
 use super::{plain_text, CommandError, CommandResult};
+use crate::auth::allowlist::checked_patterns;
 use crate::auth::{mint_secret, new_id};
 use crate::billing::window::{current_spends, window_start};
 use crate::money::Usd;
-use crate::store::{ApiKey, KeyRotation, LimitReset, NewKey, Store, StoreError, Workspace};
+use crate::store::{
+    ApiKey, KeyRotation, KeyUpdate, LimitReset, NewKey, Store, StoreError, Workspace,
+};
 
 /// The longest grace period a rotated key keeps working: 30 days.
 pub const MAX_GRACE: std::time::Duration = std::time::Duration::from_secs(30 * 86_400);
@@ -17,7 +20,7 @@ pub const MAX_GRACE: std::time::Duration = std::time::Duration::from_secs(30 * 8
 /// The longest workspace or key name.
 const MAX_NAME: usize = 100;
 
-fn checked_name(name: &str) -> CommandResult<&str> {
+pub(super) fn checked_name(name: &str) -> CommandResult<&str> {
     let name = plain_text("name", name.trim())?;
     if name.is_empty() || name.chars().count() > MAX_NAME {
         return Err(CommandError::Invalid(format!(
@@ -114,6 +117,8 @@ pub struct KeyRequest {
     /// Exact decimal USD per window; comes with `limit_reset`.
     pub spend_limit_usd: Option<String>,
     pub limit_reset: Option<LimitReset>,
+    /// Model id patterns the key may call (`auth::allowlist`); empty: every model.
+    pub allowed_models: Vec<String>,
 }
 
 /// A new key and its secret, which is never available again.
@@ -150,6 +155,7 @@ pub async fn create_key(
     if let Some(at) = req.expires_at {
         checked_expiry(at)?;
     }
+    let allowed_models = checked_patterns(&req.allowed_models).map_err(CommandError::Invalid)?;
     let minted = mint_secret(key_prefix);
     let new = NewKey {
         id: new_id("key"),
@@ -160,6 +166,7 @@ pub async fn create_key(
         expires_at: req.expires_at,
         spend_limit,
         limit_reset: req.limit_reset,
+        allowed_models,
     };
     let change = Change {
         action: "key.create",
@@ -176,7 +183,7 @@ pub async fn create_key(
 
 /// A key's expiry must be a time both databases hold exactly (PostgreSQL's range ends 4713
 /// BC, chrono's later): years 1970 to 9999.
-fn checked_expiry(at: DateTime<Utc>) -> CommandResult<()> {
+pub(super) fn checked_expiry(at: DateTime<Utc>) -> CommandResult<()> {
     if (1970..=9999).contains(&at.year()) {
         Ok(())
     } else {
@@ -235,6 +242,8 @@ pub struct KeyView {
     pub status: KeyStatus,
     /// The key that replaced this one in a rotation (then this one cannot be rotated again).
     pub replaced_by: Option<String>,
+    /// The model id patterns the key may call (`*`: any run of characters); empty: every model.
+    pub allowed_models: Vec<String>,
 }
 
 impl KeyView {
@@ -253,6 +262,7 @@ impl KeyView {
             spend_limit_usd: key.spend_limit,
             limit_reset: key.limit_reset,
             replaced_by: key.replaced_by,
+            allowed_models: key.allowed_models,
         }
     }
 }
@@ -303,6 +313,89 @@ pub async fn keys_page(
         data: key_views(store, page.data, now).await?,
         next_cursor: page.next_cursor,
     })
+}
+
+/// A change of a key's settings; each `None` leaves that setting as it is.
+#[derive(Debug, Clone, Default)]
+pub struct KeyPatch {
+    /// `Some(None)`: no name.
+    pub name: Option<Option<String>>,
+    /// Exact decimal USD per window, positive.
+    pub spend_limit_usd: Option<String>,
+    pub limit_reset: Option<LimitReset>,
+    /// The whole new list; `Some(vec![])`: every model.
+    pub allowed_models: Option<Vec<String>>,
+}
+
+/// Changes a key's name, spend limit or model allowlist, audited as `key.update`; the change
+/// feed carries it to every gateway within its delay, so the key's next requests obey it.
+///
+/// A limit's period is fixed once a key has one: the gates count spend per window of that
+/// period, and windows of two periods do not follow each other, so a key's limit may be given
+/// (with its period) or raised and lowered, never moved to another period nor removed (a key
+/// without a limit never had a window). Such a change is refused; create a new key instead.
+pub async fn update_key(
+    store: &dyn Store,
+    actor: &Actor,
+    id: &str,
+    patch: KeyPatch,
+) -> CommandResult<ApiKey> {
+    let before = key(store, id).await?;
+    let name = match &patch.name {
+        None => before.name.clone(),
+        Some(None) => None,
+        Some(Some(name)) => Some(checked_name(name)?.to_owned()),
+    };
+    let allowed_models = match &patch.allowed_models {
+        None => before.allowed_models.clone(),
+        Some(list) => checked_patterns(list).map_err(CommandError::Invalid)?,
+    };
+    let (spend_limit, limit_reset) = limit_after(&before, &patch)?;
+    let update = KeyUpdate {
+        name,
+        spend_limit,
+        limit_reset,
+        allowed_models,
+    };
+    let change = Change {
+        action: "key.update",
+        workspace: Some(&before.workspace_id),
+        target: id,
+    };
+    let audit = audit::of(actor, change, audit::snapshot(&before), audit::snapshot);
+    Ok(store.update_key(id, &update, Some(audit)).await?)
+}
+
+/// The limit and period a patch leaves `key` with ([`update_key`]'s rule).
+fn limit_after(key: &ApiKey, patch: &KeyPatch) -> CommandResult<(Option<Usd>, Option<LimitReset>)> {
+    if let (Some(had), Some(asked)) = (key.limit_reset, patch.limit_reset) {
+        if had != asked {
+            return Err(CommandError::Invalid(format!(
+                "limit_reset: key {} counts its spend {}; a limit's period is fixed once set \
+                 (create a new key for another period)",
+                key.id,
+                had.as_str()
+            )));
+        }
+    }
+    let limit = patch
+        .spend_limit_usd
+        .as_deref()
+        .map(str::parse::<Usd>)
+        .transpose()?;
+    if limit.is_some_and(|l| !l.is_positive()) {
+        return Err(CommandError::Invalid(
+            "spend_limit_usd must be positive".into(),
+        ));
+    }
+    let limit = limit.or(key.spend_limit);
+    let reset = patch.limit_reset.or(key.limit_reset);
+    if limit.is_some() != reset.is_some() {
+        return Err(CommandError::Invalid(
+            "a spend limit needs a reset period, and a reset period a spend limit".into(),
+        ));
+    }
+    Ok((limit, reset))
 }
 
 /// A revocation: `changed` is false when the key was revoked already.
@@ -369,6 +462,7 @@ pub async fn rotate_key(
         expires_at: old.expires_at,
         spend_limit: old.spend_limit,
         limit_reset: old.limit_reset,
+        allowed_models: old.allowed_models.clone(),
     };
     let (old_revoked_at, old_expires_at) = match until {
         None => (Some(now), old.expires_at),

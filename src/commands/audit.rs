@@ -29,6 +29,10 @@ impl Actor {
     pub fn console(session: &str) -> Self {
         Actor(format!("console:{session}"))
     }
+    /// A caller of the admin API holding a workspace's management key, by the key's id.
+    pub fn management_key(id: &str) -> Self {
+        Actor(format!("management-key:{id}"))
+    }
     /// The gateway itself (the default catalog imported at first start).
     pub fn system() -> Self {
         Actor("system".into())

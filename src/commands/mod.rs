@@ -11,13 +11,15 @@ mod audit;
 mod books;
 mod catalog;
 mod catalog_check;
+mod management;
 mod page;
 mod setup;
 
 pub use accounts::{
     create_key, create_workspace, key_view, key_views, keys_page, list_keys, list_workspaces,
-    rename_workspace, revoke_key, rotate_key, workspace_view, workspaces_page, CreatedKey,
-    KeyRequest, KeyStatus, KeyView, Revoked, Rotated, WorkspaceView, MAX_GRACE,
+    rename_workspace, revoke_key, rotate_key, update_key, workspace_view, workspaces_page,
+    CreatedKey, KeyPatch, KeyRequest, KeyStatus, KeyView, Revoked, Rotated, WorkspaceView,
+    MAX_GRACE,
 };
 pub use alerts::{deliveries, put_alerts, AlertRequest};
 pub use audit::{audit_log, sign_in, Actor};
@@ -29,6 +31,10 @@ pub use books::{
 pub use catalog::{catalog_view, set_route_active, update_model, ModelPatch, ModelView};
 pub use catalog_check::{
     check_catalog, CheckOptions, DriftReport, RouteCheck, Status as RouteStatus,
+};
+pub use management::{
+    create_management_key, management_caller, management_keys, revoke_management_key,
+    CreatedManagementKey, ManagementKeyRequest, ManagementKeyStatus, ManagementKeyView,
 };
 pub use page::{Page, PageRequest};
 pub use setup::{import_catalog, list_catalog, migrate, prepare_store, Imported, Migrated};

@@ -476,3 +476,125 @@ async fn an_import_whose_alias_names_a_stored_model_is_refused_whole() {
     let fine = rows.models.iter().find(|m| m.id == "acme/fine").unwrap();
     assert_eq!(fine.aliases, ["fine", "fine-2"]);
 }
+
+#[tokio::test]
+async fn an_update_changes_only_what_it_names_and_keeps_a_limits_period() {
+    let (s, _dir) = store().await;
+    let a = Actor::cli();
+    let ws = create_workspace(s.as_ref(), &a, "acme").await.unwrap();
+    let req = KeyRequest {
+        workspace: ws.id.clone(),
+        name: Some("ci".into()),
+        allowed_models: vec![" google/* ".into(), "google/*".into()],
+        ..KeyRequest::default()
+    };
+    let key = create_key(s.as_ref(), &a, "sk-", req).await.unwrap().key;
+    assert_eq!(key.allowed_models, ["google/*"], "trimmed, once");
+
+    let patch = |f: fn(&mut KeyPatch)| {
+        let mut p = KeyPatch::default();
+        f(&mut p);
+        p
+    };
+    let same = update_key(s.as_ref(), &a, &key.id, KeyPatch::default())
+        .await
+        .unwrap();
+    assert_eq!(same, key, "an empty patch changes nothing");
+
+    // A limit is given with its period, then raised; the name is cleared.
+    let e = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.spend_limit_usd = Some("5".into())),
+    )
+    .await
+    .unwrap_err();
+    assert!(invalid(e).contains("reset period"));
+    let limited = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| {
+            p.spend_limit_usd = Some("5".into());
+            p.limit_reset = Some(LimitReset::Daily);
+            p.name = Some(None);
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (limited.spend_limit, limited.limit_reset, limited.name),
+        (Some(usd(5)), Some(LimitReset::Daily), None)
+    );
+    assert_eq!(limited.allowed_models, ["google/*"], "left as it was");
+    let raised = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.spend_limit_usd = Some("7.25".into())),
+    )
+    .await
+    .unwrap();
+    assert_eq!(raised.spend_limit, Some("7.25".parse().unwrap()));
+
+    // The period is fixed once set; zero and nonsense are refused; a bad pattern too.
+    let e = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.limit_reset = Some(LimitReset::Monthly)),
+    )
+    .await
+    .unwrap_err();
+    assert!(invalid(e).contains("fixed once set"));
+    let same_period = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.limit_reset = Some(LimitReset::Daily)),
+    )
+    .await;
+    assert!(same_period.is_ok(), "naming the period it has is no change");
+    let e = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.spend_limit_usd = Some("0".into())),
+    )
+    .await
+    .unwrap_err();
+    assert!(invalid(e).contains("positive"));
+    let e = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.allowed_models = Some(vec!["a b".into()])),
+    )
+    .await
+    .unwrap_err();
+    assert!(invalid(e).starts_with("allowed_models"));
+
+    // An empty list allows every model again.
+    let open = update_key(
+        s.as_ref(),
+        &a,
+        &key.id,
+        patch(|p| p.allowed_models = Some(Vec::new())),
+    )
+    .await
+    .unwrap();
+    assert!(open.allowed_models.is_empty());
+    assert_eq!(open.spend_limit, Some("7.25".parse().unwrap()));
+
+    let log = audit_log(s.as_ref(), Some(&ws.id), &PageRequest::default())
+        .await
+        .unwrap();
+    let updates = log.data.iter().filter(|e| e.action == "key.update").count();
+    assert_eq!(updates, 5, "each change audited, refusals not");
+    let missing = update_key(s.as_ref(), &a, "key_nope", KeyPatch::default()).await;
+    assert!(matches!(
+        missing,
+        Err(CommandError::Store(crate::store::StoreError::NotFound(_)))
+    ));
+}

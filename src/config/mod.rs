@@ -63,7 +63,7 @@ pub struct TollgateConf {
     pub console: console::ConsoleConf,
     /// `sqlite://PATH` or `postgres://…`.
     pub store: String,
-    /// Every API key secret begins with this.
+    /// Every API key secret begins with this (never [`MANAGEMENT_KEY_PREFIX`]).
     pub key_prefix: String,
     /// Imported into an empty catalog at start.
     pub catalog_file: String,
@@ -177,6 +177,10 @@ pub struct ResponsesConf {
     #[serde(with = "humantime_serde")]
     pub retention: Duration,
 }
+
+/// Every management key's secret begins with this (`auth`, `admin::scope`): fixed, so that
+/// no `key_prefix` can make an API key read as one.
+pub const MANAGEMENT_KEY_PREFIX: &str = "mk-tg-";
 
 /// The longest retention accepted: ten years (an expiry stays a plain timestamp).
 const MAX_RETENTION: Duration = Duration::from_secs(3650 * 86_400);
@@ -548,6 +552,14 @@ impl Config {
             problems.push(
                 "tollgate.key_prefix: 2 to 16 characters of [A-Za-z0-9_-] expected".to_owned(),
             );
+        } else if t.key_prefix.starts_with(MANAGEMENT_KEY_PREFIX)
+            || MANAGEMENT_KEY_PREFIX.starts_with(t.key_prefix.as_str())
+        {
+            problems.push(format!(
+                "tollgate.key_prefix: {:?} would read as a management key ({MANAGEMENT_KEY_PREFIX}…): \
+                 choose a prefix that neither begins with it nor begins it",
+                t.key_prefix
+            ));
         }
         if t.responses.retention > MAX_RETENTION {
             problems.push("tollgate.responses.retention: at most 3650d".to_owned());
@@ -719,6 +731,11 @@ mod tests {
         ] {
             assert!(e.contains(field), "{field} missing from: {e}");
         }
+        for taken in ["mk-tg-", "mk-tg-x", "mk-", "mk"] {
+            let e = Config::parse(&format!("tollgate:\n  key_prefix: {taken}\n")).unwrap_err();
+            assert!(e.to_string().contains("management key"), "{taken}: {e}");
+        }
+        assert!(Config::parse("tollgate:\n  key_prefix: mk-tgx\n").is_ok());
     }
 
     #[test]

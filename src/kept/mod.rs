@@ -242,6 +242,7 @@ mod tests {
                     expires_at: None,
                     spend_limit: None,
                     limit_reset: None,
+                    allowed_models: Vec::new(),
                 },
                 None,
             )

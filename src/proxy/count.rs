@@ -10,6 +10,7 @@ use super::failover::{upstream_failure, Outbound};
 use super::respond;
 use crate::admission::{Admission, Counting};
 use crate::api::GatewayError;
+use crate::auth::ModelAllowlist;
 
 /// Counts the body's input tokens upstream and answers the client; `Err`: the error to answer
 /// with (written by the caller, in the door's shape).
@@ -18,13 +19,14 @@ pub(super) async fn answer(
     ctx: &mut Ctx,
     admission: &Admission<'_>,
     outbound: Outbound<'_>,
+    models: &ModelAllowlist,
     body: &[u8],
 ) -> Result<(), GatewayError> {
     let Counting {
         route,
         adapter,
         request,
-    } = admission.count_tokens(body)?;
+    } = admission.count_tokens(models, body)?;
     ctx.upstream_at = Some(std::time::Instant::now());
     let answered = outbound.client.run(&route.endpoint, vec![request]).await;
     ctx.first_byte_at = Some(std::time::Instant::now());

@@ -156,10 +156,11 @@ impl Gateway {
         let mut admission = self.admission(&catalog, session, ctx);
         let (op, key) = match self.head(session, ctx, &admission).await? {
             Some(HeadDecision::ReadBody { op, key }) => (op, key),
-            Some(HeadDecision::CountTokens { .. }) => {
+            Some(HeadDecision::CountTokens { key }) => {
                 let body = self.read_body(session, ctx).await?;
                 let outbound = self.outbound();
-                return count::answer(session, ctx, &admission, outbound, &body).await;
+                let models = &key.models;
+                return count::answer(session, ctx, &admission, outbound, models, &body).await;
             }
             _ => return Ok(()), // answered by `head`
         };

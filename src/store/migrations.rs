@@ -101,6 +101,11 @@ pub const POSTGRES: &[Migration] = &[
         sql: include_str!("../../sql/postgres/0015_console_sessions.sql"),
     },
     Migration {
+        version: 16,
+        name: "keys",
+        sql: include_str!("../../sql/postgres/0016_keys.sql"),
+    },
+    Migration {
         version: 17,
         name: "money",
         sql: include_str!("../../sql/postgres/0017_money.sql"),
@@ -183,6 +188,11 @@ pub const SQLITE: &[Migration] = &[
         version: 15,
         name: "console_sessions",
         sql: include_str!("../../sql/sqlite/0015_console_sessions.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "keys",
+        sql: include_str!("../../sql/sqlite/0016_keys.sql"),
     },
     Migration {
         version: 17,

@@ -186,6 +186,40 @@ pub trait Store: Send + Sync + 'static {
     /// rotations of one key exactly one succeeds and the others fail with `Conflict`, changing
     /// nothing. `NotFound` when the old key is absent.
     async fn rotate_key(&self, rotation: &KeyRotation) -> StoreResult<(ApiKey, ApiKey)>;
+    /// Writes a key's settings whole ([`KeyUpdate`]) and returns the key as it is now;
+    /// `NotFound` when absent. A change of the key, so the change feed carries it (a new
+    /// allowlist, a new limit) to every gateway.
+    async fn update_key(
+        &self,
+        id: &str,
+        update: &KeyUpdate,
+        audit: Option<Audit<ApiKey>>,
+    ) -> StoreResult<ApiKey>;
+
+    // ---- Management keys (`admin::scope`): read by the admin API on each call made with
+    // one, so they are not in the change feed.
+
+    /// Stores a new management key (times at storage precision, as returned); `NotFound` when
+    /// its workspace does not exist, `Conflict` when its id or secret hash does.
+    async fn create_management_key(
+        &self,
+        key: &ManagementKey,
+        audit: Option<Audit<ManagementKey>>,
+    ) -> StoreResult<ManagementKey>;
+    async fn management_key(&self, id: &str) -> StoreResult<Option<ManagementKey>>;
+    /// The management key whose secret hashes to `secret_hash` (hex), revoked or not.
+    async fn management_key_by_hash(&self, secret_hash: &str)
+        -> StoreResult<Option<ManagementKey>>;
+    /// A workspace's management keys, revoked ones included, newest first.
+    async fn management_keys(&self, workspace_id: &str) -> StoreResult<Vec<ManagementKey>>;
+    /// Marks a management key revoked at `at`; `false` when it was already revoked (then
+    /// nothing is audited). `NotFound` if absent. The audit sees the key as revoked.
+    async fn revoke_management_key(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ManagementKey>>,
+    ) -> StoreResult<bool>;
 
     /// Appends a credit (top-up) to the ledger and updates the balance row, atomically; a
     /// balance that would pass `i64` pico-USD is refused with `Overflow`, writing nothing.

@@ -11,8 +11,8 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, ConsoleSession, CreditMovement, Delivery,
-    IdempotencyKey, LedgerEntry, LedgerKind, LimitReset, ModelRow, NewKey, ProfileRow, RouteRow,
-    StoreError, StoreResult, StoredResponse, Workspace,
+    IdempotencyKey, KeyUpdate, LedgerEntry, LedgerKind, LimitReset, ManagementKey, ModelRow,
+    NewKey, ProfileRow, RouteRow, StoreError, StoreResult, StoredResponse, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -109,6 +109,17 @@ pub(crate) fn new_api_key(key: NewKey) -> ApiKey {
         spend_limit: key.spend_limit,
         limit_reset: key.limit_reset,
         replaced_by: None,
+        allowed_models: key.allowed_models,
+    }
+}
+
+/// The management key as it is stored: times at the database's microsecond precision.
+pub(crate) fn stored_management_key(key: &ManagementKey) -> ManagementKey {
+    ManagementKey {
+        created_at: codec::trunc(key.created_at),
+        expires_at: key.expires_at.map(codec::trunc),
+        revoked_at: key.revoked_at.map(codec::trunc),
+        ..key.clone()
     }
 }
 
@@ -177,8 +188,8 @@ pub(crate) fn workspace(w: &Workspace) -> [Param<'_>; 3] {
 }
 
 /// In `KEY_COLS` order.
-pub(crate) fn api_key(k: &ApiKey) -> [Param<'_>; 11] {
-    [
+pub(crate) fn api_key(k: &ApiKey) -> StoreResult<[Param<'_>; 12]> {
+    Ok([
         (&k.id).into(),
         (&k.workspace_id).into(),
         k.name.as_deref().into(),
@@ -190,6 +201,32 @@ pub(crate) fn api_key(k: &ApiKey) -> [Param<'_>; 11] {
         k.spend_limit.map(Usd::pico).into(),
         k.limit_reset.map(LimitReset::as_str).into(),
         k.replaced_by.as_deref().into(),
+        codec::strings_to_db("allowed_models", &k.allowed_models)?.into(),
+    ])
+}
+
+/// `key_update_sql`'s parameters: id, then the settings.
+pub(crate) fn key_update<'a>(id: &'a str, u: &'a KeyUpdate) -> StoreResult<[Param<'a>; 5]> {
+    Ok([
+        id.into(),
+        u.name.as_deref().into(),
+        u.spend_limit.map(Usd::pico).into(),
+        u.limit_reset.map(LimitReset::as_str).into(),
+        codec::strings_to_db("allowed_models", &u.allowed_models)?.into(),
+    ])
+}
+
+/// In `MANAGEMENT_KEY_COLS` order.
+pub(crate) fn management_key(k: &ManagementKey) -> [Param<'_>; 8] {
+    [
+        (&k.id).into(),
+        (&k.workspace_id).into(),
+        k.name.as_deref().into(),
+        (&k.secret_hash).into(),
+        (&k.hint).into(),
+        k.created_at.into(),
+        k.expires_at.into(),
+        k.revoked_at.into(),
     ]
 }
 

@@ -43,14 +43,14 @@ use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
     self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, SESSION_COLS, USAGE_COLS,
-    WORKSPACE_COLS,
+    MANAGEMENT_KEY_COLS, MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS,
+    SESSION_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, Audit, AuditEntry, BalanceRow, CatalogRows, Change, ConsoleSession,
-    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, LedgerCheck,
-    LedgerEntry, LedgerKind, NewKey, Once, Store, StoreError, StoreResult, StoredResponse,
-    UsageFilter, UsageRecord, Workspace,
+    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, KeyUpdate,
+    LedgerCheck, LedgerEntry, LedgerKind, ManagementKey, NewKey, Once, Store, StoreError,
+    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -534,7 +534,7 @@ async fn insert_key(tx: &Transaction<'_>, out: &ApiKey) -> StoreResult<()> {
         return Err(StoreError::no_workspace(&out.workspace_id));
     }
     let insert = sql::insert_sql("api_keys", KEY_COLS, '$');
-    execute(tx, &insert, &params::api_key(out))
+    execute(tx, &insert, &params::api_key(out)?)
         .await
         .map_err(|e| {
             if is_code(&e, &SqlState::UNIQUE_VIOLATION) {
@@ -893,6 +893,99 @@ impl Store for PgStore {
         insert_audit(&tx, &r.audit).await?;
         tx.commit().await?;
         Ok((new, old))
+    }
+
+    async fn update_key(
+        &self,
+        id: &str,
+        update: &KeyUpdate,
+        audit: Option<Audit<ApiKey>>,
+    ) -> StoreResult<ApiKey> {
+        let values = params::key_update(id, update)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let stmt = tx.prepare_cached(&sql::key_update_sql('$')).await?;
+        let row = tx.query_opt(&stmt, &refs(&values)).await?;
+        let key = row
+            .as_ref()
+            .map(rows::api_key)
+            .transpose()?
+            .ok_or_else(|| StoreError::NotFound(format!("key {id}")))?;
+        audited(&tx, audit, &key).await?;
+        tx.commit().await?;
+        Ok(key)
+    }
+
+    async fn create_management_key(
+        &self,
+        key: &ManagementKey,
+        audit: Option<Audit<ManagementKey>>,
+    ) -> StoreResult<ManagementKey> {
+        let out = params::stored_management_key(key);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        if !workspace_exists(&tx, &out.workspace_id).await? {
+            return Err(StoreError::no_workspace(&out.workspace_id));
+        }
+        let insert = sql::insert_sql("management_keys", MANAGEMENT_KEY_COLS, '$');
+        execute(&tx, &insert, &params::management_key(&out))
+            .await
+            .map_err(exists(format!("management key {}", out.id)))?;
+        audited(&tx, audit, &out).await?;
+        tx.commit().await?;
+        Ok(out)
+    }
+
+    async fn management_key(&self, id: &str) -> StoreResult<Option<ManagementKey>> {
+        let rows = self
+            .query_rows(&sql::management_key_sql("id", '$'), &[&id])
+            .await?;
+        rows.first().map(rows::management_key).transpose()
+    }
+
+    async fn management_key_by_hash(
+        &self,
+        secret_hash: &str,
+    ) -> StoreResult<Option<ManagementKey>> {
+        let rows = self
+            .query_rows(
+                &sql::management_key_sql("secret_hash", '$'),
+                &[&secret_hash],
+            )
+            .await?;
+        rows.first().map(rows::management_key).transpose()
+    }
+
+    async fn management_keys(&self, workspace_id: &str) -> StoreResult<Vec<ManagementKey>> {
+        let rows = self
+            .query_rows(&sql::management_keys_sql('$'), &[&workspace_id])
+            .await?;
+        rows::all(rows, rows::management_key)
+    }
+
+    async fn revoke_management_key(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ManagementKey>>,
+    ) -> StoreResult<bool> {
+        let at = codec::trunc(at);
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        let stmt = tx.prepare_cached(&sql::management_revoke_sql('$')).await?;
+        if let Some(row) = tx.query_opt(&stmt, &[&id, &at]).await? {
+            audited(&tx, audit, &rows::management_key(&row)?).await?;
+            tx.commit().await?;
+            return Ok(true);
+        }
+        let stmt = tx
+            .prepare_cached(&sql::management_key_sql("id", '$'))
+            .await?;
+        if tx.query_opt(&stmt, &[&id]).await?.is_some() {
+            Ok(false)
+        } else {
+            Err(StoreError::NotFound(format!("management key {id}")))
+        }
     }
 
     async fn move_credit(

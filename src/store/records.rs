@@ -70,6 +70,10 @@ pub struct ApiKey {
     /// The key a rotation made to replace this one; a replaced key is never rotated again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_by: Option<String>,
+    /// The model id patterns the key may call (`*` matches any run of characters); empty:
+    /// every model (`auth::ModelAllowlist`).
+    #[serde(default)]
+    pub allowed_models: Vec<String>,
 }
 
 /// What `create_key` needs; the caller (auth) made the secret and its hash.
@@ -83,6 +87,36 @@ pub struct NewKey {
     pub expires_at: Option<DateTime<Utc>>,
     pub spend_limit: Option<Usd>,
     pub limit_reset: Option<LimitReset>,
+    pub allowed_models: Vec<String>,
+}
+
+/// A key's settings as an update leaves them, written whole by
+/// [`Store::update_key`](super::Store::update_key) (the command layer merges a partial change
+/// with the key as it was).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyUpdate {
+    pub name: Option<String>,
+    pub spend_limit: Option<Usd>,
+    pub limit_reset: Option<LimitReset>,
+    pub allowed_models: Vec<String>,
+}
+
+/// A management key as stored: a credential of the admin API scoped to one workspace
+/// (`admin::scope`). Never the secret, only its SHA-256 (hex).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ManagementKey {
+    pub id: String,
+    /// The one workspace it may manage.
+    pub workspace_id: String,
+    pub name: Option<String>,
+    /// Hex SHA-256 of the full secret.
+    #[serde(skip)]
+    pub secret_hash: String,
+    /// Display hint such as `mk-tg-AbCd…wxyz`; not enough to use the key.
+    pub hint: String,
+    pub created_at: DateTime<Utc>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
 }
 
 /// A key rotation, made in one transaction by [`Store::rotate_key`](super::Store::rotate_key):

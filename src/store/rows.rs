@@ -10,8 +10,8 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, BalanceRow, ConsoleSession, DailyUsage, Delivery, Done,
-    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ModelRow, ProfileRow, RouteRow,
-    StatusClass, StoreError, StoreResult, StoredResponse, UsageRecord, Workspace,
+    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ManagementKey, ModelRow, ProfileRow,
+    RouteRow, StatusClass, StoreError, StoreResult, StoredResponse, UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -67,6 +67,20 @@ pub(crate) fn api_key(r: &impl DbRow) -> StoreResult<ApiKey> {
         spend_limit: r.opt_int(8)?.map(Usd::from_pico),
         limit_reset: codec::limit_reset_from(r.opt_text(9)?)?,
         replaced_by: r.opt_text(10)?,
+        allowed_models: codec::strings_from_db("allowed_models", &r.text(11)?)?,
+    })
+}
+
+pub(crate) fn management_key(r: &impl DbRow) -> StoreResult<ManagementKey> {
+    Ok(ManagementKey {
+        id: r.text(0)?,
+        workspace_id: r.text(1)?,
+        name: r.opt_text(2)?,
+        secret_hash: r.text(3)?,
+        hint: r.text(4)?,
+        created_at: r.time(5)?,
+        expires_at: r.opt_time(6)?,
+        revoked_at: r.opt_time(7)?,
     })
 }
 

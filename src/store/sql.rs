@@ -9,7 +9,9 @@ use super::{Cursor, UsageFilter};
 pub(crate) const WORKSPACE_COLS: &str = "id, name, created_at";
 pub(crate) const KEY_COLS: &str = "id, workspace_id, name, secret_hash, hint, created_at, \
                                    expires_at, revoked_at, spend_limit_pico, limit_reset, \
-                                   replaced_by";
+                                   replaced_by, allowed_models";
+pub(crate) const MANAGEMENT_KEY_COLS: &str =
+    "id, workspace_id, name, secret_hash, hint, created_at, expires_at, revoked_at";
 /// Ledger entries are read as `LEDGER_COLS, usage_id` (the usage id is set by debits only).
 pub(crate) const LEDGER_COLS: &str = "id, workspace_id, kind, amount_pico, note, created_at";
 pub(crate) const MODEL_COLS: &str = "id, provider, family, kind, upstream_model, profile, \
@@ -213,6 +215,36 @@ pub(crate) fn rotate_old_sql(mark: char) -> String {
         m(4),
         m(1),
         m(5)
+    )
+}
+
+/// A key's settings written whole (parameters: id, name, spend_limit_pico, limit_reset,
+/// allowed_models), the key read back; no row when it does not exist.
+pub(crate) fn key_update_sql(mark: char) -> String {
+    format!(
+        "UPDATE api_keys SET name = {mark}2, spend_limit_pico = {mark}3, limit_reset = {mark}4, \
+         allowed_models = {mark}5 WHERE id = {mark}1 RETURNING {KEY_COLS}"
+    )
+}
+
+/// The management key whose `column` (`id` or `secret_hash`) is the parameter.
+pub(crate) fn management_key_sql(column: &str, mark: char) -> String {
+    format!("SELECT {MANAGEMENT_KEY_COLS} FROM management_keys WHERE {column} = {mark}1")
+}
+
+/// A workspace's management keys, newest first (parameter: workspace_id).
+pub(crate) fn management_keys_sql(mark: char) -> String {
+    format!(
+        "SELECT {MANAGEMENT_KEY_COLS} FROM management_keys WHERE workspace_id = {mark}1 \
+         ORDER BY created_at DESC, id DESC"
+    )
+}
+
+/// Revokes a management key not yet revoked (parameters: id, revoked_at), read back.
+pub(crate) fn management_revoke_sql(mark: char) -> String {
+    format!(
+        "UPDATE management_keys SET revoked_at = {mark}2 WHERE id = {mark}1 AND revoked_at IS NULL \
+         RETURNING {MANAGEMENT_KEY_COLS}"
     )
 }
 

@@ -33,14 +33,14 @@ use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
     self, Page, ALERT_COLS, AUDIT_COLS, DAILY_COLS, DELIVERY_COLS, KEY_COLS, LEDGER_COLS,
-    MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS, SESSION_COLS, USAGE_COLS,
-    WORKSPACE_COLS,
+    MANAGEMENT_KEY_COLS, MODEL_COLS, PROFILE_COLS, PURGE_CHUNK, RESPONSE_COLS, ROUTE_COLS,
+    SESSION_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
     AlertSettings, ApiKey, Audit, AuditEntry, BalanceRow, CatalogRows, Change, ConsoleSession,
-    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, LedgerCheck,
-    LedgerEntry, LedgerKind, NewKey, Once, Store, StoreError, StoreResult, StoredResponse,
-    UsageFilter, UsageRecord, Workspace,
+    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, KeyUpdate,
+    LedgerCheck, LedgerEntry, LedgerKind, ManagementKey, NewKey, Once, Store, StoreError,
+    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -246,7 +246,7 @@ fn insert_key(tx: &Connection, out: &ApiKey) -> StoreResult<()> {
         return Err(StoreError::no_workspace(&out.workspace_id));
     }
     let insert = sql::insert_sql("api_keys", KEY_COLS, '?');
-    execute(tx, &insert, &params::api_key(out)).map_err(|e| {
+    execute(tx, &insert, &params::api_key(out)?).map_err(|e| {
         if is_unique_violation(&e) {
             StoreError::duplicate_key(out, e.to_string().contains("secret_hash"))
         } else if is_fk_violation(&e) {
@@ -265,6 +265,18 @@ fn key_in(conn: &Connection, id: &str) -> StoreResult<Option<ApiKey>> {
         [id],
         |r| rows::api_key(r),
     )?;
+    Ok(found.into_iter().next())
+}
+
+/// The management key whose `column` (`id` or `secret_hash`) is `value`.
+fn management_key_in(
+    conn: &Connection,
+    column: &str,
+    value: &str,
+) -> StoreResult<Option<ManagementKey>> {
+    let found = query_all(conn, &sql::management_key_sql(column, '?'), [value], |r| {
+        rows::management_key(r)
+    })?;
     Ok(found.into_iter().next())
 }
 
@@ -726,6 +738,111 @@ impl Store for SqliteStore {
             insert_audit(&tx, &r.audit)?;
             tx.commit()?;
             Ok((new, old))
+        })
+        .await
+    }
+
+    async fn update_key(
+        &self,
+        id: &str,
+        update: &KeyUpdate,
+        audit: Option<Audit<ApiKey>>,
+    ) -> StoreResult<ApiKey> {
+        let values: Vec<Param<'static>> = params::key_update(id, update)?
+            .into_iter()
+            .map(Param::into_owned)
+            .collect();
+        let id = id.to_owned();
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let found = query_all(
+                &tx,
+                &sql::key_update_sql('?'),
+                params_from_iter(&values),
+                |r| rows::api_key(r),
+            )?;
+            let key = found
+                .into_iter()
+                .next()
+                .ok_or_else(|| StoreError::NotFound(format!("key {id}")))?;
+            audited(&tx, audit, &key)?;
+            tx.commit()?;
+            Ok(key)
+        })
+        .await
+    }
+
+    async fn create_management_key(
+        &self,
+        key: &ManagementKey,
+        audit: Option<Audit<ManagementKey>>,
+    ) -> StoreResult<ManagementKey> {
+        let out = params::stored_management_key(key);
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            if !workspace_exists(&tx, &out.workspace_id)? {
+                return Err(StoreError::no_workspace(&out.workspace_id));
+            }
+            let insert = sql::insert_sql("management_keys", MANAGEMENT_KEY_COLS, '?');
+            execute(&tx, &insert, &params::management_key(&out))
+                .map_err(exists(format!("management key {}", out.id)))?;
+            audited(&tx, audit, &out)?;
+            tx.commit()?;
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn management_key(&self, id: &str) -> StoreResult<Option<ManagementKey>> {
+        let id = id.to_owned();
+        self.run(move |conn| management_key_in(conn, "id", &id))
+            .await
+    }
+
+    async fn management_key_by_hash(
+        &self,
+        secret_hash: &str,
+    ) -> StoreResult<Option<ManagementKey>> {
+        let hash = secret_hash.to_owned();
+        self.run(move |conn| management_key_in(conn, "secret_hash", &hash))
+            .await
+    }
+
+    async fn management_keys(&self, workspace_id: &str) -> StoreResult<Vec<ManagementKey>> {
+        let ws = workspace_id.to_owned();
+        self.run(move |conn| {
+            query_all(conn, &sql::management_keys_sql('?'), [&ws], |r| {
+                rows::management_key(r)
+            })
+        })
+        .await
+    }
+
+    async fn revoke_management_key(
+        &self,
+        id: &str,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ManagementKey>>,
+    ) -> StoreResult<bool> {
+        let id = id.to_owned();
+        let at = codec::to_micros(codec::trunc(at));
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let revoked = query_all(
+                &tx,
+                &sql::management_revoke_sql('?'),
+                params![id, at],
+                |r| rows::management_key(r),
+            )?;
+            let Some(revoked) = revoked.into_iter().next() else {
+                return match management_key_in(&tx, "id", &id)? {
+                    Some(_) => Ok(false),
+                    None => Err(StoreError::NotFound(format!("management key {id}"))),
+                };
+            };
+            audited(&tx, audit, &revoked)?;
+            tx.commit()?;
+            Ok(true)
         })
         .await
     }

@@ -10,7 +10,10 @@
 // gateway is upgraded under the page, which stays signed in; top up 10 USD; create a
 // key and read its once-shown secret back from the clipboard; the secret leaves the page with
 // its dialog; the secret works on the public API (models, one chat completion); revoke it in
-// the console; the proxy refuses it (401 invalid_key); the request shows in the usage table and
+// the console; the proxy refuses it (401 invalid_key); a key created with a model allowlist sees
+// only that model and is refused another (403 model_not_allowed), and an edit of its list in the
+// console reaches the proxy; a management key is created (its secret shown once), works on the
+// admin API for its workspace only, and is revoked; the request shows in the usage table and
 // chart; the catalog lists models; the audit log holds the changes; sign out. Any uncaught page
 // error or console error (other than the 401s provoked on purpose) fails the run.
 import assert from 'node:assert/strict';
@@ -65,6 +68,28 @@ async function until(ms, what, fn, every = 100) {
     await sleep(every);
   }
 }
+
+async function publicPost(secret, p, body) {
+  const res = await fetch(PUBLIC_URL + p, {
+    method: 'POST',
+    headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  let parsed = null;
+  try { parsed = JSON.parse(text); } catch (_) { parsed = text; }
+  return { status: res.status, body: parsed };
+}
+
+async function adminGet(secret, p) {
+  const res = await fetch(`${ADMIN_URL}/admin/v1${p}`, { headers: { Authorization: `Bearer ${secret}` } });
+  const text = await res.text();
+  let body = null;
+  try { body = JSON.parse(text); } catch (_) { body = text; }
+  return { status: res.status, body };
+}
+
+const chatBody = (model) => ({ model, messages: [{ role: 'user', content: 'hi' }] });
 
 async function publicGet(secret, p) {
   const res = await fetch(PUBLIC_URL + p, { headers: { Authorization: `Bearer ${secret}` } });
@@ -287,6 +312,95 @@ async function run(browser) {
     assert.equal(r.body?.error?.code, 'invalid_key', `error after revocation: ${JSON.stringify(r.body)}`);
   });
 
+  let limited;
+  await step('create a key with a model allowlist', async () => {
+    await page.click('#key-create-open');
+    await page.locator('#key-dialog').waitFor();
+    await page.fill('#key-name', 'limited-key');
+    await page.fill('#key-models', `${CHAT_MODEL}\n`);
+    await page.click('#key-create-submit');
+    limited = (await page.locator('#key-secret').textContent()).trim();
+    assert.match(limited, /^sk-tg-/);
+    await page.click('#key-secret-done');
+    await page.locator('#key-dialog').waitFor({ state: 'detached' });
+    const row = page.locator('#keys-table tr[data-testid="key-row"]').first();
+    assert.equal((await row.locator('[data-testid="key-name"]').textContent()).trim(), 'limited-key');
+    assert.equal((await row.locator('[data-testid="key-models"]').textContent()).trim(), `models: ${CHAT_MODEL}`);
+  });
+
+  await step('the allowlisted key sees only its model and is refused another (403)', async () => {
+    const r = await until(5_000, 'GET /v1/models to answer 200 for the limited key', async () => {
+      const x = await publicGet(limited, '/v1/models');
+      return x.status === 200 ? x : null;
+    });
+    assert.deepEqual(r.body.data.map((m) => m.id), [CHAT_MODEL], 'only its model is listed');
+    const ok = await publicPost(limited, '/v1/chat/completions', chatBody(CHAT_MODEL));
+    assert.equal(ok.status, 200, `its model: ${JSON.stringify(ok.body)}`);
+    const refused = await publicPost(limited, '/v1/chat/completions', chatBody('google/gemini-2.5-flash'));
+    assert.equal(refused.status, 403, `another model: ${JSON.stringify(refused.body)}`);
+    assert.equal(refused.body?.error?.code, 'model_not_allowed');
+  });
+
+  await step('edit the key\'s allowlist in the console; the proxy follows', async () => {
+    const row = page.locator('#keys-table tr[data-testid="key-row"]').first();
+    await row.locator('[data-testid="key-edit"]').click();
+    await page.locator('#key-edit-dialog').waitFor();
+    assert.equal(await page.inputValue('#key-edit-models'), CHAT_MODEL, 'the dialog shows the list');
+    await page.fill('#key-edit-models', 'google/*');
+    await page.click('#key-edit-submit');
+    await page.locator('#key-edit-dialog').waitFor({ state: 'detached' });
+    await page.waitForFunction(() => document.querySelector('#keys-table tr[data-testid="key-row"] [data-testid="key-models"]')?.textContent === 'models: google/*');
+    await shot(page, '03b-keys-allowlist');
+    const r = await until(5_000, `the proxy to refuse ${CHAT_MODEL} to the edited key`, async () => {
+      const x = await publicPost(limited, '/v1/chat/completions', chatBody(CHAT_MODEL));
+      return x.status === 403 ? x : null;
+    });
+    assert.equal(r.body?.error?.code, 'model_not_allowed');
+  });
+
+  let mkey;
+  await step('create a management key and see its secret once', async () => {
+    await page.locator('#mkeys-table[data-state="ready"]').waitFor({ state: 'attached' });
+    await page.click('#mkey-create-open');
+    await page.locator('#mkey-dialog').waitFor();
+    await page.fill('#mkey-name', 'reseller-backend');
+    await page.click('#mkey-create-submit');
+    mkey = (await page.locator('#key-secret').textContent()).trim();
+    assert.match(mkey, /^mk-tg-/, `the management key shown: ${mkey}`);
+    assert.match(await page.textContent('#key-secret-warning'), /cannot be shown again/);
+    await shot(page, '03c-management-key-secret');
+    await page.click('#key-secret-done');
+    await page.locator('#mkey-dialog').waitFor({ state: 'detached' });
+    const row = page.locator('#mkeys-table tr[data-testid="mkey-row"]').first();
+    await row.waitFor();
+    assert.equal((await row.locator('[data-testid="mkey-name"]').textContent()).trim(), 'reseller-backend');
+    assert.equal((await row.locator('[data-testid="mkey-status"]').textContent()).trim(), 'active');
+    const inPage = await page.evaluate((s) => document.documentElement.outerHTML.includes(s), mkey);
+    assert.equal(inPage, false, 'the management key left the page with its dialog');
+  });
+
+  await step('the management key works on its own workspace only', async () => {
+    const keys = await adminGet(mkey, `/workspaces/${encodeURIComponent(wsId)}/keys`);
+    assert.equal(keys.status, 200, `its workspace's keys: ${JSON.stringify(keys.body)}`);
+    assert.ok(keys.body.data.some((k) => k.name === 'limited-key'));
+    const catalog = await adminGet(mkey, '/catalog');
+    assert.equal(catalog.status, 403, `the catalog: ${JSON.stringify(catalog.body)}`);
+    const others = await adminGet(mkey, '/workspaces');
+    assert.equal(others.status, 403);
+  });
+
+  await step('revoke the management key in the console', async () => {
+    const row = page.locator('#mkeys-table tr[data-testid="mkey-row"]').first();
+    await row.locator('[data-testid="mkey-revoke"]').click();
+    await page.locator('#confirm-dialog').waitFor();
+    await page.click('#confirm-ok');
+    await page.locator('#confirm-dialog').waitFor({ state: 'detached' });
+    await page.waitForFunction(() => document.querySelector('#mkeys-table tr[data-testid="mkey-row"] [data-testid="mkey-status"]')?.textContent === 'revoked');
+    const after = await adminGet(mkey, `/workspaces/${encodeURIComponent(wsId)}/keys`);
+    assert.equal(after.status, 401, 'a revoked management key is refused');
+    await shot(page, '03d-management-keys');
+  });
+
   await step('the request shows in the usage table and chart', async () => {
     await page.click('#tab-usage');
     await page.locator('#usage-table').waitFor({ state: 'attached' });
@@ -330,7 +444,8 @@ async function run(browser) {
     await page.click('#nav-audit');
     await page.locator('#audit-table[data-state="ready"]').waitFor({ state: 'attached' });
     const actions = await page.locator('#audit-table [data-testid="audit-action"]').allTextContents();
-    for (const want of ['workspace.create', 'credit.add', 'key.create', 'key.revoke']) {
+    for (const want of ['workspace.create', 'credit.add', 'key.create', 'key.revoke', 'key.update',
+      'management_key.create', 'management_key.revoke']) {
       assert.ok(actions.includes(want), `the audit log lacks ${want}: ${actions.join(', ')}`);
     }
     // The revocation's before/after opens below its row.

@@ -2,8 +2,10 @@
 //! driving the Debian Chromium, headless) against a real gateway whose `acme/echo` model goes to
 //! the in-process OpenAI-compatible fake. The script signs in (after a refused wrong token),
 //! creates a workspace, tops it up, creates a key and copies its once-shown secret, uses it on
-//! the public API, revokes it in the console and sees the proxy refuse it, then checks the
-//! usage, catalog and audit pages; any page or console error fails it. Midway, once signed in,
+//! the public API, revokes it in the console and sees the proxy refuse it, creates a key with a
+//! model allowlist and edits the list (the proxy follows), creates a management key, uses it on
+//! the admin API and revokes it, then checks the usage, catalog and audit pages; any page or
+//! console error fails it. Midway, once signed in,
 //! the script asks for a graceful upgrade (`serve -u` + SIGQUIT) and checks that the page
 //! stays signed in and keeps working. Full-page screenshots of each page land in
 //! `target/console-screenshots`.

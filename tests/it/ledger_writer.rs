@@ -84,6 +84,7 @@ async fn seed(s: &dyn Store) {
         expires_at: None,
         spend_limit: None,
         limit_reset: None,
+        allowed_models: Vec::new(),
     };
     s.create_key(key, None).await.unwrap();
 }

@@ -35,6 +35,7 @@ mod hostile;
 mod ledger_writer;
 mod listeners;
 mod live;
+mod management;
 mod messages;
 mod messages_clients;
 mod migrations;

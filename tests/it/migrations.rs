@@ -960,3 +960,46 @@ async fn pg_at(url: &str, version: usize, rows: &str) {
     }
     client.batch_execute(rows).await.unwrap();
 }
+
+/// Keys made before migration 0016 may call every model (an empty allowlist) and can be given
+/// a list; management keys start from none.
+async fn keys_survive_0016(store: &dyn Store) {
+    let key = store.get_key("key_1").await.unwrap().unwrap();
+    assert!(key.allowed_models.is_empty(), "{key:?}");
+    let update = tollgate::store::KeyUpdate {
+        name: key.name.clone(),
+        spend_limit: key.spend_limit,
+        limit_reset: key.limit_reset,
+        allowed_models: vec!["google/*".into()],
+    };
+    let updated = store.update_key("key_1", &update, None).await.unwrap();
+    assert_eq!(updated.allowed_models, ["google/*"]);
+    assert!(store.management_keys("ws_1").await.unwrap().is_empty());
+    let check = store.ledger_verify().await.unwrap();
+    assert!(check.iter().all(|c| c.is_consistent()), "{check:?}");
+}
+
+#[tokio::test]
+async fn sqlite_keys_gain_allowlists() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v15.db");
+    let books = BOOKS_V2.replace("{t}", "0").replace("{no}", "0");
+    sqlite_at(&path, 15, &books);
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    let pending = migrations::migrations(Dialect::Sqlite).len() - 15;
+    assert_eq!(store.migrate().await.unwrap(), pending);
+    keys_survive_0016(&store).await;
+}
+
+#[tokio::test]
+async fn postgres_keys_gain_allowlists() {
+    let db = PgDatabase::create().await;
+    let books = BOOKS_V2
+        .replace("{t}", "to_timestamp(0)")
+        .replace("{no}", "false");
+    pg_at(&db.url, 15, &books).await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    let pending = migrations::migrations(Dialect::Postgres).len() - 15;
+    assert_eq!(store.migrate().await.unwrap(), pending);
+    keys_survive_0016(&store).await;
+}

@@ -23,9 +23,9 @@ use tollgate::store::postgres::PgStore;
 use tollgate::store::sqlite::SqliteStore;
 use tollgate::store::{
     AlertSettings, AuditEntry, CatalogRows, ChangeKind, ConsoleSession, CreditMovement, Cursor,
-    Delivery, Done, IdempotencyKey, LedgerEntry, LedgerKind, LimitReset, ModelRow, NewKey, Once,
-    ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult, StoredResponse,
-    UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
+    Delivery, Done, IdempotencyKey, KeyUpdate, LedgerEntry, LedgerKind, LimitReset, ManagementKey,
+    ModelRow, NewKey, Once, ProfileRow, RouteRow, StatusClass, Store, StoreError, StoreResult,
+    StoredResponse, UsageEndpoint, UsageFilter, UsageOutcome, UsageRecord, Workspace,
 };
 
 const DEFAULT_PG_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -227,6 +227,8 @@ suite!(
     a_key_moves_credit_once_per_workspace_and_operation,
     concurrent_duplicates_move_credit_once,
     waived_records_cost_nothing_and_the_books_balance,
+    allowlists_round_trip_and_an_update_is_a_key_change,
+    management_keys_are_stored_hashed_listed_and_revoked,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -243,6 +245,7 @@ fn new_key(id: &str, workspace_id: &str, hash: &str) -> NewKey {
         expires_at: None,
         spend_limit: None,
         limit_reset: None,
+        allowed_models: Vec::new(),
     }
 }
 
@@ -2306,6 +2309,13 @@ async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
         routes: vec![route("acme/m", "openai", 0)],
     };
     s.import_catalog(&catalog, None).await.unwrap();
+    let mkey = commands::ManagementKeyRequest {
+        workspace: ws.clone(),
+        ..commands::ManagementKeyRequest::default()
+    };
+    let made = commands::create_management_key(s, &a, mkey.clone(), Utc::now())
+        .await
+        .unwrap();
     let audited = audit_actions(s).await;
     refuse_audit_entries(&b).await;
 
@@ -2313,6 +2323,10 @@ async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
     let new_key = commands::KeyRequest {
         workspace: ws.clone(),
         ..commands::KeyRequest::default()
+    };
+    let key_patch = commands::KeyPatch {
+        allowed_models: Some(vec!["acme/*".into()]),
+        ..commands::KeyPatch::default()
     };
     let alerts = commands::AlertRequest {
         webhook_url: "http://127.0.0.1:9/hook".into(),
@@ -2339,6 +2353,13 @@ async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
         commands::set_route_active(s, &a, "acme/m", 0, false)
             .await
             .err(),
+        commands::update_key(s, &a, &key.id, key_patch).await.err(),
+        commands::create_management_key(s, &a, mkey, now)
+            .await
+            .err(),
+        commands::revoke_management_key(s, &a, &made.key.key.id, now)
+            .await
+            .err(),
     ];
     for (i, e) in failures.iter().enumerate() {
         let e = e
@@ -2356,7 +2377,12 @@ async fn a_change_whose_audit_entry_fails_leaves_neither(b: Arc<Backend>) {
     assert_eq!(
         s.list_keys(&ws).await.unwrap(),
         [key],
-        "no new key, none revoked or rotated"
+        "no new key, none revoked, rotated or changed"
+    );
+    assert_eq!(
+        s.management_keys(&ws).await.unwrap(),
+        [made.key.key],
+        "no new management key, none revoked"
     );
     assert!(s.ledger(&ws).await.unwrap().is_empty(), "no credit");
     assert_eq!(s.balance(&ws).await.unwrap(), Usd::ZERO);
@@ -3057,4 +3083,243 @@ async fn waived_records_cost_nothing_and_the_books_balance(b: Arc<Backend>) {
     }
     let checks = s.ledger_verify().await.unwrap();
     assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Model allowlists, key updates, management keys (issue 32)
+// ---------------------------------------------------------------------------------------------
+
+/// A key's allowlist is stored as given, an update writes a key's settings whole (and is a key
+/// change on the feed, which is how it reaches every gateway), a rotation carries the list.
+async fn allowlists_round_trip_and_an_update_is_a_key_change(b: Arc<Backend>) {
+    let s = b.ready().await;
+    s.create_workspace("w", "w", None).await.unwrap();
+    let mut k = new_key("k", "w", "h");
+    k.allowed_models = vec!["google/gemini-*".into(), "«modèle»/*".into()];
+    let created = s.create_key(k, None).await.unwrap();
+    let read = s.get_key("k").await.unwrap().unwrap();
+    assert_eq!(read, created);
+    assert_eq!(read.allowed_models, ["google/gemini-*", "«modèle»/*"]);
+    let bare = s
+        .create_key(new_key("bare", "w", "hb"), None)
+        .await
+        .unwrap();
+    assert!(s
+        .get_key("bare")
+        .await
+        .unwrap()
+        .unwrap()
+        .allowed_models
+        .is_empty());
+    assert!(bare.allowed_models.is_empty());
+
+    let before = s.latest_change().await.unwrap();
+    let update = KeyUpdate {
+        name: Some("renamed".into()),
+        spend_limit: Some(usd("2.5")),
+        limit_reset: Some(LimitReset::Weekly),
+        allowed_models: vec!["acme/*".into()],
+    };
+    let updated = s.update_key("k", &update, None).await.unwrap();
+    assert_eq!(updated, s.get_key("k").await.unwrap().unwrap());
+    assert_eq!(
+        (
+            updated.name.as_deref(),
+            updated.spend_limit,
+            updated.limit_reset,
+            updated.allowed_models.as_slice()
+        ),
+        (
+            Some("renamed"),
+            Some(usd("2.5")),
+            Some(LimitReset::Weekly),
+            ["acme/*".to_owned()].as_slice()
+        )
+    );
+    assert_eq!(
+        (
+            updated.hint.as_str(),
+            updated.created_at,
+            updated.revoked_at
+        ),
+        (created.hint.as_str(), created.created_at, None),
+        "nothing else changes"
+    );
+    let changes = s.changes_since(before).await.unwrap();
+    assert!(
+        changes
+            .iter()
+            .any(|c| c.kind == ChangeKind::Key && c.ref_id == "k"),
+        "an update is on the feed: {changes:?}"
+    );
+    let cleared = KeyUpdate {
+        name: None,
+        spend_limit: None,
+        limit_reset: None,
+        allowed_models: Vec::new(),
+    };
+    let read = s.update_key("k", &cleared, None).await.unwrap();
+    assert_eq!(
+        (read.name, read.spend_limit, read.allowed_models),
+        (None, None, vec![])
+    );
+    match s.update_key("ghost", &cleared, None).await {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, "key ghost"),
+        other => panic!("updating a missing key: {other:?}"),
+    }
+
+    // A rotation's replacement keeps the old key's list.
+    let a = commands::Actor::cli();
+    let patch = commands::KeyPatch {
+        allowed_models: Some(vec!["openai/*".into()]),
+        ..commands::KeyPatch::default()
+    };
+    commands::update_key(s, &a, "bare", patch).await.unwrap();
+    let r = commands::rotate_key(s, &a, "sk-", "bare", None, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(r.key.allowed_models, ["openai/*"]);
+    assert_eq!(
+        s.get_key(&r.key.id).await.unwrap().unwrap().allowed_models,
+        ["openai/*"]
+    );
+    assert!(audit_actions(s).await.contains(&"key.update".to_owned()));
+}
+
+fn management_key(
+    id: &str,
+    workspace: &str,
+    hash_byte: char,
+    created: DateTime<Utc>,
+) -> ManagementKey {
+    ManagementKey {
+        id: id.to_owned(),
+        workspace_id: workspace.to_owned(),
+        name: Some(format!("backend {id}")),
+        secret_hash: hash_byte.to_string().repeat(64),
+        hint: format!("mk-tg-{id}…"),
+        created_at: created,
+        expires_at: None,
+        revoked_at: None,
+    }
+}
+
+/// Management keys: stored with times at microseconds, found by id and by secret hash, listed
+/// per workspace newest first, revoked once; never on the change feed (every call reads them).
+async fn management_keys_are_stored_hashed_listed_and_revoked(b: Arc<Backend>) {
+    let s = b.ready().await;
+    s.create_workspace("w1", "one", None).await.unwrap();
+    s.create_workspace("w2", "two", None).await.unwrap();
+    let feed = s.latest_change().await.unwrap();
+    let mut first = management_key("mk1", "w1", 'a', at(1_750_000_000, 123_456_789));
+    first.expires_at = Some(at(4_102_444_800, 999_999_999));
+    let first = s.create_management_key(&first, None).await.unwrap();
+    assert_eq!(first.created_at, at(1_750_000_000, 123_456_000));
+    assert_eq!(first.expires_at, Some(at(4_102_444_800, 999_999_000)));
+    let second = management_key("mk2", "w1", 'b', at(1_760_000_000, 0));
+    let second = s.create_management_key(&second, None).await.unwrap();
+    let other = s
+        .create_management_key(
+            &management_key("mk3", "w2", 'c', at(1_760_000_001, 0)),
+            None,
+        )
+        .await
+        .unwrap();
+
+    assert_eq!(s.management_key("mk1").await.unwrap(), Some(first.clone()));
+    assert_eq!(s.management_key("nope").await.unwrap(), None);
+    let by_hash = s.management_key_by_hash(&"b".repeat(64)).await.unwrap();
+    assert_eq!(by_hash, Some(second.clone()));
+    assert_eq!(
+        s.management_key_by_hash(&"d".repeat(64)).await.unwrap(),
+        None
+    );
+    assert_eq!(
+        s.management_keys("w1").await.unwrap(),
+        [second.clone(), first.clone()],
+        "newest first, this workspace's only"
+    );
+    assert_eq!(s.management_keys("w2").await.unwrap(), [other]);
+    assert!(s.management_keys("ghost").await.unwrap().is_empty());
+
+    // Duplicates and a missing workspace are refused, storing nothing.
+    let dup_hash = management_key("mk4", "w1", 'a', Utc::now());
+    assert!(matches!(
+        s.create_management_key(&dup_hash, None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    let dup_id = management_key("mk1", "w1", 'e', Utc::now());
+    assert!(matches!(
+        s.create_management_key(&dup_id, None).await,
+        Err(StoreError::Conflict(_))
+    ));
+    match s
+        .create_management_key(&management_key("mk5", "ghost", 'f', Utc::now()), None)
+        .await
+    {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, "workspace ghost"),
+        other => panic!("missing workspace: {other:?}"),
+    }
+    assert_eq!(s.management_keys("w1").await.unwrap().len(), 2);
+
+    let when = at(1_770_000_000, 500_000_500);
+    assert!(s.revoke_management_key("mk1", when, None).await.unwrap());
+    assert!(!s
+        .revoke_management_key("mk1", Utc::now(), None)
+        .await
+        .unwrap());
+    let revoked = s.management_key("mk1").await.unwrap().unwrap();
+    assert_eq!(
+        revoked.revoked_at,
+        Some(at(1_770_000_000, 500_000_000)),
+        "the first stands"
+    );
+    match s.revoke_management_key("nope", when, None).await {
+        Err(StoreError::NotFound(what)) => assert_eq!(what, "management key nope"),
+        other => panic!("revoking a missing management key: {other:?}"),
+    }
+    assert!(
+        s.changes_since(feed).await.unwrap().is_empty(),
+        "management keys are read on each call, never followed"
+    );
+
+    // Through the commands: the secret is shown once, only its hash kept; audited.
+    let a = commands::Actor::cli();
+    let req = commands::ManagementKeyRequest {
+        workspace: "w2".into(),
+        name: Some("reseller".into()),
+        expires_at: None,
+    };
+    let made = commands::create_management_key(s, &a, req, Utc::now())
+        .await
+        .unwrap();
+    assert!(made.secret.starts_with("mk-tg-"), "{}", made.secret);
+    let stored = s.management_key(&made.key.key.id).await.unwrap().unwrap();
+    assert!(!stored.secret_hash.contains(&made.secret));
+    let found = commands::management_caller(s, &made.secret, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(found, Some(stored));
+    let sk = made.secret.replacen("mk-tg-", "sk-tg-", 1);
+    assert_eq!(
+        commands::management_caller(s, &sk, Utc::now())
+            .await
+            .unwrap(),
+        None,
+        "an API key's form is no management key"
+    );
+    commands::revoke_management_key(s, &a, &made.key.key.id, Utc::now())
+        .await
+        .unwrap();
+    assert_eq!(
+        commands::management_caller(s, &made.secret, Utc::now())
+            .await
+            .unwrap(),
+        None,
+        "revoked"
+    );
+    let actions = audit_actions(s).await;
+    for want in ["management_key.create", "management_key.revoke"] {
+        assert!(actions.contains(&want.to_owned()), "{want}: {actions:?}");
+    }
 }

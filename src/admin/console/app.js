@@ -682,7 +682,7 @@
 
   /** Shows a new key's secret in dialog `m`, once, with a Copy button. Closing the dialog
    *  removes it from the page, secret included. */
-  function showSecret(m, { title, secret, key, note }) {
+  function showSecret(m, { title, secret, key, note, lost = 'If it is lost, rotate the key.' }) {
     const copyBtn = h('button', { id: 'key-secret-copy', class: 'btn btn-sm', type: 'button' }, icon('copy', 14), 'Copy');
     const code = h('code', { id: 'key-secret', 'data-testid': 'key-secret' }, secret);
     const copied = h('div', { id: 'key-secret-copied', class: 'copied', role: 'status' });
@@ -709,7 +709,7 @@
       h('div', { class: 'modal-body', id: 'key-secret-view' },
         h('div', { class: 'warning', id: 'key-secret-warning' }, icon('warn', 18),
           h('div', null, h('strong', null, 'Copy this secret now — it cannot be shown again.'),
-            'tollgate keeps only a hash of it. If it is lost, rotate the key.')),
+            `tollgate keeps only a hash of it. ${lost}`)),
         h('div', { class: 'secret-box' }, code, copyBtn),
         copied,
         note ? h('p', { class: 'notice' }, note) : null),
@@ -733,11 +733,24 @@
       row: (k) => keyRow(ctx, k, () => list.reload()),
     });
     openBtn.addEventListener('click', () => createKeyDialog(ctx, list));
-    return h('div', { class: 'card', id: 'keys-card' },
-      h('div', { class: 'card-head' },
-        h('div', null, h('h2', null, 'API keys'), h('p', { class: 'sub' }, 'Secrets are shown once, at creation or rotation.')),
-        openBtn),
-      list.el);
+    return h('div', null,
+      h('div', { class: 'card', id: 'keys-card' },
+        h('div', { class: 'card-head' },
+          h('div', null, h('h2', null, 'API keys'), h('p', { class: 'sub' }, 'Secrets are shown once, at creation or rotation.')),
+          openBtn),
+        list.el),
+      managementKeysSection(ctx));
+  }
+
+  /** Model patterns typed one per line or separated by commas or spaces. */
+  function patternsOf(text) {
+    return text.split(/[\s,]+/).map((p) => p.trim()).filter(Boolean);
+  }
+
+  function modelsLine(k) {
+    const list = k.allowed_models || [];
+    return h('div', { class: 'cell-sub', 'data-testid': 'key-models', title: list.length ? list.join('\n') : null },
+      list.length ? `models: ${list.join(', ')}` : 'all models');
   }
 
   function spendCell(k) {
@@ -760,6 +773,8 @@
     const status = k.status || 'active';
     const actions = h('div', { class: 'actions' });
     if (status !== 'revoked') {
+      const edit = h('button', { class: 'btn btn-ghost btn-sm', type: 'button', 'data-testid': 'key-edit' }, 'Edit');
+      edit.addEventListener('click', () => editKeyDialog(k, (out) => tr.replaceWith(keyRow(ctx, out, reload))));
       const rotate = h('button', { class: 'btn btn-ghost btn-sm', type: 'button', 'data-testid': 'key-rotate' }, 'Rotate');
       rotate.addEventListener('click', () => rotateKeyDialog(k, reload));
       const revoke = h('button', { class: 'btn btn-ghost btn-sm btn-link-danger', type: 'button', 'data-testid': 'key-revoke' }, 'Revoke');
@@ -776,12 +791,13 @@
           tr.replaceWith(keyRow(ctx, out, reload));
         }
       });
-      add(actions, rotate, revoke);
+      add(actions, edit, rotate, revoke);
     }
     const tr = h('tr', { 'data-testid': 'key-row', 'data-key-id': k.id, 'data-status': status },
       h('td', null,
         h('div', { class: 'cell-title', 'data-testid': 'key-name' }, k.name || h('span', { class: 'muted' }, 'unnamed')),
-        h('div', { class: 'cell-sub nowrap', title: k.created_at || '' }, `created ${whenShort(k.created_at)}`)),
+        h('div', { class: 'cell-sub nowrap', title: k.created_at || '' }, `created ${whenShort(k.created_at)}`),
+        modelsLine(k)),
       h('td', null,
         h('code', { class: 'nowrap', 'data-testid': 'key-hint' }, k.hint || ''),
         h('div', { class: 'cell-sub mono id-wrap' }, k.id)),
@@ -802,6 +818,7 @@
         h('option', { value: 'daily' }, 'Daily'),
         h('option', { value: 'weekly' }, 'Weekly'),
         h('option', { value: 'monthly' }, 'Monthly'));
+      const models = h('textarea', { id: 'key-models', rows: 2, placeholder: 'e.g. google/gemini-*', autocomplete: 'off', spellcheck: 'false' });
       const err = errorSlot('key-create-error');
       const submit = h('button', { id: 'key-create-submit', class: 'btn btn-primary', type: 'submit' }, 'Create key');
       const cancel = h('button', { class: 'btn', type: 'button', id: 'key-create-cancel' }, 'Cancel');
@@ -813,7 +830,8 @@
             h('div', { class: 'field full' }, h('label', { for: 'key-name' }, 'Name'), name),
             h('div', { class: 'field full' }, h('label', { for: 'key-expires' }, 'Expires'), expires, h('span', { class: 'hint' }, 'Optional, your local time. Leave empty for a key that never expires.')),
             h('div', { class: 'field' }, h('label', { for: 'key-limit' }, 'Spend limit (USD)'), limit, h('span', { class: 'hint' }, 'Optional.')),
-            h('div', { class: 'field' }, h('label', { for: 'key-reset' }, 'Limit resets'), reset)),
+            h('div', { class: 'field' }, h('label', { for: 'key-reset' }, 'Limit resets'), reset),
+            h('div', { class: 'field full' }, h('label', { for: 'key-models' }, 'Allowed models'), models, modelsHint())),
           err),
         h('div', { class: 'modal-foot' }, cancel, submit));
       form.addEventListener('submit', async (ev) => {
@@ -821,6 +839,8 @@
         err.hide();
         const body = {};
         if (name.value.trim()) body.name = name.value.trim();
+        const allowed = patternsOf(models.value);
+        if (allowed.length) body.allowed_models = allowed;
         if (expires.value) {
           const d = new Date(expires.value);
           if (Number.isNaN(d.getTime())) { err.show('The expiry is not a valid date and time.'); return; }
@@ -840,6 +860,165 @@
           const out = await busy(submit, () => api('POST', `/workspaces/${enc(ctx.id)}/keys`, body));
           m.onClose = () => list.reload();
           showSecret(m, { title: 'Key created', secret: out.secret, key: out.key });
+        } catch (e) {
+          err.show(e.message);
+        }
+      });
+      m.set(form);
+    });
+  }
+
+  function modelsHint() {
+    return h('span', { class: 'hint' }, 'Optional: model ids the key may call, one per line or separated by commas; * matches anything (google/gemini-*). Empty: every model.');
+  }
+
+  /** Changes a key's name, model allowlist or spend limit (`PATCH /keys/{id}`); `done` gets
+   *  the key as it is now. A limit's period, once set, is fixed. */
+  function editKeyDialog(k, done) {
+    modal('key-edit-dialog', (m) => {
+      const name = h('input', { id: 'key-edit-name', type: 'text', maxlength: 200, autocomplete: 'off', value: k.name || '' });
+      const models = h('textarea', { id: 'key-edit-models', rows: 3, autocomplete: 'off', spellcheck: 'false' });
+      models.value = (k.allowed_models || []).join('\n');
+      const limit = h('input', { id: 'key-edit-limit', type: 'text', inputmode: 'decimal', autocomplete: 'off', value: k.spend_limit_usd || '', placeholder: 'e.g. 25.00' });
+      const reset = h('select', { id: 'key-edit-reset', disabled: !!k.limit_reset },
+        ['daily', 'weekly', 'monthly'].map((r) => h('option', { value: r, selected: k.limit_reset === r }, r[0].toUpperCase() + r.slice(1))));
+      const err = errorSlot('key-edit-error');
+      const submit = h('button', { id: 'key-edit-submit', class: 'btn btn-primary', type: 'submit' }, 'Save');
+      const cancel = h('button', { class: 'btn', type: 'button' }, 'Cancel');
+      cancel.addEventListener('click', () => m.close());
+      const form = h('form', { id: 'key-edit-form', novalidate: true },
+        h('div', { class: 'modal-head' }, h('h2', null, 'Edit key'),
+          h('p', { class: 'sub' }, h('code', { class: 'muted' }, k.hint || ''), ' — changes reach every gateway within seconds.')),
+        h('div', { class: 'modal-body' },
+          h('div', { class: 'fields' },
+            h('div', { class: 'field full' }, h('label', { for: 'key-edit-name' }, 'Name'), name),
+            h('div', { class: 'field full' }, h('label', { for: 'key-edit-models' }, 'Allowed models'), models, modelsHint()),
+            h('div', { class: 'field' }, h('label', { for: 'key-edit-limit' }, 'Spend limit (USD)'), limit,
+              h('span', { class: 'hint' }, k.spend_limit_usd ? 'Raise or lower it; it cannot be removed.' : 'Optional.')),
+            h('div', { class: 'field' }, h('label', { for: 'key-edit-reset' }, 'Limit resets'), reset,
+              k.limit_reset ? h('span', { class: 'hint' }, 'Fixed once set.') : null)),
+          err),
+        h('div', { class: 'modal-foot' }, cancel, submit));
+      form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        err.hide();
+        const body = { name: name.value.trim() || null, allowed_models: patternsOf(models.value) };
+        const lim = limit.value.trim().replace(/^\$/, '');
+        if (lim && lim !== k.spend_limit_usd) {
+          if (!isDecimal(lim)) { err.show('The spend limit must be a decimal amount of USD, like 25 or 12.50.'); limit.focus(); return; }
+          body.spend_limit_usd = lim;
+          if (!k.limit_reset) body.limit_reset = reset.value;
+        } else if (!lim && k.spend_limit_usd) {
+          err.show('A spend limit cannot be removed; set another amount.');
+          limit.focus();
+          return;
+        }
+        try {
+          const out = await busy(submit, () => api('PATCH', `/keys/${enc(k.id)}`, body));
+          m.close();
+          toast(`Key “${out.name || out.hint}” saved.`);
+          done(out);
+        } catch (e) {
+          err.show(e.message);
+        }
+      });
+      m.set(form);
+    });
+  }
+
+  // ------------------------------------------------------------------ management keys
+
+  const MKEY_STATUS = { active: 'active', expired: 'expired', revoked: 'revoked' };
+
+  /** A workspace's management keys: admin API credentials limited to its API keys, usage and
+   *  balance (for a reseller's backend). Created here (the secret shown once), listed, revoked. */
+  function managementKeysSection(ctx) {
+    const openBtn = h('button', { id: 'mkey-create-open', class: 'btn', type: 'button' }, icon('plus'), 'Create management key');
+    const list = pagedTable({
+      id: 'mkeys-table',
+      path: `/workspaces/${enc(ctx.id)}/management-keys`,
+      columns: [{ label: 'Name' }, { label: 'Key' }, { label: 'Status' }, { label: 'Expires' }, { label: '', cls: 'num' }],
+      empty: () => emptyState('No management keys', 'A management key lets a backend create, change and revoke this workspace’s API keys and read its usage and balance — nothing else.'),
+      row: (k) => managementKeyRow(k, () => list.reload()),
+    });
+    openBtn.addEventListener('click', () => createManagementKeyDialog(ctx, list));
+    return h('div', { class: 'card', id: 'mkeys-card' },
+      h('div', { class: 'card-head' },
+        h('div', null, h('h2', null, 'Management keys'),
+          h('p', { class: 'sub' }, 'Admin API credentials for this workspace only: its API keys, usage and balance.')),
+        openBtn),
+      list.el);
+  }
+
+  function managementKeyRow(k, reload) {
+    const status = k.status || 'active';
+    const actions = h('div', { class: 'actions' });
+    if (status !== 'revoked') {
+      const revoke = h('button', { class: 'btn btn-ghost btn-sm btn-link-danger', type: 'button', 'data-testid': 'mkey-revoke' }, 'Revoke');
+      revoke.addEventListener('click', async () => {
+        const out = await confirmDialog({
+          title: 'Revoke this management key?',
+          text: `Calls made with “${k.name || k.hint}” (${k.hint}) will be refused at once. This cannot be undone.`,
+          ok: 'Revoke key',
+          danger: true,
+          action: () => api('POST', `/management-keys/${enc(k.id)}/revoke`),
+        });
+        if (out) {
+          toast(`Management key “${k.name || k.hint}” revoked.`);
+          tr.replaceWith(managementKeyRow(out, reload));
+        }
+      });
+      actions.append(revoke);
+    }
+    const tr = h('tr', { 'data-testid': 'mkey-row', 'data-key-id': k.id, 'data-status': status },
+      h('td', null,
+        h('div', { class: 'cell-title', 'data-testid': 'mkey-name' }, k.name || h('span', { class: 'muted' }, 'unnamed')),
+        h('div', { class: 'cell-sub nowrap', title: k.created_at || '' }, `created ${whenShort(k.created_at)}`)),
+      h('td', null,
+        h('code', { class: 'nowrap', 'data-testid': 'mkey-hint' }, k.hint || ''),
+        h('div', { class: 'cell-sub mono id-wrap' }, k.id)),
+      h('td', null, badge(status, MKEY_STATUS[status] || status, { 'data-testid': 'mkey-status', title: k.revoked_at ? `revoked ${when(k.revoked_at)}` : null })),
+      h('td', { class: 'nowrap', title: k.expires_at || '' }, k.expires_at ? whenShort(k.expires_at) : h('span', { class: 'muted' }, 'Never')),
+      h('td', { class: 'num' }, actions));
+    return tr;
+  }
+
+  function createManagementKeyDialog(ctx, list) {
+    modal('mkey-dialog', (m) => {
+      const name = h('input', { id: 'mkey-name', type: 'text', maxlength: 200, placeholder: 'e.g. billing-backend', autocomplete: 'off', autofocus: true });
+      const expires = h('input', { id: 'mkey-expires', type: 'datetime-local' });
+      const err = errorSlot('mkey-create-error');
+      const submit = h('button', { id: 'mkey-create-submit', class: 'btn btn-primary', type: 'submit' }, 'Create management key');
+      const cancel = h('button', { class: 'btn', type: 'button' }, 'Cancel');
+      cancel.addEventListener('click', () => m.close());
+      const form = h('form', { id: 'mkey-create-form', novalidate: true },
+        h('div', { class: 'modal-head' }, h('h2', null, 'Create a management key'), h('p', { class: 'sub' }, 'For workspace ', h('b', null, ctx.ws ? ctx.ws.name : ctx.id), ' only.')),
+        h('div', { class: 'modal-body' },
+          h('div', { class: 'fields' },
+            h('div', { class: 'field full' }, h('label', { for: 'mkey-name' }, 'Name'), name),
+            h('div', { class: 'field full' }, h('label', { for: 'mkey-expires' }, 'Expires'), expires, h('span', { class: 'hint' }, 'Optional, your local time. Leave empty for a key that never expires.'))),
+          err),
+        h('div', { class: 'modal-foot' }, cancel, submit));
+      form.addEventListener('submit', async (ev) => {
+        ev.preventDefault();
+        err.hide();
+        const body = {};
+        if (name.value.trim()) body.name = name.value.trim();
+        if (expires.value) {
+          const d = new Date(expires.value);
+          if (Number.isNaN(d.getTime())) { err.show('The expiry is not a valid date and time.'); return; }
+          body.expires_at = d.toISOString();
+        }
+        try {
+          const out = await busy(submit, () => api('POST', `/workspaces/${enc(ctx.id)}/management-keys`, body));
+          m.onClose = () => list.reload();
+          showSecret(m, {
+            title: 'Management key created',
+            secret: out.secret,
+            key: out.key,
+            note: 'Send it as Authorization: Bearer to the admin API (/admin/v1) to manage this workspace’s API keys and read its usage and balance.',
+            lost: 'If it is lost, revoke it and create another.',
+          });
         } catch (e) {
           err.show(e.message);
         }
