@@ -1690,3 +1690,29 @@ fn the_model_list_of_a_key_with_an_allowlist_holds_only_its_models() {
     let open = World::new();
     assert_eq!(ids(&open).len(), 6, "no list: every listed model");
 }
+
+#[test]
+fn every_model_a_request_names_is_held_to_the_keys_allowlist() {
+    let w = World::with_key(|k| k.allowed_models = vec!["acme/ll*".into()]);
+    let chat = |extra: &str| {
+        format!(r#"{{"model":"acme/llama","messages":[{{"role":"user","content":"hi"}}]{extra}}}"#)
+    };
+    let d = w.post("/v1/chat/completions", &chat("")).unwrap();
+    assert_eq!(&*d.admitted.model.id, "acme/llama");
+    drop(d);
+    // A fallback the key may not use refuses the request, as the model would: a key's list
+    // cannot be widened by naming a model second.
+    let e = w
+        .post(
+            "/v1/chat/completions",
+            &chat(r#","models":["acme/claude"]"#),
+        )
+        .err()
+        .unwrap();
+    assert_eq!((e.code(), e.status()), ("model_not_allowed", 403));
+    assert_eq!(
+        e.to_string(),
+        r#"this api key is not allowed to use model "acme/claude""#
+    );
+    assert_eq!(w.accounts.unreserved("ws_1"), usd(10), "nothing reserved");
+}

@@ -551,34 +551,22 @@ mod tests {
         for door in [Door::OpenAi, Door::Responses, Door::Messages] {
             assert_eq!(e.status_in(door), 403, "{door:?}");
         }
-        let v = parse(&e);
-        assert_eq!(
-            (
-                &v["error"]["type"],
-                &v["error"]["code"],
-                &v["error"]["message"]
-            ),
-            (
-                &"permission_error".into(),
-                &"model_not_allowed".into(),
-                &message.into()
-            )
-        );
-        let v: serde_json::Value = serde_json::from_slice(&e.envelope_in(Door::Messages)).unwrap();
-        assert_eq!(v["type"], "error");
-        assert_eq!(
-            (
-                &v["error"]["type"],
-                &v["error"]["code"],
-                &v["error"]["message"]
-            ),
-            (
-                &"permission_error".into(),
-                &"model_not_allowed".into(),
-                &message.into()
-            )
-        );
-        assert_eq!(e.blame(), Blame::Client);
+        // OpenAI's envelope (the chat and Responses doors), then Anthropic's.
+        let anthropic: serde_json::Value =
+            serde_json::from_slice(&e.envelope_in(Door::Messages)).unwrap();
+        assert_eq!(anthropic["type"], "error");
+        for v in [parse(&e), anthropic] {
+            let error = &v["error"];
+            assert_eq!(
+                (&error["type"], &error["code"], &error["message"]),
+                (
+                    &"permission_error".into(),
+                    &"model_not_allowed".into(),
+                    &message.into()
+                ),
+                "{v}"
+            );
+        }
     }
 
     #[test]

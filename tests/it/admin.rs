@@ -14,7 +14,7 @@ async fn call(gw: &Gateway, method: &str, path: &str, body: Option<Value>) -> (u
     call_as(gw, Some(ADMIN_TOKEN), method, path, body).await
 }
 
-async fn call_as(
+pub(crate) async fn call_as(
     gw: &Gateway,
     token: Option<&str>,
     method: &str,

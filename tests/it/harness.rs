@@ -493,17 +493,22 @@ impl Gateway {
         records()
     }
 
-    /// The ids `/v1/models` lists for `key`.
-    pub async fn model_ids(&self, key: &str) -> Vec<String> {
-        let v: Value = reqwest::Client::new()
-            .get(self.url("/v1/models"))
+    /// `GET path` on the public listener with `key`: the answer's JSON.
+    pub async fn get_json(&self, key: &str, path: &str) -> Value {
+        reqwest::Client::new()
+            .get(self.url(path))
             .bearer_auth(key)
             .send()
             .await
             .unwrap()
             .json()
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    /// The ids `/v1/models` lists for `key`.
+    pub async fn model_ids(&self, key: &str) -> Vec<String> {
+        let v = self.get_json(key, "/v1/models").await;
         v["data"]
             .as_array()
             .unwrap()

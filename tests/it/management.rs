@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use crate::admin::call_as;
 use crate::harness::{eventually, Gateway, SimEnv, ADMIN_TOKEN};
 
 const GEMINI: &str = "google/gemini-2.5-flash";
@@ -23,22 +24,7 @@ async fn admin(
     path: &str,
     body: Option<Value>,
 ) -> (u16, Value) {
-    let mut req = reqwest::Client::new()
-        .request(
-            method.parse().unwrap(),
-            format!("{}/admin/v1{path}", gw.admin),
-        )
-        .bearer_auth(token);
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let res = req.send().await.unwrap();
-    let status = res.status().as_u16();
-    let text = res.text().await.unwrap();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
+    call_as(gw, Some(token), method, &format!("/admin/v1{path}"), body).await
 }
 
 fn code(v: &Value) -> &str {
@@ -539,15 +525,7 @@ async fn an_allowlisted_key_is_refused_other_models_on_every_door() {
     );
     let everything = gw.model_ids(&e.key).await;
     assert!(everything.len() > mine.len() && everything.contains(&CLAUDE.to_owned()));
-    let v: Value = reqwest::Client::new()
-        .get(gw.url("/v1/key"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let v: Value = gw.get_json(&key, "/v1/key").await;
     assert_eq!(v["allowed_models"], json!(["google/gemini-2.5-flash*"]));
 }
 

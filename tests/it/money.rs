@@ -434,15 +434,12 @@ async fn a_failure_without_output_is_waived_when_the_operator_says_so() {
         "the tokens stay recorded: {r}"
     );
     assert_eq!(r["output_tokens"], 0, "{r}");
-    let generation: Value = reqwest::Client::new()
-        .get(gw.url(&format!("/v1/generation?id={}", r["id"].as_str().unwrap())))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let generation: Value = gw
+        .get_json(
+            &key,
+            &format!("/v1/generation?id={}", r["id"].as_str().unwrap()),
+        )
+        .await;
     assert_eq!(generation["data"]["waived"], true, "{generation}");
     assert_eq!(
         gw.cli_json(&["ledger", "--workspace", &ws])["balance"],
