@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::billing::pico;
-use crate::harness::{Gateway, Sim};
+use crate::harness::{FakeUpstream, Gateway, Sim};
 
 /// One request as a client sends it: the door's path, its body, whether it streams.
 struct Case {
@@ -147,4 +147,22 @@ async fn an_embeddings_answer_carries_its_cost() {
     let debit = debit_of(&gw, &ws, &generation_id(&text)).await;
     assert_eq!(pico(&json!(cost_text(&text))), -debit);
     assert_eq!(header, cost_text(&text));
+}
+
+#[tokio::test]
+async fn an_openai_compatible_answer_carries_its_cost() {
+    let upstream = FakeUpstream::start().await;
+    let gw = Gateway::builder().fake_openai(&upstream).start();
+    let (ws, key) = gw.workspace_with_key();
+    for stream in [false, true] {
+        let case = Case {
+            path: "/v1/chat/completions",
+            body: json!({"model": "acme/echo", "stream": stream, "messages": [{"role": "user", "content": "price this"}]}),
+        };
+        let (header, text) = send(&gw, &key, &case).await;
+        let debit = debit_of(&gw, &ws, &generation_id(&text)).await;
+        assert!(debit < 0, "priced");
+        assert_eq!(pico(&json!(cost_text(&text))), -debit, "stream={stream}");
+        assert_eq!(header.is_some(), !stream);
+    }
 }
