@@ -292,6 +292,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<UsageRecord>>;
     /// The workspace's usage record `id` (a completion id), if it has one.
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>>;
+    /// The workspace's usage record `id` if it finished in `from..to`: on PostgreSQL the
+    /// lookup then probes only the month partitions of that range (`/v1/generation` bounds it
+    /// by the time its id encodes).
+    async fn usage_record_within(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Option<UsageRecord>>;
     /// Every balance, by workspace id.
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
         let rows = self.balance_rows().await?;

@@ -1154,6 +1154,22 @@ impl Store for PgStore {
         rows::all(rows, rows::usage)
     }
 
+    async fn usage_record_within(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Option<UsageRecord>> {
+        let rows = self
+            .query_rows(
+                &sql::usage_record_within_sql('$'),
+                &[&id, &workspace_id, &from, &to],
+            )
+            .await?;
+        Ok(rows::all(rows, rows::usage)?.pop())
+    }
+
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>> {
         let rows = self
             .query_rows(

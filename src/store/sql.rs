@@ -556,3 +556,12 @@ pub(crate) fn archived_month_sql(mark: char) -> String {
 pub(crate) fn archived_month_delete_sql(mark: char) -> String {
     format!("DELETE FROM archived_totals WHERE month = {mark}1")
 }
+
+/// A workspace's record by id within a range of `finished_at` (parameters: id, workspace_id,
+/// from, to): the range prunes PostgreSQL's month partitions.
+pub(crate) fn usage_record_within_sql(mark: char) -> String {
+    format!(
+        "SELECT {USAGE_COLS} FROM usage_records WHERE id = {mark}1 AND workspace_id = {mark}2 \
+         AND finished_at >= {mark}3 AND finished_at < {mark}4"
+    )
+}

@@ -986,6 +986,32 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn usage_record_within(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Option<UsageRecord>> {
+        let args: [Param<'static>; 4] = [
+            id.to_owned().into(),
+            workspace_id.to_owned().into(),
+            from.into(),
+            to.into(),
+        ];
+        let found = self
+            .run(move |conn| {
+                query_all(
+                    conn,
+                    &sql::usage_record_within_sql('?'),
+                    params_from_iter(&args),
+                    |r| rows::usage(r),
+                )
+            })
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>> {
         let (ws, id) = (workspace_id.to_owned(), id.to_owned());
         let found = self
