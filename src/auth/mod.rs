@@ -219,7 +219,12 @@ mod tests {
         }
         let completion = new_id("chatcmpl").replacen('_', "-", 1);
         assert!(id_time(&completion).unwrap() <= Utc::now());
-        for odd in ["nodash", "x_short", "x_!!!!!!!!!aaaaaaaaaaa", "chatcmpl-gw1"] {
+        for odd in [
+            "nodash",
+            "x_short",
+            "x_!!!!!!!!!aaaaaaaaaaa",
+            "chatcmpl-gw1",
+        ] {
             assert_eq!(id_time(odd), None, "{odd}");
         }
     }

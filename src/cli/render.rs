@@ -5,10 +5,9 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::commands::{
-    Archived, Restored,
-    is_hidden_control, CreatedKey, CreatedManagementKey, Credited, DriftReport, Imported, Ledger,
-    ManagementKeyStatus, ManagementKeyView, Migrated, Revoked, Rotated, RouteCheck, RouteStatus,
-    Verified,
+    is_hidden_control, Archived, CreatedKey, CreatedManagementKey, Credited, DriftReport, Imported,
+    Ledger, ManagementKeyStatus, ManagementKeyView, Migrated, Restored, Revoked, Rotated,
+    RouteCheck, RouteStatus, Verified,
 };
 use crate::money::{Price, Usd};
 use crate::store::{ApiKey, CatalogRows, LedgerKind, ModelRow, UsageRecord, Workspace};

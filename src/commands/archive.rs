@@ -184,7 +184,8 @@ async fn write_month(
         totals: tally.totals(),
         sha256,
     };
-    let json = serde_json::to_vec_pretty(&manifest).map_err(|e| io_err(manifest_path, &e.into()))?;
+    let json =
+        serde_json::to_vec_pretty(&manifest).map_err(|e| io_err(manifest_path, &e.into()))?;
     write_synced(manifest_path, &json)?;
     let (read, _) = read_archive(file, &manifest)?;
     if read != manifest {
