@@ -1804,3 +1804,146 @@ impl Store for PgStore {
         let _ = tokio::time::timeout(max, self.changed.notified()).await;
     }
 }
+
+#[cfg(test)]
+mod plan_tests {
+    //! What PostgreSQL plans for the queries that read the partitioned `usage_records`, on
+    //! three months of records (10,000 each, ten workspaces), analysed: every partition a
+    //! query reads is read through an index, and a lookup by id reads only the partitions of
+    //! the time its id allows. Runs at `TOLLGATE_TEST_PG_URL` in a schema of its own. (The
+    //! daily rollups read `usage_daily`, which is not partitioned: one primary-key range.)
+
+    use super::*;
+    use crate::store::sql::Page;
+
+    const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+    /// The rows: `w0`…`w9` with a key each, and per month of August–October 2026, 10,000
+    /// records (1 input token at 1 micro-USD per 1M: cost 1 pico-USD) spread over the month.
+    const LOAD: &str = "
+        INSERT INTO workspaces (id, name, created_at)
+            SELECT 'w' || i, 'w', now() FROM generate_series(0, 9) i;
+        INSERT INTO api_keys (id, workspace_id, secret_hash, hint, created_at)
+            SELECT 'k' || i, 'w' || i, 'h' || i, 'h', now() FROM generate_series(0, 9) i;
+        INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint, stream,
+            input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+            input_price_micro, output_price_micro, cost_pico, outcome, started_at, finished_at)
+        SELECT 'chatcmpl-' || lpad(n::text, 8, '0'), 'w' || (n % 10), 'k' || (n % 10),
+               'm' || (n % 3), 'r', 'chat', false, 1, 0, 0, 0, 0, 1, 0, 1, 'complete',
+               t, t
+        FROM generate_series(0, 29999) n,
+             LATERAL (SELECT timestamptz '2026-08-01 00:00:00+00'
+                             + (n / 10000) * interval '1 month'
+                             + (n % 10000) * interval '4 minutes' AS t) at;
+        ANALYZE usage_records;";
+
+    async fn plan(client: &Client, sql: &str, args: &[Param<'_>]) -> Vec<String> {
+        let rows = client
+            .query(&format!("EXPLAIN {sql}"), &refs(args))
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get::<_, String>(0)).collect()
+    }
+
+    /// No partition with rows is read whole; every scan of one uses an index. Returns the
+    /// month partitions the plan reads.
+    fn read_by_index(sql: &str, plan: &[String]) -> BTreeSet<String> {
+        let mut months = BTreeSet::new();
+        for line in plan {
+            let Some(at) = line.find(" on usage_records_2026_") else {
+                continue;
+            };
+            assert!(!line.contains("Seq Scan"), "{sql}\n{}", plan.join("\n"));
+            assert!(line.contains("Index"), "{sql}\n{}", plan.join("\n"));
+            let name = line[at + 4..].split_whitespace().next().unwrap_or("");
+            months.insert(name.to_owned());
+        }
+        months
+    }
+
+    #[tokio::test]
+    async fn every_query_of_the_records_reads_each_partition_by_an_index() {
+        if std::env::var("TOLLGATE_SKIP_PG").as_deref() == Ok("1") {
+            return;
+        }
+        let base = std::env::var("TOLLGATE_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_URL.into());
+        let (admin, conn) = tokio_postgres::connect(&base, NoTls).await.unwrap();
+        let admin_conn = tokio::spawn(conn);
+        let schema = format!("plan_{:016x}", rand::random::<u64>());
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+        let store = PgStore::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let start: DateTime<Utc> = "2026-08-01T00:00:00Z".parse().unwrap();
+        store.ensure_usage_partitions(start, 2).await.unwrap();
+        let client = store.client().await.unwrap();
+        client.batch_execute(LOAD).await.unwrap();
+
+        let cursor = Cursor {
+            at: "2026-10-15T00:00:00Z".parse().unwrap(),
+            id: "chatcmpl-00025000".into(),
+        };
+        let filters = [
+            UsageFilter::default(),
+            UsageFilter {
+                key_id: Some("k3".into()),
+                ..Default::default()
+            },
+            UsageFilter {
+                model_id: Some("m1".into()),
+                from: Some("2026-08-20T00:00:00Z".parse().unwrap()),
+                to: Some("2026-10-10T00:00:00Z".parse().unwrap()),
+                ..Default::default()
+            },
+        ];
+        for f in &filters {
+            for after in [None, Some(&cursor)] {
+                let page = Page::usage("w3", f, after, 50);
+                let sql = page.q.sql(|n| format!("${n}"));
+                let read = read_by_index(&sql, &plan(&client, &sql, &page.args).await);
+                assert!(!read.is_empty(), "{sql}");
+            }
+        }
+        // /v1/generation: by id, within the time its id allows — one or two partitions.
+        let sql = sql::usage_record_within_sql('$');
+        let made: DateTime<Utc> = "2026-09-30T12:00:00Z".parse().unwrap();
+        let args = [
+            "chatcmpl-00019990".into(),
+            "w0".into(),
+            (made - chrono::TimeDelta::days(1)).into(),
+            (made + chrono::TimeDelta::days(7)).into(),
+        ];
+        let read = read_by_index(&sql, &plan(&client, &sql, &args).await);
+        assert_eq!(
+            read.into_iter().collect::<Vec<_>>(),
+            ["usage_records_2026_09", "usage_records_2026_10"]
+        );
+        // An archive's read of a month: that month's partition, by its primary key.
+        let sql = sql::month_usage_sql('$');
+        let sep: UsageMonth = "2026-09".parse().unwrap();
+        let args = [
+            sep.start().into(),
+            sep.end().into(),
+            "chatcmpl-00012000".into(),
+            1000i64.into(),
+        ];
+        let read = read_by_index(&sql, &plan(&client, &sql, &args).await);
+        assert_eq!(
+            read.into_iter().collect::<Vec<_>>(),
+            ["usage_records_2026_09"]
+        );
+
+        drop(client);
+        drop(store);
+        admin
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+        drop(admin);
+        let _ = admin_conn.await;
+    }
+}
