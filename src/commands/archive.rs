@@ -253,7 +253,11 @@ fn read_archive(path: &Path, expected: &Manifest) -> CommandResult<(Manifest, Ve
     for (i, line) in lines.lines().enumerate() {
         let line = line.map_err(|e| io_err(path, &e))?;
         let r: UsageRecord = serde_json::from_str(&line).map_err(|e| {
-            CommandError::Invalid(format!("{} line {}: {e}", path.display(), i + 1))
+            CommandError::Invalid(format!(
+                "{} line {}: {e}",
+                path.display(),
+                i.saturating_add(1)
+            ))
         })?;
         if UsageMonth::of(r.finished_at) != expected.month {
             return Err(CommandError::Conflict(format!(

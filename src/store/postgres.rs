@@ -1868,6 +1868,10 @@ mod plan_tests {
         }
         let base = std::env::var("TOLLGATE_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_URL.into());
         let (admin, conn) = tokio_postgres::connect(&base, NoTls).await.unwrap();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the test's admin connection, awaited at its end"
+        )]
         let admin_conn = tokio::spawn(conn);
         let schema = format!("plan_{:016x}", rand::random::<u64>());
         admin

@@ -4,7 +4,7 @@
 
 use chrono::{Duration, Utc};
 use tollgate::money::{Price, Usd};
-use tollgate::store::{NewKey, Store, UsageEndpoint, UsageMonth, UsageOutcome, UsageRecord};
+use tollgate::store::{NewKey, UsageEndpoint, UsageMonth, UsageOutcome, UsageRecord};
 
 use crate::harness::Gateway;
 
