@@ -1340,12 +1340,12 @@ impl Store for PgStore {
                  partition, which must stay empty"
             )));
         }
-        // Detached, the month is out of usage_records: no writer adds to it meanwhile (the
-        // detach holds the parent's lock until commit), and what is checked is what goes.
-        tx.batch_execute(&format!(
-            "ALTER TABLE usage_records DETACH PARTITION {partition}"
-        ))
-        .await?;
+        // The month's partition alone is locked against writes while it is summed (a scan
+        // of the month: about a second per million records here), so what is checked is what
+        // goes, and writers of other months go on. Only the detach and the drop, at the end,
+        // lock the parent, for as long as the commit takes.
+        tx.batch_execute(&format!("LOCK TABLE {partition} IN SHARE MODE"))
+            .await?;
         let stray = pg_month_totals(&tx, "usage_records_default", month).await?;
         if !stray.is_empty() {
             return Err(StoreError::Conflict(format!(
@@ -1355,7 +1355,10 @@ impl Store for PgStore {
         let found = pg_month_totals(&tx, &partition, month).await?;
         months::same_totals("usage records", month, &archived.totals, &found)?;
         insert_archived(&tx, archived, at).await?;
-        tx.batch_execute(&format!("DROP TABLE {partition}")).await?;
+        tx.batch_execute(&format!(
+            "ALTER TABLE usage_records DETACH PARTITION {partition}; DROP TABLE {partition}"
+        ))
+        .await?;
         audited(&tx, audit, archived).await?;
         tx.commit().await?;
         Ok(())
