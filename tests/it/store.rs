@@ -233,6 +233,7 @@ suite!(
     archive_drop_verify_restore_round_trip_is_exact,
     archiving_the_current_month_is_refused,
     an_archive_that_cannot_be_written_changes_nothing,
+    a_record_is_found_by_id_within_its_time_range,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -3403,6 +3404,65 @@ async fn partitions_are_made_ahead_and_split_at_the_month_boundary(b: Arc<Backen
     assert!(verified.inconsistent.is_empty());
     assert_eq!(verified.default_partition_records, 1);
     assert!(!verified.is_clean());
+    // Its month has no partition to drop: archiving it is refused (each month on its own:
+    // the months before it with a partition are archived first), and it stays.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let actor = commands::Actor::cli();
+    let later = utc("2031-07-15T00:00:00Z");
+    let e = commands::archive_usage(s, &actor, "2031-07", dir.path(), later)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no partition"), "{e}");
+    assert_eq!(s.default_partition_records().await.unwrap(), 1);
+    let archived: Vec<String> = s
+        .archived_months()
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.month.to_string())
+        .collect();
+    assert_eq!(archived, ["2030-01", "2030-02"]);
+    assert!(!dir.path().join("usage-2031-06.jsonl.zst").exists());
+    let verified = commands::verify_ledger(s).await.unwrap();
+    assert!(verified.inconsistent.is_empty(), "{verified:?}");
+}
+
+/// `/v1/generation`'s lookup: a record is found by id within a range of `finished_at` that
+/// holds it, and not outside it (on PostgreSQL the range picks the partitions read).
+async fn a_record_is_found_by_id_within_its_time_range(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let records = three_months(s).await;
+    let r = &records[3];
+    let day = chrono::TimeDelta::days(1);
+    let found = s
+        .usage_record_within("w1", &r.id, r.finished_at - day, r.finished_at + day)
+        .await
+        .unwrap();
+    assert_eq!(found.as_ref(), Some(r));
+    // The range's end is exclusive, its start inclusive.
+    let at_start = s
+        .usage_record_within("w1", &r.id, r.finished_at, r.finished_at + day)
+        .await
+        .unwrap();
+    assert_eq!(at_start.as_ref(), Some(r));
+    for (from, to) in [
+        (r.finished_at - day, r.finished_at),
+        (
+            r.finished_at + chrono::TimeDelta::microseconds(1),
+            r.finished_at + day,
+        ),
+    ] {
+        assert_eq!(
+            s.usage_record_within("w1", &r.id, from, to).await.unwrap(),
+            None
+        );
+    }
+    // Another workspace's record is not found.
+    let other = s
+        .usage_record_within("w2", &r.id, r.finished_at - day, r.finished_at + day)
+        .await
+        .unwrap();
+    assert_eq!(other, None);
 }
 
 /// Records of August, September (its last microsecond) and October 2026 in two workspaces.
