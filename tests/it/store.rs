@@ -3694,8 +3694,20 @@ async fn an_archive_that_cannot_be_written_changes_nothing(b: Arc<Backend>) {
             .await
             .is_err());
     }
-    assert_eq!(all_usage(s).await, sorted(records));
+    assert_eq!(all_usage(s).await, sorted(records.clone()));
     assert!(s.archived_months().await.unwrap().is_empty());
     books_balance(s).await;
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    // The records' file written, its manifest cannot be (a directory holds its temporary
+    // name): the month stays, and the file written is removed.
+    let to = dir.path().join("half");
+    std::fs::create_dir_all(to.join("usage-2026-08.manifest.json.partial")).unwrap();
+    assert!(commands::archive_usage(s, &actor, "2026-10", &to, now)
+        .await
+        .is_err());
+    assert!(!to.join("usage-2026-08.jsonl.zst").exists());
+    assert!(!to.join("usage-2026-08.jsonl.zst.partial").exists());
+    assert_eq!(all_usage(s).await, sorted(records));
+    assert!(s.archived_months().await.unwrap().is_empty());
+    books_balance(s).await;
 }
