@@ -73,6 +73,24 @@ pub fn new_id(kind: &str) -> String {
     id
 }
 
+/// When an id made by [`new_id`] (or a completion id: `chatcmpl-…`, `msg_…`) was made: the nine
+/// base62 characters after its kind. `None` for an id of another shape.
+pub fn id_time(id: &str) -> Option<DateTime<Utc>> {
+    let sep = id.find(['_', '-'])?;
+    let digits = id.get(sep + 1..sep + 10)?;
+    let mut micros: u64 = 0;
+    for b in digits.bytes() {
+        let d = match b {
+            b'0'..=b'9' => b - b'0',
+            b'A'..=b'Z' => b - b'A' + 10,
+            b'a'..=b'z' => b - b'a' + 36,
+            _ => return None,
+        };
+        micros = micros.checked_mul(62)?.checked_add(u64::from(d))?;
+    }
+    DateTime::from_timestamp_micros(i64::try_from(micros).ok()?)
+}
+
 /// Appends `n` as exactly `width` base62 digits (`0-9A-Za-z`, ASCII order), most significant
 /// first, so equal-width numbers sort as text the way they sort as numbers.
 fn push_base62(out: &mut String, mut n: u64, width: usize) {
@@ -192,6 +210,25 @@ fn decode_hash(hex_text: &str) -> Option<Hash> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_id_tells_when_it_was_made() {
+        let before = Utc::now();
+        for kind in ["ws", "msg"] {
+            let t = id_time(&new_id(kind)).unwrap();
+            assert!(t >= before - chrono::Duration::microseconds(1) && t <= Utc::now());
+        }
+        let completion = new_id("chatcmpl").replacen('_', "-", 1);
+        assert!(id_time(&completion).unwrap() <= Utc::now());
+        for odd in [
+            "nodash",
+            "x_short",
+            "x_!!!!!!!!!aaaaaaaaaaa",
+            "chatcmpl-gw1",
+        ] {
+            assert_eq!(id_time(odd), None, "{odd}");
+        }
+    }
+
     use super::*;
 
     #[test]

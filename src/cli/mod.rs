@@ -77,13 +77,16 @@ pub enum Command {
     Credit(CreditCmd),
     #[command(subcommand)]
     Catalog(CatalogCmd),
-    /// A workspace's usage records (oldest first).
+    /// A workspace's usage records (oldest first), or `usage archive` / `usage restore`.
+    #[command(args_conflicts_with_subcommands = true)]
     Usage {
         #[arg(long)]
-        workspace: String,
+        workspace: Option<String>,
         /// Only records finished at or after this RFC 3339 time.
         #[arg(long)]
         since: Option<DateTime<Utc>>,
+        #[command(subcommand)]
+        retention: Option<UsageCmd>,
     },
     /// A workspace's ledger and balance, or `ledger verify` for every workspace.
     #[command(args_conflicts_with_subcommands = true)]
@@ -93,6 +96,24 @@ pub enum Command {
         #[command(subcommand)]
         verify: Option<LedgerCmd>,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum UsageCmd {
+    /// Write every record of each month before --before to PATH (usage-YYYY-MM.jsonl.zst and
+    /// its manifest), read it back, then drop the month from the store with its
+    /// carried-forward totals. The current month cannot be archived.
+    Archive {
+        /// The first month kept, YYYY-MM (at most the current month).
+        #[arg(long)]
+        before: String,
+        /// The directory the archive files go to.
+        #[arg(long)]
+        to: PathBuf,
+    },
+    /// Load an archive file (usage-YYYY-MM.jsonl.zst, its manifest beside it) back into the
+    /// store, for an audit.
+    Restore { path: PathBuf },
 }
 
 #[derive(Debug, Subcommand)]
@@ -392,17 +413,40 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
             render::print(json, &report, &render::drift(&report))?;
             drift_verdict(&report)
         }
-        Command::Usage { workspace, since } => {
+        Command::Usage {
+            retention: Some(UsageCmd::Archive { before, to }),
+            ..
+        } => {
+            let archived = commands::archive_usage(store, &actor, &before, &to, Utc::now()).await?;
+            render::print(json, &archived, &render::archived(&archived))
+        }
+        Command::Usage {
+            retention: Some(UsageCmd::Restore { path }),
+            ..
+        } => {
+            let restored = commands::restore_usage(store, &actor, &path).await?;
+            render::print(json, &restored, &render::restored(&restored))
+        }
+        Command::Usage {
+            workspace: Some(workspace),
+            since,
+            retention: None,
+        } => {
             let records = commands::usage(store, &workspace, since).await?;
             render::print(json, &records, &render::usage(&records))
         }
+        Command::Usage {
+            workspace: None, ..
+        } => Err(CliError::Usage(
+            "usage needs --workspace ID, or: usage archive / usage restore".into(),
+        )),
         Command::Ledger {
             verify: Some(LedgerCmd::Verify),
             ..
         } => {
             let verified = commands::verify_ledger(store).await?;
             render::print(json, &verified, &render::verified(&verified))?;
-            if verified.inconsistent.is_empty() {
+            if verified.is_clean() {
                 Ok(())
             } else {
                 Err(CliError::Usage("the ledger does not balance".into()))

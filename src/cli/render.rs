@@ -5,9 +5,9 @@ use serde::Serialize;
 
 use super::CliError;
 use crate::commands::{
-    is_hidden_control, CreatedKey, CreatedManagementKey, Credited, DriftReport, Imported, Ledger,
-    ManagementKeyStatus, ManagementKeyView, Migrated, Revoked, Rotated, RouteCheck, RouteStatus,
-    Verified,
+    is_hidden_control, Archived, CreatedKey, CreatedManagementKey, Credited, DriftReport, Imported,
+    Ledger, ManagementKeyStatus, ManagementKeyView, Migrated, Restored, Revoked, Rotated,
+    RouteCheck, RouteStatus, Verified,
 };
 use crate::money::{Price, Usd};
 use crate::store::{ApiKey, CatalogRows, LedgerKind, ModelRow, UsageRecord, Workspace};
@@ -311,11 +311,42 @@ pub fn usage(records: &[UsageRecord]) -> String {
 }
 
 pub fn verified(v: &Verified) -> String {
-    format!(
+    let mut text = format!(
         "{} workspace(s) checked, {} inconsistent",
         v.checked,
         v.inconsistent.len()
-    )
+    );
+    if v.default_partition_records > 0 {
+        text.push_str(&format!(
+            "\nthe default partition of usage_records holds {} record(s): a month without its \
+             partition (see docs/operations.md)",
+            v.default_partition_records
+        ));
+    }
+    text
+}
+
+pub fn archived(a: &Archived) -> String {
+    if a.months.is_empty() {
+        return "no month to archive".into();
+    }
+    a.months
+        .iter()
+        .map(|m| {
+            plain(format!(
+                "{}  {} records  {} USD  {}",
+                m.month,
+                m.records,
+                m.cost,
+                m.file.display()
+            ))
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub fn restored(r: &Restored) -> String {
+    format!("{}: {} records restored", r.month, r.records)
 }
 
 pub fn ledger(l: &Ledger) -> String {

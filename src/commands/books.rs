@@ -205,8 +205,20 @@ pub async fn ledger(store: &dyn Store, workspace: &str) -> CommandResult<Ledger>
 pub struct Verified {
     pub checked: usize,
     pub inconsistent: Vec<LedgerCheck>,
+    /// Records in PostgreSQL's default partition of `usage_records` (always 0 on SQLite): it
+    /// must stay empty, a record there is of a month without its partition.
+    pub default_partition_records: u64,
 }
 
+impl Verified {
+    /// Every workspace balances and the default partition is empty.
+    pub fn is_clean(&self) -> bool {
+        self.inconsistent.is_empty() && self.default_partition_records == 0
+    }
+}
+
+/// Each workspace's debits are checked against its usage records plus the carried-forward
+/// totals of its archived months (`archived_totals`).
 pub async fn verify_ledger(store: &dyn Store) -> CommandResult<Verified> {
     let checks = store.ledger_verify().await?;
     let checked = checks.len();
@@ -214,6 +226,7 @@ pub async fn verify_ledger(store: &dyn Store) -> CommandResult<Verified> {
     Ok(Verified {
         checked,
         inconsistent,
+        default_partition_records: store.default_partition_records().await?,
     })
 }
 

@@ -7,6 +7,7 @@
 
 mod accounts;
 mod alerts;
+mod archive;
 mod audit;
 mod books;
 mod catalog;
@@ -22,6 +23,7 @@ pub use accounts::{
     MAX_GRACE,
 };
 pub use alerts::{deliveries, put_alerts, AlertRequest};
+pub use archive::{archive_usage, restore_usage, Archived, ArchivedFile, Manifest, Restored};
 pub use audit::{audit_log, sign_in, Actor};
 pub use books::{
     add_credit, grant_credit, ledger, ledger_page, refund_credit, usage, usage_daily, usage_page,
@@ -37,7 +39,10 @@ pub use management::{
     CreatedManagementKey, ManagementKeyRequest, ManagementKeyStatus, ManagementKeyView,
 };
 pub use page::{Page, PageRequest};
-pub use setup::{import_catalog, list_catalog, migrate, prepare_store, Imported, Migrated};
+pub use setup::{
+    import_catalog, list_catalog, migrate, prepare_store, warn_default_partition, Imported,
+    Migrated,
+};
 
 use crate::catalog::import::ImportError;
 use crate::money::MoneyError;

@@ -34,12 +34,27 @@ pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResu
             import_catalog(store, &Actor::system(), Path::new(catalog_file)).await?;
         tracing::info!(models, file = catalog_file, "default catalog imported");
     }
+    warn_default_partition(store).await?;
     let rows = store.load_catalog().await?;
     let today = chrono::Utc::now().date_naive();
     for notice in lifecycle::shutdown_notices(&rows.models, today) {
         tracing::warn!(model = %notice.model, shutdown = %notice.shutdown, "{notice}");
     }
     Ok(())
+}
+
+/// Warns when PostgreSQL's default partition of `usage_records` holds records (it must stay
+/// empty: they are of a month whose partition was never made); how many it holds.
+pub async fn warn_default_partition(store: &dyn Store) -> CommandResult<u64> {
+    let stray = store.default_partition_records().await?;
+    if stray > 0 {
+        tracing::warn!(
+            records = stray,
+            "the default partition of usage_records is not empty: a month has no partition \
+             (see docs/operations.md)"
+        );
+    }
+    Ok(stray)
 }
 
 pub async fn migrate(store: &dyn Store) -> CommandResult<Migrated> {

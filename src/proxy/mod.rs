@@ -71,6 +71,12 @@ use crate::upstream::context_cache::ContextCaches;
 use ctx::Ctx;
 use failover::{Failover, Outbound};
 
+/// `/v1/generation` looks a record up from a day before the time its id encodes (replicas'
+/// clocks may disagree)…
+const GENERATION_BEFORE_ID: chrono::TimeDelta = chrono::TimeDelta::days(1);
+/// …to a week after it, far past the longest request (a stream read on to its end).
+const GENERATION_AFTER_ID: chrono::TimeDelta = chrono::TimeDelta::days(7);
+
 /// Shared, read-mostly state of the proxy.
 pub struct Gateway {
     pub catalog: Arc<Catalog>,
@@ -304,9 +310,17 @@ impl Gateway {
             .get_or_try_init(|| crate::store::open(&self.store_url))
             .await
             .map_err(store_unavailable)?;
-        let record = store
-            .usage_record(workspace_id, id)
-            .await
+        let found = match crate::auth::id_time(id) {
+            // A record finishes after its id is made, within its request's life (streams read
+            // on, spooled records keep their time): the range prunes the month partitions to
+            // one or two. Its lower bound allows for replicas' clocks disagreeing.
+            Some(made) => {
+                let (from, to) = (made - GENERATION_BEFORE_ID, made + GENERATION_AFTER_ID);
+                store.usage_record_within(workspace_id, id, from, to).await
+            }
+            None => store.usage_record(workspace_id, id).await,
+        };
+        let record = found
             .map_err(store_unavailable)?
             .ok_or_else(|| GatewayError::NoGeneration(id.into()))?;
         let body = serde_json::json!({ "object": "generation", "data": record });

@@ -1,7 +1,8 @@
 //! The background services, each on its own Pingora runtime with its own store connection
 //! (opened, retried, once Pingora runs: an outage at start must not stop the gateway): the
 //! change-feed follower, the ledger writer, the kept responses' writer, the alerts loop, the
-//! Vertex token refresher and the certificate reloader (`SIGHUP`).
+//! usage records' partitions made ahead (daily), the Vertex token refresher and the
+//! certificate reloader (`SIGHUP`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,13 +40,17 @@ pub fn add(server: &mut Server, bg: Background, certificates: Vec<Arc<Certificat
         linger: linger(grace),
     };
     let alerts = AlertsService {
-        store_url: bg.store_url,
+        store_url: bg.store_url.clone(),
         conf: bg.alerts,
     };
     server.add_service(background_service("follower", sync));
     server.add_service(background_service("ledger writer", writer));
     server.add_service(background_service("responses writer", responses));
     server.add_service(background_service("alerts", alerts));
+    let partitions = PartitionsService {
+        store_url: bg.store_url.clone(),
+    };
+    server.add_service(background_service("usage partitions", partitions));
     if let Some((account, cell)) = bg.vertex {
         let refresher = VertexRefresher { account, cell };
         server.add_service(background_service("vertex token", refresher));
@@ -139,6 +144,44 @@ impl BackgroundService for AlertsService {
             return;
         };
         crate::alerts::run(store, self.conf, shut_down(shutdown)).await;
+    }
+}
+
+/// Makes the usage records' monthly partitions ahead (PostgreSQL; nothing on SQLite) once a
+/// day, and warns when the default partition holds records. Start-up made them already; this
+/// keeps a long-running gateway `PARTITIONS_AHEAD` months ahead.
+struct PartitionsService {
+    store_url: String,
+}
+
+/// How often the partitions are made ahead: a month has its partition two months before it
+/// begins, so a day is plenty.
+const PARTITIONS_EVERY: Duration = Duration::from_secs(24 * 3600);
+
+#[async_trait]
+impl BackgroundService for PartitionsService {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let Some(store) = open_store_until(&self.store_url, &mut shutdown).await else {
+            return;
+        };
+        loop {
+            let now = chrono::Utc::now();
+            match store
+                .ensure_usage_partitions(now, store::PARTITIONS_AHEAD)
+                .await
+            {
+                Ok(0) => {}
+                Ok(made) => tracing::info!(made, "usage record partitions made ahead"),
+                Err(e) => tracing::warn!("cannot make the usage record partitions ahead: {e}"),
+            }
+            if let Err(e) = crate::commands::warn_default_partition(store.as_ref()).await {
+                tracing::warn!("cannot read the default partition: {e}");
+            }
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = tokio::time::sleep(PARTITIONS_EVERY) => {}
+            }
+        }
     }
 }
 

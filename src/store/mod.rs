@@ -43,6 +43,7 @@
 mod batch;
 mod codec;
 pub mod migrations;
+mod months;
 mod open;
 mod params;
 pub mod postgres;
@@ -51,6 +52,7 @@ mod rows;
 mod sql;
 pub mod sqlite;
 
+pub use months::*;
 pub use open::open;
 pub use records::*;
 
@@ -290,6 +292,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Vec<UsageRecord>>;
     /// The workspace's usage record `id` (a completion id), if it has one.
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>>;
+    /// The workspace's usage record `id` if it finished in `from..to`: on PostgreSQL the
+    /// lookup then probes only the month partitions of that range (`/v1/generation` bounds it
+    /// by the time its id encodes).
+    async fn usage_record_within(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Option<UsageRecord>>;
     /// Every balance, by workspace id.
     async fn balances(&self) -> StoreResult<Vec<(String, Usd)>> {
         let rows = self.balance_rows().await?;
@@ -308,6 +320,49 @@ pub trait Store: Send + Sync + 'static {
     /// Every workspace's balance row against the sums of its ledger and usage records, by
     /// workspace id, computed exactly by the database in one snapshot.
     async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>>;
+
+    // ---- Monthly partitions, archive and restore (issue 33). On PostgreSQL `usage_records`
+    // is partitioned by month; SQLite keeps one table (no partitions, no default partition).
+
+    /// PostgreSQL: creates the partitions of `at`'s month and of the `ahead` months after it
+    /// that are missing; how many it created. SQLite: 0.
+    async fn ensure_usage_partitions(&self, at: DateTime<Utc>, ahead: u32) -> StoreResult<u32>;
+    /// How many records the default partition holds (PostgreSQL; 0 on SQLite). It is a safety
+    /// net that must stay empty: a row there is a month without its partition.
+    async fn default_partition_records(&self) -> StoreResult<u64>;
+    /// The months before `before` that hold usage records, oldest first.
+    async fn usage_months(&self, before: UsageMonth) -> StoreResult<Vec<UsageMonth>>;
+    /// Up to `limit` records of `month` (every workspace's) with ids after `after_id`, in id
+    /// order: an archive reads a month in such pages, each one range of the id index.
+    async fn month_usage_page(
+        &self,
+        month: UsageMonth,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<UsageRecord>>;
+    /// Archives `month`, in one transaction: checks that its records still add up to
+    /// `totals` (the archive file's, verified) — `Conflict` otherwise, changing nothing —,
+    /// writes them to `archived_totals`, and drops the month's records (PostgreSQL detaches
+    /// and drops its partition; SQLite deletes the rows, its append-only trigger lifted inside
+    /// the transaction only).
+    async fn archive_usage_month(
+        &self,
+        archived: &ArchivedMonth,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ArchivedMonth>>,
+    ) -> StoreResult<()>;
+    /// Loads an archived month's records back, in one transaction: their per-workspace totals
+    /// must equal the month's `archived_totals` rows (`Conflict` otherwise: not archived,
+    /// restored already, or another file), which it deletes, so `ledger verify` counts the
+    /// month once. Debits, balances, spend and rollups are untouched (they never left).
+    async fn restore_usage_month(
+        &self,
+        month: UsageMonth,
+        records: &[UsageRecord],
+        audit: Option<Audit<ArchivedMonth>>,
+    ) -> StoreResult<u64>;
+    /// Every archived month's carried-forward totals, oldest first.
+    async fn archived_months(&self) -> StoreResult<Vec<ArchivedMonth>>;
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows>;
     /// Upserts profiles (by name) and models (by id) and replaces the routes of every model

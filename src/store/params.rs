@@ -12,7 +12,8 @@ use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, CatalogRows, ConsoleSession, CreditMovement, Delivery,
     IdempotencyKey, KeyUpdate, LedgerEntry, LedgerKind, LimitReset, ManagementKey, ModelRow,
-    NewKey, ProfileRow, RouteRow, StoreError, StoreResult, StoredResponse, Workspace,
+    MonthTotal, NewKey, ProfileRow, RouteRow, StoreError, StoreResult, StoredResponse, UsageMonth,
+    Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -401,4 +402,25 @@ pub(crate) fn stored_response(r: &StoredResponse) -> [Param<'_>; 8] {
         (&r.items).into(),
         (&r.response).into(),
     ]
+}
+
+/// An archived month's totals row, in `sql::archived_total_insert_sql`'s order.
+pub(crate) fn archived_total(
+    month: UsageMonth,
+    t: &MonthTotal,
+    at: DateTime<Utc>,
+) -> StoreResult<[Param<'_>; 5]> {
+    let records = i64::try_from(t.records).map_err(|_| {
+        StoreError::Overflow(format!(
+            "{month}: {} records of {}",
+            t.records, t.workspace_id
+        ))
+    })?;
+    Ok([
+        (&t.workspace_id).into(),
+        month.to_string().into(),
+        records.into(),
+        t.cost.pico().into(),
+        codec::trunc(at).into(),
+    ])
 }

@@ -17,7 +17,7 @@
 //! rollup rows by (workspace, day, model), each sorted in byte order — so writers wait for
 //! each other but never deadlock.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::future::poll_fn;
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +39,7 @@ use tokio_postgres::{AsyncMessage, Client, Config, Connection, NoTls, Row, Socke
 use super::batch::{BatchTotals, UsageBatch};
 use super::codec;
 use super::migrations::{self, Dialect, Migration};
+use super::months;
 use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
@@ -47,10 +48,11 @@ use super::sql::{
     SESSION_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
-    AlertSettings, ApiKey, Audit, AuditEntry, BalanceRow, CatalogRows, Change, ConsoleSession,
-    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, KeyUpdate,
-    LedgerCheck, LedgerEntry, LedgerKind, ManagementKey, NewKey, Once, Store, StoreError,
-    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, ArchivedMonth, Audit, AuditEntry, BalanceRow, CatalogRows, Change,
+    ConsoleSession, CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey,
+    KeyRotation, KeyUpdate, LedgerCheck, LedgerEntry, LedgerKind, ManagementKey, MonthTotal,
+    NewKey, Once, Store, StoreError, StoreResult, StoredResponse, UsageFilter, UsageMonth,
+    UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -167,7 +169,7 @@ const INSERT_USAGE: &str = "WITH new AS (
         $36::bool[])
         AS t(id)
     ORDER BY id COLLATE \"C\"
-    ON CONFLICT (id) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING id, workspace_id, cost_pico, finished_at
 ), debits AS (
     INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, note, created_at, usage_id)
@@ -652,6 +654,75 @@ fn refs<T: ToSql + Sync>(params: &[T]) -> Vec<&(dyn ToSql + Sync)> {
     params.iter().map(|p| p as &(dyn ToSql + Sync)).collect()
 }
 
+/// The month partitions of `usage_records` (and its default partition), by name.
+const PARTITIONS: &str = "SELECT c.relname::text FROM pg_inherits i \
+     JOIN pg_class c ON c.oid = i.inhrelid \
+     WHERE i.inhparent = 'usage_records'::regclass ORDER BY 1";
+
+/// The month a partition named `usage_records_YYYY_MM` holds.
+fn partition_month(name: &str) -> Option<UsageMonth> {
+    let (y, m) = name.strip_prefix("usage_records_")?.split_once('_')?;
+    format!("{y}-{m}").parse().ok()
+}
+
+/// Serialises partition changes (creation ahead, archive, restore) across replicas and the
+/// CLI, with the migrations (the same lock): held until `tx` ends.
+async fn lock_partitions(tx: &Transaction<'_>) -> StoreResult<()> {
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&migrations::PG_MIGRATION_LOCK],
+    )
+    .await?;
+    Ok(())
+}
+
+async fn partition_exists(tx: &Transaction<'_>, name: &str) -> StoreResult<bool> {
+    let row = tx
+        .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name])
+        .await?;
+    Ok(row.try_get(0)?)
+}
+
+/// Per-workspace count and cost of `table`'s records of `month`, in workspace byte order.
+/// Not a cached statement: the table is dropped and made again by archives and restores.
+async fn pg_month_totals(
+    tx: &Transaction<'_>,
+    table: &str,
+    month: UsageMonth,
+) -> StoreResult<Vec<MonthTotal>> {
+    let sql = format!(
+        "SELECT workspace_id, COUNT(*), SUM(cost_pico)::text FROM {table} \
+         WHERE finished_at >= $1 AND finished_at < $2 \
+         GROUP BY workspace_id ORDER BY workspace_id COLLATE \"C\""
+    );
+    let rows = tx.query(&sql, &[&month.start(), &month.end()]).await?;
+    rows.iter()
+        .map(|r| {
+            let workspace_id: String = r.try_get(0)?;
+            let n: i64 = r.try_get(1)?;
+            let cost: String = r.try_get(2)?;
+            Ok(MonthTotal {
+                records: codec::count_from_db("records", n)?,
+                cost: codec::sum_from_text(&format!("{month} cost of {workspace_id}"), &cost)?,
+                workspace_id,
+            })
+        })
+        .collect()
+}
+
+/// An archived month's carried-forward rows.
+async fn insert_archived(
+    tx: &Transaction<'_>,
+    archived: &ArchivedMonth,
+    at: DateTime<Utc>,
+) -> StoreResult<()> {
+    let insert = sql::archived_total_insert_sql('$');
+    for t in &archived.totals {
+        execute(tx, &insert, &params::archived_total(archived.month, t, at)?).await?;
+    }
+    Ok(())
+}
+
 /// Every workspace's books in one statement, one snapshot. SUM over BIGINT is NUMERIC (exact,
 /// unbounded): read as text and converted exactly.
 const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
@@ -666,8 +737,13 @@ const LEDGER_VERIFY: &str = "SELECT w.id AS workspace_id,
                       SUM(amount_pico) FILTER (WHERE kind = 'debit') AS debits
                FROM ledger_entries GROUP BY workspace_id) l
            ON l.workspace_id = w.id
-    LEFT JOIN (SELECT workspace_id, SUM(cost_pico) AS total
-               FROM usage_records GROUP BY workspace_id) u
+    LEFT JOIN (SELECT workspace_id, SUM(total) AS total
+               FROM (SELECT workspace_id, SUM(cost_pico) AS total
+                     FROM usage_records GROUP BY workspace_id
+                     UNION ALL
+                     SELECT workspace_id, SUM(cost_pico) AS total
+                     FROM archived_totals GROUP BY workspace_id) t
+               GROUP BY workspace_id) u
            ON u.workspace_id = w.id
     ORDER BY w.id COLLATE \"C\"";
 
@@ -748,6 +824,9 @@ impl Store for PgStore {
                 applied += 1;
             }
         }
+        drop(client);
+        self.ensure_usage_partitions(Utc::now(), months::PARTITIONS_AHEAD)
+            .await?;
         Ok(applied)
     }
 
@@ -1075,6 +1154,22 @@ impl Store for PgStore {
         rows::all(rows, rows::usage)
     }
 
+    async fn usage_record_within(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Option<UsageRecord>> {
+        let rows = self
+            .query_rows(
+                &sql::usage_record_within_sql('$'),
+                &[&id, &workspace_id, &from, &to],
+            )
+            .await?;
+        Ok(rows::all(rows, rows::usage)?.pop())
+    }
+
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>> {
         let rows = self
             .query_rows(
@@ -1140,6 +1235,181 @@ impl Store for PgStore {
                 })
             })
             .collect()
+    }
+
+    async fn ensure_usage_partitions(&self, at: DateTime<Utc>, ahead: u32) -> StoreResult<u32> {
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        // Replicas starting together (and the daily job) create one after another.
+        lock_partitions(&tx).await?;
+        let ahead = i32::try_from(ahead).unwrap_or(i32::MAX);
+        let row = tx
+            .query_one(
+                "SELECT tollgate_usage_partitions_ahead($1, $2)",
+                &[&at, &ahead],
+            )
+            .await?;
+        let made: i32 = row.try_get(0)?;
+        tx.commit().await?;
+        Ok(u32::try_from(made).unwrap_or(0))
+    }
+
+    async fn default_partition_records(&self) -> StoreResult<u64> {
+        let rows = self
+            .query_rows("SELECT COUNT(*) FROM usage_records_default", &[])
+            .await?;
+        let n: i64 = rows.first().map_or(Ok(0), |r| r.try_get(0))?;
+        codec::count_from_db("default partition rows", n)
+    }
+
+    async fn usage_months(&self, before: UsageMonth) -> StoreResult<Vec<UsageMonth>> {
+        let client = self.client().await?;
+        let mut months = BTreeSet::new();
+        // Each month partition before `before` that holds a row (one index probe each), and
+        // the months of the rows the default partition holds (it should hold none).
+        let parts = client.query(PARTITIONS, &[]).await?;
+        for part in &parts {
+            let name: String = part.try_get(0)?;
+            let Some(month) = partition_month(&name).filter(|m| *m < before) else {
+                continue;
+            };
+            let any = client
+                .query_opt(
+                    "SELECT 1 FROM usage_records WHERE finished_at >= $1 AND finished_at < $2 \
+                     LIMIT 1",
+                    &[&month.start(), &month.end()],
+                )
+                .await?;
+            if any.is_some() {
+                months.insert(month);
+            }
+        }
+        let stray = client
+            .query(
+                "SELECT DISTINCT to_char(finished_at AT TIME ZONE 'UTC', 'YYYY-MM') \
+                 FROM usage_records_default WHERE finished_at < $1",
+                &[&before.start()],
+            )
+            .await?;
+        for row in &stray {
+            let text: String = row.try_get(0)?;
+            let month = text
+                .parse()
+                .map_err(|e| StoreError::Corrupt(format!("{e}")))?;
+            months.insert(month);
+        }
+        Ok(months.into_iter().collect())
+    }
+
+    async fn month_usage_page(
+        &self,
+        month: UsageMonth,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<UsageRecord>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .query_rows(
+                &sql::month_usage_sql('$'),
+                &[
+                    &month.start(),
+                    &month.end(),
+                    &after_id.unwrap_or(""),
+                    &limit,
+                ],
+            )
+            .await?;
+        rows::all(rows, rows::usage)
+    }
+
+    async fn archive_usage_month(
+        &self,
+        archived: &ArchivedMonth,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ArchivedMonth>>,
+    ) -> StoreResult<()> {
+        let month = archived.month;
+        months::not_current(month, at)?;
+        let partition = month.partition();
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        lock_partitions(&tx).await?;
+        if !partition_exists(&tx, &partition).await? {
+            return Err(StoreError::Conflict(format!(
+                "{month} has no partition ({partition}): its records are in the default \
+                 partition, which must stay empty"
+            )));
+        }
+        // The month's partition alone is locked against writes while it is summed (a scan
+        // of the month: about a second per million records here), so what is checked is what
+        // goes, and writers of other months go on. Only the detach and the drop, at the end,
+        // lock the parent, for as long as the commit takes.
+        tx.batch_execute(&format!("LOCK TABLE {partition} IN SHARE MODE"))
+            .await?;
+        let stray = pg_month_totals(&tx, "usage_records_default", month).await?;
+        if !stray.is_empty() {
+            return Err(StoreError::Conflict(format!(
+                "the default partition holds records of {month}"
+            )));
+        }
+        let found = pg_month_totals(&tx, &partition, month).await?;
+        months::same_totals("usage records", month, &archived.totals, &found)?;
+        insert_archived(&tx, archived, at).await?;
+        tx.batch_execute(&format!(
+            "ALTER TABLE usage_records DETACH PARTITION {partition}; DROP TABLE {partition}"
+        ))
+        .await?;
+        audited(&tx, audit, archived).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn restore_usage_month(
+        &self,
+        month: UsageMonth,
+        records: &[UsageRecord],
+        audit: Option<Audit<ArchivedMonth>>,
+    ) -> StoreResult<u64> {
+        let restored = months::restored(month, records)?;
+        let mut client = self.client().await?;
+        let tx = client.transaction().await?;
+        lock_partitions(&tx).await?;
+        let stmt = tx.prepare_cached(&sql::archived_month_sql('$')).await?;
+        let month_text = month.to_string();
+        let carried = rows::all(tx.query(&stmt, &[&month_text]).await?, rows::archived_total)?;
+        let carried: Vec<MonthTotal> = carried.into_iter().map(|(_, t)| t).collect();
+        months::same_totals("carried-forward totals", month, &restored.totals, &carried)?;
+        tx.execute("SELECT tollgate_usage_partition($1)", &[&month.start()])
+            .await?;
+        let batch = UsageBatch::prepare(records)?;
+        let insert = format!(
+            "{} ON CONFLICT DO NOTHING",
+            sql::insert_sql("usage_records", USAGE_COLS, '$')
+        );
+        let mut inserted = 0;
+        for (_, row) in batch.rows() {
+            inserted += execute(&tx, &insert, &row).await.map_err(usage_err)?;
+        }
+        if inserted != records.len() as u64 {
+            return Err(StoreError::Conflict(format!(
+                "{month}: {} of the archive's records are stored already",
+                records.len() as u64 - inserted
+            )));
+        }
+        execute(
+            &tx,
+            &sql::archived_month_delete_sql('$'),
+            &[month_text.into()],
+        )
+        .await?;
+        audited(&tx, audit, &restored).await?;
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    async fn archived_months(&self) -> StoreResult<Vec<ArchivedMonth>> {
+        let rows = self.query_rows(sql::ARCHIVED_TOTALS, &[]).await?;
+        Ok(months::group_months(rows::all(rows, rows::archived_total)?))
     }
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {
@@ -1535,5 +1805,152 @@ impl Store for PgStore {
     async fn wait_for_change(&self, max: Duration) {
         // Timing out is the normal "nothing happened" outcome.
         let _ = tokio::time::timeout(max, self.changed.notified()).await;
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    //! What PostgreSQL plans for the queries that read the partitioned `usage_records`, on
+    //! three months of records (10,000 each, ten workspaces), analysed: every partition a
+    //! query reads is read through an index, and a lookup by id reads only the partitions of
+    //! the time its id allows. Runs at `TOLLGATE_TEST_PG_URL` in a schema of its own. (The
+    //! daily rollups read `usage_daily`, which is not partitioned: one primary-key range.)
+
+    use super::*;
+    use crate::store::sql::Page;
+
+    const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+
+    /// The rows: `w0`…`w9` with a key each, and per month of August–October 2026, 10,000
+    /// records (1 input token at 1 micro-USD per 1M: cost 1 pico-USD) spread over the month.
+    const LOAD: &str = "
+        INSERT INTO workspaces (id, name, created_at)
+            SELECT 'w' || i, 'w', now() FROM generate_series(0, 9) i;
+        INSERT INTO api_keys (id, workspace_id, secret_hash, hint, created_at)
+            SELECT 'k' || i, 'w' || i, 'h' || i, 'h', now() FROM generate_series(0, 9) i;
+        INSERT INTO usage_records (id, workspace_id, key_id, model_id, route, endpoint, stream,
+            input_tokens, cache_read_tokens, cache_write_tokens, output_tokens, reasoning_tokens,
+            input_price_micro, output_price_micro, cost_pico, outcome, started_at, finished_at)
+        SELECT 'chatcmpl-' || lpad(n::text, 8, '0'), 'w' || (n % 10), 'k' || (n % 10),
+               'm' || (n % 3), 'r', 'chat', false, 1, 0, 0, 0, 0, 1, 0, 1, 'complete',
+               t, t
+        FROM generate_series(0, 29999) n,
+             LATERAL (SELECT timestamptz '2026-08-01 00:00:00+00'
+                             + (n / 10000) * interval '1 month'
+                             + (n % 10000) * interval '4 minutes' AS t) at;
+        ANALYZE usage_records;";
+
+    async fn plan(client: &Client, sql: &str, args: &[Param<'_>]) -> Vec<String> {
+        let rows = client
+            .query(&format!("EXPLAIN {sql}"), &refs(args))
+            .await
+            .unwrap();
+        rows.iter().map(|r| r.get::<_, String>(0)).collect()
+    }
+
+    /// No partition with rows is read whole; every scan of one uses an index. Returns the
+    /// month partitions the plan reads.
+    fn read_by_index(sql: &str, plan: &[String]) -> BTreeSet<String> {
+        let mut months = BTreeSet::new();
+        for line in plan {
+            let Some(at) = line.find(" on usage_records_2026_") else {
+                continue;
+            };
+            assert!(!line.contains("Seq Scan"), "{sql}\n{}", plan.join("\n"));
+            assert!(line.contains("Index"), "{sql}\n{}", plan.join("\n"));
+            let name = line[at + 4..].split_whitespace().next().unwrap_or("");
+            months.insert(name.to_owned());
+        }
+        months
+    }
+
+    #[tokio::test]
+    async fn every_query_of_the_records_reads_each_partition_by_an_index() {
+        if std::env::var("TOLLGATE_SKIP_PG").as_deref() == Ok("1") {
+            return;
+        }
+        let base = std::env::var("TOLLGATE_TEST_PG_URL").unwrap_or_else(|_| DEFAULT_URL.into());
+        let (admin, conn) = tokio_postgres::connect(&base, NoTls).await.unwrap();
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the test's admin connection, awaited at its end"
+        )]
+        let admin_conn = tokio::spawn(conn);
+        let schema = format!("plan_{:016x}", rand::random::<u64>());
+        admin
+            .batch_execute(&format!("CREATE SCHEMA {schema}"))
+            .await
+            .unwrap();
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+        let store = PgStore::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        let start: DateTime<Utc> = "2026-08-01T00:00:00Z".parse().unwrap();
+        store.ensure_usage_partitions(start, 2).await.unwrap();
+        let client = store.client().await.unwrap();
+        client.batch_execute(LOAD).await.unwrap();
+
+        let cursor = Cursor {
+            at: "2026-10-15T00:00:00Z".parse().unwrap(),
+            id: "chatcmpl-00025000".into(),
+        };
+        let filters = [
+            UsageFilter::default(),
+            UsageFilter {
+                key_id: Some("k3".into()),
+                ..Default::default()
+            },
+            UsageFilter {
+                model_id: Some("m1".into()),
+                from: Some("2026-08-20T00:00:00Z".parse().unwrap()),
+                to: Some("2026-10-10T00:00:00Z".parse().unwrap()),
+                ..Default::default()
+            },
+        ];
+        for f in &filters {
+            for after in [None, Some(&cursor)] {
+                let page = Page::usage("w3", f, after, 50);
+                let sql = page.q.sql(|n| format!("${n}"));
+                let read = read_by_index(&sql, &plan(&client, &sql, &page.args).await);
+                assert!(!read.is_empty(), "{sql}");
+            }
+        }
+        // /v1/generation: by id, within the time its id allows — one or two partitions.
+        let sql = sql::usage_record_within_sql('$');
+        let made: DateTime<Utc> = "2026-09-30T12:00:00Z".parse().unwrap();
+        let args = [
+            "chatcmpl-00019990".into(),
+            "w0".into(),
+            (made - chrono::TimeDelta::days(1)).into(),
+            (made + chrono::TimeDelta::days(7)).into(),
+        ];
+        let read = read_by_index(&sql, &plan(&client, &sql, &args).await);
+        assert_eq!(
+            read.into_iter().collect::<Vec<_>>(),
+            ["usage_records_2026_09", "usage_records_2026_10"]
+        );
+        // An archive's read of a month: that month's partition, by its primary key.
+        let sql = sql::month_usage_sql('$');
+        let sep: UsageMonth = "2026-09".parse().unwrap();
+        let args = [
+            sep.start().into(),
+            sep.end().into(),
+            "chatcmpl-00012000".into(),
+            1000i64.into(),
+        ];
+        let read = read_by_index(&sql, &plan(&client, &sql, &args).await);
+        assert_eq!(
+            read.into_iter().collect::<Vec<_>>(),
+            ["usage_records_2026_09"]
+        );
+
+        drop(client);
+        drop(store);
+        admin
+            .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
+            .await
+            .unwrap();
+        drop(admin);
+        let _ = admin_conn.await;
     }
 }

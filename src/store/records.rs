@@ -1,8 +1,11 @@
 //! The store's records: what the backends write and read, shared with the rest of the crate
 //! (re-exported as `crate::store::*`).
 
-use chrono::{DateTime, NaiveDate, Utc};
-use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+use chrono::{DateTime, Datelike, NaiveDate, TimeZone, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::money::{Price, Usd};
 
@@ -702,4 +705,111 @@ pub struct StoredResponse {
     pub items: String,
     /// The response object, as JSON.
     pub response: String,
+}
+
+/// A UTC calendar month, written `YYYY-MM`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UsageMonth {
+    year: i32,
+    month: u32,
+}
+
+impl UsageMonth {
+    /// `None` unless `1 <= month <= 12` and the year is a four-digit one.
+    pub fn new(year: i32, month: u32) -> Option<Self> {
+        ((1..=12).contains(&month) && (1000..=9999).contains(&year))
+            .then_some(UsageMonth { year, month })
+    }
+
+    /// The month `at` falls in (UTC).
+    pub fn of(at: DateTime<Utc>) -> Self {
+        UsageMonth {
+            year: at.year(),
+            month: at.month(),
+        }
+    }
+
+    /// Its first instant (inclusive).
+    pub fn start(self) -> DateTime<Utc> {
+        let first = NaiveDate::from_ymd_opt(self.year, self.month, 1).unwrap_or(NaiveDate::MIN);
+        Utc.from_utc_datetime(&first.and_time(chrono::NaiveTime::MIN))
+    }
+
+    /// The next month's first instant (exclusive end).
+    pub fn end(self) -> DateTime<Utc> {
+        self.next().start()
+    }
+
+    pub fn next(self) -> Self {
+        if self.month == 12 {
+            UsageMonth {
+                year: self.year + 1,
+                month: 1,
+            }
+        } else {
+            UsageMonth {
+                year: self.year,
+                month: self.month + 1,
+            }
+        }
+    }
+
+    /// Its PostgreSQL partition's name, `usage_records_YYYY_MM`.
+    pub fn partition(self) -> String {
+        format!("usage_records_{:04}_{:02}", self.year, self.month)
+    }
+}
+
+impl fmt::Display for UsageMonth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04}-{:02}", self.year, self.month)
+    }
+}
+
+/// A month that is not `YYYY-MM`.
+#[derive(Debug, thiserror::Error)]
+#[error("month {0:?}: expected YYYY-MM")]
+pub struct BadMonth(String);
+
+impl FromStr for UsageMonth {
+    type Err = BadMonth;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || BadMonth(s.to_owned());
+        let (y, m) = s.split_once('-').ok_or_else(bad)?;
+        if y.len() != 4 || m.len() != 2 || !(y.bytes().chain(m.bytes())).all(|b| b.is_ascii_digit())
+        {
+            return Err(bad());
+        }
+        let (y, m) = (y.parse().map_err(|_| bad())?, m.parse().map_err(|_| bad())?);
+        UsageMonth::new(y, m).ok_or_else(bad)
+    }
+}
+
+impl Serialize for UsageMonth {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for UsageMonth {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// One workspace's records of one month: how many, and their cost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MonthTotal {
+    pub workspace_id: String,
+    pub records: u64,
+    pub cost: Usd,
+}
+
+/// An archived month's totals as `archived_totals` keeps them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArchivedMonth {
+    pub month: UsageMonth,
+    pub totals: Vec<MonthTotal>,
 }

@@ -10,8 +10,9 @@ use chrono::{DateTime, Utc};
 use super::codec;
 use super::{
     AlertSettings, ApiKey, AuditEntry, BalanceRow, ConsoleSession, DailyUsage, Delivery, Done,
-    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ManagementKey, ModelRow, ProfileRow,
-    RouteRow, StatusClass, StoreError, StoreResult, StoredResponse, UsageRecord, Workspace,
+    ExtraUsage, IdempotencyKey, LedgerEntry, LongContextRow, ManagementKey, ModelRow, MonthTotal,
+    ProfileRow, RouteRow, StatusClass, StoreError, StoreResult, StoredResponse, UsageMonth,
+    UsageRecord, Workspace,
 };
 use crate::money::{Price, Usd};
 
@@ -242,6 +243,22 @@ pub(crate) fn profile(r: &impl DbRow) -> StoreResult<ProfileRow> {
 }
 
 /// Every row of a query as records.
+/// A row of `archived_totals` as `sql::ARCHIVED_TOTALS` reads it: its month and total.
+pub(crate) fn archived_total(r: &impl DbRow) -> StoreResult<(UsageMonth, MonthTotal)> {
+    let month = r
+        .text(0)?
+        .parse()
+        .map_err(|e| StoreError::Corrupt(format!("archived_totals.month: {e}")))?;
+    Ok((
+        month,
+        MonthTotal {
+            workspace_id: r.text(1)?,
+            records: r.count(2, "archived_totals.records")?,
+            cost: Usd::from_pico(r.int(3)?),
+        },
+    ))
+}
+
 pub(crate) fn all<R: DbRow, T>(
     rows: impl IntoIterator<Item = R>,
     map: fn(&R) -> StoreResult<T>,

@@ -469,6 +469,53 @@ pub(crate) fn usage_bounds(
     }
 }
 
+/// `month_usage_page`: a month's records after an id, in id order (parameters: the month's
+/// start and end, the id after which, the limit). The id index (PostgreSQL: each partition's
+/// primary key) serves the order, so each page is one range scan.
+pub(crate) fn month_usage_sql(mark: char) -> String {
+    format!(
+        "SELECT {USAGE_COLS} FROM usage_records \
+         WHERE finished_at >= {mark}1 AND finished_at < {mark}2 AND id > {mark}3 \
+         ORDER BY id LIMIT {mark}4"
+    )
+}
+
+/// An archived month's totals row (parameters: workspace_id, month, records, cost_pico,
+/// archived_at).
+pub(crate) fn archived_total_insert_sql(mark: char) -> String {
+    insert_sql(
+        "archived_totals",
+        "workspace_id, month, records, cost_pico, archived_at",
+        mark,
+    )
+}
+
+/// Every archived month's totals, oldest month first.
+pub(crate) const ARCHIVED_TOTALS: &str = "SELECT month, workspace_id, records, cost_pico \
+     FROM archived_totals ORDER BY month, workspace_id";
+
+/// A month's carried-forward rows, by workspace (parameter: month).
+pub(crate) fn archived_month_sql(mark: char) -> String {
+    format!(
+        "SELECT month, workspace_id, records, cost_pico FROM archived_totals \
+         WHERE month = {mark}1 ORDER BY workspace_id"
+    )
+}
+
+/// Removes a month's carried-forward rows when its records are restored (parameter: month).
+pub(crate) fn archived_month_delete_sql(mark: char) -> String {
+    format!("DELETE FROM archived_totals WHERE month = {mark}1")
+}
+
+/// A workspace's record by id within a range of `finished_at` (parameters: id, workspace_id,
+/// from, to): the range prunes PostgreSQL's month partitions.
+pub(crate) fn usage_record_within_sql(mark: char) -> String {
+    format!(
+        "SELECT {USAGE_COLS} FROM usage_records WHERE id = {mark}1 AND workspace_id = {mark}2 \
+         AND finished_at >= {mark}3 AND finished_at < {mark}4"
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::{usage_bounds, PageSql};

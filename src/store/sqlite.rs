@@ -29,6 +29,7 @@ use rusqlite::{
 use super::batch::{self, BatchTotals, UsageBatch};
 use super::codec;
 use super::migrations::{self, Dialect};
+use super::months;
 use super::params::{self, Param};
 use super::rows::{self, DbRow};
 use super::sql::{
@@ -37,10 +38,11 @@ use super::sql::{
     SESSION_COLS, USAGE_COLS, WORKSPACE_COLS,
 };
 use super::{
-    AlertSettings, ApiKey, Audit, AuditEntry, BalanceRow, CatalogRows, Change, ConsoleSession,
-    CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey, KeyRotation, KeyUpdate,
-    LedgerCheck, LedgerEntry, LedgerKind, ManagementKey, NewKey, Once, Store, StoreError,
-    StoreResult, StoredResponse, UsageFilter, UsageRecord, Workspace,
+    AlertSettings, ApiKey, ArchivedMonth, Audit, AuditEntry, BalanceRow, CatalogRows, Change,
+    ConsoleSession, CreditMovement, Cursor, DailyUsage, Delivery, Done, IdempotencyKey,
+    KeyRotation, KeyUpdate, LedgerCheck, LedgerEntry, LedgerKind, ManagementKey, MonthTotal,
+    NewKey, Once, Store, StoreError, StoreResult, StoredResponse, UsageFilter, UsageMonth,
+    UsageRecord, Workspace,
 };
 use crate::money::Usd;
 
@@ -423,6 +425,43 @@ fn for_each_row<'p, const N: usize>(
     Ok(())
 }
 
+/// The months before a time (parameter: its microseconds) that hold records, oldest first.
+const USAGE_MONTHS: &str = "SELECT DISTINCT strftime('%Y-%m', finished_at / 1000000, 'unixepoch') \
+     FROM usage_records WHERE finished_at < ?1 ORDER BY 1";
+
+/// An archived month's records (parameters: its start and end), deleted by its archive only.
+const DELETE_MONTH: &str = "DELETE FROM usage_records WHERE finished_at >= ?1 AND finished_at < ?2";
+
+/// The append-only trigger of `usage_records` as the migrations make it, made again by an
+/// archive once it has deleted a month.
+const USAGE_NO_DELETE: &str =
+    "CREATE TRIGGER usage_records_no_delete BEFORE DELETE ON usage_records
+BEGIN
+    SELECT RAISE(ABORT, 'usage_records is append-only: DELETE refused');
+END;";
+
+/// Per-workspace count and cost of a month's records, in workspace byte order, each sum from
+/// its two halves (see `LEDGER_VERIFY`).
+fn month_totals_in(conn: &Connection, month: UsageMonth) -> StoreResult<Vec<MonthTotal>> {
+    let bounds: [Param<'_>; 2] = [month.start().into(), month.end().into()];
+    query_all(
+        conn,
+        "SELECT workspace_id, COUNT(*), SUM(cost_pico >> 32), SUM(cost_pico & 4294967295) \
+         FROM usage_records WHERE finished_at >= ?1 AND finished_at < ?2 \
+         GROUP BY workspace_id ORDER BY workspace_id",
+        params_from_iter(&bounds),
+        |r| {
+            let workspace_id: String = r.get(0)?;
+            let what = format!("{month} cost of {workspace_id}");
+            Ok(MonthTotal {
+                records: codec::count_from_db("records", r.get(1)?)?,
+                cost: codec::sum_from_parts(&what, r.get(2)?, r.get(3)?)?,
+                workspace_id,
+            })
+        },
+    )
+}
+
 /// Every workspace's books in one statement, one snapshot. SQLite's SUM over INTEGER raises
 /// "integer overflow" as soon as a running total leaves i64 (it never silently turns REAL
 /// here: the STRICT columns hold only integers), even when the final sum would fit. So every
@@ -444,10 +483,17 @@ const LEDGER_VERIFY: &str = "SELECT w.id,
                           AS debit_lo
                FROM ledger_entries GROUP BY workspace_id) l
            ON l.workspace_id = w.id
-    LEFT JOIN (SELECT workspace_id,
-                      SUM(cost_pico >> 32) AS hi,
-                      SUM(cost_pico & 4294967295) AS lo
-               FROM usage_records GROUP BY workspace_id) u
+    LEFT JOIN (SELECT workspace_id, SUM(hi) AS hi, SUM(lo) AS lo
+               FROM (SELECT workspace_id,
+                            SUM(cost_pico >> 32) AS hi,
+                            SUM(cost_pico & 4294967295) AS lo
+                     FROM usage_records GROUP BY workspace_id
+                     UNION ALL
+                     SELECT workspace_id,
+                            SUM(cost_pico >> 32) AS hi,
+                            SUM(cost_pico & 4294967295) AS lo
+                     FROM archived_totals GROUP BY workspace_id)
+               GROUP BY workspace_id) u
            ON u.workspace_id = w.id
     ORDER BY w.id";
 
@@ -940,6 +986,32 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn usage_record_within(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+    ) -> StoreResult<Option<UsageRecord>> {
+        let args: [Param<'static>; 4] = [
+            id.to_owned().into(),
+            workspace_id.to_owned().into(),
+            from.into(),
+            to.into(),
+        ];
+        let found = self
+            .run(move |conn| {
+                query_all(
+                    conn,
+                    &sql::usage_record_within_sql('?'),
+                    params_from_iter(&args),
+                    |r| rows::usage(r),
+                )
+            })
+            .await?;
+        Ok(found.into_iter().next())
+    }
+
     async fn usage_record(&self, workspace_id: &str, id: &str) -> StoreResult<Option<UsageRecord>> {
         let (ws, id) = (workspace_id.to_owned(), id.to_owned());
         let found = self
@@ -998,6 +1070,130 @@ impl Store for SqliteStore {
     async fn ledger_verify(&self) -> StoreResult<Vec<LedgerCheck>> {
         self.run(|conn| query_all(conn, LEDGER_VERIFY, [], ledger_check))
             .await
+    }
+
+    async fn ensure_usage_partitions(&self, _at: DateTime<Utc>, _ahead: u32) -> StoreResult<u32> {
+        Ok(0)
+    }
+
+    async fn default_partition_records(&self) -> StoreResult<u64> {
+        Ok(0)
+    }
+
+    async fn usage_months(&self, before: UsageMonth) -> StoreResult<Vec<UsageMonth>> {
+        let before = codec::to_micros(before.start());
+        self.run(move |conn| {
+            let texts = query_all(conn, USAGE_MONTHS, [before], |r| Ok(r.get::<_, String>(0)?))?;
+            texts
+                .iter()
+                .map(|t| t.parse().map_err(|e| StoreError::Corrupt(format!("{e}"))))
+                .collect()
+        })
+        .await
+    }
+
+    async fn month_usage_page(
+        &self,
+        month: UsageMonth,
+        after_id: Option<&str>,
+        limit: usize,
+    ) -> StoreResult<Vec<UsageRecord>> {
+        let args: [Param<'static>; 4] = [
+            month.start().into(),
+            month.end().into(),
+            after_id.unwrap_or("").to_owned().into(),
+            i64::try_from(limit).unwrap_or(i64::MAX).into(),
+        ];
+        self.run(move |conn| {
+            query_all(
+                conn,
+                &sql::month_usage_sql('?'),
+                params_from_iter(&args),
+                |r| rows::usage(r),
+            )
+        })
+        .await
+    }
+
+    async fn archive_usage_month(
+        &self,
+        archived: &ArchivedMonth,
+        at: DateTime<Utc>,
+        audit: Option<Audit<ArchivedMonth>>,
+    ) -> StoreResult<()> {
+        months::not_current(archived.month, at)?;
+        let archived = archived.clone();
+        self.run(move |conn| {
+            let month = archived.month;
+            let tx = write_tx(conn)?;
+            let found = month_totals_in(&tx, month)?;
+            months::same_totals("usage records", month, &archived.totals, &found)?;
+            let insert = sql::archived_total_insert_sql('?');
+            for t in &archived.totals {
+                execute(&tx, &insert, &params::archived_total(month, t, at)?)?;
+            }
+            // The one way around the append-only trigger: lifted and made again inside this
+            // transaction, so no other statement ever runs without it.
+            tx.execute_batch("DROP TRIGGER usage_records_no_delete")?;
+            let bounds: [Param<'_>; 2] = [month.start().into(), month.end().into()];
+            execute(&tx, DELETE_MONTH, &bounds)?;
+            tx.execute_batch(USAGE_NO_DELETE)?;
+            audited(&tx, audit, &archived)?;
+            tx.commit()?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn restore_usage_month(
+        &self,
+        month: UsageMonth,
+        records: &[UsageRecord],
+        audit: Option<Audit<ArchivedMonth>>,
+    ) -> StoreResult<u64> {
+        let restored = months::restored(month, records)?;
+        let records = records.to_vec();
+        self.run(move |conn| {
+            let tx = write_tx(conn)?;
+            let month_text = month.to_string();
+            let carried = query_all(&tx, &sql::archived_month_sql('?'), [&month_text], |r| {
+                rows::archived_total(r)
+            })?;
+            let carried: Vec<MonthTotal> = carried.into_iter().map(|(_, t)| t).collect();
+            months::same_totals("carried-forward totals", month, &restored.totals, &carried)?;
+            let batch = UsageBatch::prepare(&records)?;
+            let insert = format!(
+                "{} ON CONFLICT (id) DO NOTHING",
+                sql::insert_sql("usage_records", USAGE_COLS, '?')
+            );
+            let mut inserted = 0;
+            for (_, row) in batch.rows() {
+                inserted += execute(&tx, &insert, &row).map_err(usage_err)? as u64;
+            }
+            if inserted != records.len() as u64 {
+                return Err(StoreError::Conflict(format!(
+                    "{month}: {} of the archive's records are stored already",
+                    records.len() as u64 - inserted
+                )));
+            }
+            execute(
+                &tx,
+                &sql::archived_month_delete_sql('?'),
+                &[month_text.into()],
+            )?;
+            audited(&tx, audit, &restored)?;
+            tx.commit()?;
+            Ok(inserted)
+        })
+        .await
+    }
+
+    async fn archived_months(&self) -> StoreResult<Vec<ArchivedMonth>> {
+        self.run(|conn| {
+            let rows = query_all(conn, sql::ARCHIVED_TOTALS, [], |r| rows::archived_total(r))?;
+            Ok(months::group_months(rows))
+        })
+        .await
     }
 
     async fn load_catalog(&self) -> StoreResult<CatalogRows> {

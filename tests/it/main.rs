@@ -50,6 +50,7 @@ mod responses;
 mod responses_clients;
 mod responses_native;
 mod restarts;
+mod retention;
 mod routing;
 mod secrets;
 mod shipped;

@@ -147,8 +147,9 @@ async fn sqlite_books_survive_the_price_dimensions_migration() {
     usage_records_keep_their_rules(&conn, 2);
 }
 
-/// A rebuilt SQLite `usage_records` is still append-only, still the target of the ledger's
-/// debits, and its inserts still announce spend (`spent` of them for `key_1` at least).
+/// A rebuilt SQLite `usage_records` is still append-only and its inserts still announce spend
+/// (`spent` of them for `key_1` at least). (Since 0018 a debit no longer needs its record to
+/// exist: the debits of archived months outlive their records.)
 fn usage_records_keep_their_rules(conn: &rusqlite::Connection, spent: i64) {
     let refused = |sql: &str| conn.execute_batch(sql).is_err();
     assert!(
@@ -156,13 +157,6 @@ fn usage_records_keep_their_rules(conn: &rusqlite::Connection, spent: i64) {
         "append-only"
     );
     assert!(refused("DELETE FROM usage_records"), "append-only");
-    assert!(
-        refused(
-            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id)
-             VALUES ('debit:ghost', 'ws_1', 'debit', -1, 0, 'ghost')"
-        ),
-        "a debit still needs its usage record"
-    );
     let spend_logged: i64 = conn
         .query_row(
             "SELECT count(*) FROM change_log WHERE kind = 'spend' AND ref_id = 'key_1'",
@@ -418,13 +412,15 @@ async fn books_and_catalog_survive_0011(store: &dyn Store) {
 }
 
 /// `usage_records`' columns, indexes (with their columns) and triggers, as SQLite describes
-/// them, and the ledger's references: what a rebuild must keep.
+/// them, and the ledger's references: what a rebuild must keep. (The ledger's reference to
+/// the records is left out: 0018 drops it, the debits of archived months outliving their
+/// records.)
 fn sqlite_usage_shape(conn: &rusqlite::Connection) -> Vec<String> {
     let mut shape = sqlite_table_shape(conn, "usage_records");
     shape.extend(sqlite_strings(
         conn,
         "SELECT 'references', \"table\", \"from\", \"to\" FROM pragma_foreign_key_list('ledger_entries') \
-         ORDER BY id, seq",
+         WHERE \"table\" <> 'usage_records' ORDER BY id, seq",
     ));
     shape
 }
@@ -882,11 +878,13 @@ async fn sqlite_books_survive_the_money_migration() {
         sqlite_table_shape(&conn, "ledger_entries"),
     );
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    let pending = migrations::SQLITE.len() - before_money(Dialect::Sqlite);
+    assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
 
     // Both rebuilt tables are the old ones, column for column, index for index, trigger for
-    // trigger (usage_records gains `waived`), and the ledger still references the records.
+    // trigger (usage_records gains `waived`; 0018 drops the ledger's reference to the
+    // records, rebuilding the ledger once more).
     let without_waived: Vec<String> = sqlite_usage_shape(&conn)
         .into_iter()
         .filter(|l| !l.starts_with("column|36|waived|"))
@@ -918,7 +916,8 @@ async fn postgres_books_survive_the_money_migration() {
         .replace("{yes}", "true");
     pg_at(&db.url, before_money(Dialect::Postgres), &books).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    let pending = migrations::POSTGRES.len() - before_money(Dialect::Postgres);
+    assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
 }
 
@@ -1002,4 +1001,161 @@ async fn postgres_keys_gain_allowlists() {
     let pending = migrations::migrations(Dialect::Postgres).len() - 15;
     assert_eq!(store.migrate().await.unwrap(), pending);
     keys_survive_0016(&store).await;
+}
+
+/// How many migrations come before 0018 (`partitions`).
+fn before_partitions(dialect: Dialect) -> usize {
+    migrations::migrations(dialect)
+        .iter()
+        .position(|m| m.name == "partitions")
+        .unwrap()
+}
+
+/// Books written by the version-17 store: a credit per workspace and records of August,
+/// September (its last microsecond) and October 2026 in two workspaces, debited.
+async fn books_of_three_months(store: &dyn Store) -> Vec<UsageRecord> {
+    for ws in ["ws_1", "ws_2"] {
+        store.create_workspace(ws, ws, None).await.unwrap();
+        let key = tollgate::store::NewKey {
+            id: format!("key_{ws}"),
+            workspace_id: ws.into(),
+            name: None,
+            secret_hash: format!("hash-{ws}"),
+            hint: "hint".into(),
+            expires_at: None,
+            spend_limit: None,
+            limit_reset: None,
+            allowed_models: vec![],
+        };
+        store.create_key(key, None).await.unwrap();
+        let credit = CreditMovement {
+            entry_id: format!("credit_{ws}"),
+            workspace_id: ws.into(),
+            kind: LedgerKind::Credit,
+            amount: Usd::from_pico(1_000_000_000_000),
+            note: None,
+        };
+        store.move_credit(&credit, None, None).await.unwrap();
+    }
+    let times = [
+        ("ws_1", "2026-08-03T10:00:00.000001Z"),
+        ("ws_2", "2026-08-31T23:59:59.999999Z"),
+        ("ws_1", "2026-09-30T23:59:59.999999Z"),
+        ("ws_2", "2026-09-01T00:00:00Z"),
+        ("ws_1", "2026-10-01T00:00:00Z"),
+        ("ws_1", "2026-10-20T08:00:00Z"),
+    ];
+    let records: Vec<UsageRecord> = times
+        .iter()
+        .enumerate()
+        .map(|(i, (ws, t))| {
+            let mut r = new_record(&format!("u_{i}"), NEW_COST);
+            r.workspace_id = (*ws).into();
+            r.key_id = format!("key_{ws}");
+            r.finished_at = t.parse().unwrap();
+            r.started_at = r.finished_at - chrono::Duration::seconds(1);
+            r
+        })
+        .collect();
+    assert_eq!(store.record_usage(&records).await.unwrap(), 6);
+    records
+}
+
+/// What must hold after 0018 on either backend: every record, count and sum as it was, the
+/// books clean, and new records (and replays of old ones) written as before.
+async fn books_survive_0018(
+    store: &dyn Store,
+    records: &[UsageRecord],
+    balances: &[(String, Usd)],
+) {
+    for ws in ["ws_1", "ws_2"] {
+        let mut expected: Vec<UsageRecord> = records
+            .iter()
+            .filter(|r| r.workspace_id == ws)
+            .cloned()
+            .collect();
+        expected.sort_by(|a, b| (a.finished_at, &a.id).cmp(&(b.finished_at, &b.id)));
+        assert_eq!(store.usage(ws, None).await.unwrap(), expected);
+    }
+    assert_eq!(store.balances().await.unwrap(), balances);
+    let verified = tollgate::commands::verify_ledger(store).await.unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+    assert_eq!(verified.checked, 2);
+    // A replay of an old record is skipped; a new one is written and debited.
+    assert_eq!(store.record_usage(&records[..2]).await.unwrap(), 0);
+    let fresh = new_record("u_fresh", NEW_COST);
+    let mut fresh_ws1 = fresh.clone();
+    fresh_ws1.key_id = "key_ws_1".into();
+    assert_eq!(store.record_usage(&[fresh_ws1]).await.unwrap(), 1);
+    let verified = tollgate::commands::verify_ledger(store).await.unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+}
+
+#[tokio::test]
+async fn postgres_records_move_into_their_month_partitions() {
+    let db = PgDatabase::create().await;
+    pg_at(&db.url, before_partitions(Dialect::Postgres), "").await;
+    let store = PgStore::connect(&db.url).await.unwrap();
+    let records = books_of_three_months(&store).await;
+    let balances = store.balances().await.unwrap();
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    books_survive_0018(&store, &records, &balances).await;
+
+    let (client, conn) = tokio_postgres::connect(&db.url, NoTls).await.unwrap();
+    tokio::spawn(conn);
+    let placed = client
+        .query(
+            "SELECT tableoid::regclass::text, id FROM usage_records WHERE id LIKE 'u\\_%' \
+             AND id <> 'u_fresh' ORDER BY id",
+            &[],
+        )
+        .await
+        .unwrap();
+    let placed: Vec<(String, String)> = placed.iter().map(|r| (r.get(0), r.get(1))).collect();
+    let expected: Vec<(String, String)> = records
+        .iter()
+        .map(|r| {
+            let month = r.finished_at.format("%Y_%m");
+            (format!("usage_records_{month}"), r.id.clone())
+        })
+        .collect();
+    assert_eq!(placed, expected);
+    let partitioned: String = client
+        .query_one(
+            "SELECT partstrat::text FROM pg_partitioned_table \
+             WHERE partrelid = 'usage_records'::regclass",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(partitioned, "r");
+    // The old table is gone; the ledger no longer references the records.
+    let old: Option<String> = client
+        .query_one("SELECT to_regclass('usage_records_v17')::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(old, None);
+}
+
+#[tokio::test]
+async fn sqlite_books_survive_the_partitions_migration() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v17.db");
+    sqlite_at(&path, before_partitions(Dialect::Sqlite), "");
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    let records = books_of_three_months(&store).await;
+    let balances = store.balances().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let ledger_before = sqlite_table_shape(&conn, "ledger_entries");
+    assert_eq!(store.migrate().await.unwrap(), 1);
+    books_survive_0018(&store, &records, &balances).await;
+    // The ledger is rebuilt without its reference to the records, its indexes and triggers
+    // as they were.
+    let ledger_after = sqlite_table_shape(&conn, "ledger_entries");
+    assert_eq!(ledger_after, ledger_before);
+    let refused = |sql: &str| conn.execute_batch(sql).is_err();
+    assert!(refused("DELETE FROM ledger_entries"), "still append-only");
+    assert!(refused("DELETE FROM usage_records"), "still append-only");
 }

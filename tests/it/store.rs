@@ -229,6 +229,11 @@ suite!(
     waived_records_cost_nothing_and_the_books_balance,
     allowlists_round_trip_and_an_update_is_a_key_change,
     management_keys_are_stored_hashed_listed_and_revoked,
+    partitions_are_made_ahead_and_split_at_the_month_boundary,
+    archive_drop_verify_restore_round_trip_is_exact,
+    archiving_the_current_month_is_refused,
+    an_archive_that_cannot_be_written_changes_nothing,
+    a_record_is_found_by_id_within_its_time_range,
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -1288,8 +1293,9 @@ async fn usage_records_are_immutable(b: Arc<Backend>) {
             .await
             .is_err());
     }
-    // A debit without a usage record, a second debit of the same record, or a debit of a
-    // record that does not exist is refused.
+    // A debit without a usage record or a second debit of the same record is refused. (A
+    // debit's record may be gone: archived months keep their debits, so there is no foreign
+    // key to the records since 0018.)
     for (sql, why) in [
         (
             "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at) \
@@ -1300,11 +1306,6 @@ async fn usage_records_are_immutable(b: Arc<Backend>) {
             "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id) \
              VALUES ('again', 'w1', 'debit', -5, 0, 'chatcmpl-x')",
             "unique",
-        ),
-        (
-            "INSERT INTO ledger_entries (id, workspace_id, kind, amount_pico, created_at, usage_id) \
-             VALUES ('ghost', 'w1', 'debit', -5, 0, 'no-such-record')",
-            "foreign key",
         ),
     ] {
         let sql = if b.is_pg() {
@@ -3322,4 +3323,391 @@ async fn management_keys_are_stored_hashed_listed_and_revoked(b: Arc<Backend>) {
     for want in ["management_key.create", "management_key.revoke"] {
         assert!(actions.contains(&want.to_owned()), "{want}: {actions:?}");
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Monthly partitions, archive and restore (issue 33)
+// ---------------------------------------------------------------------------------------------
+
+fn utc(text: &str) -> DateTime<Utc> {
+    text.parse().unwrap()
+}
+
+/// PostgreSQL: `ensure_usage_partitions` makes the month of its time and the months ahead,
+/// once; a record at the last microsecond of a month goes to that month's partition and the
+/// next one's first to the next; the default partition stays empty until a record comes for a
+/// month with no partition, which then cannot get one. SQLite has no partitions.
+async fn partitions_are_made_ahead_and_split_at_the_month_boundary(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    let last = utc("2030-01-31T23:59:59.999999Z");
+    if !b.is_pg() {
+        assert_eq!(s.ensure_usage_partitions(last, 1).await.unwrap(), 0);
+        assert_eq!(s.default_partition_records().await.unwrap(), 0);
+        return;
+    }
+    assert_eq!(s.ensure_usage_partitions(last, 1).await.unwrap(), 2);
+    assert_eq!(s.ensure_usage_partitions(last, 1).await.unwrap(), 0);
+    let first = utc("2030-02-01T00:00:00Z");
+    let rec = |id: &str, t| {
+        record(
+            id,
+            ("w1", "k2"),
+            odd_pricing(),
+            tokens(1, 0, 0, 2, 0),
+            t,
+            None,
+        )
+    };
+    s.record_usage(&[rec("chatcmpl-jan", last), rec("chatcmpl-feb", first)])
+        .await
+        .unwrap();
+    let in_partition = |table: &str, id: &str| format!("SELECT 1 FROM {table} WHERE id = '{id}'");
+    assert_eq!(
+        b.execute_raw(&in_partition("usage_records_2030_01", "chatcmpl-jan"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        b.execute_raw(&in_partition("usage_records_2030_02", "chatcmpl-feb"))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        b.execute_raw(&in_partition("usage_records_2030_01", "chatcmpl-feb"))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(s.default_partition_records().await.unwrap(), 0);
+    // Each partition refuses changes by its own name too (a parent's statement trigger does
+    // not fire for a statement on a partition).
+    for sql in [
+        "DELETE FROM usage_records_2030_01",
+        "TRUNCATE usage_records_2030_02",
+        "UPDATE usage_records_2030_01 SET cost_pico = 0",
+    ] {
+        let e = b.execute_raw(sql).await.unwrap_err();
+        assert!(e.to_string().contains("append-only"), "{sql}: {e}");
+    }
+    // A month nobody made a partition for lands in the default partition — loudly: it is
+    // counted, and the month's partition can no longer be made over it.
+    let stray = utc("2031-06-10T12:00:00Z");
+    s.record_usage(&[rec("chatcmpl-stray", stray)])
+        .await
+        .unwrap();
+    assert_eq!(s.default_partition_records().await.unwrap(), 1);
+    assert!(s.ensure_usage_partitions(stray, 0).await.is_err());
+    let verified = commands::verify_ledger(s).await.unwrap();
+    assert!(verified.inconsistent.is_empty());
+    assert_eq!(verified.default_partition_records, 1);
+    assert!(!verified.is_clean());
+    // Its month has no partition to drop: archiving it is refused (each month on its own:
+    // the months before it with a partition are archived first), and it stays.
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let actor = commands::Actor::cli();
+    let later = utc("2031-07-15T00:00:00Z");
+    let e = commands::archive_usage(s, &actor, "2031-07", dir.path(), later)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("no partition"), "{e}");
+    assert_eq!(s.default_partition_records().await.unwrap(), 1);
+    let archived: Vec<String> = s
+        .archived_months()
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.month.to_string())
+        .collect();
+    assert_eq!(archived, ["2030-01", "2030-02"]);
+    assert!(!dir.path().join("usage-2031-06.jsonl.zst").exists());
+    let verified = commands::verify_ledger(s).await.unwrap();
+    assert!(verified.inconsistent.is_empty(), "{verified:?}");
+}
+
+/// `/v1/generation`'s lookup: a record is found by id within a range of `finished_at` that
+/// holds it, and not outside it (on PostgreSQL the range picks the partitions read).
+async fn a_record_is_found_by_id_within_its_time_range(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let records = three_months(s).await;
+    let r = &records[3];
+    let day = chrono::TimeDelta::days(1);
+    let found = s
+        .usage_record_within("w1", &r.id, r.finished_at - day, r.finished_at + day)
+        .await
+        .unwrap();
+    assert_eq!(found.as_ref(), Some(r));
+    // The range's end is exclusive, its start inclusive.
+    let at_start = s
+        .usage_record_within("w1", &r.id, r.finished_at, r.finished_at + day)
+        .await
+        .unwrap();
+    assert_eq!(at_start.as_ref(), Some(r));
+    for (from, to) in [
+        (r.finished_at - day, r.finished_at),
+        (
+            r.finished_at + chrono::TimeDelta::microseconds(1),
+            r.finished_at + day,
+        ),
+    ] {
+        assert_eq!(
+            s.usage_record_within("w1", &r.id, from, to).await.unwrap(),
+            None
+        );
+    }
+    // Another workspace's record is not found.
+    let other = s
+        .usage_record_within("w2", &r.id, r.finished_at - day, r.finished_at + day)
+        .await
+        .unwrap();
+    assert_eq!(other, None);
+}
+
+/// Records of August, September (its last microsecond) and October 2026 in two workspaces.
+async fn three_months(s: &dyn Store) -> Vec<UsageRecord> {
+    billing_fixture(s).await;
+    s.ensure_usage_partitions(utc("2026-08-01T00:00:00Z"), 3)
+        .await
+        .unwrap();
+    let rec = |id: &str, ws: (&str, &str), n: u64, t: &str| {
+        record(
+            id,
+            ws,
+            odd_pricing(),
+            tokens(n, 7, 3, n * 2, 1),
+            utc(t),
+            None,
+        )
+    };
+    let records = vec![
+        rec(
+            "chatcmpl-a1",
+            ("w1", "k2"),
+            11,
+            "2026-08-03T10:00:00.000001Z",
+        ),
+        rec(
+            "chatcmpl-a2",
+            ("w2", "k3"),
+            13,
+            "2026-08-31T23:59:59.999999Z",
+        ),
+        rec("chatcmpl-a3", ("w1", "k2"), 17, "2026-08-15T00:00:00Z"),
+        rec(
+            "chatcmpl-s1",
+            ("w1", "k2"),
+            19,
+            "2026-09-30T23:59:59.999999Z",
+        ),
+        rec("chatcmpl-o1", ("w1", "k2"), 23, "2026-10-01T00:00:00Z"),
+        rec("chatcmpl-o2", ("w2", "k3"), 29, "2026-10-20T08:00:00Z"),
+    ];
+    assert_eq!(s.record_usage(&records).await.unwrap(), 6);
+    records
+}
+
+fn sorted(mut v: Vec<UsageRecord>) -> Vec<UsageRecord> {
+    v.sort_by(|a, b| (a.finished_at, &a.id).cmp(&(b.finished_at, &b.id)));
+    v
+}
+
+async fn all_usage(s: &dyn Store) -> Vec<UsageRecord> {
+    let mut all = s.usage("w1", None).await.unwrap();
+    all.extend(s.usage("w2", None).await.unwrap());
+    sorted(all)
+}
+
+async fn books_balance(s: &dyn Store) {
+    let verified = commands::verify_ledger(s).await.unwrap();
+    assert!(verified.is_clean(), "{verified:?}");
+    assert_eq!(verified.checked, 2);
+}
+
+async fn archive_drop_verify_restore_round_trip_is_exact(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let records = three_months(s).await;
+    let balances = s.balances().await.unwrap();
+    books_balance(s).await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let actor = commands::Actor::cli();
+    let now = utc("2026-11-15T00:00:00Z");
+
+    let archived = commands::archive_usage(s, &actor, "2026-10", dir.path(), now)
+        .await
+        .unwrap();
+    let months: Vec<String> = archived
+        .months
+        .iter()
+        .map(|m| m.month.to_string())
+        .collect();
+    assert_eq!(months, ["2026-08", "2026-09"]);
+    assert_eq!(archived.months[0].records, 3);
+    assert_eq!(
+        archived.months[0].cost,
+        sum(records[..3].iter().map(|r| r.cost))
+    );
+    // Only October is left; the books still balance, through the carried-forward totals.
+    assert_eq!(all_usage(s).await, sorted(records[4..].to_vec()));
+    books_balance(s).await;
+    assert_eq!(s.balances().await.unwrap(), balances);
+    let carried = s.archived_months().await.unwrap();
+    assert_eq!(carried.len(), 2);
+    let aug = &carried[0];
+    assert_eq!(aug.month.to_string(), "2026-08");
+    let w1: Vec<_> = aug
+        .totals
+        .iter()
+        .map(|t| (t.workspace_id.as_str(), t.records, t.cost))
+        .collect();
+    assert_eq!(
+        w1,
+        [
+            (
+                "w1",
+                2,
+                records[0].cost.checked_add(records[2].cost).unwrap()
+            ),
+            ("w2", 1, records[1].cost)
+        ]
+    );
+    if b.is_pg() {
+        let gone = b.execute_raw("SELECT 1 FROM usage_records_2026_08").await;
+        assert!(gone.is_err(), "the partition is dropped");
+    }
+    // The manifest tells what the file holds, exactly.
+    let text = std::fs::read_to_string(dir.path().join("usage-2026-08.manifest.json")).unwrap();
+    let manifest: commands::Manifest = serde_json::from_str(&text).unwrap();
+    assert_eq!(manifest.records, 3);
+    assert_eq!(manifest.totals, aug.totals);
+    assert_eq!(manifest.sha256.len(), 64);
+    // Nothing more to archive; an archive is never overwritten.
+    let again = commands::archive_usage(s, &actor, "2026-10", dir.path(), now)
+        .await
+        .unwrap();
+    assert!(again.months.is_empty());
+
+    // A file that does not match its manifest is refused, and changes nothing.
+    let aug_file = dir.path().join("usage-2026-08.jsonl.zst");
+    let tampered = dir.path().join("tampered");
+    std::fs::create_dir(&tampered).unwrap();
+    let bad = tampered.join("usage-2026-08.jsonl.zst");
+    let mut bytes = std::fs::read(&aug_file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&bad, bytes).unwrap();
+    std::fs::copy(
+        dir.path().join("usage-2026-08.manifest.json"),
+        tampered.join("usage-2026-08.manifest.json"),
+    )
+    .unwrap();
+    let refused = commands::restore_usage(s, &actor, &bad).await.unwrap_err();
+    assert!(refused.to_string().contains("SHA-256"), "{refused}");
+    assert_eq!(s.archived_months().await.unwrap().len(), 2);
+
+    // Restored, August counts once: in its records, no longer in the carried totals.
+    let restored = commands::restore_usage(s, &actor, &aug_file).await.unwrap();
+    assert_eq!(restored.records, 3);
+    books_balance(s).await;
+    assert_eq!(s.archived_months().await.unwrap().len(), 1);
+    let twice = commands::restore_usage(s, &actor, &aug_file)
+        .await
+        .unwrap_err();
+    assert!(twice.to_string().contains("do not match"), "{twice}");
+    books_balance(s).await;
+    commands::restore_usage(s, &actor, &dir.path().join("usage-2026-09.jsonl.zst"))
+        .await
+        .unwrap();
+    // Every record back, field for field, to the pico-USD.
+    assert_eq!(all_usage(s).await, sorted(records.clone()));
+    assert!(s.archived_months().await.unwrap().is_empty());
+    books_balance(s).await;
+    assert_eq!(s.balances().await.unwrap(), balances);
+    // A restored month is immutable again, and can be archived again.
+    let e = b
+        .execute_raw("DELETE FROM usage_records WHERE id = 'chatcmpl-a1'")
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("append-only"), "{e}");
+    let dir2 = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let again = commands::archive_usage(s, &actor, "2026-09", dir2.path(), now)
+        .await
+        .unwrap();
+    assert_eq!(again.months.len(), 1);
+    books_balance(s).await;
+    let actions = audit_actions(s).await;
+    assert_eq!(actions.iter().filter(|a| *a == "usage.archive").count(), 3);
+    assert_eq!(actions.iter().filter(|a| *a == "usage.restore").count(), 2);
+}
+
+async fn archiving_the_current_month_is_refused(b: Arc<Backend>) {
+    let s = b.ready().await;
+    three_months(s).await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let actor = commands::Actor::cli();
+    // On 2026-10-15, October is not over: --before 2026-11 is refused, nothing written.
+    let now = utc("2026-10-15T00:00:00Z");
+    let e = commands::archive_usage(s, &actor, "2026-11", dir.path(), now)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("not over"), "{e}");
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    // The store refuses it on its own too.
+    let october = tollgate::store::ArchivedMonth {
+        month: "2026-10".parse().unwrap(),
+        totals: vec![],
+    };
+    let e = s
+        .archive_usage_month(&october, now, None)
+        .await
+        .unwrap_err();
+    assert!(matches!(e, StoreError::Conflict(_)), "{e}");
+    // Totals that differ from the store's are refused, changing nothing.
+    let wrong = tollgate::store::ArchivedMonth {
+        month: "2026-08".parse().unwrap(),
+        totals: vec![],
+    };
+    let e = s.archive_usage_month(&wrong, now, None).await.unwrap_err();
+    assert!(e.to_string().contains("do not match"), "{e}");
+    assert_eq!(all_usage(s).await.len(), 6);
+    assert!(s.archived_months().await.unwrap().is_empty());
+    // --before this month archives up to last month.
+    let done = commands::archive_usage(s, &actor, "2026-10", dir.path(), now)
+        .await
+        .unwrap();
+    assert_eq!(done.months.len(), 2);
+    books_balance(s).await;
+}
+
+async fn an_archive_that_cannot_be_written_changes_nothing(b: Arc<Backend>) {
+    let s = b.ready().await;
+    let records = three_months(s).await;
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // A regular file where the archive's directory should be: nothing can be written there.
+    let blocker = dir.path().join("not-a-dir");
+    std::fs::write(&blocker, b"x").unwrap();
+    let actor = commands::Actor::cli();
+    let now = utc("2026-11-15T00:00:00Z");
+    for to in [blocker.clone(), blocker.join("sub")] {
+        assert!(commands::archive_usage(s, &actor, "2026-10", &to, now)
+            .await
+            .is_err());
+    }
+    assert_eq!(all_usage(s).await, sorted(records.clone()));
+    assert!(s.archived_months().await.unwrap().is_empty());
+    books_balance(s).await;
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+    // The records' file written, its manifest cannot be (a directory holds its temporary
+    // name): the month stays, and the file written is removed.
+    let to = dir.path().join("half");
+    std::fs::create_dir_all(to.join("usage-2026-08.manifest.json.partial")).unwrap();
+    assert!(commands::archive_usage(s, &actor, "2026-10", &to, now)
+        .await
+        .is_err());
+    assert!(!to.join("usage-2026-08.jsonl.zst").exists());
+    assert!(!to.join("usage-2026-08.jsonl.zst.partial").exists());
+    assert_eq!(all_usage(s).await, sorted(records));
+    assert!(s.archived_months().await.unwrap().is_empty());
+    books_balance(s).await;
 }
