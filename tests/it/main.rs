@@ -46,6 +46,7 @@ mod outage;
 mod private_pg;
 mod python_sdk;
 mod raw;
+mod read_replica;
 mod reservations;
 mod responses;
 mod responses_clients;
