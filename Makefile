@@ -5,7 +5,7 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench fuzz demo venv deps pg browser-deps agent-deps clean
+.PHONY: run build test lint bench soak fuzz demo venv deps pg browser-deps agent-deps clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
 run: deps
@@ -107,6 +107,16 @@ bench: deps
 	$(CARGO) bench --bench load --no-run
 	$$(command -v taskset >/dev/null && [ $$(nproc) -gt 1 ] && echo taskset -c 1) \
 	  $(CARGO) bench --bench load -- $(BENCH_ARGS)
+
+## The many-replica soak (docs/operations.md, "The soak"), not part of make test: SOAK_GATEWAYS
+## release gateways (default 6) on a private PostgreSQL cluster, the simulator upstream, mixed
+## load for SOAK_SECONDS (default 120) through a PostgreSQL restart, two graceful upgrades and a
+## SIGKILL; prints what it saw and fails when an invariant of the books breaks.
+SOAK_SECONDS ?= 120
+SOAK_GATEWAYS ?= 6
+soak: deps
+	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_GATEWAYS=$(SOAK_GATEWAYS) $(CARGO) test --release --test it -- \
+	  --ignored --exact soak::many_replicas_with_faults_keep_the_books --nocapture
 
 ## Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of request parsing and planning, and of each
 ## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with

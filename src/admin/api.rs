@@ -33,6 +33,9 @@ pub struct Api {
     store_url: String,
     /// Opened on first use, on the admin service's own runtime.
     store: tokio::sync::OnceCell<Arc<dyn Store>>,
+    /// `tollgate.store_read_url`: where the pages and rollups read (`None`: the store).
+    read_store_url: Option<String>,
+    read_store: tokio::sync::OnceCell<Arc<dyn Store>>,
 }
 
 type Answer = Result<Response, AdminError>;
@@ -45,7 +48,15 @@ impl Api {
             allow_private_webhooks: false,
             store_url,
             store: tokio::sync::OnceCell::new(),
+            read_store_url: None,
+            read_store: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// Pages and rollups read from `url` (a read replica), when there is one.
+    pub fn with_read_store(mut self, url: Option<String>) -> Self {
+        self.read_store_url = url;
+        self
     }
 
     /// An `Api` over a store already open (tests).
@@ -56,6 +67,8 @@ impl Api {
             allow_private_webhooks: false,
             store_url: String::new(),
             store: tokio::sync::OnceCell::new_with(Some(store)),
+            read_store_url: None,
+            read_store: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -64,6 +77,17 @@ impl Api {
             .store
             .get_or_try_init(|| store::open(&self.store_url))
             .await?;
+        Ok(store.as_ref())
+    }
+
+    /// Where a page or a rollup reads: the read replica when one is set, else the store. Only
+    /// GETs that show what is there come here; writes, what they check (a refund's balance)
+    /// and who the caller is (management keys, console sessions) stay on the store.
+    async fn reads(&self) -> Result<&dyn Store, AdminError> {
+        let Some(url) = &self.read_store_url else {
+            return self.store().await;
+        };
+        let store = self.read_store.get_or_try_init(|| store::open(url)).await?;
         Ok(store.as_ref())
     }
 
@@ -85,11 +109,13 @@ impl Api {
         let actor = caller.actor;
         let now = Utc::now();
         match (m, seg.as_slice()) {
-            (&Method::GET, ["workspaces"]) => list_workspaces(s, req).await,
+            (&Method::GET, ["workspaces"]) => list_workspaces(self.reads().await?, req).await,
             (&Method::POST, ["workspaces"]) => create_workspace(s, &actor, req).await,
-            (&Method::GET, ["workspaces", ws]) => get_workspace(s, ws).await,
+            (&Method::GET, ["workspaces", ws]) => get_workspace(self.reads().await?, ws).await,
             (&Method::PATCH, ["workspaces", ws]) => rename_workspace(s, &actor, ws, req).await,
-            (&Method::GET, ["workspaces", ws, "keys"]) => list_keys(s, ws, req, now).await,
+            (&Method::GET, ["workspaces", ws, "keys"]) => {
+                list_keys(self.reads().await?, ws, req, now).await
+            }
             (&Method::POST, ["workspaces", ws, "keys"]) => {
                 create_key(s, &actor, &self.key_prefix, ws, req, now).await
             }
@@ -98,28 +124,34 @@ impl Api {
             (&Method::POST, ["keys", id, "rotate"]) => {
                 rotate_key(s, &actor, &self.key_prefix, id, req, now).await
             }
-            (&Method::GET, ["workspaces", ws, "credits"]) => list_credits(s, ws, req).await,
+            (&Method::GET, ["workspaces", ws, "credits"]) => {
+                list_credits(self.reads().await?, ws, req).await
+            }
             (&Method::POST, ["workspaces", ws, "credits"]) => add_credit(s, &actor, ws, req).await,
             (&Method::POST, ["workspaces", ws, "refunds"]) => refund(s, &actor, ws, req).await,
-            (&Method::GET, ["workspaces", ws, "usage"]) => list_usage(s, ws, req).await,
-            (&Method::GET, ["workspaces", ws, "usage", "daily"]) => {
-                daily_usage(s, ws, req, now).await
+            (&Method::GET, ["workspaces", ws, "usage"]) => {
+                list_usage(self.reads().await?, ws, req).await
             }
-            (&Method::GET, ["workspaces", ws, "alerts"]) => get_alerts(s, ws).await,
+            (&Method::GET, ["workspaces", ws, "usage", "daily"]) => {
+                daily_usage(self.reads().await?, ws, req, now).await
+            }
+            (&Method::GET, ["workspaces", ws, "alerts"]) => {
+                get_alerts(self.reads().await?, ws).await
+            }
             (&Method::PUT, ["workspaces", ws, "alerts"]) => {
                 put_alerts(s, &actor, ws, req, self.allow_private_webhooks).await
             }
             (&Method::GET, ["workspaces", ws, "alerts", "deliveries"]) => {
-                list_deliveries(s, ws, req).await
+                list_deliveries(self.reads().await?, ws, req).await
             }
-            (&Method::GET, ["catalog"]) => get_catalog(s).await,
+            (&Method::GET, ["catalog"]) => get_catalog(self.reads().await?).await,
             (&Method::PATCH, ["catalog", "models", id]) => update_model(s, &actor, id, req).await,
             (&Method::PATCH, ["catalog", "models", id, "routes", n]) => {
                 update_route(s, &actor, id, n, req).await
             }
-            (&Method::GET, ["audit"]) => list_audit(s, req).await,
+            (&Method::GET, ["audit"]) => list_audit(self.reads().await?, req).await,
             (&Method::GET, ["workspaces", ws, "management-keys"]) => {
-                list_management_keys(s, ws, now).await
+                list_management_keys(self.reads().await?, ws, now).await
             }
             (&Method::POST, ["workspaces", ws, "management-keys"]) => {
                 create_management_key(s, &actor, ws, req, now).await

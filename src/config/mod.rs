@@ -63,6 +63,9 @@ pub struct TollgateConf {
     pub console: console::ConsoleConf,
     /// `sqlite://PATH` or `postgres://…`.
     pub store: String,
+    /// A PostgreSQL read replica of `store` (`postgres://…`): where the admin API's pages and
+    /// rollups (so the console) and `/v1/generation` read. Money checks and writes never do.
+    pub store_read_url: Option<String>,
     /// Every API key secret begins with this (never [`MANAGEMENT_KEY_PREFIX`]).
     pub key_prefix: String,
     /// Imported into an empty catalog at start.
@@ -401,6 +404,7 @@ impl Default for TollgateConf {
             admin_token_env: "TOLLGATE_ADMIN_TOKEN".into(),
             alerts: AlertsConf::default(),
             store: "sqlite://data/tollgate.db".into(),
+            store_read_url: None,
             key_prefix: "sk-tg-".into(),
             catalog_file: "conf/catalog.yaml".into(),
             catalog_refresh: Duration::from_secs(30),
@@ -544,6 +548,9 @@ impl Config {
                 t.store
             ));
         }
+        if let Some(read) = &t.store_read_url {
+            problems.extend(read_url_problem(&t.store, read));
+        }
         let prefix_ok = (2..=16).contains(&t.key_prefix.len())
             && t.key_prefix
                 .bytes()
@@ -643,6 +650,41 @@ impl Config {
     pub fn store_url(&self, env: impl Fn(&str) -> Option<String>) -> String {
         env("TOLLGATE_STORE").unwrap_or_else(|| self.tollgate.store.clone())
     }
+
+    /// The read replica's URL, if any: `TOLLGATE_STORE_READ` overrides the file. `Err` when it
+    /// is not a PostgreSQL URL beside a PostgreSQL store.
+    pub fn store_read_url(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<String>, ConfigError> {
+        let Some(read) =
+            env("TOLLGATE_STORE_READ").or_else(|| self.tollgate.store_read_url.clone())
+        else {
+            return Ok(None);
+        };
+        match read_url_problem(&self.store_url(&env), &read) {
+            Some(problem) => Err(ConfigError::Invalid(vec![problem])),
+            None => Ok(Some(read)),
+        }
+    }
+}
+
+/// What is wrong with a read replica's URL beside the store's: SQLite has no replicas (a
+/// second connection to the same file would read the same rows, so it is refused rather than
+/// pretended).
+fn read_url_problem(store: &str, read: &str) -> Option<String> {
+    let postgres = |url: &str| url.starts_with("postgres://") || url.starts_with("postgresql://");
+    if !postgres(store) {
+        return Some(
+            "tollgate.store_read_url: read replicas are for a PostgreSQL store only".into(),
+        );
+    }
+    if !postgres(read) {
+        return Some(format!(
+            "tollgate.store_read_url: {read:?} is not a postgres://… URL"
+        ));
+    }
+    None
 }
 
 /// Pingora ignores unknown keys; we do not, so a typo such as `thread: 4` is caught.
@@ -702,6 +744,44 @@ mod tests {
         assert_eq!(c.tollgate.listen.port(), 9000);
         assert_eq!(c.tollgate.max_request_body, ByteSize::mib(8));
         assert_eq!(c.tollgate.catalog_refresh, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_read_replica_is_for_a_postgresql_store_only() {
+        let on = |store: &str, read: &str| {
+            Config::parse(&format!(
+                "tollgate:\n  store: \"{store}\"\n  store_read_url: \"{read}\"\n"
+            ))
+        };
+        let pg = "postgres://u@h/db";
+        let c = on(pg, "postgres://u@replica/db").unwrap();
+        assert_eq!(
+            c.store_read_url(|_| None).unwrap().as_deref(),
+            Some("postgres://u@replica/db")
+        );
+        let e = on("sqlite://x.db", "sqlite://x.db")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tollgate.store_read_url: read replicas are for a PostgreSQL store only"),
+            "{e}"
+        );
+        let e = on(pg, "sqlite://x.db").unwrap_err().to_string();
+        assert!(e.contains("is not a postgres://"), "{e}");
+        // The environment overrides the file, and is held to the same rule.
+        let c = Config::parse("tollgate:\n  store: \"sqlite://x.db\"\n").unwrap();
+        assert_eq!(c.store_read_url(|_| None).unwrap(), None);
+        let env = |k: &str| (k == "TOLLGATE_STORE_READ").then(|| "postgres://u@r/db".to_owned());
+        assert!(c.store_read_url(env).is_err());
+        let env = |k: &str| match k {
+            "TOLLGATE_STORE" => Some(pg.to_owned()),
+            "TOLLGATE_STORE_READ" => Some("postgres://u@r/db".to_owned()),
+            _ => None,
+        };
+        assert_eq!(
+            c.store_read_url(env).unwrap().as_deref(),
+            Some("postgres://u@r/db")
+        );
     }
 
     #[test]

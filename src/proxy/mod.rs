@@ -112,7 +112,8 @@ pub struct Gateway {
     /// The store, opened on first use (`/v1/generation` only: nothing on the request path
     /// reads the database).
     pub store: tokio::sync::OnceCell<Arc<dyn crate::store::Store>>,
-    pub store_url: String,
+    /// Where `/v1/generation` reads: `tollgate.store_read_url` when set, else the store.
+    pub read_store_url: String,
     /// Asks the change-feed follower for an immediate read, before refusing a key it does not
     /// know or a workspace it thinks has no credit: either may have changed a moment ago.
     pub fresh: Freshness,
@@ -307,7 +308,7 @@ impl Gateway {
     async fn generation(&self, workspace_id: &str, id: &str) -> Result<Bytes, GatewayError> {
         let store = self
             .store
-            .get_or_try_init(|| crate::store::open(&self.store_url))
+            .get_or_try_init(|| crate::store::open(&self.read_store_url))
             .await
             .map_err(store_unavailable)?;
         let found = match crate::auth::id_time(id) {

@@ -44,6 +44,7 @@ impl ServeOptions {
 /// Runs the gateway until the process is stopped (or upgraded); `Err` when it cannot start.
 pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let store_url = config.store_url(|k| std::env::var(k).ok());
+    let read_store_url = config.store_read_url(|k| std::env::var(k).ok())?;
     let Config {
         server: pingora_conf,
         tollgate: t,
@@ -53,7 +54,7 @@ pub fn serve(config: Config, opts: ServeOptions) -> Result<(), ServeError> {
     let ls = &t.listeners;
     let public = listeners::Listener::new("public", t.listen, public_limits, &ls.public)?;
     let admin = listeners::Listener::new("admin", t.admin_listen, admin_limits, &ls.admin)?;
-    let state = State::build(&t, store_url)?;
+    let state = State::build(&t, store_url, read_store_url)?;
     let mut server = Server::new_with_opt_and_conf(opts.pingora(), pingora_conf);
     server.bootstrap();
     listeners::follow_shutdown(server.watch_execution_phase(), state.draining.clone());

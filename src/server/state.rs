@@ -43,6 +43,8 @@ pub enum ServeError {
     Tls(#[from] super::tls::TlsError),
     #[error(transparent)]
     UpstreamRoots(#[from] crate::upstream::roots::RootsError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
 }
 
 pub struct State {
@@ -66,7 +68,12 @@ pub struct Background {
 }
 
 impl State {
-    pub fn build(t: &TollgateConf, store_url: String) -> Result<State, ServeError> {
+    /// `read_store_url`: the read replica (`tollgate.store_read_url`), if any.
+    pub fn build(
+        t: &TollgateConf,
+        store_url: String,
+        read_store_url: Option<String>,
+    ) -> Result<State, ServeError> {
         let (credentials, vertex) = read_credentials(t)?;
         let follower = bootstrap(t, &store_url, &credentials, vertex.as_ref())?;
         let files = LedgerFiles {
@@ -85,9 +92,10 @@ impl State {
             ledger,
             responses,
             draining.clone(),
-            &store_url,
+            read_store_url.as_deref().unwrap_or(&store_url),
         )?;
-        let admin = Admin::new(ops(t, &follower, &gateway, &store_url), api(t, &store_url)?);
+        let api = api(t, &store_url, read_store_url)?;
+        let admin = Admin::new(ops(t, &follower, &gateway, &store_url), api);
         let background = Background {
             follower,
             writer,
@@ -167,7 +175,7 @@ fn gateway(
     ledger: LedgerSink,
     responses: Arc<ResponseKeeper>,
     draining: Arc<AtomicBool>,
-    store_url: &str,
+    read_store_url: &str,
 ) -> Result<Gateway, ServeError> {
     let tls = crate::upstream::roots::upstream_tls(&t.upstream)?;
     Ok(Gateway {
@@ -194,7 +202,7 @@ fn gateway(
         draining,
         route_turns: AtomicU64::new(0),
         store: tokio::sync::OnceCell::new(),
-        store_url: store_url.to_owned(),
+        read_store_url: read_store_url.to_owned(),
         trusted_proxies: Arc::new(TrustedProxies::new(t.trusted_proxies.clone())),
     })
 }
@@ -218,7 +226,11 @@ fn ops(t: &TollgateConf, follower: &Follower, gateway: &Gateway, store_url: &str
 
 /// The admin API and console: off (said in the log) without an admin token, refused at start
 /// with a weak one.
-fn api(t: &TollgateConf, store_url: &str) -> Result<Api, ServeError> {
+fn api(
+    t: &TollgateConf,
+    store_url: &str,
+    read_store_url: Option<String>,
+) -> Result<Api, ServeError> {
     let token = std::env::var(&t.admin_token_env).ok();
     let secure = t.listeners.admin.tls.is_some();
     let guard = Guard::new(token.as_deref(), &t.admin_token_env)?.with_console(t.console, secure);
@@ -231,7 +243,8 @@ fn api(t: &TollgateConf, store_url: &str) -> Result<Api, ServeError> {
             t.admin_token_env
         );
     }
-    let mut api = Api::new(guard, t.key_prefix.clone(), store_url.to_owned());
+    let mut api =
+        Api::new(guard, t.key_prefix.clone(), store_url.to_owned()).with_read_store(read_store_url);
     api.allow_private_webhooks = t.alerts.allow_private_webhooks;
     Ok(api)
 }

@@ -3,107 +3,13 @@
 //! Uses a private PostgreSQL the test starts with `initdb`/`pg_ctl` (as the `postgres` user
 //! when run as root), so stopping it disturbs nothing else.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::harness::{eventually, Gateway, Sim};
-
-/// A throwaway PostgreSQL cluster in a temp dir; stopped and removed on drop.
-struct PrivatePg {
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    port: u16,
-}
-
-impl PrivatePg {
-    fn start() -> PrivatePg {
-        let bin = std::fs::read_dir("/usr/lib/postgresql")
-            .expect("PostgreSQL server binaries under /usr/lib/postgresql")
-            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
-            .find(|b| b.join("initdb").exists())
-            .expect("initdb");
-        let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let pg = PrivatePg { dir, bin, port };
-        let _ = Command::new("chown")
-            .args(["-R", "postgres:postgres"])
-            .arg(pg.dir.path())
-            .status();
-        pg.run(
-            "initdb",
-            &["-A", "trust", "-U", "postgres", "-D", &pg.data()],
-        );
-        pg.up();
-        pg
-    }
-
-    fn data(&self) -> String {
-        self.dir.path().join("data").display().to_string()
-    }
-
-    fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
-    }
-
-    /// Runs a server binary, as `postgres` when we are root (initdb refuses root).
-    fn run(&self, tool: &str, args: &[&str]) {
-        let exe = self.bin.join(tool);
-        let root = Command::new("id")
-            .arg("-u")
-            .output()
-            .map(|o| o.stdout.starts_with(b"0"))
-            .unwrap_or(false);
-        let status = if root {
-            Command::new("runuser")
-                .args(["-u", "postgres", "--"])
-                .arg(&exe)
-                .args(args)
-                .output()
-                .unwrap()
-        } else {
-            Command::new(&exe).args(args).output().unwrap()
-        };
-        assert!(
-            status.status.success(),
-            "{tool} {args:?}: {}",
-            String::from_utf8_lossy(&status.stderr)
-        );
-    }
-
-    fn up(&self) {
-        let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1",
-            self.port,
-            self.dir.path().display()
-        );
-        let log = self.dir.path().join("log").display().to_string();
-        self.run(
-            "pg_ctl",
-            &["-D", &self.data(), "-o", &opts, "-l", &log, "-w", "start"],
-        );
-    }
-
-    fn down(&self) {
-        self.run("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"]);
-    }
-}
-
-impl Drop for PrivatePg {
-    fn drop(&mut self) {
-        let _ = Command::new("runuser")
-            .args(["-u", "postgres", "--"])
-            .arg(self.bin.join("pg_ctl"))
-            .args(["-D", &self.data(), "-m", "immediate", "stop"])
-            .output();
-    }
-}
+use crate::private_pg::PrivatePg;
 
 fn spooled(spool: &Path) -> usize {
     std::fs::read_to_string(spool)
