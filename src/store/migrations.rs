@@ -110,6 +110,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "money",
         sql: include_str!("../../sql/postgres/0017_money.sql"),
     },
+    Migration {
+        version: 19,
+        name: "ledger_writer",
+        sql: include_str!("../../sql/postgres/0019_ledger_writer.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -198,6 +203,11 @@ pub const SQLITE: &[Migration] = &[
         version: 17,
         name: "money",
         sql: include_str!("../../sql/sqlite/0017_money.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "ledger_writer",
+        sql: include_str!("../../sql/sqlite/0019_ledger_writer.sql"),
     },
 ];
 
