@@ -882,7 +882,8 @@ async fn sqlite_books_survive_the_money_migration() {
         sqlite_table_shape(&conn, "ledger_entries"),
     );
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    let pending = migrations::migrations(Dialect::Sqlite).len() - before_money(Dialect::Sqlite);
+    assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
 
     // Both rebuilt tables are the old ones, column for column, index for index, trigger for
@@ -918,7 +919,9 @@ async fn postgres_books_survive_the_money_migration() {
         .replace("{yes}", "true");
     pg_at(&db.url, before_money(Dialect::Postgres), &books).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    assert_eq!(store.migrate().await.unwrap(), 1);
+    let pending =
+        migrations::migrations(Dialect::Postgres).len() - before_money(Dialect::Postgres);
+    assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
 }
 
