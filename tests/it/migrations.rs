@@ -919,8 +919,7 @@ async fn postgres_books_survive_the_money_migration() {
         .replace("{yes}", "true");
     pg_at(&db.url, before_money(Dialect::Postgres), &books).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    let pending =
-        migrations::migrations(Dialect::Postgres).len() - before_money(Dialect::Postgres);
+    let pending = migrations::migrations(Dialect::Postgres).len() - before_money(Dialect::Postgres);
     assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
 }

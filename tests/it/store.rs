@@ -1654,22 +1654,30 @@ fn month_end_record(i: usize) -> UsageRecord {
         &format!("big-{i:05}"),
         (ws, key),
         odd_pricing(),
-        tokens(i % 4_000 + 1, (i * 7) % 3_000, (i * 13) % 500, i % 900, i % 17 % (i % 900 + 1)),
+        tokens(
+            i % 4_000 + 1,
+            (i * 7) % 3_000,
+            (i * 13) % 500,
+            i % 900,
+            i % 17 % (i % 900 + 1),
+        ),
         t,
         reset.map(|r| window_start(r, t)),
     )
 }
 
-/// What `records` must add up to, computed here independently of the store: per workspace the
-/// debits, per (key, window) the spend, per (workspace, day) the requests and cost.
-fn expected_books(
-    records: &[UsageRecord],
-) -> (
+/// Debits per workspace, spend per (key, window), (requests, cost) per (workspace, day).
+type ExpectedBooks = (
     BTreeMap<String, Usd>,
     BTreeMap<(String, DateTime<Utc>), Usd>,
     BTreeMap<(String, chrono::NaiveDate), (u64, Usd)>,
-) {
-    let (mut by_ws, mut by_window, mut by_day) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+);
+
+/// What `records` must add up to, computed here independently of the store: per workspace the
+/// debits, per (key, window) the spend, per (workspace, day) the requests and cost.
+fn expected_books(records: &[UsageRecord]) -> ExpectedBooks {
+    let (mut by_ws, mut by_window, mut by_day) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     for r in records {
         let ws: &mut Usd = by_ws.entry(r.workspace_id.clone()).or_insert(Usd::ZERO);
         *ws = ws.checked_add(r.cost).unwrap();
@@ -1705,11 +1713,20 @@ async fn assert_books_match(s: &dyn Store, records: &[UsageRecord], credit: Usd)
     got.sort_by(|a, b| a.id.cmp(&b.id));
     assert!(got == wanted, "every record reads back field for field");
     for (ws, ledger) in ["w1", "w2"].iter().zip(&ledgers) {
-        let debits: Vec<_> = ledger.iter().filter(|e| e.kind == LedgerKind::Debit).collect();
+        let debits: Vec<_> = ledger
+            .iter()
+            .filter(|e| e.kind == LedgerKind::Debit)
+            .collect();
         let n = records.iter().filter(|r| r.workspace_id == *ws).count();
         assert_eq!(debits.len(), n, "{ws}: one debit per record");
-        let total = debits.iter().fold(Usd::ZERO, |a, e| a.checked_add(e.amount).unwrap());
-        assert_eq!(Usd::ZERO.checked_sub(total).unwrap(), by_ws[*ws], "{ws}: debits");
+        let total = debits
+            .iter()
+            .fold(Usd::ZERO, |a, e| a.checked_add(e.amount).unwrap());
+        assert_eq!(
+            Usd::ZERO.checked_sub(total).unwrap(),
+            by_ws[*ws],
+            "{ws}: debits"
+        );
     }
     // One row per (key, window) asked, in the order asked.
     let per_window: Vec<(String, Usd)> = by_window
@@ -1720,7 +1737,9 @@ async fn assert_books_match(s: &dyn Store, records: &[UsageRecord], credit: Usd)
     let mut days = BTreeMap::new();
     for (ws, rows) in ["w1", "w2"].iter().zip(&daily) {
         for d in rows {
-            let e = days.entry((ws.to_string(), d.day)).or_insert((0, Usd::ZERO));
+            let e = days
+                .entry((ws.to_string(), d.day))
+                .or_insert((0, Usd::ZERO));
             e.0 += d.requests;
             e.1 = e.1.checked_add(d.cost).unwrap();
         }
@@ -1756,8 +1775,15 @@ async fn a_large_batch_of_two_months_round_trips_exactly(b: Arc<Backend>) {
     for _ in 0..2 {
         assert_eq!(s.record_usage(&records).await.unwrap(), 0);
     }
-    assert!(books(s, &windows).await == after, "a replay changes nothing");
-    assert_eq!(s.latest_change().await.unwrap(), feed, "not even the change feed");
+    assert!(
+        books(s, &windows).await == after,
+        "a replay changes nothing"
+    );
+    assert_eq!(
+        s.latest_change().await.unwrap(),
+        feed,
+        "not even the change feed"
+    );
 }
 
 /// Two replicas replay overlapping large batches at once (a spool replayed by two processes
@@ -1799,7 +1825,10 @@ async fn overlapping_large_replays_on_two_replicas_count_once(b: Arc<Backend>) {
             .expect("a writer is stuck (deadlock?)")
             .unwrap();
     }
-    assert_eq!(applied, 6_000, "the ids not stored before, each applied by one writer");
+    assert_eq!(
+        applied, 6_000,
+        "the ids not stored before, each applied by one writer"
+    );
     assert_books_match(s, &records, usd("1000")).await;
 }
 
@@ -1829,11 +1858,19 @@ async fn a_refused_record_fails_a_large_batch_and_parents_stay(b: Arc<Backend>) 
         batch.insert(1_500, bad.clone());
         match s.record_usage(&batch).await {
             Err(e @ StoreError::NotFound(_)) => {
-                assert!(e.to_string().to_lowercase().contains("foreign key"), "{}: {e}", bad.id);
+                assert!(
+                    e.to_string().to_lowercase().contains("foreign key"),
+                    "{}: {e}",
+                    bad.id
+                );
             }
             other => panic!("{}: {other:?}", bad.id),
         }
-        assert!(books(s, &windows).await == before, "{}: nothing applied", bad.id);
+        assert!(
+            books(s, &windows).await == before,
+            "{}: nothing applied",
+            bad.id
+        );
     }
     assert_eq!(s.record_usage(&good).await.unwrap(), 3_000);
     for sql in [
@@ -1843,7 +1880,10 @@ async fn a_refused_record_fails_a_large_batch_and_parents_stay(b: Arc<Backend>) 
         "UPDATE workspaces SET id = 'w1-renamed' WHERE id = 'w1'",
     ] {
         match b.execute_raw(sql).await {
-            Err(e) => assert!(e.to_string().to_lowercase().contains("foreign key"), "{sql}: {e}"),
+            Err(e) => assert!(
+                e.to_string().to_lowercase().contains("foreign key"),
+                "{sql}: {e}"
+            ),
             Ok(n) => panic!("{sql} was accepted ({n} rows)"),
         }
     }
