@@ -115,6 +115,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "partitions",
         sql: include_str!("../../sql/postgres/0018_partitions.sql"),
     },
+    Migration {
+        version: 19,
+        name: "ledger_writer",
+        sql: include_str!("../../sql/postgres/0019_ledger_writer.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -208,6 +213,11 @@ pub const SQLITE: &[Migration] = &[
         version: 18,
         name: "partitions",
         sql: include_str!("../../sql/sqlite/0018_partitions.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "ledger_writer",
+        sql: include_str!("../../sql/sqlite/0019_ledger_writer.sql"),
     },
 ];
 

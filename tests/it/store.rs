@@ -207,6 +207,9 @@ suite!(
     ledger_verify_agrees,
     usage_batch_commit_time,
     concurrent_writers_apply_each_id_once,
+    a_large_batch_of_two_months_round_trips_exactly,
+    overlapping_large_replays_on_two_replicas_count_once,
+    a_refused_record_fails_a_large_batch_and_parents_stay,
     usage_pages_filter_and_break_ties_by_id,
     daily_rollup_is_exact_and_replays_add_nothing,
     audit_log_pages_and_refuses_changes,
@@ -1606,6 +1609,286 @@ async fn usage_batch_commit_time(b: Arc<Backend>) {
     );
     let checks = s.ledger_verify().await.unwrap();
     assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+}
+
+/// Books after a ledger write, as the store reads them back: balances, each workspace's
+/// ledger (credits and debits), its usage records, key spend and daily rollup.
+type Books = (
+    Vec<(String, Usd)>,
+    Vec<Vec<LedgerEntry>>,
+    Vec<Vec<UsageRecord>>,
+    Vec<(String, Usd)>,
+    Vec<Vec<tollgate::store::DailyUsage>>,
+);
+
+async fn books(s: &dyn Store, windows: &[(String, DateTime<Utc>)]) -> Books {
+    let from = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+    let to = chrono::NaiveDate::from_ymd_opt(2026, 3, 1).unwrap();
+    let (mut ledgers, mut usage, mut daily) = (Vec::new(), Vec::new(), Vec::new());
+    for ws in ["w1", "w2"] {
+        ledgers.push(s.ledger(ws).await.unwrap());
+        usage.push(s.usage(ws, None).await.unwrap());
+        daily.push(s.usage_daily(ws, from, to).await.unwrap());
+    }
+    (
+        s.balances().await.unwrap(),
+        ledgers,
+        usage,
+        s.key_spends(windows).await.unwrap(),
+        daily,
+    )
+}
+
+/// Record `i` of a large batch: three keys of two workspaces, odd prices, spread over the last
+/// hours of January 2026 and the first of February (two months, two daily and two monthly
+/// windows), its content a function of `i` alone so any writer of it writes the same record.
+fn month_end_record(i: usize) -> UsageRecord {
+    let (ws, key, reset) = match i % 3 {
+        0 => ("w1", "k1", Some(LimitReset::Daily)),
+        1 => ("w1", "k2", None),
+        _ => ("w2", "k3", Some(LimitReset::Monthly)),
+    };
+    let feb = at(1_769_904_000, 0); // 2026-02-01T00:00:00Z
+    let t = feb + chrono::Duration::microseconds((i as i64 - 10_000) * 360_001 + 7);
+    let i = i as u64;
+    record(
+        &format!("big-{i:05}"),
+        (ws, key),
+        odd_pricing(),
+        tokens(
+            i % 4_000 + 1,
+            (i * 7) % 3_000,
+            (i * 13) % 500,
+            i % 900,
+            i % 17 % (i % 900 + 1),
+        ),
+        t,
+        reset.map(|r| window_start(r, t)),
+    )
+}
+
+/// Debits per workspace, spend per (key, window), (requests, cost) per (workspace, day).
+type ExpectedBooks = (
+    BTreeMap<String, Usd>,
+    BTreeMap<(String, DateTime<Utc>), Usd>,
+    BTreeMap<(String, chrono::NaiveDate), (u64, Usd)>,
+);
+
+/// What `records` must add up to, computed here independently of the store: per workspace the
+/// debits, per (key, window) the spend, per (workspace, day) the requests and cost.
+fn expected_books(records: &[UsageRecord]) -> ExpectedBooks {
+    let (mut by_ws, mut by_window, mut by_day) =
+        (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+    for r in records {
+        let ws: &mut Usd = by_ws.entry(r.workspace_id.clone()).or_insert(Usd::ZERO);
+        *ws = ws.checked_add(r.cost).unwrap();
+        if let Some(w) = r.spend_window_start {
+            let spend: &mut Usd = by_window.entry((r.key_id.clone(), w)).or_insert(Usd::ZERO);
+            *spend = spend.checked_add(r.cost).unwrap();
+        }
+        let day = by_day
+            .entry((r.workspace_id.clone(), r.finished_at.date_naive()))
+            .or_insert((0, Usd::ZERO));
+        day.0 += 1;
+        day.1 = day.1.checked_add(r.cost).unwrap();
+    }
+    (by_ws, by_window, by_day)
+}
+
+/// Checks the store's books against `records` (all of them written once) and `credit` per
+/// workspace, to the pico-USD.
+async fn assert_books_match(s: &dyn Store, records: &[UsageRecord], credit: Usd) {
+    let (by_ws, by_window, by_day) = expected_books(records);
+    let windows: Vec<(String, DateTime<Utc>)> = by_window.keys().cloned().collect();
+    let (balances, ledgers, usage, spends, daily) = books(s, &windows).await;
+    let expected: Vec<(String, Usd)> = by_ws
+        .iter()
+        .map(|(ws, debits)| (ws.clone(), credit.checked_sub(*debits).unwrap()))
+        .collect();
+    assert_eq!(balances, expected, "balances");
+    let stored: usize = usage.iter().map(Vec::len).sum();
+    assert_eq!(stored, records.len(), "each record once");
+    let mut wanted: Vec<&UsageRecord> = records.iter().collect();
+    wanted.sort_by(|a, b| a.id.cmp(&b.id));
+    let mut got: Vec<&UsageRecord> = usage.iter().flatten().collect();
+    got.sort_by(|a, b| a.id.cmp(&b.id));
+    assert!(got == wanted, "every record reads back field for field");
+    for (ws, ledger) in ["w1", "w2"].iter().zip(&ledgers) {
+        let debits: Vec<_> = ledger
+            .iter()
+            .filter(|e| e.kind == LedgerKind::Debit)
+            .collect();
+        let n = records.iter().filter(|r| r.workspace_id == *ws).count();
+        assert_eq!(debits.len(), n, "{ws}: one debit per record");
+        let total = debits
+            .iter()
+            .fold(Usd::ZERO, |a, e| a.checked_add(e.amount).unwrap());
+        assert_eq!(
+            Usd::ZERO.checked_sub(total).unwrap(),
+            by_ws[*ws],
+            "{ws}: debits"
+        );
+    }
+    // One row per (key, window) asked, in the order asked.
+    let per_window: Vec<(String, Usd)> = by_window
+        .iter()
+        .map(|((key, _), spend)| (key.clone(), *spend))
+        .collect();
+    assert_eq!(spends, per_window, "key spend per window");
+    let mut days = BTreeMap::new();
+    for (ws, rows) in ["w1", "w2"].iter().zip(&daily) {
+        for d in rows {
+            let e = days
+                .entry((ws.to_string(), d.day))
+                .or_insert((0, Usd::ZERO));
+            e.0 += d.requests;
+            e.1 = e.1.checked_add(d.cost).unwrap();
+        }
+    }
+    assert_eq!(days, by_day, "daily rollup");
+    let checks = s.ledger_verify().await.unwrap();
+    assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
+}
+
+/// 20,000 records spanning two months in one batch: stored, debited, summed into balances,
+/// spend windows and the daily rollup exactly to the pico-USD; replayed twice, nothing moves.
+async fn a_large_batch_of_two_months_round_trips_exactly(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    for ws in ["w1", "w2"] {
+        s.add_credit(&format!("top-up-{ws}"), ws, usd("1000"), None, None)
+            .await
+            .unwrap();
+    }
+    let records: Vec<UsageRecord> = (0..20_000).map(month_end_record).collect();
+    let months: BTreeSet<_> = records
+        .iter()
+        .map(|r| r.finished_at.format("%Y-%m").to_string())
+        .collect();
+    assert_eq!(months.len(), 2, "{months:?}");
+    // In reverse id order: the store sorts.
+    let reversed: Vec<UsageRecord> = records.iter().rev().cloned().collect();
+    assert_eq!(s.record_usage(&reversed).await.unwrap(), 20_000);
+    assert_books_match(s, &records, usd("1000")).await;
+    let windows: Vec<_> = expected_books(&records).1.into_keys().collect();
+    let after = books(s, &windows).await;
+    let feed = s.latest_change().await.unwrap();
+    for _ in 0..2 {
+        assert_eq!(s.record_usage(&records).await.unwrap(), 0);
+    }
+    assert!(
+        books(s, &windows).await == after,
+        "a replay changes nothing"
+    );
+    assert_eq!(
+        s.latest_change().await.unwrap(),
+        feed,
+        "not even the change feed"
+    );
+}
+
+/// Two replicas replay overlapping large batches at once (a spool replayed by two processes
+/// while the writers run): every record is written once, the books balance to the pico-USD.
+async fn overlapping_large_replays_on_two_replicas_count_once(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    for ws in ["w1", "w2"] {
+        s.add_credit(&format!("top-up-{ws}"), ws, usd("1000"), None, None)
+            .await
+            .unwrap();
+    }
+    let records: Vec<UsageRecord> = (0..9_000).map(month_end_record).collect();
+    // Already stored before the race: a third of them.
+    assert_eq!(s.record_usage(&records[3_000..6_000]).await.unwrap(), 3_000);
+    let instances = [b.another().await, b.another().await];
+    let barrier = Arc::new(tokio::sync::Barrier::new(4));
+    let mut tasks = Vec::new();
+    // Each task: 6,000 records overlapping its neighbours' and the stored third.
+    for (task, range) in [0..6_000, 3_000..9_000, 0..9_000, 1_500..7_500]
+        .into_iter()
+        .enumerate()
+    {
+        let mut batch = records[range].to_vec();
+        if task % 2 == 1 {
+            batch.reverse();
+        }
+        let store = Arc::clone(&instances[task % 2]);
+        let barrier = Arc::clone(&barrier);
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            store.record_usage(&batch).await.unwrap()
+        }));
+    }
+    let mut applied = 0;
+    for t in tasks {
+        applied += tokio::time::timeout(Duration::from_secs(120), t)
+            .await
+            .expect("a writer is stuck (deadlock?)")
+            .unwrap();
+    }
+    assert_eq!(
+        applied, 6_000,
+        "the ids not stored before, each applied by one writer"
+    );
+    assert_books_match(s, &records, usd("1000")).await;
+}
+
+/// A batch naming a key that does not exist, or a key of another workspace, among thousands of
+/// good records is refused as a whole (not found, as a foreign key refuses it), and a key or
+/// workspace the books name cannot be deleted from under them.
+async fn a_refused_record_fails_a_large_batch_and_parents_stay(b: Arc<Backend>) {
+    let s = b.ready().await;
+    billing_fixture(s).await;
+    s.add_credit("top-up", "w1", usd("10"), None, None)
+        .await
+        .unwrap();
+    let good: Vec<UsageRecord> = (0..3_000).map(month_end_record).collect();
+    let windows: Vec<_> = expected_books(&good).1.into_keys().collect();
+    s.add_credit("top-up-w2", "w2", usd("10"), None, None)
+        .await
+        .unwrap();
+    let mut ghost = month_end_record(3_000);
+    ghost.key_id = "no-such-key".into();
+    ghost.spend_window_start = None;
+    let mut foreign = month_end_record(3_001);
+    foreign.workspace_id = "w2".into();
+    foreign.key_id = "k1".into();
+    let before = books(s, &windows).await;
+    for bad in [ghost, foreign] {
+        let mut batch = good.clone();
+        batch.insert(1_500, bad.clone());
+        match s.record_usage(&batch).await {
+            Err(e @ StoreError::NotFound(_)) => {
+                assert!(
+                    e.to_string().to_lowercase().contains("foreign key"),
+                    "{}: {e}",
+                    bad.id
+                );
+            }
+            other => panic!("{}: {other:?}", bad.id),
+        }
+        assert!(
+            books(s, &windows).await == before,
+            "{}: nothing applied",
+            bad.id
+        );
+    }
+    assert_eq!(s.record_usage(&good).await.unwrap(), 3_000);
+    for sql in [
+        "DELETE FROM api_keys WHERE id = 'k1'",
+        "UPDATE api_keys SET id = 'k1-renamed' WHERE id = 'k1'",
+        "DELETE FROM workspaces WHERE id = 'w1'",
+        "UPDATE workspaces SET id = 'w1-renamed' WHERE id = 'w1'",
+    ] {
+        match b.execute_raw(sql).await {
+            Err(e) => assert!(
+                e.to_string().to_lowercase().contains("foreign key"),
+                "{sql}: {e}"
+            ),
+            Ok(n) => panic!("{sql} was accepted ({n} rows)"),
+        }
+    }
+    assert_books_match(s, &good, usd("10")).await;
 }
 
 /// A deterministic number from an id (FNV-1a), so a record's content depends only on its id
