@@ -92,6 +92,19 @@ pub(crate) fn not_current(month: UsageMonth, at: DateTime<Utc>) -> StoreResult<(
     )))
 }
 
+/// A restore inserts every record of its archive or none: records of it already stored
+/// (`inserted` short of `expected`) refuse it, and its transaction writes nothing.
+pub(crate) fn all_inserted(month: UsageMonth, inserted: u64, expected: usize) -> StoreResult<()> {
+    let expected = expected as u64;
+    if inserted == expected {
+        return Ok(());
+    }
+    Err(StoreError::Conflict(format!(
+        "{month}: {} of the archive's records are stored already",
+        expected.saturating_sub(inserted)
+    )))
+}
+
 /// What a restore of `records` into `month` brings back: their totals, every one of them in
 /// the month (`Conflict` otherwise).
 pub(crate) fn restored(month: UsageMonth, records: &[UsageRecord]) -> StoreResult<ArchivedMonth> {

@@ -1419,12 +1419,7 @@ impl Store for PgStore {
         for (_, row) in batch.rows() {
             inserted += execute(&tx, &insert, &row).await.map_err(usage_err)?;
         }
-        if inserted != records.len() as u64 {
-            return Err(StoreError::Conflict(format!(
-                "{month}: {} of the archive's records are stored already",
-                records.len() as u64 - inserted
-            )));
-        }
+        months::all_inserted(month, inserted, records.len())?;
         execute(
             &tx,
             &sql::archived_month_delete_sql('$'),

@@ -1170,12 +1170,7 @@ impl Store for SqliteStore {
             for (_, row) in batch.rows() {
                 inserted += execute(&tx, &insert, &row).map_err(usage_err)? as u64;
             }
-            if inserted != records.len() as u64 {
-                return Err(StoreError::Conflict(format!(
-                    "{month}: {} of the archive's records are stored already",
-                    records.len() as u64 - inserted
-                )));
-            }
+            months::all_inserted(month, inserted, records.len())?;
             execute(
                 &tx,
                 &sql::archived_month_delete_sql('?'),
