@@ -159,7 +159,7 @@ impl Follower {
                     resync = true;
                     tracing::warn!("store unreachable, serving from memory: {e}");
                     tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
+                    backoff = next_backoff(backoff);
                 }
             }
         }
@@ -234,6 +234,13 @@ impl Follower {
         }
         Ok(catalog_dirty)
     }
+}
+
+/// The wait before the follower tries an unreachable store again: doubling from 100 ms, but
+/// never past the feed's own delay (`MAX_WAIT`). A longer wait would be paid once the store is
+/// back: a key revoked then would still be served until the next try.
+fn next_backoff(backoff: Duration) -> Duration {
+    (backoff * 2).min(MAX_WAIT)
 }
 
 /// Every balance, and the current window's spend of every limited key among `keys`.

@@ -83,3 +83,33 @@ async fn database_outage_spools_and_replays_without_loss() {
     let verify = gw.cli_json(&["ledger", "verify"]);
     assert_eq!(verify["inconsistent"], json!([]), "{verify}");
 }
+
+/// A key revoked just after the database came back is refused within the feed's delay: the
+/// follower's retries while the store was away do not leave it asleep once it is back (they
+/// grew to 5 s, and a replica served a revoked key for 3.6 s after a restart).
+#[tokio::test]
+async fn a_revocation_right_after_the_database_returns_holds_within_the_feeds_delay() {
+    let pg = PrivatePg::start();
+    let sim = Sim::start();
+    let gw = Gateway::builder().store(pg.url()).simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    let id = gw.key_id(&ws, &key);
+    chat(&gw, &key, 0).await;
+    pg.down();
+    // Long enough for retries that double from 100 ms to reach any cap of a few seconds.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    pg.up();
+    gw.cli(&["key", "revoke", &id]);
+    let revoked = std::time::Instant::now();
+    let refused = eventually(Duration::from_secs(6), || async {
+        let res = gw.chat(&key, json!({"model": "google/gemini-2.5-flash", "messages": [{"role": "user", "content": "still?"}]})).await;
+        res.status() == 401
+    })
+    .await;
+    let lag = revoked.elapsed();
+    assert!(refused.is_some(), "never refused");
+    assert!(
+        lag < Duration::from_millis(2_500),
+        "the revocation held only after {lag:?}"
+    );
+}
