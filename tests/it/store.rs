@@ -1750,16 +1750,21 @@ async fn assert_books_match(s: &dyn Store, records: &[UsageRecord], credit: Usd)
     assert!(checks.iter().all(|c| c.is_consistent()), "{checks:?}");
 }
 
-/// 20,000 records spanning two months in one batch: stored, debited, summed into balances,
-/// spend windows and the daily rollup exactly to the pico-USD; replayed twice, nothing moves.
-async fn a_large_batch_of_two_months_round_trips_exactly(b: Arc<Backend>) {
-    let s = b.ready().await;
+/// The billing fixture with 1,000 USD in each workspace: room for the large batches below.
+async fn large_batch_fixture(s: &dyn Store) {
     billing_fixture(s).await;
     for ws in ["w1", "w2"] {
         s.add_credit(&format!("top-up-{ws}"), ws, usd("1000"), None, None)
             .await
             .unwrap();
     }
+}
+
+/// 20,000 records spanning two months in one batch: stored, debited, summed into balances,
+/// spend windows and the daily rollup exactly to the pico-USD; replayed twice, nothing moves.
+async fn a_large_batch_of_two_months_round_trips_exactly(b: Arc<Backend>) {
+    let s = b.ready().await;
+    large_batch_fixture(s).await;
     let records: Vec<UsageRecord> = (0..20_000).map(month_end_record).collect();
     let months: BTreeSet<_> = records
         .iter()
@@ -1791,12 +1796,7 @@ async fn a_large_batch_of_two_months_round_trips_exactly(b: Arc<Backend>) {
 /// while the writers run): every record is written once, the books balance to the pico-USD.
 async fn overlapping_large_replays_on_two_replicas_count_once(b: Arc<Backend>) {
     let s = b.ready().await;
-    billing_fixture(s).await;
-    for ws in ["w1", "w2"] {
-        s.add_credit(&format!("top-up-{ws}"), ws, usd("1000"), None, None)
-            .await
-            .unwrap();
-    }
+    large_batch_fixture(s).await;
     let records: Vec<UsageRecord> = (0..9_000).map(month_end_record).collect();
     // Already stored before the race: a third of them.
     assert_eq!(s.record_usage(&records[3_000..6_000]).await.unwrap(), 3_000);
