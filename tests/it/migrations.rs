@@ -136,7 +136,7 @@ async fn sqlite_books_survive_the_price_dimensions_migration() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Sqlite).len() - 2,
+        pending_after(Dialect::Sqlite, 2),
         "every migration after 0002 is pending"
     );
     books_survive(Arc::new(store)).await;
@@ -177,7 +177,7 @@ async fn postgres_books_survive_the_price_dimensions_migration() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Postgres).len() - 2,
+        pending_after(Dialect::Postgres, 2),
         "every migration after 0002 is pending"
     );
     books_survive(Arc::new(store)).await;
@@ -221,7 +221,7 @@ async fn sqlite_key_rotation_migration_backfills_replacements() {
         &ROTATED_V8.replace("{t2}", "2").replace("{t}", "1"),
     );
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
-    let pending = migrations::migrations(Dialect::Sqlite).len() - 8;
+    let pending = pending_after(Dialect::Sqlite, 8);
     assert_eq!(store.migrate().await.unwrap(), pending);
     rotations_are_backfilled(&store).await;
 }
@@ -234,7 +234,7 @@ async fn postgres_key_rotation_migration_backfills_replacements() {
         .replace("{t}", "to_timestamp(1)");
     pg_at(&db.url, 8, &rows).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    let pending = migrations::migrations(Dialect::Postgres).len() - 8;
+    let pending = pending_after(Dialect::Postgres, 8);
     assert_eq!(store.migrate().await.unwrap(), pending);
     rotations_are_backfilled(&store).await;
 }
@@ -273,7 +273,7 @@ async fn sqlite_catalogs_gain_lifecycles() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Sqlite).len() - 9
+        pending_after(Dialect::Sqlite, 9)
     );
     catalog_rows_gain_empty_lifecycles(&store).await;
 }
@@ -285,7 +285,7 @@ async fn postgres_catalogs_gain_lifecycles() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Postgres).len() - 9
+        pending_after(Dialect::Postgres, 9)
     );
     catalog_rows_gain_empty_lifecycles(&store).await;
 }
@@ -491,7 +491,7 @@ async fn sqlite_books_survive_the_aliases_and_messages_migration() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Sqlite).len() - 10,
+        pending_after(Dialect::Sqlite, 10),
         "every migration after 0010 is pending"
     );
     books_and_catalog_survive_0011(&store).await;
@@ -545,7 +545,7 @@ async fn postgres_books_survive_the_aliases_and_messages_migration() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Postgres).len() - 10,
+        pending_after(Dialect::Postgres, 10),
         "every migration after 0010 is pending"
     );
     books_and_catalog_survive_0011(&store).await;
@@ -646,7 +646,7 @@ async fn sqlite_books_survive_the_responses_migration() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Sqlite).len() - 11,
+        pending_after(Dialect::Sqlite, 11),
         "every migration after 0011 is pending"
     );
     books_survive_0012(&store).await;
@@ -689,7 +689,7 @@ async fn postgres_books_survive_the_responses_migration() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Postgres).len() - 11,
+        pending_after(Dialect::Postgres, 11),
         "every migration after 0011 is pending"
     );
     books_survive_0012(&store).await;
@@ -781,7 +781,7 @@ async fn sqlite_records_gain_client_addresses_and_upstream_ids() {
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Sqlite).len() - 13
+        pending_after(Dialect::Sqlite, 13)
     );
     books_survive_0014(&store).await;
     usage_records_keep_their_rules(&rusqlite::Connection::open(&path).unwrap(), 3);
@@ -798,7 +798,7 @@ async fn postgres_records_gain_client_addresses_and_upstream_ids() {
     let store = PgStore::connect(&db.url).await.unwrap();
     assert_eq!(
         store.migrate().await.unwrap(),
-        migrations::migrations(Dialect::Postgres).len() - 13
+        pending_after(Dialect::Postgres, 13)
     );
     books_survive_0014(&store).await;
 }
@@ -878,7 +878,7 @@ async fn sqlite_books_survive_the_money_migration() {
         sqlite_table_shape(&conn, "ledger_entries"),
     );
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
-    let pending = migrations::SQLITE.len() - before_money(Dialect::Sqlite);
+    let pending = pending_after(Dialect::Sqlite, before_money(Dialect::Sqlite));
     assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
 
@@ -916,9 +916,14 @@ async fn postgres_books_survive_the_money_migration() {
         .replace("{yes}", "true");
     pg_at(&db.url, before_money(Dialect::Postgres), &books).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    let pending = migrations::POSTGRES.len() - before_money(Dialect::Postgres);
+    let pending = pending_after(Dialect::Postgres, before_money(Dialect::Postgres));
     assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0017(&store).await;
+}
+
+/// How many migrations a database at `version` has still to run.
+fn pending_after(dialect: Dialect, version: usize) -> usize {
+    migrations::migrations(dialect).len() - version
 }
 
 /// A SQLite database at `path` migrated to `version` only (foreign keys on, as the store runs),
@@ -985,7 +990,7 @@ async fn sqlite_keys_gain_allowlists() {
     let books = BOOKS_V2.replace("{t}", "0").replace("{no}", "0");
     sqlite_at(&path, 15, &books);
     let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
-    let pending = migrations::migrations(Dialect::Sqlite).len() - 15;
+    let pending = pending_after(Dialect::Sqlite, 15);
     assert_eq!(store.migrate().await.unwrap(), pending);
     keys_survive_0016(&store).await;
 }
@@ -998,7 +1003,7 @@ async fn postgres_keys_gain_allowlists() {
         .replace("{no}", "false");
     pg_at(&db.url, 15, &books).await;
     let store = PgStore::connect(&db.url).await.unwrap();
-    let pending = migrations::migrations(Dialect::Postgres).len() - 15;
+    let pending = pending_after(Dialect::Postgres, 15);
     assert_eq!(store.migrate().await.unwrap(), pending);
     keys_survive_0016(&store).await;
 }
@@ -1098,7 +1103,7 @@ async fn postgres_records_move_into_their_month_partitions() {
     let store = PgStore::connect(&db.url).await.unwrap();
     let records = books_of_three_months(&store).await;
     let balances = store.balances().await.unwrap();
-    let pending = migrations::POSTGRES.len() - before_partitions(Dialect::Postgres);
+    let pending = pending_after(Dialect::Postgres, before_partitions(Dialect::Postgres));
     assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0018(&store, &records, &balances).await;
 
@@ -1150,7 +1155,7 @@ async fn sqlite_books_survive_the_partitions_migration() {
     let balances = store.balances().await.unwrap();
     let conn = rusqlite::Connection::open(&path).unwrap();
     let ledger_before = sqlite_table_shape(&conn, "ledger_entries");
-    let pending = migrations::SQLITE.len() - before_partitions(Dialect::Sqlite);
+    let pending = pending_after(Dialect::Sqlite, before_partitions(Dialect::Sqlite));
     assert_eq!(store.migrate().await.unwrap(), pending);
     books_survive_0018(&store, &records, &balances).await;
     // The ledger is rebuilt without its reference to the records, its indexes and triggers
