@@ -53,6 +53,7 @@ pub struct Metrics {
     keys: IntGauge,
     models: IntGauge,
     store_reachable: IntGauge,
+    default_partition: IntGauge,
     route_state: IntGaugeVec,
     route_failures: IntGaugeVec,
 }
@@ -263,6 +264,12 @@ impl Metrics {
                 "tollgate_store_reachable",
                 "1 while the change-feed follower's last read of the store succeeded",
             ),
+            default_partition: gauge(
+                &r,
+                "tollgate_usage_default_partition_records",
+                "Usage records in PostgreSQL's default partition, which must stay empty: they \
+                 are of a month that has no partition (alert on any; checked at start and hourly)",
+            ),
             route_state: gauges(
                 &r,
                 "tollgate_route_state",
@@ -334,6 +341,12 @@ impl Metrics {
     /// One ledger batch committed (or failed) after `took`.
     pub fn ledger_committed(&self, took: Duration) {
         self.ledger_commit.observe(took.as_secs_f64());
+    }
+
+    /// What the last check found in PostgreSQL's default partition of the usage records.
+    pub fn default_partition_records(&self, records: u64) {
+        self.default_partition
+            .set(i64::try_from(records).unwrap_or(i64::MAX));
     }
 
     /// A usage record could not be written to the journal.

@@ -7,6 +7,7 @@ use serde::Serialize;
 use super::audit::{self, Actor, Change};
 use super::CommandResult;
 use crate::catalog::{import, lifecycle};
+use crate::metrics::METRICS;
 use crate::store::{CatalogRows, Store};
 
 /// How many schema migrations ran.
@@ -44,9 +45,11 @@ pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResu
 }
 
 /// Warns when PostgreSQL's default partition of `usage_records` holds records (it must stay
-/// empty: they are of a month whose partition was never made); how many it holds.
+/// empty: they are of a month whose partition was never made), and sets the metric that says
+/// so; how many it holds.
 pub async fn warn_default_partition(store: &dyn Store) -> CommandResult<u64> {
     let stray = store.default_partition_records().await?;
+    METRICS.default_partition_records(stray);
     if stray > 0 {
         tracing::warn!(
             records = stray,

@@ -1,8 +1,8 @@
 //! The background services, each on its own Pingora runtime with its own store connection
 //! (opened, retried, once Pingora runs: an outage at start must not stop the gateway): the
 //! change-feed follower, the ledger writer, the kept responses' writer, the alerts loop, the
-//! usage records' partitions made ahead (daily), the Vertex token refresher and the
-//! certificate reloader (`SIGHUP`).
+//! usage records' partitions (made ahead, the default one checked: hourly), the Vertex token
+//! refresher and the certificate reloader (`SIGHUP`).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -147,16 +147,18 @@ impl BackgroundService for AlertsService {
     }
 }
 
-/// Makes the usage records' monthly partitions ahead (PostgreSQL; nothing on SQLite) once a
-/// day, and warns when the default partition holds records. Start-up made them already; this
-/// keeps a long-running gateway `PARTITIONS_AHEAD` months ahead.
+/// Makes the usage records' monthly partitions ahead (PostgreSQL; nothing on SQLite) and
+/// checks that the default partition is empty (a warning and the metric
+/// `tollgate_usage_default_partition_records` when not), every hour. Start-up did both
+/// already; this keeps a long-running gateway `PARTITIONS_AHEAD` months ahead.
 struct PartitionsService {
     store_url: String,
 }
 
-/// How often the partitions are made ahead: a month has its partition two months before it
-/// begins, so a day is plenty.
-const PARTITIONS_EVERY: Duration = Duration::from_secs(24 * 3600);
+/// How often: a month has its partition two months before it begins, so this is for the
+/// check, whose metric an operator alerts on. Both are cheap (an advisory lock, a catalog
+/// lookup per month, a count of an empty table).
+const PARTITIONS_EVERY: Duration = Duration::from_secs(3600);
 
 #[async_trait]
 impl BackgroundService for PartitionsService {

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{Gateway, Sim, ADMIN_TOKEN};
+use crate::harness::{Gateway, PgDatabase, Sim, ADMIN_TOKEN};
 
 fn hello(stream: bool) -> Value {
     json!({"model": "google/gemini-2.5-flash", "stream": stream,
@@ -251,4 +251,36 @@ async fn money_series_need_the_admin_token() {
     assert_eq!(status, 401);
     let (status, _) = scrape(&gw, "/admin/v1/metrics", Some("not-the-admin-token")).await;
     assert_eq!(status, 401);
+}
+
+/// PostgreSQL: a usage record in the default partition (of a month that has no partition of
+/// its own) is on the gauge an operator alerts on, from the gateway's start.
+#[tokio::test]
+async fn a_record_in_the_default_partition_is_on_the_metrics() {
+    let db = PgDatabase::create().await;
+    let sim = Sim::start();
+    let mut gw = Gateway::builder()
+        .store(db.url.clone())
+        .simulator(&sim)
+        .start();
+    let series = "tollgate_usage_default_partition_records";
+    let (status, text) = scrape(&gw, "/metrics", None).await;
+    assert_eq!(status, 200);
+    assert_eq!(sample(&text, series), Some(0.0), "empty at start");
+    // A real record, stored again as if it had finished in a month with no partition yet.
+    let (ws, key) = gw.workspace_with_key();
+    assert_eq!(post(&gw, &key, None, hello(false)).await.status(), 200);
+    gw.usage_records(&ws, 1).await;
+    let store = tollgate::store::open(&db.url).await.unwrap();
+    let mut stray = store.usage(&ws, None).await.unwrap().remove(0);
+    stray.id.push_str("-stray");
+    stray.started_at = "2031-06-10T12:00:00Z".parse().unwrap();
+    stray.finished_at = stray.started_at;
+    assert_eq!(store.record_usage(&[stray]).await.unwrap(), 1);
+    assert_eq!(store.default_partition_records().await.unwrap(), 1);
+
+    gw.stop();
+    gw.start();
+    let (_, text) = scrape(&gw, "/metrics", None).await;
+    assert_eq!(sample(&text, series), Some(1.0), "{text}");
 }
