@@ -11,7 +11,7 @@
 //! topped up a moment ago. Such reads coalesce — one at a time, shared by every waiter — so
 //! unknown keys cannot multiply the load on the database.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,10 +28,14 @@ use crate::store::{ChangeKind, Store, StoreResult};
 const FULL_RELOAD: Duration = Duration::from_secs(300);
 /// Longest wait for the store's change signal before polling anyway.
 const MAX_WAIT: Duration = Duration::from_secs(1);
-/// How far behind its cursor the follower re-reads the feed. A feed `seq` is taken at insert,
-/// not at commit (PostgreSQL), so a change can become visible after a higher one; re-reading
-/// a window catches it. Applying a change twice is harmless.
-const LOOKBACK: i64 = 256;
+/// How long the follower waits for a feed `seq` it skipped to appear. A `seq` is taken at
+/// insert, not at commit (PostgreSQL), so a change can become visible after a higher one;
+/// reads start below the oldest skipped `seq` until it appears or is this old (a rolled-back
+/// transaction's never does; the full reload covers the rest).
+const GAP_WAIT: Duration = Duration::from_secs(5);
+/// At most this many skipped `seq`s are waited for (a jump past it, after an outage or a
+/// prune, is left to the full reload).
+const MAX_GAPS: usize = 4096;
 
 pub struct Follower {
     pub keys: Arc<KeyCache>,
@@ -43,10 +47,7 @@ pub struct Follower {
     pub catalog_refresh: Duration,
     /// Whether the last read of the store succeeded (the admin listener's readiness).
     pub store_reachable: Arc<AtomicBool>,
-    /// Feed position the initial load covers.
-    pub cursor: i64,
-    /// Feed rows applied within the look-back window.
-    seen: BTreeSet<i64>,
+    feed: FeedPosition,
     steps: Steps,
 }
 
@@ -99,8 +100,7 @@ impl Follower {
             catalog_loader,
             catalog_refresh,
             store_reachable: Arc::new(AtomicBool::new(true)),
-            cursor,
-            seen: BTreeSet::new(),
+            feed: FeedPosition::new(cursor),
             steps: Steps {
                 asked: Arc::new(Notify::new()),
                 started: Arc::new(AtomicU64::new(0)),
@@ -172,18 +172,14 @@ impl Follower {
         catalog_due: bool,
         full_keys: bool,
     ) -> StoreResult<bool> {
-        let changes = store
-            .changes_since(self.cursor.saturating_sub(LOOKBACK))
-            .await?;
+        let mut feed = self.feed.clone();
+        let changes = store.changes_since(feed.read_after()).await?;
+        let now = Instant::now();
         let mut catalog_dirty = catalog_due;
         let (mut keys, mut balances, mut spends) =
             (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
-        let newest = changes
-            .last()
-            .map_or(self.cursor, |c| c.seq.max(self.cursor));
-        self.seen.retain(|&seq| seq > newest - LOOKBACK);
         for change in &changes {
-            if !self.seen.insert(change.seq) {
+            if !feed.admit(change.seq, now) {
                 continue;
             }
             match change.kind {
@@ -216,10 +212,11 @@ impl Follower {
                 self.keys.upsert(key);
             }
         }
-        self.cursor = newest;
+        feed.expire(now);
+        self.feed = feed;
         tracing::debug!(
             changes = changes.len(),
-            cursor = self.cursor,
+            cursor = self.feed.cursor,
             catalog_dirty,
             "change feed step"
         );
@@ -280,4 +277,97 @@ async fn load_spends(
         accounts.set_spend(id, *window, spent);
     }
     Ok(())
+}
+
+/// Where a follower is in the change feed: the highest `seq` applied, and the lower ones it
+/// skipped and still waits for (with when it noticed each), so a read re-reads from the oldest
+/// of those only, instead of a fixed window behind the cursor on every read.
+#[derive(Clone)]
+struct FeedPosition {
+    cursor: i64,
+    gaps: BTreeMap<i64, Instant>,
+}
+
+impl FeedPosition {
+    fn new(cursor: i64) -> Self {
+        Self {
+            cursor,
+            gaps: BTreeMap::new(),
+        }
+    }
+
+    /// The `seq` the next read starts after.
+    fn read_after(&self) -> i64 {
+        self.gaps
+            .first_key_value()
+            .map_or(self.cursor, |(&gap, _)| gap.saturating_sub(1))
+    }
+
+    /// Takes a change read at `now` (reads come in `seq` order): whether it is new, so to be
+    /// applied. The `seq`s it jumps over become gaps.
+    fn admit(&mut self, seq: i64, now: Instant) -> bool {
+        if seq <= self.cursor {
+            return self.gaps.remove(&seq).is_some();
+        }
+        let skipped = self.cursor.saturating_add(1)..seq;
+        let room = MAX_GAPS.saturating_sub(self.gaps.len());
+        if usize::try_from(seq.saturating_sub(self.cursor)).is_ok_and(|jump| jump <= room) {
+            self.gaps.extend(skipped.map(|gap| (gap, now)));
+        }
+        self.cursor = seq;
+        true
+    }
+
+    /// Stops waiting for the gaps noticed `GAP_WAIT` or longer before `now`.
+    fn expire(&mut self, now: Instant) {
+        self.gaps
+            .retain(|_, noticed| now.saturating_duration_since(*noticed) < GAP_WAIT);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_skipped_seq_is_read_again_until_it_appears_then_applied_once() {
+        let t0 = Instant::now();
+        let mut feed = FeedPosition::new(10);
+        assert_eq!(feed.read_after(), 10, "nothing skipped: only what is new");
+        // 11 is still in flight when 12 and 13 commit.
+        assert!(feed.admit(12, t0) && feed.admit(13, t0));
+        assert_eq!(feed.read_after(), 10, "the next read starts below 11");
+        // That read sees 12 and 13 again, and now 11.
+        assert!(feed.admit(11, t0), "11 applied when it appears");
+        assert!(!feed.admit(12, t0) && !feed.admit(13, t0), "never twice");
+        assert_eq!(feed.read_after(), 13, "back to reading only what is new");
+        assert!(
+            !feed.admit(11, t0),
+            "a change read again is not applied again"
+        );
+    }
+
+    #[test]
+    fn a_gap_that_never_fills_is_given_up_after_the_wait() {
+        let t0 = Instant::now();
+        let mut feed = FeedPosition::new(0);
+        assert!(feed.admit(2, t0));
+        feed.expire(t0 + GAP_WAIT / 2);
+        assert_eq!(feed.read_after(), 0, "1 still awaited");
+        feed.expire(t0 + GAP_WAIT);
+        assert_eq!(
+            feed.read_after(),
+            2,
+            "1 given up (a rolled-back transaction's)"
+        );
+    }
+
+    #[test]
+    fn a_jump_past_the_gap_limit_waits_for_nothing() {
+        let t0 = Instant::now();
+        let mut feed = FeedPosition::new(0);
+        let far = i64::try_from(MAX_GAPS).unwrap() + 10;
+        assert!(feed.admit(far, t0));
+        assert_eq!(feed.read_after(), far, "left to the full reload");
+    }
 }
