@@ -36,6 +36,8 @@ const GAP_WAIT: Duration = Duration::from_secs(5);
 /// At most this many skipped `seq`s are waited for (a jump past it, after an outage or a
 /// prune, is left to the full reload).
 const MAX_GAPS: usize = 4096;
+/// How far below the cursor a fresh follower looks (`FeedPosition::new`).
+const START_WINDOW: i64 = 256;
 
 pub struct Follower {
     pub keys: Arc<KeyCache>,
@@ -100,7 +102,7 @@ impl Follower {
             catalog_loader,
             catalog_refresh,
             store_reachable: Arc::new(AtomicBool::new(true)),
-            feed: FeedPosition::new(cursor),
+            feed: FeedPosition::new(cursor, Instant::now()),
             steps: Steps {
                 asked: Arc::new(Notify::new()),
                 started: Arc::new(AtomicU64::new(0)),
@@ -289,10 +291,16 @@ struct FeedPosition {
 }
 
 impl FeedPosition {
-    fn new(cursor: i64) -> Self {
+    /// After a load that read the feed up to `cursor`: the `START_WINDOW` changes up to it are
+    /// awaited too, since one still uncommitted when the cursor was read (with a lower `seq`
+    /// than a committed one) is in no load. Those already loaded are applied again, harmlessly.
+    fn new(cursor: i64, now: Instant) -> Self {
+        let from = cursor.saturating_sub(START_WINDOW).max(0);
         Self {
             cursor,
-            gaps: BTreeMap::new(),
+            gaps: (from.saturating_add(1)..=cursor)
+                .map(|s| (s, now))
+                .collect(),
         }
     }
 
@@ -332,7 +340,8 @@ mod tests {
     #[test]
     fn a_skipped_seq_is_read_again_until_it_appears_then_applied_once() {
         let t0 = Instant::now();
-        let mut feed = FeedPosition::new(10);
+        let mut feed = FeedPosition::new(10, t0);
+        feed.expire(t0 + GAP_WAIT);
         assert_eq!(feed.read_after(), 10, "nothing skipped: only what is new");
         // 11 is still in flight when 12 and 13 commit.
         assert!(feed.admit(12, t0) && feed.admit(13, t0));
@@ -348,9 +357,29 @@ mod tests {
     }
 
     #[test]
+    fn a_fresh_follower_reads_again_below_the_cursor_its_load_read() {
+        let t0 = Instant::now();
+        let mut feed = FeedPosition::new(1000, t0);
+        assert_eq!(
+            feed.read_after(),
+            1000 - START_WINDOW,
+            "a change committed late is read"
+        );
+        assert!(feed.admit(990, t0), "applied (again, if the load had it)");
+        assert!(!feed.admit(990, t0), "once");
+        feed.expire(t0 + GAP_WAIT);
+        assert_eq!(feed.read_after(), 1000);
+        assert_eq!(
+            FeedPosition::new(3, t0).read_after(),
+            0,
+            "not below the feed's start"
+        );
+    }
+
+    #[test]
     fn a_gap_that_never_fills_is_given_up_after_the_wait() {
         let t0 = Instant::now();
-        let mut feed = FeedPosition::new(0);
+        let mut feed = FeedPosition::new(0, t0);
         assert!(feed.admit(2, t0));
         feed.expire(t0 + GAP_WAIT / 2);
         assert_eq!(feed.read_after(), 0, "1 still awaited");
@@ -365,7 +394,7 @@ mod tests {
     #[test]
     fn a_jump_past_the_gap_limit_waits_for_nothing() {
         let t0 = Instant::now();
-        let mut feed = FeedPosition::new(0);
+        let mut feed = FeedPosition::new(0, t0);
         let far = i64::try_from(MAX_GAPS).unwrap() + 10;
         assert!(feed.admit(far, t0));
         assert_eq!(feed.read_after(), far, "left to the full reload");
