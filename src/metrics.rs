@@ -73,7 +73,7 @@ pub struct Finished<'a> {
     pub code: &'static str,
     /// The gateway refused the request itself (a client error: auth, gates, limits).
     pub refused: bool,
-    /// Time from the request to the first byte of the answer, minus the upstream's part.
+    /// The gateway's own time (`Server-Timing: gateway`), `None` when no answer went out.
     pub gateway_added: Option<Duration>,
     pub upstream_latency: Option<Duration>,
     pub first_token: Option<Duration>,
@@ -188,7 +188,8 @@ impl Metrics {
             gateway_added: histogram(
                 &r,
                 "tollgate_gateway_added_seconds",
-                "Time to the answer's first byte, minus the upstream's part",
+                "The gateway's own time on an answer, as its Server-Timing header says it: from \
+                 the request's head to the answer's head, less the upstream's time",
                 &["endpoint"],
             ),
             upstream_latency: histogram(

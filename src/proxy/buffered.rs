@@ -12,6 +12,7 @@ use pingora_core::protocols::http::ServerSession as Session;
 use super::ctx::Ctx;
 use super::failover::{client_error, Attempt, Call, Failover, Outbound};
 use super::respond;
+use super::timing::Stamp;
 use crate::admission::Admitted;
 use crate::api::GatewayError;
 use crate::doors::charge::{self, Charge};
@@ -86,7 +87,6 @@ async fn write<T>(
 ) {
     ctx.first_byte_at = Some(Instant::now());
     let (outcome, retry_after) = outcome(ctx, admitted, outbound.credentials, answers, join);
-    let id = ctx.request_id.clone();
     let written = match outcome {
         Ok(t) => {
             ctx.usage = t.usage;
@@ -95,11 +95,11 @@ async fn write<T>(
             }
             ctx.first_body_at = Some(Instant::now());
             let charge = super::completing(&outbound, ctx, admitted, Some(&t.body));
-            charged(session, &id, t.body, charge).await
+            charged(session, &ctx.stamp(), t.body, charge).await
         }
         Err(e) => {
-            let retry_after = retry_after.as_deref();
-            let written = respond::error(session, admitted.door, &id, &e, retry_after).await;
+            let (retry_after, stamp) = (retry_after.as_deref(), ctx.stamp());
+            let written = respond::error(session, admitted.door, &stamp, &e, retry_after).await;
             ctx.error = Some(e);
             written
         }
@@ -113,12 +113,12 @@ async fn write<T>(
 /// (`x-tollgate-cost`, `x-tollgate-generation-id`), for clients that read neither.
 async fn charged(
     session: &mut Session,
-    request_id: &str,
+    stamp: &Stamp,
     body: Bytes,
     charge: Option<Charge>,
 ) -> pingora_error::Result<()> {
     let Some(charge) = charge else {
-        return respond::json(session, request_id, 200, body, &[]).await;
+        return respond::json(session, stamp, 200, body, &[]).await;
     };
     let body = charge::into_body(&body, &charge).map_or(body, Bytes::from);
     let cost = charge.cost.to_string();
@@ -126,7 +126,7 @@ async fn charged(
         ("x-tollgate-cost", cost.as_str()),
         ("x-tollgate-generation-id", charge.id.as_str()),
     ];
-    respond::json(session, request_id, 200, body, &headers).await
+    respond::json(session, stamp, 200, body, &headers).await
 }
 
 /// The client's answer (or error, and the upstream's `Retry-After`), and the upstream status.

@@ -51,7 +51,7 @@ pub(super) async fn answer(
             message: e.to_string().into(),
         })?;
     let body = Bytes::from(format!("{{\"input_tokens\":{tokens}}}"));
-    if let Err(e) = respond::json(session, &ctx.request_id, 200, body, &[]).await {
+    if let Err(e) = respond::json(session, &ctx.stamp(), 200, body, &[]).await {
         tracing::debug!("writing a token count failed: {e}");
     }
     Ok(())

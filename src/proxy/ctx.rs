@@ -2,13 +2,15 @@
 
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::{Door, GatewayError, Usage};
 use crate::billing::journal::Entry;
 use crate::store::UsageRecord;
+
+use super::timing::{ServerTiming, Stamp};
 
 pub struct Ctx {
     /// `x-request-id` as sent, when usable (`admission::client_request_id`).
@@ -34,6 +36,9 @@ pub struct Ctx {
     pub first_byte_at: Option<Instant>,
     /// When the first response body byte went to the client (time to first token).
     pub first_body_at: Option<Instant>,
+    /// The gateway's own time as the answer's `Server-Timing` header said it (the metrics
+    /// record the same figure).
+    pub gateway_time: Option<Duration>,
     /// The admitted request, with the route that answered (or the last one tried).
     pub admitted: Option<Admitted>,
     /// The failure the client was answered with, if any (logged once, in `logging`).
@@ -75,6 +80,7 @@ impl Default for Ctx {
             upstream_at: None,
             first_byte_at: None,
             first_body_at: None,
+            gateway_time: None,
             admitted: None,
             error: None,
             upstream_status: None,
@@ -84,6 +90,25 @@ impl Default for Ctx {
             client_left: false,
             stopped: None,
             journaled: None,
+        }
+    }
+}
+
+impl Ctx {
+    /// The time from the first upstream call to the answering upstream's answer (its head, for
+    /// a stream), when there was one.
+    pub fn upstream_time(&self) -> Option<Duration> {
+        self.first_byte_at?
+            .checked_duration_since(self.upstream_at?)
+    }
+
+    /// What the answer's head carries, as of now; the gateway's time is kept for the metrics.
+    pub fn stamp(&mut self) -> Stamp {
+        let timing = ServerTiming::at(self.started, self.upstream_time(), Instant::now());
+        self.gateway_time.get_or_insert(timing.gateway);
+        Stamp {
+            request_id: self.request_id.clone(),
+            timing,
         }
     }
 }

@@ -66,7 +66,7 @@ fn record_for(ctx: &Ctx, a: &Admitted, ending: Ending) -> Option<UsageRecord> {
     let timings = Timings {
         started_at: ctx.started_at,
         finished_at: chrono::Utc::now(),
-        upstream_latency: between(ctx.upstream_at, ctx.first_byte_at),
+        upstream_latency: ctx.upstream_time(),
         ttft: between(Some(ctx.started), ctx.first_body_at),
     };
     let produced = Produced {
@@ -122,13 +122,8 @@ impl Billed {
 /// A finished request into the metrics.
 pub(super) fn count(path: &str, status: u16, ctx: &Ctx, billed: Option<Billed>) {
     let a = ctx.admitted.as_ref();
-    let upstream = between(ctx.upstream_at, ctx.first_byte_at);
+    let upstream = ctx.upstream_time();
     let first_byte = between(Some(ctx.started), ctx.first_body_at);
-    let gateway_added = match (first_byte, upstream) {
-        (Some(first), Some(up)) => Some(first.saturating_sub(up)),
-        (_, None) => Some(ctx.started.elapsed()), // answered by the gateway alone
-        (None, Some(_)) => None,
-    };
     let (tokens, cost_usd) = billed.map_or(([("", 0); 7], 0.0), |b| (b.tokens, b.cost_usd));
     METRICS.finished(&Finished {
         endpoint: endpoint(path),
@@ -140,7 +135,7 @@ pub(super) fn count(path: &str, status: u16, ctx: &Ctx, billed: Option<Billed>) 
             .error
             .as_ref()
             .is_some_and(|e| e.blame() == Blame::Client),
-        gateway_added,
+        gateway_added: ctx.gateway_time,
         upstream_latency: upstream,
         first_token: first_byte.filter(|_| a.is_some()),
         attempts: if ctx.upstream_at.is_some() {

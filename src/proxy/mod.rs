@@ -38,6 +38,7 @@ mod logging;
 pub mod proxy_protocol;
 mod respond;
 mod stream;
+mod timing;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -151,7 +152,8 @@ impl Gateway {
                 // Unread body: Pingora cannot reuse this connection, so say so.
                 session.set_keepalive(None);
             }
-            respond::error(session, ctx.door, &ctx.request_id, &e, None).await?;
+            let stamp = ctx.stamp();
+            respond::error(session, ctx.door, &stamp, &e, None).await?;
             ctx.error = Some(e);
         }
         Ok(())
@@ -226,7 +228,7 @@ impl Gateway {
     async fn head(
         &self,
         session: &mut Session,
-        ctx: &Ctx,
+        ctx: &mut Ctx,
         admission: &Admission<'_>,
     ) -> Result<Option<HeadDecision>, GatewayError> {
         let head = match admission.head(&convert::head(session), chrono::Utc::now()) {
@@ -248,7 +250,7 @@ impl Gateway {
             } => self.stored_response(&workspace_id, &id, delete).await?,
             read => return Ok(Some(read)),
         };
-        self.answer(session, &ctx.request_id, body).await;
+        self.answer(session, &ctx.stamp(), body).await;
         Ok(None)
     }
 
@@ -377,8 +379,8 @@ impl Gateway {
         Ok(Bytes::from(kept.response.clone()))
     }
 
-    async fn answer(&self, session: &mut Session, request_id: &str, body: Bytes) {
-        if let Err(e) = respond::json(session, request_id, 200, body, &[]).await {
+    async fn answer(&self, session: &mut Session, stamp: &timing::Stamp, body: Bytes) {
+        if let Err(e) = respond::json(session, stamp, 200, body, &[]).await {
             tracing::debug!("writing local answer failed: {e}");
         }
     }

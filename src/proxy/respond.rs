@@ -7,18 +7,21 @@ use pingora_http::ResponseHeader;
 use crate::api::error::stream_error_frame;
 use crate::api::{Door, GatewayError};
 
-/// Writes a complete JSON response (every answer names its request, errors included).
+use super::timing::Stamp;
+
+/// Writes a complete JSON response (every answer names its request and the gateway's time,
+/// errors included).
 pub async fn json(
     session: &mut Session,
-    request_id: &str,
+    stamp: &Stamp,
     status: u16,
     body: Bytes,
     extra: &[(&'static str, &str)],
 ) -> pingora_error::Result<()> {
-    let mut header = ResponseHeader::build(status, Some(4 + extra.len()))?;
+    let mut header = ResponseHeader::build(status, Some(5 + extra.len()))?;
     header.insert_header("content-type", "application/json")?;
     header.insert_header("content-length", body.len().to_string())?;
-    header.insert_header("x-request-id", request_id)?;
+    stamped(&mut header, stamp)?;
     for (name, value) in extra {
         header.insert_header(*name, *value)?;
     }
@@ -32,9 +35,9 @@ pub fn answer_header(
     status: u16,
     streaming: bool,
     retry_after: Option<&http::HeaderValue>,
-    request_id: &str,
+    stamp: &Stamp,
 ) -> pingora_error::Result<ResponseHeader> {
-    let mut fresh = ResponseHeader::build(status, Some(5))?;
+    let mut fresh = ResponseHeader::build(status, Some(6))?;
     let content_type = if streaming {
         "text/event-stream"
     } else {
@@ -48,8 +51,14 @@ pub fn answer_header(
     if let Some(retry_after) = retry_after {
         fresh.insert_header("retry-after", retry_after.clone())?;
     }
-    fresh.insert_header("x-request-id", request_id)?;
+    stamped(&mut fresh, stamp)?;
     Ok(fresh)
+}
+
+/// The headers every answer carries: `x-request-id` and `server-timing`.
+fn stamped(header: &mut ResponseHeader, stamp: &Stamp) -> pingora_error::Result<()> {
+    header.insert_header("x-request-id", &*stamp.request_id)?;
+    header.insert_header("server-timing", stamp.timing.header_value())
 }
 
 /// Writes the error in `door`'s shape with its status there, `Allow` on a 405, and the
@@ -57,7 +66,7 @@ pub fn answer_header(
 pub async fn error(
     session: &mut Session,
     door: Door,
-    request_id: &str,
+    stamp: &Stamp,
     e: &GatewayError,
     retry_after: Option<&str>,
 ) -> pingora_error::Result<()> {
@@ -65,7 +74,7 @@ pub async fn error(
     let wait = retry_after.map(|a| ("retry-after", a));
     let extra: Vec<_> = allow.into_iter().chain(wait).collect();
     let (status, body) = (e.status_in(door), e.envelope_in(door));
-    json(session, request_id, status, body, &extra).await
+    json(session, stamp, status, body, &extra).await
 }
 
 /// Ends a stream whose 200 is already out with `frame` (else `door`'s error frame), and a

@@ -14,6 +14,7 @@
 //! [`Relay`] is the pure part (translation and the first-frame rule), unit-tested below.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -23,6 +24,7 @@ use tokio::time::Sleep;
 use super::ctx::Ctx;
 use super::failover::{client_error, Attempt, Failover, Outbound};
 use super::respond;
+use super::timing::{ServerTiming, Stamp};
 use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::{Door, GatewayError};
@@ -117,8 +119,14 @@ impl Relay {
 /// comments while nothing is, and whether the client is still there.
 struct Client<'s> {
     session: &'s mut Session,
-    request_id: &'s str,
+    request_id: Arc<str>,
     door: Door,
+    /// When the request's head was read, and the upstream's time to its first bytes once an
+    /// attempt answered: what the `Server-Timing` of the `200` (or error) says.
+    started: Instant,
+    upstream: Option<Duration>,
+    /// The gateway's time the answer's head reported.
+    gateway_time: Option<Duration>,
     header_sent: bool,
     /// Content has been sent (not only keep-alives).
     content_sent: bool,
@@ -129,17 +137,15 @@ struct Client<'s> {
 }
 
 impl<'s> Client<'s> {
-    fn new(
-        session: &'s mut Session,
-        request_id: &'s str,
-        door: Door,
-        keep_alive: Duration,
-    ) -> Self {
+    fn new(session: &'s mut Session, ctx: &Ctx, door: Door, keep_alive: Duration) -> Self {
         let now = Instant::now();
         Client {
             session,
-            request_id,
+            request_id: ctx.request_id.clone(),
             door,
+            started: ctx.started,
+            upstream: None,
+            gateway_time: None,
             header_sent: false,
             content_sent: false,
             left: false,
@@ -156,7 +162,7 @@ impl<'s> Client<'s> {
         }
         if !self.header_sent {
             self.header_sent = true;
-            let header = respond::answer_header(200, true, None, self.request_id);
+            let header = respond::answer_header(200, true, None, &self.stamp());
             let written = match header {
                 Ok(h) => self.session.write_response_header(Box::new(h)).await,
                 Err(e) => Err(e),
@@ -181,8 +187,18 @@ impl<'s> Client<'s> {
                 let _ = respond::stream_error(self.session, self.door, e, frame).await;
             }
         } else {
-            let door = self.door;
-            let _ = respond::error(self.session, door, self.request_id, e, retry_after).await;
+            let (door, stamp) = (self.door, self.stamp());
+            let _ = respond::error(self.session, door, &stamp, e, retry_after).await;
+        }
+    }
+
+    /// The answer's head's stamp, as of now.
+    fn stamp(&mut self) -> Stamp {
+        let timing = ServerTiming::at(self.started, self.upstream, Instant::now());
+        self.gateway_time.get_or_insert(timing.gateway);
+        Stamp {
+            request_id: self.request_id.clone(),
+            timing,
         }
     }
 
@@ -230,9 +246,8 @@ pub(super) async fn answer(
     failover: &mut Failover<'_>,
     request: UpstreamRequest,
 ) {
-    let id = ctx.request_id.clone();
     let door = failover.admitted().door;
-    let mut streaming = Streaming::new(session, &id, door, failover.outbound);
+    let mut streaming = Streaming::new(session, ctx, door, failover.outbound);
     if let Err(failure) = failover.run(ctx, request, &mut streaming).await {
         let credentials = streaming.outbound.credentials;
         let (e, retry_after) = client_error(failover.admitted(), credentials, failure);
@@ -243,6 +258,7 @@ pub(super) async fn answer(
         ctx.error = Some(e);
     }
     ctx.client_left = streaming.client.left;
+    ctx.gateway_time = streaming.client.gateway_time;
 }
 
 /// An attempt is the client's from its first data frame: `Err` only before it.
@@ -263,6 +279,7 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
         let relayed = match self.client.awaiting(open).await {
             Ok(mut response) => {
                 ctx.first_byte_at = Some(Instant::now());
+                self.client.upstream = ctx.upstream_time();
                 ctx.upstream_status = Some(response.status);
                 ctx.upstream_request_id = response.request_id.take();
                 self.relay(ctx, admitted, response).await
@@ -278,14 +295,9 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
 }
 
 impl<'s> Streaming<'s> {
-    fn new(
-        session: &'s mut Session,
-        request_id: &'s str,
-        door: Door,
-        outbound: Outbound<'s>,
-    ) -> Self {
+    fn new(session: &'s mut Session, ctx: &Ctx, door: Door, outbound: Outbound<'s>) -> Self {
         let keep_alive = outbound.conf.stream_keep_alive;
-        let client = Client::new(session, request_id, door, keep_alive);
+        let client = Client::new(session, ctx, door, keep_alive);
         Streaming { client, outbound }
     }
 

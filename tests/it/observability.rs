@@ -284,3 +284,57 @@ async fn a_record_in_the_default_partition_is_on_the_metrics() {
     let (_, text) = scrape(&gw, "/metrics", None).await;
     assert_eq!(sample(&text, series), Some(1.0), "{text}");
 }
+
+/// `Server-Timing`'s two durations (ms): `(gateway, upstream)`.
+fn server_timing(res: &reqwest::Response) -> (f64, Option<f64>) {
+    let value = res.headers()["server-timing"].to_str().unwrap().to_owned();
+    let dur = |name: &str| {
+        value.split(',').find_map(|part| {
+            let rest = part.trim().strip_prefix(name)?.strip_prefix(";dur=")?;
+            rest.parse::<f64>().ok()
+        })
+    };
+    (dur("gateway").expect(&value), dur("upstream"))
+}
+
+#[tokio::test]
+async fn every_answer_says_the_gateways_time_and_the_metrics_record_the_same() {
+    let sim = Sim::start();
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (_, key) = gw.workspace_with_key();
+    let slow = |stream: bool| {
+        json!({"model": "google/gemini-2.5-flash", "stream": stream,
+            "messages": [{"role": "user", "content": "[sim:latency=300] hi"}]})
+    };
+    let mut gateway_ms = Vec::new();
+    for stream in [false, true] {
+        let sent = std::time::Instant::now();
+        let res = post(&gw, &key, None, slow(stream)).await;
+        let (gateway, upstream) = server_timing(&res);
+        let _ = res.bytes().await.unwrap();
+        let whole = sent.elapsed().as_secs_f64() * 1e3;
+        // The upstream's 300 ms are the upstream's, not the gateway's (for a stream: to its head).
+        let upstream = upstream.expect("an upstream was called");
+        assert!((300.0..whole).contains(&upstream), "{upstream} of {whole}");
+        assert!(gateway < 100.0 && gateway + upstream <= whole, "{gateway}");
+        gateway_ms.push(gateway);
+    }
+    // A refusal and a local answer: the gateway's time alone.
+    let refused = post(&gw, "sk-tg-nope", None, hello(false)).await;
+    assert_eq!(refused.status(), 401);
+    let (gateway, upstream) = server_timing(&refused);
+    assert_eq!(upstream, None);
+    gateway_ms.push(gateway);
+    let models = reqwest::get(gw.url("/health")).await.unwrap();
+    assert_eq!(server_timing(&models).1, None);
+
+    // The chat door's histogram holds exactly the three figures the chat answers carried (to
+    // the header's microsecond).
+    let (_, text) = scrape(&gw, "/metrics", None).await;
+    let series = r#"tollgate_gateway_added_seconds_sum{endpoint="chat"}"#;
+    let sum_ms = sample(&text, series).unwrap() * 1e3;
+    let said: f64 = gateway_ms.iter().sum();
+    assert!((sum_ms - said).abs() < 0.002, "{sum_ms} against {said}");
+    let count = r#"tollgate_gateway_added_seconds_count{endpoint="chat"}"#;
+    assert_eq!(sample(&text, count), Some(3.0));
+}

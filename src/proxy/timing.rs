@@ -1,0 +1,75 @@
+//! The gateway's own time on an answer, told to its client in a `Server-Timing` header
+//! (`gateway;dur=0.083, upstream;dur=412.500`, in milliseconds) and to the metrics
+//! (`tollgate_gateway_added_seconds`): the same figure in both places.
+//!
+//! "Upstream" is the time from the first upstream call to the answering upstream's answer: the
+//! whole answer for a buffered request, its response head (first bytes) for a stream. The
+//! gateway's time is everything else from the request's head being read to the answer's head
+//! going out: admission, translation both ways, and any wait between failover attempts is
+//! upstream time. Pure: no Pingora here.
+
+use std::fmt::Write;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The two durations an answer's `Server-Timing` header reports.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ServerTiming {
+    pub gateway: Duration,
+    /// `None` when no upstream was called (a local answer, a refusal).
+    pub upstream: Option<Duration>,
+}
+
+impl ServerTiming {
+    /// At `now`, for a request whose head was read at `started` and that waited `upstream` on
+    /// its upstream calls.
+    pub fn at(started: Instant, upstream: Option<Duration>, now: Instant) -> Self {
+        let total = now.saturating_duration_since(started);
+        ServerTiming {
+            gateway: total.saturating_sub(upstream.unwrap_or_default()),
+            upstream,
+        }
+    }
+
+    /// The header's value, durations in milliseconds to the microsecond.
+    pub fn header_value(&self) -> String {
+        let mut value = String::with_capacity(48);
+        let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let _ = write!(value, "gateway;dur={:.3}", ms(self.gateway));
+        if let Some(upstream) = self.upstream {
+            let _ = write!(value, ", upstream;dur={:.3}", ms(upstream));
+        }
+        value
+    }
+}
+
+/// What every answer's head carries: the request's id and the timing as of that head.
+pub struct Stamp {
+    pub request_id: Arc<str>,
+    pub timing: ServerTiming,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_gateway_time_is_the_total_less_the_upstream_and_never_negative() {
+        let started = Instant::now();
+        let now = started + Duration::from_micros(5_250);
+        let upstream = Some(Duration::from_micros(5_000));
+        let t = ServerTiming::at(started, upstream, now);
+        assert_eq!(t.gateway, Duration::from_micros(250));
+        assert_eq!(t.header_value(), "gateway;dur=0.250, upstream;dur=5.000");
+        // Clocks read in another order cannot make the gateway's share negative.
+        let t = ServerTiming::at(started, Some(Duration::from_secs(1)), now);
+        assert_eq!(t.gateway, Duration::ZERO);
+    }
+
+    #[test]
+    fn an_answer_with_no_upstream_call_says_only_the_gateway() {
+        let started = Instant::now();
+        let t = ServerTiming::at(started, None, started + Duration::from_nanos(83_400));
+        assert_eq!(t.header_value(), "gateway;dur=0.083");
+    }
+}
