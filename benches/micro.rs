@@ -13,7 +13,10 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use chrono::{DateTime, Utc};
-use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{
+    criterion_group, criterion_main, BatchSize, BenchmarkGroup, Criterion, Throughput,
+};
 use tollgate::admission::{Admission, HeadDecision, RequestHead};
 use tollgate::api::limits::Limits;
 use tollgate::api::{Operation, RawRequest, Usage};
@@ -23,7 +26,9 @@ use tollgate::billing::gates::Accounts;
 use tollgate::catalog::{Family, Snapshot};
 use tollgate::config::ProvidersConf;
 use tollgate::money::usd;
-use tollgate::providers::{adapter_for, Credentials, Plan, ResponseCx, Secret, Target};
+use tollgate::providers::{
+    adapter_for, Adapter, Credentials, FanOut, Plan, ResponseCx, Secret, Target,
+};
 use tollgate::store::{ApiKey, CatalogRows};
 
 const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
@@ -215,30 +220,74 @@ fn response_cx() -> ResponseCx {
     }
 }
 
+/// The Gemini answers the answer-side benches translate.
+const GEMINI_ANSWER: &str = "gemini-generate-thinking-2.5-flash-devapi.json";
+const GEMINI_STREAM: &str = "gemini-stream-thinking-2.5-pro-devapi.sse";
+
+fn fixture(file: &str) -> Vec<u8> {
+    std::fs::read(format!("{FIXTURES}{file}")).unwrap()
+}
+
+/// A whole upstream answer through `adapter`, as a buffered request's is.
+fn bench_buffered(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    adapter: &dyn Adapter,
+    body: &[u8],
+    cx: &ResponseCx,
+) {
+    group.throughput(Throughput::Bytes(body.len() as u64));
+    group.bench_function(name, |b| {
+        b.iter(|| adapter.translate_buffered(black_box(body), cx).unwrap())
+    });
+}
+
+/// An upstream stream through a fresh translator of `adapter`, read 512 bytes at a time, then
+/// finished.
+fn bench_stream(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    name: &str,
+    adapter: &dyn Adapter,
+    stream: &[u8],
+    cx: &ResponseCx,
+) {
+    group.throughput(Throughput::Bytes(stream.len() as u64));
+    group.bench_function(name, |b| {
+        b.iter_batched_ref(
+            || {
+                (
+                    adapter.stream_translator(cx.clone()),
+                    BytesMut::with_capacity(8192),
+                )
+            },
+            |(tr, out)| {
+                for piece in stream.chunks(512) {
+                    tr.feed(piece, out);
+                }
+                tr.finish(out);
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
+
 /// Upstream answers to OpenAI format: whole bodies, and streams read 512 bytes at a time.
 fn answers(c: &mut Criterion) {
     let cx = response_cx();
     let buffered = [
-        (
-            Family::Gemini,
-            "gemini-generate-thinking-2.5-flash-devapi.json",
-        ),
+        (Family::Gemini, GEMINI_ANSWER),
         (Family::Anthropic, "anthropic-message-thinking.json"),
         (Family::OpenAiCompat, "openai-chat-completion.json"),
     ];
     let mut group = c.benchmark_group("answer_translation");
     for (family, file) in buffered {
-        let body = std::fs::read(format!("{FIXTURES}{file}")).unwrap();
-        let adapter = adapter_for(family);
-        group.throughput(Throughput::Bytes(body.len() as u64));
-        group.bench_function(family.as_str(), |b| {
-            b.iter(|| adapter.translate_buffered(black_box(&body), &cx).unwrap())
-        });
+        let body = fixture(file);
+        bench_buffered(&mut group, family.as_str(), adapter_for(family), &body, &cx);
     }
     group.finish();
 
     let streams = [
-        (Family::Gemini, "gemini-stream-thinking-2.5-pro-devapi.sse"),
+        (Family::Gemini, GEMINI_STREAM),
         (Family::Anthropic, "anthropic-stream-thinking.sse"),
         (
             Family::OpenAiCompat,
@@ -247,37 +296,44 @@ fn answers(c: &mut Criterion) {
     ];
     let mut group = c.benchmark_group("sse_translation");
     for (family, file) in streams {
-        let stream = std::fs::read(format!("{FIXTURES}{file}")).unwrap();
-        let adapter = adapter_for(family);
-        group.throughput(Throughput::Bytes(stream.len() as u64));
-        group.bench_function(family.as_str(), |b| {
-            b.iter_batched_ref(
-                || {
-                    (
-                        adapter.stream_translator(cx.clone()),
-                        BytesMut::with_capacity(8192),
-                    )
-                },
-                |(tr, out)| {
-                    for piece in stream.chunks(512) {
-                        tr.feed(piece, out);
-                    }
-                    tr.finish(out);
-                },
-                BatchSize::SmallInput,
-            )
-        });
+        let stream = fixture(file);
+        bench_stream(
+            &mut group,
+            family.as_str(),
+            adapter_for(family),
+            &stream,
+            &cx,
+        );
     }
     group.finish();
 }
 
-/// Embeddings of 100 inputs (768 dimensions, Gemini Developer API): the plan, and the join of
-/// the upstream's answer into OpenAI's `list` — 76,800 numbers read as `f32` and written back
-/// (`float`) or as base64.
+/// The embeddings `body`'s fan-out on the Gemini Developer API (`bench/embed`).
+fn embed_fan_out(world: &World, body: &[u8]) -> FanOut {
+    let model = world.catalog.model("bench/embed").unwrap();
+    let req = RawRequest::parse(body, Operation::Embeddings).unwrap();
+    let target = Target {
+        model,
+        route: &model.routes[0],
+        op: Operation::Embeddings,
+        stream: false,
+        max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
+        forward: &[],
+    };
+    match adapter_for(model.family)
+        .plan(&req, &target, &world.credentials)
+        .unwrap()
+    {
+        Plan::FanOut(fan_out) => fan_out,
+        Plan::Proxy { .. } => panic!("embeddings are a fan-out"),
+    }
+}
+
+/// Embeddings of 100 inputs (768 dimensions, Gemini Developer API): the join of the upstream's
+/// answer into OpenAI's `list` — 76,800 numbers read as `f32` and written back (`float`) or as
+/// base64.
 fn embeddings(c: &mut Criterion) {
     let world = World::new(0);
-    let model = world.catalog.model("bench/embed").unwrap().clone();
-    let adapter = adapter_for(Family::Gemini);
     let inputs: Vec<String> = (0..100)
         .map(|i| format!("{i}: a sentence to embed"))
         .collect();
@@ -301,24 +357,9 @@ fn embeddings(c: &mut Criterion) {
             serde_json::json!({"model": "bench/embed", "input": inputs, "encoding_format": format})
                 .to_string()
                 .into_bytes();
-        let plan = || {
-            let req = RawRequest::parse(&body, Operation::Embeddings).unwrap();
-            let target = Target {
-                model: &model,
-                route: &model.routes[0],
-                op: Operation::Embeddings,
-                stream: false,
-                max_cache_ttl: tollgate::providers::DEFAULT_MAX_CACHE_TTL,
-                forward: &[],
-            };
-            match adapter.plan(&req, &target, &world.credentials).unwrap() {
-                Plan::FanOut(fan_out) => fan_out,
-                Plan::Proxy { .. } => panic!("embeddings are a fan-out"),
-            }
-        };
         group.bench_function(format!("join/{format}"), |b| {
             b.iter_batched(
-                plan,
+                || embed_fan_out(&world, &body),
                 |fan_out| (fan_out.join)(std::slice::from_ref(&answer), &cx).unwrap(),
                 BatchSize::SmallInput,
             )
