@@ -1,8 +1,23 @@
-//! Criterion micro-benchmarks of the per-request CPU the gateway adds, without I/O: request
-//! translation to each family (a small and a 100 KB body), SSE stream translation throughput
-//! per family, the buffered answer translation, the cost formula, key lookup among 10,000 keys
-//! and admission end to end (head, key, body parse, gates, route, plan). Run with `make bench`
-//! (or `cargo bench --bench micro`); numbers are printed, never asserted.
+//! Criterion micro-benchmarks of the per-request CPU the gateway adds, without I/O. Run with
+//! `make bench` (or `cargo bench --bench micro`; `-- door` for the doors alone); numbers are
+//! printed, never asserted. Throughputs are in bytes of what is read: the client's body, the
+//! upstream's answer or stream.
+//!
+//! Per family, on the chat door:
+//! - `request_translation/{family}/{small,100KB}`: the chat body parsed and planned;
+//! - `answer_translation/{family}`, `sse_translation/{family}`: an upstream answer, and an
+//!   upstream stream fed 512 bytes at a time, rendered as chat completions;
+//! - `embeddings_100x768/join/{float,base64}`: a 100-input embeddings answer joined.
+//!
+//! Per front door (`chat`, `messages`, `responses`, `embeddings`), the same conversation in
+//! each door's wire format (one question, or ~100 KB of 40 turns):
+//! - `door_request/{door}/{family}/{small,100KB}`: admission end to end, as the proxy calls it
+//!   — the head (endpoint, key among 10,000), then the body: the door's parse onto the request
+//!   model, model, limits, gates with their reservation, route, plan. Gemini on every door;
+//!   also Claude and an OpenAI-compatible model on the chat door, and Claude (passed through
+//!   natively) on the Messages door.
+//!
+//! And: the cost formula, key lookup among 10,000 keys.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
@@ -19,12 +34,13 @@ use criterion::{
 };
 use tollgate::admission::{Admission, HeadDecision, RequestHead};
 use tollgate::api::limits::Limits;
-use tollgate::api::{Operation, RawRequest, Usage};
+use tollgate::api::{Door, Operation, RawRequest, Usage};
 use tollgate::auth::{mint_secret, KeyCache, MintedKey};
 use tollgate::billing::cost::cost;
 use tollgate::billing::gates::Accounts;
 use tollgate::catalog::{Family, Snapshot};
 use tollgate::config::ProvidersConf;
+use tollgate::doors::forward::AnthropicHeaders;
 use tollgate::money::usd;
 use tollgate::providers::{
     adapter_for, Adapter, Credentials, FanOut, Plan, ResponseCx, Secret, Target,
@@ -108,7 +124,15 @@ impl World {
         }
     }
 
-    fn admission(&self) -> Admission<'_> {
+    /// Admission as the proxy builds it for a request through `front`.
+    fn admission(&self, front: Front) -> Admission<'_> {
+        let anthropic = match front.door() {
+            Door::Messages => AnthropicHeaders {
+                version: Some("2023-06-01".into()),
+                betas: String::new(),
+            },
+            Door::OpenAi | Door::Responses => AnthropicHeaders::default(),
+        };
         Admission {
             catalog: &self.catalog,
             keys: &self.keys,
@@ -121,8 +145,8 @@ impl World {
             route_turn: 0,
             now: Instant::now(),
             request_id: None,
-            door: tollgate::api::Door::OpenAi,
-            anthropic: Default::default(),
+            door: front.door(),
+            anthropic,
             anthropic_betas: &[],
             previous: None,
         }
@@ -146,40 +170,163 @@ fn api_key(id: &str, minted: &MintedKey, now: DateTime<Utc>) -> ApiKey {
     }
 }
 
-/// A one-question chat, as most requests are.
-fn small_body(model: &str) -> Vec<u8> {
-    serde_json::json!({
-        "model": model,
-        "messages": [
-            {"role": "system", "content": "You are terse."},
-            {"role": "user", "content": "Say hello in 32 words."}
-        ],
-        "max_tokens": 64,
-        "temperature": 0.2
-    })
-    .to_string()
-    .into_bytes()
+/// The front doors: each reads its own wire format onto the one request model and renders
+/// answers and stream events in its own shapes. Every door is benched on the same
+/// [`Conversation`], written in its format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Front {
+    /// OpenAI's Chat Completions (`/v1/chat/completions`).
+    Chat,
+    /// Anthropic's Messages (`/v1/messages`).
+    Messages,
+    /// OpenAI's Responses (`/v1/responses`).
+    Responses,
+    /// OpenAI's Embeddings (`/v1/embeddings`): the turns' texts are its inputs.
+    Embeddings,
 }
 
-/// A 100 KB conversation: 40 turns of ~2.5 KB text (no tools: the Claude adapter refuses them).
-fn large_body(model: &str) -> Vec<u8> {
-    let turn =
-        "The quick brown fox jumps over the lazy dog; \"quoted\" and\nnew lines. ".repeat(36);
-    let messages: Vec<_> = (0..40)
-        .map(|i| {
-            let role = if i % 2 == 0 { "user" } else { "assistant" };
-            serde_json::json!({"role": role, "content": format!("{i}: {turn}")})
-        })
-        .collect();
-    let body = serde_json::json!({
-        "model": model,
-        "messages": messages,
-        "max_tokens": 1024
-    })
-    .to_string()
-    .into_bytes();
-    assert!((95_000..110_000).contains(&body.len()), "{}", body.len());
-    body
+impl Front {
+    const ALL: [Front; 4] = [
+        Front::Chat,
+        Front::Messages,
+        Front::Responses,
+        Front::Embeddings,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Front::Chat => "chat",
+            Front::Messages => "messages",
+            Front::Responses => "responses",
+            Front::Embeddings => "embeddings",
+        }
+    }
+
+    fn door(self) -> Door {
+        match self {
+            Front::Chat | Front::Embeddings => Door::OpenAi,
+            Front::Messages => Door::Messages,
+            Front::Responses => Door::Responses,
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Front::Chat => "/v1/chat/completions",
+            Front::Messages => "/v1/messages",
+            Front::Responses => "/v1/responses",
+            Front::Embeddings => "/v1/embeddings",
+        }
+    }
+
+    /// The models the door's requests are benched on: Gemini on every door; on the chat door
+    /// also Claude and an OpenAI-compatible model (each family's own adapter), on the Messages
+    /// door also Claude (passed through natively).
+    fn models(self) -> &'static [&'static str] {
+        match self {
+            Front::Chat => &[MODELS[0].0, MODELS[1].0, MODELS[2].0],
+            Front::Messages => &[MODELS[0].0, MODELS[1].0],
+            Front::Responses => &[MODELS[0].0],
+            Front::Embeddings => &["bench/embed"],
+        }
+    }
+
+    /// `convo` asked of `model` in this door's wire format. The Responses body has
+    /// `store: false`, as Codex sends it.
+    fn body(self, model: &str, convo: &Conversation) -> Vec<u8> {
+        use serde_json::{json, Value};
+        let turns = || {
+            convo.turns.iter().enumerate().map(|(i, text)| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                json!({"role": role, "content": text})
+            })
+        };
+        let mut body = match self {
+            Front::Chat => {
+                let system = json!({"role": "system", "content": convo.system});
+                let messages: Vec<Value> = std::iter::once(system).chain(turns()).collect();
+                json!({"model": model, "messages": messages, "max_tokens": convo.max_tokens})
+            }
+            Front::Messages => json!({
+                "model": model,
+                "system": convo.system,
+                "messages": turns().collect::<Vec<_>>(),
+                "max_tokens": convo.max_tokens
+            }),
+            Front::Responses => json!({
+                "model": model,
+                "instructions": convo.system,
+                "input": turns().collect::<Vec<_>>(),
+                "max_output_tokens": convo.max_tokens,
+                "store": false
+            }),
+            Front::Embeddings => json!({"model": model, "input": convo.turns}),
+        };
+        if let (Some(t), false) = (convo.temperature, self == Front::Embeddings) {
+            body["temperature"] = json!(t);
+        }
+        serde_json::to_vec(&body).unwrap()
+    }
+
+    /// The answer's context as admission makes it for this door (the id's prefix is the
+    /// door's).
+    fn cx(self) -> ResponseCx {
+        let (id, op) = match self {
+            Front::Chat => ("chatcmpl-bench", Operation::Chat),
+            Front::Messages => ("msg_bench", Operation::Chat),
+            Front::Responses => ("resp_bench", Operation::Chat),
+            Front::Embeddings => ("emb-bench", Operation::Embeddings),
+        };
+        ResponseCx {
+            id: Arc::from(id),
+            model_id: Arc::from("acme/bench"),
+            op,
+            created: 1,
+            exclude_reasoning: false,
+        }
+    }
+}
+
+/// One conversation, whatever the door: a system prompt, then turns alternating user and
+/// assistant, starting with the user.
+struct Conversation {
+    system: &'static str,
+    turns: Vec<String>,
+    max_tokens: u32,
+    temperature: Option<f64>,
+}
+
+impl Conversation {
+    /// A one-question chat, as most requests are.
+    fn small() -> Conversation {
+        Conversation {
+            system: "You are terse.",
+            turns: vec!["Say hello in 32 words.".into()],
+            max_tokens: 64,
+            temperature: Some(0.2),
+        }
+    }
+
+    /// About 100 KB in any door's format: 40 turns of ~2.5 KB text (no tools: the Claude
+    /// adapter refuses them on the chat door).
+    fn large() -> Conversation {
+        let turn =
+            "The quick brown fox jumps over the lazy dog; \"quoted\" and\nnew lines. ".repeat(36);
+        Conversation {
+            system: "You are terse.",
+            turns: (0..40).map(|i| format!("{i}: {turn}")).collect(),
+            max_tokens: 1024,
+            temperature: None,
+        }
+    }
+
+    /// Both, with their size names.
+    fn sizes() -> [(&'static str, Conversation); 2] {
+        [
+            ("small", Conversation::small()),
+            ("100KB", Conversation::large()),
+        ]
+    }
 }
 
 /// Parse once and plan for the family: the request-side work per request.
@@ -189,7 +336,8 @@ fn translation(c: &mut Criterion) {
     for (id, family) in MODELS {
         let model = world.catalog.model(id).unwrap().clone();
         let adapter = adapter_for(family);
-        for (size, body) in [("small", small_body(id)), ("100KB", large_body(id))] {
+        for (size, convo) in Conversation::sizes() {
+            let body = Front::Chat.body(id, &convo);
             group.throughput(Throughput::Bytes(body.len() as u64));
             group.bench_function(format!("{}/{size}", family.as_str()), |b| {
                 b.iter(|| {
@@ -208,16 +356,6 @@ fn translation(c: &mut Criterion) {
         }
     }
     group.finish();
-}
-
-fn response_cx() -> ResponseCx {
-    ResponseCx {
-        id: Arc::from("chatcmpl-bench"),
-        model_id: Arc::from("acme/bench"),
-        op: Operation::Chat,
-        created: 1,
-        exclude_reasoning: false,
-    }
 }
 
 /// The Gemini answers the answer-side benches translate.
@@ -273,7 +411,7 @@ fn bench_stream(
 
 /// Upstream answers to OpenAI format: whole bodies, and streams read 512 bytes at a time.
 fn answers(c: &mut Criterion) {
-    let cx = response_cx();
+    let cx = Front::Chat.cx();
     let buffered = [
         (Family::Gemini, GEMINI_ANSWER),
         (Family::Anthropic, "anthropic-message-thinking.json"),
@@ -346,10 +484,7 @@ fn embeddings(c: &mut Criterion) {
     })
     .to_string();
     let answer = bytes::Bytes::from(answer);
-    let cx = ResponseCx {
-        op: Operation::Embeddings,
-        ..response_cx()
-    };
+    let cx = Front::Embeddings.cx();
     let mut group = c.benchmark_group("embeddings_100x768");
     group.throughput(Throughput::Bytes(answer.len() as u64));
     for format in ["float", "base64"] {
@@ -411,36 +546,50 @@ fn key_lookup(c: &mut Criterion) {
     });
 }
 
-/// What the proxy calls per chat request: the head (endpoint, key), then the body (parse,
-/// model, limits, credit and window gates with their reservation, route, plan). The
-/// reservation is released when the decision drops, as when a request ends.
-fn admission(c: &mut Criterion) {
+/// What the proxy calls per request, on every door: the head (endpoint, key among 10,000),
+/// then the body (the door's parse onto the request model, model, limits, credit and window
+/// gates with their reservation, route, plan). The reservation is released when the decision
+/// drops, as when a request ends. `door_request/{door}/{family}/{size}`, in bytes of the
+/// client's body.
+fn door_request(c: &mut Criterion) {
     let world = World::new(10_000);
     let authorization = format!("Bearer {}", world.minted.secret);
-    let mut group = c.benchmark_group("admission");
-    for (id, family) in MODELS {
-        let body = small_body(id);
-        group.bench_function(family.as_str(), |b| {
-            b.iter(|| {
-                let admission = world.admission();
-                let head = RequestHead {
-                    method: &http::Method::POST,
-                    path: "/v1/chat/completions",
-                    query: None,
-                    authorization: Some(authorization.as_bytes()),
-                    api_key: None,
-                    header_count: 6,
-                    header_bytes: 240,
+    let sizes = Conversation::sizes();
+    let mut group = c.benchmark_group("door_request");
+    for front in Front::ALL {
+        for &id in front.models() {
+            let family = world.catalog.model(id).unwrap().family;
+            for (size, convo) in &sizes {
+                let body = front.body(id, convo);
+                if *size == "100KB" {
+                    assert!((95_000..110_000).contains(&body.len()), "{}", body.len());
+                }
+                let admit = || {
+                    let admission = world.admission(front);
+                    let head = RequestHead {
+                        method: &http::Method::POST,
+                        path: front.path(),
+                        query: None,
+                        authorization: Some(authorization.as_bytes()),
+                        api_key: None,
+                        header_count: 6,
+                        header_bytes: 240,
+                    };
+                    let HeadDecision::ReadBody { op, key } =
+                        admission.head(&head, world.now).unwrap()
+                    else {
+                        unreachable!("a {} request reads its body", front.name())
+                    };
+                    admission
+                        .admit(key, op, black_box(&body), world.now)
+                        .unwrap()
                 };
-                let HeadDecision::ReadBody { op, key } = admission.head(&head, world.now).unwrap()
-                else {
-                    unreachable!("a chat request reads its body")
-                };
-                admission
-                    .admit(key, op, black_box(&body), world.now)
-                    .unwrap()
-            })
-        });
+                admit(); // a refusal panics here, not in the measurement
+                group.throughput(Throughput::Bytes(body.len() as u64));
+                let name = format!("{}/{}/{size}", front.name(), family.as_str());
+                group.bench_function(name, |b| b.iter(&admit));
+            }
+        }
     }
     group.finish();
 }
@@ -452,6 +601,6 @@ criterion_group!(
     embeddings,
     cost_formula,
     key_lookup,
-    admission
+    door_request
 );
 criterion_main!(benches);
