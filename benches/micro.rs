@@ -15,7 +15,12 @@
 //!   — the head (endpoint, key among 10,000), then the body: the door's parse onto the request
 //!   model, model, limits, gates with their reservation, route, plan. Gemini on every door;
 //!   also Claude and an OpenAI-compatible model on the chat door, and Claude (passed through
-//!   natively) on the Messages door.
+//!   natively) on the Messages door;
+//! - `door_answer/{door}`: a buffered Gemini answer rendered in the door's shape (embeddings:
+//!   a two-input batch joined);
+//! - `door_stream/{door}/{small,100KB}`: a Gemini SSE stream (the fixture, and its text chunks
+//!   repeated to ~100 KB) translated into the door's stream events, 512 bytes at a time (the
+//!   chat door's `small` is `sse_translation/gemini`).
 //!
 //! And: the cost formula, key lookup among 10,000 keys.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -40,6 +45,7 @@ use tollgate::billing::cost::cost;
 use tollgate::billing::gates::Accounts;
 use tollgate::catalog::{Family, Snapshot};
 use tollgate::config::ProvidersConf;
+use tollgate::doors::bridged;
 use tollgate::doors::forward::AnthropicHeaders;
 use tollgate::money::usd;
 use tollgate::providers::{
@@ -192,6 +198,8 @@ impl Front {
         Front::Responses,
         Front::Embeddings,
     ];
+    /// The doors that answer chat: a buffered answer or a stream of events.
+    const CHAT: [Front; 3] = [Front::Chat, Front::Messages, Front::Responses];
 
     fn name(self) -> &'static str {
         match self {
@@ -594,6 +602,74 @@ fn door_request(c: &mut Criterion) {
     group.finish();
 }
 
+/// A buffered Gemini answer rendered in each door's shape: `door_answer/{door}`, in bytes of
+/// the upstream's answer. Embeddings: the two-input batch of the fixture joined into OpenAI's
+/// `list`.
+fn door_answer(c: &mut Criterion) {
+    let world = World::new(0);
+    let body = fixture(GEMINI_ANSWER);
+    let mut group = c.benchmark_group("door_answer");
+    for front in Front::CHAT {
+        let adapter = bridged(front.door(), Family::Gemini);
+        bench_buffered(&mut group, front.name(), adapter, &body, &front.cx());
+    }
+    let request = serde_json::json!({"model": "bench/embed", "input": ["hello", "world"]});
+    let request = serde_json::to_vec(&request).unwrap();
+    let answer = bytes::Bytes::from(fixture("gemini-batch-embed-contents.json"));
+    let cx = Front::Embeddings.cx();
+    group.throughput(Throughput::Bytes(answer.len() as u64));
+    group.bench_function(Front::Embeddings.name(), |b| {
+        b.iter_batched(
+            || embed_fan_out(&world, &request),
+            |fan_out| (fan_out.join)(std::slice::from_ref(&answer), &cx).unwrap(),
+            BatchSize::SmallInput,
+        )
+    });
+    group.finish();
+}
+
+/// `fixture` (an SSE stream) made about `size` bytes long: its text chunks (neither thought,
+/// signature nor finish) repeated after the last of them, before the closing events. Usage
+/// counts in the repeats are stale; only the final chunk's are billed.
+fn long_stream(fixture: &[u8], size: usize) -> Vec<u8> {
+    let text = String::from_utf8(fixture.to_vec()).unwrap();
+    let events: Vec<&str> = text.split_inclusive("\r\n\r\n").collect();
+    let content = |e: &&str| {
+        !["\"thought\"", "thoughtSignature", "finishReason"]
+            .iter()
+            .any(|marker| e.contains(marker))
+    };
+    let last = events.iter().rposition(&content).unwrap();
+    let repeated: Vec<&str> = events[..=last].iter().copied().filter(content).collect();
+    let mut out: String = events[..=last].concat();
+    let tail: String = events[last + 1..].concat();
+    for event in repeated.iter().cycle() {
+        if out.len() + tail.len() >= size {
+            break;
+        }
+        out.push_str(event);
+    }
+    out.push_str(&tail);
+    out.into_bytes()
+}
+
+/// A Gemini SSE stream translated into each door's stream events, fed 512 bytes at a time:
+/// `door_stream/{door}/{size}`, the fixture as it is and lengthened to about 100 KB, in bytes
+/// of the upstream's stream.
+fn door_stream(c: &mut Criterion) {
+    let small = fixture(GEMINI_STREAM);
+    let long = long_stream(&small, 100_000);
+    let mut group = c.benchmark_group("door_stream");
+    for front in Front::CHAT {
+        let adapter = bridged(front.door(), Family::Gemini);
+        for (size, stream) in [("small", &small), ("100KB", &long)] {
+            let name = format!("{}/{size}", front.name());
+            bench_stream(&mut group, &name, adapter, stream, &front.cx());
+        }
+    }
+    group.finish();
+}
+
 criterion_group!(
     benches,
     translation,
@@ -601,6 +677,8 @@ criterion_group!(
     embeddings,
     cost_formula,
     key_lookup,
-    door_request
+    door_request,
+    door_answer,
+    door_stream
 );
 criterion_main!(benches);
