@@ -5,8 +5,9 @@
 //! a table with each budget's pass/fail and writes `target/bench/load-<unix time>.json`.
 //! Budgets are checked here, never in tests.
 //!
-//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,streams,embeddings]`
+//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,streams,embeddings,oha]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
+//! The `oha` case runs when `oha` is on PATH (`make bench-tools`), and is skipped otherwise.
 //! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
 //! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
 //! (`;` separates lines) to the gateway's conf.
@@ -254,10 +255,13 @@ fn cpu_seconds(pid: u32) -> f64 {
     (ticks(11) + ticks(12)) as f64 / 100.0
 }
 
-/// One HTTP/1.1 request, already serialised.
+/// One HTTP/1.1 POST: serialised once for the bench's own generator, and in parts for oha.
 #[derive(Clone)]
 struct Target {
     addr: String,
+    path: String,
+    headers: Vec<(String, String)>,
+    body: Arc<str>,
     request: Arc<Vec<u8>>,
 }
 
@@ -271,6 +275,12 @@ fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &Value) -> Targe
     r.push_str(&body);
     Target {
         addr: addr.to_owned(),
+        path: path.to_owned(),
+        headers: headers
+            .iter()
+            .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        body: body.into(),
         request: Arc::new(r.into_bytes()),
     }
 }
@@ -859,7 +869,15 @@ impl Bench {
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
-const CASES: [&str; 6] = ["rates", "max", "journal", "doors", "streams", "embeddings"];
+const CASES: [&str; 7] = [
+    "rates",
+    "max",
+    "journal",
+    "doors",
+    "streams",
+    "embeddings",
+    "oha",
+];
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -908,7 +926,8 @@ async fn main() {
             "journal" => journal(&b, &mut report).await,
             "doors" => doors(&b, &mut report).await,
             "streams" => streams(&b, &mut report).await,
-            _ => embeddings(&b, &mut report).await,
+            "embeddings" => embeddings(&b, &mut report).await,
+            _ => oha_case(&b, &mut report),
         }
     }
     ledger_and_idle(&gw, &ws, idle_rss, &mut report).await;
@@ -1267,6 +1286,89 @@ async fn streams(b: &Bench, report: &mut Report) {
     );
     report.check("concurrent streams peak RSS", peak as f64, "MB", 80.0);
     report.json.insert("concurrent_streams".into(), json!({"streams": n, "completed": completed, "rss_before_mb": before, "peak_rss_mb": peak, "cpu_seconds": cpu}));
+}
+
+/// What oha measured in one run.
+struct Oha {
+    p50: u64,
+    p99: u64,
+    ok: u64,
+    rate: f64,
+}
+
+/// An outside opinion: `oha` (when on PATH: `make bench-tools` installs it) run as the
+/// independent measurement ran it — open loop at 2,000 req/s with its coordinated-omission
+/// correction, 32 connections — on buffered chat through the gateway, then on the simulator
+/// directly. No budget: it is there to say whether the bench's own generator can be believed.
+fn oha_case(b: &Bench, report: &mut Report) {
+    if !which("oha") {
+        println!("oha: not on PATH, skipped (`make bench-tools` installs it)");
+        return;
+    }
+    let route = &b.t.chat_buffered;
+    let (Some(gw), Some(sim)) = (oha(&route.gw, b.secs), oha(&route.sim, b.secs)) else {
+        println!("oha: did not run or its JSON was not understood");
+        return;
+    };
+    report.sent_ok += gw.ok;
+    let added = [
+        gw.p50.saturating_sub(sim.p50),
+        gw.p99.saturating_sub(sim.p99),
+    ];
+    for (case, [p50, p99], rate) in [
+        ("oha: buffered, gateway", [gw.p50, gw.p99], gw.rate),
+        (
+            "oha: buffered, upstream alone",
+            [sim.p50, sim.p99],
+            sim.rate,
+        ),
+    ] {
+        println!("{case:<56} {p50:>9} {p99:>9} {:>9} {rate:>9.0}", "—");
+    }
+    let case = format!("oha: buffered, added @ {RATE}/s");
+    println!("{case:<56} {:>9} {:>9} {:>9}", added[0], added[1], "—");
+    report.json.insert(
+        "oha".into(),
+        json!({"rate": RATE, "connections": 32,
+               "gateway_us": {"p50": gw.p50, "p99": gw.p99}, "gateway_rate": gw.rate,
+               "upstream_alone_us": {"p50": sim.p50, "p99": sim.p99},
+               "added_us": {"p50": added[0], "p99": added[1]}}),
+    );
+}
+
+/// `oha` on `target` for `secs`; `None` when it did not run or said something unexpected.
+fn oha(target: &Target, secs: u64) -> Option<Oha> {
+    // JSON out: `--output-format json` in today's oha (1.16 rejects `-j`); `-j`, the spelling
+    // of the independent measurement's older oha, as the fallback.
+    let report = [&["--output-format", "json"][..], &["-j"]]
+        .into_iter()
+        .find_map(|format| oha_json(target, secs, format))?;
+    // oha reports seconds.
+    let micros = |q: &str| Some((report["latencyPercentiles"][q].as_f64()? * 1e6).round() as u64);
+    Some(Oha {
+        p50: micros("p50")?,
+        p99: micros("p99")?,
+        ok: report["statusCodeDistribution"]["200"]
+            .as_u64()
+            .unwrap_or(0),
+        rate: report["summary"]["requestsPerSec"].as_f64()?,
+    })
+}
+
+fn oha_json(target: &Target, secs: u64, format: &[&str]) -> Option<Value> {
+    let mut command = Command::new("oha");
+    command
+        .args(["--no-tui", "--latency-correction", "-c", "32"])
+        .args(format)
+        .args(["-q", &RATE.to_string(), "-z", &format!("{secs}s")])
+        .args(["-m", "POST", "-d", &target.body])
+        .args(["-H", "content-type: application/json"]);
+    for (k, v) in &target.headers {
+        command.arg("-H").arg(format!("{k}: {v}"));
+    }
+    let url = format!("http://{}{}", target.addr, target.path);
+    let out = command.arg(url).stderr(Stdio::null()).output().ok()?;
+    serde_json::from_slice(&out.stdout).ok()
 }
 
 /// Prints the budget table and writes the JSON report.
