@@ -5,7 +5,7 @@ CONF ?= conf/tollgate.yaml
 TOLLGATE_TEST_PG_URL ?= postgres://postgres@127.0.0.1:5432/test
 export TOLLGATE_TEST_PG_URL
 
-.PHONY: run build test lint bench soak fuzz demo venv deps pg browser-deps agent-deps clean
+.PHONY: run build test lint bench bench-tools soak fuzz demo venv deps pg browser-deps agent-deps clean
 
 ## Build (release) and start the gateway on the embedded SQLite store with the default catalog.
 run: deps
@@ -97,8 +97,9 @@ lint: deps
 ## cost, key lookup, admission), the ledger writer's throughput,
 ## then the load bench — the release gateway on core 0, the simulator and the load generator on
 ## core 1 — which prints each budget's pass/fail and writes target/bench/load-*.json.
-## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--only rates,max,journal,messages,streams,embeddings`,
-## `--store postgres://…`; BENCH_WRAP="perf record -g --" runs the gateway under a tool.
+## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--only rates,max,journal,doors,streams,embeddings,oha`,
+## `--store postgres://…`; BENCH_WRAP="perf record -g --" runs the gateway under a tool. The `oha`
+## case runs when oha is on PATH (`make bench-tools`).
 BENCH_ARGS ?=
 bench: deps
 	$(CARGO) bench --bench micro
@@ -107,6 +108,11 @@ bench: deps
 	$(CARGO) bench --bench load --no-run
 	$$(command -v taskset >/dev/null && [ $$(nproc) -gt 1 ] && echo taskset -c 1) \
 	  $(CARGO) bench --bench load -- $(BENCH_ARGS)
+
+## The load bench's outside opinion, not part of make test: oha, an HTTP load generator, from
+## crates.io into ~/.cargo/bin (the bench's `oha` case runs it when it is on PATH).
+bench-tools:
+	command -v oha >/dev/null 2>&1 || $(CARGO) install oha --locked
 
 ## The many-replica soak (docs/operations.md, "The soak"), not part of make test: SOAK_GATEWAYS
 ## release gateways (default 6) on a private PostgreSQL cluster, the simulator upstream, mixed
