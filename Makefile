@@ -97,9 +97,9 @@ lint: deps
 ## cost, key lookup, admission), the ledger writer's throughput,
 ## then the load bench — the release gateway on core 0, the simulator and the load generator on
 ## core 1 — which prints each budget's pass/fail and writes target/bench/load-*.json.
-## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--only rates,max,journal,doors,streams,embeddings,oha`,
+## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--only rates,max,journal,doors,streams,embeddings,oha,nginx`,
 ## `--store postgres://…`; BENCH_WRAP="perf record -g --" runs the gateway under a tool. The `oha`
-## case runs when oha is on PATH (`make bench-tools`).
+## and `nginx` cases run when those are on PATH (`make bench-tools` installs both).
 BENCH_ARGS ?=
 bench: deps
 	$(CARGO) bench --bench micro
@@ -113,6 +113,7 @@ bench: deps
 ## crates.io into ~/.cargo/bin (the bench's `oha` case runs it when it is on PATH).
 bench-tools:
 	command -v oha >/dev/null 2>&1 || $(CARGO) install oha --locked
+	command -v nginx >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx-light
 
 ## The many-replica soak (docs/operations.md, "The soak"), not part of make test: SOAK_GATEWAYS
 ## release gateways (default 6) on a private PostgreSQL cluster, the simulator upstream, mixed

@@ -869,7 +869,7 @@ impl Bench {
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
-const CASES: [&str; 7] = [
+const CASES: [&str; 8] = [
     "rates",
     "max",
     "journal",
@@ -877,6 +877,7 @@ const CASES: [&str; 7] = [
     "streams",
     "embeddings",
     "oha",
+    "nginx",
 ];
 
 #[tokio::main(flavor = "current_thread")]
@@ -927,7 +928,8 @@ async fn main() {
             "doors" => doors(&b, &mut report).await,
             "streams" => streams(&b, &mut report).await,
             "embeddings" => embeddings(&b, &mut report).await,
-            _ => oha_case(&b, &mut report),
+            "oha" => oha_case(&b, &mut report),
+            _ => nginx_case(&b, &mut report).await,
         }
     }
     ledger_and_idle(&gw, &ws, idle_rss, &mut report).await;
@@ -1294,6 +1296,81 @@ async fn streams(b: &Bench, report: &mut Report) {
     );
     report.check("concurrent streams peak RSS", peak as f64, "MB", 80.0);
     report.json.insert("concurrent_streams".into(), json!({"streams": n, "completed": completed, "rss_before_mb": before, "peak_rss_mb": peak, "cpu_seconds": cpu}));
+}
+
+/// The floor: what a proxy that does nothing but proxy adds in the gateway's place. nginx (when
+/// on PATH: `make bench-tools` installs it), one worker pinned to the gateway's core, keep-alive
+/// connections to the simulator, sent the simulator's own request at 50 and 2,000 req/s like the
+/// gateway's `rates` cases. No budget: it shows how much of the gateway's added time is this
+/// machine's (two more loopback hops, two more cores woken) rather than the gateway's.
+async fn nginx_case(b: &Bench, report: &mut Report) {
+    if !which("nginx") {
+        println!("nginx: not on PATH, skipped (`make bench-tools` installs it)");
+        return;
+    }
+    let Some((_nginx, addr)) = start_nginx(0, &b.sim_url) else {
+        println!("nginx: did not start, skipped");
+        return;
+    };
+    let sim = &b.t.chat_buffered.sim;
+    // The same request, sent to nginx (its `host` header names the simulator: nginx ignores it).
+    let through = Target {
+        addr,
+        ..sim.clone()
+    };
+    let route = Route {
+        gw: through,
+        sim: sim.clone(),
+    };
+    let mut measured = serde_json::Map::new();
+    for (rate, conns) in [(LOW_RATE, 4), (RATE, 64)] {
+        let secs = if rate == LOW_RATE {
+            b.secs.max(LOW_RATE_SAMPLES.div_ceil(LOW_RATE))
+        } else {
+            b.secs
+        };
+        let v = versus(&route, rate, secs, conns).await;
+        v.row("nginx, the floor: added", v.added());
+        measured.insert(rate.to_string(), v.json());
+    }
+    report.json.insert("nginx".into(), Value::Object(measured));
+}
+
+/// nginx on `core` with one worker, proxying to `sim` over kept-alive connections; it and the
+/// address it listens on.
+fn start_nginx(core: usize, sim: &str) -> Option<(Proc, String)> {
+    let dir = tempfile::tempdir().ok()?.keep();
+    let port = free_port();
+    let upstream = sim.trim_start_matches("http://");
+    let d = dir.display();
+    let conf = format!(
+        "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log error;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{ access_log off; client_body_temp_path {d}; proxy_temp_path {d};\n\
+         upstream sim {{ server {upstream}; keepalive 256; }}\n\
+         server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://sim; \
+         proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }} }}\n"
+    );
+    std::fs::write(dir.join("nginx.conf"), conf).ok()?;
+    let child = pinned(core, "nginx")
+        .arg("-c")
+        .arg(dir.join("nginx.conf"))
+        .arg("-p")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let proc = Proc(child);
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Some((proc, addr))
 }
 
 /// What oha measured in one run.
