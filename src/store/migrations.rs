@@ -120,6 +120,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "ledger_writer",
         sql: include_str!("../../sql/postgres/0019_ledger_writer.sql"),
     },
+    Migration {
+        version: 20,
+        name: "checks",
+        sql: include_str!("../../sql/postgres/0020_checks.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -218,6 +223,11 @@ pub const SQLITE: &[Migration] = &[
         version: 19,
         name: "ledger_writer",
         sql: include_str!("../../sql/sqlite/0019_ledger_writer.sql"),
+    },
+    Migration {
+        version: 20,
+        name: "checks",
+        sql: include_str!("../../sql/sqlite/0020_checks.sql"),
     },
 ];
 

@@ -507,9 +507,10 @@ async fn sqlite_books_survive_the_aliases_and_messages_migration() {
             |r| r.get(0),
         )
         .unwrap();
-    // Every later version keeps accepting 'messages' (0012 adds 'responses').
+    // Every later version keeps accepting 'messages' (0012 adds 'responses'; 0020 writes the
+    // lists as ORs).
     assert!(
-        create.contains("endpoint IN ('chat', 'embeddings', 'messages'"),
+        create.contains("endpoint = 'messages'"),
         "{create}"
     );
     conn.pragma_update(None, "foreign_keys", true).unwrap();
@@ -663,7 +664,7 @@ async fn sqlite_books_survive_the_responses_migration() {
         )
         .unwrap();
     assert!(
-        create.contains("endpoint IN ('chat', 'embeddings', 'messages', 'responses')"),
+        create.contains("endpoint = 'responses'"),
         "{create}"
     );
     conn.pragma_update(None, "foreign_keys", true).unwrap();
@@ -1165,4 +1166,72 @@ async fn sqlite_books_survive_the_partitions_migration() {
     let refused = |sql: &str| conn.execute_batch(sql).is_err();
     assert!(refused("DELETE FROM ledger_entries"), "still append-only");
     assert!(refused("DELETE FROM usage_records"), "still append-only");
+}
+
+/// Temporary b-trees SQLite builds to run `insert` (its CHECKs and triggers included).
+fn temporary_btrees(conn: &rusqlite::Connection, insert: &str) -> usize {
+    let mut explain = conn.prepare(&format!("EXPLAIN {insert}")).unwrap();
+    let ops = explain.query_map([], |r| r.get::<_, String>(1)).unwrap();
+    ops.filter(|op| op.as_deref() == Ok("OpenEphemeral"))
+        .count()
+}
+
+/// What the ledger writer inserts for a record: the record (its trigger writes to change_log)
+/// and its debit.
+const WRITER_INSERTS: [&str; 2] = [
+    "INSERT INTO usage_records (endpoint, outcome) VALUES ('chat', 'complete')",
+    "INSERT INTO ledger_entries (kind) VALUES ('debit')",
+];
+
+#[tokio::test]
+async fn sqlite_books_survive_the_checks_migration_and_records_build_no_temporary_btrees() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v19.db");
+    let before = migrations::migrations(Dialect::Sqlite)
+        .iter()
+        .position(|m| m.name == "checks")
+        .unwrap();
+    sqlite_at(&path, before, "");
+    let store = SqliteStore::open(path.to_str().unwrap()).unwrap();
+    let records = books_of_three_months(&store).await;
+    let balances = store.balances().await.unwrap();
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    // The feed was pruned: its high-water mark is above every row left.
+    let high: i64 = conn
+        .query_row("SELECT MAX(seq) FROM change_log", [], |r| r.get(0))
+        .unwrap();
+    conn.execute_batch("DELETE FROM change_log").unwrap();
+    let built: usize = WRITER_INSERTS
+        .iter()
+        .map(|i| temporary_btrees(&conn, i))
+        .sum();
+    assert!(built >= 3, "before: {built}");
+
+    assert_eq!(
+        store.migrate().await.unwrap(),
+        pending_after(Dialect::Sqlite, before)
+    );
+    books_survive_0018(&store, &records, &balances).await;
+    // A connection compiles with the schema it last read: open one on the new schema.
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    for insert in WRITER_INSERTS {
+        assert_eq!(temporary_btrees(&conn, insert), 0, "{insert}");
+    }
+    // The rules hold as before: kinds outside the lists are refused, the tables append-only,
+    // and a change's seq is never one handed out before the rebuild.
+    let refused = |sql: &str| conn.execute_batch(sql).is_err();
+    assert!(refused(
+        "INSERT INTO change_log (kind, ref_id) VALUES ('nope', 'x')"
+    ));
+    assert!(refused("DELETE FROM ledger_entries"), "still append-only");
+    assert!(
+        refused("UPDATE usage_records SET endpoint = 'embeddings'"),
+        "still append-only"
+    );
+    conn.execute_batch("INSERT INTO change_log (kind, ref_id) VALUES ('spend', 'x')")
+        .unwrap();
+    let seq: i64 = conn
+        .query_row("SELECT MAX(seq) FROM change_log", [], |r| r.get(0))
+        .unwrap();
+    assert!(seq > high, "{seq} after {high}");
 }
