@@ -32,7 +32,7 @@ use serde::Serialize;
 use super::answer::{stop_reason, UsageOut};
 use crate::api::error::stream_error_frame;
 use crate::api::{Door, Usage};
-use crate::doors::chat_in::{ChunkIn, MessageIn, ToolCallIn};
+use crate::doors::chat_in::{read, ChunkIn, MessageIn, ToolCallIn};
 use crate::doors::rechunk::ChatFrames;
 use crate::providers::{ResponseCx, StreamTranslator};
 
@@ -89,7 +89,7 @@ impl Events {
         if self.failed || data == b"[DONE]" || data.trim_ascii().is_empty() {
             return;
         }
-        let chunk: ChunkIn = match serde_json::from_slice(data) {
+        let chunk: ChunkIn = match read(data) {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("upstream stream could not be read: {e}");

@@ -53,7 +53,7 @@ use super::answer::{
 };
 use super::reasoning::Detail;
 use crate::api::Usage;
-use crate::doors::chat_in::{ChunkIn, MessageIn, ReasoningDetailIn, ToolCallIn};
+use crate::doors::chat_in::{read, ChunkIn, MessageIn, ReasoningDetailIn, ToolCallIn};
 use crate::doors::rechunk::ChatFrames;
 use crate::providers::{ResponseCx, StreamTranslator};
 
@@ -221,7 +221,7 @@ impl Events {
         if self.ended || data == b"[DONE]" || data.trim_ascii().is_empty() {
             return;
         }
-        let chunk: ChunkIn = match serde_json::from_slice(data) {
+        let chunk: ChunkIn = match read(data) {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("upstream stream could not be read: {e}");
