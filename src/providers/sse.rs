@@ -186,11 +186,36 @@ pub(crate) fn find_eol(buf: &[u8]) -> Option<usize> {
 /// Appends `data: <json>\n\n`.
 pub fn write_json<T: Serialize>(out: &mut BytesMut, value: &T) {
     out.extend_from_slice(b"data: ");
-    // Serialising our own structs cannot fail; an empty object keeps the frame well-formed.
-    if serde_json::to_writer(out.writer(), value).is_err() {
+    append_json(out, value);
+    out.extend_from_slice(b"\n\n");
+}
+
+/// Appends `value` as JSON. Serialising our own structs cannot fail; should it, an empty object
+/// keeps the frame well-formed.
+pub(crate) fn append_json<T: Serialize>(out: &mut BytesMut, value: &T) {
+    if serde_json::to_writer(Append(out), value).is_err() {
         out.extend_from_slice(b"{}");
     }
-    out.extend_from_slice(b"\n\n");
+}
+
+/// `out` as an `io::Write` that appends every write whole (`BufMut::writer` goes through
+/// `BufMut`'s chunked copy for each of the many small writes a serialiser makes).
+struct Append<'a>(&'a mut BytesMut);
+
+impl std::io::Write for Append<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        self.0.extend_from_slice(buf);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Appends `data: <raw bytes>\n\n` for a payload that is already JSON.

@@ -34,6 +34,7 @@ use crate::api::error::stream_error_frame;
 use crate::api::{Door, Usage};
 use crate::doors::chat_in::{read, ChunkIn, MessageIn, ToolCallIn};
 use crate::doors::rechunk::ChatFrames;
+use crate::providers::sse::append_json;
 use crate::providers::{ResponseCx, StreamTranslator};
 
 /// Anthropic events over the OpenAI frames of `inner`.
@@ -318,10 +319,7 @@ fn write_event<T: Serialize>(out: &mut BytesMut, name: &str, value: &T) {
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\ndata: ");
-    // Serialising our own structs cannot fail; an empty object keeps the event well-formed.
-    if serde_json::to_writer(out.writer(), value).is_err() {
-        out.extend_from_slice(b"{}");
-    }
+    append_json(out, value);
     out.extend_from_slice(b"\n\n");
 }
 
