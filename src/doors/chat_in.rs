@@ -123,6 +123,17 @@ pub(crate) struct FunctionIn<'a> {
     pub arguments: Option<Str<'a>>,
 }
 
+/// Reads what the chat adapter wrote (a completion, a stream frame). It wrote JSON text, so
+/// the bytes are checked as UTF-8 once, whole, rather than string by string as
+/// `serde_json::from_slice` does; bytes that are not UTF-8 go to `from_slice` anyway, for its
+/// own error.
+pub(crate) fn read<'a, T: Deserialize<'a>>(json: &'a [u8]) -> serde_json::Result<T> {
+    match std::str::from_utf8(json) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(json),
+    }
+}
+
 /// A list that may be sent as `null`: empty.
 pub(crate) fn null_as_empty<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
 where

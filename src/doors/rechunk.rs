@@ -8,7 +8,7 @@
 
 use bytes::BytesMut;
 
-use crate::providers::sse::SseFramer;
+use crate::providers::sse::{find_eol, SseFramer};
 use crate::providers::StreamTranslator;
 
 /// The inner translator, fed whole upstream lines; its output framed again.
@@ -88,11 +88,7 @@ impl ChatFrames {
 /// The end (exclusive) of the first complete line at or after `from`: after `\n`, `\r\n`, or
 /// a `\r` known not to be the first half of `\r\n`.
 fn line_end(buf: &[u8], from: usize) -> Option<usize> {
-    let rel = buf
-        .get(from..)?
-        .iter()
-        .position(|&b| b == b'\n' || b == b'\r')?;
-    let i = from.saturating_add(rel);
+    let i = from.saturating_add(find_eol(buf.get(from..)?)?);
     match (buf[i], buf.get(i.saturating_add(1))) {
         (b'\r', Some(b'\n')) => Some(i.saturating_add(2)),
         (b'\r', None) => None,

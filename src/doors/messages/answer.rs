@@ -8,11 +8,11 @@
 use std::borrow::Cow;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
-use crate::api::{Str, Usage};
-use crate::doors::chat_in::{FunctionIn, MessageIn};
+use crate::api::Usage;
+use crate::doors::chat_in::{read, CompletionIn, FunctionIn};
 use crate::providers::{ResponseCx, TranslateError};
 
 /// The Anthropic message for `completion` (the first choice), with `usage` and `cx`'s id and
@@ -22,12 +22,9 @@ pub fn to_message(
     usage: &Usage,
     cx: &ResponseCx,
 ) -> Result<Bytes, TranslateError> {
-    let c: CompletionIn =
-        serde_json::from_slice(completion).map_err(|e| TranslateError::Json(e.to_string()))?;
+    let c: CompletionIn = read(completion).map_err(|e| TranslateError::Json(e.to_string()))?;
     let choice = c
-        .choices
-        .into_iter()
-        .min_by_key(|ch| ch.index)
+        .first_choice()
         .ok_or_else(|| TranslateError::Shape("a completion without choices".into()))?;
     let mut m = choice.message;
     let mut content = Vec::with_capacity(2 + m.tool_calls.len());
@@ -75,8 +72,10 @@ pub fn to_message(
         stop_sequence: None,
         usage: UsageOut::of(usage),
     };
-    serde_json::to_vec(&message)
-        .map(Bytes::from)
+    // About the completion's size: the same text in another envelope.
+    let mut body = Vec::with_capacity(completion.len());
+    serde_json::to_writer(&mut body, &message)
+        .map(|()| Bytes::from(body))
         .map_err(|e| TranslateError::Shape(e.to_string()))
 }
 
@@ -173,22 +172,6 @@ enum Block<'a> {
         name: Cow<'a, str>,
         input: Input,
     },
-}
-
-#[derive(Deserialize)]
-struct CompletionIn<'a> {
-    #[serde(borrow, default)]
-    choices: Vec<ChoiceIn<'a>>,
-}
-
-#[derive(Deserialize)]
-struct ChoiceIn<'a> {
-    #[serde(default)]
-    index: u32,
-    #[serde(borrow)]
-    message: MessageIn<'a>,
-    #[serde(borrow, default)]
-    finish_reason: Option<Str<'a>>,
 }
 
 #[cfg(test)]

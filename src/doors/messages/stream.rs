@@ -32,8 +32,9 @@ use serde::Serialize;
 use super::answer::{stop_reason, UsageOut};
 use crate::api::error::stream_error_frame;
 use crate::api::{Door, Usage};
-use crate::doors::chat_in::{ChunkIn, MessageIn, ToolCallIn};
+use crate::doors::chat_in::{read, ChunkIn, MessageIn, ToolCallIn};
 use crate::doors::rechunk::ChatFrames;
+use crate::providers::sse::append_json;
 use crate::providers::{ResponseCx, StreamTranslator};
 
 /// Anthropic events over the OpenAI frames of `inner`.
@@ -89,7 +90,7 @@ impl Events {
         if self.failed || data == b"[DONE]" || data.trim_ascii().is_empty() {
             return;
         }
-        let chunk: ChunkIn = match serde_json::from_slice(data) {
+        let chunk: ChunkIn = match read(data) {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("upstream stream could not be read: {e}");
@@ -318,10 +319,7 @@ fn write_event<T: Serialize>(out: &mut BytesMut, name: &str, value: &T) {
     out.extend_from_slice(b"event: ");
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b"\ndata: ");
-    // Serialising our own structs cannot fail; an empty object keeps the event well-formed.
-    if serde_json::to_writer(out.writer(), value).is_err() {
-        out.extend_from_slice(b"{}");
-    }
+    append_json(out, value);
     out.extend_from_slice(b"\n\n");
 }
 

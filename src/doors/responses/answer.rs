@@ -40,7 +40,7 @@ use serde::Serialize;
 use super::names::split_name;
 use super::reasoning::{self, Detail};
 use crate::api::{Str, Usage};
-use crate::doors::chat_in::{CompletionIn, FunctionIn, ReasoningDetailIn};
+use crate::doors::chat_in::{read, CompletionIn, FunctionIn, ReasoningDetailIn};
 use crate::providers::{ResponseCx, TranslateError};
 
 /// The `response` object for `completion` (the first choice), with `usage` and `cx`'s id and
@@ -50,8 +50,7 @@ pub fn to_response(
     usage: &Usage,
     cx: &ResponseCx,
 ) -> Result<Bytes, TranslateError> {
-    let c: CompletionIn =
-        serde_json::from_slice(completion).map_err(|e| TranslateError::Json(e.to_string()))?;
+    let c: CompletionIn = read(completion).map_err(|e| TranslateError::Json(e.to_string()))?;
     let choice = c
         .first_choice()
         .ok_or_else(|| TranslateError::Shape("a completion without choices".into()))?;
@@ -309,10 +308,13 @@ pub(super) fn render(
         metadata: Empty {},
         usage: usage.map(UsageOut::of),
     };
+    // Room for the fixed fields without growing; an answer's text grows it once or twice.
+    let mut body = Vec::with_capacity(1024);
     // Our own structs, string keys only: serialising cannot fail.
-    serde_json::to_vec(&response)
-        .map(Bytes::from)
-        .unwrap_or_default()
+    match serde_json::to_writer(&mut body, &response) {
+        Ok(()) => Bytes::from(body),
+        Err(_) => Bytes::new(),
+    }
 }
 
 /// One output item, as `response.output` and the stream's `output_item` events carry it.

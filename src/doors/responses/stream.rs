@@ -44,7 +44,7 @@
 
 use std::collections::HashSet;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use serde::Serialize;
 
 use super::answer::{
@@ -53,8 +53,9 @@ use super::answer::{
 };
 use super::reasoning::Detail;
 use crate::api::Usage;
-use crate::doors::chat_in::{ChunkIn, MessageIn, ReasoningDetailIn, ToolCallIn};
+use crate::doors::chat_in::{read, ChunkIn, MessageIn, ReasoningDetailIn, ToolCallIn};
 use crate::doors::rechunk::ChatFrames;
+use crate::providers::sse::append_json;
 use crate::providers::{ResponseCx, StreamTranslator};
 
 /// Responses events over the OpenAI frames of `inner`.
@@ -221,7 +222,7 @@ impl Events {
         if self.ended || data == b"[DONE]" || data.trim_ascii().is_empty() {
             return;
         }
-        let chunk: ChunkIn = match serde_json::from_slice(data) {
+        let chunk: ChunkIn = match read(data) {
             Ok(c) => c,
             Err(e) => {
                 let message = format!("upstream stream could not be read: {e}");
@@ -649,10 +650,7 @@ impl Writer {
             sequence_number: self.seq,
             body,
         };
-        // Serialising our own structs cannot fail; an empty object keeps the event well-formed.
-        if serde_json::to_writer(out.writer(), &ev).is_err() {
-            out.extend_from_slice(b"{}");
-        }
+        append_json(out, &ev);
         out.extend_from_slice(b"\n\n");
         self.seq = self.seq.saturating_add(1);
     }
