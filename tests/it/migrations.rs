@@ -509,10 +509,7 @@ async fn sqlite_books_survive_the_aliases_and_messages_migration() {
         .unwrap();
     // Every later version keeps accepting 'messages' (0012 adds 'responses'; 0020 writes the
     // lists as ORs).
-    assert!(
-        create.contains("endpoint = 'messages'"),
-        "{create}"
-    );
+    assert!(create.contains("endpoint = 'messages'"), "{create}");
     conn.pragma_update(None, "foreign_keys", true).unwrap();
     let fk_problems: i64 = conn
         .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
@@ -663,10 +660,7 @@ async fn sqlite_books_survive_the_responses_migration() {
             |r| r.get(0),
         )
         .unwrap();
-    assert!(
-        create.contains("endpoint = 'responses'"),
-        "{create}"
-    );
+    assert!(create.contains("endpoint = 'responses'"), "{create}");
     conn.pragma_update(None, "foreign_keys", true).unwrap();
     let fk_problems: i64 = conn
         .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
