@@ -10,7 +10,7 @@ use crate::api::{Door, GatewayError, Usage};
 use crate::billing::journal::Entry;
 use crate::store::UsageRecord;
 
-use super::timing::{ServerTiming, Stamp};
+use super::timing::{Clock, Stamp};
 
 pub struct Ctx {
     /// `x-request-id` as sent, when usable (`admission::client_request_id`).
@@ -102,13 +102,17 @@ impl Ctx {
             .checked_duration_since(self.upstream_at?)
     }
 
+    /// When the request's phases happened, for its `Server-Timing`.
+    pub fn clock(&self) -> Clock {
+        Clock {
+            started: self.started,
+            upstream_at: self.upstream_at,
+            answered_at: self.first_byte_at,
+        }
+    }
+
     /// What the answer's head carries, as of now; the gateway's time is kept for the metrics.
     pub fn stamp(&mut self) -> Stamp {
-        let timing = ServerTiming::at(self.started, self.upstream_time(), Instant::now());
-        self.gateway_time.get_or_insert(timing.gateway);
-        Stamp {
-            request_id: self.request_id.clone(),
-            timing,
-        }
+        self.clock().stamp(&self.request_id, &mut self.gateway_time)
     }
 }

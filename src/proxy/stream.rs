@@ -24,7 +24,7 @@ use tokio::time::Sleep;
 use super::ctx::Ctx;
 use super::failover::{client_error, Attempt, Failover, Outbound};
 use super::respond;
-use super::timing::{ServerTiming, Stamp};
+use super::timing::{Clock, Stamp};
 use crate::admission::Admitted;
 use crate::api::error::Blame;
 use crate::api::{Door, GatewayError};
@@ -121,10 +121,9 @@ struct Client<'s> {
     session: &'s mut Session,
     request_id: Arc<str>,
     door: Door,
-    /// When the request's head was read, and the upstream's time to its first bytes once an
-    /// attempt answered: what the `Server-Timing` of the `200` (or error) says.
-    started: Instant,
-    upstream: Option<Duration>,
+    /// When the request's phases happened (kept up to date by the attempts): what the
+    /// `Server-Timing` of the `200` (or error) says.
+    clock: Clock,
     /// The gateway's time the answer's head reported.
     gateway_time: Option<Duration>,
     header_sent: bool,
@@ -143,8 +142,7 @@ impl<'s> Client<'s> {
             session,
             request_id: ctx.request_id.clone(),
             door,
-            started: ctx.started,
-            upstream: None,
+            clock: ctx.clock(),
             gateway_time: None,
             header_sent: false,
             content_sent: false,
@@ -194,12 +192,7 @@ impl<'s> Client<'s> {
 
     /// The answer's head's stamp, as of now.
     fn stamp(&mut self) -> Stamp {
-        let timing = ServerTiming::at(self.started, self.upstream, Instant::now());
-        self.gateway_time.get_or_insert(timing.gateway);
-        Stamp {
-            request_id: self.request_id.clone(),
-            timing,
-        }
+        self.clock.stamp(&self.request_id, &mut self.gateway_time)
     }
 
     /// What is sent to keep a silent stream alive.
@@ -272,6 +265,11 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
         request: UpstreamRequest,
     ) -> Result<(), CallFailure> {
         let endpoint = &admitted.route.endpoint;
+        // While this attempt is awaited, a keep-alive that commits the `200` says so.
+        self.client.clock = Clock {
+            answered_at: None,
+            ..ctx.clock()
+        };
         let open = self
             .outbound
             .client
@@ -279,7 +277,7 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
         let relayed = match self.client.awaiting(open).await {
             Ok(mut response) => {
                 ctx.first_byte_at = Some(Instant::now());
-                self.client.upstream = ctx.upstream_time();
+                self.client.clock = ctx.clock();
                 ctx.upstream_status = Some(response.status);
                 ctx.upstream_request_id = response.request_id.take();
                 self.relay(ctx, admitted, response).await

@@ -49,6 +49,40 @@ pub struct Stamp {
     pub timing: ServerTiming,
 }
 
+/// When a request's phases happened: its head read, its first upstream call, the answering
+/// upstream's answer (or its first bytes).
+#[derive(Clone, Copy)]
+pub struct Clock {
+    pub started: Instant,
+    pub upstream_at: Option<Instant>,
+    pub answered_at: Option<Instant>,
+}
+
+impl Clock {
+    /// The timing as of `now`. A call still awaited counts as the upstream's time so far: a
+    /// stream's `200` committed by a keep-alive while the upstream thinks is not the gateway's
+    /// time.
+    pub fn timing(&self, now: Instant) -> ServerTiming {
+        let upstream = self.upstream_at.map(|at| {
+            self.answered_at
+                .unwrap_or(now)
+                .saturating_duration_since(at)
+        });
+        ServerTiming::at(self.started, upstream, now)
+    }
+
+    /// `request_id`'s stamp as of now; `said` keeps the first gateway time told (the metrics'
+    /// figure).
+    pub fn stamp(&self, request_id: &Arc<str>, said: &mut Option<Duration>) -> Stamp {
+        let timing = self.timing(Instant::now());
+        said.get_or_insert(timing.gateway);
+        Stamp {
+            request_id: request_id.clone(),
+            timing,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +98,25 @@ mod tests {
         // Clocks read in another order cannot make the gateway's share negative.
         let t = ServerTiming::at(started, Some(Duration::from_secs(1)), now);
         assert_eq!(t.gateway, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_call_still_awaited_is_the_upstreams_time_so_far() {
+        let started = Instant::now();
+        let clock = Clock {
+            started,
+            upstream_at: Some(started + Duration::from_micros(40)),
+            answered_at: None,
+        };
+        let t = clock.timing(started + Duration::from_secs(15));
+        assert_eq!(t.gateway, Duration::from_micros(40));
+        let answered = Clock {
+            answered_at: Some(started + Duration::from_millis(2)),
+            ..clock
+        };
+        let t = answered.timing(started + Duration::from_millis(3));
+        assert_eq!(t.upstream, Some(Duration::from_micros(1_960)));
+        assert_eq!(t.gateway, Duration::from_micros(1_040));
     }
 
     #[test]
