@@ -125,6 +125,18 @@ struct Gateway {
     _dir: tempfile::TempDir,
 }
 
+/// Whether something accepts connections on `addr` within `within`.
+fn listening(addr: &str, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while std::net::TcpStream::connect(addr).is_err() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -184,11 +196,10 @@ impl Gateway {
                 .unwrap(),
         );
         let addr = format!("127.0.0.1:{port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(&addr).is_err() {
-            assert!(Instant::now() < deadline, "the gateway did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        assert!(
+            listening(&addr, Duration::from_secs(30)),
+            "the gateway did not start"
+        );
         Gateway {
             proc,
             addr,
@@ -1011,12 +1022,18 @@ const LOW_RATE: u64 = 50;
 /// Requests the low-rate case needs for a p50 worth budgeting, `--quick` or not.
 const LOW_RATE_SAMPLES: u64 = 600;
 
+/// How long a low-rate run lasts: long enough for [`LOW_RATE_SAMPLES`].
+fn low_rate_secs(b: &Bench) -> u64 {
+    b.secs.max(LOW_RATE_SAMPLES.div_ceil(LOW_RATE))
+}
+
 /// Buffered chat at 50 req/s on 4 connections: each connection waits 80 ms between requests and
 /// the gateway's core sleeps between them, so what is measured includes waking it — the cost a
 /// lightly used gateway pays on every request.
 async fn low_rate(b: &Bench, report: &mut Report) {
-    let secs = b.secs.max(LOW_RATE_SAMPLES.div_ceil(LOW_RATE));
-    let v = report.versus(&b.t.chat_buffered, LOW_RATE, secs, 4).await;
+    let v = report
+        .versus(&b.t.chat_buffered, LOW_RATE, low_rate_secs(b), 4)
+        .await;
     v.row("buffered, 4 connections: added", v.added());
     report.check("buffered @50/s added p50", v.added()[0] as f64, "µs", 100.0);
     report.json.insert(format!("buffered_{LOW_RATE}"), v.json());
@@ -1308,7 +1325,7 @@ async fn nginx_case(b: &Bench, report: &mut Report) {
         println!("nginx: not on PATH, skipped (`make bench-tools` installs it)");
         return;
     }
-    let Some((_nginx, addr)) = start_nginx(0, &b.sim_url) else {
+    let Some((_nginx, addr, _dir)) = start_nginx(0, &b.sim_url) else {
         println!("nginx: did not start, skipped");
         return;
     };
@@ -1325,7 +1342,7 @@ async fn nginx_case(b: &Bench, report: &mut Report) {
     let mut measured = serde_json::Map::new();
     for (rate, conns) in [(LOW_RATE, 4), (RATE, 64)] {
         let secs = if rate == LOW_RATE {
-            b.secs.max(LOW_RATE_SAMPLES.div_ceil(LOW_RATE))
+            low_rate_secs(b)
         } else {
             b.secs
         };
@@ -1336,13 +1353,13 @@ async fn nginx_case(b: &Bench, report: &mut Report) {
     report.json.insert("nginx".into(), Value::Object(measured));
 }
 
-/// nginx on `core` with one worker, proxying to `sim` over kept-alive connections; it and the
-/// address it listens on.
-fn start_nginx(core: usize, sim: &str) -> Option<(Proc, String)> {
-    let dir = tempfile::tempdir().ok()?.keep();
+/// nginx on `core` with one worker, proxying to `sim` over kept-alive connections; it, the
+/// address it listens on, and its directory (removed when dropped).
+fn start_nginx(core: usize, sim: &str) -> Option<(Proc, String, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().ok()?;
     let port = free_port();
     let upstream = sim.trim_start_matches("http://");
-    let d = dir.display();
+    let d = dir.path().display();
     let conf = format!(
         "worker_processes 1;\ndaemon off;\npid {d}/nginx.pid;\nerror_log {d}/error.log error;\n\
          events {{ worker_connections 4096; }}\n\
@@ -1351,26 +1368,20 @@ fn start_nginx(core: usize, sim: &str) -> Option<(Proc, String)> {
          server {{ listen 127.0.0.1:{port}; location / {{ proxy_pass http://sim; \
          proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }} }}\n"
     );
-    std::fs::write(dir.join("nginx.conf"), conf).ok()?;
+    let conf_file = dir.path().join("nginx.conf");
+    std::fs::write(&conf_file, conf).ok()?;
     let child = pinned(core, "nginx")
         .arg("-c")
-        .arg(dir.join("nginx.conf"))
+        .arg(&conf_file)
         .arg("-p")
-        .arg(&dir)
+        .arg(dir.path())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .ok()?;
     let proc = Proc(child);
     let addr = format!("127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(&addr).is_err() {
-        if Instant::now() > deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Some((proc, addr))
+    listening(&addr, Duration::from_secs(10)).then_some((proc, addr, dir))
 }
 
 /// What oha measured in one run.
