@@ -36,32 +36,50 @@ impl Charge {
 /// `body` (a buffered answer, one JSON object) with the charge in its usage object; `None`
 /// when it has none (nothing is changed then).
 pub fn into_body(body: &[u8], charge: &Charge) -> Option<Vec<u8>> {
-    let (at, empty) = usage_end(body)?;
-    let members = charge.members();
-    let mut out = Vec::with_capacity(body.len() + members.len() + 1);
-    out.extend_from_slice(&body[..at]);
-    if !empty {
-        out.push(b',');
-    }
-    out.extend_from_slice(members.as_bytes());
-    out.extend_from_slice(&body[at..]);
-    Some(out)
+    let at = usage_end(body)?;
+    Some(splice(body, at, charge))
 }
 
 /// `frames` (complete SSE events whose data is on one `data:` line) with the charge in the last
 /// usage object they carry; `None` when they carry none.
 pub fn into_frames(frames: &[u8], charge: &Charge) -> Option<Vec<u8>> {
-    let (start, end) = last_data_with_usage(frames)?;
-    let data = into_body(&frames[start..end], charge)?;
-    let mut out = Vec::with_capacity(frames.len() + data.len() - (end - start));
-    out.extend_from_slice(&frames[..start]);
-    out.extend_from_slice(&data);
-    out.extend_from_slice(&frames[end..]);
-    Some(out)
+    let at = last_usage_end(frames)?;
+    Some(splice(frames, at, charge))
 }
 
-/// The byte range of the last `data:` line's JSON that has a usage object.
-fn last_data_with_usage(frames: &[u8]) -> Option<(usize, usize)> {
+/// `doc` with the charge's members added to the usage object that closes at `at`.
+fn splice(doc: &[u8], at: UsageEnd, charge: &Charge) -> Vec<u8> {
+    let members = charge.members();
+    let mut out = Vec::with_capacity(doc.len() + members.len() + 1);
+    out.extend_from_slice(&doc[..at.close]);
+    if !at.empty {
+        out.push(b',');
+    }
+    out.extend_from_slice(members.as_bytes());
+    out.extend_from_slice(&doc[at.close..]);
+    out
+}
+
+/// Where a usage object closes: the index of its `}`, and whether it has no members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct UsageEnd {
+    close: usize,
+    empty: bool,
+}
+
+impl UsageEnd {
+    /// The same place, in a document where what it was found in begins at `offset`.
+    fn shifted(self, offset: usize) -> Self {
+        Self {
+            close: offset + self.close,
+            ..self
+        }
+    }
+}
+
+/// Where the usage object of the last `data:` line that has one closes, in `frames`. Each line
+/// is read once: the frame found is spliced at the place found, not searched again.
+fn last_usage_end(frames: &[u8]) -> Option<UsageEnd> {
     let mut end = frames.len();
     while end > 0 {
         let start = frames[..end]
@@ -71,10 +89,11 @@ fn last_data_with_usage(frames: &[u8]) -> Option<(usize, usize)> {
         let line = &frames[start..end];
         if let Some(json) = line.strip_prefix(b"data:") {
             let offset = start + 5 + json.len() - json.trim_ascii_start().len();
-            let json = &frames[offset..end];
-            let json_end = offset + json.trim_ascii_end().len();
-            if json.starts_with(b"{") && usage_end(&frames[offset..json_end]).is_some() {
-                return Some((offset, json_end));
+            let json = frames[offset..end].trim_ascii_end();
+            if json.starts_with(b"{") {
+                if let Some(at) = usage_end(json) {
+                    return Some(at.shifted(offset));
+                }
             }
         }
         end = start.saturating_sub(1);
@@ -82,9 +101,8 @@ fn last_data_with_usage(frames: &[u8]) -> Option<(usize, usize)> {
     None
 }
 
-/// Where the usage object of `doc` closes (the index of its `}`), and whether it is empty:
-/// the top-level `usage`, else `response.usage`.
-fn usage_end(doc: &[u8]) -> Option<(usize, bool)> {
+/// Where the usage object of `doc` closes: the top-level `usage`, else `response.usage`.
+fn usage_end(doc: &[u8]) -> Option<UsageEnd> {
     let fields = object_fields(doc).ok()?;
     let field = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
     if let Some(usage) = field("usage") {
@@ -92,18 +110,19 @@ fn usage_end(doc: &[u8]) -> Option<(usize, bool)> {
     }
     let response = field("response")?;
     let inner = usage_end(response.get().as_bytes())?;
-    Some((offset_in(doc, response)? + inner.0, inner.1))
+    Some(inner.shifted(offset_in(doc, response)?))
 }
 
-/// The index in `doc` of the closing brace of `value` (a raw value borrowed from `doc`), if it
-/// is an object, and whether it is empty.
-fn object_end(doc: &[u8], value: &RawValue) -> Option<(usize, bool)> {
+/// Where `value` (a raw value borrowed from `doc`) closes in `doc`, if it is an object.
+fn object_end(doc: &[u8], value: &RawValue) -> Option<UsageEnd> {
     let text = value.get();
     if !text.starts_with('{') {
         return None;
     }
-    let empty = text[1..text.len() - 1].trim_ascii().is_empty();
-    Some((offset_in(doc, value)? + text.len() - 1, empty))
+    Some(UsageEnd {
+        close: offset_in(doc, value)? + text.len() - 1,
+        empty: text[1..text.len() - 1].trim_ascii().is_empty(),
+    })
 }
 
 /// Where `value`, borrowed from `doc`, begins in it.
@@ -178,6 +197,20 @@ mod tests {
         assert!(into_body(br#"{"id":"x"}"#, &charge()).is_none());
         assert!(into_body(b"not json", &charge()).is_none());
         assert!(into_frames(b"data: {\"x\":1}\n\ndata: [DONE]\n\n", &charge()).is_none());
+    }
+
+    #[test]
+    fn a_responses_stream_gets_it_in_its_completed_events_response() {
+        // The place found inside `response`, inside the line, inside the frames: three offsets.
+        let raw = "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"\\\"usage\\\":{}\"}\n\n\
+                   event: response.completed\ndata:  {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{ }},\"sequence_number\":2} \n\n";
+        let frames = into_frames(raw.as_bytes(), &charge()).unwrap();
+        let text = std::str::from_utf8(&frames).unwrap();
+        let (before, after) = raw.split_at(raw.find("{ }").unwrap() + 2);
+        assert_eq!(
+            text,
+            format!("{before}\"cost\":0.0012345,\"generation_id\":\"chatcmpl-1\"{after}")
+        );
     }
 
     #[test]
