@@ -451,6 +451,19 @@ impl Gateway {
         }
     }
 
+    /// Waits until the admin listener accepts connections too: [`start`](Self::start) waits
+    /// only for the client listener, and the two come up independently. (Not done by `start`
+    /// itself: its probe would hold one of the admin listener's capped connections.)
+    pub fn wait_for_admin(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::net::TcpStream::connect_timeout(&self.admin_addr(), Duration::from_millis(100))
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "admin listener did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// The running gateway's process id.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("the gateway runs").0.id()

@@ -281,6 +281,7 @@ async fn a_record_in_the_default_partition_is_on_the_metrics() {
 
     gw.stop();
     gw.start();
+    gw.wait_for_admin();
     let (_, text) = scrape(&gw, "/metrics", None).await;
     assert_eq!(sample(&text, series), Some(1.0), "{text}");
 }
