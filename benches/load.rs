@@ -873,10 +873,13 @@ struct Bench {
 
 impl Bench {
     fn postgres(&self) -> bool {
-        self.store
-            .as_deref()
-            .is_some_and(|s| s.starts_with("postgres"))
+        is_postgres(self.store.as_deref())
     }
+}
+
+/// Whether `--store` names a PostgreSQL database (SQLite without it).
+fn is_postgres(store: Option<&str>) -> bool {
+    store.is_some_and(|s| s.starts_with("postgres"))
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
@@ -950,7 +953,7 @@ async fn main() {
         ledger.counted += count_records(&gw, &ws, report.sent_ok).await;
     }
     ledger_and_idle(ledger, idle_rss.unwrap_or_default(), &mut report);
-    let store = if store.as_deref().is_some_and(|s| s.starts_with("postgres")) {
+    let store = if is_postgres(store.as_deref()) {
         "postgres"
     } else {
         "sqlite"
