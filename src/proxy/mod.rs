@@ -396,14 +396,19 @@ fn completing(
     answer: Option<&Bytes>,
 ) -> Option<Charge> {
     logging::journal(outbound.ledger, ctx, admitted);
+    let charge = ctx.journaled.as_ref().map(|j| Charge {
+        cost: j.record.cost,
+        id: j.record.id.clone(),
+    });
     if let Some(answer) = answer {
-        keep_answer(outbound.responses, admitted, ctx.started_at, answer);
+        // Kept as its client gets it, the charge in its usage: a later GET answers the same.
+        let charged = charge
+            .as_ref()
+            .and_then(|c| crate::doors::charge::into_body(answer, c));
+        let kept = charged.as_deref().unwrap_or(answer);
+        keep_answer(outbound.responses, admitted, ctx.started_at, kept);
     }
-    let record = &ctx.journaled.as_ref()?.record;
-    Some(Charge {
-        cost: record.cost,
-        id: record.id.clone(),
-    })
+    charge
 }
 
 /// Keeps a completed Responses answer with the conversation before it, when its client let the
@@ -412,7 +417,7 @@ fn keep_answer(
     keeper: &ResponseKeeper,
     admitted: &crate::admission::Admitted,
     started_at: chrono::DateTime<chrono::Utc>,
-    answer: &Bytes,
+    answer: &[u8],
 ) {
     let Some(items) = &admitted.kept_items else {
         return;

@@ -212,6 +212,17 @@ async fn a_response_stream_has_the_apis_events_in_order_and_ends_with_the_whole_
             completed["usage"]["output_tokens"].as_u64() > Some(0),
             "{completed}"
         );
+        let id = completed["id"].as_str().unwrap();
+        let (status, kept) = stored(&e.gw, &e.key, id, reqwest::Method::GET).await;
+        assert_eq!(status, 200, "{kept}");
+        assert!(
+            completed["usage"]["cost"].as_f64() > Some(0.0),
+            "{completed}"
+        );
+        assert_eq!(
+            kept["usage"], completed["usage"],
+            "{model}: kept as the stream ended it, its charge included"
+        );
     }
 }
 
@@ -382,6 +393,11 @@ async fn stored_responses_continue_conversations_within_their_workspace() {
         assert_eq!(status, 200, "{got}");
         assert_eq!(got["id"], id);
         assert_eq!(output_text(&got), output_text(&first));
+        assert!(first["usage"]["cost"].as_f64() > Some(0.0), "{first}");
+        assert_eq!(
+            got["usage"], first["usage"],
+            "{model}: kept as answered, its charge included"
+        );
 
         let (other_ws, other_key) = e.gw.workspace_with_key();
         let _ = other_ws;
