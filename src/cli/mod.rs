@@ -408,8 +408,8 @@ pub async fn run(cli: Cli, config: Config) -> Result<(), CliError> {
                 page_size: usize::try_from(page_size).unwrap_or(1000),
             };
             let env = |k: &str| std::env::var(k).ok();
-            let providers = &config.tollgate.providers;
-            let report = commands::check_catalog(store, providers, env, opts).await?;
+            let (providers, upstream) = (&config.tollgate.providers, &config.tollgate.upstream);
+            let report = commands::check_catalog(store, providers, upstream, env, opts).await?;
             render::print(json, &report, &render::drift(&report))?;
             drift_verdict(&report)
         }

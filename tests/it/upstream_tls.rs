@@ -136,6 +136,28 @@ async fn a_private_ca_in_ca_file_is_trusted() {
     assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
 }
 
+/// `catalog check` asks the listings with the upstream client's trust: through the CA file the
+/// Developer API's listing answers over TLS, and its route is listed rather than unchecked.
+#[tokio::test]
+async fn catalog_check_trusts_the_ca_file_too() {
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1", "localhost"]);
+    let gw = tls.trusting_the_ca().build();
+    let out = gw.cli_with_credentials(&["--json", "catalog", "check"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let route = report["routes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["model"] == "google/gemini-2.5-flash" && r["route"] == "gemini-api")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(route["status"], "listed", "{route}");
+    let stats = tls.stats().await;
+    assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
+}
+
 #[tokio::test]
 async fn context_cache_creation_trusts_the_ca_file_too() {
     let ca = TestCa::new();

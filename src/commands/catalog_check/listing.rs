@@ -19,9 +19,10 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use super::compare::{Listed, Listing, Surface, SurfaceKind};
-use crate::config::{ProvidersConf, VertexConf};
+use crate::config::{ProvidersConf, UpstreamConf, VertexConf};
 use crate::providers::{Credentials, Secret, TokenCell};
 use crate::upstream::credentials::{self, VertexAccount};
+use crate::upstream::roots::upstream_tls;
 
 /// Pages read from one listing at most (a provider looping on its page token ends here).
 pub const MAX_PAGES: usize = 50;
@@ -100,12 +101,15 @@ async fn vertex_token(
 }
 
 /// The listing client: the gateway reaches upstreams directly, so no proxy from the
-/// environment; every request bounded by `timeout`.
-pub fn client(timeout: Duration) -> Result<reqwest::Client, ListingError> {
+/// environment, and trusts what its upstream client trusts (`tollgate.upstream.ca_file`,
+/// `system_roots`); every request bounded by `timeout`.
+pub fn client(timeout: Duration, upstream: &UpstreamConf) -> Result<reqwest::Client, ListingError> {
+    let tls = upstream_tls(upstream).map_err(|e| ListingError::Transport(e.to_string()))?;
     reqwest::Client::builder()
         .timeout(timeout)
         .connect_timeout(timeout)
         .no_proxy()
+        .use_preconfigured_tls(tls)
         .build()
         .map_err(|e| ListingError::Transport(e.to_string()))
 }

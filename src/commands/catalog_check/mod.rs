@@ -11,7 +11,7 @@ use std::time::Duration;
 pub use compare::{DriftReport, RouteCheck, Status, SurfaceKind};
 
 use super::CommandResult;
-use crate::config::ProvidersConf;
+use crate::config::{ProvidersConf, UpstreamConf};
 use crate::store::Store;
 
 /// How the listings are asked.
@@ -24,10 +24,11 @@ pub struct CheckOptions {
 }
 
 /// Checks every catalog route against its surface's listing, with the conf's credentials
-/// (`env` reads the variables the conf names).
+/// (`env` reads the variables the conf names) and its upstream client's trust (`upstream`).
 pub async fn check_catalog(
     store: &dyn Store,
     providers: &ProvidersConf,
+    upstream: &UpstreamConf,
     env: impl Fn(&str) -> Option<String>,
     opts: CheckOptions,
 ) -> CommandResult<DriftReport> {
@@ -40,7 +41,7 @@ pub async fn check_catalog(
         )
     });
     let keys = listing::Keys::from_env(providers, env, need_vertex, opts.timeout).await;
-    let listings = match listing::client(opts.timeout) {
+    let listings = match listing::client(opts.timeout, upstream) {
         Ok(client) => listing::ask_all(&client, &keys, surfaces, opts.page_size).await,
         // Without a client nothing is asked: every surface is unchecked, for this reason.
         Err(e) => surfaces
