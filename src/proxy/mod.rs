@@ -401,27 +401,32 @@ fn completing(
         id: j.record.id.clone(),
     });
     if let Some(answer) = answer {
-        // Kept as its client gets it, the charge in its usage: a later GET answers the same.
-        let charged = charge
-            .as_ref()
-            .and_then(|c| crate::doors::charge::into_body(answer, c));
-        let kept = charged.as_deref().unwrap_or(answer);
-        keep_answer(outbound.responses, admitted, ctx.started_at, kept);
+        keep_answer(
+            outbound.responses,
+            admitted,
+            ctx.started_at,
+            answer,
+            charge.as_ref(),
+        );
     }
     charge
 }
 
 /// Keeps a completed Responses answer with the conversation before it, when its client let the
 /// gateway (`store`, [`Admitted::kept_items`]): what a later `previous_response_id` continues.
+/// It is kept as its client gets it, `charge` in its usage, so that a later GET answers the same.
 fn keep_answer(
     keeper: &ResponseKeeper,
     admitted: &crate::admission::Admitted,
     started_at: chrono::DateTime<chrono::Utc>,
     answer: &[u8],
+    charge: Option<&Charge>,
 ) {
     let Some(items) = &admitted.kept_items else {
         return;
     };
+    let charged = charge.and_then(|c| crate::doors::charge::into_body(answer, c));
+    let answer = charged.as_deref().unwrap_or(answer);
     let (Ok(items), Ok(response)) = (std::str::from_utf8(items), std::str::from_utf8(answer))
     else {
         return; // JSON the door wrote: never the case
