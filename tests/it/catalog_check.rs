@@ -45,7 +45,7 @@ fn check(gw: &Gateway, extra: &[&str]) -> (bool, Value, String) {
 }
 
 /// The route of `model` of `kind` in a report.
-fn route<'a>(report: &'a Value, model: &str, kind: &str) -> &'a Value {
+pub(crate) fn route<'a>(report: &'a Value, model: &str, kind: &str) -> &'a Value {
     report["routes"]
         .as_array()
         .unwrap()

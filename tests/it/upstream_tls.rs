@@ -147,12 +147,7 @@ async fn catalog_check_trusts_the_ca_file_too() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
-    let route = report["routes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["model"] == "google/gemini-2.5-flash" && r["route"] == "gemini-api")
-        .unwrap_or_else(|| panic!("{report:#}"));
+    let route = crate::catalog_check::route(&report, "google/gemini-2.5-flash", "gemini-api");
     assert_eq!(route["status"], "listed", "{route}");
     let stats = tls.stats().await;
     assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
