@@ -1,6 +1,6 @@
 //! The `chat.completion.chunk` a stream is made of, written by every family's stream
-//! translator (one choice per chunk). The final usage chunk and the error frame are written
-//! by `providers::sse`.
+//! translator (one choice per chunk), and the stream's last one, [`UsageChunk`]. The error
+//! frame is written by `providers::sse`.
 
 use serde::Serialize;
 
@@ -48,4 +48,11 @@ impl Delta<'_> {
         });
         (text + calls) as u64
     }
+}
+
+/// What the last chunk of a completed stream names besides its usage (it has no choices).
+pub struct UsageChunk<'a> {
+    pub id: &'a str,
+    pub created: i64,
+    pub model: &'a str,
 }

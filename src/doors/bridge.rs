@@ -7,13 +7,13 @@ use crate::api::{Door, GatewayError, RawRequest};
 use crate::catalog::Family;
 use crate::doors::{messages, responses};
 use crate::providers::{
-    anthropic, gemini, openai_compat, Adapter, Credentials, Plan, ResponseCx, StreamTranslator,
-    Target, TranslateError, Translated, UpstreamRequest,
+    anthropic, gemini, openai_compat, Adapter, ChatAdapter, Credentials, Plan, ResponseCx,
+    StreamTranslator, Target, TranslateError, Translated, UpstreamRequest,
 };
 
 /// The chat adapter `inner`, answering in `door`'s shapes.
 pub struct Bridged {
-    pub inner: &'static dyn Adapter,
+    pub inner: &'static dyn ChatAdapter,
     pub door: Door,
 }
 
@@ -46,11 +46,10 @@ impl Adapter for Bridged {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        let inner = self.inner.stream_translator(cx.clone());
         match self.door {
-            Door::OpenAi => inner,
-            Door::Messages => Box::new(messages::MessagesStream::new(inner, cx)),
-            Door::Responses => Box::new(responses::ResponsesStream::new(inner, cx)),
+            Door::OpenAi => self.inner.stream_translator(cx),
+            Door::Messages => Box::new(messages::stream(self.inner.chat_stream(cx.clone()), cx)),
+            Door::Responses => Box::new(responses::stream(self.inner.chat_stream(cx.clone()), cx)),
         }
     }
 
@@ -367,6 +366,15 @@ mod tests {
         }
         fn read_count(&self, body: &[u8]) -> Result<u64, TranslateError> {
             Ok(body.len() as u64)
+        }
+    }
+
+    impl ChatAdapter for Marked {
+        fn chat_stream(
+            &self,
+            cx: ResponseCx,
+        ) -> Box<dyn crate::providers::chat_stream::ChatStream> {
+            crate::providers::openai_compat::OpenAiCompat.chat_stream(cx)
         }
     }
 

@@ -1,10 +1,16 @@
 //! What the route's chat adapter wrote, read back by the doors that render it in their own
 //! shapes: a completion's `message` and a chunk's `delta` have one shape, every field optional
 //! (the buffered answers insist on what they need); a completion's first choice
-//! ([`CompletionIn`]) and a stream frame ([`ChunkIn`]: a chunk or an in-band error).
+//! ([`CompletionIn`]) and a stream frame ([`ChunkIn`]: a chunk or an in-band error). A chunk
+//! the chat translator hands over typed is read the same way ([`ChunkChoiceIn::first_of`]),
+//! borrowing its strings.
+
+use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use crate::api::chunk::{Chunk, Delta};
+use crate::api::completion::{ReasoningDetail, ToolCall};
 use crate::api::Str;
 
 #[derive(Deserialize)]
@@ -102,6 +108,71 @@ pub(crate) struct ChunkChoiceIn<'a> {
     pub delta: Option<MessageIn<'a>>,
     #[serde(borrow, default)]
     pub finish_reason: Option<Str<'a>>,
+}
+
+impl<'a> ChunkChoiceIn<'a> {
+    /// The first choice's part of a chunk the chat translator made (`None`: another choice's),
+    /// as its JSON would read.
+    pub fn first_of(chunk: &'a Chunk<'_>) -> Option<Self> {
+        let [choice] = &chunk.choices;
+        (choice.index == 0).then(|| Self {
+            index: 0,
+            delta: Some(MessageIn::of(&choice.delta)),
+            finish_reason: choice.finish_reason.map(borrowed),
+        })
+    }
+}
+
+impl<'a> MessageIn<'a> {
+    fn of(delta: &'a Delta<'_>) -> Self {
+        Self {
+            content: delta.content.map(borrowed),
+            refusal: None,
+            reasoning: delta.reasoning.map(borrowed),
+            reasoning_content: None,
+            reasoning_details: delta
+                .reasoning_details
+                .iter()
+                .flatten()
+                .map(ReasoningDetailIn::of)
+                .collect(),
+            tool_calls: delta
+                .tool_calls
+                .iter()
+                .flatten()
+                .map(ToolCallIn::of)
+                .collect(),
+        }
+    }
+}
+
+impl<'a> ReasoningDetailIn<'a> {
+    fn of(d: &'a ReasoningDetail<'_>) -> Self {
+        Self {
+            kind: borrowed(d.kind),
+            text: d.text.as_deref().map(borrowed),
+            signature: d.signature.as_deref().map(borrowed),
+            data: d.data.as_deref().map(borrowed),
+            index: d.index,
+        }
+    }
+}
+
+impl<'a> ToolCallIn<'a> {
+    fn of(call: &'a ToolCall<'_>) -> Self {
+        Self {
+            index: call.index.unwrap_or(0),
+            id: call.id.as_deref().map(borrowed),
+            function: Some(FunctionIn {
+                name: call.function.name.map(borrowed),
+                arguments: Some(borrowed(&call.function.arguments)),
+            }),
+        }
+    }
+}
+
+fn borrowed(s: &str) -> Str<'_> {
+    Str(Cow::Borrowed(s))
 }
 
 #[derive(Deserialize)]

@@ -10,16 +10,16 @@
 //!
 //! Shared by the doors: `bridge` (a family's chat adapter answering in a door's shapes),
 //! `chat_out` (the chat body a door writes), `chat_in` (the chat adapter's answers read back)
-//! and `rechunk` (its stream translator fed whole upstream lines, so a door's stream never
-//! depends on the cuts); `forward` (client headers a native upstream gets).
+//! and `door_stream` (a door's events over the chat adapter's stream, its chunks handed over
+//! typed); `forward` (client headers a native upstream gets).
 
 mod bridge;
 pub mod charge;
 pub(crate) mod chat_in;
 pub(crate) mod chat_out;
+mod door_stream;
 pub mod forward;
 pub mod messages;
-mod rechunk;
 pub mod responses;
 
 pub use bridge::{bridged, Bridged};

@@ -8,13 +8,15 @@
 //! that need several upstream calls (Gemini embeddings batches) — a [`FanOut`]: the calls and a
 //! pure joiner of their answers. The proxy and `upstream` do the sending.
 //!
-//! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), usage (`api::Usage`).
+//! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), a family's chat
+//! stream with its chunks typed for the doors (`chat_stream`), usage (`api::Usage`).
 //! Families: `openai_compat` (upstreams that already speak the OpenAI wire format), `gemini`
 //! (Google Gemini, Developer API and Vertex AI), `anthropic` (Claude, direct and on Vertex AI),
 //! all plugged in through [`adapter_for`]. Family-neutral translation pieces (the borrowed
 //! string `Str`, the client's reasoning controls) live in `common`.
 
 pub mod anthropic;
+pub mod chat_stream;
 pub(crate) mod common;
 pub mod gemini;
 pub mod openai_compat;
@@ -30,6 +32,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
 use crate::catalog::{Family, Model, Route, RouteKind};
+use chat_stream::ChatStream;
 
 /// A credential read from the environment at start; never printed.
 #[derive(Clone)]
@@ -319,6 +322,12 @@ pub trait Adapter: Send + Sync {
             "this family cannot count tokens".into(),
         ))
     }
+}
+
+/// A family whose streams are chat's (every family: the request model is chat's), typed for the
+/// doors that render their own events.
+pub trait ChatAdapter: Adapter {
+    fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream>;
 }
 
 /// Translates an upstream stream incrementally; output never depends on how the bytes were cut.

@@ -13,6 +13,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use serde::Serialize;
 
+use crate::api::chunk::UsageChunk;
 use crate::api::{error::envelope, Usage};
 
 /// One parsed upstream event.
@@ -241,9 +242,9 @@ pub fn starts_with_error(out: &[u8]) -> bool {
 }
 
 /// The final chunk every stream ends with: `choices: []` and the populated usage.
-pub fn write_usage_chunk(out: &mut BytesMut, id: &str, created: i64, model: &str, usage: &Usage) {
+pub fn write_usage_chunk(out: &mut BytesMut, end: &UsageChunk<'_>, usage: &Usage) {
     #[derive(Serialize)]
-    struct UsageChunk<'a> {
+    struct Body<'a> {
         id: &'a str,
         object: &'static str,
         created: i64,
@@ -253,11 +254,11 @@ pub fn write_usage_chunk(out: &mut BytesMut, id: &str, created: i64, model: &str
     }
     write_json(
         out,
-        &UsageChunk {
-            id,
+        &Body {
+            id: end.id,
             object: "chat.completion.chunk",
-            created,
-            model,
+            created: end.created,
+            model: end.model,
             choices: [],
             usage: usage.to_openai(),
         },

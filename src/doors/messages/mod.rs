@@ -69,7 +69,7 @@ pub(crate) mod test_support;
 
 pub use answer::to_message;
 pub use request::to_chat;
-pub use stream::MessagesStream;
+pub(crate) use stream::stream;
 
 #[cfg(doc)]
 use crate::providers::Adapter;

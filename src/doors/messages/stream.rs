@@ -1,6 +1,6 @@
 //! A stream for the Messages door: the route adapter's own translator turns the upstream's
-//! events into OpenAI `chat.completion.chunk` frames, and [`MessagesStream`] turns those into
-//! Anthropic's events:
+//! events into `chat.completion.chunk`s, handed over typed (`doors::door_stream`), and
+//! [`Events`] renders those as Anthropic's events:
 //!
 //! ```text
 //! message_start
@@ -16,10 +16,9 @@
 //! `input_json_delta` fragments. Only the first choice is read (the door never asks for more).
 //!
 //! Invariants:
-//! - output never depends on how the upstream bytes were cut: the inner translator is fed one
-//!   complete upstream line at a time (`doors::rechunk`), so it sees the same calls whatever
-//!   the cuts (its usage, read into `message_start`, included);
-//! - `message_start` comes first, when the inner translator writes its first frame, with the
+//! - output never depends on how the upstream bytes were cut (`doors::door_stream`): each
+//!   chunk comes with the usage counted when it was made, which `message_start` shows;
+//! - `message_start` comes first, when the inner translator makes its first chunk, with the
 //!   input it has counted by then (0 where the upstream counts at the end); the exact counts
 //!   come in `message_delta`, from the inner translator's final usage;
 //! - an inner error frame becomes one `error` event and nothing follows it; an error before
@@ -32,19 +31,33 @@ use serde::Serialize;
 use super::answer::{stop_reason, UsageOut};
 use crate::api::error::stream_error_frame;
 use crate::api::{Door, Usage};
-use crate::doors::chat_in::{read, ChunkIn, MessageIn, ToolCallIn};
-use crate::doors::rechunk::ChatFrames;
+use crate::doors::chat_in::{ChunkChoiceIn, MessageIn, ToolCallIn};
+use crate::doors::door_stream::{DoorEvents, DoorStream};
+use crate::providers::chat_stream::ChatStream;
 use crate::providers::sse::append_json;
-use crate::providers::{ResponseCx, StreamTranslator};
+use crate::providers::ResponseCx;
 
-/// Anthropic events over the OpenAI frames of `inner`.
-pub struct MessagesStream {
-    frames: ChatFrames,
-    events: Events,
+/// Anthropic events over the chat stream of the route's adapter.
+pub(crate) type MessagesStream = DoorStream<Events>;
+
+/// The Messages door's stream over `inner`.
+pub(crate) fn stream(inner: Box<dyn ChatStream>, cx: ResponseCx) -> MessagesStream {
+    DoorStream::new(
+        inner,
+        Events {
+            cx,
+            started: false,
+            open: None,
+            blocks: 0,
+            calls_seen: Vec::new(),
+            finish_reason: None,
+            failed: false,
+        },
+    )
 }
 
 /// What has been written, and what comes next.
-struct Events {
+pub(crate) struct Events {
     cx: ResponseCx,
     started: bool,
     /// The open content block, if any.
@@ -56,8 +69,6 @@ struct Events {
     finish_reason: Option<&'static str>,
     /// The error event was written: nothing more is.
     failed: bool,
-    /// A failure of this translator's own (an inner frame it could not read).
-    error: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -67,43 +78,14 @@ enum Open {
     Tool(u32),
 }
 
-impl MessagesStream {
-    pub fn new(inner: Box<dyn StreamTranslator>, cx: ResponseCx) -> Self {
-        Self {
-            frames: ChatFrames::new(inner),
-            events: Events {
-                cx,
-                started: false,
-                open: None,
-                blocks: 0,
-                calls_seen: Vec::new(),
-                finish_reason: None,
-                failed: false,
-                error: None,
-            },
-        }
+impl DoorEvents for Events {
+    fn ended(&self) -> bool {
+        self.failed
     }
-}
 
-impl Events {
-    fn on_frame(&mut self, inner: &dyn StreamTranslator, data: &[u8], out: &mut BytesMut) {
-        if self.failed || data == b"[DONE]" || data.trim_ascii().is_empty() {
-            return;
-        }
-        let chunk: ChunkIn = match read(data) {
-            Ok(c) => c,
-            Err(e) => {
-                let message = format!("upstream stream could not be read: {e}");
-                self.fail(&message, out);
-                self.error = Some(message);
-                return;
-            }
-        };
-        if let Some(error) = chunk.error {
-            return self.fail(&error.message(), out);
-        }
-        self.start(inner, out);
-        let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else {
+    fn on_chunk(&mut self, choice: Option<ChunkChoiceIn<'_>>, usage: &Usage, out: &mut BytesMut) {
+        self.start(usage, out);
+        let Some(choice) = choice else {
             return;
         };
         if let Some(delta) = choice.delta {
@@ -114,6 +96,38 @@ impl Events {
         }
     }
 
+    fn on_error(&mut self, message: &str, _usage: &Usage, out: &mut BytesMut) {
+        self.failed = true;
+        out.put_slice(&stream_error_frame(Door::Messages, message));
+    }
+
+    /// The open block closed, then the stop reason and the exact usage.
+    fn on_finish(&mut self, usage: &Usage, out: &mut BytesMut) {
+        self.start(usage, out);
+        self.close_block(out);
+        write_event(
+            out,
+            "message_delta",
+            &MessageDelta {
+                kind: "message_delta",
+                delta: StopDelta {
+                    stop_reason: self.finish_reason.unwrap_or("end_turn"),
+                    stop_sequence: None,
+                },
+                usage: DeltaUsage::of(usage),
+            },
+        );
+        write_event(
+            out,
+            "message_stop",
+            &MessageStop {
+                kind: "message_stop",
+            },
+        );
+    }
+}
+
+impl Events {
     fn on_delta(&mut self, mut delta: MessageIn<'_>, out: &mut BytesMut) {
         let reasoning = delta.reasoning();
         if let Some(text) = reasoning.as_deref().filter(|t| !t.is_empty()) {
@@ -178,12 +192,11 @@ impl Events {
         format!("toolu_{tail}_{index}")
     }
 
-    /// `message_start`, once, with the input `inner` has counted by now.
-    fn start(&mut self, inner: &dyn StreamTranslator, out: &mut BytesMut) {
+    /// `message_start`, once, with the input counted by now (`u`).
+    fn start(&mut self, u: &Usage, out: &mut BytesMut) {
         if std::mem::replace(&mut self.started, true) {
             return;
         }
-        let u = inner.usage();
         let start = MessageStart {
             kind: "message_start",
             message: StartMessage {
@@ -248,69 +261,6 @@ impl Events {
                 delta,
             },
         );
-    }
-
-    fn fail(&mut self, message: &str, out: &mut BytesMut) {
-        self.failed = true;
-        out.put_slice(&stream_error_frame(Door::Messages, message));
-    }
-
-    /// The upstream ended: the open block closed, then the stop reason and the exact usage.
-    fn finish(&mut self, inner: &dyn StreamTranslator, out: &mut BytesMut) {
-        if self.failed {
-            return;
-        }
-        self.start(inner, out);
-        self.close_block(out);
-        write_event(
-            out,
-            "message_delta",
-            &MessageDelta {
-                kind: "message_delta",
-                delta: StopDelta {
-                    stop_reason: self.finish_reason.unwrap_or("end_turn"),
-                    stop_sequence: None,
-                },
-                usage: DeltaUsage::of(&inner.usage()),
-            },
-        );
-        write_event(
-            out,
-            "message_stop",
-            &MessageStop {
-                kind: "message_stop",
-            },
-        );
-    }
-}
-
-impl StreamTranslator for MessagesStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
-        let events = &mut self.events;
-        self.frames
-            .feed(chunk, |inner, data| events.on_frame(inner, data, out));
-    }
-
-    fn finish(&mut self, out: &mut BytesMut) {
-        let events = &mut self.events;
-        self.frames
-            .finish(|inner, data| events.on_frame(inner, data, out));
-        self.events.finish(self.frames.inner(), out);
-    }
-
-    fn usage(&self) -> Usage {
-        self.frames.inner().usage()
-    }
-
-    fn failed(&self) -> Option<&str> {
-        self.frames
-            .inner()
-            .failed()
-            .or(self.events.error.as_deref())
-    }
-
-    fn delivered(&self) -> u64 {
-        self.frames.inner().delivered()
     }
 }
 
@@ -460,7 +410,9 @@ mod tests {
     use super::super::test_support::{cx, events, fixture, stream_fixture};
     use super::*;
     use crate::providers::test_support::feed_in_pieces;
-    use crate::providers::{gemini::Gemini, openai_compat::OpenAiCompat, Adapter};
+    use crate::providers::{
+        gemini::Gemini, openai_compat::OpenAiCompat, Adapter, ChatAdapter, StreamTranslator,
+    };
     use proptest::prelude::*;
     use serde_json::{json, Value};
 
@@ -478,13 +430,13 @@ mod tests {
         stream_fixture(name, false, "\r\n\r\n")
     }
 
-    fn translator(adapter: &'static dyn Adapter) -> MessagesStream {
-        MessagesStream::new(adapter.stream_translator(cx()), cx())
+    fn translator(adapter: &'static dyn ChatAdapter) -> MessagesStream {
+        stream(adapter.chat_stream(cx()), cx())
     }
 
     /// What the door writes for `input` cut at `cuts`, and the translator after it.
     fn run(
-        adapter: &'static dyn Adapter,
+        adapter: &'static dyn ChatAdapter,
         input: &[u8],
         cuts: &[usize],
     ) -> (Vec<u8>, MessagesStream) {
@@ -907,7 +859,7 @@ mod tests {
         let mut c = cx();
         c.exclude_reasoning = true;
         let input = upstream("gemini-stream-thinking-2.5-flash-devapi.sse");
-        let mut t = MessagesStream::new(Gemini.stream_translator(c.clone()), c);
+        let mut t = stream(Gemini.chat_stream(c.clone()), c);
         let mut out = BytesMut::new();
         t.feed(&input, &mut out);
         t.finish(&mut out);

@@ -19,4 +19,4 @@ pub(crate) mod test_support;
 pub use answer::to_response;
 pub use continued::{continued, previous_response_id, with_input};
 pub use request::{parse, Parsed};
-pub use stream::ResponsesStream;
+pub(crate) use stream::stream;

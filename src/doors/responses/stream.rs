@@ -1,6 +1,6 @@
 //! A stream for the Responses door: the route adapter's own translator turns the upstream's
-//! events into OpenAI `chat.completion.chunk` frames, and [`ResponsesStream`] turns those into
-//! the Responses API's events, each `event: <type>\ndata: <json>` with `sequence_number`s
+//! events into `chat.completion.chunk`s, handed over typed (`doors::door_stream`), and
+//! [`Events`] renders those as the Responses API's events, each `event: <type>\ndata: <json>` with `sequence_number`s
 //! counting from 0:
 //!
 //! ```text
@@ -35,7 +35,7 @@
 //! final object is what [`StreamTranslator::final_answer`] gives once the stream completed.
 //!
 //! Invariants:
-//! - output never depends on how the upstream bytes were cut (`doors::rechunk`);
+//! - output never depends on how the upstream bytes were cut (`doors::door_stream`);
 //! - an inner error frame becomes an `error` event (`code: upstream_error`) then
 //!   `response.failed` (its response `status: failed`, `error.code: server_error` — the code
 //!   the SDKs know, which Codex retries — with the items finished so far), and nothing follows. Before anything
@@ -53,86 +53,38 @@ use super::answer::{
 };
 use super::reasoning::Detail;
 use crate::api::Usage;
-use crate::doors::chat_in::{read, ChunkIn, MessageIn, ReasoningDetailIn, ToolCallIn};
-use crate::doors::rechunk::ChatFrames;
+use crate::doors::chat_in::{ChunkChoiceIn, MessageIn, ReasoningDetailIn, ToolCallIn};
+use crate::doors::door_stream::{DoorEvents, DoorStream};
+use crate::providers::chat_stream::ChatStream;
 use crate::providers::sse::append_json;
-use crate::providers::{ResponseCx, StreamTranslator};
+use crate::providers::ResponseCx;
 
-/// Responses events over the OpenAI frames of `inner`.
-pub struct ResponsesStream {
-    frames: ChatFrames,
-    events: Events,
-}
+/// Responses events over the chat stream of the route's adapter.
+pub(crate) type ResponsesStream = DoorStream<Events>;
 
-impl ResponsesStream {
-    pub fn new(inner: Box<dyn StreamTranslator>, cx: ResponseCx) -> Self {
-        Self {
-            frames: ChatFrames::new(inner),
-            events: Events {
-                ids: Ids::of(&cx.id),
-                cx,
-                w: Writer { seq: 0 },
-                started: false,
-                output: Vec::new(),
-                open: None,
-                reasoning_items: 0,
-                message_items: 0,
-                calls_seen: HashSet::new(),
-                outcome: None,
-                ended: false,
-                error: None,
-                answer: None,
-            },
-        }
-    }
-}
-
-impl StreamTranslator for ResponsesStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
-        let events = &mut self.events;
-        self.frames
-            .feed(chunk, |inner, data| events.on_frame(inner, data, out));
-    }
-
-    fn finish(&mut self, out: &mut BytesMut) {
-        let events = &mut self.events;
-        self.frames
-            .finish(|inner, data| events.on_frame(inner, data, out));
-        self.events.finish(self.frames.inner(), out);
-    }
-
-    fn usage(&self) -> Usage {
-        self.frames.inner().usage()
-    }
-
-    fn failed(&self) -> Option<&str> {
-        self.frames
-            .inner()
-            .failed()
-            .or(self.events.error.as_deref())
-    }
-
-    fn delivered(&self) -> u64 {
-        self.frames.inner().delivered()
-    }
-
-    /// `error` then `response.failed`, numbered after what was sent; nothing once the stream
-    /// has ended (its last event was written).
-    fn abort_frame(&mut self, message: &str) -> Option<Bytes> {
-        let mut out = BytesMut::new();
-        if !self.events.ended {
-            self.events.fail(self.frames.inner(), message, &mut out);
-        }
-        Some(out.freeze())
-    }
-
-    fn final_answer(&self) -> Option<Bytes> {
-        self.events.answer.clone()
-    }
+/// The Responses door's stream over `inner`.
+pub(crate) fn stream(inner: Box<dyn ChatStream>, cx: ResponseCx) -> ResponsesStream {
+    DoorStream::new(
+        inner,
+        Events {
+            ids: Ids::of(&cx.id),
+            cx,
+            w: Writer { seq: 0 },
+            started: false,
+            output: Vec::new(),
+            open: None,
+            reasoning_items: 0,
+            message_items: 0,
+            calls_seen: HashSet::new(),
+            outcome: None,
+            ended: false,
+            answer: None,
+        },
+    )
 }
 
 /// What has been written, and what comes next.
-struct Events {
+pub(crate) struct Events {
     cx: ResponseCx,
     ids: Ids,
     w: Writer,
@@ -147,8 +99,6 @@ struct Events {
     outcome: Option<Outcome>,
     /// The last event was written (completed, incomplete or failed): nothing more is.
     ended: bool,
-    /// A failure of this translator's own (an inner frame it could not read).
-    error: Option<String>,
     /// The final response object, once completed.
     answer: Option<Bytes>,
 }
@@ -217,25 +167,14 @@ enum Said {
     Refusal,
 }
 
-impl Events {
-    fn on_frame(&mut self, inner: &dyn StreamTranslator, data: &[u8], out: &mut BytesMut) {
-        if self.ended || data == b"[DONE]" || data.trim_ascii().is_empty() {
-            return;
-        }
-        let chunk: ChunkIn = match read(data) {
-            Ok(c) => c,
-            Err(e) => {
-                let message = format!("upstream stream could not be read: {e}");
-                self.fail(inner, &message, out);
-                self.error = Some(message);
-                return;
-            }
-        };
-        if let Some(error) = chunk.error {
-            return self.fail(inner, &error.message(), out);
-        }
+impl DoorEvents for Events {
+    fn ended(&self) -> bool {
+        self.ended
+    }
+
+    fn on_chunk(&mut self, choice: Option<ChunkChoiceIn<'_>>, _usage: &Usage, out: &mut BytesMut) {
         self.start(out);
-        let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else {
+        let Some(choice) = choice else {
             return;
         };
         if let Some(delta) = choice.delta {
@@ -246,6 +185,49 @@ impl Events {
         }
     }
 
+    /// `error`, then `response.failed` with what was finished; the stream's end.
+    fn on_error(&mut self, message: &str, usage: &Usage, out: &mut BytesMut) {
+        self.w.emit(
+            out,
+            "error",
+            &ErrorEv {
+                code: "upstream_error",
+                message,
+                param: None,
+            },
+        );
+        let response = render(&self.cx, State::Failed(message), &self.output, Some(usage));
+        self.w.emit_response(out, "response.failed", &response);
+        self.ended = true;
+    }
+
+    /// The open item closed, then the whole response.
+    fn on_finish(&mut self, usage: &Usage, out: &mut BytesMut) {
+        self.start(out);
+        let outcome = self.outcome.unwrap_or(Outcome::Completed);
+        self.close(outcome.item_status(), out);
+        let response = render(&self.cx, State::Done(outcome), &self.output, Some(usage));
+        self.w.emit_response(out, outcome.event(), &response);
+        self.answer = Some(response);
+        self.ended = true;
+    }
+
+    /// `error` then `response.failed`, numbered after what was sent; nothing once the stream
+    /// has ended (its last event was written).
+    fn abort_frame(&mut self, message: &str, usage: &Usage) -> Option<Bytes> {
+        let mut out = BytesMut::new();
+        if !self.ended {
+            self.on_error(message, usage, &mut out);
+        }
+        Some(out.freeze())
+    }
+
+    fn final_answer(&self) -> Option<Bytes> {
+        self.answer.clone()
+    }
+}
+
+impl Events {
     fn on_delta(&mut self, mut delta: MessageIn<'_>, out: &mut BytesMut) {
         if let Some(text) = delta.reasoning().filter(|t| !t.is_empty()) {
             self.on_reasoning(&text, out);
@@ -562,38 +544,6 @@ impl Events {
         self.w.emit_response(out, "response.created", &response);
         self.w.emit_response(out, "response.in_progress", &response);
     }
-
-    /// The upstream ended: the open item closed, then the whole response.
-    fn finish(&mut self, inner: &dyn StreamTranslator, out: &mut BytesMut) {
-        if self.ended {
-            return;
-        }
-        self.start(out);
-        let outcome = self.outcome.unwrap_or(Outcome::Completed);
-        self.close(outcome.item_status(), out);
-        let usage = inner.usage();
-        let response = render(&self.cx, State::Done(outcome), &self.output, Some(&usage));
-        self.w.emit_response(out, outcome.event(), &response);
-        self.answer = Some(response);
-        self.ended = true;
-    }
-
-    /// `error`, then `response.failed` with what was finished; the stream's end.
-    fn fail(&mut self, inner: &dyn StreamTranslator, message: &str, out: &mut BytesMut) {
-        self.w.emit(
-            out,
-            "error",
-            &ErrorEv {
-                code: "upstream_error",
-                message,
-                param: None,
-            },
-        );
-        let usage = inner.usage();
-        let response = render(&self.cx, State::Failed(message), &self.output, Some(&usage));
-        self.w.emit_response(out, "response.failed", &response);
-        self.ended = true;
-    }
 }
 
 /// Closes the message's open part: its `.done` events.
@@ -801,7 +751,8 @@ mod tests {
     use crate::api::Door;
     use crate::providers::test_support::feed_in_pieces;
     use crate::providers::{
-        anthropic::Anthropic, gemini::Gemini, openai_compat::OpenAiCompat, Adapter,
+        anthropic::Anthropic, gemini::Gemini, openai_compat::OpenAiCompat, ChatAdapter,
+        StreamTranslator,
     };
     use proptest::prelude::*;
     use serde_json::{json, Value};
@@ -869,7 +820,7 @@ mod tests {
     }
 
     impl Family {
-        fn adapter(self) -> &'static dyn Adapter {
+        fn adapter(self) -> &'static dyn ChatAdapter {
             match self {
                 Family::Gemini => &Gemini,
                 Family::Anthropic => &Anthropic,
@@ -886,8 +837,8 @@ mod tests {
     }
 
     /// What the door writes for `input` cut at `cuts`, and the translator after it.
-    fn run(adapter: &dyn Adapter, input: &[u8], cuts: &[usize]) -> (Vec<u8>, ResponsesStream) {
-        let mut t = ResponsesStream::new(adapter.stream_translator(cx()), cx());
+    fn run(adapter: &dyn ChatAdapter, input: &[u8], cuts: &[usize]) -> (Vec<u8>, ResponsesStream) {
+        let mut t = stream(adapter.chat_stream(cx()), cx());
         let out = feed_in_pieces(&mut t, input, cuts);
         (out, t)
     }
@@ -1439,7 +1390,7 @@ mod tests {
     fn an_abort_is_numbered_after_what_was_sent() {
         let input = openai_stream(&[json!({"index": 0, "delta": {"content": "Hello"}})]);
         let cut = input.len() / 2;
-        let mut t = ResponsesStream::new(OpenAiCompat.stream_translator(cx()), cx());
+        let mut t = stream(OpenAiCompat.chat_stream(cx()), cx());
         let mut out = BytesMut::new();
         t.feed(&input[..cut], &mut out);
         let sent = events(&out).len();

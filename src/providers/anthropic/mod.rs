@@ -32,9 +32,10 @@ mod stream;
 pub use native::AnthropicNative;
 pub use request::tool_parameter;
 
+use super::chat_stream::{ChatSse, ChatStream};
 use super::{
-    header, Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError,
-    Translated, UpstreamRequest,
+    header, Adapter, ChatAdapter, Credentials, Plan, ResponseCx, StreamTranslator, Target,
+    TranslateError, Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
@@ -76,11 +77,17 @@ impl Adapter for Anthropic {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(stream::AnthropicStream::new(cx))
+        Box::new(ChatSse(stream::AnthropicStream::new(cx)))
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
         error::upstream_error_message(status, body)
+    }
+}
+
+impl ChatAdapter for Anthropic {
+    fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
+        Box::new(stream::AnthropicStream::new(cx))
     }
 }
 

@@ -28,18 +28,18 @@
 
 use std::borrow::Cow;
 
-use bytes::BytesMut;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
 use super::response::{finish_reason, redacted_detail, BlockIn, UsageIn};
-use crate::api::chunk::{Chunk, ChunkChoice, Delta};
+use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
 use crate::api::completion::{FunctionCall, ReasoningDetail, ToolCall};
 use crate::api::Usage;
+use crate::providers::chat_stream::{ChatFrame, ChatOut, ChatStream};
 use crate::providers::common::Str;
-use crate::providers::sse::{self, SseFramer};
-use crate::providers::{ResponseCx, StreamTranslator};
+use crate::providers::sse::SseFramer;
+use crate::providers::ResponseCx;
 
 /// Content blocks per message are few; more is a malformed stream.
 const MAX_BLOCKS: usize = 4096;
@@ -176,7 +176,7 @@ impl AnthropicStream {
         }
     }
 
-    fn on_event(&mut self, data: &[u8], out: &mut BytesMut) {
+    fn on_event(&mut self, data: &[u8], out: &mut dyn ChatOut) {
         if self.error.is_some() || self.stopped || data.trim_ascii().is_empty() {
             return;
         }
@@ -215,7 +215,7 @@ impl AnthropicStream {
         }
     }
 
-    fn on_block_start(&mut self, index: u64, block: &BlockIn<'_>, out: &mut BytesMut) {
+    fn on_block_start(&mut self, index: u64, block: &BlockIn<'_>, out: &mut dyn ChatOut) {
         if self.blocks.len() >= MAX_BLOCKS {
             return self.fail("upstream sent too many content blocks".into(), out);
         }
@@ -298,7 +298,7 @@ impl AnthropicStream {
     }
 
     /// A thinking block's signature: a chunk of its own, no text.
-    fn write_signature(&mut self, n: u32, signature: &str, out: &mut BytesMut) {
+    fn write_signature(&mut self, n: u32, signature: &str, out: &mut dyn ChatOut) {
         let detail = ReasoningDetail {
             kind: "reasoning.text",
             text: None,
@@ -315,7 +315,7 @@ impl AnthropicStream {
         );
     }
 
-    fn on_delta(&mut self, index: u64, d: &DeltaIn<'_>, out: &mut BytesMut) {
+    fn on_delta(&mut self, index: u64, d: &DeltaIn<'_>, out: &mut dyn ChatOut) {
         let mut delta = Delta::default();
         match d.kind.as_deref() {
             Some("text_delta") => match d.text.as_deref().filter(|t| !t.is_empty()) {
@@ -360,7 +360,7 @@ impl AnthropicStream {
     }
 
     /// Writes one delta chunk; the first one names the role.
-    fn write_delta(&mut self, mut delta: Delta<'_>, out: &mut BytesMut) {
+    fn write_delta(&mut self, mut delta: Delta<'_>, out: &mut dyn ChatOut) {
         if !self.started {
             self.started = true;
             delta.role = Some("assistant");
@@ -369,38 +369,36 @@ impl AnthropicStream {
         self.write_chunk(delta, None, out);
     }
 
-    fn write_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>, out: &mut BytesMut) {
-        sse::write_json(
-            out,
-            &Chunk {
-                id: &self.cx.id,
-                object: "chat.completion.chunk",
-                created: self.cx.created,
-                model: &self.cx.model_id,
-                choices: [ChunkChoice {
-                    index: 0,
-                    delta,
-                    finish_reason: finish,
-                }],
-            },
-        );
+    fn write_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>, out: &mut dyn ChatOut) {
+        let chunk = Chunk {
+            id: &self.cx.id,
+            object: "chat.completion.chunk",
+            created: self.cx.created,
+            model: &self.cx.model_id,
+            choices: [ChunkChoice {
+                index: 0,
+                delta,
+                finish_reason: finish,
+            }],
+        };
+        out.frame(ChatFrame::Chunk(&chunk), &self.usage);
     }
 
-    fn fail(&mut self, message: String, out: &mut BytesMut) {
-        sse::write_error(out, &message);
+    fn fail(&mut self, message: String, out: &mut dyn ChatOut) {
+        out.frame(ChatFrame::Error(&message), &self.usage);
         self.error = Some(message);
     }
 }
 
-impl StreamTranslator for AnthropicStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+impl ChatStream for AnthropicStream {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
         self.framer.push(chunk);
         while let Some(ev) = self.framer.next_event() {
             self.on_event(&ev.data, out);
         }
     }
 
-    fn finish(&mut self, out: &mut BytesMut) {
+    fn finish(&mut self, out: &mut dyn ChatOut) {
         if let Some(ev) = self.framer.finish() {
             self.on_event(&ev.data, out);
         }
@@ -410,14 +408,19 @@ impl StreamTranslator for AnthropicStream {
                     let reason = finish.unwrap_or("stop");
                     self.write_chunk(Delta::default(), Some(reason), out);
                     let cx = &self.cx;
-                    sse::write_usage_chunk(out, &cx.id, cx.created, &cx.model_id, &self.usage);
+                    let end = UsageChunk {
+                        id: &cx.id,
+                        created: cx.created,
+                        model: &cx.model_id,
+                    };
+                    out.frame(ChatFrame::Usage(&end), &self.usage);
                 }
                 (false, None) => {
                     self.fail("upstream stream ended before completion".into(), out);
                 }
             }
         }
-        sse::write_done(out);
+        out.frame(ChatFrame::Done, &self.usage);
     }
 
     fn usage(&self) -> Usage {

@@ -44,9 +44,10 @@ mod response;
 mod stream;
 mod thinking;
 
+use super::chat_stream::{ChatSse, ChatStream};
 use super::{
-    header, Adapter, CacheStep, Credentials, Plan, ResponseCx, StreamTranslator, Target,
-    TranslateError, Translated, UpstreamRequest,
+    header, Adapter, CacheStep, ChatAdapter, Credentials, Plan, ResponseCx, StreamTranslator,
+    Target, TranslateError, Translated, UpstreamRequest,
 };
 use crate::api::{GatewayError, Operation, RawRequest};
 use crate::catalog::RouteKind;
@@ -85,7 +86,7 @@ impl Adapter for Gemini {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(stream::GeminiStream::new(cx))
+        Box::new(ChatSse(stream::GeminiStream::new(cx)))
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
@@ -103,6 +104,12 @@ impl Adapter for Gemini {
 
     fn read_count(&self, body: &[u8]) -> Result<u64, TranslateError> {
         count::read(body)
+    }
+}
+
+impl ChatAdapter for Gemini {
+    fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
+        Box::new(stream::GeminiStream::new(cx))
     }
 }
 

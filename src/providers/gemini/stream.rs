@@ -22,16 +22,16 @@
 //! Fixtures: `gemini-stream-*.sse`, `gemini-stream-*.chunks.jsonl` (framed as `data:` events
 //! by the tests), `gemini-stream-error-mid-stream-vertex.txt`.
 
-use bytes::BytesMut;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
 use super::response::{tool_call, Finish, GenerateResponse, Part, UsageMetadata};
-use crate::api::chunk::{Chunk, ChunkChoice, Delta};
+use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
 use crate::api::Usage;
-use crate::providers::sse::{self, SseFramer, SseItem};
-use crate::providers::{ResponseCx, StreamTranslator};
+use crate::providers::chat_stream::{ChatFrame, ChatOut, ChatStream};
+use crate::providers::sse::{SseFramer, SseItem};
+use crate::providers::ResponseCx;
 
 /// Candidates per request are at most 8 (`candidateCount`); more is a malformed stream.
 const MAX_CHOICES: usize = 8;
@@ -84,14 +84,14 @@ impl GeminiStream {
         }
     }
 
-    fn on_item(&mut self, item: SseItem, out: &mut BytesMut) {
+    fn on_item(&mut self, item: SseItem, out: &mut dyn ChatOut) {
         match item {
             SseItem::Event(ev) => self.on_event(&ev.data, out),
             SseItem::Stray(line) => self.on_stray(&line, out),
         }
     }
 
-    fn on_event(&mut self, data: &[u8], out: &mut BytesMut) {
+    fn on_event(&mut self, data: &[u8], out: &mut dyn ChatOut) {
         self.stray.clear();
         // An event without data (a bare `event:` line) carries nothing to translate.
         if self.error.is_some() || data.trim_ascii().is_empty() {
@@ -123,7 +123,7 @@ impl GeminiStream {
         }
     }
 
-    fn on_part(&mut self, index: u32, part: &Part<'_>, out: &mut BytesMut) {
+    fn on_part(&mut self, index: u32, part: &Part<'_>, out: &mut dyn ChatOut) {
         let mut delta = Delta::default();
         if let Some(call) = &part.function_call {
             let mut tc = tool_call(&self.cx.id, self.calls, call, part);
@@ -150,7 +150,7 @@ impl GeminiStream {
     }
 
     /// Writes one delta chunk; the choice's first one names the role.
-    fn write_delta(&mut self, index: u32, mut delta: Delta<'_>, out: &mut BytesMut) {
+    fn write_delta(&mut self, index: u32, mut delta: Delta<'_>, out: &mut dyn ChatOut) {
         if let Some(state) = self.choice(index) {
             if !state.started {
                 state.started = true;
@@ -166,22 +166,20 @@ impl GeminiStream {
         index: u32,
         delta: Delta<'_>,
         finish: Option<&'static str>,
-        out: &mut BytesMut,
+        out: &mut dyn ChatOut,
     ) {
-        sse::write_json(
-            out,
-            &Chunk {
-                id: &self.cx.id,
-                object: "chat.completion.chunk",
-                created: self.cx.created,
-                model: &self.cx.model_id,
-                choices: [ChunkChoice {
-                    index,
-                    delta,
-                    finish_reason: finish,
-                }],
-            },
-        );
+        let chunk = Chunk {
+            id: &self.cx.id,
+            object: "chat.completion.chunk",
+            created: self.cx.created,
+            model: &self.cx.model_id,
+            choices: [ChunkChoice {
+                index,
+                delta,
+                finish_reason: finish,
+            }],
+        };
+        out.frame(ChatFrame::Chunk(&chunk), &self.usage);
     }
 
     /// The state of candidate `index`, created on first sight (`None` past the limit).
@@ -198,7 +196,7 @@ impl GeminiStream {
     }
 
     /// A line outside the SSE format: collected while it can still be a JSON object.
-    fn on_stray(&mut self, line: &[u8], out: &mut BytesMut) {
+    fn on_stray(&mut self, line: &[u8], out: &mut dyn ChatOut) {
         if self.error.is_some()
             || (self.stray.is_empty() && !line.trim_ascii_start().starts_with(b"{"))
         {
@@ -217,8 +215,8 @@ impl GeminiStream {
         }
     }
 
-    fn fail(&mut self, message: String, out: &mut BytesMut) {
-        sse::write_error(out, &message);
+    fn fail(&mut self, message: String, out: &mut dyn ChatOut) {
+        out.frame(ChatFrame::Error(&message), &self.usage);
         self.error = Some(message);
     }
 
@@ -228,7 +226,7 @@ impl GeminiStream {
             || (!self.choices.is_empty() && self.choices.iter().all(|(_, c)| c.finish.is_some()))
     }
 
-    fn write_finish(&mut self, out: &mut BytesMut) {
+    fn write_finish(&mut self, out: &mut dyn ChatOut) {
         if self.blocked && self.choices.is_empty() {
             self.choices.push((0, ChoiceState::default()));
         }
@@ -239,19 +237,24 @@ impl GeminiStream {
             self.write_chunk(*index, Delta::default(), Some(reason), out);
         }
         let cx = &self.cx;
-        sse::write_usage_chunk(out, &cx.id, cx.created, &cx.model_id, &self.usage);
+        let end = UsageChunk {
+            id: &cx.id,
+            created: cx.created,
+            model: &cx.model_id,
+        };
+        out.frame(ChatFrame::Usage(&end), &self.usage);
     }
 }
 
-impl StreamTranslator for GeminiStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+impl ChatStream for GeminiStream {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
         self.framer.push(chunk);
         while let Some(item) = self.framer.next_item() {
             self.on_item(item, out);
         }
     }
 
-    fn finish(&mut self, out: &mut BytesMut) {
+    fn finish(&mut self, out: &mut dyn ChatOut) {
         for item in self.framer.finish_items() {
             self.on_item(item, out);
         }
@@ -262,7 +265,7 @@ impl StreamTranslator for GeminiStream {
                 self.fail("upstream stream ended before completion".into(), out);
             }
         }
-        sse::write_done(out);
+        out.frame(ChatFrame::Done, &self.usage);
     }
 
     fn usage(&self) -> Usage {
@@ -283,6 +286,7 @@ mod tests {
     use super::super::test_support::{cx, fixture, frames, run_stream};
     use super::*;
     use crate::providers::Adapter;
+    use bytes::BytesMut;
     use proptest::prelude::*;
     use serde_json::{json, Value};
 

@@ -14,17 +14,19 @@ mod responses;
 
 use std::borrow::Cow;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::chat_stream::{ChatFrame, ChatOut, ChatSse, ChatStream};
 use super::common::{quote, upstream_message};
-use super::sse::{self, SseFramer};
+use super::sse::SseFramer;
 use super::{
-    header, Adapter, Credentials, Plan, ResponseCx, StreamTranslator, Target, TranslateError,
-    Translated, UpstreamRequest,
+    header, Adapter, ChatAdapter, Credentials, Plan, ResponseCx, StreamTranslator, Target,
+    TranslateError, Translated, UpstreamRequest,
 };
+use crate::api::chunk::UsageChunk;
 use crate::api::request::{object_fields, write_object};
 use crate::api::usage::OpenAiUsageIn;
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
@@ -89,14 +91,7 @@ impl Adapter for OpenAiCompat {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(OpenAiStream {
-            cx,
-            framer: SseFramer::default(),
-            usage: Usage::default(),
-            created: 0,
-            error: None,
-            delivered: 0,
-        })
+        Box::new(ChatSse(OpenAiStream::new(cx)))
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
@@ -118,6 +113,12 @@ impl Adapter for OpenAiCompat {
             Err(_) => quote(body),
         };
         upstream_message(status, &detail)
+    }
+}
+
+impl ChatAdapter for OpenAiCompat {
+    fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
+        Box::new(OpenAiStream::new(cx))
     }
 }
 
@@ -193,15 +194,23 @@ struct OpenAiStream {
 }
 
 impl OpenAiStream {
-    fn on_data(&mut self, data: &[u8], out: &mut BytesMut) {
+    fn new(cx: ResponseCx) -> Self {
+        Self {
+            cx,
+            framer: SseFramer::default(),
+            usage: Usage::default(),
+            created: 0,
+            error: None,
+            delivered: 0,
+        }
+    }
+
+    fn on_data(&mut self, data: &[u8], out: &mut dyn ChatOut) {
         if self.error.is_some() || data == b"[DONE]" {
             return;
         }
         match classify(data) {
-            Ok(Chunk::Error(message)) => {
-                sse::write_error(out, &message);
-                self.error = Some(message);
-            }
+            Ok(Chunk::Error(message)) => self.fail(message, out),
             Ok(Chunk::Data {
                 created,
                 usage_only,
@@ -217,7 +226,7 @@ impl OpenAiStream {
                         self.usage = usage;
                         // Usage-only chunks are re-emitted once, in our shape, at the end.
                         if !usage_only {
-                            sse::write_raw(out, &json);
+                            out.frame(ChatFrame::Json(&json), &self.usage);
                         }
                     }
                     Err(e) => self.fail(e.to_string(), out),
@@ -227,8 +236,8 @@ impl OpenAiStream {
         }
     }
 
-    fn fail(&mut self, message: String, out: &mut BytesMut) {
-        sse::write_error(out, &message);
+    fn fail(&mut self, message: String, out: &mut dyn ChatOut) {
+        out.frame(ChatFrame::Error(&message), &self.usage);
         self.error = Some(message);
     }
 }
@@ -332,28 +341,27 @@ impl DeltaPeek<'_> {
     }
 }
 
-impl StreamTranslator for OpenAiStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+impl ChatStream for OpenAiStream {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
         self.framer.push(chunk);
         while let Some(ev) = self.framer.next_event() {
             self.on_data(&ev.data, out);
         }
     }
 
-    fn finish(&mut self, out: &mut BytesMut) {
+    fn finish(&mut self, out: &mut dyn ChatOut) {
         if let Some(ev) = self.framer.finish() {
             self.on_data(&ev.data, out);
         }
         if self.error.is_none() {
-            sse::write_usage_chunk(
-                out,
-                &self.cx.id,
-                self.created,
-                &self.cx.model_id,
-                &self.usage,
-            );
+            let end = UsageChunk {
+                id: &self.cx.id,
+                created: self.created,
+                model: &self.cx.model_id,
+            };
+            out.frame(ChatFrame::Usage(&end), &self.usage);
         }
-        sse::write_done(out);
+        out.frame(ChatFrame::Done, &self.usage);
     }
 
     fn usage(&self) -> Usage {
@@ -373,6 +381,7 @@ impl StreamTranslator for OpenAiStream {
 mod tests {
     use super::*;
     use crate::providers::test_support::{self, fixture, frames};
+    use bytes::BytesMut;
     use std::sync::Arc;
 
     fn cx() -> ResponseCx {

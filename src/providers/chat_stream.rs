@@ -1,0 +1,89 @@
+//! A family's stream translator before its frames are bytes: [`ChatStream`] hands each
+//! `chat.completion.chunk` it makes to a [`ChatOut`] as a typed [`ChatFrame`]. The chat door's
+//! `ChatOut` is the client's bytes (`BytesMut`: SSE `data:` frames, through [`ChatSse`]); the
+//! other doors' render the same frames as their own events, so no door reads back JSON the
+//! chat translator wrote.
+//!
+//! Every frame comes with the usage counted when it was made, so a door that shows counts
+//! mid-stream (the Messages door's `message_start`) sees what the chat frames would have said,
+//! whatever the cuts in the upstream's bytes.
+
+use bytes::BytesMut;
+
+use super::{sse, StreamTranslator};
+use crate::api::chunk::{Chunk, UsageChunk};
+use crate::api::Usage;
+
+/// One frame of a chat stream.
+pub enum ChatFrame<'a> {
+    /// A chunk of one choice's delta (or its finish reason).
+    Chunk(&'a Chunk<'a>),
+    /// A chunk that is chat JSON already: an OpenAI-compatible upstream's own, rewritten.
+    Json(&'a [u8]),
+    /// The last chunk of a stream that completed: no choices, the final usage.
+    Usage(&'a UsageChunk<'a>),
+    /// The upstream failed in band; only `Done` follows.
+    Error(&'a str),
+    /// `[DONE]`: the stream's end, after a completion or a failure.
+    Done,
+}
+
+/// Where a chat stream's frames go.
+pub trait ChatOut {
+    /// `frame`, with the stream's `usage` counted so far.
+    fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage);
+}
+
+/// The chat door's frames: SSE bytes.
+impl ChatOut for BytesMut {
+    fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage) {
+        match frame {
+            ChatFrame::Chunk(chunk) => sse::write_json(self, chunk),
+            ChatFrame::Json(json) => sse::write_raw(self, json),
+            ChatFrame::Usage(end) => sse::write_usage_chunk(self, end, usage),
+            ChatFrame::Error(message) => sse::write_error(self, message),
+            ChatFrame::Done => sse::write_done(self),
+        }
+    }
+}
+
+/// A family's stream translator, its frames typed (what [`StreamTranslator`] is for the chat
+/// door, less what only a door's own rendering knows).
+pub trait ChatStream: Send + Sync {
+    /// Feeds upstream bytes; every frame they complete goes to `out`, in order.
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut);
+    /// The upstream ended: the final chunks and the usage frame (or only an error), then
+    /// `Done`.
+    fn finish(&mut self, out: &mut dyn ChatOut);
+    /// Usage seen so far.
+    fn usage(&self) -> Usage;
+    /// The upstream's in-band error, if it sent one.
+    fn failed(&self) -> Option<&str>;
+    /// Bytes of model output delivered so far (see [`StreamTranslator::delivered`]).
+    fn delivered(&self) -> u64;
+}
+
+/// A [`ChatStream`] speaking SSE: the chat door's stream translator.
+pub struct ChatSse<S>(pub S);
+
+impl<S: ChatStream> StreamTranslator for ChatSse<S> {
+    fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
+        self.0.feed(chunk, out);
+    }
+
+    fn finish(&mut self, out: &mut BytesMut) {
+        self.0.finish(out);
+    }
+
+    fn usage(&self) -> Usage {
+        self.0.usage()
+    }
+
+    fn failed(&self) -> Option<&str> {
+        self.0.failed()
+    }
+
+    fn delivered(&self) -> u64 {
+        self.0.delivered()
+    }
+}
