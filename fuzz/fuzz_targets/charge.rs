@@ -25,7 +25,7 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(usage["generation_id"], "gen-1", "{v}");
         assert!(body.len() > data.len());
     }
-    if let Some(frames) = into_frames(data, &charge) {
+    if let Some(frames) = into_frames(data, None, &charge) {
         let common = frames
             .iter()
             .zip(data)

@@ -41,9 +41,25 @@ pub fn into_body(body: &[u8], charge: &Charge) -> Option<Vec<u8>> {
 }
 
 /// `frames` (complete SSE events whose data is on one `data:` line) with the charge in the last
-/// usage object they carry; `None` when they carry none.
-pub fn into_frames(frames: &[u8], charge: &Charge) -> Option<Vec<u8>> {
-    let at = last_usage_end(frames)?;
+/// usage object they carry; `None` when they carry none. `close`: where that object's `}` is,
+/// when the translator that wrote the frames says so (`StreamTranslator::usage_close`); then
+/// nothing is read.
+pub fn into_frames(frames: &[u8], close: Option<usize>, charge: &Charge) -> Option<Vec<u8>> {
+    let at = match close.filter(|&at| frames.get(at) == Some(&b'}')) {
+        Some(close) => {
+            let at = UsageEnd {
+                close,
+                empty: frames.get(close.wrapping_sub(1)) == Some(&b'{'),
+            };
+            debug_assert_eq!(
+                Some(at),
+                last_usage_end(frames),
+                "the translator's usage_close"
+            );
+            at
+        }
+        None => last_usage_end(frames)?,
+    };
     Some(splice(frames, at, charge))
 }
 
@@ -196,7 +212,7 @@ mod tests {
         assert!(into_body(br#"{"usage":null}"#, &charge()).is_none());
         assert!(into_body(br#"{"id":"x"}"#, &charge()).is_none());
         assert!(into_body(b"not json", &charge()).is_none());
-        assert!(into_frames(b"data: {\"x\":1}\n\ndata: [DONE]\n\n", &charge()).is_none());
+        assert!(into_frames(b"data: {\"x\":1}\n\ndata: [DONE]\n\n", None, &charge()).is_none());
     }
 
     #[test]
@@ -204,7 +220,7 @@ mod tests {
         // The place found inside `response`, inside the line, inside the frames: three offsets.
         let raw = "event: response.output_text.done\ndata: {\"type\":\"response.output_text.done\",\"text\":\"\\\"usage\\\":{}\"}\n\n\
                    event: response.completed\ndata:  {\"type\":\"response.completed\",\"response\":{\"id\":\"r\",\"usage\":{ }},\"sequence_number\":2} \n\n";
-        let frames = into_frames(raw.as_bytes(), &charge()).unwrap();
+        let frames = into_frames(raw.as_bytes(), None, &charge()).unwrap();
         let text = std::str::from_utf8(&frames).unwrap();
         let (before, after) = raw.split_at(raw.find("{ }").unwrap() + 2);
         assert_eq!(
@@ -217,7 +233,7 @@ mod tests {
     fn the_last_frame_with_usage_gets_it() {
         let raw = "event: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":2}}\n\n\
                    event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-        let frames = into_frames(raw.as_bytes(), &charge()).unwrap();
+        let frames = into_frames(raw.as_bytes(), None, &charge()).unwrap();
         let text = std::str::from_utf8(&frames).unwrap();
         assert!(text.starts_with("event: message_delta\ndata: {"));
         assert!(text.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
@@ -228,7 +244,7 @@ mod tests {
         assert_eq!(data["usage"]["cost"], json!(0.0012345));
 
         let raw = "data: {\"usage\":{\"a\":1}}\n\ndata: {\"choices\":[],\"usage\":{\"a\":2}}\n\ndata: [DONE]\n\n";
-        let frames = into_frames(raw.as_bytes(), &charge()).unwrap();
+        let frames = into_frames(raw.as_bytes(), None, &charge()).unwrap();
         let text = std::str::from_utf8(&frames).unwrap();
         assert!(
             text.starts_with("data: {\"usage\":{\"a\":1}}\n\n"),

@@ -32,6 +32,10 @@ pub(crate) trait DoorEvents: Send + Sync {
     fn final_answer(&self) -> Option<Bytes> {
         None
     }
+    /// See [`StreamTranslator::usage_close`]: set by `on_finish`.
+    fn usage_close(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A door's events `E` over the chat stream `inner`.
@@ -95,6 +99,10 @@ impl<E: DoorEvents> StreamTranslator for DoorStream<E> {
     fn final_answer(&self) -> Option<Bytes> {
         self.events.final_answer()
     }
+
+    fn usage_close(&self) -> Option<usize> {
+        self.events.usage_close()
+    }
 }
 
 /// The door's events as the inner stream's [`ChatOut`].
@@ -140,7 +148,9 @@ impl<E: DoorEvents> ChatOut for Render<'_, E> {
 mod tests {
     use super::*;
     use crate::api::chunk::Chunk;
+    use crate::doors::charge::{into_frames, Charge};
     use crate::doors::{messages, responses};
+    use crate::money::Usd;
     use crate::providers::test_support::{feed_in_pieces, stream_fixture};
     use crate::providers::{anthropic::Anthropic, gemini::Gemini, ChatAdapter, ResponseCx};
 
@@ -197,8 +207,8 @@ mod tests {
         ]
     }
 
-    #[test]
-    fn typed_chunks_render_as_their_json_would() {
+    /// Fixtures of both chat families: (adapter, upstream bytes, name).
+    fn upstreams() -> Vec<(&'static dyn ChatAdapter, Vec<u8>, &'static str)> {
         let gemini: &'static dyn ChatAdapter = &Gemini;
         let anthropic: &'static dyn ChatAdapter = &Anthropic;
         let cases = [
@@ -245,8 +255,17 @@ mod tests {
                 "\n\n",
             ),
         ];
-        for (adapter, name, named, separator) in cases {
-            let input = stream_fixture(name, named, separator);
+        cases
+            .into_iter()
+            .map(|(adapter, name, named, separator)| {
+                (adapter, stream_fixture(name, named, separator), name)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn typed_chunks_render_as_their_json_would() {
+        for (adapter, input, name) in upstreams() {
             for (door, open, cx) in doors() {
                 let mut typed = open(adapter.chat_stream(cx.clone()), cx.clone());
                 let mut json = open(Box::new(AsJson(adapter.chat_stream(cx.clone()))), cx);
@@ -260,6 +279,40 @@ mod tests {
                 assert_eq!(typed.usage(), json.usage(), "{door} {name}");
                 assert_eq!(typed.failed(), json.failed(), "{door} {name}");
                 assert_eq!(typed.final_answer(), json.final_answer(), "{door} {name}");
+            }
+        }
+    }
+
+    #[test]
+    fn each_door_says_where_the_charge_goes_in_its_last_frames() {
+        let charge = Charge {
+            cost: Usd::from_pico(1_500_000),
+            id: "gen-1".into(),
+        };
+        for (adapter, input, name) in upstreams() {
+            let chat: (&str, Door, ResponseCx) = (
+                "chat",
+                |_, _| unreachable!("the chat door's translator is the adapter's own"),
+                messages::test_support::cx(),
+            );
+            for (door, open, cx) in doors().into_iter().chain([chat]) {
+                let mut t = match door {
+                    "chat" => adapter.stream_translator(cx),
+                    _ => open(adapter.chat_stream(cx.clone()), cx),
+                };
+                let mut out = BytesMut::new();
+                t.feed(&input, &mut out);
+                let mut last = BytesMut::new();
+                t.finish(&mut last);
+                let told = t.usage_close();
+                if t.failed().is_some() {
+                    assert_eq!(told, None, "{door} {name}");
+                    continue;
+                }
+                assert_eq!(last.get(told.unwrap()), Some(&b'}'), "{door} {name}");
+                let at_told = into_frames(&last, told, &charge).unwrap();
+                let looked_for = into_frames(&last, None, &charge).unwrap();
+                assert_eq!(at_told, looked_for, "{door} {name}");
             }
         }
     }

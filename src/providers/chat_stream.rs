@@ -64,26 +64,65 @@ pub trait ChatStream: Send + Sync {
 }
 
 /// A [`ChatStream`] speaking SSE: the chat door's stream translator.
-pub struct ChatSse<S>(pub S);
+pub struct ChatSse<S> {
+    stream: S,
+    /// Where the usage chunk's usage closes in what `finish` wrote.
+    usage_close: Option<usize>,
+}
+
+impl<S> ChatSse<S> {
+    pub fn new(stream: S) -> Self {
+        Self {
+            stream,
+            usage_close: None,
+        }
+    }
+}
 
 impl<S: ChatStream> StreamTranslator for ChatSse<S> {
     fn feed(&mut self, chunk: &[u8], out: &mut BytesMut) {
-        self.0.feed(chunk, out);
+        self.stream.feed(chunk, out);
     }
 
     fn finish(&mut self, out: &mut BytesMut) {
-        self.0.finish(out);
+        let mut end = Ending {
+            out,
+            usage_close: None,
+        };
+        self.stream.finish(&mut end);
+        self.usage_close = end.usage_close;
     }
 
     fn usage(&self) -> Usage {
-        self.0.usage()
+        self.stream.usage()
     }
 
     fn failed(&self) -> Option<&str> {
-        self.0.failed()
+        self.stream.failed()
     }
 
     fn delivered(&self) -> u64 {
-        self.0.delivered()
+        self.stream.delivered()
+    }
+
+    fn usage_close(&self) -> Option<usize> {
+        self.usage_close
+    }
+}
+
+/// The client's bytes, noting where the usage chunk's usage closes.
+struct Ending<'a> {
+    out: &'a mut BytesMut,
+    usage_close: Option<usize>,
+}
+
+impl ChatOut for Ending<'_> {
+    fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage) {
+        let is_usage = matches!(frame, ChatFrame::Usage(_));
+        self.out.frame(frame, usage);
+        if is_usage {
+            // `…,"usage":{…}}\n\n`: the usage is the chunk's last member.
+            self.usage_close = self.out.len().checked_sub(4);
+        }
     }
 }

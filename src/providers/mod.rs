@@ -354,6 +354,12 @@ pub trait StreamTranslator: Send + Sync {
     fn abort_frame(&mut self, _message: &str) -> Option<Bytes> {
         None
     }
+    /// Where, in the bytes the last [`finish`](Self::finish) wrote, the usage object the
+    /// request's charge goes into closes (the index of its `}`), when the translator knows
+    /// (`None`: the charge splice looks for it; `doors::charge::into_frames`).
+    fn usage_close(&self) -> Option<usize> {
+        None
+    }
     /// The whole answer as the door renders it buffered, once the stream has completed: what a
     /// door that keeps answers stores (the Responses door's `response` object). `None` for
     /// doors that keep nothing.

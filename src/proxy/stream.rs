@@ -54,11 +54,12 @@ pub(super) enum Step {
 }
 
 impl Step {
-    /// The stream's last frames with the request's charge in their usage object.
-    fn charged(self, charge: Option<Charge>) -> Step {
+    /// The stream's last frames with the request's charge in their usage object, which closes
+    /// at `close` when the translator knows where.
+    fn charged(self, charge: Option<Charge>, close: Option<usize>) -> Step {
         match (self, charge) {
             (Step::Send(out), Some(charge)) => {
-                Step::Send(charge::into_frames(&out, &charge).map_or(out, Bytes::from))
+                Step::Send(charge::into_frames(&out, close, &charge).map_or(out, Bytes::from))
             }
             (step, _) => step,
         }
@@ -334,7 +335,7 @@ impl<'s> Streaming<'s> {
                 ctx.client_left = self.client.left;
                 let answer = relay.translator.final_answer();
                 let charge = super::completing(&self.outbound, ctx, admitted, answer.as_ref());
-                step = step.charged(charge);
+                step = step.charged(charge, relay.translator.usage_close());
             }
             self.deliver(ctx, admitted, &relay, step, end).await?;
             if end {

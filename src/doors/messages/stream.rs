@@ -52,6 +52,7 @@ pub(crate) fn stream(inner: Box<dyn ChatStream>, cx: ResponseCx) -> MessagesStre
             calls_seen: Vec::new(),
             finish_reason: None,
             failed: false,
+            usage_close: None,
         },
     )
 }
@@ -69,6 +70,8 @@ pub(crate) struct Events {
     finish_reason: Option<&'static str>,
     /// The error event was written: nothing more is.
     failed: bool,
+    /// Where `message_delta`'s usage closes in what `on_finish` wrote.
+    usage_close: Option<usize>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -96,6 +99,10 @@ impl DoorEvents for Events {
         }
     }
 
+    fn usage_close(&self) -> Option<usize> {
+        self.usage_close
+    }
+
     fn on_error(&mut self, message: &str, _usage: &Usage, out: &mut BytesMut) {
         self.failed = true;
         out.put_slice(&stream_error_frame(Door::Messages, message));
@@ -117,6 +124,8 @@ impl DoorEvents for Events {
                 usage: DeltaUsage::of(usage),
             },
         );
+        // `…,"usage":{…}}\n\n`: the usage is the event's last member.
+        self.usage_close = out.len().checked_sub(4);
         write_event(
             out,
             "message_stop",

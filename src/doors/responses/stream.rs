@@ -79,6 +79,7 @@ pub(crate) fn stream(inner: Box<dyn ChatStream>, cx: ResponseCx) -> ResponsesStr
             outcome: None,
             ended: false,
             answer: None,
+            usage_close: None,
         },
     )
 }
@@ -101,6 +102,8 @@ pub(crate) struct Events {
     ended: bool,
     /// The final response object, once completed.
     answer: Option<Bytes>,
+    /// Where its usage closes in what `on_finish` wrote.
+    usage_close: Option<usize>,
 }
 
 /// The item being streamed.
@@ -207,7 +210,9 @@ impl DoorEvents for Events {
         let outcome = self.outcome.unwrap_or(Outcome::Completed);
         self.close(outcome.item_status(), out);
         let response = render(&self.cx, State::Done(outcome), &self.output, Some(usage));
-        self.w.emit_response(out, outcome.event(), &response);
+        let at = self.w.emit_response(out, outcome.event(), &response);
+        // `render` writes the usage last: `…,"usage":{…}}`.
+        self.usage_close = (at + response.len()).checked_sub(2);
         self.answer = Some(response);
         self.ended = true;
     }
@@ -224,6 +229,10 @@ impl DoorEvents for Events {
 
     fn final_answer(&self) -> Option<Bytes> {
         self.answer.clone()
+    }
+
+    fn usage_close(&self) -> Option<usize> {
+        self.usage_close
     }
 }
 
@@ -605,8 +614,9 @@ impl Writer {
         self.seq = self.seq.saturating_add(1);
     }
 
-    /// An event carrying the response object, as rendered (byte for byte what is stored).
-    fn emit_response(&mut self, out: &mut BytesMut, name: &str, response: &[u8]) {
+    /// An event carrying the response object, as rendered (byte for byte what is stored);
+    /// where the object begins in `out`.
+    fn emit_response(&mut self, out: &mut BytesMut, name: &str, response: &[u8]) -> usize {
         out.extend_from_slice(b"event: ");
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\ndata: {\"type\":\"");
@@ -614,9 +624,11 @@ impl Writer {
         out.extend_from_slice(b"\",\"sequence_number\":");
         out.extend_from_slice(self.seq.to_string().as_bytes());
         out.extend_from_slice(b",\"response\":");
+        let at = out.len();
         out.extend_from_slice(response);
         out.extend_from_slice(b"}\n\n");
         self.seq = self.seq.saturating_add(1);
+        at
     }
 }
 

@@ -77,7 +77,7 @@ impl Adapter for Anthropic {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(ChatSse(stream::AnthropicStream::new(cx)))
+        Box::new(ChatSse::new(stream::AnthropicStream::new(cx)))
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {

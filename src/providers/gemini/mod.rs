@@ -86,7 +86,7 @@ impl Adapter for Gemini {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(ChatSse(stream::GeminiStream::new(cx)))
+        Box::new(ChatSse::new(stream::GeminiStream::new(cx)))
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {

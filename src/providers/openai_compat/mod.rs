@@ -91,7 +91,7 @@ impl Adapter for OpenAiCompat {
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
-        Box::new(ChatSse(OpenAiStream::new(cx)))
+        Box::new(ChatSse::new(OpenAiStream::new(cx)))
     }
 
     fn upstream_error_message(&self, status: u16, body: &[u8]) -> String {
