@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     // The splice reads the document without checking the UTF-8 of what it skips: a body that
     // was not JSON to begin with need not be after.
     let json = serde_json::from_slice::<Value>(data).is_ok();
-    if let Some(body) = into_body(data, &charge).filter(|_| json) {
+    if let Some(body) = into_body(data, None, &charge).filter(|_| json) {
         let v: Value = serde_json::from_slice(&body).expect("a charged body is JSON");
         let usage = match v.get("usage") {
             Some(u) => u,

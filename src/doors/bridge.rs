@@ -39,6 +39,8 @@ impl Adapter for Bridged {
             Door::Responses => responses::to_response(&chat.body, &chat.usage, cx)?,
         };
         Ok(Translated {
+            // Both doors render the usage last.
+            usage_close: crate::providers::usage_last(&body),
             body,
             usage: chat.usage,
             upstream_id: chat.upstream_id,
@@ -299,6 +301,37 @@ mod tests {
         let mut out = BytesMut::new();
         s.finish(&mut out);
         assert_eq!((s.final_answer(), s.abort_frame("x")), (None, None));
+    }
+
+    #[test]
+    fn a_rendered_answer_says_where_its_usage_closes() {
+        use crate::doors::charge::{into_body, Charge};
+        let charge = Charge {
+            cost: crate::money::Usd::from_pico(7),
+            id: "gen-7".into(),
+        };
+        let answers = [
+            (
+                Family::Gemini,
+                "gemini-generate-thinking-2.5-flash-devapi.json",
+            ),
+            (Family::Anthropic, "anthropic-message-text.json"),
+            (Family::OpenAiCompat, "openai-chat-completion.json"),
+        ];
+        for (family, name) in answers {
+            for door in [Door::OpenAi, Door::Messages, Door::Responses] {
+                let t = bridged(door, family)
+                    .translate_buffered(&fixture(name), &cx())
+                    .unwrap();
+                let passed = family == Family::OpenAiCompat && door == Door::OpenAi;
+                assert_eq!(t.usage_close.is_none(), passed, "{door:?} {name}");
+                assert_eq!(
+                    into_body(&t.body, t.usage_close, &charge),
+                    into_body(&t.body, None, &charge),
+                    "{door:?} {name}"
+                );
+            }
+        }
     }
 
     #[test]

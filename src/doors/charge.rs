@@ -34,9 +34,10 @@ impl Charge {
 }
 
 /// `body` (a buffered answer, one JSON object) with the charge in its usage object; `None`
-/// when it has none (nothing is changed then).
-pub fn into_body(body: &[u8], charge: &Charge) -> Option<Vec<u8>> {
-    let at = usage_end(body)?;
+/// when it has none (nothing is changed then). `close`: where that object's `}` is, when the
+/// translator that wrote the body says so (`Translated::usage_close`); then nothing is read.
+pub fn into_body(body: &[u8], close: Option<usize>, charge: &Charge) -> Option<Vec<u8>> {
+    let at = told(body, close, usage_end).or_else(|| usage_end(body))?;
     Some(splice(body, at, charge))
 }
 
@@ -45,22 +46,20 @@ pub fn into_body(body: &[u8], charge: &Charge) -> Option<Vec<u8>> {
 /// when the translator that wrote the frames says so (`StreamTranslator::usage_close`); then
 /// nothing is read.
 pub fn into_frames(frames: &[u8], close: Option<usize>, charge: &Charge) -> Option<Vec<u8>> {
-    let at = match close.filter(|&at| frames.get(at) == Some(&b'}')) {
-        Some(close) => {
-            let at = UsageEnd {
-                close,
-                empty: frames.get(close.wrapping_sub(1)) == Some(&b'{'),
-            };
-            debug_assert_eq!(
-                Some(at),
-                last_usage_end(frames),
-                "the translator's usage_close"
-            );
-            at
-        }
-        None => last_usage_end(frames)?,
-    };
+    let at = told(frames, close, last_usage_end).or_else(|| last_usage_end(frames))?;
     Some(splice(frames, at, charge))
+}
+
+/// The place a translator told (`close`), where `doc` has a `}`; debug builds check that it
+/// is the one `find` would have found.
+fn told(doc: &[u8], close: Option<usize>, find: fn(&[u8]) -> Option<UsageEnd>) -> Option<UsageEnd> {
+    let close = close.filter(|&at| doc.get(at) == Some(&b'}'))?;
+    let at = UsageEnd {
+        close,
+        empty: doc.get(close.wrapping_sub(1)) == Some(&b'{'),
+    };
+    debug_assert_eq!(Some(at), find(doc), "the translator's usage_close");
+    Some(at)
 }
 
 /// `doc` with the charge's members added to the usage object that closes at `at`.
@@ -160,7 +159,7 @@ mod tests {
     }
 
     fn body(doc: &str) -> Value {
-        serde_json::from_slice(&into_body(doc.as_bytes(), &charge()).unwrap()).unwrap()
+        serde_json::from_slice(&into_body(doc.as_bytes(), None, &charge()).unwrap()).unwrap()
     }
 
     #[test]
@@ -168,8 +167,8 @@ mod tests {
         let v = body(r#"{"id":"x","usage":{"prompt_tokens":3}}"#);
         assert_eq!(v["usage"]["prompt_tokens"], 3);
         assert_eq!(v["usage"]["generation_id"], "chatcmpl-1");
-        let text =
-            String::from_utf8(into_body(br#"{"usage":{"a":1}}"#, &charge()).unwrap()).unwrap();
+        let text = String::from_utf8(into_body(br#"{"usage":{"a":1}}"#, None, &charge()).unwrap())
+            .unwrap();
         assert_eq!(
             text,
             r#"{"usage":{"a":1,"cost":0.0012345,"generation_id":"chatcmpl-1"}}"#
@@ -178,7 +177,7 @@ mod tests {
             cost: Usd::from_pico(1),
             id: "x".into(),
         };
-        let text = into_body(br#"{"usage":{}}"#, &tiny).unwrap();
+        let text = into_body(br#"{"usage":{}}"#, None, &tiny).unwrap();
         assert_eq!(
             text,
             br#"{"usage":{"cost":0.000000000001,"generation_id":"x"}}"#
@@ -209,9 +208,9 @@ mod tests {
 
     #[test]
     fn without_a_usage_object_nothing_changes() {
-        assert!(into_body(br#"{"usage":null}"#, &charge()).is_none());
-        assert!(into_body(br#"{"id":"x"}"#, &charge()).is_none());
-        assert!(into_body(b"not json", &charge()).is_none());
+        assert!(into_body(br#"{"usage":null}"#, None, &charge()).is_none());
+        assert!(into_body(br#"{"id":"x"}"#, None, &charge()).is_none());
+        assert!(into_body(b"not json", None, &charge()).is_none());
         assert!(into_frames(b"data: {\"x\":1}\n\ndata: [DONE]\n\n", None, &charge()).is_none());
     }
 

@@ -211,6 +211,16 @@ pub struct Translated {
     /// The upstream's own id for the answer, when its body says it (Gemini's `responseId`);
     /// preferred to the one its head carried.
     pub upstream_id: Option<Box<str>>,
+    /// Where the body's usage object closes (the index of its `}`), when the translator wrote
+    /// the body and knows: the charge is spliced there without reading the body
+    /// (`doors::charge::into_body`). `None` for a body passed through as the upstream wrote it.
+    pub usage_close: Option<usize>,
+}
+
+/// Where the usage of a body the gateway rendered with its usage object last (`…,"usage":{…}}`)
+/// closes.
+pub fn usage_last(body: &[u8]) -> Option<usize> {
+    body.len().checked_sub(2)
 }
 
 /// What an adapter sends upstream for one client request, translated once from the parsed

@@ -94,8 +94,9 @@ async fn write<T>(
                 ctx.upstream_request_id = Some(id);
             }
             ctx.first_body_at = Some(Instant::now());
-            let charge = super::completing(&outbound, ctx, admitted, Some(&t.body));
-            charged(session, &ctx.stamp(), t.body, charge).await
+            let answer = (&t.body, t.usage_close);
+            let charge = super::completing(&outbound, ctx, admitted, Some(answer));
+            charged(session, &ctx.stamp(), t.body, t.usage_close, charge).await
         }
         Err(e) => {
             let (retry_after, stamp) = (retry_after.as_deref(), ctx.stamp());
@@ -115,12 +116,13 @@ async fn charged(
     session: &mut Session,
     stamp: &Stamp,
     body: Bytes,
+    usage_close: Option<usize>,
     charge: Option<Charge>,
 ) -> pingora_error::Result<()> {
     let Some(charge) = charge else {
         return respond::json(session, stamp, 200, body, &[]).await;
     };
-    let body = charge::into_body(&body, &charge).map_or(body, Bytes::from);
+    let body = charge::into_body(&body, usage_close, &charge).map_or(body, Bytes::from);
     let cost = charge.cost.to_string();
     let headers = [
         ("x-tollgate-cost", cost.as_str()),

@@ -388,45 +388,42 @@ impl Gateway {
 
 /// What happens just before a complete answer's last bytes are released: its usage record is
 /// journaled (a crash from here on loses no bill), and a Responses answer (`answer`) is kept,
-/// so that its client finds it at once. The charge the answer's last bytes carry.
+/// so that its client finds it at once (with where its usage closes, when known). The charge the
+/// answer's last bytes carry.
 fn completing(
     outbound: &Outbound<'_>,
     ctx: &mut Ctx,
     admitted: &crate::admission::Admitted,
-    answer: Option<&Bytes>,
+    answer: Option<(&Bytes, Option<usize>)>,
 ) -> Option<Charge> {
     logging::journal(outbound.ledger, ctx, admitted);
     let charge = ctx.journaled.as_ref().map(|j| Charge {
         cost: j.record.cost,
         id: j.record.id.clone(),
     });
-    if let Some(answer) = answer {
-        keep_answer(
-            outbound.responses,
-            admitted,
-            ctx.started_at,
-            answer,
-            charge.as_ref(),
-        );
+    if let Some((answer, usage_close)) = answer {
+        let charged = charge
+            .as_ref()
+            .and_then(|c| crate::doors::charge::into_body(answer, usage_close, c));
+        let answer = charged.as_deref().unwrap_or(answer);
+        keep_answer(outbound.responses, admitted, ctx.started_at, answer);
     }
     charge
 }
 
 /// Keeps a completed Responses answer with the conversation before it, when its client let the
 /// gateway (`store`, [`Admitted::kept_items`]): what a later `previous_response_id` continues.
-/// It is kept as its client gets it, `charge` in its usage, so that a later GET answers the same.
+/// It is kept as its client gets it, the charge in its usage, so that a later GET answers the
+/// same.
 fn keep_answer(
     keeper: &ResponseKeeper,
     admitted: &crate::admission::Admitted,
     started_at: chrono::DateTime<chrono::Utc>,
     answer: &[u8],
-    charge: Option<&Charge>,
 ) {
     let Some(items) = &admitted.kept_items else {
         return;
     };
-    let charged = charge.and_then(|c| crate::doors::charge::into_body(answer, c));
-    let answer = charged.as_deref().unwrap_or(answer);
     let (Ok(items), Ok(response)) = (std::str::from_utf8(items), std::str::from_utf8(answer))
     else {
         return; // JSON the door wrote: never the case

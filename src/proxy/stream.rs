@@ -334,7 +334,8 @@ impl<'s> Streaming<'s> {
                 relay.count(ctx);
                 ctx.client_left = self.client.left;
                 let answer = relay.translator.final_answer();
-                let charge = super::completing(&self.outbound, ctx, admitted, answer.as_ref());
+                let answer = answer.as_ref().map(|a| (a, None));
+                let charge = super::completing(&self.outbound, ctx, admitted, answer);
                 step = step.charged(charge, relay.translator.usage_close());
             }
             self.deliver(ctx, admitted, &relay, step, end).await?;

@@ -107,6 +107,7 @@ impl Adapter for AnthropicNative {
             body: Bytes::from(out),
             usage: counts,
             upstream_id: None,
+            usage_close: None, // as the upstream wrote it
         })
     }
 

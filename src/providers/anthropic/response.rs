@@ -223,6 +223,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
     );
     let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
     Ok(Translated {
+        usage_close: crate::providers::usage_last(&body),
         body: Bytes::from(body),
         usage,
         upstream_id: None,

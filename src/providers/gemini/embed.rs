@@ -569,6 +569,7 @@ impl JoinPlan {
         let body = embeddings::render(&vectors, self.base64, &cx.model_id, tokens)
             .map_err(|e| TranslateError::Shape(e.to_string()))?;
         Ok(Translated {
+            usage_close: crate::providers::usage_last(&body),
             body,
             usage: Usage {
                 input: tokens,

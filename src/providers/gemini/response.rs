@@ -272,6 +272,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
     let completion = Completion::new(&cx.id, cx.created, &cx.model_id, choices, usage.to_openai());
     let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
     Ok(Translated {
+        usage_close: crate::providers::usage_last(&body),
         body: Bytes::from(body),
         usage,
         upstream_id: resp.response_id.as_deref().and_then(upstream_id),

@@ -87,6 +87,7 @@ impl Adapter for OpenAiCompat {
             body: Bytes::from(out),
             usage,
             upstream_id: None,
+            usage_close: None, // as the upstream wrote it
         })
     }
 

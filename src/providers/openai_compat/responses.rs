@@ -93,6 +93,7 @@ impl Adapter for OpenAiResponses {
             body: Bytes::from(out),
             usage,
             upstream_id: None,
+            usage_close: None, // as the upstream wrote it
         })
     }
 
