@@ -9,8 +9,11 @@
 //! answer's last bytes), so it is spliced into what the translators wrote rather than passed
 //! to each of them: a buffered body's usage object, or the last usage object of a stream's
 //! final frames (top-level `usage`, or `response.usage` in the Responses door's
-//! `response.completed`). Finding it reads the JSON once with serde's raw values, so text that
-//! only looks like a usage object inside a string is never touched.
+//! `response.completed`). A translator that wrote the answer says where that object closes
+//! (`Translated::usage_close`, `StreamTranslator::usage_close`), and nothing is read; debug
+//! builds check the place against the search. Otherwise (an answer an upstream wrote) the
+//! search reads the JSON once with serde's raw values, so text that only looks like a usage
+//! object inside a string is never touched.
 
 use serde_json::value::RawValue;
 
