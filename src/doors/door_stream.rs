@@ -290,16 +290,13 @@ mod tests {
             id: "gen-1".into(),
         };
         for (adapter, input, name) in upstreams() {
-            let chat: (&str, Door, ResponseCx) = (
+            let chat = (
                 "chat",
-                |_, _| unreachable!("the chat door's translator is the adapter's own"),
-                messages::test_support::cx(),
+                adapter.stream_translator(messages::test_support::cx()),
             );
-            for (door, open, cx) in doors().into_iter().chain([chat]) {
-                let mut t = match door {
-                    "chat" => adapter.stream_translator(cx),
-                    _ => open(adapter.chat_stream(cx.clone()), cx),
-                };
+            let doors =
+                doors().map(|(door, open, cx)| (door, open(adapter.chat_stream(cx.clone()), cx)));
+            for (door, mut t) in doors.into_iter().chain([chat]) {
                 let mut out = BytesMut::new();
                 t.feed(&input, &mut out);
                 let mut last = BytesMut::new();

@@ -99,10 +99,6 @@ impl DoorEvents for Events {
         }
     }
 
-    fn usage_close(&self) -> Option<usize> {
-        self.usage_close
-    }
-
     fn on_error(&mut self, message: &str, _usage: &Usage, out: &mut BytesMut) {
         self.failed = true;
         out.put_slice(&stream_error_frame(Door::Messages, message));
@@ -133,6 +129,10 @@ impl DoorEvents for Events {
                 kind: "message_stop",
             },
         );
+    }
+
+    fn usage_close(&self) -> Option<usize> {
+        self.usage_close
     }
 }
 

@@ -1,7 +1,7 @@
 //! A stream for the Responses door: the route adapter's own translator turns the upstream's
 //! events into `chat.completion.chunk`s, handed over typed (`doors::door_stream`), and
-//! [`Events`] renders those as the Responses API's events, each `event: <type>\ndata: <json>` with `sequence_number`s
-//! counting from 0:
+//! [`Events`] renders those as the Responses API's events, each `event: <type>\ndata: <json>`
+//! with `sequence_number`s counting from 0:
 //!
 //! ```text
 //! response.created   response.in_progress
