@@ -290,7 +290,7 @@ mod tests {
             let (completion, usage) = chat_answer(crate::providers::adapter_for(family), &input);
             assert_eq!(s.usage(), usage, "{family:?}");
             assert_eq!(
-                s.final_answer().unwrap(),
+                s.final_answer().unwrap().body,
                 responses::to_response(&completion, &usage, &resp_cx()).unwrap(),
                 "{family:?}: the stored answer is the buffered one"
             );

@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use crate::api::Usage;
 use crate::doors::chat_in::{read, ChunkChoiceIn, ChunkIn};
 use crate::providers::chat_stream::{ChatFrame, ChatOut, ChatStream};
-use crate::providers::StreamTranslator;
+use crate::providers::{usage_last, StreamTranslator, Translated};
 
 /// A door's rendering of a chat stream.
 pub(crate) trait DoorEvents: Send + Sync {
@@ -96,8 +96,14 @@ impl<E: DoorEvents> StreamTranslator for DoorStream<E> {
         self.events.abort_frame(message, &self.inner.usage())
     }
 
-    fn final_answer(&self) -> Option<Bytes> {
-        self.events.final_answer()
+    fn final_answer(&self) -> Option<Translated> {
+        self.events.final_answer().map(|body| Translated {
+            // The doors render an answer's usage last, as their buffered answers.
+            usage_close: usage_last(&body),
+            body,
+            usage: self.inner.usage(),
+            upstream_id: None,
+        })
     }
 
     fn usage_close(&self) -> Option<usize> {
@@ -148,7 +154,7 @@ impl<E: DoorEvents> ChatOut for Render<'_, E> {
 mod tests {
     use super::*;
     use crate::api::chunk::Chunk;
-    use crate::doors::charge::{into_frames, Charge};
+    use crate::doors::charge::{into_body, into_frames, Charge};
     use crate::doors::{messages, responses};
     use crate::money::Usd;
     use crate::providers::test_support::{feed_in_pieces, stream_fixture};
@@ -310,6 +316,15 @@ mod tests {
                 let at_told = into_frames(&last, told, &charge).unwrap();
                 let looked_for = into_frames(&last, None, &charge).unwrap();
                 assert_eq!(at_told, looked_for, "{door} {name}");
+                // The kept copy (the Responses door's) too.
+                assert_eq!(t.final_answer().is_some(), door == "responses");
+                if let Some(kept) = t.final_answer() {
+                    assert_eq!(
+                        into_body(&kept.body, kept.usage_close, &charge),
+                        into_body(&kept.body, None, &charge),
+                        "{door} {name}"
+                    );
+                }
             }
         }
     }

@@ -204,7 +204,7 @@ pub enum TranslateError {
 }
 
 /// A buffered response in the client's wire format, and what it used.
-#[derive(Debug)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Translated {
     pub body: Bytes,
     pub usage: Usage,
@@ -371,9 +371,9 @@ pub trait StreamTranslator: Send + Sync {
         None
     }
     /// The whole answer as the door renders it buffered, once the stream has completed: what a
-    /// door that keeps answers stores (the Responses door's `response` object). `None` for
-    /// doors that keep nothing.
-    fn final_answer(&self) -> Option<Bytes> {
+    /// door that keeps answers stores (the Responses door's `response` object), as
+    /// `translate_buffered` would give it. `None` for doors that keep nothing.
+    fn final_answer(&self) -> Option<Translated> {
         None
     }
 }

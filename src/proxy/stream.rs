@@ -334,7 +334,7 @@ impl<'s> Streaming<'s> {
                 relay.count(ctx);
                 ctx.client_left = self.client.left;
                 let answer = relay.translator.final_answer();
-                let answer = answer.as_ref().map(|a| (a, None));
+                let answer = answer.as_ref().map(|t| (&t.body, t.usage_close));
                 let charge = super::completing(&self.outbound, ctx, admitted, answer);
                 step = step.charged(charge, relay.translator.usage_close());
             }

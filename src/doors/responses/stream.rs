@@ -1046,8 +1046,8 @@ mod tests {
             assert_eq!(t.usage(), usage, "{name}");
             let buffered = to_response(&completion, &usage, &cx()).unwrap();
             assert_eq!(
-                t.final_answer().as_deref(),
-                Some(&buffered[..]),
+                t.final_answer().map(|a| a.body),
+                Some(buffered.clone()),
                 "{name}: {response}"
             );
             assert_eq!(
@@ -1212,7 +1212,7 @@ mod tests {
         assert_eq!(response, buffered);
         assert_eq!(
             t.final_answer()
-                .map(|b| serde_json::from_slice::<Value>(&b).unwrap()),
+                .map(|a| serde_json::from_slice::<Value>(&a.body).unwrap()),
             Some(response)
         );
     }
@@ -1333,7 +1333,7 @@ mod tests {
         );
         let (completion, usage) = chat_answer(&OpenAiCompat, &input);
         assert_eq!(
-            t.final_answer().unwrap(),
+            t.final_answer().unwrap().body,
             to_response(&completion, &usage, &cx()).unwrap()
         );
     }

@@ -667,8 +667,13 @@ impl StreamTranslator for NativeStream {
 
     /// The terminal event's `response` object (`completed`, `incomplete` or `failed`),
     /// rewritten as the client got it.
-    fn final_answer(&self) -> Option<Bytes> {
-        self.answer.clone()
+    fn final_answer(&self) -> Option<Translated> {
+        self.answer.clone().map(|body| Translated {
+            body,
+            usage: self.usage,
+            upstream_id: None,
+            usage_close: None, // as the upstream wrote it
+        })
     }
 }
 
@@ -969,7 +974,7 @@ mod tests {
                 .sum();
             assert!(delivered > 0);
             assert_eq!(t.delivered(), delivered, "{name}");
-            let answer: Value = serde_json::from_slice(&t.final_answer().unwrap()).unwrap();
+            let answer: Value = serde_json::from_slice(&t.final_answer().unwrap().body).unwrap();
             assert_eq!(answer, rewritten(completed.clone())["response"], "{name}");
         }
     }
@@ -1068,7 +1073,7 @@ mod tests {
                  (insufficient_quota)"
             )
         );
-        let answer: Value = serde_json::from_slice(&t.final_answer().unwrap()).unwrap();
+        let answer: Value = serde_json::from_slice(&t.final_answer().unwrap().body).unwrap();
         assert_eq!(answer["status"], "failed");
         assert_eq!(answer["id"], "resp_gw7");
         // A stream that stops before any output fails too, and so does an empty one.
