@@ -11,7 +11,7 @@ use bytes::{Bytes, BytesMut};
 
 use crate::api::Usage;
 use crate::doors::chat_in::{read, ChunkChoiceIn, ChunkIn};
-use crate::providers::chat_stream::{ChatFrame, ChatOut, ChatStream};
+use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
 use crate::providers::{usage_last, StreamTranslator, Translated};
 
 /// A door's rendering of a chat stream.
@@ -111,14 +111,14 @@ impl<E: DoorEvents> StreamTranslator for DoorStream<E> {
     }
 }
 
-/// The door's events as the inner stream's [`ChatOut`].
+/// The door's events as the inner stream's [`ChatSink`].
 struct Render<'a, E> {
     events: &'a mut E,
     error: &'a mut Option<String>,
     out: &'a mut BytesMut,
 }
 
-impl<E: DoorEvents> ChatOut for Render<'_, E> {
+impl<E: DoorEvents> ChatSink for Render<'_, E> {
     fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage) {
         if self.events.ended() {
             return;
@@ -164,9 +164,9 @@ mod tests {
     /// translator's output before chunks came typed.
     struct AsJson(Box<dyn ChatStream>);
 
-    struct JsonOut<'a>(&'a mut dyn ChatOut);
+    struct JsonOut<'a>(&'a mut dyn ChatSink);
 
-    impl ChatOut for JsonOut<'_> {
+    impl ChatSink for JsonOut<'_> {
         fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage) {
             match frame {
                 ChatFrame::Chunk(chunk) => {
@@ -179,10 +179,10 @@ mod tests {
     }
 
     impl ChatStream for AsJson {
-        fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
+        fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatSink) {
             self.0.feed(chunk, &mut JsonOut(out));
         }
-        fn finish(&mut self, out: &mut dyn ChatOut) {
+        fn finish(&mut self, out: &mut dyn ChatSink) {
             self.0.finish(&mut JsonOut(out));
         }
         fn usage(&self) -> Usage {
@@ -333,10 +333,10 @@ mod tests {
     fn an_unreadable_chunk_ends_the_doors_stream_as_its_own_failure() {
         struct Garbage;
         impl ChatStream for Garbage {
-            fn feed(&mut self, _chunk: &[u8], out: &mut dyn ChatOut) {
+            fn feed(&mut self, _chunk: &[u8], out: &mut dyn ChatSink) {
                 out.frame(ChatFrame::Json(b"{not json"), &Usage::default());
             }
-            fn finish(&mut self, out: &mut dyn ChatOut) {
+            fn finish(&mut self, out: &mut dyn ChatSink) {
                 out.frame(ChatFrame::Done, &Usage::default());
             }
             fn usage(&self) -> Usage {

@@ -1,6 +1,6 @@
 //! A family's stream translator before its frames are bytes: [`ChatStream`] hands each
-//! `chat.completion.chunk` it makes to a [`ChatOut`] as a typed [`ChatFrame`]. The chat door's
-//! `ChatOut` is the client's bytes (`BytesMut`: SSE `data:` frames, through [`ChatSse`]); the
+//! `chat.completion.chunk` it makes to a [`ChatSink`] as a typed [`ChatFrame`]. The chat door's
+//! `ChatSink` is the client's bytes (`BytesMut`: SSE `data:` frames, through [`ChatSse`]); the
 //! other doors' render the same frames as their own events, so no door reads back JSON the
 //! chat translator wrote.
 //!
@@ -29,13 +29,13 @@ pub enum ChatFrame<'a> {
 }
 
 /// Where a chat stream's frames go.
-pub trait ChatOut {
+pub trait ChatSink {
     /// `frame`, with the stream's `usage` counted so far.
     fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage);
 }
 
 /// The chat door's frames: SSE bytes.
-impl ChatOut for BytesMut {
+impl ChatSink for BytesMut {
     fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage) {
         match frame {
             ChatFrame::Chunk(chunk) => sse::write_json(self, chunk),
@@ -51,10 +51,10 @@ impl ChatOut for BytesMut {
 /// door, less what only a door's own rendering knows).
 pub trait ChatStream: Send + Sync {
     /// Feeds upstream bytes; every frame they complete goes to `out`, in order.
-    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut);
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatSink);
     /// The upstream ended: the final chunks and the usage frame (or only an error), then
     /// `Done`.
-    fn finish(&mut self, out: &mut dyn ChatOut);
+    fn finish(&mut self, out: &mut dyn ChatSink);
     /// Usage seen so far.
     fn usage(&self) -> Usage;
     /// The upstream's in-band error, if it sent one.
@@ -116,7 +116,7 @@ struct Ending<'a> {
     usage_close: Option<usize>,
 }
 
-impl ChatOut for Ending<'_> {
+impl ChatSink for Ending<'_> {
     fn frame(&mut self, frame: ChatFrame<'_>, usage: &Usage) {
         let is_usage = matches!(frame, ChatFrame::Usage(_));
         self.out.frame(frame, usage);

@@ -36,7 +36,7 @@ use super::response::{finish_reason, redacted_detail, BlockIn, UsageIn};
 use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
 use crate::api::completion::{FunctionCall, ReasoningDetail, ToolCall};
 use crate::api::Usage;
-use crate::providers::chat_stream::{ChatFrame, ChatOut, ChatStream};
+use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
 use crate::providers::common::Str;
 use crate::providers::sse::SseFramer;
 use crate::providers::ResponseCx;
@@ -176,7 +176,7 @@ impl AnthropicStream {
         }
     }
 
-    fn on_event(&mut self, data: &[u8], out: &mut dyn ChatOut) {
+    fn on_event(&mut self, data: &[u8], out: &mut dyn ChatSink) {
         if self.error.is_some() || self.stopped || data.trim_ascii().is_empty() {
             return;
         }
@@ -215,7 +215,7 @@ impl AnthropicStream {
         }
     }
 
-    fn on_block_start(&mut self, index: u64, block: &BlockIn<'_>, out: &mut dyn ChatOut) {
+    fn on_block_start(&mut self, index: u64, block: &BlockIn<'_>, out: &mut dyn ChatSink) {
         if self.blocks.len() >= MAX_BLOCKS {
             return self.fail("upstream sent too many content blocks".into(), out);
         }
@@ -298,7 +298,7 @@ impl AnthropicStream {
     }
 
     /// A thinking block's signature: a chunk of its own, no text.
-    fn write_signature(&mut self, n: u32, signature: &str, out: &mut dyn ChatOut) {
+    fn write_signature(&mut self, n: u32, signature: &str, out: &mut dyn ChatSink) {
         let detail = ReasoningDetail {
             kind: "reasoning.text",
             text: None,
@@ -315,7 +315,7 @@ impl AnthropicStream {
         );
     }
 
-    fn on_delta(&mut self, index: u64, d: &DeltaIn<'_>, out: &mut dyn ChatOut) {
+    fn on_delta(&mut self, index: u64, d: &DeltaIn<'_>, out: &mut dyn ChatSink) {
         let mut delta = Delta::default();
         match d.kind.as_deref() {
             Some("text_delta") => match d.text.as_deref().filter(|t| !t.is_empty()) {
@@ -360,7 +360,7 @@ impl AnthropicStream {
     }
 
     /// Writes one delta chunk; the first one names the role.
-    fn write_delta(&mut self, mut delta: Delta<'_>, out: &mut dyn ChatOut) {
+    fn write_delta(&mut self, mut delta: Delta<'_>, out: &mut dyn ChatSink) {
         if !self.started {
             self.started = true;
             delta.role = Some("assistant");
@@ -369,7 +369,7 @@ impl AnthropicStream {
         self.write_chunk(delta, None, out);
     }
 
-    fn write_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>, out: &mut dyn ChatOut) {
+    fn write_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>, out: &mut dyn ChatSink) {
         let chunk = Chunk {
             id: &self.cx.id,
             object: "chat.completion.chunk",
@@ -384,21 +384,21 @@ impl AnthropicStream {
         out.frame(ChatFrame::Chunk(&chunk), &self.usage);
     }
 
-    fn fail(&mut self, message: String, out: &mut dyn ChatOut) {
+    fn fail(&mut self, message: String, out: &mut dyn ChatSink) {
         out.frame(ChatFrame::Error(&message), &self.usage);
         self.error = Some(message);
     }
 }
 
 impl ChatStream for AnthropicStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatSink) {
         self.framer.push(chunk);
         while let Some(ev) = self.framer.next_event() {
             self.on_event(&ev.data, out);
         }
     }
 
-    fn finish(&mut self, out: &mut dyn ChatOut) {
+    fn finish(&mut self, out: &mut dyn ChatSink) {
         if let Some(ev) = self.framer.finish() {
             self.on_event(&ev.data, out);
         }

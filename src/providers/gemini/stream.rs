@@ -29,7 +29,7 @@ use super::error::in_stream_message;
 use super::response::{tool_call, Finish, GenerateResponse, Part, UsageMetadata};
 use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
 use crate::api::Usage;
-use crate::providers::chat_stream::{ChatFrame, ChatOut, ChatStream};
+use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
 use crate::providers::sse::{SseFramer, SseItem};
 use crate::providers::ResponseCx;
 
@@ -84,14 +84,14 @@ impl GeminiStream {
         }
     }
 
-    fn on_item(&mut self, item: SseItem, out: &mut dyn ChatOut) {
+    fn on_item(&mut self, item: SseItem, out: &mut dyn ChatSink) {
         match item {
             SseItem::Event(ev) => self.on_event(&ev.data, out),
             SseItem::Stray(line) => self.on_stray(&line, out),
         }
     }
 
-    fn on_event(&mut self, data: &[u8], out: &mut dyn ChatOut) {
+    fn on_event(&mut self, data: &[u8], out: &mut dyn ChatSink) {
         self.stray.clear();
         // An event without data (a bare `event:` line) carries nothing to translate.
         if self.error.is_some() || data.trim_ascii().is_empty() {
@@ -123,7 +123,7 @@ impl GeminiStream {
         }
     }
 
-    fn on_part(&mut self, index: u32, part: &Part<'_>, out: &mut dyn ChatOut) {
+    fn on_part(&mut self, index: u32, part: &Part<'_>, out: &mut dyn ChatSink) {
         let mut delta = Delta::default();
         if let Some(call) = &part.function_call {
             let mut tc = tool_call(&self.cx.id, self.calls, call, part);
@@ -150,7 +150,7 @@ impl GeminiStream {
     }
 
     /// Writes one delta chunk; the choice's first one names the role.
-    fn write_delta(&mut self, index: u32, mut delta: Delta<'_>, out: &mut dyn ChatOut) {
+    fn write_delta(&mut self, index: u32, mut delta: Delta<'_>, out: &mut dyn ChatSink) {
         if let Some(state) = self.choice(index) {
             if !state.started {
                 state.started = true;
@@ -166,7 +166,7 @@ impl GeminiStream {
         index: u32,
         delta: Delta<'_>,
         finish: Option<&'static str>,
-        out: &mut dyn ChatOut,
+        out: &mut dyn ChatSink,
     ) {
         let chunk = Chunk {
             id: &self.cx.id,
@@ -196,7 +196,7 @@ impl GeminiStream {
     }
 
     /// A line outside the SSE format: collected while it can still be a JSON object.
-    fn on_stray(&mut self, line: &[u8], out: &mut dyn ChatOut) {
+    fn on_stray(&mut self, line: &[u8], out: &mut dyn ChatSink) {
         if self.error.is_some()
             || (self.stray.is_empty() && !line.trim_ascii_start().starts_with(b"{"))
         {
@@ -215,7 +215,7 @@ impl GeminiStream {
         }
     }
 
-    fn fail(&mut self, message: String, out: &mut dyn ChatOut) {
+    fn fail(&mut self, message: String, out: &mut dyn ChatSink) {
         out.frame(ChatFrame::Error(&message), &self.usage);
         self.error = Some(message);
     }
@@ -226,7 +226,7 @@ impl GeminiStream {
             || (!self.choices.is_empty() && self.choices.iter().all(|(_, c)| c.finish.is_some()))
     }
 
-    fn write_finish(&mut self, out: &mut dyn ChatOut) {
+    fn write_finish(&mut self, out: &mut dyn ChatSink) {
         if self.blocked && self.choices.is_empty() {
             self.choices.push((0, ChoiceState::default()));
         }
@@ -247,14 +247,14 @@ impl GeminiStream {
 }
 
 impl ChatStream for GeminiStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatSink) {
         self.framer.push(chunk);
         while let Some(item) = self.framer.next_item() {
             self.on_item(item, out);
         }
     }
 
-    fn finish(&mut self, out: &mut dyn ChatOut) {
+    fn finish(&mut self, out: &mut dyn ChatSink) {
         for item in self.framer.finish_items() {
             self.on_item(item, out);
         }

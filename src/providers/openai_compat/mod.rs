@@ -19,7 +19,7 @@ use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::chat_stream::{ChatFrame, ChatOut, ChatSse, ChatStream};
+use super::chat_stream::{ChatFrame, ChatSink, ChatSse, ChatStream};
 use super::common::{quote, upstream_message};
 use super::sse::SseFramer;
 use super::{
@@ -206,7 +206,7 @@ impl OpenAiStream {
         }
     }
 
-    fn on_data(&mut self, data: &[u8], out: &mut dyn ChatOut) {
+    fn on_data(&mut self, data: &[u8], out: &mut dyn ChatSink) {
         if self.error.is_some() || data == b"[DONE]" {
             return;
         }
@@ -237,7 +237,7 @@ impl OpenAiStream {
         }
     }
 
-    fn fail(&mut self, message: String, out: &mut dyn ChatOut) {
+    fn fail(&mut self, message: String, out: &mut dyn ChatSink) {
         out.frame(ChatFrame::Error(&message), &self.usage);
         self.error = Some(message);
     }
@@ -343,14 +343,14 @@ impl DeltaPeek<'_> {
 }
 
 impl ChatStream for OpenAiStream {
-    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatOut) {
+    fn feed(&mut self, chunk: &[u8], out: &mut dyn ChatSink) {
         self.framer.push(chunk);
         while let Some(ev) = self.framer.next_event() {
             self.on_data(&ev.data, out);
         }
     }
 
-    fn finish(&mut self, out: &mut dyn ChatOut) {
+    fn finish(&mut self, out: &mut dyn ChatSink) {
         if let Some(ev) = self.framer.finish() {
             self.on_data(&ev.data, out);
         }
