@@ -401,29 +401,34 @@ fn completing(
         cost: j.record.cost,
         id: j.record.id.clone(),
     });
-    if let Some((answer, usage_close)) = answer {
-        let charged = charge
-            .as_ref()
-            .and_then(|c| crate::doors::charge::into_body(answer, usage_close, c));
-        let answer = charged.as_deref().unwrap_or(answer);
-        keep_answer(outbound.responses, admitted, ctx.started_at, answer);
+    if let Some(answer) = answer {
+        keep_answer(
+            outbound.responses,
+            admitted,
+            ctx.started_at,
+            answer,
+            charge.as_ref(),
+        );
     }
     charge
 }
 
 /// Keeps a completed Responses answer with the conversation before it, when its client let the
 /// gateway (`store`, [`Admitted::kept_items`]): what a later `previous_response_id` continues.
-/// It is kept as its client gets it, the charge in its usage, so that a later GET answers the
-/// same.
+/// It is kept as its client gets it, `charge` in its usage (which closes at `usage_close`, when
+/// known), so that a later GET answers the same.
 fn keep_answer(
     keeper: &ResponseKeeper,
     admitted: &crate::admission::Admitted,
     started_at: chrono::DateTime<chrono::Utc>,
-    answer: &[u8],
+    (answer, usage_close): (&Bytes, Option<usize>),
+    charge: Option<&Charge>,
 ) {
     let Some(items) = &admitted.kept_items else {
         return;
     };
+    let charged = charge.and_then(|c| crate::doors::charge::into_body(answer, usage_close, c));
+    let answer = charged.as_deref().unwrap_or(answer);
     let (Ok(items), Ok(response)) = (std::str::from_utf8(items), std::str::from_utf8(answer))
     else {
         return; // JSON the door wrote: never the case
