@@ -10,8 +10,8 @@
 
 use bytes::BytesMut;
 
-use super::{sse, StreamTranslator};
-use crate::api::chunk::{Chunk, UsageChunk};
+use super::{sse, ResponseCx, StreamTranslator};
+use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
 use crate::api::Usage;
 
 /// One frame of a chat stream.
@@ -45,6 +45,51 @@ impl ChatSink for BytesMut {
             ChatFrame::Done => sse::write_done(self),
         }
     }
+}
+
+/// Hands choice `index`'s `delta` (and its finish reason) to `out` as a chunk of the answer `cx`
+/// names, with the `usage` counted so far.
+pub fn send_delta(
+    out: &mut dyn ChatSink,
+    cx: &ResponseCx,
+    index: u32,
+    delta: Delta<'_>,
+    finish: Option<&'static str>,
+    usage: &Usage,
+) {
+    let chunk = Chunk {
+        id: &cx.id,
+        object: "chat.completion.chunk",
+        created: cx.created,
+        model: &cx.model_id,
+        choices: [ChunkChoice {
+            index,
+            delta,
+            finish_reason: finish,
+        }],
+    };
+    out.frame(ChatFrame::Chunk(&chunk), usage);
+}
+
+/// Hands `out` the chunk that ends choice `index` with `reason`.
+pub fn send_finish(
+    out: &mut dyn ChatSink,
+    cx: &ResponseCx,
+    index: u32,
+    reason: &'static str,
+    usage: &Usage,
+) {
+    send_delta(out, cx, index, Delta::default(), Some(reason), usage);
+}
+
+/// Hands `out` the usage chunk that ends a completed answer (`created`: its chunks' time).
+pub fn send_usage(out: &mut dyn ChatSink, cx: &ResponseCx, created: i64, usage: &Usage) {
+    let end = UsageChunk {
+        id: &cx.id,
+        created,
+        model: &cx.model_id,
+    };
+    out.frame(ChatFrame::Usage(&end), usage);
 }
 
 /// A family's stream translator, its frames typed (what [`StreamTranslator`] is for the chat

@@ -33,10 +33,12 @@ use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
 use super::response::{finish_reason, redacted_detail, BlockIn, UsageIn};
-use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
+use crate::api::chunk::Delta;
 use crate::api::completion::{FunctionCall, ReasoningDetail, ToolCall};
 use crate::api::Usage;
-use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
+use crate::providers::chat_stream::{
+    send_delta, send_finish, send_usage, ChatFrame, ChatSink, ChatStream,
+};
 use crate::providers::common::Str;
 use crate::providers::sse::SseFramer;
 use crate::providers::ResponseCx;
@@ -366,22 +368,7 @@ impl AnthropicStream {
             delta.role = Some("assistant");
         }
         self.delivered += delta.content_len();
-        self.write_chunk(delta, None, out);
-    }
-
-    fn write_chunk(&self, delta: Delta<'_>, finish: Option<&'static str>, out: &mut dyn ChatSink) {
-        let chunk = Chunk {
-            id: &self.cx.id,
-            object: "chat.completion.chunk",
-            created: self.cx.created,
-            model: &self.cx.model_id,
-            choices: [ChunkChoice {
-                index: 0,
-                delta,
-                finish_reason: finish,
-            }],
-        };
-        out.frame(ChatFrame::Chunk(&chunk), &self.usage);
+        send_delta(out, &self.cx, 0, delta, None, &self.usage);
     }
 
     fn fail(&mut self, message: String, out: &mut dyn ChatSink) {
@@ -406,14 +393,8 @@ impl ChatStream for AnthropicStream {
             match (self.stopped, self.finish) {
                 (true, finish) | (false, finish @ Some(_)) => {
                     let reason = finish.unwrap_or("stop");
-                    self.write_chunk(Delta::default(), Some(reason), out);
-                    let cx = &self.cx;
-                    let end = UsageChunk {
-                        id: &cx.id,
-                        created: cx.created,
-                        model: &cx.model_id,
-                    };
-                    out.frame(ChatFrame::Usage(&end), &self.usage);
+                    send_finish(out, &self.cx, 0, reason, &self.usage);
+                    send_usage(out, &self.cx, self.cx.created, &self.usage);
                 }
                 (false, None) => {
                     self.fail("upstream stream ended before completion".into(), out);

@@ -27,9 +27,11 @@ use serde_json::value::RawValue;
 
 use super::error::in_stream_message;
 use super::response::{tool_call, Finish, GenerateResponse, Part, UsageMetadata};
-use crate::api::chunk::{Chunk, ChunkChoice, Delta, UsageChunk};
+use crate::api::chunk::Delta;
 use crate::api::Usage;
-use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
+use crate::providers::chat_stream::{
+    send_delta, send_finish, send_usage, ChatFrame, ChatSink, ChatStream,
+};
 use crate::providers::sse::{SseFramer, SseItem};
 use crate::providers::ResponseCx;
 
@@ -158,28 +160,7 @@ impl GeminiStream {
             }
         }
         self.delivered += delta.content_len();
-        self.write_chunk(index, delta, None, out);
-    }
-
-    fn write_chunk(
-        &self,
-        index: u32,
-        delta: Delta<'_>,
-        finish: Option<&'static str>,
-        out: &mut dyn ChatSink,
-    ) {
-        let chunk = Chunk {
-            id: &self.cx.id,
-            object: "chat.completion.chunk",
-            created: self.cx.created,
-            model: &self.cx.model_id,
-            choices: [ChunkChoice {
-                index,
-                delta,
-                finish_reason: finish,
-            }],
-        };
-        out.frame(ChatFrame::Chunk(&chunk), &self.usage);
+        send_delta(out, &self.cx, index, delta, None, &self.usage);
     }
 
     /// The state of candidate `index`, created on first sight (`None` past the limit).
@@ -234,15 +215,9 @@ impl GeminiStream {
             // Only a blocked prompt leaves a choice without a finish reason here.
             let finish = state.finish.unwrap_or(Finish::Filter);
             let reason = finish.openai(state.tool_calls > 0);
-            self.write_chunk(*index, Delta::default(), Some(reason), out);
+            send_finish(out, &self.cx, *index, reason, &self.usage);
         }
-        let cx = &self.cx;
-        let end = UsageChunk {
-            id: &cx.id,
-            created: cx.created,
-            model: &cx.model_id,
-        };
-        out.frame(ChatFrame::Usage(&end), &self.usage);
+        send_usage(out, &self.cx, self.cx.created, &self.usage);
     }
 }
 

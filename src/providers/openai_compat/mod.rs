@@ -19,14 +19,13 @@ use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::chat_stream::{ChatFrame, ChatSink, ChatSse, ChatStream};
+use super::chat_stream::{send_usage, ChatFrame, ChatSink, ChatSse, ChatStream};
 use super::common::{quote, upstream_message};
 use super::sse::SseFramer;
 use super::{
     header, Adapter, ChatAdapter, Credentials, Plan, ResponseCx, StreamTranslator, Target,
     TranslateError, Translated, UpstreamRequest,
 };
-use crate::api::chunk::UsageChunk;
 use crate::api::request::{object_fields, write_object};
 use crate::api::usage::OpenAiUsageIn;
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
@@ -355,12 +354,7 @@ impl ChatStream for OpenAiStream {
             self.on_data(&ev.data, out);
         }
         if self.error.is_none() {
-            let end = UsageChunk {
-                id: &self.cx.id,
-                created: self.created,
-                model: &self.cx.model_id,
-            };
-            out.frame(ChatFrame::Usage(&end), &self.usage);
+            send_usage(out, &self.cx, self.created, &self.usage);
         }
         out.frame(ChatFrame::Done, &self.usage);
     }
