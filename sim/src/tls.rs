@@ -2,7 +2,10 @@
 //! its roots, name checks and failures — is tested against a real handshake. Handshakes run
 //! on their own tasks (a stalled one holds up no other) and are counted in the stats:
 //! `tls_handshakes` and `tls_handshakes_failed` (a client that refused the certificate),
-//! which tell how often a client tried when none of its requests arrived.
+//! which tell how often a client tried when none of its requests arrived. Only connections
+//! that opened with a TLS `ClientHello` count: a stranger that does not speak TLS (another
+//! test's PostgreSQL client retrying a port this simulator now holds, a port probe) is
+//! dropped uncounted, so the counts are the TLS clients' alone.
 
 use std::io;
 use std::net::SocketAddr;
@@ -16,7 +19,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::server::TlsStream;
-use tokio_rustls::TlsAcceptor;
+use tokio_rustls::LazyConfigAcceptor;
 
 use crate::Sim;
 
@@ -62,7 +65,6 @@ impl TlsListener {
             .local_addr()
             .unwrap_or_else(|_| SocketAddr::from(([127, 0, 0, 1], 0)));
         let (ready_tx, ready) = mpsc::channel(64);
-        let acceptor = TlsAcceptor::from(config);
         tokio::spawn(async move {
             loop {
                 let Ok((stream, peer)) = tcp.accept().await else {
@@ -70,25 +72,39 @@ impl TlsListener {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
-                let (acceptor, ready_tx, sim) = (acceptor.clone(), ready_tx.clone(), sim.clone());
+                let (config, ready_tx, sim) = (config.clone(), ready_tx.clone(), sim.clone());
                 tokio::spawn(async move {
-                    sim.stats.tls_handshakes.fetch_add(1, Ordering::Relaxed);
-                    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
-                    match shaken.await {
-                        Ok(Ok(tls)) => {
-                            let _ = ready_tx.send((tls, peer)).await;
-                        }
-                        _ => {
-                            sim.stats
-                                .tls_handshakes_failed
-                                .fetch_add(1, Ordering::Relaxed);
-                        }
+                    if let Some(tls) = shake_hands(stream, config, &sim).await {
+                        let _ = ready_tx.send((tls, peer)).await;
                     }
                 });
             }
         });
         TlsListener { ready, local }
     }
+}
+
+/// The handshake on one connection, counted once its `ClientHello` has arrived; `None` when
+/// it failed or the peer never spoke TLS.
+async fn shake_hands(
+    stream: TcpStream,
+    config: Arc<rustls::ServerConfig>,
+    sim: &Sim,
+) -> Option<TlsStream<TcpStream>> {
+    let hello = LazyConfigAcceptor::new(rustls::server::Acceptor::default(), stream);
+    let start = tokio::time::timeout(HANDSHAKE_TIMEOUT, hello)
+        .await
+        .ok()?
+        .ok()?;
+    sim.stats.tls_handshakes.fetch_add(1, Ordering::Relaxed);
+    let shaken = tokio::time::timeout(HANDSHAKE_TIMEOUT, start.into_stream(config)).await;
+    if let Ok(Ok(tls)) = shaken {
+        return Some(tls);
+    }
+    sim.stats
+        .tls_handshakes_failed
+        .fetch_add(1, Ordering::Relaxed);
+    None
 }
 
 impl axum::serve::Listener for TlsListener {

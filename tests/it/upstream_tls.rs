@@ -237,3 +237,32 @@ async fn an_unusable_ca_file_stops_the_start_naming_it() {
         "{stderr}"
     );
 }
+
+/// Another test's client may reach this simulator's port when it held it before (a
+/// PostgreSQL client reconnecting to a stopped database, a readiness probe): only peers that
+/// open a TLS handshake are counted, so the refusal tests count the gateway's alone.
+#[tokio::test]
+async fn a_peer_that_does_not_speak_tls_is_not_counted_as_a_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ca = TestCa::new();
+    let tls = TlsSim::start(&ca, &["127.0.0.1"]);
+    let addr = tls.sim.url.trim_start_matches("https://");
+    for hello in [
+        &b"GET / HTTP/1.1\r\nHost: sim\r\n\r\n"[..],
+        b"\0\0\0\x08\x04\xd2\x16\x2f",
+        b"",
+    ] {
+        let mut stranger = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stranger.write_all(hello).await.unwrap();
+        stranger.shutdown().await.unwrap();
+        // The simulator closes the connection once it has given up on it.
+        let mut rest = Vec::new();
+        let _ = stranger.read_to_end(&mut rest).await;
+    }
+    let stats = tls.stats().await;
+    assert_eq!(
+        stats["tls_handshakes"], 1,
+        "the test's own request: {stats}"
+    );
+    assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
+}
