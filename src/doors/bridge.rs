@@ -32,19 +32,13 @@ impl Adapter for Bridged {
         body: &[u8],
         cx: &ResponseCx,
     ) -> Result<Translated, TranslateError> {
-        let chat = self.inner.translate_buffered(body, cx)?;
-        let body = match self.door {
-            Door::OpenAi => return Ok(chat),
-            Door::Messages => messages::to_message(&chat.body, &chat.usage, cx)?,
-            Door::Responses => responses::to_response(&chat.body, &chat.usage, cx)?,
-        };
-        Ok(Translated {
-            // Both doors render the usage last.
-            usage_close: crate::providers::usage_last(&body),
-            body,
-            usage: chat.usage,
-            upstream_id: chat.upstream_id,
-        })
+        match self.door {
+            Door::OpenAi => self.inner.translate_buffered(body, cx),
+            Door::Messages => self.inner.translate_answer(body, cx, &messages::AsMessage),
+            Door::Responses => self
+                .inner
+                .translate_answer(body, cx, &responses::AsResponse),
+        }
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
@@ -334,6 +328,79 @@ mod tests {
         }
     }
 
+    /// Every buffered answer a family makes, rendered by each door from the typed completion,
+    /// is what the door would render from the completion's JSON: one answer whichever way it
+    /// reaches the door, exclusions and all.
+    #[test]
+    fn typed_answers_render_as_their_json_would() {
+        let answers = [
+            (
+                Family::Gemini,
+                "gemini-function-call-gemini3-pro-devapi.json",
+            ),
+            (Family::Gemini, "gemini-function-call-parallel-vertex.json"),
+            (
+                Family::Gemini,
+                "gemini-function-call-thought-signature-2.5-pro-devapi.json",
+            ),
+            (
+                Family::Gemini,
+                "gemini-generate-implicit-cache-2.5-flash-vertex.json",
+            ),
+            (
+                Family::Gemini,
+                "gemini-generate-text-gemini3-pro-devapi.json",
+            ),
+            (
+                Family::Gemini,
+                "gemini-generate-thinking-2.5-flash-devapi.json",
+            ),
+            (
+                Family::Gemini,
+                "gemini-generate-tool-use-prompt-tokens-devapi.json",
+            ),
+            (
+                Family::Gemini,
+                "gemini-generate-vertex-global-2.0-flash.json",
+            ),
+            (Family::Gemini, "gemini-prompt-blocked-safety-vertex.json"),
+            (
+                Family::Anthropic,
+                "anthropic-message-cache-read-and-write.json",
+            ),
+            (Family::Anthropic, "anthropic-message-text.json"),
+            (Family::Anthropic, "anthropic-message-thinking.json"),
+        ];
+        for (family, name) in answers {
+            for exclude_reasoning in [false, true] {
+                let cx = ResponseCx {
+                    exclude_reasoning,
+                    ..cx()
+                };
+                let body = fixture(name);
+                let chat = crate::providers::adapter_for(family)
+                    .translate_buffered(&body, &cx)
+                    .unwrap();
+                for door in [Door::Messages, Door::Responses] {
+                    let typed = bridged(door, family)
+                        .translate_buffered(&body, &cx)
+                        .unwrap();
+                    let from_json = match door {
+                        Door::Messages => messages::to_message(&chat.body, &chat.usage, &cx),
+                        _ => responses::to_response(&chat.body, &chat.usage, &cx),
+                    };
+                    let what = format!("{name} on {door:?}, exclude_reasoning {exclude_reasoning}");
+                    assert_eq!(typed.body, from_json.unwrap(), "{what}");
+                    assert_eq!(
+                        (&typed.usage, &typed.upstream_id),
+                        (&chat.usage, &chat.upstream_id),
+                        "{what}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn openai_compatible_upstreams_get_the_chat_body() {
         let req = json!({"model": "acme/gpt", "max_tokens": 5, "stream": true, "messages": [{"role": "user", "content": "hi"}]});
@@ -403,6 +470,14 @@ mod tests {
     }
 
     impl ChatAdapter for Marked {
+        fn translate_answer(
+            &self,
+            _body: &[u8],
+            _cx: &ResponseCx,
+            _door: &dyn crate::providers::chat_answer::AnswerRender,
+        ) -> Result<Translated, TranslateError> {
+            Err(TranslateError::Shape("marked".into()))
+        }
         fn chat_stream(
             &self,
             cx: ResponseCx,

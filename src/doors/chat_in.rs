@@ -1,17 +1,19 @@
 //! What the route's chat adapter wrote, read back by the doors that render it in their own
 //! shapes: a completion's `message` and a chunk's `delta` have one shape, every field optional
 //! (the buffered answers insist on what they need); a completion's first choice
-//! ([`CompletionIn`]) and a stream frame ([`ChunkIn`]: a chunk or an in-band error). A chunk
-//! the chat translator hands over typed is read the same way ([`ChunkChoiceIn::first_of`]),
-//! borrowing its strings.
+//! ([`CompletionIn`]) and a stream frame ([`ChunkIn`]: a chunk or an in-band error). A
+//! completion or chunk the chat translator hands over typed is read the same way
+//! ([`first_choice`], [`ChunkChoiceIn::first_of`]), borrowing its strings.
 
 use std::borrow::Cow;
 
 use serde::Deserialize;
 
 use crate::api::chunk::{Chunk, Delta};
-use crate::api::completion::{ReasoningDetail, ToolCall};
+use crate::api::completion::{Completion, Message, ReasoningDetail, ToolCall};
 use crate::api::Str;
+use crate::providers::chat_answer::ChatAnswer;
+use crate::providers::TranslateError;
 
 #[derive(Deserialize)]
 pub(crate) struct MessageIn<'a> {
@@ -77,6 +79,30 @@ impl<'a> CompletionIn<'a> {
     }
 }
 
+/// The choice with the lowest index of a chat answer, typed or JSON, as its JSON would read.
+pub(crate) fn first_choice(
+    answer: ChatAnswer<'_>,
+) -> Result<CompletionChoiceIn<'_>, TranslateError> {
+    let choice = match answer {
+        ChatAnswer::Typed(completion) => CompletionChoiceIn::first_of(completion),
+        ChatAnswer::Json(json) => read::<CompletionIn>(json)
+            .map_err(|e| TranslateError::Json(e.to_string()))?
+            .first_choice(),
+    };
+    choice.ok_or_else(|| TranslateError::Shape("a completion without choices".into()))
+}
+
+impl<'a> CompletionChoiceIn<'a> {
+    fn first_of(completion: &'a Completion<'_>) -> Option<Self> {
+        let choice = completion.choices.iter().min_by_key(|c| c.index)?;
+        Some(Self {
+            index: choice.index,
+            message: MessageIn::of_message(&choice.message),
+            finish_reason: Some(borrowed(choice.finish_reason)),
+        })
+    }
+}
+
 /// One frame of a chat stream: a `chat.completion.chunk`, or an in-band `error`.
 #[derive(Deserialize)]
 pub(crate) struct ChunkIn<'a> {
@@ -124,6 +150,21 @@ impl<'a> ChunkChoiceIn<'a> {
 }
 
 impl<'a> MessageIn<'a> {
+    fn of_message(m: &'a Message<'_>) -> Self {
+        Self {
+            content: m.content.as_deref().map(borrowed),
+            refusal: None,
+            reasoning: m.reasoning.as_deref().map(borrowed),
+            reasoning_content: None,
+            reasoning_details: m
+                .reasoning_details
+                .iter()
+                .map(ReasoningDetailIn::of)
+                .collect(),
+            tool_calls: m.tool_calls.iter().map(ToolCallIn::of).collect(),
+        }
+    }
+
     fn of(delta: &'a Delta<'_>) -> Self {
         Self {
             content: delta.content.map(borrowed),

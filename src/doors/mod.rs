@@ -9,8 +9,9 @@
 //! - `responses`: OpenAI's Responses API (`/v1/responses`), as Codex and the Agents SDK speak it.
 //!
 //! Shared by the doors: `bridge` (a family's chat adapter answering in a door's shapes),
-//! `chat_out` (the chat body a door writes), `chat_in` (the chat adapter's answers read back)
-//! and `door_stream` (a door's events over the chat adapter's stream, its chunks handed over
+//! `chat_out` (the chat body a door writes), `chat_in` (the chat adapter's answers as a door
+//! reads them, handed over typed or, from an OpenAI-compatible upstream, as JSON) and
+//! `door_stream` (a door's events over the chat adapter's stream, its chunks handed over
 //! typed); `forward` (client headers a native upstream gets).
 
 mod bridge;

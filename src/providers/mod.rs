@@ -9,13 +9,15 @@
 //! pure joiner of their answers. The proxy and `upstream` do the sending.
 //!
 //! Shared plumbing lives here once: SSE framing and chunk writing (`sse`), a family's chat
-//! stream with its chunks typed for the doors (`chat_stream`), usage (`api::Usage`).
+//! stream with its chunks typed for the doors (`chat_stream`), a family's buffered answer typed
+//! for them (`chat_answer`), usage (`api::Usage`).
 //! Families: `openai_compat` (upstreams that already speak the OpenAI wire format), `gemini`
 //! (Google Gemini, Developer API and Vertex AI), `anthropic` (Claude, direct and on Vertex AI),
 //! all plugged in through [`adapter_for`]. Family-neutral translation pieces (the borrowed
 //! string `Str`, the client's reasoning controls) live in `common`.
 
 pub mod anthropic;
+pub mod chat_answer;
 pub mod chat_stream;
 pub(crate) mod common;
 pub mod gemini;
@@ -32,6 +34,7 @@ use http::{HeaderName, HeaderValue};
 
 use crate::api::{GatewayError, Operation, RawRequest, Usage};
 use crate::catalog::{Family, Model, Route, RouteKind};
+use chat_answer::AnswerRender;
 use chat_stream::ChatStream;
 
 /// A credential read from the environment at start; never printed.
@@ -334,9 +337,18 @@ pub trait Adapter: Send + Sync {
     }
 }
 
-/// A family whose streams are chat's (every family: the request model is chat's), typed for the
-/// doors that render their own events.
+/// A family whose answers are chat's (every family: the request model is chat's), typed for the
+/// doors that render their own objects and events.
 pub trait ChatAdapter: Adapter {
+    /// The buffered answer `body` rendered by `door` (the chat door's is
+    /// [`translate_buffered`](Adapter::translate_buffered)).
+    fn translate_answer(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+        door: &dyn AnswerRender,
+    ) -> Result<Translated, TranslateError>;
+
     fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream>;
 }
 

@@ -12,20 +12,39 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::api::Usage;
-use crate::doors::chat_in::{read, CompletionIn, FunctionIn};
+use crate::doors::chat_in::{first_choice, CompletionChoiceIn, FunctionIn};
+use crate::providers::chat_answer::{AnswerRender, ChatAnswer};
 use crate::providers::{ResponseCx, TranslateError};
 
-/// The Anthropic message for `completion` (the first choice), with `usage` and `cx`'s id and
-/// model.
+/// The Anthropic message for `completion`, a chat completion's JSON (the first choice), with
+/// `usage` and `cx`'s id and model.
 pub fn to_message(
     completion: &[u8],
     usage: &Usage,
     cx: &ResponseCx,
 ) -> Result<Bytes, TranslateError> {
-    let c: CompletionIn = read(completion).map_err(|e| TranslateError::Json(e.to_string()))?;
-    let choice = c
-        .first_choice()
-        .ok_or_else(|| TranslateError::Shape("a completion without choices".into()))?;
+    AsMessage.render(ChatAnswer::Json(completion), usage, cx)
+}
+
+/// The Messages door's buffered answers.
+pub struct AsMessage;
+
+impl AnswerRender for AsMessage {
+    fn render(
+        &self,
+        answer: ChatAnswer<'_>,
+        usage: &Usage,
+        cx: &ResponseCx,
+    ) -> Result<Bytes, TranslateError> {
+        message(first_choice(answer)?, usage, cx)
+    }
+}
+
+fn message(
+    choice: CompletionChoiceIn<'_>,
+    usage: &Usage,
+    cx: &ResponseCx,
+) -> Result<Bytes, TranslateError> {
     let mut m = choice.message;
     let mut content = Vec::with_capacity(2 + m.tool_calls.len());
     if let Some(thinking) = m.reasoning().filter(|t| !t.is_empty()) {
@@ -72,11 +91,27 @@ pub fn to_message(
         stop_sequence: None,
         usage: UsageOut::of(usage),
     };
-    // About the completion's size: the same text in another envelope.
-    let mut body = Vec::with_capacity(completion.len());
+    let mut body = Vec::with_capacity(ENVELOPE + text_len(&message.content));
     serde_json::to_writer(&mut body, &message)
         .map(|()| Bytes::from(body))
         .map_err(|e| TranslateError::Shape(e.to_string()))
+}
+
+/// About what a message's JSON holds besides its blocks' text.
+const ENVELOPE: usize = 384;
+
+/// The text a message's blocks carry: what its JSON's size mostly is.
+fn text_len(content: &[Block<'_>]) -> usize {
+    content
+        .iter()
+        .map(|b| match b {
+            Block::Thinking { thinking, .. } => thinking.len(),
+            Block::Text { text } => text.len(),
+            Block::ToolUse { id, name, input } => {
+                id.len() + name.len() + input.0.as_ref().map_or(2, |raw| raw.get().len()) + 64
+            }
+        })
+        .sum()
 }
 
 /// Anthropic's `stop_reason` for an OpenAI `finish_reason`.

@@ -5,7 +5,8 @@
 //! The request is parsed onto the gateway's one request model, the OpenAI chat body
 //! ([`to_chat`], `request.rs`); the route's own chat adapter plans and translates it as it does
 //! for the chat door; the answer and the stream are rendered back into Anthropic's shapes
-//! ([`to_message`], `answer.rs`; [`MessagesStream`], `stream.rs`). `doors::Bridged` wraps a
+//! ([`AsMessage`], `answer.rs`, from the completion the family hands over typed;
+//! [`MessagesStream`], `stream.rs`). `doors::Bridged` wraps a
 //! family's chat adapter with these so the rest of the gateway sees one [`Adapter`] per route.
 //!
 //! ## The request
@@ -67,7 +68,7 @@ mod stream;
 #[cfg(test)]
 pub(crate) mod test_support;
 
-pub use answer::to_message;
+pub use answer::{to_message, AsMessage};
 pub use request::to_chat;
 pub(crate) use stream::stream;
 

@@ -40,20 +40,39 @@ use serde::Serialize;
 use super::names::split_name;
 use super::reasoning::{self, Detail};
 use crate::api::{Str, Usage};
-use crate::doors::chat_in::{read, CompletionIn, FunctionIn, ReasoningDetailIn};
+use crate::doors::chat_in::{first_choice, CompletionChoiceIn, FunctionIn, ReasoningDetailIn};
+use crate::providers::chat_answer::{AnswerRender, ChatAnswer};
 use crate::providers::{ResponseCx, TranslateError};
 
-/// The `response` object for `completion` (the first choice), with `usage` and `cx`'s id and
-/// model.
+/// The `response` object for `completion`, a chat completion's JSON (the first choice), with
+/// `usage` and `cx`'s id and model.
 pub fn to_response(
     completion: &[u8],
     usage: &Usage,
     cx: &ResponseCx,
 ) -> Result<Bytes, TranslateError> {
-    let c: CompletionIn = read(completion).map_err(|e| TranslateError::Json(e.to_string()))?;
-    let choice = c
-        .first_choice()
-        .ok_or_else(|| TranslateError::Shape("a completion without choices".into()))?;
+    AsResponse.render(ChatAnswer::Json(completion), usage, cx)
+}
+
+/// The Responses door's buffered answers.
+pub struct AsResponse;
+
+impl AnswerRender for AsResponse {
+    fn render(
+        &self,
+        answer: ChatAnswer<'_>,
+        usage: &Usage,
+        cx: &ResponseCx,
+    ) -> Result<Bytes, TranslateError> {
+        response(first_choice(answer)?, usage, cx)
+    }
+}
+
+fn response(
+    choice: CompletionChoiceIn<'_>,
+    usage: &Usage,
+    cx: &ResponseCx,
+) -> Result<Bytes, TranslateError> {
     let mut m = choice.message;
     let ids = Ids::of(&cx.id);
     let details = std::mem::take(&mut m.reasoning_details);

@@ -32,6 +32,7 @@ mod stream;
 pub use native::AnthropicNative;
 pub use request::tool_parameter;
 
+use super::chat_answer::AnswerRender;
 use super::chat_stream::{ChatSse, ChatStream};
 use super::{
     header, Adapter, ChatAdapter, Credentials, Plan, ResponseCx, StreamTranslator, Target,
@@ -73,7 +74,7 @@ impl Adapter for Anthropic {
         body: &[u8],
         cx: &ResponseCx,
     ) -> Result<Translated, TranslateError> {
-        response::translate(body, cx)
+        response::translate(body, cx, None)
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
@@ -86,6 +87,15 @@ impl Adapter for Anthropic {
 }
 
 impl ChatAdapter for Anthropic {
+    fn translate_answer(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+        door: &dyn AnswerRender,
+    ) -> Result<Translated, TranslateError> {
+        response::translate(body, cx, Some(door))
+    }
+
     fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
         Box::new(stream::AnthropicStream::new(cx))
     }

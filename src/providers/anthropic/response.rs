@@ -25,7 +25,6 @@
 
 use std::borrow::Cow;
 
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -33,6 +32,7 @@ use crate::api::completion::{
     Choice, Completion, FunctionCall, Message, ReasoningDetail, ToolCall,
 };
 use crate::api::Usage;
+use crate::providers::chat_answer::{self, AnswerRender};
 use crate::providers::common::{compact, Str};
 use crate::providers::{ResponseCx, TranslateError, Translated};
 
@@ -163,7 +163,11 @@ pub(super) fn redacted_detail<'a>(b: &'a BlockIn<'_>, n: u32) -> ReasoningDetail
     }
 }
 
-pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
+pub(super) fn translate(
+    body: &[u8],
+    cx: &ResponseCx,
+    door: Option<&dyn AnswerRender>,
+) -> Result<Translated, TranslateError> {
     let resp: MessageResponse =
         serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
     let mut usage = Usage::default();
@@ -221,13 +225,7 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
         vec![choice],
         usage.to_openai(),
     );
-    let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
-    Ok(Translated {
-        usage_close: crate::providers::usage_last(&body),
-        body: Bytes::from(body),
-        usage,
-        upstream_id: None,
-    })
+    chat_answer::render(door, &completion, usage, None, cx)
 }
 
 #[cfg(test)]
@@ -239,7 +237,7 @@ mod tests {
     fn run(name: &str, exclude: bool) -> (Value, Usage) {
         let mut c = cx();
         c.exclude_reasoning = exclude;
-        let t = translate(&fixture(name), &c).unwrap();
+        let t = translate(&fixture(name), &c, None).unwrap();
         (serde_json::from_slice(&t.body).unwrap(), t.usage)
     }
 
@@ -328,7 +326,8 @@ mod tests {
         for exclude in [false, true] {
             let mut c = cx();
             c.exclude_reasoning = exclude;
-            let v: Value = serde_json::from_slice(&translate(&bytes, &c).unwrap().body).unwrap();
+            let v: Value =
+                serde_json::from_slice(&translate(&bytes, &c, None).unwrap().body).unwrap();
             let choice = &v["choices"][0];
             assert_eq!(choice["finish_reason"], "tool_calls");
             let m = &choice["message"];
@@ -363,7 +362,7 @@ mod tests {
         let run = |content: Value| {
             let body = json!({"content": content, "stop_reason": "end_turn",
                 "usage": {"input_tokens": 3, "output_tokens": 40}});
-            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx()).unwrap();
+            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx(), None).unwrap();
             let v: Value = serde_json::from_slice(&t.body).unwrap();
             (v["choices"][0]["message"].clone(), t.usage)
         };
@@ -421,7 +420,7 @@ mod tests {
         ] {
             let body = json!({"content": [{"type": "text", "text": ""}], "stop_reason": reason,
                 "usage": {"input_tokens": 1, "output_tokens": 9, "output_tokens_details": {"thinking_tokens": 4}}});
-            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx()).unwrap();
+            let t = translate(&serde_json::to_vec(&body).unwrap(), &cx(), None).unwrap();
             let v: Value = serde_json::from_slice(&t.body).unwrap();
             assert_eq!(v["choices"][0]["finish_reason"], want, "{reason}");
             assert!(v["choices"][0]["message"]["content"].is_null());
@@ -432,7 +431,7 @@ mod tests {
             );
         }
         assert!(matches!(
-            translate(b"{oops", &cx()),
+            translate(b"{oops", &cx(), None),
             Err(TranslateError::Json(_))
         ));
     }

@@ -44,6 +44,7 @@ mod response;
 mod stream;
 mod thinking;
 
+use super::chat_answer::AnswerRender;
 use super::chat_stream::{ChatSse, ChatStream};
 use super::{
     header, Adapter, CacheStep, ChatAdapter, Credentials, Plan, ResponseCx, StreamTranslator,
@@ -82,7 +83,7 @@ impl Adapter for Gemini {
         body: &[u8],
         cx: &ResponseCx,
     ) -> Result<Translated, TranslateError> {
-        response::translate(body, cx)
+        response::translate(body, cx, None)
     }
 
     fn stream_translator(&self, cx: ResponseCx) -> Box<dyn StreamTranslator> {
@@ -108,6 +109,15 @@ impl Adapter for Gemini {
 }
 
 impl ChatAdapter for Gemini {
+    fn translate_answer(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+        door: &dyn AnswerRender,
+    ) -> Result<Translated, TranslateError> {
+        response::translate(body, cx, Some(door))
+    }
+
     fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
         Box::new(stream::GeminiStream::new(cx))
     }

@@ -18,7 +18,6 @@
 
 use std::borrow::Cow;
 
-use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -26,6 +25,7 @@ use super::{mint_call_id, Str};
 use crate::api;
 use crate::api::completion::{Choice, Completion, Message, ToolCall};
 use crate::api::Usage;
+use crate::providers::chat_answer::{self, AnswerRender};
 use crate::providers::common::compact;
 use crate::providers::{ResponseCx, TranslateError, Translated};
 
@@ -247,7 +247,11 @@ pub(super) fn tool_call<'a>(
     }
 }
 
-pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, TranslateError> {
+pub(super) fn translate(
+    body: &[u8],
+    cx: &ResponseCx,
+    door: Option<&dyn AnswerRender>,
+) -> Result<Translated, TranslateError> {
     let resp: GenerateResponse =
         serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
     if let Some(error) = resp.error {
@@ -270,13 +274,8 @@ pub(super) fn translate(body: &[u8], cx: &ResponseCx) -> Result<Translated, Tran
         choices(&resp.candidates, cx)
     };
     let completion = Completion::new(&cx.id, cx.created, &cx.model_id, choices, usage.to_openai());
-    let body = serde_json::to_vec(&completion).map_err(|e| TranslateError::Shape(e.to_string()))?;
-    Ok(Translated {
-        usage_close: crate::providers::usage_last(&body),
-        body: Bytes::from(body),
-        usage,
-        upstream_id: resp.response_id.as_deref().and_then(upstream_id),
-    })
+    let upstream_id = resp.response_id.as_deref().and_then(upstream_id);
+    chat_answer::render(door, &completion, usage, upstream_id, cx)
 }
 
 /// Gemini's `responseId`, when it is an id a record can keep (1–128 visible ASCII).

@@ -19,6 +19,7 @@ use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::chat_answer::{AnswerRender, ChatAnswer};
 use super::chat_stream::{send_usage, ChatFrame, ChatSink, ChatSse, ChatStream};
 use super::common::{quote, upstream_message};
 use super::sse::SseFramer;
@@ -117,6 +118,22 @@ impl Adapter for OpenAiCompat {
 }
 
 impl ChatAdapter for OpenAiCompat {
+    /// The upstream's completion, rewritten, is chat JSON already: the door reads it.
+    fn translate_answer(
+        &self,
+        body: &[u8],
+        cx: &ResponseCx,
+        door: &dyn AnswerRender,
+    ) -> Result<Translated, TranslateError> {
+        let chat = self.translate_buffered(body, cx)?;
+        let body = door.render(ChatAnswer::Json(&chat.body), &chat.usage, cx)?;
+        Ok(Translated {
+            usage_close: super::usage_last(&body),
+            body,
+            ..chat
+        })
+    }
+
     fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
         Box::new(OpenAiStream::new(cx))
     }
