@@ -134,21 +134,72 @@ fn parse_scaled(text: &str, scale: u32) -> Result<i64, MoneyError> {
     }
 }
 
-/// Renders an integer scaled by `10^scale` as the shortest exact decimal text.
-#[expect(
-    clippy::arithmetic_side_effects,
-    reason = "division by a power of ten, never zero"
-)]
-fn format_scaled(value: i64, scale: u32, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let unit = 10u64.pow(scale);
-    let sign = if value < 0 { "-" } else { "" };
-    let abs = value.unsigned_abs();
-    let (whole, frac) = (abs / unit, abs % unit);
-    if frac == 0 {
-        return write!(f, "{sign}{whole}.0");
+/// The exact decimal text of an integer scaled by `10^scale` (at most 18), the shortest with
+/// one fractional digit at least (`12.5`, `10.0`, `-0.000000000001`): built on the stack, for
+/// amounts and prices are written on every request (usage records, answers' `cost`).
+struct Decimal {
+    /// Sign, 19 whole digits, the point and 18 decimals at most.
+    buf: [u8; 40],
+    len: usize,
+}
+
+impl Decimal {
+    #[expect(
+        clippy::arithmetic_side_effects,
+        reason = "digits of a u64 by division by ten; positions stay within the buffer"
+    )]
+    fn of(value: i64, scale: u32) -> Self {
+        let mut d = Decimal {
+            buf: [0; 40],
+            len: 0,
+        };
+        if value < 0 {
+            d.push(b'-');
+        }
+        let abs = value.unsigned_abs();
+        let unit = 10u64.pow(scale);
+        d.push_str(itoa::Buffer::new().format(abs / unit).as_bytes());
+        d.push(b'.');
+        // The decimals, zero-padded to `scale`, then trailing zeros cut (one digit kept).
+        let (start, mut frac) = (d.len, abs % unit);
+        for at in (start..start + scale as usize).rev() {
+            d.buf[at] = b'0' + (frac % 10) as u8;
+            frac /= 10;
+        }
+        let digits = d.buf[start..start + scale as usize]
+            .iter()
+            .rposition(|&b| b != b'0')
+            .map_or(1, |last| last + 1);
+        if scale == 0 {
+            d.buf[start] = b'0';
+        }
+        d.len = start + digits;
+        d
     }
-    let frac = format!("{frac:0width$}", width = scale as usize);
-    write!(f, "{sign}{whole}.{}", frac.trim_end_matches('0'))
+
+    fn push(&mut self, b: u8) {
+        self.buf[self.len] = b;
+        self.len = self.len.saturating_add(1);
+    }
+
+    fn push_str(&mut self, bytes: &[u8]) {
+        let end = self.len.saturating_add(bytes.len());
+        self.buf[self.len..end].copy_from_slice(bytes);
+        self.len = end;
+    }
+
+    fn as_str(&self) -> &str {
+        // ASCII digits, sign and point only.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+
+    /// The text as a JSON number token.
+    fn serialize_number<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match serde_json::from_str::<&serde_json::value::RawValue>(self.as_str()) {
+            Ok(raw) => raw.serialize(s),
+            Err(e) => Err(serde::ser::Error::custom(e)),
+        }
+    }
 }
 
 impl FromStr for Usd {
@@ -171,13 +222,13 @@ impl FromStr for Price {
 
 impl fmt::Display for Usd {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        format_scaled(self.0, 12, f)
+        f.write_str(Decimal::of(self.0, 12).as_str())
     }
 }
 
 impl fmt::Display for Price {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        format_scaled(self.0, 6, f)
+        f.write_str(Decimal::of(self.0, 6).as_str())
     }
 }
 
@@ -187,16 +238,13 @@ impl fmt::Display for Price {
 /// exported amount must come back to the last pico.
 impl Serialize for Price {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match serde_json::value::RawValue::from_string(self.to_string()) {
-            Ok(raw) => raw.serialize(s),
-            Err(e) => Err(serde::ser::Error::custom(e)),
-        }
+        Decimal::of(self.0, 6).serialize_number(s)
     }
 }
 
 impl Serialize for Usd {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(Decimal::of(self.0, 12).as_str())
     }
 }
 
@@ -205,10 +253,7 @@ impl Serialize for Usd {
 /// (`12.5`, `0.000000000001`), never through a float. A reader that parses it into a double
 /// may round it; the digits sent are the ledger's.
 pub fn as_number<S: Serializer>(amount: &Usd, s: S) -> Result<S::Ok, S::Error> {
-    match serde_json::value::RawValue::from_string(amount.to_string()) {
-        Ok(raw) => raw.serialize(s),
-        Err(e) => Err(serde::ser::Error::custom(e)),
-    }
+    Decimal::of(amount.0, 12).serialize_number(s)
 }
 
 /// In the OpenAPI document: amounts are decimal strings, prices exact decimal numbers.
@@ -355,6 +400,61 @@ mod tests {
             "10000000".parse::<Usd>(),
             Err(MoneyError::Overflow(_))
         ));
+    }
+
+    /// The text on the stack is the text `format!` makes, over the whole range: both scales,
+    /// both signs, the extremes, every length of decimals.
+    #[test]
+    fn decimal_text_is_exact_over_the_whole_range() {
+        fn reference(value: i64, scale: u32) -> String {
+            let unit = 10u64.pow(scale);
+            let sign = if value < 0 { "-" } else { "" };
+            let (whole, frac) = (value.unsigned_abs() / unit, value.unsigned_abs() % unit);
+            let frac = format!("{frac:0width$}", width = scale as usize);
+            let frac = frac.trim_end_matches('0');
+            let frac = if frac.is_empty() { "0" } else { frac };
+            format!("{sign}{whole}.{frac}")
+        }
+        let mut values = vec![
+            0,
+            1,
+            -1,
+            9,
+            10,
+            999_999,
+            1_000_000,
+            i64::MAX,
+            i64::MIN,
+            i64::MIN + 1,
+        ];
+        for digits in 0..19 {
+            let p = 10i64.pow(digits);
+            values.extend([p, p - 1, p + 1, -p, 7 * p, -(p - 1)]);
+        }
+        // A fixed pseudo-random walk over the rest.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            values.push(x as i64 >> (x % 60));
+        }
+        for v in values {
+            for scale in [0, 6, 12, 18] {
+                assert_eq!(
+                    Decimal::of(v, scale).as_str(),
+                    reference(v, scale),
+                    "{v} at {scale}"
+                );
+            }
+            assert_eq!(Usd(v).to_string(), reference(v, 12));
+            let price = serde_json::to_string(&Price(v)).unwrap();
+            assert_eq!(price, reference(v, 6));
+            assert_eq!(
+                serde_json::to_string(&Usd(v)).unwrap(),
+                format!("\"{}\"", reference(v, 12))
+            );
+        }
     }
 
     #[test]
