@@ -453,7 +453,9 @@ pub struct UsageRecord {
     pub extra: ExtraUsage,
     pub cost: Usd,
     pub outcome: UsageOutcome,
+    #[serde(serialize_with = "utc_text::serialize")]
     pub started_at: DateTime<Utc>,
+    #[serde(serialize_with = "utc_text::serialize")]
     pub finished_at: DateTime<Utc>,
     /// Microseconds from sending the upstream request to its response head.
     pub upstream_latency_us: Option<u64>,
@@ -461,6 +463,7 @@ pub struct UsageRecord {
     pub ttft_us: Option<u64>,
     /// Start of the key's spend window (`billing::window::window_start`) this cost counts
     /// towards; `None` when the key has no spend limit (no `key_spend` row is touched).
+    #[serde(serialize_with = "utc_text::option")]
     pub spend_window_start: Option<DateTime<Utc>>,
     /// Whether the token counts are the upstream's or an estimate (records spooled before
     /// this field existed read as reported).
@@ -495,6 +498,133 @@ pub struct UsageRecord {
 
 fn one_attempt() -> u32 {
     1
+}
+
+/// `serialize_with` for a usage record's times: chrono's own text for a `DateTime<Utc>`
+/// (RFC 3339, `Z`, a fraction of 0, 3, 6 or 9 digits as needed), written on the stack. Every
+/// request journals a record with two or three, and chrono writes them through `fmt` at about
+/// ten times the cost. Years outside 0–9999 and leap seconds are left to chrono.
+mod utc_text {
+    use chrono::{DateTime, Datelike, Timelike, Utc};
+    use serde::{Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        match Text::of(t) {
+            Some(text) => s.serialize_str(text.as_str()),
+            None => t.serialize(s),
+        }
+    }
+
+    pub fn option<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+        match t {
+            Some(t) => serialize(t, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS[.fff|.ffffff|.fffffffff]Z`.
+    pub(super) struct Text {
+        buf: [u8; 30],
+        len: usize,
+    }
+
+    impl Text {
+        pub(super) fn of(t: &DateTime<Utc>) -> Option<Text> {
+            let nanos = t.nanosecond();
+            let year = u32::try_from(t.year()).ok().filter(|y| *y <= 9999)?;
+            if nanos >= 1_000_000_000 {
+                return None;
+            }
+            let mut text = Text {
+                buf: *b"0000-00-00T00:00:00.000000000Z",
+                len: 19,
+            };
+            let fields = [
+                (0, year / 100),
+                (2, year % 100),
+                (5, t.month()),
+                (8, t.day()),
+                (11, t.hour()),
+                (14, t.minute()),
+                (17, t.second()),
+            ];
+            for (at, value) in fields {
+                text.digits(at, 2, value);
+            }
+            let fraction = match nanos {
+                0 => None,
+                n if n % 1_000_000 == 0 => Some((3, n / 1_000_000)),
+                n if n % 1_000 == 0 => Some((6, n / 1_000)),
+                n => Some((9, n)),
+            };
+            if let Some((width, value)) = fraction {
+                text.digits(20, width, value);
+                text.len = 20 + width;
+            }
+            text.buf[text.len] = b'Z';
+            text.len += 1;
+            Some(text)
+        }
+
+        /// `value`'s last `width` decimal digits at `at`.
+        fn digits(&mut self, at: usize, width: usize, mut value: u32) {
+            for place in self.buf[at..at + width].iter_mut().rev() {
+                *place = b'0' + (value % 10) as u8;
+                value /= 10;
+            }
+        }
+
+        pub(super) fn as_str(&self) -> &str {
+            // Digits and ASCII punctuation only.
+            std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use chrono::{DateTime, TimeZone, Utc};
+
+        #[derive(serde::Serialize)]
+        struct Ours(#[serde(serialize_with = "super::serialize")] DateTime<Utc>);
+
+        /// The text is chrono's for any time: every fraction width, the edges of the fast path
+        /// and what falls back (years past 9999, a leap second).
+        #[test]
+        fn the_text_is_chronos() {
+            let mut times: Vec<DateTime<Utc>> = vec![
+                Utc.timestamp_opt(0, 0).unwrap(),
+                Utc.timestamp_opt(253_402_300_799, 999_999_999).unwrap(),
+                Utc.timestamp_opt(253_402_300_800, 0).unwrap(),
+                Utc.timestamp_opt(-62_167_219_200, 0).unwrap(),
+                Utc.timestamp_opt(-62_167_219_201, 5).unwrap(),
+                Utc.timestamp_opt(1_483_228_799, 1_500_000_000).unwrap(),
+            ];
+            let mut x: u64 = 0x2545_F491_4F6C_DD1D;
+            for _ in 0..20_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let nanos = (x >> 34) as u32 % 1_000_000_000;
+                let nanos = match x % 4 {
+                    0 => 0,
+                    1 => nanos / 1_000_000 * 1_000_000,
+                    2 => nanos / 1_000 * 1_000,
+                    _ => nanos,
+                };
+                let secs = (x % 253_402_300_800) as i64;
+                let t = Utc.timestamp_opt(secs, nanos).unwrap();
+                assert!(
+                    super::Text::of(&t).is_some(),
+                    "{t:?} is written on the stack"
+                );
+                times.push(t);
+            }
+            for t in times {
+                let ours = serde_json::to_string(&Ours(t)).unwrap();
+                assert_eq!(ours, serde_json::to_string(&t).unwrap(), "{t:?}");
+            }
+        }
+    }
 }
 
 /// A usage record's audio, 1-hour cache-write and cache-storage buckets and their prices.
