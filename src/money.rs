@@ -149,8 +149,9 @@ impl Decimal {
         reason = "digits of a u64 by division by ten; positions stay within the buffer"
     )]
     fn of(value: i64, scale: u32) -> Self {
+        // Zeros ahead: at scale 0 the one decimal kept (`10.0`) is already there.
         let mut d = Decimal {
-            buf: [0; 40],
+            buf: [b'0'; 40],
             len: 0,
         };
         if value < 0 {
@@ -170,9 +171,6 @@ impl Decimal {
             .iter()
             .rposition(|&b| b != b'0')
             .map_or(1, |last| last + 1);
-        if scale == 0 {
-            d.buf[start] = b'0';
-        }
         d.len = start + digits;
         d
     }

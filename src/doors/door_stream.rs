@@ -12,7 +12,7 @@ use bytes::{Bytes, BytesMut};
 use crate::api::Usage;
 use crate::doors::chat_in::{read, ChunkChoiceIn, ChunkIn};
 use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
-use crate::providers::{usage_last, StreamTranslator, Translated};
+use crate::providers::{StreamTranslator, Translated};
 
 /// A door's rendering of a chat stream.
 pub(crate) trait DoorEvents: Send + Sync {
@@ -97,13 +97,9 @@ impl<E: DoorEvents> StreamTranslator for DoorStream<E> {
     }
 
     fn final_answer(&self) -> Option<Translated> {
-        self.events.final_answer().map(|body| Translated {
-            // The doors render an answer's usage last, as their buffered answers.
-            usage_close: usage_last(&body),
-            body,
-            usage: self.inner.usage(),
-            upstream_id: None,
-        })
+        // The doors render an answer's usage last, as their buffered answers.
+        let kept = |body| Translated::usage_last(body, self.inner.usage(), None);
+        self.events.final_answer().map(kept)
     }
 
     fn usage_close(&self) -> Option<usize> {

@@ -21,7 +21,7 @@ pub enum ChatAnswer<'a> {
 /// How a door other than chat writes a chat answer.
 pub trait AnswerRender {
     /// The door's body for `answer`, whose exact counts are `usage`. Every door writes the
-    /// usage object last ([`usage_last`](super::usage_last) finds its close).
+    /// usage object last ([`Translated::usage_last`]).
     fn render(
         &self,
         answer: ChatAnswer<'_>,
@@ -45,11 +45,6 @@ pub fn render(
             .map(Bytes::from)
             .map_err(|e| TranslateError::Shape(e.to_string()))?,
     };
-    Ok(Translated {
-        // A completion's usage is its last field too.
-        usage_close: super::usage_last(&body),
-        body,
-        usage,
-        upstream_id,
-    })
+    // A completion's usage is its last field too.
+    Ok(Translated::usage_last(body, usage, upstream_id))
 }

@@ -220,10 +220,17 @@ pub struct Translated {
     pub usage_close: Option<usize>,
 }
 
-/// Where the usage of a body the gateway rendered with its usage object last (`…,"usage":{…}}`)
-/// closes.
-pub fn usage_last(body: &[u8]) -> Option<usize> {
-    body.len().checked_sub(2)
+impl Translated {
+    /// A body the gateway rendered with its usage object last (`…,"usage":{…}}`): the usage
+    /// closes just before the body does.
+    pub fn usage_last(body: Bytes, usage: Usage, upstream_id: Option<Box<str>>) -> Self {
+        Translated {
+            usage_close: body.len().checked_sub(2),
+            body,
+            usage,
+            upstream_id,
+        }
+    }
 }
 
 /// What an adapter sends upstream for one client request, translated once from the parsed

@@ -568,15 +568,11 @@ impl JoinPlan {
         }
         let body = embeddings::render(&vectors, self.base64, &cx.model_id, tokens)
             .map_err(|e| TranslateError::Shape(e.to_string()))?;
-        Ok(Translated {
-            usage_close: crate::providers::usage_last(&body),
-            body,
-            usage: Usage {
-                input: tokens,
-                ..Usage::default()
-            },
-            upstream_id: None,
-        })
+        let usage = Usage {
+            input: tokens,
+            ..Usage::default()
+        };
+        Ok(Translated::usage_last(body, usage, None))
     }
 }
 

@@ -127,11 +127,7 @@ impl ChatAdapter for OpenAiCompat {
     ) -> Result<Translated, TranslateError> {
         let chat = self.translate_buffered(body, cx)?;
         let body = door.render(ChatAnswer::Json(&chat.body), &chat.usage, cx)?;
-        Ok(Translated {
-            usage_close: super::usage_last(&body),
-            body,
-            ..chat
-        })
+        Ok(Translated::usage_last(body, chat.usage, chat.upstream_id))
     }
 
     fn chat_stream(&self, cx: ResponseCx) -> Box<dyn ChatStream> {
