@@ -15,7 +15,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -384,12 +384,25 @@ const ADD_DAILY: &str = "INSERT INTO usage_daily (workspace_id, day, model_id, r
     output_tokens = output_tokens + excluded.output_tokens,
     cost_pico = cost_pico + excluded.cost_pico";
 
+/// A usage record, unless its id is stored already (parameters: `UsageBatch::rows`). Built
+/// once: formatting it took about forty `format!`s, paid by every batch the writer commits.
+static INSERT_USAGE: LazyLock<String> = LazyLock::new(|| {
+    let insert = sql::insert_sql("usage_records", USAGE_COLS, '?');
+    format!("{insert} ON CONFLICT (id) DO NOTHING")
+});
+
+/// A kept Responses answer, unless its id is stored already (parameters:
+/// `params::stored_response`); built once, as [`INSERT_USAGE`].
+static KEEP_RESPONSE: LazyLock<String> = LazyLock::new(|| {
+    let insert = sql::insert_sql("responses", RESPONSE_COLS, '?');
+    format!("{insert} ON CONFLICT (id) DO NOTHING")
+});
+
 /// `record_usage`'s first step: each record not yet stored, with its debit. The id's UNIQUE
 /// index is the idempotency guard: a stored id inserts nothing and is not debited. Returns
 /// the ids newly stored.
 fn insert_usage<'b>(tx: &Connection, batch: &'b UsageBatch) -> StoreResult<HashSet<&'b str>> {
-    let insert = sql::insert_sql("usage_records", USAGE_COLS, '?');
-    let mut insert = tx.prepare_cached(&format!("{insert} ON CONFLICT (id) DO NOTHING"))?;
+    let mut insert = tx.prepare_cached(&INSERT_USAGE)?;
     let mut debit = tx.prepare_cached(INSERT_DEBIT)?;
     let mut new = HashSet::new();
     for (r, row) in batch.rows() {
@@ -1539,11 +1552,9 @@ impl Store for SqliteStore {
         }
         self.run(move |conn| {
             let tx = write_tx(conn)?;
-            let insert = sql::insert_sql("responses", RESPONSE_COLS, '?');
             let mut new = 0;
             {
-                let mut insert =
-                    tx.prepare_cached(&format!("{insert} ON CONFLICT (id) DO NOTHING"))?;
+                let mut insert = tx.prepare_cached(&KEEP_RESPONSE)?;
                 for r in &batch {
                     new += insert
                         .execute(params_from_iter(&params::stored_response(r)))
