@@ -39,8 +39,9 @@ pub struct Ctx {
     /// The gateway's own time as the answer's `Server-Timing` header said it (the metrics
     /// record the same figure).
     pub gateway_time: Option<Duration>,
-    /// The admitted request, with the route that answered (or the last one tried).
-    pub admitted: Option<Admitted>,
+    /// The admitted request, with the route that answered (or the last one tried). Boxed, as
+    /// `journaled`: the context lives in every open stream's state, where these are empty.
+    pub admitted: Option<Box<Admitted>>,
     /// The failure the client was answered with, if any (logged once, in `logging`).
     pub error: Option<GatewayError>,
     pub upstream_status: Option<u16>,
@@ -56,7 +57,7 @@ pub struct Ctx {
     pub stopped: Option<Blame>,
     /// The usage record journaled before the answer's last bytes went out (`logging` submits
     /// it, or one rebuilt if the request ended otherwise after all, with its journal entry).
-    pub journaled: Option<Journaled>,
+    pub journaled: Option<Box<Journaled>>,
 }
 
 /// A record written to the journal, with the ending it was written for.

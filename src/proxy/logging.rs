@@ -49,11 +49,11 @@ pub(super) fn journal(ledger: &LedgerSink, ctx: &mut Ctx, a: &Admitted) {
         return;
     };
     let entry = ledger.journal(&record);
-    ctx.journaled = Some(Journaled {
+    ctx.journaled = Some(Box::new(Journaled {
         record,
         ending,
         entry,
-    });
+    }));
 }
 
 fn ending(ctx: &Ctx, proxy_failure: Option<Blame>) -> Ending {

@@ -211,7 +211,7 @@ impl Gateway {
                 }
             }
         }
-        ctx.admitted = Some(failover.into_admitted());
+        ctx.admitted = Some(Box::new(failover.into_admitted()));
         Ok(())
     }
 
@@ -238,16 +238,18 @@ impl Gateway {
             }
             head => head,
         };
+        // The store reads are boxed: their futures are large and rare, and a future's size is
+        // its largest state's, held by every request (and open stream) for its whole life.
         let body = match head? {
             HeadDecision::Answer(body) => body,
             HeadDecision::Generation { workspace_id, id } => {
-                self.generation(&workspace_id, &id).await?
+                Box::pin(self.generation(&workspace_id, &id)).await?
             }
             HeadDecision::StoredResponse {
                 workspace_id,
                 id,
                 delete,
-            } => self.stored_response(&workspace_id, &id, delete).await?,
+            } => Box::pin(self.stored_response(&workspace_id, &id, delete)).await?,
             read => return Ok(Some(read)),
         };
         self.answer(session, &ctx.stamp(), body).await;
@@ -341,9 +343,8 @@ impl Gateway {
         let Some(id) = responses::previous_response_id(body)? else {
             return Ok(None);
         };
-        let kept = self
-            .responses
-            .lookup(workspace_id, &id, chrono::Utc::now())
+        let lookup = self.responses.lookup(workspace_id, &id, chrono::Utc::now());
+        let kept = Box::pin(lookup) // boxed as the reads in `head`
             .await
             .map_err(store_unavailable)?
             .ok_or_else(|| GatewayError::NoResponse(id.into()))?;
@@ -463,23 +464,28 @@ impl HttpServerApp for Gateway {
         if !listener::read_head(&mut session, shutdown, self.limits.idle_timeout).await {
             return None;
         }
-        let mut ctx = Ctx::default();
-        let closing = *shutdown.borrow() || self.draining.load(Ordering::Relaxed);
-        let failed = self
-            .respond(&mut session, &mut ctx, closing)
-            .await
-            .err()
-            .map(|e| {
-                let blame = convert::blame(&e);
-                if blame != Blame::Client {
-                    tracing::warn!("answering failed: {e}");
-                }
-                blame
-            });
-        self.logging(&session, failed, &mut ctx);
+        let failed = {
+            // Scoped: the context is not held while the connection is made ready for reuse.
+            let mut ctx = Ctx::default();
+            let closing = *shutdown.borrow() || self.draining.load(Ordering::Relaxed);
+            let failed = self
+                .respond(&mut session, &mut ctx, closing)
+                .await
+                .err()
+                .map(|e| {
+                    let blame = convert::blame(&e);
+                    if blame != Blame::Client {
+                        tracing::warn!("answering failed: {e}");
+                    }
+                    blame
+                });
+            self.logging(&session, failed, &mut ctx);
+            failed
+        };
         if failed.is_some() {
             return None; // the gateway's own answer could not be written: the client is gone
         }
-        listener::reuse(session).await
+        // Boxed: Pingora's `finish` future is larger than a stream's whole state.
+        Box::pin(listener::reuse(session)).await
     }
 }

@@ -205,9 +205,9 @@ impl<'s> Client<'s> {
     }
 
     /// Awaits `work`, sending a keep-alive comment whenever nothing was written for the
-    /// configured interval.
-    async fn awaiting<T>(&mut self, work: impl std::future::Future<Output = T>) -> T {
-        tokio::pin!(work);
+    /// configured interval. `work` comes pinned by the caller: a future taken by value would
+    /// be held twice in this one's state (as its argument and pinned), for a stream's life.
+    async fn awaiting<F: std::future::Future>(&mut self, mut work: Pin<&mut F>) -> F::Output {
         loop {
             if self.left || self.keep_alive.is_zero() {
                 return work.await;
@@ -275,7 +275,9 @@ impl Attempt<UpstreamRequest> for Streaming<'_> {
             .outbound
             .client
             .open(endpoint, request, "text/event-stream");
-        let relayed = match self.client.awaiting(open).await {
+        // Its own statement: the opening future is dropped before the answer is relayed.
+        let opened = self.client.awaiting(std::pin::pin!(open)).await;
+        let relayed = match opened {
             Ok(mut response) => {
                 ctx.first_byte_at = Some(Instant::now());
                 self.client.clock = ctx.clock();
@@ -360,7 +362,7 @@ impl<'s> Streaming<'s> {
         }
         match *drain_until {
             Some(until) => tokio::time::timeout_at(until, response.chunk()).await.ok(),
-            None => Some(self.client.awaiting(response.chunk()).await),
+            None => Some(self.client.awaiting(std::pin::pin!(response.chunk())).await),
         }
     }
 
