@@ -4,7 +4,7 @@
 //! up to — per workspace, per (key, window) and per (workspace, day, model), summed exactly
 //! once, here.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use chrono::{DateTime, Utc};
 
@@ -169,6 +169,8 @@ pub(crate) struct BatchTotals {
     by_key_window: BTreeMap<(String, DateTime<Utc>), i64>,
     /// The `usage_daily` rollup's additions, by (workspace, UTC day `YYYY-MM-DD`, model).
     by_day: BTreeMap<(String, String, String), DailyTotals>,
+    /// The keys that spent, whatever their window: each gets one `spend` change.
+    keys: BTreeSet<String>,
 }
 
 impl BatchTotals {
@@ -187,6 +189,9 @@ impl BatchTotals {
         daily
             .add(r)
             .ok_or_else(|| overflow(&format!("the day of {}", r.id)))?;
+        if !self.keys.contains(&r.key_id) {
+            self.keys.insert(r.key_id.clone());
+        }
         if let Some(start) = r.spend_window_start {
             let spend = self
                 .by_key_window
@@ -210,6 +215,12 @@ impl BatchTotals {
         self.by_key_window
             .iter()
             .map(|((key, start), spend)| [key.into(), (*start).into(), (*spend).into()])
+    }
+
+    /// The keys the batch's records spent through, each once: `(key_id)`, for the change feed
+    /// (PostgreSQL's statement trigger logs the same set).
+    pub(crate) fn spent_keys(&self) -> impl Iterator<Item = [Param<'_>; 1]> {
+        self.keys.iter().map(|key| [key.into()])
     }
 
     /// The daily rollup's additions: `(workspace_id, day, model_id, requests, input_tokens,

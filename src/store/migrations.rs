@@ -125,6 +125,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "checks",
         sql: include_str!("../../sql/postgres/0020_checks.sql"),
     },
+    Migration {
+        version: 21,
+        name: "spend_log",
+        sql: include_str!("../../sql/postgres/0021_spend_log.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -228,6 +233,11 @@ pub const SQLITE: &[Migration] = &[
         version: 20,
         name: "checks",
         sql: include_str!("../../sql/sqlite/0020_checks.sql"),
+    },
+    Migration {
+        version: 21,
+        name: "spend_log",
+        sql: include_str!("../../sql/sqlite/0021_spend_log.sql"),
     },
 ];
 

@@ -1144,14 +1144,12 @@ async fn usage_is_recorded_exactly(b: Arc<Backend>) {
             "{expected:?} missing from {kinds:?}"
         );
     }
-    if b.is_pg() {
-        // Statement-level trigger: one Spend change per key per batch.
-        let k1 = changes
-            .iter()
-            .filter(|c| c.kind == ChangeKind::Spend && c.ref_id == "k1")
-            .count();
-        assert_eq!(k1, 1, "{changes:?}");
-    }
+    // One Spend change per key per batch (PostgreSQL's statement trigger, SQLite's writer).
+    let k1 = changes
+        .iter()
+        .filter(|c| c.kind == ChangeKind::Spend && c.ref_id == "k1")
+        .count();
+    assert_eq!(k1, 1, "{changes:?}");
 }
 
 async fn replaying_usage_applies_nothing_twice(b: Arc<Backend>) {
