@@ -1186,8 +1186,8 @@ impl Store for SqliteStore {
                 inserted += execute(&tx, &INSERT_USAGE, &row).map_err(usage_err)? as u64;
             }
             months::all_inserted(month, inserted, records.len())?;
-            let restored_keys = batch.totals(|_| true)?;
-            for_each_row(&tx, LOG_SPEND, restored_keys.spent_keys())?;
+            let totals = batch.totals(|_| true)?;
+            for_each_row(&tx, LOG_SPEND, totals.spent_keys())?;
             execute(
                 &tx,
                 &sql::archived_month_delete_sql('?'),
