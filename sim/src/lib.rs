@@ -8,7 +8,9 @@
 //!
 //! At startup it prints exactly one line, `tollgate-sim listening on http://127.0.0.1:PORT`,
 //! to stdout (flushed); `--listen 127.0.0.1:0` picks a free port. With `--tls-cert FILE
-//! --tls-key FILE` it serves HTTPS instead (`https://` in that line; `tls.rs`).
+//! --tls-key FILE` it serves HTTPS instead (`https://` in that line; `tls.rs`). It speaks
+//! HTTP/1.1 and HTTP/2: over TLS it offers both (ALPN), as the providers do, and on plain
+//! connections it takes HTTP/2 by prior knowledge (h2c).
 //!
 //! ## Surfaces
 //!
@@ -87,7 +89,9 @@
 //! `--no-record`, `--record-max` (100000 entries, oldest dropped first), `--threads` (tokio
 //! worker threads, default 1), `--vertex-project P` (only P is authorised on Vertex; other
 //! projects get the IAM 403), `--tls-cert FILE --tls-key FILE` (HTTPS with that PEM chain and
-//! key; `/_sim/stats` then counts `tls_handshakes` and `tls_handshakes_failed`).
+//! key; `/_sim/stats` then counts `tls_handshakes` and `tls_handshakes_failed`), `--http1-only`
+//! (TLS handshakes offer HTTP/1.1 alone). `/_sim/stats` counts `connections` (TCP accepted)
+//! and `http2_requests`.
 
 // Handlers use `Result<Response, Response>`: the error *is* the (fully built) reply, so boxing
 // it would only add an allocation on the error path.
@@ -173,13 +177,16 @@ pub struct Options {
     /// The private key (PEM) of `--tls-cert`.
     #[arg(long, requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Offer only HTTP/1.1 in TLS handshakes (by default HTTP/2 too, as the providers do).
+    #[arg(long)]
+    pub http1_only: bool,
 }
 
 impl Options {
     /// The TLS server configuration of `--tls-cert` and `--tls-key`, when given.
     pub fn tls(&self) -> std::io::Result<Option<Arc<rustls::ServerConfig>>> {
         match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => tls::server_config(cert, key).map(Some),
+            (Some(cert), Some(key)) => tls::server_config(cert, key, !self.http1_only).map(Some),
             _ => Ok(None),
         }
     }
@@ -463,6 +470,9 @@ async fn dispatch(State(sim): State<Arc<Sim>>, req: Request) -> Response {
     let target = classify(&parts.method, path, &parts.headers, query);
     let route = target.route();
     sim.stats.count(route);
+    if parts.version == axum::http::Version::HTTP_2 {
+        sim.stats.http2_requests.fetch_add(1, Ordering::Relaxed);
+    }
     if sim.rec.enabled() {
         let full = parts.uri.path_and_query().map_or(path, |p| p.as_str());
         sim.rec
@@ -605,8 +615,9 @@ pub async fn serve(listener: tokio::net::TcpListener, opts: Options) -> std::io:
         return axum::serve(tls::TlsListener::new(listener, config, sim), app).await;
     }
     use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|tcp| {
+    let listener = listener.tap_io(move |tcp| {
         let _ = tcp.set_nodelay(true);
+        sim.stats.connections.fetch_add(1, Ordering::Relaxed);
     });
     axum::serve(listener, app).await
 }

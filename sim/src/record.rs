@@ -123,6 +123,9 @@ pub struct Stats {
     /// TLS connections accepted, and those whose handshake failed (`tls.rs`).
     pub tls_handshakes: AtomicU64,
     pub tls_handshakes_failed: AtomicU64,
+    /// TCP connections accepted, and the calls that came over HTTP/2.
+    pub connections: AtomicU64,
+    pub http2_requests: AtomicU64,
 }
 
 impl Default for Stats {
@@ -136,6 +139,8 @@ impl Default for Stats {
             vertex_priority: AtomicU64::new(0),
             tls_handshakes: AtomicU64::new(0),
             tls_handshakes_failed: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
+            http2_requests: AtomicU64::new(0),
         }
     }
 }
@@ -188,6 +193,14 @@ impl Stats {
             "tls_handshakes_failed".into(),
             self.tls_handshakes_failed.load(Ordering::Relaxed).into(),
         );
+        m.insert(
+            "connections".into(),
+            self.connections.load(Ordering::Relaxed).into(),
+        );
+        m.insert(
+            "http2_requests".into(),
+            self.http2_requests.load(Ordering::Relaxed).into(),
+        );
         m.insert("recording".into(), recording.into());
         m.insert("recorded".into(), recorded.into());
         m.insert("recorded_dropped".into(), dropped.into());
@@ -204,6 +217,8 @@ impl Stats {
         self.vertex_priority.store(0, Ordering::Relaxed);
         self.tls_handshakes.store(0, Ordering::Relaxed);
         self.tls_handshakes_failed.store(0, Ordering::Relaxed);
+        self.connections.store(0, Ordering::Relaxed);
+        self.http2_requests.store(0, Ordering::Relaxed);
         // tokens_issued is kept: issued tokens stay valid across a reset.
     }
 }

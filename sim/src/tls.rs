@@ -26,8 +26,13 @@ use crate::Sim;
 /// The longest a client may take over its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A server configuration serving the certificate chain and key of these PEM files, HTTP/1.1.
-pub fn server_config(cert: &Path, key: &Path) -> io::Result<Arc<rustls::ServerConfig>> {
+/// A server configuration serving the certificate chain and key of these PEM files, offering
+/// HTTP/2 and HTTP/1.1 (as the providers do), or HTTP/1.1 only.
+pub fn server_config(
+    cert: &Path,
+    key: &Path,
+    http2: bool,
+) -> io::Result<Arc<rustls::ServerConfig>> {
     let invalid = |what: &Path, e: &dyn std::fmt::Display| {
         io::Error::new(
             io::ErrorKind::InvalidData,
@@ -48,7 +53,11 @@ pub fn server_config(cert: &Path, key: &Path) -> io::Result<Arc<rustls::ServerCo
         .with_no_client_auth()
         .with_single_cert(chain, key_der)
         .map_err(|e| invalid(cert, &e))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = if http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     Ok(Arc::new(config))
 }
 
@@ -72,6 +81,7 @@ impl TlsListener {
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
+                sim.stats.connections.fetch_add(1, Ordering::Relaxed);
                 let (config, ready_tx, sim) = (config.clone(), ready_tx.clone(), sim.clone());
                 tokio::spawn(async move {
                     if let Some(tls) = shake_hands(stream, config, &sim).await {
