@@ -287,6 +287,25 @@ pub struct UpstreamConf {
     pub ca_file: Option<std::path::PathBuf>,
     /// Trust the built-in public roots (Mozilla's); off: only `ca_file`'s CAs.
     pub system_roots: bool,
+    /// Which upstreams get HTTP/2, many calls sharing a connection (`upstream/multiplex.rs`).
+    pub http2: Http2Mode,
+    /// Calls in flight on one HTTP/2 connection before another is opened (or fewer, when the
+    /// upstream's `SETTINGS_MAX_CONCURRENT_STREAMS` says so).
+    pub http2_max_streams: u32,
+}
+
+/// Where the upstream client speaks HTTP/2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Http2Mode {
+    /// Over TLS when the upstream chooses it (ALPN), as every provider does; plain `http://`
+    /// upstreams get HTTP/1.1.
+    Auto,
+    /// `auto`, and plain `http://` upstreams by prior knowledge (h2c): for a local server known
+    /// to speak it.
+    Always,
+    /// HTTP/1.1 everywhere, a connection per call in flight.
+    Never,
 }
 
 /// The per-route circuit breaker (docs/providers.md#routing-and-failover).
@@ -437,6 +456,8 @@ impl Default for UpstreamConf {
             breaker: BreakerConf::default(),
             ca_file: None,
             system_roots: true,
+            http2: Http2Mode::Auto,
+            http2_max_streams: 100,
         }
     }
 }
@@ -586,9 +607,11 @@ impl Config {
             }
         }
         let u = &t.upstream;
-        if u.max_attempts == 0 || u.breaker.failures == 0 {
-            problems
-                .push("tollgate.upstream.max_attempts, breaker.failures: at least 1".to_owned());
+        if u.max_attempts == 0 || u.breaker.failures == 0 || u.http2_max_streams == 0 {
+            problems.push(
+                "tollgate.upstream.max_attempts, breaker.failures, http2_max_streams: at least 1"
+                    .to_owned(),
+            );
         }
         if !u.system_roots && u.ca_file.is_none() {
             problems.push(

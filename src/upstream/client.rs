@@ -7,9 +7,10 @@
 //!
 //! Invariants: at most [`MAX_IN_FLIGHT`] calls of one request are in flight at once; the first
 //! failure (non-2xx answer or transport error) ends the run and drops the calls still in
-//! flight — one failing part fails the whole request, so nothing is joined or billed. One
-//! hyper client (its connection pool) is shared by every request, with the upstream timeouts
-//! of the config.
+//! flight — one failing part fails the whole request, so nothing is joined or billed. The
+//! connections are shared by every request, with the upstream timeouts of the config: HTTP/2
+//! ones in the [`Multiplexer`] where the upstream speaks it (`tollgate.upstream.http2`), else
+//! hyper's HTTP/1.1 pool.
 
 use std::time::Duration;
 
@@ -24,13 +25,14 @@ use hyper_util::rt::{TokioExecutor, TokioTimer};
 use crate::catalog::Endpoint;
 use crate::config::UpstreamConf;
 use crate::providers::UpstreamRequest;
+use crate::upstream::multiplex::{Call, Multiplexer, NotSent, Stream};
 use crate::upstream::roots::{upstream_tls, RootsError};
 
 /// Calls of one request sent at the same time.
 pub const MAX_IN_FLIGHT: usize = 4;
 
 /// Why a call (or one of a fan-out's calls) did not answer.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum CallFailure {
     /// A call answered non-2xx: its status, body and `Retry-After`, for the error envelope.
     Status {
@@ -136,30 +138,69 @@ pub struct Answer {
     pub request_id: Option<Box<str>>,
     /// `Content-Length`, when sent.
     length: Option<u64>,
-    body: Incoming,
+    body: AnswerBody,
     /// The longest wait for the body's next bytes.
     read_timeout: Duration,
+}
+
+/// An answer's body as each protocol hands it over.
+enum AnswerBody {
+    Http1(Incoming),
+    Http2 {
+        body: h2::RecvStream,
+        /// Counted on its connection while the answer is read.
+        _stream: Stream,
+    },
+}
+
+impl AnswerBody {
+    /// `Content-Length`, when sent.
+    fn length(&self, headers: &http::HeaderMap) -> Option<u64> {
+        match self {
+            AnswerBody::Http1(body) => hyper::body::Body::size_hint(body).exact(),
+            AnswerBody::Http2 { .. } => headers
+                .get(http::header::CONTENT_LENGTH)?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok(),
+        }
+    }
+
+    /// The next bytes; `None` at the end.
+    async fn next(&mut self) -> Option<Result<Bytes, CallFailure>> {
+        use http_body_util::BodyExt;
+        match self {
+            AnswerBody::Http1(body) => loop {
+                match body.frame().await? {
+                    Err(e) => return Some(Err(transport(&e))),
+                    Ok(frame) => {
+                        if let Ok(data) = frame.into_data() {
+                            return Some(Ok(data));
+                        }
+                    }
+                }
+            },
+            AnswerBody::Http2 { body, .. } => match body.data().await? {
+                Err(e) => Some(Err(transport(&e))),
+                Ok(data) => {
+                    // Read: the upstream may send as much again.
+                    let _ = body.flow_control().release_capacity(data.len());
+                    Some(Ok(data))
+                }
+            },
+        }
+    }
 }
 
 impl Answer {
     /// The body's next chunk; `None` at its end. `Err`: [`CallFailure::Timeout`] or
     /// [`CallFailure::Broken`].
     pub async fn chunk(&mut self) -> Result<Option<Bytes>, CallFailure> {
-        use http_body_util::BodyExt;
-        loop {
-            let frame = tokio::time::timeout(self.read_timeout, self.body.frame())
-                .await
-                .map_err(|_| timed_out("reading"))?;
-            match frame {
-                None => return Ok(None),
-                Some(Err(e)) => return Err(transport(&e)),
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Ok(Some(data));
-                    }
-                }
-            }
-        }
+        tokio::time::timeout(self.read_timeout, self.body.next())
+            .await
+            .map_err(|_| timed_out("reading"))?
+            .transpose()
     }
 }
 
@@ -199,7 +240,10 @@ pub fn upstream_request_id(headers: &http::HeaderMap) -> Option<Box<str>> {
 type Pool = hyper_util::client::legacy::Client<HttpsConnector<HttpConnector>, Full<Bytes>>;
 
 pub struct UpstreamClient {
+    /// HTTP/1.1: a connection per call in flight.
     pool: Pool,
+    /// HTTP/2, for the upstreams that speak it.
+    multiplexer: Multiplexer,
     read_timeout: Duration,
     max_answer: u64,
 }
@@ -219,6 +263,11 @@ impl UpstreamClient {
         tcp.enforce_http(false); // https is the TLS layer's
         tcp.set_nodelay(true);
         tcp.set_connect_timeout(Some(conf.connect_timeout));
+        let multiplexed = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls_config.clone())
+            .https_or_http()
+            .enable_all_versions()
+            .wrap_connector(tcp.clone());
         let tls = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls_config)
             .https_or_http()
@@ -234,6 +283,7 @@ impl UpstreamClient {
             .build(tls);
         UpstreamClient {
             pool,
+            multiplexer: Multiplexer::new(multiplexed, conf.http2, conf.http2_max_streams),
             read_timeout: conf.read_timeout,
             max_answer: conf.max_answer_body.as_u64(),
         }
@@ -285,7 +335,7 @@ impl UpstreamClient {
         call: UpstreamRequest,
         accept: &'static str,
     ) -> Result<Answer, CallFailure> {
-        let mut request = http::Request::new(Full::new(call.body));
+        let mut request = http::Request::new(());
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = http::Uri::try_from(endpoint.url(&call.path)).map_err(|e| {
             tracing::warn!("upstream call not sent: {e}");
@@ -297,15 +347,16 @@ impl UpstreamClient {
         for (name, value) in call.headers {
             headers.append(name, value);
         }
-        let response = tokio::time::timeout(self.read_timeout, self.pool.request(request))
-            .await
-            .map_err(|_| timed_out("awaiting the answer"))?
-            .map_err(|e| transport(&e))?;
-        let (head, body) = response.into_parts();
+        let (head, body) = tokio::time::timeout(
+            self.read_timeout,
+            self.request(endpoint, (request, call.body)),
+        )
+        .await
+        .map_err(|_| timed_out("awaiting the answer"))??;
         let answer = Answer {
             status: head.status.as_u16(),
             request_id: upstream_request_id(&head.headers),
-            length: hyper::body::Body::size_hint(&body).exact(),
+            length: body.length(&head.headers),
             body,
             read_timeout: self.read_timeout,
         };
@@ -330,6 +381,36 @@ impl UpstreamClient {
 }
 
 impl UpstreamClient {
+    /// Sends `call` over HTTP/2 where `endpoint` speaks it, else HTTP/1.1: the answer's head
+    /// and its body still to be read.
+    async fn request(
+        &self,
+        endpoint: &Endpoint,
+        call: Call,
+    ) -> Result<(http::response::Parts, AnswerBody), CallFailure> {
+        let (head, body) = if self.multiplexer.serves(endpoint) {
+            match self.multiplexer.send(endpoint, call).await {
+                Ok((response, stream)) => {
+                    let (head, body) = response.into_parts();
+                    return Ok((
+                        head,
+                        AnswerBody::Http2 {
+                            body,
+                            _stream: stream,
+                        },
+                    ));
+                }
+                Err(NotSent::Failed(failure)) => return Err(failure),
+                Err(NotSent::Http1(call)) => call,
+            }
+        } else {
+            call
+        };
+        let response = self.pool.request(head.map(|()| Full::new(body))).await;
+        let (head, body) = response.map_err(|e| transport(&e))?.into_parts();
+        Ok((head, AnswerBody::Http1(body)))
+    }
+
     /// The answer's body, refused as soon as it grows past the limit (whatever
     /// `Content-Length` says).
     async fn read_bounded(&self, mut answer: Answer) -> Result<Bytes, CallFailure> {

@@ -5,4 +5,5 @@
 pub mod client;
 pub mod context_cache;
 pub mod credentials;
+pub mod multiplex;
 pub mod roots;

@@ -189,6 +189,23 @@ pub struct GatewayBuilder {
     listeners: [Option<String>; 2],
 }
 
+/// A test gateway's `tollgate.upstream` entries beyond the harness's own: `entries`, and
+/// HTTP/2 to the simulator (h2c: the path every call to the providers takes over TLS) unless
+/// they say otherwise or the fake upstream (HTTP/1.1 only) is in the conf too.
+fn upstream_conf(entries: &str, simulator: bool) -> String {
+    let http2 = if simulator && !entries.contains("http2:") {
+        ", http2: always"
+    } else {
+        ""
+    };
+    let entries = if entries.is_empty() {
+        String::new()
+    } else {
+        format!(", {entries}")
+    };
+    format!("{entries}{http2}")
+}
+
 /// The admin token every test gateway gets (`TOLLGATE_ADMIN_TOKEN`).
 pub const ADMIN_TOKEN: &str = "test-admin-token-5f1c0a9e7b3d2c4f8a6e";
 
@@ -720,11 +737,7 @@ impl GatewayBuilder {
             } else {
                 format!(", {}", self.alerts)
             },
-            upstream = if self.upstream.is_empty() {
-                String::new()
-            } else {
-                format!(", {}", self.upstream)
-            },
+            upstream = upstream_conf(&self.upstream, self.provider_sim.is_some() && self.sim_url.is_none()),
         );
         std::fs::write(&conf, text).unwrap();
         let gw = Gateway {

@@ -59,4 +59,5 @@ mod shipped;
 mod soak;
 mod store;
 mod sync;
+mod upstream_http2;
 mod upstream_tls;

@@ -25,16 +25,23 @@ struct TlsSim {
 
 impl TlsSim {
     fn start(ca: &TestCa, names: &[&str]) -> TlsSim {
+        Self::start_with(ca, names, &[])
+    }
+
+    /// With more flags of the simulator's.
+    fn start_with(ca: &TestCa, names: &[&str], flags: &[&str]) -> TlsSim {
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = ca.issue(names).write(dir.path(), "sim");
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca.pem()).unwrap();
-        let sim = Sim::start_with(&[
+        let mut args = vec![
             "--tls-cert",
             cert.to_str().unwrap(),
             "--tls-key",
             key.to_str().unwrap(),
-        ]);
+        ];
+        args.extend_from_slice(flags);
+        let sim = Sim::start_with(&args);
         assert!(sim.url.starts_with("https://127.0.0.1:"), "{}", sim.url);
         // The test's own view of the simulator; whatever name its certificate is for.
         let client = reqwest::Client::builder()
@@ -134,6 +141,42 @@ async fn a_private_ca_in_ca_file_is_trusted() {
     let stats = tls.stats().await;
     assert_eq!(stats["requests_total"], 1, "{stats}");
     assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
+}
+
+/// Over TLS the upstream's choice (ALPN) decides, as with every provider: one that offers
+/// HTTP/2 gets concurrent calls on one connection, one that offers only HTTP/1.1 gets that.
+#[tokio::test]
+async fn over_tls_http2_is_used_where_the_upstream_offers_it() {
+    let ca = TestCa::new();
+    for (flags, http2) in [(&[][..], true), (&["--http1-only"][..], false)] {
+        let tls = TlsSim::start_with(&ca, &["127.0.0.1"], flags);
+        let gw = tls
+            .gateway(format!(
+                ", ca_file: \"{}\", http2: auto",
+                tls.ca_file.display()
+            ))
+            .start();
+        let (_, key) = gw.workspace_with_key();
+        let calls = (0..6).map(|_| gw.chat(&key, hello()));
+        for res in futures_util::future::join_all(calls).await {
+            assert_eq!(res.status(), 200, "{flags:?}");
+        }
+        let stats = tls.stats().await;
+        assert_eq!(stats["requests_total"], 6, "{stats}");
+        assert_eq!(
+            stats["http2_requests"],
+            if http2 { 6 } else { 0 },
+            "{stats}"
+        );
+        // The test's own stats requests are one more handshake.
+        let handshakes = stats["tls_handshakes"].as_u64().unwrap() - 1;
+        if http2 {
+            assert_eq!(handshakes, 1, "{stats}");
+        } else {
+            // A connection per call in flight, and the one that learnt HTTP/2 was declined.
+            assert!(handshakes > 1, "{stats}");
+        }
+    }
 }
 
 /// `catalog check` asks the listings with the upstream client's trust: through the CA file the
