@@ -10,7 +10,9 @@
 //! The `oha` case runs when `oha` is on PATH (`make bench-tools`), and is skipped otherwise.
 //! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
 //! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
-//! (`;` separates lines) to the gateway's conf.
+//! (`;` separates lines) to the gateway's conf. The gateway speaks HTTP/2 to the simulator
+//! (`upstream.http2: always`, h2c), as it does to the providers over TLS; `BENCH_HTTP2=never`
+//! makes it HTTP/1.1, a connection per call in flight.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 // The bench drives load from tasks of its own.
 #![allow(clippy::disallowed_methods)]
@@ -162,11 +164,13 @@ impl Gateway {
                  upgrade_sock: {d}/u.sock\npid_file: {d}/pid\ntollgate:\n  listen: 127.0.0.1:{port}\n  \
                  admin_listen: 127.0.0.1:{admin}\n  store: \"{store}\"\n  catalog_file: {ROOT}/conf/catalog.yaml\n  \
                  ledger_spool: {d}/spool\n{extra_tollgate}  log: {{level: error}}\n  \
+                 upstream: {{http2: {http2}}}\n  \
                  providers:\n    gemini: {{base_url: \"{sim}\", api_key_env: BENCH_GEMINI_KEY}}\n    \
                  vertex: {{base_url: \"{sim}\", global_base_url: \"{sim}\", token_url: \"{sim}/token\", \
                  project_env: BENCH_VERTEX_PROJECT, credentials_env: BENCH_VERTEX_CREDENTIALS}}\n",
                 d = dir.path().display(),
                 extra_tollgate = extra,
+                http2 = std::env::var("BENCH_HTTP2").unwrap_or_else(|_| "always".into()),
                 extra = std::env::var("BENCH_SERVER_CONF").unwrap_or_default().replace(';', "\n")
             ),
         )
