@@ -30,6 +30,7 @@ use h2::RecvStream;
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::{Connection as _, HttpConnector};
 use hyper_util::rt::TokioIo;
+use tokio::io::BufReader;
 use tower_service::Service;
 
 use crate::catalog::Endpoint;
@@ -45,6 +46,10 @@ const IDLE: Duration = Duration::from_secs(60);
 /// stream, sixteen such streams are needed to stall the others on a connection.
 const STREAM_WINDOW: u32 = 1 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
+/// The connection's reads: `h2` reads the socket 8 KB at a time, which made a 2.3 MB answer
+/// about 290 reads (and 3 ms more than over HTTP/1.1, whose buffer grows); one buffer a
+/// connection, not a stream.
+const READ_BUFFER: usize = 64 << 10;
 /// The largest answer head taken from an upstream.
 const MAX_HEADER_LIST: u32 = 64 << 10;
 
@@ -297,7 +302,7 @@ impl Multiplexer {
             .initial_window_size(STREAM_WINDOW)
             .initial_connection_window_size(CONNECTION_WINDOW)
             .max_header_list_size(MAX_HEADER_LIST)
-            .handshake(TokioIo::new(io))
+            .handshake(BufReader::with_capacity(READ_BUFFER, TokioIo::new(io)))
             .await
             .map_err(|e| not_connected(transport(&e)))?;
         let closed = Arc::new(AtomicBool::new(false));
