@@ -945,6 +945,20 @@ mod tests {
     }
 
     #[test]
+    fn upstream_http2_settings_are_read_and_checked() {
+        let u = Config::parse("tollgate:\n  upstream: {http2: never}\n")
+            .unwrap()
+            .tollgate
+            .upstream;
+        assert_eq!((u.http2, u.http2_max_streams), (Http2Mode::Never, 100));
+        assert_eq!(UpstreamConf::default().http2, Http2Mode::Auto);
+        for bad in ["http2: sometimes", "http2_max_streams: 0"] {
+            let text = format!("tollgate:\n  upstream: {{{bad}}}\n");
+            assert!(Config::parse(&text).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn upstream_roots_are_the_built_in_ones_plus_a_ca_file() {
         let u = Config::parse("").unwrap().tollgate.upstream;
         assert_eq!((u.ca_file, u.system_roots), (None, true));
