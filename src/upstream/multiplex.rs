@@ -16,9 +16,10 @@
 //!
 //! Per upstream (scheme, host, port) it keeps the connections, oldest first and filled first,
 //! so that the last empties and is closed after a minute idle, and a dial lock: one connection
-//! is dialled at a time, and the callers that waited on a dial that failed get its failure at once rather than
-//! each waiting out a connect timeout of its own. An upstream that declines HTTP/2 in its TLS
-//! handshake (ALPN) is remembered as HTTP/1.1's, and its calls go to the HTTP/1.1 pool.
+//! is dialled at a time, and the callers that waited on a dial that failed get its failure at
+//! once rather than each waiting out a connect timeout of its own. An upstream that declines
+//! HTTP/2 in its TLS handshake (ALPN) is remembered as HTTP/1.1's, and its calls go to the
+//! HTTP/1.1 pool.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
