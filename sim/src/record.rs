@@ -169,38 +169,19 @@ impl Stats {
             self.total.load(Ordering::Relaxed).into(),
         );
         m.insert("by_route".into(), Value::Object(by));
-        m.insert(
-            "tokens_issued".into(),
-            self.tokens_issued.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "faults_injected".into(),
-            self.faults_injected.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "vertex_flex_requests".into(),
-            self.vertex_flex.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "vertex_priority_requests".into(),
-            self.vertex_priority.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "tls_handshakes".into(),
-            self.tls_handshakes.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "tls_handshakes_failed".into(),
-            self.tls_handshakes_failed.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "connections".into(),
-            self.connections.load(Ordering::Relaxed).into(),
-        );
-        m.insert(
-            "http2_requests".into(),
-            self.http2_requests.load(Ordering::Relaxed).into(),
-        );
+        let counters = [
+            ("tokens_issued", &self.tokens_issued),
+            ("faults_injected", &self.faults_injected),
+            ("vertex_flex_requests", &self.vertex_flex),
+            ("vertex_priority_requests", &self.vertex_priority),
+            ("tls_handshakes", &self.tls_handshakes),
+            ("tls_handshakes_failed", &self.tls_handshakes_failed),
+            ("connections", &self.connections),
+            ("http2_requests", &self.http2_requests),
+        ];
+        for (name, counter) in counters {
+            m.insert(name.into(), counter.load(Ordering::Relaxed).into());
+        }
         m.insert("recording".into(), recording.into());
         m.insert("recorded".into(), recorded.into());
         m.insert("recorded_dropped".into(), dropped.into());

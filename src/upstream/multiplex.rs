@@ -84,6 +84,18 @@ struct Conn {
     idle_since: Option<Instant>,
 }
 
+impl Conn {
+    /// One stream on it, counted until the answer is dropped.
+    fn claim(&self) -> Ready {
+        self.open.fetch_add(1, Ordering::AcqRel);
+        Ready {
+            send: self.send.clone(),
+            closed: self.closed.clone(),
+            stream: Stream(self.open.clone()),
+        }
+    }
+}
+
 struct DialFailure {
     at: Instant,
     failure: CallFailure,
@@ -221,13 +233,8 @@ impl Multiplexer {
             }
             let limit = self.max_streams.min(conn.send.current_max_send_streams());
             if spare.is_none() && open < limit {
-                conn.open.fetch_add(1, Ordering::AcqRel);
                 conn.idle_since = None;
-                spare = Some(Ready {
-                    send: conn.send.clone(),
-                    closed: conn.closed.clone(),
-                    stream: Stream(conn.open.clone()),
-                });
+                spare = Some(conn.claim());
             }
             true
         });
@@ -258,11 +265,7 @@ impl Multiplexer {
         match self.connect(endpoint).await {
             Ok(Some(conn)) => {
                 *last = None;
-                let ready = Ready {
-                    send: conn.send.clone(),
-                    closed: conn.closed.clone(),
-                    stream: Stream(conn.open.clone()),
-                };
+                let ready = conn.claim();
                 let mut upstreams = self.upstreams.lock().unwrap_or_else(|e| e.into_inner());
                 upstream_of(&mut upstreams, endpoint).conns.push(conn);
                 Ok(Some(ready))
@@ -286,7 +289,7 @@ impl Multiplexer {
         }
     }
 
-    /// A new HTTP/2 connection to `endpoint` with one stream counted, its task spawned;
+    /// A new HTTP/2 connection to `endpoint`, its task spawned;
     /// `None` when its TLS handshake chose HTTP/1.1.
     async fn connect(&self, endpoint: &Endpoint) -> Result<Option<Conn>, CallFailure> {
         let uri = http::Uri::try_from(endpoint.url("/")).map_err(|_| CallFailure::Connect)?;
@@ -324,7 +327,7 @@ impl Multiplexer {
         );
         Ok(Some(Conn {
             send,
-            open: Arc::new(AtomicUsize::new(1)),
+            open: Arc::default(),
             closed,
             idle_since: None,
         }))
