@@ -20,7 +20,7 @@ use pingora_core::apps::{
     HttpPersistentSettings, HttpServerApp, HttpServerOptions, ReusedHttpStream, ServerApp,
 };
 use pingora_core::protocols::http::ServerSession as Session;
-use pingora_core::protocols::Stream;
+use pingora_core::protocols::{Stream, ALPN};
 use pingora_core::server::ShutdownWatch;
 use pingora_error::ErrorType;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -89,7 +89,8 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Bounded<A> {
             Err(why) => {
                 crate::metrics::METRICS.connection_refused(self.listener, why.reason());
                 let linger = self.lingering.fetch_add(1, Ordering::AcqRel) < MAX_LINGERING;
-                refuse(stream, why, linger).await;
+                // Boxed: its read buffer would otherwise be part of every connection's state.
+                Box::pin(refuse(stream, why, linger)).await;
                 self.lingering.fetch_sub(1, Ordering::AcqRel);
                 None
             }
@@ -236,21 +237,58 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for WithHttp<A> {
         mut stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let app = match &self.h2c {
+        let h2 = match &self.h2c {
             Some(h2c) if stream.get_ssl_digest().is_none() => {
-                match opens_with_preface(&mut stream, self.idle).await? {
-                    true => h2c,
-                    false => &self.http,
-                }
+                opens_with_preface(&mut stream, self.idle)
+                    .await?
+                    .then_some(h2c)
             }
-            _ => &self.http,
+            _ => matches!(stream.selected_alpn_proto(), Some(ALPN::H2)).then_some(&self.http),
         };
-        app.process_new(stream, shutdown).await
+        match h2 {
+            Some(app) => app.process_new(stream, shutdown).await,
+            None => self.serve_http1(stream, shutdown).await,
+        }
     }
 
     async fn cleanup(&self) {
         self.http.app.http_cleanup().await;
     }
+}
+
+impl<A: HttpServerApp> WithHttp<A> {
+    /// Serves an HTTP/1.x connection, one request after another, as Pingora's own `ServerApp`
+    /// does (which is left the h2 connections): run here, a connection's state is a few hundred
+    /// bytes rather than Pingora's, which is sized for its h2 handshake (3.8 KB), and the app is
+    /// called without a forwarding layer's box (0.7 KB), for every connection a stream holds.
+    async fn serve_http1(&self, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
+        // Kept alive unless shutting down; [`keep_alive`] decides again at each answer.
+        let keepalive = (!*shutdown.borrow()).then(|| self.idle.as_secs().max(1));
+        let mut next = Some(ReusedHttpStream::new(stream, None));
+        while let Some((stream, settings)) = next.map(ReusedHttpStream::consume) {
+            // Made in the call: a local would keep its place (680 bytes) in this state, beside
+            // the app's own copy.
+            let app = &self.http.app;
+            next = app
+                .process_new_http(http1_session(stream, settings, keepalive), shutdown)
+                .await;
+        }
+        None
+    }
+}
+
+/// A connection's next HTTP/1.x session: as the last one left it, or kept alive `keepalive`.
+fn http1_session(
+    stream: Stream,
+    settings: Option<HttpPersistentSettings>,
+    keepalive: Option<u64>,
+) -> Session {
+    let mut session = Session::new_http1(stream);
+    match settings {
+        Some(settings) => settings.apply_to_session(&mut session),
+        None => session.set_keepalive(keepalive),
+    }
+    session
 }
 
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

@@ -40,11 +40,12 @@ mod respond;
 mod stream;
 mod timing;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use bytes::Bytes;
 use pingora_core::apps::{HttpServerApp, ReusedHttpStream};
 use pingora_core::protocols::http::ServerSession as Session;
@@ -180,11 +181,13 @@ impl Gateway {
         };
         admission.previous = previous.as_deref();
         let decision = match admission.admit(key.clone(), op, &body, chrono::Utc::now()) {
-            // Credit added a moment ago admits the next request.
-            Err(GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })
-                if self.fresh.refresh(FRESH_WAIT).await =>
-            {
-                admission.admit(key, op, &body, chrono::Utc::now())
+            // Credit added a moment ago admits the next request. Only the refusal is held
+            // across the wait: a whole decision there would be part of every stream's state.
+            Err(e @ (GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })) => {
+                match self.fresh.refresh(FRESH_WAIT).await {
+                    true => admission.admit(key, op, &body, chrono::Utc::now()),
+                    false => Err(e),
+                }
             }
             decision => decision,
         };
@@ -454,38 +457,50 @@ fn store_unavailable(e: crate::store::StoreError) -> GatewayError {
 
 /// Pingora's side of a connection: one request at a time (HTTP/1.1 keep-alive), or one h2
 /// stream.
-#[async_trait]
+///
+/// Written out rather than with `#[async_trait]`, whose body moves the session into a local of
+/// its own: the future would hold it twice (680 bytes each), for every open stream.
 impl HttpServerApp for Gateway {
-    async fn process_new_http(
-        self: &Arc<Self>,
+    fn process_new_http<'a, 'b, 'f>(
+        self: &'a Arc<Self>,
         mut session: Session,
-        shutdown: &ShutdownWatch,
-    ) -> Option<ReusedHttpStream> {
-        if !listener::read_head(&mut session, shutdown, self.limits.idle_timeout).await {
-            return None;
+        shutdown: &'b ShutdownWatch,
+    ) -> Pin<Box<dyn Future<Output = Option<ReusedHttpStream>> + Send + 'f>>
+    where
+        'a: 'f,
+        'b: 'f,
+    {
+        Box::pin(async move {
+            if !self.serve(&mut session, shutdown).await {
+                return None;
+            }
+            // Boxed: Pingora's `finish` future (3.7 KB) would otherwise set this state's size.
+            Box::pin(listener::reuse(session)).await
+        })
+    }
+}
+
+impl Gateway {
+    /// Reads the connection's next request and answers it; `false`: the connection is done (no
+    /// request came, or the gateway's own answer could not be written: the client is gone).
+    async fn serve(&self, session: &mut Session, shutdown: &ShutdownWatch) -> bool {
+        if !listener::read_head(session, shutdown, self.limits.idle_timeout).await {
+            return false;
         }
-        let failed = {
-            // Scoped: the context is not held while the connection is made ready for reuse.
-            let mut ctx = Ctx::default();
-            let closing = *shutdown.borrow() || self.draining.load(Ordering::Relaxed);
-            let failed = self
-                .respond(&mut session, &mut ctx, closing)
-                .await
-                .err()
-                .map(|e| {
-                    let blame = convert::blame(&e);
-                    if blame != Blame::Client {
-                        tracing::warn!("answering failed: {e}");
-                    }
-                    blame
-                });
-            self.logging(&session, failed, &mut ctx);
-            failed
-        };
-        if failed.is_some() {
-            return None; // the gateway's own answer could not be written: the client is gone
-        }
-        // Boxed: Pingora's `finish` future (3.7 KB) would otherwise set this state's size.
-        Box::pin(listener::reuse(session)).await
+        let mut ctx = Ctx::default();
+        let closing = *shutdown.borrow() || self.draining.load(Ordering::Relaxed);
+        let failed = self
+            .respond(session, &mut ctx, closing)
+            .await
+            .err()
+            .map(|e| {
+                let blame = convert::blame(&e);
+                if blame != Blame::Client {
+                    tracing::warn!("answering failed: {e}");
+                }
+                blame
+            });
+        self.logging(session, failed, &mut ctx);
+        failed.is_none()
     }
 }

@@ -262,7 +262,9 @@ impl Multiplexer {
             Checkout::Dial(_) => {}
         }
         let at = Instant::now();
-        match self.connect(endpoint).await {
+        // Boxed: a connection's opening (4 KB, its TLS handshake's) would otherwise be part of
+        // every call's state, and so of every open stream's for its whole life.
+        match Box::pin(self.connect(endpoint)).await {
             Ok(Some(conn)) => {
                 *last = None;
                 let ready = conn.claim();
