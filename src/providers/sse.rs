@@ -130,7 +130,13 @@ impl SseFramer {
 
     /// Cuts the finished event (everything before `consumed`) off the buffer.
     fn take_event(&mut self, consumed: usize) -> Option<SseEvent> {
-        let frame = self.buf.split_to(consumed).freeze();
+        let frame = if consumed == self.buf.len() {
+            // All of it: the allocation leaves with the event, where a split would keep it
+            // (shared) for as long as the stream waits for its next chunk.
+            std::mem::take(&mut self.buf).freeze()
+        } else {
+            self.buf.split_to(consumed).freeze()
+        };
         self.scan = 0;
         let event = self
             .event
@@ -281,6 +287,21 @@ mod tests {
         }
         out.extend(f.finish());
         out
+    }
+
+    #[test]
+    fn a_framer_holds_no_buffer_between_whole_events() {
+        // An open stream waits between chunks: its framer must not keep the last chunk's
+        // allocation (shared with the event taken from it) for that time.
+        let mut f = SseFramer::default();
+        f.push(b"data: {\"a\":1}\n\n");
+        let event = f.next_event().expect("a whole event");
+        assert!(event.data.is_unique(), "the framer still holds the chunk");
+        // A partial event stays buffered, and completes.
+        f.push(b"data: {\"b\":");
+        assert_eq!(f.next_event(), None);
+        f.push(b"2}\n\n");
+        assert_eq!(&f.next_event().expect("completed").data[..], b"{\"b\":2}");
     }
 
     #[test]
