@@ -192,15 +192,16 @@ pub async fn reuse(session: Session) -> Option<ReusedHttpStream> {
     Some(ReusedHttpStream::from_reusable_stream(reusable, settings))
 }
 
-/// An HTTP app on one listener: HTTP/1.1, h2 when TLS's ALPN chose it, and with `h2c` HTTP/2
-/// with prior knowledge on a plain connection that opens with the HTTP/2 preface.
+/// An HTTP app on one listener: HTTP/1.1 (its request loop run here, `serve_http1`), h2 when
+/// TLS's ALPN chose it, and with `h2c` HTTP/2 with prior knowledge on a plain connection that
+/// opens with the HTTP/2 preface (both left to Pingora's own `ServerApp`).
 ///
 /// Pingora's own h2c detection reads the 24 bytes of the preface with no deadline, so a client
 /// that sends nothing (or an HTTP/1.0 request shorter than the preface) would hold the
 /// connection for ever: here the preface is looked for within the head deadline instead, and
 /// only as far as the bytes still match it.
 pub struct WithHttp<A> {
-    /// HTTP/1.1 and ALPN-chosen h2.
+    /// ALPN-chosen h2 (and the app HTTP/1.1 is served with).
     http: Arc<Options<A>>,
     /// The same app for connections that opened with the preface; `None`: no h2c.
     h2c: Option<Arc<Options<A>>>,
