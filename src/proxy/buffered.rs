@@ -17,7 +17,8 @@ use crate::admission::Admitted;
 use crate::api::GatewayError;
 use crate::doors::charge::{self, Charge};
 use crate::providers::{Credentials, TranslateError, Translated, UpstreamRequest};
-use crate::upstream::client::{CallFailure, UpstreamClient};
+use crate::upstream::client::UpstreamClient;
+use crate::upstream::failure::CallFailure;
 
 /// Sends `call` (failing over while its attempts fail) and answers the client with `join` of
 /// its answers.

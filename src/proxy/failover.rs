@@ -42,8 +42,9 @@ use crate::catalog::Route;
 use crate::config::UpstreamConf;
 use crate::kept::ResponseKeeper;
 use crate::providers::{Adapter, CacheStep, Credentials, FanOut, Plan, UpstreamRequest};
-use crate::upstream::client::{CallFailure, UpstreamClient};
+use crate::upstream::client::UpstreamClient;
 use crate::upstream::context_cache::ContextCaches;
+use crate::upstream::failure::CallFailure;
 
 /// One way of answering, as the driver runs it: one attempt per route tried.
 pub(super) trait Attempt<C: Call> {

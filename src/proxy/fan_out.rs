@@ -10,7 +10,7 @@ use super::ctx::Ctx;
 use super::failover::Attempt;
 use crate::admission::Admitted;
 use crate::providers::{FanOut, Joiner, TranslateError, Translated};
-use crate::upstream::client::CallFailure;
+use crate::upstream::failure::CallFailure;
 
 /// Each route's plan has its own joiner (Vertex and the Developer API answer apart): the
 /// answering route's comes back with its answers.

@@ -30,7 +30,8 @@ use crate::api::error::Blame;
 use crate::api::{Door, GatewayError};
 use crate::doors::charge::{self, Charge};
 use crate::providers::{sse, StreamTranslator, UpstreamRequest};
-use crate::upstream::client::{Answer, CallFailure};
+use crate::upstream::client::Answer;
+use crate::upstream::failure::CallFailure;
 
 const KEEP_ALIVE: &[u8] = b": keep-alive\n\n";
 /// The Messages door's keep-alive once its stream has begun: Anthropic's own `ping` event (a

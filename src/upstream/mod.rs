@@ -5,5 +5,6 @@
 pub mod client;
 pub mod context_cache;
 pub mod credentials;
+pub mod failure;
 pub mod multiplex;
 pub mod roots;

@@ -36,7 +36,7 @@ use tower_service::Service;
 
 use crate::catalog::Endpoint;
 use crate::config::Http2Mode;
-use crate::upstream::client::{transport, CallFailure};
+use crate::upstream::failure::{transport, CallFailure};
 
 /// An empty connection beside others is closed after this long unused.
 const IDLE: Duration = Duration::from_secs(60);
