@@ -265,11 +265,11 @@ impl<A: HttpServerApp> WithHttp<A> {
     async fn serve_http1(&self, stream: Stream, shutdown: &ShutdownWatch) -> Option<Stream> {
         // Kept alive unless shutting down; [`keep_alive`] decides again at each answer.
         let keepalive = (!*shutdown.borrow()).then(|| self.idle.as_secs().max(1));
+        let app = &self.http.app;
         let mut next = Some(ReusedHttpStream::new(stream, None));
         while let Some((stream, settings)) = next.map(ReusedHttpStream::consume) {
-            // Made in the call: a local would keep its place (680 bytes) in this state, beside
-            // the app's own copy.
-            let app = &self.http.app;
+            // The session made in the call: a local would keep its place (680 bytes) in this
+            // state, beside the app's own copy.
             next = app
                 .process_new_http(http1_session(stream, settings, keepalive), shutdown)
                 .await;

@@ -184,9 +184,10 @@ impl Gateway {
             // Credit added a moment ago admits the next request. Only the refusal is held
             // across the wait: a whole decision there would be part of every stream's state.
             Err(e @ (GatewayError::InsufficientCredit | GatewayError::CreditShort { .. })) => {
-                match self.fresh.refresh(FRESH_WAIT).await {
-                    true => admission.admit(key, op, &body, chrono::Utc::now()),
-                    false => Err(e),
+                if self.fresh.refresh(FRESH_WAIT).await {
+                    admission.admit(key, op, &body, chrono::Utc::now())
+                } else {
+                    Err(e)
                 }
             }
             decision => decision,

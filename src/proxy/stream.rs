@@ -218,7 +218,7 @@ impl<'s> Client<'s> {
                 () = &mut self.tick => {
                     let due = self.last_write + self.keep_alive;
                     if Instant::now() >= due {
-                        // Boxed, as is rare: the write's state would otherwise be held by
+                        // Boxed, as it is rare: the write's state would otherwise be held by
                         // every stream, twice (while opening and while relaying).
                         let frame = Bytes::from_static(self.keep_alive_frame());
                         Box::pin(self.send(frame, false)).await;

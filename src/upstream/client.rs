@@ -2,8 +2,8 @@
 //! sends one call and hands back its answer as it begins (a stream); `run` sends the calls of
 //! a plan (one for a buffered answer; several for an adapter's
 //! [`FanOut`](crate::providers::FanOut), e.g. an embeddings batch above the upstream's per-call
-//! limit) and collects their bodies, bounded, in call order. A failure is a
-//! [`CallFailure`] (`failure.rs`).
+//! limit) and collects their bodies, bounded, in call order. A failure is a [`CallFailure`]
+//! (`failure.rs`).
 //!
 //! Invariants: at most [`MAX_IN_FLIGHT`] calls of one request are in flight at once; the first
 //! failure (non-2xx answer or transport error) ends the run and drops the calls still in
