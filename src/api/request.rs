@@ -14,7 +14,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use super::{GatewayError, Operation};
+use super::{GatewayError, Operation, Str};
 
 /// The most choices a request may ask for (`n`), as OpenAI allows.
 pub const MAX_CHOICES: u64 = 128;
@@ -269,7 +269,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
             fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Fields<'a>, M::Error> {
                 let mut out: Vec<(Cow<'a, str>, &'a RawValue)> =
                     Vec::with_capacity(map.size_hint().unwrap_or(8));
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                // `Str`, not `Cow<str>`: serde's `Cow` always copies, and this runs on every
+                // body; a key is owned only when it has escapes.
+                while let Some(Str(key)) = map.next_key::<Str<'de>>()? {
                     if out.len() == MAX_FIELDS {
                         return Err(serde::de::Error::custom(format!(
                             "more than {MAX_FIELDS} top-level fields"
@@ -430,6 +432,13 @@ mod tests {
             RawRequest::parse(named, Operation::Chat).unwrap().model,
             "a/b"
         );
+    }
+
+    #[test]
+    fn plain_keys_are_borrowed_from_the_body() {
+        let fields = object_fields(br#"{"model":"a","mod\u0065l2":1}"#).unwrap();
+        assert!(matches!(fields[0].0, Cow::Borrowed("model")));
+        assert!(matches!(&fields[1].0, Cow::Owned(k) if k == "model2"));
     }
 
     #[test]
