@@ -240,7 +240,7 @@ impl UpstreamClient {
     ) -> Result<Answer, CallFailure> {
         let mut request = http::Request::new(());
         *request.method_mut() = http::Method::POST;
-        *request.uri_mut() = http::Uri::try_from(endpoint.url(&call.path)).map_err(|e| {
+        *request.uri_mut() = endpoint.uri(call.path).map_err(|e| {
             tracing::warn!("upstream call not sent: {e}");
             CallFailure::Connect
         })?;
