@@ -58,6 +58,12 @@ impl Usd {
     pub fn is_positive(self) -> bool {
         self.0 > 0
     }
+
+    /// Appends the exact decimal text (`0.000123`), as `Display` writes it but without `fmt`:
+    /// an answer's `cost` is written on every request.
+    pub fn write_decimal(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(Decimal::of(self.0, 12).as_str().as_bytes());
+    }
 }
 
 impl Price {
@@ -446,6 +452,9 @@ mod tests {
                 );
             }
             assert_eq!(Usd(v).to_string(), reference(v, 12));
+            let mut written = b"x".to_vec();
+            Usd(v).write_decimal(&mut written);
+            assert_eq!(written, format!("x{}", reference(v, 12)).into_bytes());
             let price = serde_json::to_string(&Price(v)).unwrap();
             assert_eq!(price, reference(v, 6));
             assert_eq!(
