@@ -89,8 +89,9 @@ impl<'a> RawRequest<'a> {
             routing,
         };
         req.model = req
-            .typed::<Cow<'a, str>>("model")?
-            .ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
+            .typed::<Str<'a>>("model")?
+            .ok_or_else(|| GatewayError::invalid("missing required field: model"))?
+            .0;
         if req.model.is_empty() {
             return Err(GatewayError::invalid("model must not be empty"));
         }
@@ -435,10 +436,12 @@ mod tests {
     }
 
     #[test]
-    fn plain_keys_are_borrowed_from_the_body() {
+    fn plain_keys_and_the_model_are_borrowed_from_the_body() {
         let fields = object_fields(br#"{"model":"a","mod\u0065l2":1}"#).unwrap();
         assert!(matches!(fields[0].0, Cow::Borrowed("model")));
         assert!(matches!(&fields[1].0, Cow::Owned(k) if k == "model2"));
+        let req = RawRequest::parse_head(br#"{"model":"a/b"}"#).unwrap();
+        assert!(matches!(req.model, Cow::Borrowed("a/b")));
     }
 
     #[test]
