@@ -69,8 +69,8 @@ fn told(doc: &[u8], close: Option<usize>, find: fn(&[u8]) -> Option<UsageEnd>) -
 
 /// `doc` with the charge's members added to the usage object that closes at `at`.
 fn splice(doc: &[u8], at: UsageEnd, charge: &Charge) -> Vec<u8> {
-    // The members: 36 bytes, a cost of 40 at most and an id.
-    let mut out = Vec::with_capacity(doc.len() + 80 + charge.id.len());
+    // The members: a comma, 26 bytes of names and quotes, a cost of 40 at most, and the id.
+    let mut out = Vec::with_capacity(doc.len() + 67 + charge.id.len());
     out.extend_from_slice(&doc[..at.close]);
     if !at.empty {
         out.push(b',');
