@@ -623,7 +623,7 @@ pub async fn serve(listener: tokio::net::TcpListener, opts: Options) -> std::io:
 }
 
 /// A simulator running on its own thread and runtime, for tests in other crates: it listens
-/// on a free loopback port and stops (connections and all) when dropped.
+/// on a free loopback port (or `--listen`) and stops (connections and all) when dropped.
 pub struct Running {
     pub url: String,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
@@ -631,12 +631,13 @@ pub struct Running {
 }
 
 /// Starts a simulator with `args` (the binary's flags, e.g. `["--latency-ms", "50"]`) on
-/// `127.0.0.1:0`; a TLS certificate or key that cannot be used is an error here.
+/// `--listen` (by default `127.0.0.1:0`); a TLS certificate or key that cannot be used is an
+/// error here.
 pub fn spawn(args: &[&str]) -> Result<Running, String> {
     let opts = Options::try_parse_from(std::iter::once("tollgate-sim").chain(args.iter().copied()))
         .map_err(|e| e.to_string())?;
     opts.tls().map_err(|e| e.to_string())?;
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let listener = std::net::TcpListener::bind(&opts.listen).map_err(|e| e.to_string())?;
     listener.set_nonblocking(true).map_err(|e| e.to_string())?;
     let url = format!(
         "{}://{}",

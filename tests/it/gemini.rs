@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use crate::harness::{chunks, SimEnv};
+use crate::harness::{chunks, Gateway, Sim, SimEnv};
 
 async fn env() -> SimEnv {
     SimEnv::start()
@@ -78,6 +78,29 @@ async fn developer_api_streamed() {
         e.last_upstream().await["path"],
         "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
     );
+}
+
+#[tokio::test]
+async fn an_upstream_at_an_ipv6_address_is_called() {
+    // The gateway once wrote such a base URL's origin without its brackets (`::1:PORT`),
+    // which no URI parses: every call failed to connect.
+    let sim = Sim::start_with(&["--listen", "[::1]:0"]);
+    assert!(sim.url.starts_with("http://[::1]:"), "{}", sim.url);
+    let gw = Gateway::builder().simulator(&sim).start();
+    let (ws, key) = gw.workspace_with_key();
+    let e = SimEnv { sim, gw, ws, key };
+    let (status, v) = e
+        .chat(json!({"model": "google/gemini-2.5-flash", "messages": user("hello over v6")}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "Echo: hello over v6");
+    let (status, frames) = e.stream(json!({"model": "google/gemini-2.5-flash", "stream": true, "messages": user("v6 stream")})).await;
+    assert_eq!(status, 200);
+    let text: String = chunks(&frames)
+        .iter()
+        .filter_map(|x| x["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(text, "Echo: v6 stream");
 }
 
 #[tokio::test]
