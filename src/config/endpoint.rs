@@ -78,7 +78,8 @@ impl Endpoint {
     }
 
     /// The URI of an upstream call to `path_and_query` (which already carries the base path),
-    /// built from parts: the origin is neither formatted nor parsed again on every call.
+    /// or of a connection's dial (`/`), built from parts: the origin is neither formatted nor
+    /// parsed again on every call.
     pub fn uri(&self, path_and_query: String) -> Result<Uri, http::Error> {
         let scheme = if self.tls {
             Scheme::HTTPS
@@ -93,7 +94,7 @@ impl Endpoint {
     }
 
     /// The absolute URL of `path_and_query`, for the gateway's cold-path HTTP calls (context
-    /// caches) and its connections' dials.
+    /// caches, sent with `reqwest`, which takes text).
     pub fn url(&self, path_and_query: &str) -> String {
         let scheme = if self.tls { "https" } else { "http" };
         format!("{scheme}://{}{path_and_query}", self.authority)

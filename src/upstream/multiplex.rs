@@ -294,7 +294,7 @@ impl Multiplexer {
     /// A new HTTP/2 connection to `endpoint`, its task spawned;
     /// `None` when its TLS handshake chose HTTP/1.1.
     async fn connect(&self, endpoint: &Endpoint) -> Result<Option<Conn>, CallFailure> {
-        let uri = http::Uri::try_from(endpoint.url("/")).map_err(|_| CallFailure::Connect)?;
+        let uri = endpoint.uri("/".into()).map_err(|_| CallFailure::Connect)?;
         let io = self
             .connector
             .clone()
