@@ -198,16 +198,20 @@ impl Follower {
                 ChangeKind::Workspace => {}
             }
         }
-        for workspace in &balances {
-            self.accounts
-                .set_balance_row(workspace, store.balance_row(workspace).await?);
+        {
+            // Not between a batch's commit and its settling (see `billing::gates`).
+            let _turn = self.accounts.sync_turn().await;
+            for workspace in &balances {
+                self.accounts
+                    .set_balance_row(workspace, store.balance_row(workspace).await?);
+            }
+            load_spends(
+                store,
+                &self.accounts,
+                &spends.into_iter().collect::<Vec<_>>(),
+            )
+            .await?;
         }
-        load_spends(
-            store,
-            &self.accounts,
-            &spends.into_iter().collect::<Vec<_>>(),
-        )
-        .await?;
         // Keys last: a new key becomes usable only once its workspace's credit is known.
         for id in &keys {
             if let Some(key) = store.get_key(id).await? {
@@ -224,7 +228,9 @@ impl Follower {
         );
         if full_keys {
             let keys = store.all_keys().await?;
+            let turn = self.accounts.sync_turn().await;
             load_accounts(store, &self.accounts, &keys).await?;
+            drop(turn);
             self.keys.replace_all(keys);
         }
         if catalog_dirty {
@@ -336,6 +342,56 @@ impl FeedPosition {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::money::usd;
+    use crate::store::sqlite::SqliteStore;
+    use crate::store::{CreditMovement, LedgerKind};
+
+    /// A change-feed read made between a batch's commit and its settling holds the batch's
+    /// charges while they are still pending: applied then, they counted twice, and a request
+    /// seeing the last of a workspace's credit got a false 402.
+    #[tokio::test]
+    async fn a_feed_read_waits_for_the_writer_to_settle_what_it_committed() {
+        let store = SqliteStore::open(":memory:").unwrap();
+        store.migrate().await.unwrap();
+        store.create_workspace("ws_1", "one", None).await.unwrap();
+        store
+            .add_credit("credit_1", "ws_1", usd(10), None, None)
+            .await
+            .unwrap();
+        let loader = catalog::Loader::new(
+            Default::default(),
+            catalog::Served::every_kind(),
+            catalog::Healths::new(Default::default()),
+        );
+        let mut follower = Follower::bootstrap(&store, loader, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let accounts = follower.accounts.clone();
+        accounts.charge("ws_1", None, usd(1)); // a request's cost, pending
+        assert_eq!(accounts.balance("ws_1"), usd(9));
+        // The writer's turn: its batch commits (a refund stands for the debit here).
+        let turn = accounts.sync_turn().await;
+        let debit = CreditMovement {
+            entry_id: "debit_1".into(),
+            workspace_id: "ws_1".into(),
+            kind: LedgerKind::Refund,
+            amount: usd(1),
+            note: Some("stands for a usage debit".into()),
+        };
+        store.move_credit(&debit, None, None).await.unwrap();
+        // The feed is read meanwhile; it must wait for the writer's turn to end.
+        let mut step = Box::pin(follower.step(&store, false, false));
+        let early = tokio::time::timeout(Duration::from_millis(200), &mut step).await;
+        assert_eq!(accounts.balance("ws_1"), usd(9), "never counted twice");
+        let read = store.balance_row("ws_1").await.unwrap();
+        accounts.settle_balance("ws_1", Some(read), usd(1));
+        drop(turn);
+        match early {
+            Ok(done) => done.map(drop).unwrap(),
+            Err(_) => step.await.map(drop).unwrap(),
+        }
+        assert_eq!(accounts.balance("ws_1"), usd(9));
+    }
 
     #[test]
     fn a_skipped_seq_is_read_again_until_it_appears_then_applied_once() {

@@ -1,17 +1,23 @@
 //! The credit gate (402) and the per-key spend gate (429), answered from memory.
 //!
-//! Each workspace balance and each limited key's window spend is two atomics: `committed` (the
-//! last value known to be in the database) and `pending` (charges this process has made that
-//! are not committed yet). A gate reads `committed − pending`: no lock, no database. When a
-//! batch commits, the ledger writer reads the new values back and then settles the batch's
-//! charges out of `pending`; the change-feed follower overwrites `committed` with the
-//! database's value whenever any replica changes it, which is how exhaustion on one replica
-//! reaches the others within about a second.
+//! Each workspace balance and each limited key's window spend is kept as `committed` (the last
+//! value read from the database) and `available`: `committed` less the charges this process has
+//! made that the database does not have yet. A gate reads `available`: no lock, no database.
+//! When a batch commits, the ledger writer reads the new values back and settles the batch's
+//! charges with them, in one move of `available`; the change-feed follower takes the database's
+//! value whenever any replica changes it, which is how exhaustion on one replica reaches the
+//! others within about a second.
+//!
+//! A read of the database made between a batch's commit and its settling would hold that
+//! batch's charges while they are still subtracted as pending: a false 402 until the settling
+//! (or, applied after it, credit the database no longer has). So the writer holds
+//! [`Accounts::sync_turn`] from before its commit until its settling, and the follower holds it
+//! while it reads and applies the database's values.
 //!
 //! Reservations: admission ([`Accounts::reserve`]) holds a request's worst-case cost against
 //! its workspace (and, for chat, its key's window) in a third atomic, `reserved`, until the
 //! request ends and the returned [`Reservation`] drops; its actual cost is charged just before.
-//! The credit gate admits while `committed − pending − reserved` is positive, so with nothing in
+//! The credit gate admits while `available − reserved` is positive, so with nothing in
 //! flight any credit left admits, but concurrent requests cannot multiply an overdraft. The
 //! spend gate admits while the window's spend plus the other chat requests' reservations is
 //! below the limit, so the first request of a window is always admitted and the one that
@@ -58,8 +64,12 @@ impl Credits {
 
 #[derive(Debug, Default)]
 struct Cell {
+    /// The database's value as last read (start-up, the change feed, the writer's read-back).
     committed: AtomicI64,
-    pending: AtomicI64,
+    /// What the gates read: `committed` less this process's charges the database does not have
+    /// yet. One atomic, moved by one addition at a time: a reader never sees the database's
+    /// new value with the charges it includes still subtracted, nor the reverse.
+    available: AtomicI64,
     /// Worst cases of the requests in flight (pico-USD).
     reserved: AtomicI64,
     /// A balance's credited total (credit granted less refunded) as last read with
@@ -69,9 +79,7 @@ struct Cell {
 
 impl Cell {
     fn value(&self) -> i64 {
-        self.committed
-            .load(Relaxed)
-            .saturating_sub(self.pending.load(Relaxed))
+        self.available.load(Relaxed)
     }
 
     /// Reserves `amount` (never negative) if `admit(value, reserved so far)` allows it, in one
@@ -107,18 +115,21 @@ impl Cell {
         );
     }
 
-    /// Adds `cost` to the pending charges, saturating: a sum beyond `i64` (millions of USD in
-    /// flight) reads as no credit at all, which refuses rather than gives.
-    fn add_pending(&self, cost: i64) {
+    /// Moves what the gates read by `delta`, saturating: charges beyond `i64` (millions of USD
+    /// in flight) read as no credit at all, which refuses rather than gives.
+    fn shift(&self, delta: i64) {
         let _ = self
-            .pending
-            .fetch_update(Relaxed, Relaxed, |p| Some(p.saturating_add(cost)));
+            .available
+            .fetch_update(Relaxed, Relaxed, |v| Some(v.saturating_add(delta)));
     }
 
-    fn sub_pending(&self, cost: i64) {
-        let _ = self
-            .pending
-            .fetch_update(Relaxed, Relaxed, |p| Some(p.saturating_sub(cost)));
+    /// Takes the database's value `read`, which includes `settled`: this process's charges that
+    /// now leave the pending ones. Both in one move. Without a read, the database's value is
+    /// the last one less those charges (a debit is its record's cost).
+    fn settle(&self, read: Option<i64>, settled: i64) {
+        let read = read.unwrap_or_else(|| self.committed.load(Relaxed).saturating_sub(settled));
+        let moved = read.saturating_sub(self.committed.swap(read, Relaxed));
+        self.shift(moved.saturating_add(settled));
     }
 }
 
@@ -161,6 +172,8 @@ type Map<T> = ArcSwap<HashMap<Box<str>, Arc<T>>>;
 pub struct Accounts {
     balances: Map<Cell>,
     spends: Map<Spend>,
+    /// Whose turn it is to bring the database's values in (see the module doc).
+    sync: tokio::sync::Mutex<()>,
 }
 
 /// The map's cell for `id`, created (copy-on-write) the first time it is needed.
@@ -263,41 +276,65 @@ impl Accounts {
 
     /// A finished request's cost, charged at once (before it is committed).
     pub fn charge(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id).add_pending(cost.pico());
+        let delta = cost.pico().saturating_neg();
+        entry(&self.balances, workspace_id).shift(delta);
         if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
-            s.cell.add_pending(cost.pico());
+            s.cell.shift(delta);
         }
     }
 
-    /// The charge's batch committed: the database has it, so it stops being pending. The
-    /// database's values, which include it, come from a read made after the commit (the
-    /// writer's own, and the follower's): `committed` is only ever set from the database, so a
-    /// charge can never be subtracted twice, whichever read lands first.
-    pub fn settled(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id).sub_pending(cost.pico());
-        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
-            s.cell.sub_pending(cost.pico());
+    /// The turn at bringing the database's values in: the writer holds it from before a batch's
+    /// commit until the batch is settled, the follower while it reads and applies values.
+    pub async fn sync_turn(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.sync.lock().await
+    }
+
+    /// A committed batch's `charges` against a workspace stop being pending, and the database's
+    /// balance row read after the commit (`None`: the read failed) comes in, in one move. Hold
+    /// [`sync_turn`](Self::sync_turn) from before the commit.
+    pub fn settle_balance(&self, workspace_id: &str, read: Option<BalanceRow>, charges: Usd) {
+        let cell = entry(&self.balances, workspace_id);
+        if let Some(row) = read {
+            cell.credited.store(row.credited.pico(), Relaxed);
+        }
+        cell.settle(read.map(|row| row.balance.pico()), charges.pico());
+    }
+
+    /// As [`settle_balance`](Self::settle_balance), for a key's spend in the window starting at
+    /// `window`, with the spend read back.
+    pub fn settle_spend(
+        &self,
+        key_id: &str,
+        window: DateTime<Utc>,
+        read: Option<Usd>,
+        charges: Usd,
+    ) {
+        if let Some(s) = self.spend_in(key_id, window.timestamp()) {
+            // Spend is kept negated (as a charge against zero).
+            s.cell.settle(
+                read.map(|spent| spent.pico().saturating_neg()),
+                charges.pico(),
+            );
         }
     }
 
-    /// The charge will never commit (its record was refused): forget it, as a settled one.
+    /// The charge will never commit (its record was refused): it stops being pending.
     pub fn release(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        self.settled(workspace_id, key, cost);
+        entry(&self.balances, workspace_id).shift(cost.pico());
+        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
+            s.cell.shift(cost.pico());
+        }
     }
 
-    /// The database's balance for a workspace (start-up and change feed).
+    /// The database's balance for a workspace (tests and benches).
     pub fn set_balance(&self, workspace_id: &str, balance: Usd) {
-        entry(&self.balances, workspace_id)
-            .committed
-            .store(balance.pico(), Relaxed);
+        entry(&self.balances, workspace_id).settle(Some(balance.pico()), 0);
     }
 
     /// The database's balance row for a workspace, read in one statement (start-up, the
     /// change feed, the ledger writer's read-back): its balance and credited total together.
     pub fn set_balance_row(&self, workspace_id: &str, row: BalanceRow) {
-        let cell = entry(&self.balances, workspace_id);
-        cell.credited.store(row.credited.pico(), Relaxed);
-        cell.committed.store(row.balance.pico(), Relaxed);
+        self.settle_balance(workspace_id, Some(row), Usd::ZERO);
     }
 
     /// A workspace's credit as this process sees it; zeros for a workspace it does not know.
@@ -314,11 +351,7 @@ impl Accounts {
 
     /// The database's spend for a key in the window starting at `window`.
     pub fn set_spend(&self, key_id: &str, window: DateTime<Utc>, spent: Usd) {
-        if let Some(s) = self.spend_in(key_id, window.timestamp()) {
-            s.cell
-                .committed
-                .store(spent.pico().saturating_neg(), Relaxed);
-        }
+        self.settle_spend(key_id, window, Some(spent), Usd::ZERO);
     }
 
     /// The key's spend cell for `window`, a fresh one when `window` is newer than the one held;
@@ -370,7 +403,8 @@ impl Accounts {
         Usd::from_pico(value.saturating_neg())
     }
 
-    /// The balance this process sees (committed minus pending), for status and tests.
+    /// The balance this process sees (the database's less pending charges), for status and
+    /// tests.
     pub fn balance(&self, workspace_id: &str) -> Usd {
         Usd::from_pico(
             self.balances
@@ -421,8 +455,11 @@ mod tests {
             Err(GatewayError::InsufficientCredit),
             "a pending charge counts at once"
         );
-        a.set_balance("ws_1", Usd::ZERO); // the writer's read after the commit
-        a.settled("ws_1", None, usd(1));
+        let read = BalanceRow {
+            balance: Usd::ZERO, // the writer's read after the commit
+            credited: usd(1),
+        };
+        a.settle_balance("ws_1", Some(read), usd(1));
         assert_eq!(a.balance("ws_1"), Usd::ZERO);
         a.set_balance("ws_1", Usd::from_pico(1));
         assert_eq!(a.check_credit("ws_1"), Ok(()), "the database's value wins");
@@ -593,29 +630,55 @@ mod tests {
         );
     }
 
+    /// What a gate reads after each step (the test is the only writer, so no step can be seen
+    /// half done).
     #[test]
     fn a_committed_charge_is_never_subtracted_twice() {
         let a = Accounts::default();
+        let row = |balance| BalanceRow {
+            balance,
+            credited: usd(10),
+        };
         a.set_balance("ws_1", usd(10));
         a.charge("ws_1", None, usd(1));
-        // The batch commits (the database now says 9). The follower reads 9 and applies it
-        // before the writer settles; then the writer's own read-back and settle.
-        a.set_balance("ws_1", usd(9));
-        a.set_balance("ws_1", usd(9));
-        a.settled("ws_1", None, usd(1));
+        assert_eq!(a.balance("ws_1"), usd(9), "pending counts at once");
+        // The batch commits; the database says 9, which includes the charge.
+        a.settle_balance("ws_1", Some(row(usd(9))), usd(1));
+        assert_eq!(a.balance("ws_1"), usd(9), "not 8: a false 402");
+        // Another replica charged 2 meanwhile: the read-back has both.
+        a.charge("ws_1", None, usd(1));
+        a.settle_balance("ws_1", Some(row(usd(6))), usd(1));
+        assert_eq!(a.balance("ws_1"), usd(6));
+        // The read-back failed: the database has the charge all the same.
+        a.charge("ws_1", None, usd(1));
+        a.settle_balance("ws_1", None, usd(1));
         assert_eq!(
             a.balance("ws_1"),
-            usd(9),
-            "not 8: a false 402 waiting to happen"
+            usd(5),
+            "not 6: credit the database has spent"
         );
-        // The other order: the follower's read predates the commit and lands last.
-        a.charge("ws_1", None, usd(1));
-        a.set_balance("ws_1", usd(8));
-        a.settled("ws_1", None, usd(1));
-        a.set_balance("ws_1", usd(9));
-        assert_eq!(a.balance("ws_1"), usd(9), "briefly behind, never below");
-        a.set_balance("ws_1", usd(8));
-        assert_eq!(a.balance("ws_1"), usd(8), "the feed's next read catches up");
+        a.set_balance_row("ws_1", row(usd(5)));
+        assert_eq!(a.balance("ws_1"), usd(5), "the feed's read agrees");
+        a.set_balance_row("ws_1", row(usd(4)));
+        assert_eq!(a.balance("ws_1"), usd(4), "and brings others' charges");
+    }
+
+    #[test]
+    fn a_key_window_settles_like_a_balance() {
+        let a = Accounts::default();
+        let now = Utc.with_ymd_and_hms(2026, 3, 2, 12, 0, 0).unwrap();
+        let w = window_start(LimitReset::Daily, now);
+        a.set_spend("key_1", w, usd(1));
+        a.charge("ws_1", Some(("key_1", w)), usd(2));
+        assert_eq!(a.spent("key_1", w), usd(3));
+        a.settle_spend("key_1", w, Some(usd(3)), usd(2));
+        assert_eq!(a.spent("key_1", w), usd(3), "not 5");
+        a.charge("ws_1", Some(("key_1", w)), usd(1));
+        a.settle_spend("key_1", w, None, usd(1));
+        assert_eq!(a.spent("key_1", w), usd(4));
+        a.charge("ws_1", Some(("key_1", w)), usd(1));
+        a.release("ws_1", Some(("key_1", w)), usd(1));
+        assert_eq!(a.spent("key_1", w), usd(4), "a refused record is not spend");
     }
 
     #[test]

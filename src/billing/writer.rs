@@ -18,17 +18,19 @@
 //!   match its prices — a gateway bug) is isolated by retrying its batch record by record, set
 //!   aside in `<spool>.refused` for an operator, and logged as an error; the others commit.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
 use super::gates::Accounts;
 use super::journal::{Entry, Journal};
 use super::spool::Spool;
 use crate::metrics::METRICS;
+use crate::money::Usd;
 use crate::store::{Store, StoreError, UsageRecord};
 
 /// Records per transaction at most.
@@ -74,13 +76,6 @@ pub struct LedgerWriter {
     /// kernel).
     fsync: Option<Duration>,
     drain: Arc<Drain>,
-}
-
-/// The database's values read back after a commit: workspace balance rows, key-window spends.
-#[derive(Default)]
-struct ReadBack<'a> {
-    balances: Vec<(&'a str, crate::store::BalanceRow)>,
-    spends: Vec<((String, chrono::DateTime<chrono::Utc>), crate::money::Usd)>,
 }
 
 /// A drain asked of the writer outside Pingora's graceful shutdown (SIGINT), and its end.
@@ -130,8 +125,13 @@ pub fn ledger(
     Ok((sink, writer))
 }
 
-fn window_of(r: &UsageRecord) -> Option<(&str, chrono::DateTime<chrono::Utc>)> {
+fn window_of(r: &UsageRecord) -> Option<(&str, DateTime<Utc>)> {
     r.spend_window_start.map(|w| (r.key_id.as_str(), w))
+}
+
+/// Adds a cost to a batch's sum (a batch's costs cannot reach `i64`; saturating all the same).
+fn add(sum: &mut Usd, cost: Usd) {
+    *sum = Usd::from_pico(sum.pico().saturating_add(cost.pico()));
 }
 
 impl LedgerSink {
@@ -285,6 +285,7 @@ impl LedgerWriter {
     async fn commit(&self, store: &dyn Store, batch: &mut Vec<Queued>) {
         let (records, entries): (Vec<_>, Vec<_>) =
             batch.drain(..).map(|q| (q.record, q.entry)).unzip();
+        let _turn = self.accounts.sync_turn().await;
         let started = std::time::Instant::now();
         let written = self.write(store, &records).await;
         METRICS.ledger_committed(started.elapsed());
@@ -314,63 +315,40 @@ impl LedgerWriter {
         entries.into_iter().flatten().for_each(Entry::settle);
     }
 
-    /// Settles a written batch's charges, each `(record, refused)`: the database's values are
-    /// read back first, then set in the gates together with the committed charges leaving
-    /// `pending` (refused ones are forgotten), with no wait in between: a value read back
-    /// already includes its batch, so until its charges leave `pending` they count twice, and a
-    /// request admitted in that gap would see too little credit.
+    /// Settles a written batch's charges, each `(record, refused)`: refused ones are
+    /// forgotten; the committed ones, summed by workspace and by key window, leave `pending`
+    /// together with the database's values read back after the commit, which include them.
+    /// The caller holds the gates' sync turn from before the commit.
     async fn settle(&self, store: &dyn Store, outcomes: &[(&UsageRecord, bool)]) {
-        let committed = outcomes.iter().filter(|(_, refused)| !refused);
-        let read = self.read_back(store, committed.map(|(r, _)| *r)).await;
-        for (ws, row) in read.balances {
-            self.accounts.set_balance_row(ws, row);
-        }
-        for ((key, window), amount) in read.spends {
-            self.accounts.set_spend(&key, window, amount);
-        }
+        let mut balances: BTreeMap<&str, Usd> = BTreeMap::new();
+        let mut spends: BTreeMap<(&str, DateTime<Utc>), Usd> = BTreeMap::new();
         for (r, refused) in outcomes {
             if *refused {
                 self.accounts.release(&r.workspace_id, window_of(r), r.cost);
-            } else {
-                self.accounts.settled(&r.workspace_id, window_of(r), r.cost);
+                continue;
+            }
+            add(balances.entry(&r.workspace_id).or_default(), r.cost);
+            if let Some(window) = window_of(r) {
+                add(spends.entry(window).or_default(), r.cost);
             }
         }
-    }
-
-    /// After a commit, the database's balances of the records' workspaces and spends of their
-    /// key windows, which now include them. A failed read leaves it to the change feed.
-    async fn read_back<'a>(
-        &self,
-        store: &dyn Store,
-        records: impl Iterator<Item = &'a UsageRecord>,
-    ) -> ReadBack<'a> {
-        let mut workspaces = BTreeSet::new();
-        let mut windows = BTreeSet::new();
-        for r in records {
-            workspaces.insert(r.workspace_id.as_str());
-            if let Some(w) = r.spend_window_start {
-                windows.insert((r.key_id.clone(), w));
-            }
+        for (ws, charges) in balances {
+            let read = store.balance_row(ws).await;
+            let read = read
+                .inspect_err(|e| tracing::debug!(workspace = ws, "balance read-back failed: {e}"));
+            self.accounts.settle_balance(ws, read.ok(), charges);
         }
-        let mut read = ReadBack::default();
-        for ws in workspaces {
-            match store.balance_row(ws).await {
-                Ok(row) => read.balances.push((ws, row)),
-                Err(e) => tracing::debug!(workspace = ws, "balance read-back failed: {e}"),
-            }
+        if spends.is_empty() {
+            return;
         }
-        let windows: Vec<_> = windows.into_iter().collect();
-        if windows.is_empty() {
-            return read;
+        let windows: Vec<_> = spends.keys().map(|&(key, w)| (key.to_owned(), w)).collect();
+        let read = store.key_spends(&windows).await;
+        let read = read.inspect_err(|e| tracing::debug!("spend read-back failed: {e}"));
+        let mut amounts = read.into_iter().flatten().map(|(_, amount)| amount);
+        for ((key, window), charges) in spends {
+            self.accounts
+                .settle_spend(key, window, amounts.next(), charges);
         }
-        match store.key_spends(&windows).await {
-            Ok(spent) => {
-                let amounts = spent.into_iter().map(|(_, amount)| amount);
-                read.spends = windows.into_iter().zip(amounts).collect();
-            }
-            Err(e) => tracing::debug!("spend read-back failed: {e}"),
-        }
-        read
     }
 
     /// Writes `records`; returns the indexes refused for good (set aside), or the error to
@@ -415,6 +393,7 @@ impl LedgerWriter {
             Ok(None) => return,
             Err(e) => return tracing::error!("cannot read the ledger spool: {e}"),
         };
+        let _turn = self.accounts.sync_turn().await;
         let mut refused = HashSet::new();
         for (n, chunk) in records.chunks(BATCH).enumerate() {
             // Positions in `records`, which is in memory: the sum cannot overflow.
