@@ -57,8 +57,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::{header, transport, Str};
-use crate::api::embeddings::{self, Vector};
-use crate::api::{GatewayError, RawRequest, Usage};
+use crate::api::{embeddings, GatewayError, RawRequest, Usage};
 use crate::catalog::RouteKind;
 use crate::providers::{
     Credentials, FanOut, ResponseCx, Target, TranslateError, Translated, UpstreamRequest,
@@ -478,17 +477,15 @@ fn to_bytes(v: &impl Serialize) -> Result<Bytes, GatewayError> {
         .map_err(|e| GatewayError::Internal(format!("embedding request: {e}").into()))
 }
 
-/// A vector as the upstream wrote it: parsed into floats only when the gateway changes it.
 #[derive(Deserialize)]
-struct Values<'a> {
-    #[serde(borrow)]
-    values: &'a RawValue,
+struct Values {
+    values: Vec<f32>,
 }
 
 #[derive(Deserialize)]
-struct DevAnswer<'a> {
-    #[serde(default, borrow)]
-    embeddings: Vec<Values<'a>>,
+struct DevAnswer {
+    #[serde(default)]
+    embeddings: Vec<Values>,
 }
 
 #[derive(Deserialize)]
@@ -497,22 +494,20 @@ struct Statistics {
 }
 
 #[derive(Deserialize)]
-struct VertexEmbedding<'a> {
-    #[serde(borrow)]
-    values: &'a RawValue,
+struct VertexEmbedding {
+    values: Vec<f32>,
     statistics: Option<Statistics>,
 }
 
 #[derive(Deserialize)]
-struct Prediction<'a> {
-    #[serde(borrow)]
-    embeddings: VertexEmbedding<'a>,
+struct Prediction {
+    embeddings: VertexEmbedding,
 }
 
 #[derive(Deserialize)]
-struct VertexAnswer<'a> {
-    #[serde(default, borrow)]
-    predictions: Vec<Prediction<'a>>,
+struct VertexAnswer {
+    #[serde(default)]
+    predictions: Vec<Prediction>,
 }
 
 /// What the joiner needs to know about the calls it joins.
@@ -534,7 +529,7 @@ impl JoinPlan {
                 self.batches.len()
             )));
         }
-        let mut vectors: Vec<&RawValue> = Vec::with_capacity(self.estimates.len());
+        let mut vectors = Vec::with_capacity(self.estimates.len());
         let mut tokens = 0u64;
         for (body, range) in bodies.iter().zip(&self.batches) {
             let estimates = self.estimates.get(range.clone()).unwrap_or_default();
@@ -568,37 +563,16 @@ impl JoinPlan {
                 )));
             }
         }
-        let vectors = vectors
-            .into_iter()
-            .map(|raw| self.vector(raw))
-            .collect::<Result<Vec<_>, _>>()?;
-        let body = embeddings::render(&vectors, &cx.model_id, tokens);
+        if self.normalise {
+            vectors.iter_mut().for_each(|v| normalise(v));
+        }
+        let body = embeddings::render(&vectors, self.base64, &cx.model_id, tokens)
+            .map_err(|e| TranslateError::Shape(e.to_string()))?;
         let usage = Usage {
             input: tokens,
             ..Usage::default()
         };
         Ok(Translated::usage_last(body, usage, None))
-    }
-}
-
-impl JoinPlan {
-    /// The answer's form of one upstream vector: its numbers as written unless it must be
-    /// normalised or encoded.
-    fn vector<'a>(&self, raw: &'a RawValue) -> Result<Vector<'a>, TranslateError> {
-        if !self.base64 && !self.normalise {
-            return Vector::numbers(raw.get())
-                .ok_or_else(|| TranslateError::Shape("an embedding of other than numbers".into()));
-        }
-        let mut v: Vec<f32> =
-            serde_json::from_str(raw.get()).map_err(|e| TranslateError::Json(e.to_string()))?;
-        if self.normalise {
-            normalise(&mut v);
-        }
-        Ok(if self.base64 {
-            Vector::Base64(embeddings::base64_vector(&v))
-        } else {
-            Vector::Floats(v)
-        })
     }
 }
 
