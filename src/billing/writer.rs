@@ -316,9 +316,9 @@ impl LedgerWriter {
     }
 
     /// Settles a written batch's charges, each `(record, refused)`: refused ones are
-    /// forgotten; the committed ones, summed by workspace and by key window, leave `pending`
-    /// together with the database's values read back after the commit, which include them.
-    /// The caller holds the gates' sync turn from before the commit.
+    /// forgotten; the committed ones, summed by workspace and by key window, stop being pending
+    /// in the same step as the database's values read back after the commit (which include
+    /// them) come in. The caller holds the gates' sync turn from before the commit.
     async fn settle(&self, store: &dyn Store, outcomes: &[(&UsageRecord, bool)]) {
         let mut balances: BTreeMap<&str, Usd> = BTreeMap::new();
         let mut spends: BTreeMap<(&str, DateTime<Utc>), Usd> = BTreeMap::new();
