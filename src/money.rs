@@ -167,13 +167,15 @@ impl Decimal {
         let unit = 10u64.pow(scale);
         d.push_str(itoa::Buffer::new().format(abs / unit).as_bytes());
         d.push(b'.');
-        // The decimals, zero-padded to `scale`, then trailing zeros cut (one digit kept).
-        let (start, mut frac) = (d.len, abs % unit);
-        for at in (start..start + scale as usize).rev() {
-            d.buf[at] = b'0' + (frac % 10) as u8;
-            frac /= 10;
+        // The decimals, zero-padded to `scale` (the buffer is zeros ahead), then trailing zeros
+        // cut (one digit kept).
+        let (start, mut text) = (d.len, itoa::Buffer::new());
+        let frac = text.format(abs % unit).as_bytes();
+        let end = start + scale as usize;
+        if scale > 0 {
+            d.buf[end - frac.len()..end].copy_from_slice(frac);
         }
-        let digits = d.buf[start..start + scale as usize]
+        let digits = d.buf[start..end]
             .iter()
             .rposition(|&b| b != b'0')
             .map_or(1, |last| last + 1);
