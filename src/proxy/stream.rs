@@ -67,6 +67,10 @@ impl Step {
     }
 }
 
+/// Room for a translated chunk beyond the upstream's own bytes: a chat chunk's envelope with its
+/// usage, or the closing frames.
+const OUT_SLACK: usize = 512;
+
 impl Relay {
     pub fn new(translator: Box<dyn StreamTranslator>) -> Self {
         Relay {
@@ -76,14 +80,16 @@ impl Relay {
     }
 
     pub fn feed(&mut self, chunk: &[u8]) -> Step {
-        let mut out = BytesMut::new();
+        // About what a chunk translates to: an empty buffer grew by doubling from the first
+        // write's six bytes, seven reallocations a chunk.
+        let mut out = BytesMut::with_capacity(chunk.len().saturating_add(OUT_SLACK));
         self.translator.feed(chunk, &mut out);
         self.step(out)
     }
 
     /// The upstream ended cleanly.
     pub fn finish(&mut self) -> Step {
-        let mut out = BytesMut::new();
+        let mut out = BytesMut::with_capacity(OUT_SLACK);
         self.translator.finish(&mut out);
         self.step(out)
     }
