@@ -228,9 +228,10 @@ impl Follower {
         );
         if full_keys {
             let keys = store.all_keys().await?;
-            let turn = self.accounts.sync_turn().await;
-            load_accounts(store, &self.accounts, &keys).await?;
-            drop(turn);
+            {
+                let _turn = self.accounts.sync_turn().await;
+                load_accounts(store, &self.accounts, &keys).await?;
+            }
             self.keys.replace_all(keys);
         }
         if catalog_dirty {
