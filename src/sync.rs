@@ -198,20 +198,19 @@ impl Follower {
                 ChangeKind::Workspace => {}
             }
         }
-        {
-            // Not between a batch's commit and its settling (see `billing::gates`).
+        for workspace in &balances {
+            // Each read and its setting within a turn: never between a batch's commit and its
+            // settling (see `billing::gates`), and the writer waits for one read at most.
             let _turn = self.accounts.sync_turn().await;
-            for workspace in &balances {
-                self.accounts
-                    .set_balance_row(workspace, store.balance_row(workspace).await?);
-            }
-            load_spends(
-                store,
-                &self.accounts,
-                &spends.into_iter().collect::<Vec<_>>(),
-            )
-            .await?;
+            self.accounts
+                .set_balance_row(workspace, store.balance_row(workspace).await?);
         }
+        load_spends(
+            store,
+            &self.accounts,
+            &spends.into_iter().collect::<Vec<_>>(),
+        )
+        .await?;
         // Keys last: a new key becomes usable only once its workspace's credit is known.
         for id in &keys {
             if let Some(key) = store.get_key(id).await? {
@@ -228,10 +227,7 @@ impl Follower {
         );
         if full_keys {
             let keys = store.all_keys().await?;
-            {
-                let _turn = self.accounts.sync_turn().await;
-                load_accounts(store, &self.accounts, &keys).await?;
-            }
+            load_accounts(store, &self.accounts, &keys).await?;
             self.keys.replace_all(keys);
         }
         if catalog_dirty {
@@ -249,14 +245,18 @@ fn next_backoff(backoff: Duration) -> Duration {
     (backoff * 2).min(MAX_WAIT)
 }
 
-/// Every balance, and the current window's spend of every limited key among `keys`.
+/// Every balance, and the current window's spend of every limited key among `keys`. Each
+/// read of values is made and applied within the gates' sync turn (see `billing::gates`).
 async fn load_accounts(
     store: &dyn Store,
     accounts: &Accounts,
     keys: &[crate::store::ApiKey],
 ) -> StoreResult<()> {
-    for (workspace, row) in store.balance_rows().await? {
-        accounts.set_balance_row(&workspace, row);
+    {
+        let _turn = accounts.sync_turn().await;
+        for (workspace, row) in store.balance_rows().await? {
+            accounts.set_balance_row(&workspace, row);
+        }
     }
     let limited: Vec<String> = keys
         .iter()
@@ -282,6 +282,9 @@ async fn load_spends(
     if wanted.is_empty() {
         return Ok(());
     }
+    // The keys' windows are read before the turn: only the spends must not land between a
+    // batch's commit and its settling.
+    let _turn = accounts.sync_turn().await;
     for ((id, window), (_, spent)) in wanted.iter().zip(store.key_spends(&wanted).await?) {
         accounts.set_spend(id, *window, spent);
     }
