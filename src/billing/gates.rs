@@ -276,7 +276,11 @@ impl Accounts {
 
     /// A finished request's cost, charged at once (before it is committed).
     pub fn charge(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        let delta = cost.pico().saturating_neg();
+        self.shift(workspace_id, key, cost.pico().saturating_neg());
+    }
+
+    /// Moves what the gates read of a workspace's balance and (with a key) its window's spend.
+    fn shift(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, delta: i64) {
         entry(&self.balances, workspace_id).shift(delta);
         if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
             s.cell.shift(delta);
@@ -320,10 +324,7 @@ impl Accounts {
 
     /// The charge will never commit (its record was refused): it stops being pending.
     pub fn release(&self, workspace_id: &str, key: Option<(&str, DateTime<Utc>)>, cost: Usd) {
-        entry(&self.balances, workspace_id).shift(cost.pico());
-        if let Some(s) = key.and_then(|(id, window)| self.spend_in(id, window.timestamp())) {
-            s.cell.shift(cost.pico());
-        }
+        self.shift(workspace_id, key, cost.pico());
     }
 
     /// The database's balance for a workspace (tests and benches).
