@@ -126,8 +126,8 @@ async fn charged(
     let body = charge::into_body(&body, usage_close, &charge).map_or(body, Bytes::from);
     let cost = charge.cost.to_string();
     let headers = [
-        ("x-tollgate-cost", cost.as_str()),
-        ("x-tollgate-generation-id", charge.id.as_str()),
+        (respond::X_TOLLGATE_COST, cost.as_str()),
+        (respond::X_TOLLGATE_GENERATION_ID, charge.id.as_str()),
     ];
     respond::json(session, stamp, 200, body, &headers).await
 }
