@@ -414,7 +414,7 @@ impl Admission<'_> {
                 RouteApi::Chat => served.served,
             },
             Some(_) => self.serve(&model, &route, client_body)?,
-            None => self.served(&model, body)?,
+            None => self.served(&model, body, Some(&req))?,
         };
         let translated = served.translated.clone().or_else(|| chat.clone());
         let req = served.request(req, op)?;
@@ -573,7 +573,7 @@ impl Admission<'_> {
     /// How the door serves `model` on `route`: [`served`](Self::served), passed through to a
     /// route that speaks the Responses API on the Responses door.
     fn serve(&self, model: &Model, route: &Route, client: &[u8]) -> Result<Served, GatewayError> {
-        let served = self.served(model, client)?;
+        let served = self.served(model, client, None)?;
         match (self.door, route.api) {
             (Door::Responses, RouteApi::Responses) => served.passed_through(client),
             _ => Ok(served),
@@ -600,7 +600,7 @@ impl Admission<'_> {
             self.route_turn,
             self.now,
         )?;
-        let served = self.served(&model, body)?;
+        let served = self.served(&model, body, Some(&req))?;
         let req = served.request(req, Operation::Chat)?;
         let target = Target {
             model: &model,
@@ -630,7 +630,7 @@ impl Admission<'_> {
     ) -> Result<(DoorServed, Bytes, RoutingFields<'b>), GatewayError> {
         let head = RawRequest::parse_head(body)?;
         let model = self.model_for(&head, Operation::Chat)?;
-        let mut served = self.served(&model, body)?;
+        let mut served = self.served(&model, body, Some(&head))?;
         let chat = served.translated.take().unwrap_or_default();
         let door_served = DoorServed {
             served,
@@ -661,14 +661,23 @@ impl Admission<'_> {
 
     /// How this door serves `model`: the family's own adapter on the OpenAI door; on the
     /// Messages door Claude's native pass-through (with the client headers it forwards), or the
-    /// family's adapter behind the door's translation of the body.
-    fn served(&self, model: &Model, body: &[u8]) -> Result<Served, GatewayError> {
+    /// family's adapter behind the door's translation of the body. `head`: the body's fields,
+    /// when the caller has read them already.
+    fn served(
+        &self,
+        model: &Model,
+        body: &[u8],
+        head: Option<&RawRequest<'_>>,
+    ) -> Result<Served, GatewayError> {
         let (mut kept_items, mut conversation) = (None, None);
         let (adapter, translated): (&'static dyn Adapter, _) = match (self.door, model.family) {
             (Door::OpenAi, family) => (adapter_for(family), None),
             (Door::Messages, Family::Anthropic) => (&AnthropicNative, None),
             (Door::Messages, family) => {
-                let chat = messages::to_chat(body)?;
+                let chat = match head {
+                    Some(head) => messages::to_chat_from(head)?,
+                    None => messages::to_chat(body)?,
+                };
                 (bridged(Door::Messages, family), Some(Bytes::from(chat)))
             }
             (Door::Responses, family) => {

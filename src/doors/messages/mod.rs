@@ -69,7 +69,7 @@ mod stream;
 pub(crate) mod test_support;
 
 pub use answer::{to_message, AsMessage};
-pub use request::to_chat;
+pub use request::{to_chat, to_chat_from};
 pub(crate) use stream::stream;
 
 #[cfg(doc)]
