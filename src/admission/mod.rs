@@ -681,7 +681,10 @@ impl Admission<'_> {
                 (bridged(Door::Messages, family), Some(Bytes::from(chat)))
             }
             (Door::Responses, family) => {
-                let parsed = responses::parse(body, self.previous, family)?;
+                let parsed = match head {
+                    Some(head) => responses::parse_from(head, self.previous, family)?,
+                    None => responses::parse(body, self.previous, family)?,
+                };
                 let items = Bytes::from(parsed.items);
                 kept_items = parsed.store.then(|| items.clone());
                 conversation = self.previous.is_some().then_some(items);

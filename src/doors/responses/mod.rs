@@ -19,5 +19,5 @@ pub(crate) mod test_support;
 
 pub use answer::{to_response, AsResponse};
 pub use continued::{continued, previous_response_id, with_input};
-pub use request::{parse, Parsed};
+pub use request::{parse, parse_from, Parsed};
 pub(crate) use stream::stream;

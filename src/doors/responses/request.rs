@@ -97,7 +97,7 @@ use serde_json::value::RawValue;
 
 use super::names;
 use super::reasoning::{self, Detail};
-use crate::api::request::{first_model, object_fields};
+use crate::api::request::RawRequest;
 use crate::api::{GatewayError, Str};
 use crate::catalog::Family;
 use crate::doors::chat_out::{
@@ -124,23 +124,24 @@ pub struct Parsed {
 /// `previous_response_id` continues (a JSON array of items: its input, then its output);
 /// `family` is the route family's, which decides where cache breakpoints go.
 pub fn parse(body: &[u8], prior: Option<&[u8]>, family: Family) -> Result<Parsed, GatewayError> {
-    translate(body, prior, family)
+    parse_from(&RawRequest::parse_head(body)?, prior, family)
+}
+
+/// [`parse`] of a body whose fields are already read (admission reads them first).
+pub fn parse_from(
+    req: &RawRequest<'_>,
+    prior: Option<&[u8]>,
+    family: Family,
+) -> Result<Parsed, GatewayError> {
+    translate(req, prior, family)
 }
 
 fn translate<'a>(
-    body: &'a [u8],
+    req: &RawRequest<'a>,
     prior: Option<&'a [u8]>,
     family: Family,
 ) -> Result<Parsed, GatewayError> {
-    let fields = object_fields(body)
-        .map_err(|e| GatewayError::invalid(format!("request body is not valid JSON: {e}")))?;
-    let get = |name: &str| {
-        fields
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| *v)
-            .filter(|v| v.get() != "null")
-    };
+    let get = |name: &str| req.get(name).filter(|v| v.get() != "null");
 
     if get("background")
         .map(|v| typed::<bool>(v, "background"))
@@ -162,12 +163,8 @@ fn translate<'a>(
         ));
     }
 
-    let model = get("model")
-        .or_else(|| first_model(get("models")))
-        .ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
-    if typed::<Str>(model, "model")?.is_empty() {
-        return Err(GatewayError::invalid("model must not be empty"));
-    }
+    // `parse_head` checked it: a non-empty string (the first of `models` when absent).
+    let model = get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
     let store = get("store")
         .map(|v| typed::<bool>(v, "store"))
         .transpose()?
@@ -1237,7 +1234,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::api::{Door, Operation, RawRequest};
+    use crate::api::request::object_fields;
+    use crate::api::{Door, Operation};
     use crate::catalog::{Model, ModelKind, Pricing, Profile, Route, RouteKind, Thinking};
     use crate::doors::bridged;
     use crate::doors::messages::test_support::{
