@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use crate::api::request::RawRequest;
 use crate::api::{GatewayError, Str};
 use crate::doors::chat_out::{
-    checked, typed, ChatOut, ContentOut, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
+    checked, typed, ChatOut, ContentOut, Text, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
     PartOut, ReasoningOut, ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
 };
 use crate::providers::common::compact;
@@ -119,8 +119,9 @@ struct KindIn<'a> {
 
 #[derive(Deserialize)]
 struct TextIn<'a> {
+    /// Copied as written (see `chat_out::Text`).
     #[serde(borrow)]
-    text: Str<'a>,
+    text: &'a RawValue,
     #[serde(borrow, default)]
     cache_control: Option<&'a RawValue>,
 }
@@ -188,13 +189,13 @@ fn cache(raw: Option<&RawValue>) -> Option<&RawValue> {
 
 /// `content` as blocks: a string is one text block.
 enum Blocks<'a> {
-    Text(Cow<'a, str>),
+    Text(Text<'a>),
     List(Vec<&'a RawValue>),
 }
 
 fn blocks<'a>(raw: &'a RawValue, at: &str) -> Result<Blocks<'a>, GatewayError> {
     if raw.get().starts_with('"') {
-        return Ok(Blocks::Text(typed::<Str>(raw, at)?.0));
+        return Ok(Blocks::Text(Text::json(raw, at)?));
     }
     serde_json::from_str(raw.get())
         .map(Blocks::List)
@@ -231,7 +232,7 @@ fn system_message<'a>(
                 }
                 let t: TextIn = block(raw, &at)?;
                 parts.push(PartOut::Text {
-                    text: t.text.0,
+                    text: Text::json(t.text, &at)?,
                     cache_control: cache(t.cache_control),
                 });
             }
@@ -321,7 +322,7 @@ fn user_part<'a>(
         "text" => {
             let t: TextIn = block(raw, at)?;
             vec![PartOut::Text {
-                text: t.text.0,
+                text: Text::json(t.text, at)?,
                 cache_control: cache(t.cache_control),
             }]
         }
@@ -401,7 +402,7 @@ fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, Gateway
                 GatewayError::invalid(format!("{at}.source: a text source needs data"))
             })?;
             Ok(vec![PartOut::Text {
-                text: data.0.clone(),
+                text: data.0.clone().into(),
                 cache_control,
             }])
         }
@@ -452,14 +453,17 @@ fn tool_result<'a>(
     let mut text: Cow<'a, str> = match r.content.filter(|c| c.get() != "null") {
         None => Cow::Borrowed(""),
         Some(c) => match blocks(c, &format!("{at}.content"))? {
-            Blocks::Text(t) => t,
+            Blocks::Text(t) => t.into_cow(&format!("{at}.content"))?,
             Blocks::List(list) => {
                 let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
                 for (k, raw) in list.into_iter().enumerate() {
                     let at = format!("{at}.content[{k}]");
                     let kind = kind_of(raw, &at)?;
                     match &*kind {
-                        "text" => texts.push(block::<TextIn>(raw, &at)?.text.0),
+                        "text" => {
+                            let t = block::<TextIn>(raw, &at)?.text;
+                            texts.push(Text::json(t, &at)?.into_cow(&at)?);
+                        }
                         "image" | "document" => {}
                         other => return Err(unsupported(&at, other)),
                     }
@@ -476,9 +480,9 @@ fn tool_result<'a>(
     }
     // A cache breakpoint on the result stays one, on a text part (OpenRouter's convention).
     let content = match cache(r.cache_control) {
-        None => ContentOut::Text(text),
+        None => ContentOut::Text(text.into()),
         Some(cc) => ContentOut::Parts(vec![PartOut::Text {
-            text,
+            text: text.into(),
             cache_control: Some(cc),
         }]),
     };
@@ -509,7 +513,7 @@ fn assistant_message<'a>(
         match &*kind {
             "text" => {
                 let t: TextIn = block(raw, &at)?;
-                parts.push((t.text.0, cache(t.cache_control)));
+                parts.push((Text::json(t.text, &at)?, cache(t.cache_control)));
             }
             "tool_use" => {
                 let u: ToolUseIn<'a> = block(raw, &at)?;
@@ -807,6 +811,26 @@ mod tests {
         let raw = RawRequest::parse(&out, Operation::Chat).unwrap();
         assert_eq!(raw.model, "google/gemini-test");
         assert!(!raw.stream);
+    }
+
+    #[test]
+    fn text_is_copied_as_written_escapes_and_all() {
+        // The client's escapes are kept (`\u00e9`, `\/`), not unescaped and written again.
+        let body = br#"{"model":"m","max_tokens":8,"system":"caf\u00e9","messages":[{"role":"user","content":[{"type":"text","text":"a \"q\"\n\/b \u00e9"}]},{"role":"assistant","content":"x\ty"}]}"#;
+        let out = String::from_utf8(to_chat(body).unwrap()).unwrap();
+        assert!(out.contains(r#"{"role":"system","content":"caf\u00e9"}"#), "{out}");
+        assert!(out.contains(r#"{"type":"text","text":"a \"q\"\n\/b \u00e9"}"#), "{out}");
+        assert!(out.contains(r#"{"role":"assistant","content":"x\ty"}"#), "{out}");
+        // It reads as the same text.
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["messages"][1]["content"][0]["text"], "a \"q\"\n/b \u{e9}");
+
+        for text in [json!(7), json!(null), json!(["a"])] {
+            let e = err(with(
+                json!({"messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]}),
+            ));
+            assert!(e.contains("messages[0].content[0]"), "{e}");
+        }
     }
 
     #[test]

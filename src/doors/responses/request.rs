@@ -183,7 +183,7 @@ fn translate<'a>(
         let text = typed::<Str>(raw, "instructions")?;
         if !text.is_empty() {
             conv.messages
-                .push(MessageOut::plain("system", Some(ContentOut::Text(text.0))));
+                .push(MessageOut::plain("system", Some(ContentOut::Text(text.0.into()))));
         }
     }
 
@@ -208,7 +208,7 @@ fn translate<'a>(
             let text = typed::<Str>(raw, "input")?;
             conv.flush();
             conv.messages
-                .push(MessageOut::plain("user", Some(ContentOut::Text(text.0))));
+                .push(MessageOut::plain("user", Some(ContentOut::Text(text.0.into()))));
             if collect {
                 let item = format!(
                     r#"{{"type":"message","role":"user","content":[{{"type":"input_text","text":{}}}]}}"#,
@@ -541,7 +541,7 @@ impl<'a> Conversation<'a> {
                 self.flush();
                 self.messages.push(MessageOut {
                     tool_call_id: Some(call_id.0),
-                    ..MessageOut::plain("tool", Some(ContentOut::Text(text)))
+                    ..MessageOut::plain("tool", Some(ContentOut::Text(text.into())))
                 });
                 Ok(())
             }
@@ -601,7 +601,7 @@ impl<'a> Conversation<'a> {
             return Ok(());
         }
         let content = if content.get().starts_with('"') {
-            ContentOut::Text(field::<Str>(content, &at)?.0)
+            ContentOut::Text(field::<Str>(content, &at)?.0.into())
         } else {
             let kind = if role == "user" {
                 Role::User
