@@ -14,8 +14,8 @@ use serde_json::value::RawValue;
 use crate::api::request::RawRequest;
 use crate::api::{GatewayError, Str};
 use crate::doors::chat_out::{
-    checked, typed, ChatOut, ContentOut, Text, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
-    PartOut, ReasoningOut, ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
+    checked, typed, ChatOut, ContentOut, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
+    PartOut, ReasoningOut, Text, ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
 };
 use crate::providers::common::compact;
 
@@ -818,9 +818,18 @@ mod tests {
         // The client's escapes are kept (`\u00e9`, `\/`), not unescaped and written again.
         let body = br#"{"model":"m","max_tokens":8,"system":"caf\u00e9","messages":[{"role":"user","content":[{"type":"text","text":"a \"q\"\n\/b \u00e9"}]},{"role":"assistant","content":"x\ty"}]}"#;
         let out = String::from_utf8(to_chat(body).unwrap()).unwrap();
-        assert!(out.contains(r#"{"role":"system","content":"caf\u00e9"}"#), "{out}");
-        assert!(out.contains(r#"{"type":"text","text":"a \"q\"\n\/b \u00e9"}"#), "{out}");
-        assert!(out.contains(r#"{"role":"assistant","content":"x\ty"}"#), "{out}");
+        assert!(
+            out.contains(r#"{"role":"system","content":"caf\u00e9"}"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"{"type":"text","text":"a \"q\"\n\/b \u00e9"}"#),
+            "{out}"
+        );
+        assert!(
+            out.contains(r#"{"role":"assistant","content":"x\ty"}"#),
+            "{out}"
+        );
         // It reads as the same text.
         let v: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["messages"][1]["content"][0]["text"], "a \"q\"\n/b \u{e9}");

@@ -102,7 +102,7 @@ use crate::api::{GatewayError, Str};
 use crate::catalog::Family;
 use crate::doors::chat_out::{
     checked, ephemeral, typed, AudioOut, ChatOut, ContentOut, FileOut, FunctionCallOut,
-    FunctionDeclOut, JsonSchemaOut, MessageOut, PartOut, ReasoningOut, ResponseFormatOut,
+    FunctionDeclOut, JsonSchemaOut, MessageOut, PartOut, ReasoningOut, ResponseFormatOut, Text,
     ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
 };
 use crate::providers::common::compact;
@@ -164,7 +164,8 @@ fn translate<'a>(
     }
 
     // `parse_head` checked it: a non-empty string (the first of `models` when absent).
-    let model = get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
+    let model =
+        get("model").ok_or_else(|| GatewayError::invalid("missing required field: model"))?;
     let store = get("store")
         .map(|v| typed::<bool>(v, "store"))
         .transpose()?
@@ -182,8 +183,10 @@ fn translate<'a>(
     if let Some(raw) = get("instructions") {
         let text = typed::<Str>(raw, "instructions")?;
         if !text.is_empty() {
-            conv.messages
-                .push(MessageOut::plain("system", Some(ContentOut::Text(text.0.into()))));
+            conv.messages.push(MessageOut::plain(
+                "system",
+                Some(ContentOut::Text(text.0.into())),
+            ));
         }
     }
 
@@ -205,10 +208,11 @@ fn translate<'a>(
     }
     match get("input") {
         Some(raw) if raw.get().starts_with('"') => {
-            let text = typed::<Str>(raw, "input")?;
             conv.flush();
-            conv.messages
-                .push(MessageOut::plain("user", Some(ContentOut::Text(text.0.into()))));
+            conv.messages.push(MessageOut::plain(
+                "user",
+                Some(ContentOut::Text(Text::json(raw, "input")?)),
+            ));
             if collect {
                 let item = format!(
                     r#"{{"type":"message","role":"user","content":[{{"type":"input_text","text":{}}}]}}"#,
@@ -357,8 +361,9 @@ struct ItemIn<'a> {
 struct PartIn<'a> {
     #[serde(rename = "type", borrow)]
     kind: Str<'a>,
+    /// Copied as written (see `chat_out::Text`).
     #[serde(borrow, default)]
-    text: Option<Str<'a>>,
+    text: Option<&'a RawValue>,
     #[serde(borrow, default)]
     refusal: Option<Str<'a>>,
     #[serde(borrow, default)]
@@ -601,7 +606,7 @@ impl<'a> Conversation<'a> {
             return Ok(());
         }
         let content = if content.get().starts_with('"') {
-            ContentOut::Text(field::<Str>(content, &at)?.0.into())
+            ContentOut::Text(Text::json(content, &at)?)
         } else {
             let kind = if role == "user" {
                 Role::User
@@ -623,11 +628,14 @@ impl<'a> Conversation<'a> {
         role: Role,
     ) -> Result<Vec<PartOut<'a>>, GatewayError> {
         if content.get().starts_with('"') {
-            let text = field::<Str>(content, at)?.0;
+            let text = Text::json(content, at)?;
             return Ok(if text.is_empty() {
                 Vec::new()
             } else {
-                vec![PartOut::text(text)]
+                vec![PartOut::Text {
+                    text,
+                    cache_control: None,
+                }]
             });
         }
         let list: Vec<&'a RawValue> = serde_json::from_str(content.get()).map_err(|_| {
@@ -726,7 +734,10 @@ fn part<'a>(p: PartIn<'a>, at: &str, role: Role) -> Result<PartOut<'a>, GatewayE
     match kind {
         "input_text" | "output_text" => {
             let text = p.text.ok_or_else(|| missing(at, "text"))?;
-            Ok(PartOut::text(text.0))
+            Ok(PartOut::Text {
+                text: Text::json(text, &format!("{at}.text"))?,
+                cache_control: None,
+            })
         }
         "refusal" if role == Role::Assistant => {
             let text = p.refusal.ok_or_else(|| missing(at, "refusal"))?;
@@ -818,7 +829,8 @@ fn output_text<'a>(raw: &'a RawValue, at: &str) -> Result<Cow<'a, str>, GatewayE
         let at = format!("{at}[{k}]");
         let p: PartIn<'a> = field(raw, &at)?;
         if matches!(&*p.kind, "input_text" | "output_text") {
-            texts.push(p.text.ok_or_else(|| missing(&at, "text"))?.0);
+            let text = p.text.ok_or_else(|| missing(&at, "text"))?;
+            texts.push(typed::<Str>(text, &format!("{at}.text"))?.0);
         }
     }
     Ok(match texts.len() {
@@ -1269,6 +1281,26 @@ mod tests {
     /// The chat messages of `input`.
     fn messages(input: Value) -> Value {
         chat(with(json!({ "input": input })))["messages"].clone()
+    }
+
+    #[test]
+    fn text_is_copied_as_written_escapes_and_all() {
+        let body = br#"{"model":"m","input":[{"role":"user","content":[{"type":"input_text","text":"a \"q\"\n\/b \u00e9"}]},{"role":"user","content":"caf\u00e9"}],"store":false}"#;
+        let out = String::from_utf8(parse(body, None, Family::Gemini).unwrap().chat).unwrap();
+        assert!(
+            out.contains(r#"{"type":"text","text":"a \"q\"\n\/b \u00e9"}"#),
+            "{out}"
+        );
+        assert!(out.contains(r#""content":"caf\u00e9""#), "{out}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["messages"][0]["content"][0]["text"], "a \"q\"\n/b \u{e9}");
+
+        for text in [json!(7), json!(["a"])] {
+            let e = err(with(
+                json!({"input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}]}),
+            ));
+            assert!(e.contains("input[0].content[0]"), "{e}");
+        }
     }
 
     /// The Gemini body a chat body becomes through the door's adapter.
