@@ -10,8 +10,11 @@
 use std::borrow::Cow;
 use std::ops::Deref;
 
-use serde::Deserialize;
+use serde::de::{Error as _, Unexpected};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
+
+use super::GatewayError;
 
 /// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
 /// this newtype does, so unescaped strings stay slices of the request or response bytes.
@@ -23,6 +26,83 @@ impl Deref for Str<'_> {
     type Target = str;
     fn deref(&self) -> &str {
         &self.0
+    }
+}
+
+/// A JSON string as the client wrote it, escapes and all, or text a translation made. Written
+/// into the next body byte for byte, so that a long conversation's text is neither unescaped nor
+/// escaped again on its way through; read as text ([`into_cow`](Self::into_cow)) only where a
+/// translation needs its value.
+#[derive(Debug, Clone)]
+pub enum Text<'a> {
+    Json(&'a RawValue),
+    Made(Cow<'a, str>),
+}
+
+impl<'a> Text<'a> {
+    /// `raw`, a JSON string (a 400 naming `at` when it is not one).
+    pub fn json(raw: &'a RawValue, at: &str) -> Result<Self, GatewayError> {
+        if raw.get().starts_with('"') {
+            Ok(Text::Json(raw))
+        } else {
+            Err(GatewayError::invalid(format!(
+                "invalid value for {at}: expected a string"
+            )))
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Text::Json(raw) => raw.get() == "\"\"",
+            Text::Made(text) => text.is_empty(),
+        }
+    }
+
+    /// Its length in bytes as written (an escape counts as its characters): an estimate's.
+    pub fn written_len(&self) -> usize {
+        match self {
+            Text::Json(raw) => raw.get().len().saturating_sub(2),
+            Text::Made(text) => text.len(),
+        }
+    }
+
+    /// The text itself, unescaped.
+    pub fn into_cow(self, at: &str) -> Result<Cow<'a, str>, GatewayError> {
+        match self {
+            Text::Json(raw) => serde_json::from_str::<Str<'a>>(raw.get())
+                .map(|s| s.0)
+                .map_err(|e| GatewayError::invalid(format!("invalid value for {at}: {e}"))),
+            Text::Made(text) => Ok(text),
+        }
+    }
+}
+
+impl<'a> From<Cow<'a, str>> for Text<'a> {
+    fn from(text: Cow<'a, str>) -> Self {
+        Text::Made(text)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <&'de RawValue>::deserialize(d)?;
+        if raw.get().starts_with('"') {
+            Ok(Text::Json(raw))
+        } else {
+            Err(D::Error::invalid_type(
+                Unexpected::Other(raw.get()),
+                &"a string",
+            ))
+        }
+    }
+}
+
+impl Serialize for Text<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Text::Json(raw) => raw.serialize(s),
+            Text::Made(text) => s.serialize_str(text),
+        }
     }
 }
 
@@ -67,7 +147,7 @@ pub struct PartIn<'a> {
     #[serde(rename = "type", borrow)]
     pub kind: Str<'a>,
     #[serde(borrow, default)]
-    pub text: Option<Str<'a>>,
+    pub text: Option<Text<'a>>,
     #[serde(borrow, default)]
     pub image_url: Option<UrlIn<'a>>,
     #[serde(borrow, default)]
@@ -80,7 +160,7 @@ pub struct PartIn<'a> {
 
 impl<'a> PartIn<'a> {
     /// A text part (what a string `content` stands for).
-    pub fn text(text: Str<'a>) -> Self {
+    pub fn text(text: Text<'a>) -> Self {
         PartIn {
             kind: Str(Cow::Borrowed("text")),
             text: Some(text),

@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+pub(crate) use crate::api::chat::Text;
 use crate::api::GatewayError;
 use crate::doors::responses::reasoning::Detail;
 
@@ -134,58 +135,6 @@ impl<'a> MessageOut<'a> {
 pub(crate) enum ContentOut<'a> {
     Text(Text<'a>),
     Parts(Vec<PartOut<'a>>),
-}
-
-/// A string of the chat body: one of the client's JSON strings copied as written, escapes and
-/// all (a long conversation's text is then neither unescaped nor escaped again on its way
-/// through the door), or text the door made.
-#[derive(Debug, Clone)]
-pub(crate) enum Text<'a> {
-    Json(&'a RawValue),
-    Made(Cow<'a, str>),
-}
-
-impl<'a> Text<'a> {
-    /// `raw`, a JSON string as the client wrote it (a 400 naming `at` when it is not a string).
-    pub fn json(raw: &'a RawValue, at: &str) -> Result<Self, GatewayError> {
-        if raw.get().starts_with('"') {
-            Ok(Text::Json(raw))
-        } else {
-            Err(GatewayError::invalid(format!(
-                "invalid value for {at}: expected a string"
-            )))
-        }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        match self {
-            Text::Json(raw) => raw.get() == "\"\"",
-            Text::Made(text) => text.is_empty(),
-        }
-    }
-
-    /// The text itself, unescaped, for a door that joins or prefixes it.
-    pub fn into_cow(self, at: &str) -> Result<Cow<'a, str>, GatewayError> {
-        match self {
-            Text::Json(raw) => Ok(typed::<crate::api::Str>(raw, at)?.0),
-            Text::Made(text) => Ok(text),
-        }
-    }
-}
-
-impl<'a> From<Cow<'a, str>> for Text<'a> {
-    fn from(text: Cow<'a, str>) -> Self {
-        Text::Made(text)
-    }
-}
-
-impl Serialize for Text<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Text::Json(raw) => raw.serialize(s),
-            Text::Made(text) => s.serialize_str(text),
-        }
-    }
 }
 
 /// `{"type":"ephemeral"}`: a cache breakpoint the door places itself.

@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::api::chat::Text;
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::Profile;
 
@@ -227,9 +228,9 @@ pub(crate) fn stop<'a>(
 pub(crate) fn part_text<'a>(
     i: usize,
     j: usize,
-    text: Option<Str<'a>>,
-) -> Result<Cow<'a, str>, GatewayError> {
-    text.map(|t| t.0).ok_or_else(|| {
+    text: Option<Text<'a>>,
+) -> Result<Text<'a>, GatewayError> {
+    text.ok_or_else(|| {
         GatewayError::invalid(format!(
             "messages[{i}].content[{j}]: a text part needs text"
         ))

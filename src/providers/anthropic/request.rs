@@ -89,7 +89,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::api::chat::{
-    CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, ToolCallIn, ToolIn,
+    CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, Text, ToolCallIn, ToolIn,
 };
 use crate::api::{GatewayError, RawRequest, Str};
 use crate::catalog::{Profile, Thinking};
@@ -716,7 +716,7 @@ fn system_blocks<'a>(
                 "messages[{i}].content[{j}]: a system message holds text parts only"
             )));
         }
-        let text = part_text(i, j, p.text)?;
+        let text = part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?;
         if !text.is_empty() {
             system.push(Block::Text {
                 text,
@@ -874,7 +874,8 @@ fn tool_result<'a>(i: usize, m: MessageIn<'a>) -> Result<Block<'a>, GatewayError
                 if cache_control.is_none() {
                     cache_control = p.cache_control.map(CacheControl::of);
                 }
-                let text = part_text(i, j, p.text)?;
+                let text =
+                    part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?;
                 if !text.is_empty() {
                     texts.push(Block::Text {
                         text,
@@ -905,7 +906,7 @@ fn content<'a>(i: usize, raw: Option<&'a RawValue>) -> Result<Vec<PartIn<'a>>, G
     if raw.get().starts_with('[') {
         serde_json::from_str(raw.get()).map_err(bad)
     } else {
-        let text: Str<'a> = serde_json::from_str(raw.get()).map_err(bad)?;
+        let text: Text<'a> = serde_json::from_str(raw.get()).map_err(bad)?;
         Ok(vec![PartIn::text(text)])
     }
 }
@@ -921,7 +922,7 @@ fn block<'a>(
     let cache_control = p.cache_control.map(CacheControl::of);
     match (&*p.kind, role) {
         ("text", _) => {
-            let text = part_text(i, j, p.text)?;
+            let text = part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?;
             Ok((!text.is_empty()).then_some(Block::Text {
                 text,
                 cache_control,

@@ -97,7 +97,7 @@ pub(super) fn cache_plan(
         hash.update(piece);
         hash.update([0u8]);
     }
-    let system_bytes: usize = system.parts.iter().map(|p| p.text.len()).sum();
+    let system_bytes: usize = system.parts.iter().map(|p| p.text.written_len()).sum();
     let create = CreateCache {
         model: &model,
         system_instruction: system,

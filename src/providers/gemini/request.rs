@@ -29,14 +29,16 @@ use serde_json::value::RawValue;
 
 use super::thinking::{thinking_config, ThinkingConfig};
 use super::{call_id_signature, Str};
-use crate::api::chat::{MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, ToolCallIn, ToolIn};
+use crate::api::chat::{
+    MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
+};
 use crate::api::{GatewayError, RawRequest};
 use crate::catalog::Profile;
 use crate::providers::common::{forwarded, part_text, stop};
 
 /// A message's content: a string, or parts (the client's wire types are `api::chat`'s).
 enum ContentIn<'a> {
-    Text(Str<'a>),
+    Text(Text<'a>),
     Parts(Vec<PartIn<'a>>),
 }
 
@@ -73,14 +75,14 @@ pub(super) struct SystemInstruction<'a> {
 
 #[derive(Serialize)]
 pub(super) struct TextPart<'a> {
-    pub text: Cow<'a, str>,
+    pub text: Text<'a>,
 }
 
 #[derive(Serialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct Part<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<Cow<'a, str>>,
+    text: Option<Text<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     inline_data: Option<Media<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -373,7 +375,7 @@ fn push<'a>(contents: &mut Vec<Content<'a>>, role: &'static str, parts: Vec<Part
     }
 }
 
-fn text_part(text: Cow<'_, str>) -> Part<'_> {
+fn text_part(text: Text<'_>) -> Part<'_> {
     Part {
         text: Some(text),
         ..Part::default()
@@ -389,7 +391,7 @@ impl<'a> Conversation<'a> {
         let first = !std::mem::replace(&mut self.seen_system, true);
         match content {
             None => {}
-            Some(ContentIn::Text(t)) => self.system.push(TextPart { text: t.0 }),
+            Some(ContentIn::Text(t)) => self.system.push(TextPart { text: t }),
             Some(ContentIn::Parts(parts)) => {
                 for (j, p) in parts.into_iter().enumerate() {
                     if &*p.kind != "text" {
@@ -420,7 +422,7 @@ impl<'a> Conversation<'a> {
         let mut parts = Vec::new();
         match content {
             None => {}
-            Some(ContentIn::Text(t)) => parts.push(text_part(t.0)),
+            Some(ContentIn::Text(t)) => parts.push(text_part(t)),
             Some(ContentIn::Parts(ps)) => {
                 for (j, p) in ps.into_iter().enumerate() {
                     match &*p.kind {
@@ -494,7 +496,7 @@ impl<'a> Conversation<'a> {
         };
         let text = match content {
             None => Cow::Borrowed(""),
-            Some(ContentIn::Text(t)) => t.0,
+            Some(ContentIn::Text(t)) => t.into_cow(&format!("messages[{i}].content"))?,
             Some(ContentIn::Parts(ps)) => joined_text(i, ps)?,
         };
         Ok(Part {
@@ -515,7 +517,7 @@ fn joined_text<'a>(i: usize, parts: Vec<PartIn<'a>>) -> Result<Cow<'a, str>, Gat
                 "messages[{i}].content[{j}]: a tool result holds text parts only"
             )));
         }
-        texts.push(part_text(i, j, p.text)?);
+        texts.push(part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?);
     }
     Ok(match texts.len() {
         1 => texts.swap_remove(0),
@@ -563,7 +565,7 @@ fn tool_result_value(text: Cow<'_, str>) -> ToolResult<'_> {
 fn user_parts<'a>(i: usize, content: Option<ContentIn<'a>>) -> Result<Vec<Part<'a>>, GatewayError> {
     let parts = match content {
         None => Vec::new(),
-        Some(ContentIn::Text(t)) => vec![text_part(t.0)],
+        Some(ContentIn::Text(t)) => vec![text_part(t)],
         Some(ContentIn::Parts(ps)) => {
             let mut parts = Vec::with_capacity(ps.len());
             for (j, p) in ps.into_iter().enumerate() {
@@ -824,6 +826,20 @@ mod tests {
                 "systemInstruction": {"parts": [{"text": "Be brief."}, {"text": "Use metric units."}]}
             })
         );
+    }
+
+    #[test]
+    fn text_is_copied_as_written_and_tool_results_read_as_text() {
+        let body = br#"{"model":"google/gemini-test","messages":[{"role":"system","content":"caf\u00e9"},{"role":"user","content":[{"type":"text","text":"a \"q\"\n\/b"}]},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"{\"ok\": \u0074rue}"}]}"#;
+        let raw = RawRequest::parse(body, crate::api::Operation::Chat).unwrap();
+        let t = translate(&raw, &profile_25_flash()).unwrap();
+        let out = String::from_utf8(whole_body(&t).unwrap().to_vec()).unwrap();
+        assert!(out.contains(r#"{"text":"a \"q\"\n\/b"}"#), "{out}");
+        assert!(out.contains(r#"{"text":"caf\u00e9"}"#), "{out}");
+        // A tool's answer is read for its value: a JSON object is sent as one.
+        let v: Value = serde_json::from_str(&out).unwrap();
+        let response = &v["contents"][2]["parts"][0]["functionResponse"]["response"];
+        assert_eq!(response, &json!({"ok": true}), "{out}");
     }
 
     #[test]
