@@ -144,7 +144,7 @@ struct Message<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
     Text {
-        text: Cow<'a, str>,
+        text: Text<'a>,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<CacheControl<'a>>,
     },
@@ -716,7 +716,7 @@ fn system_blocks<'a>(
                 "messages[{i}].content[{j}]: a system message holds text parts only"
             )));
         }
-        let text = part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?;
+        let text = part_text(i, j, p.text)?;
         if !text.is_empty() {
             system.push(Block::Text {
                 text,
@@ -874,8 +874,7 @@ fn tool_result<'a>(i: usize, m: MessageIn<'a>) -> Result<Block<'a>, GatewayError
                 if cache_control.is_none() {
                     cache_control = p.cache_control.map(CacheControl::of);
                 }
-                let text =
-                    part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?;
+                let text = part_text(i, j, p.text)?;
                 if !text.is_empty() {
                     texts.push(Block::Text {
                         text,
@@ -922,7 +921,7 @@ fn block<'a>(
     let cache_control = p.cache_control.map(CacheControl::of);
     match (&*p.kind, role) {
         ("text", _) => {
-            let text = part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?;
+            let text = part_text(i, j, p.text)?;
             Ok((!text.is_empty()).then_some(Block::Text {
                 text,
                 cache_control,
