@@ -86,14 +86,16 @@ impl<'a> From<Cow<'a, str>> for Text<'a> {
 impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = <&'de RawValue>::deserialize(d)?;
-        if raw.get().starts_with('"') {
-            Ok(Text::Json(raw))
-        } else {
-            Err(D::Error::invalid_type(
-                Unexpected::Other(raw.get()),
-                &"a string",
-            ))
-        }
+        // What it is instead, not the value itself (which may be large).
+        let other = match raw.get().as_bytes().first() {
+            Some(b'"') => return Ok(Text::Json(raw)),
+            Some(b'{') => Unexpected::Map,
+            Some(b'[') => Unexpected::Seq,
+            Some(b't' | b'f') => Unexpected::Other("a boolean"),
+            Some(b'n') => Unexpected::Unit,
+            _ => Unexpected::Other("a number"),
+        };
+        Err(D::Error::invalid_type(other, &"a string"))
     }
 }
 
@@ -266,4 +268,35 @@ pub struct ResponseFormatIn<'a> {
 pub struct JsonSchemaIn<'a> {
     #[serde(borrow, default)]
     pub schema: Option<&'a RawValue>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_a_string_kept_as_written_and_a_refusal_does_not_echo_the_value() {
+        let p: PartIn = serde_json::from_str(r#"{"type":"text","text":"a\nb \u00e9"}"#).unwrap();
+        let text = p.text.unwrap();
+        assert_eq!(serde_json::to_string(&text).unwrap(), r#""a\nb \u00e9""#);
+        assert_eq!(text.written_len(), 11);
+        assert!(!text.is_empty());
+        assert_eq!(text.into_cow("t").unwrap(), "a\nb \u{e9}");
+
+        let secret = "x".repeat(10_000);
+        for (json, kind) in [
+            (format!(r#"{{"k":"{secret}"}}"#), "map"),
+            (format!(r#"["{secret}"]"#), "sequence"),
+            ("12345678".to_owned(), "a number"),
+            ("true".to_owned(), "a boolean"),
+        ] {
+            let body = format!(r#"{{"type":"text","text":{json}}}"#);
+            let e = serde_json::from_str::<PartIn>(&body)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(kind) && e.contains("expected a string"), "{e}");
+            assert!(!e.contains("xxxx") && !e.contains("12345678"), "{e}");
+        }
+    }
 }

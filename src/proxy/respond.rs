@@ -15,6 +15,7 @@ use crate::api::{Door, GatewayError};
 
 use super::timing::Stamp;
 
+// The gateway's own header names, made once (`from_static`: neither parsed nor allocated).
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const SERVER_TIMING: HeaderName = HeaderName::from_static("server-timing");
 pub const X_TOLLGATE_COST: HeaderName = HeaderName::from_static("x-tollgate-cost");
@@ -68,8 +69,8 @@ pub fn answer_header(
 }
 
 /// An answer's head, built on `http`'s own types: named by constants and valued from static
-/// text where it can be, where Pingora's `insert_header` parses each name and copies each
-/// value into an allocation of its own (about 860 instructions a header, six a request).
+/// text where it can be. Pingora's `insert_header` parses each name and copies each value into
+/// an allocation of its own: about 860 instructions a header, six headers an answer.
 struct Head(http::response::Parts);
 
 impl Head {

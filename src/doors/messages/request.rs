@@ -119,9 +119,9 @@ struct KindIn<'a> {
 
 #[derive(Deserialize)]
 struct TextIn<'a> {
-    /// Copied as written (see `chat_out::Text`).
+    /// Copied as written.
     #[serde(borrow)]
-    text: &'a RawValue,
+    text: Text<'a>,
     #[serde(borrow, default)]
     cache_control: Option<&'a RawValue>,
 }
@@ -232,7 +232,7 @@ fn system_message<'a>(
                 }
                 let t: TextIn = block(raw, &at)?;
                 parts.push(PartOut::Text {
-                    text: Text::json(t.text, &at)?,
+                    text: t.text,
                     cache_control: cache(t.cache_control),
                 });
             }
@@ -322,7 +322,7 @@ fn user_part<'a>(
         "text" => {
             let t: TextIn = block(raw, at)?;
             vec![PartOut::Text {
-                text: Text::json(t.text, at)?,
+                text: t.text,
                 cache_control: cache(t.cache_control),
             }]
         }
@@ -450,20 +450,18 @@ fn tool_result<'a>(
             &*r.tool_use_id
         )));
     }
+    let content_at = format!("{at}.content");
     let mut text: Cow<'a, str> = match r.content.filter(|c| c.get() != "null") {
         None => Cow::Borrowed(""),
-        Some(c) => match blocks(c, &format!("{at}.content"))? {
-            Blocks::Text(t) => t.into_cow(&format!("{at}.content"))?,
+        Some(c) => match blocks(c, &content_at)? {
+            Blocks::Text(t) => t.into_cow(&content_at)?,
             Blocks::List(list) => {
                 let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
                 for (k, raw) in list.into_iter().enumerate() {
                     let at = format!("{at}.content[{k}]");
                     let kind = kind_of(raw, &at)?;
                     match &*kind {
-                        "text" => {
-                            let t = block::<TextIn>(raw, &at)?.text;
-                            texts.push(Text::json(t, &at)?.into_cow(&at)?);
-                        }
+                        "text" => texts.push(block::<TextIn>(raw, &at)?.text.into_cow(&at)?),
                         "image" | "document" => {}
                         other => return Err(unsupported(&at, other)),
                     }
@@ -513,7 +511,7 @@ fn assistant_message<'a>(
         match &*kind {
             "text" => {
                 let t: TextIn = block(raw, &at)?;
-                parts.push((Text::json(t.text, &at)?, cache(t.cache_control)));
+                parts.push((t.text, cache(t.cache_control)));
             }
             "tool_use" => {
                 let u: ToolUseIn<'a> = block(raw, &at)?;

@@ -361,9 +361,9 @@ struct ItemIn<'a> {
 struct PartIn<'a> {
     #[serde(rename = "type", borrow)]
     kind: Str<'a>,
-    /// Copied as written (see `chat_out::Text`).
+    /// Copied as written.
     #[serde(borrow, default)]
-    text: Option<&'a RawValue>,
+    text: Option<Text<'a>>,
     #[serde(borrow, default)]
     refusal: Option<Str<'a>>,
     #[serde(borrow, default)]
@@ -735,7 +735,7 @@ fn part<'a>(p: PartIn<'a>, at: &str, role: Role) -> Result<PartOut<'a>, GatewayE
         "input_text" | "output_text" => {
             let text = p.text.ok_or_else(|| missing(at, "text"))?;
             Ok(PartOut::Text {
-                text: Text::json(text, &format!("{at}.text"))?,
+                text,
                 cache_control: None,
             })
         }
@@ -830,7 +830,7 @@ fn output_text<'a>(raw: &'a RawValue, at: &str) -> Result<Cow<'a, str>, GatewayE
         let p: PartIn<'a> = field(raw, &at)?;
         if matches!(&*p.kind, "input_text" | "output_text") {
             let text = p.text.ok_or_else(|| missing(&at, "text"))?;
-            texts.push(typed::<Str>(text, &format!("{at}.text"))?.0);
+            texts.push(text.into_cow(&format!("{at}.text"))?);
         }
     }
     Ok(match texts.len() {
