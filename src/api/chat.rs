@@ -35,22 +35,12 @@ impl Deref for Str<'_> {
 /// translation needs its value.
 #[derive(Debug, Clone)]
 pub enum Text<'a> {
+    /// A JSON string (its quotes included), never another kind of value.
     Json(&'a RawValue),
     Made(Cow<'a, str>),
 }
 
 impl<'a> Text<'a> {
-    /// `raw`, a JSON string (a 400 naming `at` when it is not one).
-    pub fn json(raw: &'a RawValue, at: &str) -> Result<Self, GatewayError> {
-        if raw.get().starts_with('"') {
-            Ok(Text::Json(raw))
-        } else {
-            Err(GatewayError::invalid(format!(
-                "invalid value for {at}: expected a string"
-            )))
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         match self {
             Text::Json(raw) => raw.get() == "\"\"",

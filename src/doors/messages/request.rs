@@ -195,7 +195,7 @@ enum Blocks<'a> {
 
 fn blocks<'a>(raw: &'a RawValue, at: &str) -> Result<Blocks<'a>, GatewayError> {
     if raw.get().starts_with('"') {
-        return Ok(Blocks::Text(Text::json(raw, at)?));
+        return Ok(Blocks::Text(Text::Json(raw)));
     }
     serde_json::from_str(raw.get())
         .map(Blocks::List)

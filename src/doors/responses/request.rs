@@ -211,7 +211,7 @@ fn translate<'a>(
             conv.flush();
             conv.messages.push(MessageOut::plain(
                 "user",
-                Some(ContentOut::Text(Text::json(raw, "input")?)),
+                Some(ContentOut::Text(Text::Json(raw))),
             ));
             if collect {
                 let item = format!(
@@ -606,7 +606,7 @@ impl<'a> Conversation<'a> {
             return Ok(());
         }
         let content = if content.get().starts_with('"') {
-            ContentOut::Text(Text::json(content, &at)?)
+            ContentOut::Text(Text::Json(content))
         } else {
             let kind = if role == "user" {
                 Role::User
@@ -628,7 +628,7 @@ impl<'a> Conversation<'a> {
         role: Role,
     ) -> Result<Vec<PartOut<'a>>, GatewayError> {
         if content.get().starts_with('"') {
-            let text = Text::json(content, at)?;
+            let text = Text::Json(content);
             return Ok(if text.is_empty() {
                 Vec::new()
             } else {
