@@ -95,6 +95,12 @@ fn bin(name: &str) -> String {
     path
 }
 
+/// The gateway's binary: the release build's, or `BENCH_GATEWAY` (another build of it, such as
+/// the instrumented one `make build-pgo` trains).
+fn gateway_bin() -> String {
+    std::env::var("BENCH_GATEWAY").unwrap_or_else(|_| bin("tollgate"))
+}
+
 /// The simulator on `core`; its base URL.
 fn start_sim(core: usize) -> (Proc, String) {
     let mut child = pinned(core, &bin("tollgate-sim"))
@@ -167,7 +173,8 @@ impl Gateway {
                  upstream: {{http2: {http2}}}\n  \
                  providers:\n    gemini: {{base_url: \"{sim}\", api_key_env: BENCH_GEMINI_KEY}}\n    \
                  vertex: {{base_url: \"{sim}\", global_base_url: \"{sim}\", token_url: \"{sim}/token\", \
-                 project_env: BENCH_VERTEX_PROJECT, credentials_env: BENCH_VERTEX_CREDENTIALS}}\n",
+                 project_env: BENCH_VERTEX_PROJECT, credentials_env: BENCH_VERTEX_CREDENTIALS}}\n    \
+                 anthropic: {{base_url: \"{sim}\", api_key_env: BENCH_ANTHROPIC_KEY}}\n",
                 d = dir.path().display(),
                 extra_tollgate = extra,
                 http2 = std::env::var("BENCH_HTTP2").unwrap_or_else(|_| "always".into()),
@@ -180,7 +187,7 @@ impl Gateway {
         let wrap = std::env::var("BENCH_WRAP").unwrap_or_default();
         let mut words = wrap
             .split_whitespace()
-            .chain([bin("tollgate").leak() as &str]);
+            .chain([gateway_bin().leak() as &str]);
         let mut command = pinned(core, words.next().unwrap_or_default());
         command.args(words);
         let proc = Proc(
@@ -189,6 +196,7 @@ impl Gateway {
                 .arg(&conf)
                 .arg("serve")
                 .env("BENCH_GEMINI_KEY", "sim-gemini-key")
+                .env("BENCH_ANTHROPIC_KEY", "sim-anthropic-key")
                 .env("BENCH_VERTEX_PROJECT", "bench")
                 .env(
                     "BENCH_VERTEX_CREDENTIALS",
@@ -215,7 +223,7 @@ impl Gateway {
     }
 
     fn cli(&self, args: &[&str]) -> Value {
-        let out = Command::new(bin("tollgate"))
+        let out = Command::new(gateway_bin())
             .arg("-c")
             .arg(&self.conf)
             .arg("--json")
@@ -695,7 +703,8 @@ struct Targets {
 
 /// Inputs per embeddings request of the `embeddings` case.
 const EMBED_BATCH: usize = 100;
-const MODEL: &str = "google/gemini-2.5-flash";
+/// Google's successor of the Gemini 2.5 Flash the bench used until its shutdown (2026-12-01).
+const MODEL: &str = "google/gemini-3.5-flash-lite";
 
 fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
     let sim = sim.trim_start_matches("http://");
@@ -753,12 +762,119 @@ fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
     }
 }
 
+/// Seconds [`train`] sends each of its requests for.
+const TRAIN_SECS: u64 = 2;
+/// The models [`train`] sends to, and whether with a tool conversation: Gemini, a Claude model
+/// that thinks only when asked, and one that always does (its answers carry thinking blocks, and
+/// a tool turn would have to send the earlier turn's back, which the simulator checks).
+const TRAIN_MODELS: [(&str, bool); 3] = [
+    (MODEL, true),
+    ("anthropic/claude-sonnet-4-6", true),
+    ("anthropic/claude-haiku-5-5", false),
+];
+
+/// `--train`: measures nothing. Every front door sends to both families the default catalog
+/// routes first (Gemini's Developer API, Anthropic's API), buffered and streamed, a one-line
+/// prompt and a conversation with a tool call; then embeddings of one input and of 100. Each
+/// request runs in a closed loop for [`TRAIN_SECS`]. This is the workload `make build-pgo`
+/// records the gateway's profile on: a path it left out would be laid out as cold code, so a
+/// refused request stops it.
+async fn train(gw: &str, secret: &str) {
+    let bearer = format!("Bearer {secret}");
+    let bearer = [("authorization", bearer.as_str())];
+    let api_key = [("x-api-key", secret)];
+    let user = json!([{"role": "user", "content": PROMPT}]);
+    let tools = json!([{"type": "function", "function": {"name": "weather",
+        "description": "Today's weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]);
+    let conversation = json!([
+        {"role": "system", "content": "You answer briefly."},
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": "Bicycles date from 1817."},
+        {"role": "user", "content": [{"type": "text", "text": "And tomorrow?"}]},
+    ]);
+    // Tools on the chat door are Gemini's only: the door refuses them for Claude, whose tools
+    // the Messages and Responses doors carry.
+    let tool_turns = json!([
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"sky\":\"clear\",\"celsius\":21}"},
+    ]);
+    let messages_turns = json!([
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "weather",
+            "input": {"city": "Paris"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+            "content": "{\"sky\":\"clear\"}"}, {"type": "text", "text": "And tomorrow?"}]},
+    ]);
+    let messages_tools = json!([{"name": "weather", "description": "Today's weather in a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]);
+    let mut requests = Vec::new();
+    for (model, with_tools) in TRAIN_MODELS {
+        for stream in [false, true] {
+            let chat = |body: Value| post(gw, "/v1/chat/completions", &bearer, &body);
+            let messages = |body: Value| post(gw, "/v1/messages", &api_key, &body);
+            let responses = |body: Value| post(gw, "/v1/responses", &bearer, &body);
+            let mut turns = json!({"model": model, "stream": stream, "messages": conversation,
+                "temperature": 0.2, "max_tokens": 512});
+            if stream {
+                turns["stream_options"] = json!({"include_usage": true});
+            }
+            requests.extend([
+                chat(json!({"model": model, "stream": stream, "messages": user})),
+                chat(turns),
+                messages(json!({"model": model, "max_tokens": 256, "stream": stream,
+                    "messages": user})),
+                responses(json!({"model": model, "input": PROMPT, "stream": stream})),
+            ]);
+            if !with_tools {
+                continue;
+            }
+            if model == MODEL {
+                requests.push(chat(json!({"model": model, "stream": stream,
+                    "messages": tool_turns, "tools": tools, "tool_choice": "auto"})));
+            }
+            requests.push(messages(
+                json!({"model": model, "max_tokens": 512, "stream": stream,
+                "system": "You answer briefly.", "messages": messages_turns,
+                "tools": messages_tools}),
+            ));
+            requests.push(responses(json!({"model": model, "stream": stream,
+                "instructions": "You answer briefly.", "tools": [{"type": "function",
+                "name": "weather", "parameters": {"type": "object", "properties": {}}}],
+                "input": [{"role": "user", "content": PROMPT},
+                          {"type": "function_call", "call_id": "call_1", "name": "weather",
+                           "arguments": "{}"},
+                          {"type": "function_call_output", "call_id": "call_1",
+                           "output": "clear"}]})));
+        }
+    }
+    for n in [1, EMBED_BATCH] {
+        let inputs: Vec<String> = (0..n).map(|i| format!("{i}: {PROMPT}")).collect();
+        let body = json!({"model": "google/text-embedding-004", "input": inputs});
+        requests.push(post(gw, "/v1/embeddings", &bearer, &body));
+    }
+    for request in &requests {
+        let run = closed_loop(request, TRAIN_SECS, 16).await;
+        let body = &request.body[..request.body.len().min(60)];
+        println!("{:<18} {body:<60} {:>7} answered", request.path, run.ok);
+        assert!(
+            run.errors == 0 && run.ok > 0,
+            "{} {}: {} refused",
+            request.path,
+            request.body,
+            run.errors
+        );
+    }
+}
+
 /// The simulator's Gemini generateContent (or its SSE stream) for `body`.
 fn gemini(sim: &str, stream: bool, body: &Value) -> Target {
     let path = if stream {
-        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        "/v1beta/models/gemini-3.5-flash-lite:streamGenerateContent?alt=sse"
     } else {
-        "/v1beta/models/gemini-2.5-flash:generateContent"
+        "/v1beta/models/gemini-3.5-flash-lite:generateContent"
     };
     post(sim, path, &[("x-goog-api-key", "sim-gemini-key")], body)
 }
@@ -911,6 +1027,11 @@ async fn main() {
     let cases = selected_cases(only.as_deref());
 
     let (_sim, sim_url) = start_sim(1);
+    if args.iter().any(|a| a == "--train") {
+        let gw = Gateway::start(0, &sim_url, store.as_deref(), "");
+        train(&gw.addr, &gw.key().1).await;
+        return; // the gateway stops on SIGTERM, and an instrumented one writes its profile
+    }
     let mut report = Report {
         json: serde_json::Map::new(),
         checks: Vec::new(),
