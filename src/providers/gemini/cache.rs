@@ -11,7 +11,9 @@
 //! parts out (`request::naming_cache`).
 //!
 //! The key hashes the upstream model and the JSON of what is cached, each followed by a 0 byte,
-//! so the conversation after the prefix never changes it. A model whose profile says
+//! so the conversation after the prefix never changes it. That JSON is normalised first (keys
+//! sorted, strings escaped one way): text is copied as the client wrote it, and `é` written as
+//! `\u00e9` is the same prompt, so it must name the same cache. A model whose profile says
 //! `min_cache_tokens: 0` never gets a plan; comparing `estimated_tokens` with the minimum is
 //! the caller's decision.
 
@@ -88,13 +90,10 @@ pub(super) fn cache_plan(
         .transpose()?
         .unwrap_or_default();
     let mut hash = Sha256::new();
-    for piece in [
-        target.upstream_model().as_bytes(),
-        &system_json,
-        &tools_json,
-        &config_json,
-    ] {
-        hash.update(piece);
+    hash.update(target.upstream_model().as_bytes());
+    hash.update([0u8]);
+    for piece in [&system_json, &tools_json, &config_json] {
+        hash.update(normalised(piece)?);
         hash.update([0u8]);
     }
     let system_bytes: usize = system.parts.iter().map(|p| p.text.written_len()).sum();
@@ -111,6 +110,16 @@ pub(super) fn cache_plan(
         estimated_tokens: u32::try_from((system_bytes + tools_json.len()) / 4).unwrap_or(u32::MAX),
         ttl_seconds: ttl,
     }))
+}
+
+/// `json` (the gateway's own serialisation, or nothing) keys sorted and strings escaped one way.
+fn normalised(json: &[u8]) -> Result<Vec<u8>, GatewayError> {
+    if json.is_empty() {
+        return Ok(Vec::new());
+    }
+    serde_json::from_slice::<serde_json::Value>(json)
+        .and_then(|v| serde_json::to_vec(&v))
+        .map_err(|e| GatewayError::Internal(format!("the context cache's key: {e}").into()))
 }
 
 /// `cache_control.ttl` in seconds: `"5m"`, `"1h"`, `"300s"` or a bare number of seconds;
@@ -186,8 +195,16 @@ mod tests {
     }
 
     fn plan(req: &Value, m: &Model, kind: RouteKind) -> Result<Option<CachePlan>, GatewayError> {
-        let bytes = serde_json::to_vec(req).unwrap();
-        let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+        plan_of(&serde_json::to_vec(req).unwrap(), m, kind)
+    }
+
+    /// [`plan`] of a body as written.
+    fn plan_of(
+        bytes: &[u8],
+        m: &Model,
+        kind: RouteKind,
+    ) -> Result<Option<CachePlan>, GatewayError> {
+        let raw = RawRequest::parse(bytes, Operation::Chat).unwrap();
         let t = translate(&raw, &m.profile)?;
         let r = route(kind, Some("europe-west4"));
         let creds = Credentials {
@@ -284,6 +301,27 @@ mod tests {
             p.key,
             "the conversation is not in the key"
         );
+    }
+
+    #[test]
+    fn the_key_names_the_prompt_however_its_text_is_escaped() {
+        let m = model(profile_25_flash());
+        let key = |body: String| {
+            plan_of(body.as_bytes(), &m, RouteKind::GeminiApi)
+                .unwrap()
+                .unwrap()
+                .key
+        };
+        let plain = cacheable().to_string();
+        assert!(plain.contains("BIG STABLE CORPUS"));
+        let written = |corpus: &str| plain.replace("BIG STABLE CORPUS", corpus);
+        assert_eq!(
+            key(written("caf\\u00e9 \\\"menu\\\"")),
+            key(written("café \\\"menu\\\"")),
+            "an escape is the character it stands for"
+        );
+        assert_eq!(key(written("a\\/b")), key(written("a/b")));
+        assert_ne!(key(written("cafe")), key(written("café")));
     }
 
     #[test]
