@@ -358,6 +358,34 @@ async fn tool_calls_round_trip_with_thought_signatures() {
     }
 }
 
+/// A conversation whose tool calls Gemini did not make (another model's, or ids the client chose)
+/// has no signatures to give back; Gemini 3 refuses such a turn unless it carries Google's
+/// placeholder.
+#[tokio::test]
+async fn gemini_3_accepts_tool_history_from_another_model() {
+    let e = env().await;
+    let messages = json!([
+        {"role": "user", "content": "weather in Paris?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "toolu_01A", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "toolu_01A", "content": "{\"temp_c\": 21}"},
+    ]);
+    for model in [
+        "google/gemini-3.5-flash-lite",
+        "vertex/gemini-3.1-pro-preview",
+    ] {
+        let (status, v) = e
+            .chat(json!({"model": model, "messages": messages, "tools": weather_tools()}))
+            .await;
+        assert_eq!(status, 200, "{model}: {v}");
+        let sent = e.last_upstream().await["body"].clone();
+        assert_eq!(
+            sent["contents"][1]["parts"][0]["thoughtSignature"], "skip_thought_signature_validator",
+            "{model}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn tool_choice_modes_reach_upstream() {
     let e = env().await;

@@ -12,7 +12,8 @@
 //!   system/developer text goes to `systemInstruction`; tool results are `user` turns of
 //!   `functionResponse` parts named after the assistant tool call they answer;
 //! - a replayed `functionCall` gets back the `thoughtSignature` its tool-call id carries
-//!   (scheme in the `gemini` module doc);
+//!   (scheme in the `gemini` module doc); on Gemini 3, a model turn whose first call carries
+//!   none gets Google's placeholder for history from elsewhere (`sign_unsigned_calls`);
 //! - `thinkingConfig` has a budget or a level, never both, within the profile's range;
 //! - `cachedContent` excludes `systemInstruction`, `tools` and `toolConfig` (they live in the
 //!   cache; Google answers 400 otherwise);
@@ -33,7 +34,7 @@ use crate::api::chat::{
     MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
 };
 use crate::api::{GatewayError, RawRequest};
-use crate::catalog::Profile;
+use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, stop};
 
 /// A message's content: a string, or parts (the client's wire types are `api::chat`'s).
@@ -279,7 +280,11 @@ pub(super) fn translate<'a>(
     req: &RawRequest<'a>,
     profile: &Profile,
 ) -> Result<Translation<'a>, GatewayError> {
-    let conv = conversation(req)?;
+    let mut conv = conversation(req)?;
+    // Gemini 3, whose thinking is set by level, is the generation that checks signatures.
+    if matches!(profile.thinking, Thinking::Level { .. }) {
+        sign_unsigned_calls(&mut conv.contents);
+    }
     if conv.contents.is_empty() {
         return Err(GatewayError::invalid(
             "messages must include at least one user, assistant or tool message",
@@ -307,6 +312,24 @@ pub(super) fn to_bytes<T: Serialize>(value: &T) -> Result<Bytes, GatewayError> {
     serde_json::to_vec(value)
         .map(Bytes::from)
         .map_err(|e| GatewayError::Internal(format!("serialising the gemini request: {e}").into()))
+}
+
+/// Google's placeholder signature for function calls Gemini did not make or whose signature is
+/// lost, documented for history moved from another model.
+const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// Gemini 3 answers 400 to a model turn replayed without the signature of its first function
+/// call. A call whose id carries none has none to send back: the conversation came from another
+/// model (Claude's `toolu_` ids, say) or the client named its calls itself. The first call of
+/// each such turn gets [`SKIP_SIGNATURE`], as Google's guide says to do for that history.
+fn sign_unsigned_calls(contents: &mut [Content<'_>]) {
+    for turn in contents.iter_mut().filter(|c| c.role == "model") {
+        if let Some(first) = turn.parts.iter_mut().find(|p| p.function_call.is_some()) {
+            first
+                .thought_signature
+                .get_or_insert_with(|| SKIP_SIGNATURE.to_owned());
+        }
+    }
 }
 
 // ----- messages ------------------------------------------------------------------------------
@@ -975,6 +998,33 @@ mod tests {
                 "{file}"
             );
         }
+    }
+
+    #[test]
+    fn gemini_3_gets_the_placeholder_for_calls_without_a_signature() {
+        let mut parallel = history("toolu_01", "{}", json!("1"));
+        parallel["messages"][1]["tool_calls"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"id": "toolu_02", "type": "function", "function": {"name": "time", "arguments": "{}"}}));
+        parallel["messages"].as_array_mut().unwrap().insert(
+            3,
+            json!({"role": "tool", "tool_call_id": "toolu_02", "content": "2"}),
+        );
+        let b = body(parallel.clone(), profile_levels(&["low", "high"]));
+        let calls = &b["contents"][1]["parts"];
+        assert_eq!(
+            calls[0]["thoughtSignature"], SKIP_SIGNATURE,
+            "the turn's first call"
+        );
+        assert!(calls[1].get("thoughtSignature").is_none(), "{calls}");
+        let b = body(parallel, profile_25_flash());
+        assert!(
+            b["contents"][1]["parts"][0]
+                .get("thoughtSignature")
+                .is_none(),
+            "Gemini 2.5 does not check signatures"
+        );
     }
 
     #[test]
