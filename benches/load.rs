@@ -5,8 +5,10 @@
 //! a table with each budget's pass/fail and writes `target/bench/load-<unix time>.json`.
 //! Budgets are checked here, never in tests.
 //!
-//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,streams,embeddings,oha]`
+//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,streams,embeddings,oha,nginx]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
+//! `--train` measures nothing: it sends the workload `make build-pgo` profiles the gateway on.
+//! `BENCH_GATEWAY=path` runs that build of the gateway instead of `target/release/tollgate`.
 //! The `oha` case runs when `oha` is on PATH (`make bench-tools`), and is skipped otherwise.
 //! `BENCH_WRAP="valgrind --tool=massif"` runs the gateway under a tool (its RSS and CPU are
 //! then the tool's); `BENCH_SERVER_CONF="work_stealing: false;"` adds Pingora server settings
@@ -773,13 +775,28 @@ const TRAIN_MODELS: [(&str, bool); 3] = [
     ("anthropic/claude-haiku-5-5", false),
 ];
 
-/// `--train`: measures nothing. Every front door sends to both families the default catalog
-/// routes first (Gemini's Developer API, Anthropic's API), buffered and streamed, a one-line
-/// prompt and a conversation with a tool call; then embeddings of one input and of 100. Each
-/// request runs in a closed loop for [`TRAIN_SECS`]. This is the workload `make build-pgo`
-/// records the gateway's profile on: a path it left out would be laid out as cold code, so a
-/// refused request stops it.
+/// `--train`: measures nothing. Each of [`training`]'s requests runs in a closed loop for
+/// [`TRAIN_SECS`]. This is the workload `make build-pgo` records the gateway's profile on: a
+/// path it left out would be laid out as cold code, so a refused request stops it.
 async fn train(gw: &str, secret: &str) {
+    for request in &training(gw, secret) {
+        let run = closed_loop(request, TRAIN_SECS, 16).await;
+        let body = request.body.get(..60).unwrap_or(&request.body);
+        println!("{:<20} {body:<60} {:>7} answered", request.path, run.ok);
+        assert!(
+            run.errors == 0 && run.ok > 0,
+            "{} {}: {} refused",
+            request.path,
+            request.body,
+            run.errors
+        );
+    }
+}
+
+/// Every front door to both families the default catalog routes first (Gemini's Developer API,
+/// Anthropic's API), buffered and streamed: a one-line prompt, a conversation, and one with a
+/// tool call; then embeddings of one input and of 100.
+fn training(gw: &str, secret: &str) -> Vec<Target> {
     let bearer = format!("Bearer {secret}");
     let bearer = [("authorization", bearer.as_str())];
     let api_key = [("x-api-key", secret)];
@@ -855,18 +872,7 @@ async fn train(gw: &str, secret: &str) {
         let body = json!({"model": "google/text-embedding-004", "input": inputs});
         requests.push(post(gw, "/v1/embeddings", &bearer, &body));
     }
-    for request in &requests {
-        let run = closed_loop(request, TRAIN_SECS, 16).await;
-        let body = &request.body[..request.body.len().min(60)];
-        println!("{:<18} {body:<60} {:>7} answered", request.path, run.ok);
-        assert!(
-            run.errors == 0 && run.ok > 0,
-            "{} {}: {} refused",
-            request.path,
-            request.body,
-            run.errors
-        );
-    }
+    requests
 }
 
 /// The simulator's Gemini generateContent (or its SSE stream) for `body`.
