@@ -352,6 +352,28 @@ async fn every_usage_bucket_of_a_claude_answer_is_billed_exactly() {
     assert_eq!(verify["inconsistent"], json!([]), "{verify}");
 }
 
+/// Claude Code switched from Claude to a Gemini 3 model mid-session: the history's tool calls
+/// are Claude's (`toolu_…`) and carry no Gemini signature, which Gemini 3 would refuse.
+#[tokio::test]
+async fn a_conversation_moves_from_claude_to_gemini_3_with_its_tool_calls() {
+    let e = SimEnv::start();
+    let body = json!({"model": "google/gemini-3.5-flash-lite", "max_tokens": 300,
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "weather in Paris?"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_01A",
+                "name": "get_weather", "input": {"city": "Paris"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01A",
+                "content": "sunny"}]}]});
+    let (status, v) = messages(&e.gw, &e.key, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = e.last_upstream().await["body"].clone();
+    assert_eq!(
+        sent["contents"][1]["parts"][0]["thoughtSignature"], "skip_thought_signature_validator",
+        "{sent}"
+    );
+}
+
 #[tokio::test]
 async fn a_gemini_route_answers_in_anthropics_shape_and_completes_a_tool_loop() {
     let e = SimEnv::start();

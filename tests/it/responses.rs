@@ -275,6 +275,27 @@ async fn a_five_turn_tool_loop_keeps_every_call_paired() {
     }
 }
 
+/// A client that kept its own history (its own call ids, no Gemini signatures) sends a tool loop
+/// to Gemini 3, which refuses a replayed call without a signature.
+#[tokio::test]
+async fn gemini_3_takes_function_calls_it_did_not_make() {
+    let e = SimEnv::start();
+    let body = json!({"model": "google/gemini-3.5-flash-lite",
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "user", "content": "weather in Paris?"},
+            {"type": "function_call", "call_id": "fc_local_1", "name": "get_weather",
+             "arguments": "{\"city\":\"Paris\"}"},
+            {"type": "function_call_output", "call_id": "fc_local_1", "output": "sunny"}]});
+    let (status, v) = respond(&e.gw, &e.key, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = e.last_upstream().await["body"].clone();
+    assert_eq!(
+        sent["contents"][1]["parts"][0]["thoughtSignature"], "skip_thought_signature_validator",
+        "{sent}"
+    );
+}
+
 #[tokio::test]
 async fn a_response_stream_failing_before_its_first_output_fails_over() {
     let e = SimEnv::start();

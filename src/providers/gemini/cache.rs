@@ -112,7 +112,8 @@ pub(super) fn cache_plan(
     }))
 }
 
-/// `json` (the gateway's own serialisation, or nothing) keys sorted and strings escaped one way.
+/// `json` (the gateway's own serialisation, or nothing) read and written again: its strings
+/// escaped one way, its keys in one order.
 fn normalised(json: &[u8]) -> Result<Vec<u8>, GatewayError> {
     if json.is_empty() {
         return Ok(Vec::new());
