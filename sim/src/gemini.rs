@@ -2151,9 +2151,21 @@ fn count_inner(sim: &Sim, req: &Req, api: &GenApi, model: &str) -> R {
 // Developer API embeddings
 // ---------------------------------------------------------------------------------------------
 
+/// A vector as Google writes it: each value an `f32` in its shortest form (`-0.039315943`),
+/// never widened to `f64`'s seventeen digits.
 #[derive(Serialize)]
 struct Values {
     values: Vec<f32>,
+}
+
+#[derive(Serialize)]
+struct Embedded {
+    embedding: Values,
+}
+
+#[derive(Serialize)]
+struct BatchEmbedded {
+    embeddings: Vec<Values>,
 }
 
 fn embed_one(obj: &Map<String, Value>, model: &str, path: &str) -> Result<Values, Response> {
@@ -2269,10 +2281,10 @@ fn embed_inner(sim: &Sim, req: &Req, version: &str, model: &str, batch: bool) ->
             }
             embeddings.push(embed_one(r, model, &format!("requests[{i}]"))?);
         }
-        serde_json::to_vec_pretty(&serde_json::json!({ "embeddings": embeddings }))
+        serde_json::to_vec_pretty(&BatchEmbedded { embeddings })
     } else {
-        let e = embed_one(obj, model, "")?;
-        serde_json::to_vec_pretty(&serde_json::json!({ "embedding": e }))
+        let embedding = embed_one(obj, model, "")?;
+        serde_json::to_vec_pretty(&Embedded { embedding })
     };
     let body = body.map_err(|e| respond::internal(&e.to_string()))?;
     Ok(respond::with_latency(

@@ -744,6 +744,51 @@ async fn gemini_count_tokens_and_embeddings() {
     assert_eq!(s, 404);
 }
 
+/// The most significant digits of any number in the `values` arrays of `raw`: an `f32` written
+/// in its shortest form needs at most 9, one widened to `f64` 17.
+fn most_value_digits(raw: &str) -> usize {
+    raw.split("\"values\"")
+        .skip(1)
+        .flat_map(|rest| {
+            let list = &rest[rest.find('[').unwrap() + 1..rest.find(']').unwrap()];
+            list.split(',').map(|n| {
+                let mantissa = n.trim().split(['e', 'E']).next().unwrap();
+                mantissa
+                    .trim_start_matches(['-', '0', '.'])
+                    .chars()
+                    .filter(char::is_ascii_digit)
+                    .count()
+            })
+        })
+        .max()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn embedding_values_are_written_as_f32_like_googles() {
+    let sim = Sim::start(&[]);
+    let req = |t: &str| json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": t}]}});
+    let batch = json!({"requests": [req("hello"), req("world")]});
+    for (method, body) in [
+        ("embedContent", req("hello")),
+        ("batchEmbedContents", batch),
+    ] {
+        let r = sim.gemini("gemini-embedding-001", method, body).await;
+        assert_eq!(r.status(), 200);
+        let digits = most_value_digits(&r.text().await.unwrap());
+        assert!((6..=9).contains(&digits), "{method}: {digits} digits");
+    }
+    let t = sim.token().await;
+    let path =
+        "/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-005:predict";
+    let r = sim
+        .vertex(&t, path, json!({"instances": [{"content": "hello"}]}))
+        .await;
+    assert_eq!(r.status(), 200);
+    let digits = most_value_digits(&r.text().await.unwrap());
+    assert!((6..=9).contains(&digits), "predict: {digits} digits");
+}
+
 #[tokio::test]
 async fn gemini_explicit_cache_lifecycle() {
     let sim = Sim::start(&[]);
