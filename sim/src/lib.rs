@@ -28,6 +28,10 @@
 //! | `GET /v1/models?limit=&after_id=&before_id=` when it carries `x-api-key` | Anthropic key, `anthropic-version` | `listing.rs` |
 //! | `GET /v1beta1/publishers/{google,anthropic}/models?pageSize=&pageToken=` (shape from Google's REST reference as remembered, not captured) | `Authorization: Bearer` token from `/token` | `listing.rs` |
 //!
+//! Google's surfaces answer in indented JSON, as Google does, and compact JSON when the query
+//! has `prettyPrint=false` (Google's system parameter; `$prettyPrint` too). Embedding values are
+//! `f32`s in their shortest form.
+//!
 //! `GET /v1/models` is three surfaces on one path, told apart by the credential it carries:
 //! a Google key → Gemini, `x-api-key` → Anthropic, anything else → OpenAI.
 //!
@@ -266,6 +270,13 @@ pub fn query_param(query: &str, name: &str) -> Option<String> {
         .map(|(_, v)| v)
 }
 
+/// Google's `prettyPrint` system parameter (`$prettyPrint` too): its JSON answers are indented
+/// unless it is `false`.
+fn pretty_print(query: &str) -> bool {
+    let off = |name| query_param(query, name).is_some_and(|v| v == "false");
+    !(off("prettyPrint") || off("$prettyPrint"))
+}
+
 /// A buffered 200 body, misbehaving as `fault` asks (`error-event` → `on_error`).
 pub fn buffered_with_fault(
     body: Bytes,
@@ -314,6 +325,18 @@ enum Target<'a> {
 }
 
 impl Target<'_> {
+    /// Google's surfaces, whose JSON answers follow its system parameters.
+    fn is_google(&self) -> bool {
+        matches!(
+            self,
+            Target::GeminiDev { .. }
+                | Target::GeminiCache { .. }
+                | Target::Vertex(_)
+                | Target::GeminiModels
+                | Target::VertexModels { .. }
+        )
+    }
+
     fn route(&self) -> Route {
         match self {
             Target::Token => Route::OauthToken,
@@ -506,6 +529,11 @@ async fn dispatch(State(sim): State<Arc<Sim>>, req: Request) -> Response {
         Target::VertexModels { publisher } => listing::vertex(&sim, &req, publisher),
         Target::AnthropicModels => listing::anthropic(&sim, &req),
         Target::Unknown => not_found(&parts.method, path),
+    };
+    let resp = if target.is_google() && !pretty_print(query) {
+        respond::compacted(resp).await
+    } else {
+        resp
     };
     let latency = resp
         .extensions()

@@ -26,6 +26,49 @@ pub fn raw(status: StatusCode, content_type: &'static str, body: impl Into<Bytes
     resp
 }
 
+/// `resp` with its JSON body written without whitespace between tokens, as Google answers with
+/// `prettyPrint=false`. Bodies of unknown length (streams, and faults that cut or stall a body)
+/// are left as they are.
+pub async fn compacted(resp: Response) -> Response {
+    let json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let whole = axum::body::HttpBody::size_hint(resp.body())
+        .exact()
+        .is_some();
+    if !json || !whole {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return internal("unreadable body");
+    };
+    Response::from_parts(parts, Body::from(compact(&bytes)))
+}
+
+/// `json` without the whitespace between its tokens (strings kept as they are).
+pub fn compact(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len());
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in json {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            continue;
+        }
+        out.push(b);
+    }
+    out
+}
+
 /// Serialises `value` compactly.
 pub fn json<T: Serialize>(status: StatusCode, content_type: &'static str, value: &T) -> Response {
     match serde_json::to_vec(value) {
@@ -152,4 +195,18 @@ pub fn pad_event(ev: Bytes, pad: usize) -> Bytes {
     buf.resize(buf.len() + pad, b' ');
     buf.extend_from_slice(b"}\n\n");
     Bytes::from(buf)
+}
+
+#[cfg(test)]
+mod compact_tests {
+    use super::compact;
+
+    #[test]
+    fn only_whitespace_between_tokens_goes() {
+        let pretty = b"{\n  \"a b\": [ 1,\t2 ],\r\n  \"q\": \"say \\\"hi\\\" , ok \\\\\",\n  \"e\": \"\\\\\"\n}";
+        assert_eq!(
+            String::from_utf8(compact(pretty)).unwrap(),
+            r#"{"a b":[1,2],"q":"say \"hi\" , ok \\","e":"\\"}"#
+        );
+    }
 }

@@ -790,6 +790,49 @@ async fn embedding_values_are_written_as_f32_like_googles() {
 }
 
 #[tokio::test]
+async fn google_answers_are_compact_with_pretty_print_false() {
+    let sim = Sim::start(&[]);
+    let embed = json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": "a \"quoted\"  text"}]}});
+    let say = user("Say  something with \"quotes\"");
+    for (model, method, body) in [
+        ("gemini-2.5-flash", "generateContent", say),
+        ("gemini-embedding-001", "embedContent", embed),
+    ] {
+        let pretty = sim.gemini(model, method, body.clone()).await;
+        let pretty = pretty.text().await.unwrap();
+        for query in ["?prettyPrint=false", "?$prettyPrint=false"] {
+            let compact = sim
+                .gemini(model, &format!("{method}{query}"), body.clone())
+                .await;
+            assert_eq!(compact.status(), 200);
+            let compact = compact.text().await.unwrap();
+            assert!(pretty.contains("\n  "), "indented by default");
+            assert!(!compact.contains('\n'), "{method}{query}: {compact}");
+            let answer = |text: &str| {
+                let mut v: Value = serde_json::from_str(text).unwrap();
+                v.as_object_mut().unwrap().remove("responseId"); // one per answer
+                v
+            };
+            assert_eq!(answer(&pretty), answer(&compact), "the same answer");
+        }
+    }
+    let (s, v) = json_of(
+        sim.gemini(
+            "no-such-model",
+            "generateContent?prettyPrint=false",
+            user("x"),
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, v["error"]["code"].clone()),
+        (404, json!(404)),
+        "errors too"
+    );
+}
+
+#[tokio::test]
 async fn gemini_explicit_cache_lifecycle() {
     let sim = Sim::start(&[]);
     let post = |body: Value| {
