@@ -72,5 +72,15 @@ pub fn render(
             total_tokens: tokens,
         },
     };
-    serde_json::to_vec(&list).map(Bytes::from)
+    let mut body = Vec::with_capacity(capacity(vectors, base64, model));
+    serde_json::to_writer(&mut body, &list)?;
+    Ok(Bytes::from(body))
+}
+
+/// About the size of the body, so that it is written without growing (a float takes at most 15
+/// bytes with its comma, `-0.0000012345678`, and most take 12).
+fn capacity(vectors: &[Vec<f32>], base64: bool, model: &str) -> usize {
+    let values: usize = vectors.iter().map(Vec::len).sum();
+    let per_value = if base64 { 6 } else { 13 };
+    values * per_value + vectors.len() * 48 + model.len() + 128
 }
