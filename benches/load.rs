@@ -880,7 +880,7 @@ fn gemini(sim: &str, stream: bool, body: &Value) -> Target {
     let path = if stream {
         "/v1beta/models/gemini-3.5-flash-lite:streamGenerateContent?alt=sse"
     } else {
-        "/v1beta/models/gemini-3.5-flash-lite:generateContent"
+        "/v1beta/models/gemini-3.5-flash-lite:generateContent?prettyPrint=false"
     };
     post(sim, path, &[("x-goog-api-key", "sim-gemini-key")], body)
 }
@@ -903,7 +903,7 @@ fn embed_route(gw: &str, sim: &str, auth: &[(&str, &str)], n: usize) -> Route {
         ),
         sim: post(
             sim,
-            "/v1beta/models/gemini-embedding-001:batchEmbedContents",
+            "/v1beta/models/gemini-embedding-001:batchEmbedContents?prettyPrint=false",
             &[("x-goog-api-key", "sim-gemini-key")],
             &json!({"requests": requests}),
         ),

@@ -141,7 +141,7 @@ async fn single_string_on_both_routes() {
         let c = &calls[0];
         if model == VERTEX {
             assert_eq!(c["route"], "vertex.predict");
-            assert_eq!(c["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/text-embedding-005:predict");
+            assert_eq!(c["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/text-embedding-005:predict?prettyPrint=false");
             assert!(c["headers"]["authorization"]
                 .as_str()
                 .unwrap()
@@ -154,7 +154,7 @@ async fn single_string_on_both_routes() {
             assert_eq!(c["route"], "gemini.batch_embed");
             assert_eq!(
                 c["path"],
-                "/v1beta/models/gemini-embedding-001:batchEmbedContents"
+                "/v1beta/models/gemini-embedding-001:batchEmbedContents?prettyPrint=false"
             );
             assert_eq!(c["headers"]["x-goog-api-key"], "sim-gemini-key");
             assert_eq!(

@@ -234,8 +234,8 @@ async fn a_fallback_of_the_same_family_and_without_model_the_first_of_models() {
     assert_eq!(
         models,
         [
-            "gemini-2.5-flash:generateContent",
-            "gemini-2.5-flash-lite:generateContent"
+            "gemini-2.5-flash:generateContent?prettyPrint=false",
+            "gemini-2.5-flash-lite:generateContent?prettyPrint=false"
         ]
     );
     let records = env.gw.usage_records(&env.ws, 1).await;

@@ -34,7 +34,10 @@ async fn developer_api_buffered() {
     assert!(u["prompt_tokens_details"]["cached_tokens"].is_u64());
 
     let r = e.last_upstream().await;
-    assert_eq!(r["path"], "/v1beta/models/gemini-2.5-flash:generateContent");
+    assert_eq!(
+        r["path"],
+        "/v1beta/models/gemini-2.5-flash:generateContent?prettyPrint=false"
+    );
     assert_eq!(r["headers"]["x-goog-api-key"], "sim-gemini-key");
     assert!(
         r["headers"].get("authorization").is_none(),
@@ -112,7 +115,7 @@ async fn vertex_regional_buffered_and_streamed() {
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["choices"][0]["message"]["content"], "Echo: via vertex");
     let r = e.last_upstream().await;
-    assert_eq!(r["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent");
+    assert_eq!(r["path"], "/v1/projects/tollgate-test/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent?prettyPrint=false");
     assert!(
         r["headers"]["authorization"]
             .as_str()

@@ -557,7 +557,8 @@ async fn count_tokens_counts_on_every_upstream_and_is_never_billed() {
     );
     assert!(routes[1].ends_with("count-tokens:rawPredict"), "{routes:?}");
     assert!(
-        routes[2].ends_with(":countTokens") && routes[3].ends_with(":countTokens"),
+        routes[2].ends_with(":countTokens?prettyPrint=false")
+            && routes[3].ends_with(":countTokens?prettyPrint=false"),
         "{routes:?}"
     );
     tokio::time::sleep(Duration::from_millis(500)).await;

@@ -122,7 +122,10 @@ mod tests {
     #[test]
     fn developer_api_wraps_the_generate_body() {
         let up = count(&request(), RouteKind::GeminiApi, &creds()).unwrap();
-        assert_eq!(up.path, "/base/v1beta/models/gemini-test:countTokens");
+        assert_eq!(
+            up.path,
+            "/base/v1beta/models/gemini-test:countTokens?prettyPrint=false"
+        );
         assert!(up
             .headers
             .iter()
@@ -149,7 +152,7 @@ mod tests {
         let up = count(&request(), RouteKind::Vertex, &creds()).unwrap();
         assert_eq!(
             up.path,
-            "/base/v1/projects/proj-1/locations/europe-west4/publishers/google/models/gemini-test:countTokens"
+            "/base/v1/projects/proj-1/locations/europe-west4/publishers/google/models/gemini-test:countTokens?prettyPrint=false"
         );
         assert!(up
             .headers

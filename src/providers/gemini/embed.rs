@@ -861,7 +861,7 @@ mod tests {
         let call = &f.calls[0];
         assert_eq!(
             call.path,
-            "/base/v1beta/models/gemini-embedding-001:batchEmbedContents"
+            "/base/v1beta/models/gemini-embedding-001:batchEmbedContents?prettyPrint=false"
         );
         let h: Vec<(String, String)> = call
             .headers
@@ -890,7 +890,7 @@ mod tests {
         let call = &f.calls[0];
         assert_eq!(
             call.path,
-            "/base/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-004:predict"
+            "/base/v1/projects/p/locations/us-central1/publishers/google/models/text-embedding-004:predict?prettyPrint=false"
         );
         assert!(call
             .headers
