@@ -77,8 +77,9 @@ pub fn render(
     Ok(Bytes::from(body))
 }
 
-/// About the size of the body, so that it is written without growing (a float takes at most 15
-/// bytes with its comma, `-0.0000012345678`, and most take 12).
+/// About the size of the body, so that it is written without growing: most floats take 12 or
+/// 13 bytes with their comma (`-0.039315943,`), the longest 16 (`-1.1754944e-38,`), and a
+/// vector that runs over grows once.
 fn capacity(vectors: &[Vec<f32>], base64: bool, model: &str) -> usize {
     let values: usize = vectors.iter().map(Vec::len).sum();
     let per_value = if base64 { 6 } else { 13 };
