@@ -78,6 +78,11 @@ impl Price {
     pub const fn micro_per_mtok(self) -> i64 {
         self.0
     }
+    /// Appends the exact decimal text (`0.075`), which is also its JSON number token: a usage
+    /// record's prices are journaled on every request.
+    pub fn write_decimal(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(Decimal::of(self.0, 6).as_str().as_bytes());
+    }
     /// Exact cost of `tokens` at this price.
     pub fn cost(self, tokens: u64) -> Option<Usd> {
         i64::try_from(tokens)

@@ -99,7 +99,7 @@ impl Journal {
     pub fn append(&self, record: &UsageRecord) -> std::io::Result<Entry> {
         LINE.with_borrow_mut(|line| {
             line.clear();
-            serde_json::to_writer(&mut *line, record)?;
+            record.write_json(line);
             line.push(b'\n');
             loop {
                 let segment = self.current.load_full();
