@@ -130,6 +130,11 @@ pub const POSTGRES: &[Migration] = &[
         name: "spend_log",
         sql: include_str!("../../sql/postgres/0021_spend_log.sql"),
     },
+    Migration {
+        version: 22,
+        name: "ledger_index",
+        sql: include_str!("../../sql/postgres/0022_ledger_index.sql"),
+    },
 ];
 
 /// SQLite migrations, oldest first.
@@ -238,6 +243,11 @@ pub const SQLITE: &[Migration] = &[
         version: 21,
         name: "spend_log",
         sql: include_str!("../../sql/sqlite/0021_spend_log.sql"),
+    },
+    Migration {
+        version: 22,
+        name: "ledger_index",
+        sql: include_str!("../../sql/sqlite/0022_ledger_index.sql"),
     },
 ];
 
