@@ -177,8 +177,8 @@ fn cache_step(
 }
 
 /// Google indents its JSON answers unless the query says `prettyPrint=false` (a system
-/// parameter of every Google API). Compact answers are smaller and cheaper to read: an embedding of 768 values is
-/// 42 % smaller, a short chat answer 30 %.
+/// parameter of every Google API). Compact answers are smaller and cheaper to read: an
+/// embedding of 768 values is 42 % smaller, a short chat answer 30 %.
 const COMPACT: &str = "?prettyPrint=false";
 
 /// The request path of `method` on the route's surface; pushes the credential header. A method

@@ -229,7 +229,8 @@ mod tests {
                 upstream_latency_us: options[5].then_some(counts[8]),
                 ttft_us: options[6].then_some(counts[9]),
                 spend_window_start: options[7].then_some(times[2]),
-                usage_source: if flags[2] % 2 == 0 { UsageSource::Reported } else { UsageSource::Estimated },
+                usage_source: [UsageSource::Reported, UsageSource::Estimated]
+                    [usize::from(flags[2] % 2)],
                 attempts,
                 request_id: text(5),
                 client_addr: text(6),
