@@ -49,11 +49,13 @@
 //! SDKs decode (their default). Both encodings come from the same `f32`s, so they agree bit for
 //! bit.
 
+mod answer;
+
 use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
 use super::{header, transport, Str};
@@ -477,39 +479,6 @@ fn to_bytes(v: &impl Serialize) -> Result<Bytes, GatewayError> {
         .map_err(|e| GatewayError::Internal(format!("embedding request: {e}").into()))
 }
 
-#[derive(Deserialize)]
-struct Values {
-    values: Vec<f32>,
-}
-
-#[derive(Deserialize)]
-struct DevAnswer {
-    #[serde(default)]
-    embeddings: Vec<Values>,
-}
-
-#[derive(Deserialize)]
-struct Statistics {
-    token_count: Option<f64>,
-}
-
-#[derive(Deserialize)]
-struct VertexEmbedding {
-    values: Vec<f32>,
-    statistics: Option<Statistics>,
-}
-
-#[derive(Deserialize)]
-struct Prediction {
-    embeddings: VertexEmbedding,
-}
-
-#[derive(Deserialize)]
-struct VertexAnswer {
-    #[serde(default)]
-    predictions: Vec<Prediction>,
-}
-
 /// What the joiner needs to know about the calls it joins.
 struct JoinPlan {
     surface: Surface,
@@ -532,35 +501,27 @@ impl JoinPlan {
         let mut vectors = Vec::with_capacity(self.estimates.len());
         let mut tokens = 0u64;
         for (body, range) in bodies.iter().zip(&self.batches) {
-            let estimates = self.estimates.get(range.clone()).unwrap_or_default();
-            let before = vectors.len();
-            match self.surface {
-                Surface::DeveloperApi => {
-                    let a: DevAnswer = serde_json::from_slice(body)
-                        .map_err(|e| TranslateError::Json(e.to_string()))?;
-                    vectors.extend(a.embeddings.into_iter().map(|e| e.values));
-                    tokens += estimates.iter().sum::<u64>();
-                }
-                Surface::Vertex => {
-                    let a: VertexAnswer = serde_json::from_slice(body)
-                        .map_err(|e| TranslateError::Json(e.to_string()))?;
-                    for (p, estimate) in a.predictions.into_iter().zip(estimates) {
-                        let counted = p.embeddings.statistics.and_then(|s| s.token_count);
-                        // Whole non-negative counts only; anything else counts the estimate.
-                        tokens += counted
-                            .filter(|c| c.fract() == 0.0 && *c >= 0.0)
-                            .map_or(*estimate, |c| c as u64);
-                        vectors.push(p.embeddings.values);
-                    }
-                }
+            let embeddings = match self.surface {
+                Surface::DeveloperApi => answer::developer_api(body),
+                Surface::Vertex => answer::vertex(body),
             }
-            let got = vectors.len() - before;
-            if got != range.len() {
+            .map_err(|e| TranslateError::Json(e.to_string()))?;
+            if embeddings.len() != range.len() {
                 return Err(TranslateError::Shape(format!(
                     "{} embeddings for a call of {} inputs",
-                    got,
+                    embeddings.len(),
                     range.len()
                 )));
+            }
+            let estimates = self.estimates.get(range.clone()).unwrap_or_default();
+            for (embedding, estimate) in embeddings.into_iter().zip(estimates) {
+                // Whole non-negative counts only; anything else (and the Developer API, which
+                // counts nothing) counts the estimate.
+                tokens += embedding
+                    .token_count
+                    .filter(|c| c.fract() == 0.0 && *c >= 0.0)
+                    .map_or(*estimate, |c| c as u64);
+                vectors.push(embedding.values);
             }
         }
         if self.normalise {
@@ -1129,6 +1090,17 @@ mod tests {
         );
         assert!(matches!(
             (f.join)(&[Bytes::from_static(b"{}")], &cx()).unwrap_err(),
+            TranslateError::Shape(_)
+        ));
+        // A Vertex answer with more vectors than inputs is one too (the joiner once dropped
+        // the extra ones).
+        let f = plan(
+            json!({"model": ID, "input": "x"}),
+            "text-embedding-004",
+            RouteKind::Vertex,
+        );
+        assert!(matches!(
+            (f.join)(&[vertex_answer(0, 2, 3)], &cx()).unwrap_err(),
             TranslateError::Shape(_)
         ));
     }
