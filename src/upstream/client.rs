@@ -323,7 +323,10 @@ impl UpstreamClient {
         if answer.length.is_some_and(|n| n > self.max_answer) {
             return Err(too_large);
         }
-        let mut body = bytes::BytesMut::new();
+        // Room for the stated length (within the limit, checked above), so that a large answer
+        // (embeddings of 100 inputs: 2.3 MB) is not copied at each doubling as it arrives.
+        let stated = answer.length.and_then(|n| usize::try_from(n).ok());
+        let mut body = bytes::BytesMut::with_capacity(stated.unwrap_or_default());
         while let Some(chunk) = answer.chunk().await? {
             if (body.len() + chunk.len()) as u64 > self.max_answer {
                 return Err(too_large);
