@@ -43,11 +43,12 @@
 //!
 //! ## Encoding
 //!
-//! Vectors are read as `f32`. `encoding_format: "float"` (the default) writes them as JSON
-//! numbers in the shortest form that reads back to the same `f32`; `"base64"` writes the
-//! little-endian `f32` bytes in standard, padded base64 — what the OpenAI API returns and its
-//! SDKs decode (their default). Both encodings come from the same `f32`s, so they agree bit for
-//! bit.
+//! Vectors are read as `f32`, by `embed/answer.rs`'s reader of Google's two answer shapes
+//! (serde_json where an answer is shaped otherwise: the same numbers, bit for bit).
+//! `encoding_format: "float"` (the default) writes them as JSON numbers in the shortest form that
+//! reads back to the same `f32`; `"base64"` writes the little-endian `f32` bytes in standard,
+//! padded base64 — what the OpenAI API returns and its SDKs decode (their default). Both
+//! encodings come from the same `f32`s, so they agree bit for bit.
 
 mod answer;
 
