@@ -153,11 +153,12 @@ soak: deps
 	SOAK_SECONDS=$(SOAK_SECONDS) SOAK_GATEWAYS=$(SOAK_GATEWAYS) $(CARGO) test --release --test it -- \
 	  --ignored --exact soak::many_replicas_with_faults_keep_the_books --nocapture
 
-## Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of request parsing and planning, and of each
-## family's buffered and streamed answer translation: each target runs FUZZ_SECONDS, seeded with
-## the captured fixtures. Stable Rust: no sanitizer (panics and the targets' asserts are found).
+## Coverage-guided fuzzing (cargo-fuzz, libFuzzer) of request parsing and planning, of each
+## family's buffered and streamed answer translation, and of the embeddings answers' reader:
+## each target runs FUZZ_SECONDS, seeded with the captured fixtures. Stable Rust: no sanitizer
+## (panics and the targets' asserts are found).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = request messages responses worst_case cost charge answer_gemini answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
+FUZZ_TARGETS = request messages responses worst_case cost charge answer_gemini embeddings_answer answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
 fuzz: deps
 	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz build --sanitizer none -O

@@ -52,6 +52,9 @@
 
 mod answer;
 
+#[doc(hidden)]
+pub use answer::{check_against_serde, Check};
+
 use std::borrow::Cow;
 use std::ops::Range;
 

@@ -5,7 +5,8 @@
 //! and numbers eight digits at a time — in about half of that. Anything else (another key, an
 //! escaped key, a number outside the range where its arithmetic is serde's) makes it give up,
 //! and serde reads the answer. When it does not give up, its vectors are serde's bit for bit:
-//! it computes each number the way serde_json does (`tests::the_reader_agrees_with_serde`).
+//! it computes each number the way serde_json does ([`check_against_serde`], run by the
+//! property tests and the `embeddings_answer` fuzz target).
 
 use serde::Deserialize;
 
@@ -29,6 +30,52 @@ pub(super) fn vertex(body: &[u8]) -> serde_json::Result<Vec<Embedding>> {
     Reader::new(body)
         .vertex()
         .map_or_else(|| by_serde::vertex(body), Ok)
+}
+
+/// What the reader made of an answer, against serde_json.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Check {
+    /// It gave up (serde_json reads the answer).
+    GaveUp,
+    /// It read the answer, to serde_json's bits.
+    Agreed,
+    /// It read what serde_json refuses, or read other numbers.
+    Disagreed(String),
+}
+
+/// `body` read by the reader as either shape, against serde_json: the property tests' check
+/// and the `embeddings_answer` fuzz target's.
+pub fn check_against_serde(body: &[u8]) -> Check {
+    let shapes = [
+        (
+            Reader::new(body).developer_api(),
+            by_serde::developer_api(body),
+        ),
+        (Reader::new(body).vertex(), by_serde::vertex(body)),
+    ];
+    let mut check = Check::GaveUp;
+    for (read, serde) in shapes {
+        match (read, serde) {
+            (None, _) => {}
+            (Some(_), Err(e)) => return Check::Disagreed(format!("serde_json refuses it: {e}")),
+            (Some(read), Ok(serde)) if bits(&read) != bits(&serde) => {
+                return Check::Disagreed(format!("{:?} against serde's {:?}", read, serde))
+            }
+            (Some(_), Ok(_)) => check = Check::Agreed,
+        }
+    }
+    check
+}
+
+/// Each vector's bits (`-0.0` is not `0.0`) and its count.
+fn bits(embeddings: &[Embedding]) -> Vec<(Vec<u32>, Option<u64>)> {
+    embeddings
+        .iter()
+        .map(|e| {
+            let values = e.values.iter().map(|x| x.to_bits()).collect();
+            (values, e.token_count.map(f64::to_bits))
+        })
+        .collect()
 }
 
 /// Any answer serde_json reads (unknown keys, escaped keys, numbers of any length).
@@ -630,33 +677,6 @@ mod tests {
             })
     }
 
-    /// Each vector's bits (`-0.0` is not `0.0`) and its count.
-    fn bits(embeddings: &[Embedding]) -> Vec<(Vec<u32>, Option<u64>)> {
-        embeddings
-            .iter()
-            .map(|e| {
-                let values = e.values.iter().map(|x| x.to_bits()).collect();
-                (values, e.token_count.map(f64::to_bits))
-            })
-            .collect()
-    }
-
-    /// Where the reader reads an answer, serde reads it too, to the same bits.
-    fn agree(
-        read: Option<Vec<Embedding>>,
-        serde: serde_json::Result<Vec<Embedding>>,
-        text: &str,
-    ) -> Result<bool, TestCaseError> {
-        let Some(read) = read else {
-            return Ok(false);
-        };
-        match serde {
-            Ok(serde) => prop_assert_eq!(bits(&read), bits(&serde), "{}", text),
-            Err(e) => prop_assert!(false, "serde refuses what the reader read: {e}\n{text}"),
-        }
-        Ok(true)
-    }
-
     /// Numbers in a vector's usual range, as Google writes them.
     fn realistic() -> BoxedStrategy<String> {
         prop_oneof![Just(0.0f32), -1.0f32..-1e-4, 1e-4f32..1.0]
@@ -675,19 +695,12 @@ mod tests {
             cut in any::<prop::sample::Index>(),
         ) {
             // Each answer whole, cut short, and with something after it.
-            let dev = dev.text(&space);
-            let vertex = vertex.text(&space);
-            type Read = fn(&[u8]) -> Option<Vec<Embedding>>;
-            type Serde = fn(&[u8]) -> serde_json::Result<Vec<Embedding>>;
-            for (text, read, serde) in [
-                (dev, (|b| Reader::new(b).developer_api()) as Read, by_serde::developer_api as Serde),
-                (vertex, |b| Reader::new(b).vertex(), by_serde::vertex),
-            ] {
+            for text in [dev.text(&space), vertex.text(&space)] {
                 let short = &text.as_bytes()[..cut.index(text.len())];
                 let long = format!("{text} 0");
                 for text in [text.as_bytes(), short, long.as_bytes()] {
-                    let shown = String::from_utf8_lossy(text);
-                    agree(read(text), serde(text), &shown)?;
+                    let check = check_against_serde(text);
+                    prop_assert!(!matches!(check, Check::Disagreed(_)), "{check:?}: {}", String::from_utf8_lossy(text));
                 }
             }
         }
@@ -705,7 +718,7 @@ mod tests {
                 vectors.iter().map(|v| object(vec![("values", array(v))])).collect(),
             ))]);
             let text = dev.text(&space);
-            prop_assert!(agree(Reader::new(text.as_bytes()).developer_api(), by_serde::developer_api(text.as_bytes()), &text)?, "{}", text);
+            prop_assert_eq!(check_against_serde(text.as_bytes()), Check::Agreed, "{}", text);
             let statistics = object(vec![
                 ("truncated", Node::Text("false".into())),
                 ("token_count", Node::Text(count.to_string())),
@@ -718,7 +731,7 @@ mod tests {
                 ]))])).collect())),
             ]);
             let text = vertex.text(&space);
-            prop_assert!(agree(Reader::new(text.as_bytes()).vertex(), by_serde::vertex(text.as_bytes()), &text)?, "{}", text);
+            prop_assert_eq!(check_against_serde(text.as_bytes()), Check::Agreed, "{}", text);
         }
     }
 
@@ -753,8 +766,8 @@ mod tests {
             "-",
         ] {
             let text = format!("{{\"embeddings\":[{{\"values\":[{number}]}}]}}");
-            let serde = by_serde::developer_api(text.as_bytes());
-            agree(Reader::new(text.as_bytes()).developer_api(), serde, &text).unwrap();
+            let check = check_against_serde(text.as_bytes());
+            assert!(!matches!(check, Check::Disagreed(_)), "{check:?}: {text}");
         }
     }
 
