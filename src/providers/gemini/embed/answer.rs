@@ -149,13 +149,9 @@ impl<'a> Reader<'a> {
 
     /// `{"embeddings": [{"values": [numbers]}, …]}`.
     fn developer_api(mut self) -> Option<Vec<Embedding>> {
-        let mut embeddings = None;
-        self.object(|r, key| match key {
-            b"embeddings" => once(&mut embeddings, r.embeddings(Self::values)),
-            _ => None,
-        })?;
+        let embeddings = self.only(b"embeddings", |r| r.embeddings(Self::values))?;
         self.end()?;
-        embeddings
+        Some(embeddings)
     }
 
     /// `{"predictions": [{"embeddings": {"values": [numbers], "statistics": {"token_count": n,
@@ -192,25 +188,16 @@ impl<'a> Reader<'a> {
 
     /// `{"values": [numbers]}`.
     fn values(&mut self, width: usize) -> Option<Embedding> {
-        let mut values = None;
-        self.object(|r, key| match key {
-            b"values" => once(&mut values, r.floats(width)),
-            _ => None,
-        })?;
+        let values = self.only(b"values", |r| r.floats(width))?;
         Some(Embedding {
-            values: values?,
+            values,
             token_count: None,
         })
     }
 
     /// `{"embeddings": {"values": [numbers], "statistics": {…}}}`.
     fn prediction(&mut self, width: usize) -> Option<Embedding> {
-        let mut embedding = None;
-        self.object(|r, key| match key {
-            b"embeddings" => once(&mut embedding, r.counted(width)),
-            _ => None,
-        })?;
-        embedding
+        self.only(b"embeddings", |r| r.counted(width))
     }
 
     fn counted(&mut self, width: usize) -> Option<Embedding> {
@@ -269,30 +256,46 @@ impl<'a> Reader<'a> {
     }
 
     /// `[item, …]`.
-    fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
-        self.expect(b'[')?;
-        if self.eat(b']') {
+    fn array(&mut self, item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.sequence(b'[', b']', item)
+    }
+
+    /// `{"key": value, …}`, each value read by `member` for its key.
+    fn object(&mut self, mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
+        self.sequence(b'{', b'}', |r| {
+            let key = r.key()?;
+            member(r, key)
+        })
+    }
+
+    /// `{"name": value}`: the value of an object's one member, read by `read`.
+    fn only<T>(&mut self, name: &[u8], mut read: impl FnMut(&mut Self) -> Option<T>) -> Option<T> {
+        let mut value = None;
+        self.object(|r, key| {
+            if key == name {
+                once(&mut value, read(r))
+            } else {
+                None
+            }
+        })?;
+        value
+    }
+
+    /// `open item, … close`: an array's or an object's items.
+    fn sequence(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.expect(open)?;
+        if self.eat(close) {
             return Some(());
         }
         loop {
             item(self)?;
             if !self.eat(b',') {
-                return self.expect(b']');
-            }
-        }
-    }
-
-    /// `{"key": value, …}`, each value read by `member` for its key.
-    fn object(&mut self, mut member: impl FnMut(&mut Self, &[u8]) -> Option<()>) -> Option<()> {
-        self.expect(b'{')?;
-        if self.eat(b'}') {
-            return Some(());
-        }
-        loop {
-            let key = self.key()?;
-            member(self, key)?;
-            if !self.eat(b',') {
-                return self.expect(b'}');
+                return self.expect(close);
             }
         }
     }
