@@ -73,7 +73,7 @@ pub fn render(
         },
     };
     let mut body = Vec::with_capacity(capacity(vectors, base64, model));
-    serde_json::to_writer(&mut body, &list)?;
+    super::json::append(&mut body, &list)?;
     Ok(Bytes::from(body))
 }
 

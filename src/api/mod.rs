@@ -8,6 +8,7 @@ pub mod chunk;
 pub mod completion;
 pub mod embeddings;
 pub mod error;
+pub mod json;
 pub mod limits;
 pub mod request;
 pub mod usage;

@@ -33,8 +33,7 @@ impl Charge {
         out.extend_from_slice(b"\"cost\":");
         self.cost.write_decimal(out);
         out.extend_from_slice(b",\"generation_id\":");
-        // A record id is a plain token; serde escapes it anyway (a `&str` always serialises).
-        let _ = serde_json::to_writer(&mut *out, &self.id);
+        crate::api::json::string(out, &self.id);
     }
 }
 

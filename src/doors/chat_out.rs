@@ -91,7 +91,7 @@ impl<'a> ChatOut<'a> {
     }
 
     pub fn to_vec(&self) -> Result<Vec<u8>, GatewayError> {
-        serde_json::to_vec(self).map_err(|e| GatewayError::Internal(e.to_string().into()))
+        crate::api::json::to_vec(self).map_err(|e| GatewayError::Internal(e.to_string().into()))
     }
 }
 

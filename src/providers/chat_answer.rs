@@ -41,7 +41,7 @@ pub fn render(
 ) -> Result<Translated, TranslateError> {
     let body = match door {
         Some(door) => door.render(ChatAnswer::Typed(completion), &usage, cx)?,
-        None => serde_json::to_vec(completion)
+        None => crate::api::json::to_vec(completion)
             .map(Bytes::from)
             .map_err(|e| TranslateError::Shape(e.to_string()))?,
     };

@@ -200,28 +200,8 @@ pub fn write_json<T: Serialize>(out: &mut BytesMut, value: &T) {
 /// Appends `value` as JSON. Serialising our own structs cannot fail; should it, an empty object
 /// keeps the frame well-formed.
 pub(crate) fn append_json<T: Serialize>(out: &mut BytesMut, value: &T) {
-    if serde_json::to_writer(Append(out), value).is_err() {
+    if crate::api::json::append(out, value).is_err() {
         out.extend_from_slice(b"{}");
-    }
-}
-
-/// `out` as an `io::Write` that appends every write whole (`BufMut::writer` goes through
-/// `BufMut`'s chunked copy for each of the many small writes a serialiser makes).
-struct Append<'a>(&'a mut BytesMut);
-
-impl std::io::Write for Append<'_> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        self.0.extend_from_slice(buf);
-        Ok(())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
 

@@ -92,7 +92,7 @@ fn message(
         usage: UsageOut::of(usage),
     };
     let mut body = Vec::with_capacity(ENVELOPE + text_len(&message.content));
-    serde_json::to_writer(&mut body, &message)
+    crate::api::json::append(&mut body, &message)
         .map(|()| Bytes::from(body))
         .map_err(|e| TranslateError::Shape(e.to_string()))
 }

@@ -330,7 +330,7 @@ pub(super) fn render(
     // Room for the fixed fields without growing; an answer's text grows it once or twice.
     let mut body = Vec::with_capacity(1024);
     // Our own structs, string keys only: serialising cannot fail.
-    match serde_json::to_writer(&mut body, &response) {
+    match crate::api::json::append(&mut body, &response) {
         Ok(()) => Bytes::from(body),
         Err(_) => Bytes::new(),
     }

@@ -369,9 +369,11 @@ pub(super) fn build(
         output_config,
         stream: target.stream,
     };
-    serde_json::to_vec(&body).map(Bytes::from).map_err(|e| {
-        GatewayError::Internal(format!("serialising the anthropic request: {e}").into())
-    })
+    crate::api::json::to_vec(&body)
+        .map(Bytes::from)
+        .map_err(|e| {
+            GatewayError::Internal(format!("serialising the anthropic request: {e}").into())
+        })
 }
 
 /// Anthropic's temperature from OpenAI's: the same value, kept within Anthropic's 0–1.

@@ -46,8 +46,7 @@ fn developer_body(model: &str, generate: &[u8]) -> Bytes {
     let name = format!("models/{model}");
     let mut out = Vec::with_capacity(generate.len() + name.len() + 48);
     out.extend_from_slice(br#"{"generateContentRequest":{"model":"#);
-    // A &str always serialises.
-    let _ = serde_json::to_writer(&mut out, &name);
+    crate::api::json::string(&mut out, &name);
     out.push(b',');
     out.extend_from_slice(generate.get(1..).unwrap_or_default());
     out.push(b'}');

@@ -478,7 +478,7 @@ fn vertex_body(texts: &[Cow<str>], p: &Params) -> Result<Bytes, GatewayError> {
 }
 
 fn to_bytes(v: &impl Serialize) -> Result<Bytes, GatewayError> {
-    serde_json::to_vec(v)
+    crate::api::json::to_vec(v)
         .map(Bytes::from)
         .map_err(|e| GatewayError::Internal(format!("embedding request: {e}").into()))
 }

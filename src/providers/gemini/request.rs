@@ -269,8 +269,7 @@ pub(super) fn lean_body(t: &Translation<'_>) -> Result<Bytes, GatewayError> {
 pub(super) fn naming_cache(name: &str, lean: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(lean.len() + name.len() + 20);
     out.extend_from_slice(br#"{"cachedContent":"#);
-    // A &str always serialises.
-    let _ = serde_json::to_writer(&mut out, name);
+    crate::api::json::string(&mut out, name);
     out.push(b',');
     out.extend_from_slice(lean.get(1..).unwrap_or_default());
     Bytes::from(out)
@@ -309,7 +308,7 @@ pub(super) fn translate<'a>(
 }
 
 pub(super) fn to_bytes<T: Serialize>(value: &T) -> Result<Bytes, GatewayError> {
-    serde_json::to_vec(value)
+    crate::api::json::to_vec(value)
         .map(Bytes::from)
         .map_err(|e| GatewayError::Internal(format!("serialising the gemini request: {e}").into()))
 }

@@ -521,7 +521,7 @@ impl NativeStream {
         write_event(
             out,
             "error",
-            &serde_json::to_vec(&event).unwrap_or_default(),
+            &crate::api::json::to_vec(&event).unwrap_or_default(),
         );
         self.last_seq = Some(seq);
         self.write_failed(message, out);
