@@ -1,5 +1,11 @@
-//! JSON written byte for byte as `serde_json` writes it (compact), with less work on the two
-//! things every answer and stream event is made of: keys and strings.
+//! JSON read and written as `serde_json` reads and writes it, with less work on the two things
+//! every request, answer and stream event is made of: keys and strings.
+//!
+//! Reading ([`from_slice`]): the bytes are checked as UTF-8 once, whole, then read as text;
+//! serde_json's own `from_slice` checks each string it reads, every key included, in a call
+//! of its own. Bytes that are not UTF-8 go to serde_json's `from_slice`, for its own error.
+//!
+//! Writing ([`to_vec`], [`append`], [`string`]): byte for byte what serde_json writes (compact).
 //!
 //! - serde_json escapes every key it writes a byte at a time, the field names of derived
 //!   structs included; here a struct's field name is checked eight bytes at a time and written
@@ -16,7 +22,17 @@ use std::io;
 
 use bytes::BytesMut;
 use serde::ser::{self, Serialize};
+use serde::Deserialize;
 use serde_json::Error;
+
+/// `json` read as serde_json's `from_slice` reads it: the same value, or an error where it
+/// fails.
+pub fn from_slice<'a, T: Deserialize<'a>>(json: &'a [u8]) -> Result<T, Error> {
+    match std::str::from_utf8(json) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(json),
+    }
+}
 
 /// A growable buffer JSON is appended to.
 pub trait Out: AsRef<[u8]> {
@@ -618,6 +634,24 @@ mod tests {
         fn any_value_is_written_as_serde_json_writes_it(v in value()) {
             same(&v);
             prop_assert!(written_here(&v).is_some(), "left to serde_json");
+        }
+
+        #[test]
+        fn any_bytes_are_read_as_serde_json_reads_them(
+            v in value(),
+            cut in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let mut bytes = serde_json::to_vec(&v).unwrap();
+            let whole = serde_json::from_slice::<Value>(&bytes).ok();
+            prop_assert_eq!(from_slice::<Value>(&bytes).ok(), whole);
+            // One byte changed (often no longer UTF-8, or no longer JSON).
+            let at = cut.index(bytes.len());
+            bytes[at] = byte;
+            let serde = serde_json::from_slice::<Value>(&bytes);
+            let mine = from_slice::<Value>(&bytes);
+            prop_assert_eq!(mine.is_ok(), serde.is_ok());
+            prop_assert_eq!(mine.ok(), serde.ok());
         }
 
         #[test]

@@ -2,7 +2,8 @@
 //! family: the request's top-level fields (`request`) and its messages, parts and tools
 //! (`chat`) and what one request may carry (`limits`); the buffered completion (`completion`), the stream chunk (`chunk`), the
 //! embeddings answer (`embeddings`), `Usage` (`usage`), and the one place a gateway error
-//! becomes a status and an error envelope (`error`). Families keep only their upstream's types.
+//! becomes a status and an error envelope (`error`); how all of it is read and written as JSON
+//! (`json`). Families keep only their upstream's types.
 pub mod chat;
 pub mod chunk;
 pub mod completion;

@@ -239,7 +239,7 @@ pub type ObjectFields<'a> = Vec<(Cow<'a, str>, &'a RawValue)>;
 
 /// Parses a JSON object into its top-level fields; a duplicate key is an error.
 pub fn object_fields(json: &[u8]) -> Result<ObjectFields<'_>, serde_json::Error> {
-    serde_json::from_slice::<Fields>(json).map(|f| f.0)
+    crate::api::json::from_slice::<Fields>(json).map(|f| f.0)
 }
 
 /// Writes `{"k":raw,...}`: keys re-escaped, values copied byte for byte.
@@ -249,8 +249,7 @@ pub fn write_object<'v>(out: &mut Vec<u8>, fields: impl IntoIterator<Item = (&'v
         if i > 0 {
             out.push(b',');
         }
-        // A &str always serialises.
-        let _ = serde_json::to_writer(&mut *out, key);
+        super::json::string(out, key);
         out.push(b':');
         out.extend_from_slice(raw.as_bytes());
     }

@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::api::chunk::{Chunk, Delta};
 use crate::api::completion::{Completion, Message, ReasoningDetail, ToolCall};
-use crate::api::Str;
+use crate::api::{json, Str};
 use crate::providers::chat_answer::ChatAnswer;
 use crate::providers::TranslateError;
 
@@ -85,7 +85,7 @@ pub(crate) fn first_choice(
 ) -> Result<CompletionChoiceIn<'_>, TranslateError> {
     let choice = match answer {
         ChatAnswer::Typed(completion) => CompletionChoiceIn::first_of(completion),
-        ChatAnswer::Json(json) => read::<CompletionIn>(json)
+        ChatAnswer::Json(json) => json::from_slice::<CompletionIn>(json)
             .map_err(|e| TranslateError::Json(e.to_string()))?
             .first_choice(),
     };
@@ -233,17 +233,6 @@ pub(crate) struct FunctionIn<'a> {
     pub name: Option<Str<'a>>,
     #[serde(borrow, default)]
     pub arguments: Option<Str<'a>>,
-}
-
-/// Reads what the chat adapter wrote (a completion, a stream frame). It wrote JSON text, so
-/// the bytes are checked as UTF-8 once, whole, rather than string by string as
-/// `serde_json::from_slice` does; bytes that are not UTF-8 go to `from_slice` anyway, for its
-/// own error.
-pub(crate) fn read<'a, T: Deserialize<'a>>(json: &'a [u8]) -> serde_json::Result<T> {
-    match std::str::from_utf8(json) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(json),
-    }
 }
 
 /// A list that may be sent as `null`: empty.

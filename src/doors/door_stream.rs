@@ -9,8 +9,9 @@
 
 use bytes::{Bytes, BytesMut};
 
+use crate::api::json;
 use crate::api::Usage;
-use crate::doors::chat_in::{read, ChunkChoiceIn, ChunkIn};
+use crate::doors::chat_in::{ChunkChoiceIn, ChunkIn};
 use crate::providers::chat_stream::{ChatFrame, ChatSink, ChatStream};
 use crate::providers::{StreamTranslator, Translated};
 
@@ -125,7 +126,7 @@ impl<E: DoorEvents> ChatSink for Render<'_, E> {
                 let choice = ChunkChoiceIn::first_of(chunk);
                 events.on_chunk(choice, usage, out);
             }
-            ChatFrame::Json(json) => match read::<ChunkIn>(json) {
+            ChatFrame::Json(frame) => match json::from_slice::<ChunkIn>(frame) {
                 Ok(ChunkIn {
                     error: Some(error), ..
                 }) => events.on_error(&error.message(), usage, out),

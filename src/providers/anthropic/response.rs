@@ -169,7 +169,7 @@ pub(super) fn translate(
     door: Option<&dyn AnswerRender>,
 ) -> Result<Translated, TranslateError> {
     let resp: MessageResponse =
-        serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
+        crate::api::json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
     let mut usage = Usage::default();
     if let Some(u) = &resp.usage {
         u.apply(&mut usage);

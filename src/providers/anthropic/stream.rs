@@ -182,7 +182,7 @@ impl AnthropicStream {
         if self.error.is_some() || self.stopped || data.trim_ascii().is_empty() {
             return;
         }
-        let ev: EventIn = match serde_json::from_slice(data) {
+        let ev: EventIn = match crate::api::json::from_slice(data) {
             Ok(ev) => ev,
             Err(e) => return self.fail(format!("upstream sent malformed JSON: {e}"), out),
         };

@@ -253,7 +253,7 @@ pub(super) fn translate(
     door: Option<&dyn AnswerRender>,
 ) -> Result<Translated, TranslateError> {
     let resp: GenerateResponse =
-        serde_json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
+        crate::api::json::from_slice(body).map_err(|e| TranslateError::Json(e.to_string()))?;
     if let Some(error) = resp.error {
         return Err(TranslateError::Shape(super::error::in_stream_message(
             error,

@@ -99,7 +99,7 @@ impl GeminiStream {
         if self.error.is_some() || data.trim_ascii().is_empty() {
             return;
         }
-        let resp: GenerateResponse = match serde_json::from_slice(data) {
+        let resp: GenerateResponse = match crate::api::json::from_slice(data) {
             Ok(r) => r,
             Err(e) => return self.fail(format!("upstream sent malformed JSON: {e}"), out),
         };

@@ -279,7 +279,7 @@ fn classify(data: &[u8]) -> Result<Chunk, TranslateError> {
         usage: Option<&'a RawValue>,
     }
     let peek: Peek =
-        serde_json::from_slice(data).map_err(|e| TranslateError::Json(e.to_string()))?;
+        crate::api::json::from_slice(data).map_err(|e| TranslateError::Json(e.to_string()))?;
     if let Some(err) = peek.error.filter(|e| e.get() != "null") {
         let message = OpenAiCompat
             .upstream_error_message(200, format!("{{\"error\":{}}}", err.get()).as_bytes());
