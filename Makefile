@@ -158,7 +158,7 @@ soak: deps
 ## each target runs FUZZ_SECONDS, seeded with the captured fixtures. Stable Rust: no sanitizer
 ## (panics and the targets' asserts are found).
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = request messages responses worst_case cost charge answer_gemini embeddings_answer answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
+FUZZ_TARGETS = request messages responses worst_case cost charge answer_gemini embeddings_answer json answer_anthropic answer_openai answer_messages answer_responses stream_gemini stream_anthropic stream_openai stream_messages stream_responses
 fuzz: deps
 	command -v cargo-fuzz >/dev/null 2>&1 || $(CARGO) install cargo-fuzz --locked
 	cd fuzz && $(CARGO) fuzz build --sanitizer none -O
