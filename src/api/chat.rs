@@ -56,8 +56,8 @@ impl<'a> Text<'a> {
         }
     }
 
-    /// The text itself, unescaped.
-    pub fn into_cow(self, at: &str) -> Result<Cow<'a, str>, GatewayError> {
+    /// The text itself, unescaped; `at` names it in the error.
+    pub fn into_cow(self, at: &dyn std::fmt::Display) -> Result<Cow<'a, str>, GatewayError> {
         match self {
             Text::Json(raw) => serde_json::from_str::<Str<'a>>(raw.get())
                 .map(|s| s.0)
@@ -271,7 +271,7 @@ mod tests {
         assert_eq!(serde_json::to_string(&text).unwrap(), r#""a\nb \u00e9""#);
         assert_eq!(text.written_len(), 11);
         assert!(!text.is_empty());
-        assert_eq!(text.into_cow("t").unwrap(), "a\nb \u{e9}");
+        assert_eq!(text.into_cow(&"t").unwrap(), "a\nb \u{e9}");
 
         let secret = "x".repeat(10_000);
         for (json, kind) in [

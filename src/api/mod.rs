@@ -2,8 +2,9 @@
 //! family: the request's top-level fields (`request`) and its messages, parts and tools
 //! (`chat`) and what one request may carry (`limits`); the buffered completion (`completion`), the stream chunk (`chunk`), the
 //! embeddings answer (`embeddings`), `Usage` (`usage`), and the one place a gateway error
-//! becomes a status and an error envelope (`error`); how all of it is read and written as JSON
-//! (`json`). Families keep only their upstream's types.
+//! becomes a status and an error envelope (`error`), with the place in a request it names (`at`);
+//! how all of it is read and written as JSON (`json`). Families keep only their upstream's types.
+pub mod at;
 pub mod chat;
 pub mod chunk;
 pub mod completion;
@@ -14,6 +15,7 @@ pub mod limits;
 pub mod request;
 pub mod usage;
 
+pub use at::At;
 pub use chat::Str;
 pub use error::GatewayError;
 pub use request::RawRequest;

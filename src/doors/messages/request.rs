@@ -7,12 +7,13 @@
 //! only `tool_use.input` is rewritten, as the compact JSON text an OpenAI `arguments` holds.
 
 use std::borrow::Cow;
+use std::fmt::Display;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::api::request::RawRequest;
-use crate::api::{GatewayError, Str};
+use crate::api::{At, GatewayError, Str};
 use crate::doors::chat_out::{
     checked, typed, ChatOut, ContentOut, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
     PartOut, ReasoningOut, Text, ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
@@ -34,7 +35,7 @@ pub fn to_chat_from(req: &RawRequest<'_>) -> Result<Vec<u8>, GatewayError> {
 
     let mut messages = Vec::new();
     if let Some(system) = get("system") {
-        system_message(system, "system", &mut messages)?;
+        system_message(system, &"system", &mut messages)?;
     }
     let raw_messages =
         get("messages").ok_or_else(|| GatewayError::invalid("missing required field: messages"))?;
@@ -172,11 +173,11 @@ struct ToolResultIn<'a> {
 }
 
 /// Parses block `raw` of `at` as `T`; a block missing a field is a 400 naming it.
-fn block<'a, T: Deserialize<'a>>(raw: &'a RawValue, at: &str) -> Result<T, GatewayError> {
+fn block<'a, T: Deserialize<'a>>(raw: &'a RawValue, at: &dyn Display) -> Result<T, GatewayError> {
     serde_json::from_str(raw.get()).map_err(|e| GatewayError::invalid(format!("{at}: {e}")))
 }
 
-fn kind_of<'a>(raw: &'a RawValue, at: &str) -> Result<Str<'a>, GatewayError> {
+fn kind_of<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Str<'a>, GatewayError> {
     block::<KindIn>(raw, at)
         .map(|k| k.kind)
         .map_err(|_| GatewayError::invalid(format!("{at}: a content block needs a string type")))
@@ -193,7 +194,7 @@ enum Blocks<'a> {
     List(Vec<&'a RawValue>),
 }
 
-fn blocks<'a>(raw: &'a RawValue, at: &str) -> Result<Blocks<'a>, GatewayError> {
+fn blocks<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Blocks<'a>, GatewayError> {
     if raw.get().starts_with('"') {
         return Ok(Blocks::Text(Text::Json(raw)));
     }
@@ -212,7 +213,7 @@ fn blocks<'a>(raw: &'a RawValue, at: &str) -> Result<Blocks<'a>, GatewayError> {
 /// conversation) as a chat `system` message.
 fn system_message<'a>(
     raw: &'a RawValue,
-    at: &str,
+    at: &dyn Display,
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
     let content = match blocks(raw, at)? {
@@ -222,7 +223,7 @@ fn system_message<'a>(
         Blocks::List(list) => {
             let mut parts = Vec::with_capacity(list.len());
             for (j, raw) in list.into_iter().enumerate() {
-                let at = format!("{at}[{j}]");
+                let at = At::Index(at, j);
                 let kind = kind_of(raw, &at)?;
                 if &*kind != "text" {
                     return Err(GatewayError::invalid(format!(
@@ -260,7 +261,8 @@ fn conversation_message<'a>(
         .content
         .filter(|c| c.get() != "null")
         .ok_or_else(|| GatewayError::invalid(format!("messages[{i}]: missing field `content`")))?;
-    let at = format!("messages[{i}].content");
+    let message = At::Index(&"messages", i);
+    let at = At::Field(&message, "content");
     if &*m.role == "system" {
         // A mid-conversation system message (Claude Code sends its context so): system text
         // where it stands, which the route's adapter gathers with the rest.
@@ -295,9 +297,11 @@ fn user_message<'a>(
         }
         Blocks::List(list) => list,
     };
+    let message = At::Index(&"messages", i);
+    let content_at = message.field("content");
     let mut parts = Vec::with_capacity(list.len());
     for (j, raw) in list.into_iter().enumerate() {
-        let at = format!("messages[{i}].content[{j}]");
+        let at = content_at.index(j);
         let kind = kind_of(raw, &at)?;
         match &*kind {
             // Tool results go first, in order: OpenAI wants them right after the calls.
@@ -315,7 +319,7 @@ fn user_message<'a>(
 fn user_part<'a>(
     raw: &'a RawValue,
     kind: &str,
-    at: &str,
+    at: &dyn Display,
     role: &str,
 ) -> Result<Vec<PartOut<'a>>, GatewayError> {
     Ok(match kind {
@@ -345,7 +349,7 @@ fn user_part<'a>(
     })
 }
 
-fn unsupported(at: &str, kind: &str) -> GatewayError {
+fn unsupported(at: &dyn Display, kind: &str) -> GatewayError {
     GatewayError::invalid(format!(
         "{at}: content blocks of type {kind:?} are not supported on this model"
     ))
@@ -354,7 +358,7 @@ fn unsupported(at: &str, kind: &str) -> GatewayError {
 /// An image's URL: a `data:` URL for base64 data, the URL itself for a `url` source.
 fn source_url<'a>(
     source: &SourceIn<'a>,
-    at: &str,
+    at: &dyn Display,
     what: &str,
 ) -> Result<Cow<'a, str>, GatewayError> {
     let missing = |field: &str| {
@@ -385,7 +389,7 @@ fn source_url<'a>(
 
 /// A `document` block: a PDF (base64 or URL) becomes a `file` part, plain text a text part,
 /// a `content` source its own text and image blocks.
-fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, GatewayError> {
+fn document<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Vec<PartOut<'a>>, GatewayError> {
     let m: MediaIn<'a> = block(raw, at)?;
     let cache_control = cache(m.cache_control);
     let s = &m.source;
@@ -410,7 +414,9 @@ fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, Gateway
             let inner = s.content.ok_or_else(|| {
                 GatewayError::invalid(format!("{at}.source: a content source needs content"))
             })?;
-            let list = match blocks(inner, &format!("{at}.source.content"))? {
+            let source = At::Field(at, "source");
+            let source_content = source.field("content");
+            let list = match blocks(inner, &source_content)? {
                 Blocks::Text(t) => {
                     return Ok(vec![PartOut::Text {
                         text: t,
@@ -421,7 +427,7 @@ fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, Gateway
             };
             let mut parts = Vec::with_capacity(list.len());
             for (k, raw) in list.into_iter().enumerate() {
-                let at = format!("{at}.source.content[{k}]");
+                let at = At::Index(&source_content, k);
                 let kind = kind_of(raw, &at)?;
                 match &*kind {
                     "text" | "image" => parts.extend(user_part(raw, &kind, &at, "document")?),
@@ -440,7 +446,7 @@ fn document<'a>(raw: &'a RawValue, at: &str) -> Result<Vec<PartOut<'a>>, Gateway
 /// and documents in it are dropped (an OpenAI tool message holds text only).
 fn tool_result<'a>(
     raw: &'a RawValue,
-    at: &str,
+    at: &dyn Display,
     answered: &[Cow<'a, str>],
 ) -> Result<MessageOut<'a>, GatewayError> {
     let r: ToolResultIn<'a> = block(raw, at)?;
@@ -450,7 +456,7 @@ fn tool_result<'a>(
             &*r.tool_use_id
         )));
     }
-    let content_at = format!("{at}.content");
+    let content_at = At::Field(at, "content");
     let mut text: Cow<'a, str> = match r.content.filter(|c| c.get() != "null") {
         None => Cow::Borrowed(""),
         Some(c) => match blocks(c, &content_at)? {
@@ -458,7 +464,7 @@ fn tool_result<'a>(
             Blocks::List(list) => {
                 let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
                 for (k, raw) in list.into_iter().enumerate() {
-                    let at = format!("{at}.content[{k}]");
+                    let at = At::Index(&content_at, k);
                     let kind = kind_of(raw, &at)?;
                     match &*kind {
                         "text" => texts.push(block::<TextIn>(raw, &at)?.text.into_cow(&at)?),
@@ -505,8 +511,10 @@ fn assistant_message<'a>(
     };
     let mut parts = Vec::new();
     let mut tool_calls = Vec::new();
+    let message = At::Index(&"messages", i);
+    let content_at = message.field("content");
     for (j, raw) in list.into_iter().enumerate() {
-        let at = format!("messages[{i}].content[{j}]");
+        let at = content_at.index(j);
         let kind = kind_of(raw, &at)?;
         match &*kind {
             "text" => {

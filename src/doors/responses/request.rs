@@ -91,6 +91,7 @@
 
 use std::borrow::Cow;
 use std::collections::HashSet;
+use std::fmt::Display;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -98,7 +99,7 @@ use serde_json::value::RawValue;
 use super::names;
 use super::reasoning::{self, Detail};
 use crate::api::request::RawRequest;
-use crate::api::{GatewayError, Str};
+use crate::api::{At, GatewayError, Str};
 use crate::catalog::Family;
 use crate::doors::chat_out::{
     checked, ephemeral, typed, AudioOut, ChatOut, ContentOut, FileOut, FunctionCallOut,
@@ -202,7 +203,7 @@ fn translate<'a>(
             GatewayError::Internal(format!("the stored conversation is not an array: {e}").into())
         })?;
         for (i, raw) in list.into_iter().enumerate() {
-            conv.item(&format!("previous response's items[{i}]"), raw)?;
+            conv.item(&At::Index(&"previous response's items", i), raw)?;
             keep(&mut items, collect, raw.get());
         }
     }
@@ -228,7 +229,7 @@ fn translate<'a>(
                 )
             })?;
             for (i, raw) in list.into_iter().enumerate() {
-                conv.item(&format!("input[{i}]"), raw)?;
+                conv.item(&At::Index(&"input", i), raw)?;
                 keep(&mut items, collect, raw.get());
             }
         }
@@ -247,7 +248,7 @@ fn translate<'a>(
 
     let mut offered = Offered::default();
     if let Some(raw) = get("tools") {
-        offered.tools(raw, "tools")?;
+        offered.tools(raw, &"tools")?;
     }
     for (at, raw) in std::mem::take(&mut conv.extra_tools) {
         offered.tools(raw, &at)?;
@@ -391,11 +392,11 @@ struct AudioIn<'a> {
 }
 
 /// What an item's fields are read as, with its location for messages.
-fn field<'a, T: Deserialize<'a>>(raw: &'a RawValue, at: &str) -> Result<T, GatewayError> {
+fn field<'a, T: Deserialize<'a>>(raw: &'a RawValue, at: &dyn Display) -> Result<T, GatewayError> {
     serde_json::from_str(raw.get()).map_err(|e| GatewayError::invalid(format!("{at}: {e}")))
 }
 
-fn missing(at: &str, field: &str) -> GatewayError {
+fn missing(at: &dyn Display, field: &str) -> GatewayError {
     GatewayError::invalid(format!("{at}: missing field `{field}`"))
 }
 
@@ -469,7 +470,7 @@ impl<'a> Conversation<'a> {
     }
 
     /// Translates item `raw` (at `at`, for messages).
-    fn item(&mut self, at: &str, raw: &'a RawValue) -> Result<(), GatewayError> {
+    fn item(&mut self, at: &dyn Display, raw: &'a RawValue) -> Result<(), GatewayError> {
         let mut item: ItemIn<'a> = field(raw, at)?;
         let kind: Cow<'a, str> = match item.kind.take() {
             Some(kind) => kind.0,
@@ -488,7 +489,7 @@ impl<'a> Conversation<'a> {
                 let call_id = item.call_id.ok_or_else(|| missing(at, "call_id"))?;
                 let name = item.name.ok_or_else(|| missing(at, "name"))?;
                 let arguments = match item.arguments.filter(|a| a.get() != "null") {
-                    Some(raw) => field::<Str>(raw, &format!("{at}.arguments"))?.0,
+                    Some(raw) => field::<Str>(raw, &At::Field(at, "arguments"))?.0,
                     None => Cow::Borrowed("{}"),
                 };
                 let name = call_name(at, item.namespace, name)?;
@@ -502,7 +503,7 @@ impl<'a> Conversation<'a> {
                     .input
                     .filter(|a| a.get() != "null")
                     .ok_or_else(|| missing(at, "input"))?;
-                let input = field::<Str>(input, &format!("{at}.input"))?;
+                let input = field::<Str>(input, &At::Field(at, "input"))?;
                 let arguments = serde_json::to_string(&CustomArguments { input: &input })
                     .map_err(|e| GatewayError::Internal(e.to_string().into()))?;
                 let name = call_name(at, item.namespace, name)?;
@@ -542,7 +543,7 @@ impl<'a> Conversation<'a> {
                     .output
                     .filter(|o| o.get() != "null")
                     .ok_or_else(|| missing(at, "output"))?;
-                let text = output_text(output, &format!("{at}.output"))?;
+                let text = output_text(output, &At::Field(at, "output"))?;
                 self.flush();
                 self.messages.push(MessageOut {
                     tool_call_id: Some(call_id.0),
@@ -561,7 +562,7 @@ impl<'a> Conversation<'a> {
             }
             "additional_tools" => {
                 let tools = item.tools.ok_or_else(|| missing(at, "tools"))?;
-                self.extra_tools.push((format!("{at}.tools"), tools));
+                self.extra_tools.push((At::Field(at, "tools").to_string(), tools));
                 Ok(())
             }
             "item_reference" => Err(GatewayError::invalid(format!(
@@ -583,7 +584,7 @@ impl<'a> Conversation<'a> {
         });
     }
 
-    fn message(&mut self, at: &str, item: ItemIn<'a>) -> Result<(), GatewayError> {
+    fn message(&mut self, at: &dyn Display, item: ItemIn<'a>) -> Result<(), GatewayError> {
         let role = item.role.ok_or_else(|| missing(at, "role"))?;
         let content = item
             .content
@@ -599,7 +600,7 @@ impl<'a> Conversation<'a> {
                 )))
             }
         };
-        let at = format!("{at}.content");
+        let at = At::Field(at, "content");
         if role == "assistant" {
             let parts = self.parts(content, &at, Role::Assistant)?;
             self.assistant().parts.extend(parts);
@@ -624,7 +625,7 @@ impl<'a> Conversation<'a> {
     fn parts(
         &self,
         content: &'a RawValue,
-        at: &str,
+        at: &dyn Display,
         role: Role,
     ) -> Result<Vec<PartOut<'a>>, GatewayError> {
         if content.get().starts_with('"') {
@@ -645,7 +646,7 @@ impl<'a> Conversation<'a> {
         })?;
         let mut out = Vec::with_capacity(list.len());
         for (j, raw) in list.into_iter().enumerate() {
-            let at = format!("{at}[{j}]");
+            let at = At::Index(at, j);
             let p: PartIn<'a> = field(raw, &at)?;
             let breakpoint =
                 self.breakpoints && p.prompt_cache_breakpoint.is_some_and(|b| b.get() != "null");
@@ -697,7 +698,7 @@ struct CustomArguments<'s> {
 
 /// The chat name of a call to `name`, flattened with its `namespace` when it has one.
 fn call_name<'a>(
-    at: &str,
+    at: &dyn Display,
     namespace: Option<Str<'a>>,
     name: Str<'a>,
 ) -> Result<Cow<'a, str>, GatewayError> {
@@ -720,7 +721,7 @@ enum Role {
 }
 
 /// One content part of a message of `role`.
-fn part<'a>(p: PartIn<'a>, at: &str, role: Role) -> Result<PartOut<'a>, GatewayError> {
+fn part<'a>(p: PartIn<'a>, at: &dyn Display, role: Role) -> Result<PartOut<'a>, GatewayError> {
     let text_only = |what: &str| {
         GatewayError::invalid(format!(
             "{at}: {what} parts are not allowed in {} messages",
@@ -787,7 +788,7 @@ fn part<'a>(p: PartIn<'a>, at: &str, role: Role) -> Result<PartOut<'a>, GatewayE
     }
 }
 
-fn no_files_api(at: &str) -> GatewayError {
+fn no_files_api(at: &dyn Display) -> GatewayError {
     GatewayError::invalid(format!(
         "{at}: file_id is not supported: this gateway has no Files API; send the data inline or a URL"
     ))
@@ -815,7 +816,7 @@ fn mime_of(filename: Option<&str>) -> &'static str {
 
 /// A tool output: a string, or parts whose `input_text`s are joined by newlines (images and
 /// files dropped: a chat tool message holds text).
-fn output_text<'a>(raw: &'a RawValue, at: &str) -> Result<Cow<'a, str>, GatewayError> {
+fn output_text<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Cow<'a, str>, GatewayError> {
     if raw.get().starts_with('"') {
         return Ok(field::<Str>(raw, at)?.0);
     }
@@ -826,11 +827,11 @@ fn output_text<'a>(raw: &'a RawValue, at: &str) -> Result<Cow<'a, str>, GatewayE
     })?;
     let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
     for (k, raw) in list.into_iter().enumerate() {
-        let at = format!("{at}[{k}]");
+        let at = At::Index(at, k);
         let p: PartIn<'a> = field(raw, &at)?;
         if matches!(&*p.kind, "input_text" | "output_text") {
             let text = p.text.ok_or_else(|| missing(&at, "text"))?;
-            texts.push(text.into_cow(&format!("{at}.text"))?);
+            texts.push(text.into_cow(&At::Field(&at, "text"))?);
         }
     }
     Ok(match texts.len() {
@@ -880,12 +881,12 @@ struct Offered<'a> {
 
 impl<'a> Offered<'a> {
     /// A `tools` list (the request's, or an `additional_tools` item's) at `at`.
-    fn tools(&mut self, raw: &'a RawValue, at: &str) -> Result<(), GatewayError> {
+    fn tools(&mut self, raw: &'a RawValue, at: &dyn Display) -> Result<(), GatewayError> {
         let list: Vec<&'a RawValue> = serde_json::from_str(raw.get()).map_err(|_| {
             GatewayError::invalid(format!("invalid value for {at}: expected an array"))
         })?;
         for (i, raw) in list.into_iter().enumerate() {
-            let at = format!("{at}[{i}]");
+            let at = At::Index(at, i);
             let t: ToolIn<'a> = field(raw, &at)?;
             let kind = t.kind.as_deref().ok_or_else(|| missing(&at, "type"))?;
             match kind {
@@ -900,7 +901,8 @@ impl<'a> Offered<'a> {
                             ))
                         })?;
                     for (j, raw) in inner.into_iter().enumerate() {
-                        let at = format!("{at}.tools[{j}]");
+                        let at = At::Field(&at, "tools");
+                        let at = At::Index(&at, j);
                         let t: ToolIn<'a> = field(raw, &at)?;
                         match t.kind.as_deref() {
                             Some("function" | "custom") => self.tool(t, Some(&namespace), &at)?,
@@ -924,7 +926,7 @@ impl<'a> Offered<'a> {
         &mut self,
         t: ToolIn<'a>,
         namespace: Option<&str>,
-        at: &str,
+        at: &dyn Display,
     ) -> Result<(), GatewayError> {
         let name = t.name.ok_or_else(|| missing(at, "name"))?;
         let name: Cow<'a, str> = match namespace {
@@ -972,7 +974,10 @@ impl<'a> Offered<'a> {
 
 /// The parameters of the function a custom tool becomes: one string, `input`, described by the
 /// tool's `format` (a grammar is quoted so the model can follow it).
-fn custom_parameters(format: Option<&RawValue>, at: &str) -> Result<Box<RawValue>, GatewayError> {
+fn custom_parameters(
+    format: Option<&RawValue>,
+    at: &dyn Display,
+) -> Result<Box<RawValue>, GatewayError> {
     #[derive(Serialize)]
     struct Schema<'s> {
         #[serde(rename = "type")]
@@ -994,7 +999,7 @@ fn custom_parameters(format: Option<&RawValue>, at: &str) -> Result<Box<RawValue
     }
     let format = format
         .filter(|f| f.get() != "null")
-        .map(|f| field::<FormatIn>(f, &format!("{at}.format")))
+        .map(|f| field::<FormatIn>(f, &At::Field(at, "format")))
         .transpose()?;
     let description = match format {
         Some(FormatIn {
@@ -1055,7 +1060,7 @@ fn tool_choice<'a>(
     let c: ToolChoiceIn = typed(raw, "tool_choice")?;
     let choice = match &*c.kind {
         "function" | "custom" => {
-            let name = c.name.ok_or_else(|| missing("tool_choice", "name"))?;
+            let name = c.name.ok_or_else(|| missing(&"tool_choice", "name"))?;
             ToolChoiceOut::function(chosen(&name, tools)?)
         }
         "allowed_tools" => match c.mode.as_deref() {
@@ -1209,7 +1214,7 @@ fn text_controls(raw: &RawValue) -> Result<TextControls<'_>, GatewayError> {
             json_schema: None,
         }),
         "json_schema" => {
-            let name = present(f.name).ok_or_else(|| missing("text.format", "name"))?;
+            let name = present(f.name).ok_or_else(|| missing(&"text.format", "name"))?;
             checked::<Str>(name, "text.format.name", "a string")?;
             let schema = present(f.schema)
                 .filter(|s| s.get().starts_with('{'))

@@ -33,7 +33,7 @@ use super::{call_id_signature, Str};
 use crate::api::chat::{
     MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
 };
-use crate::api::{GatewayError, RawRequest};
+use crate::api::{At, GatewayError, RawRequest};
 use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, stop};
 
@@ -518,7 +518,7 @@ impl<'a> Conversation<'a> {
         };
         let text = match content {
             None => Cow::Borrowed(""),
-            Some(ContentIn::Text(t)) => t.into_cow(&format!("messages[{i}].content"))?,
+            Some(ContentIn::Text(t)) => t.into_cow(&At::Index(&"messages", i).field("content"))?,
             Some(ContentIn::Parts(ps)) => joined_text(i, ps)?,
         };
         Ok(Part {
@@ -539,7 +539,8 @@ fn joined_text<'a>(i: usize, parts: Vec<PartIn<'a>>) -> Result<Cow<'a, str>, Gat
                 "messages[{i}].content[{j}]: a tool result holds text parts only"
             )));
         }
-        texts.push(part_text(i, j, p.text)?.into_cow(&format!("messages[{i}].content[{j}]"))?);
+        let at = At::Index(&"messages", i);
+        texts.push(part_text(i, j, p.text)?.into_cow(&at.field("content").index(j))?);
     }
     Ok(match texts.len() {
         1 => texts.swap_remove(0),
