@@ -126,6 +126,13 @@ impl<'a, O: Out> Writer<'a, O> {
         self.out.put(b":");
     }
 
+    /// A tuple or struct variant: `{"<variant>":` and the compound in its brackets, closed by
+    /// `}`.
+    fn variant(&mut self, variant: &str, brackets: [u8; 2], len: usize) -> Compound<'_, O> {
+        self.open_variant(variant);
+        self.open(brackets, Some(len), b"}")
+    }
+
     fn open(
         &mut self,
         [open, close]: [u8; 2],
@@ -447,8 +454,7 @@ impl<'a, 'w, O: Out> ser::Serializer for &'a mut Writer<'w, O> {
         variant: &'static str,
         len: usize,
     ) -> Result<Compound<'a, O>, Error> {
-        self.open_variant(variant);
-        Ok(self.open(*b"[]", Some(len), b"}"))
+        Ok(self.variant(variant, *b"[]", len))
     }
 
     fn serialize_map(self, len: Option<usize>) -> Result<Compound<'a, O>, Error> {
@@ -478,8 +484,7 @@ impl<'a, 'w, O: Out> ser::Serializer for &'a mut Writer<'w, O> {
         variant: &'static str,
         len: usize,
     ) -> Result<Compound<'a, O>, Error> {
-        self.open_variant(variant);
-        Ok(self.open(*b"{}", Some(len), b"}"))
+        Ok(self.variant(variant, *b"{}", len))
     }
 
     fn collect_str<T: ?Sized + std::fmt::Display>(self, value: &T) -> Result<(), Error> {

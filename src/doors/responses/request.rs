@@ -214,12 +214,13 @@ fn translate<'a>(
                 "user",
                 Some(ContentOut::Text(Text::Json(raw))),
             ));
+            // Kept as the item it stands for: a user message of one `input_text` part.
             if collect {
-                let item = format!(
-                    r#"{{"type":"message","role":"user","content":[{{"type":"input_text","text":{}}}]}}"#,
-                    raw.get()
-                );
-                keep(&mut items, collect, &item);
+                const HEAD: &str =
+                    r#"{"type":"message","role":"user","content":[{"type":"input_text","text":"#;
+                keep(&mut items, collect, HEAD);
+                items.extend_from_slice(raw.get().as_bytes());
+                items.extend_from_slice(b"}]}");
             }
         }
         Some(raw) => {
