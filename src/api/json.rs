@@ -13,10 +13,12 @@
 //! - A string is scanned eight bytes at a time for the bytes JSON escapes (`"`, `\` and those
 //!   below 0x20); each clean run is copied whole.
 //!
-//! Numbers and the rest are serde_json's own code, called on the same buffer. Anything this
+//! Integers are written by `itoa`, as serde_json writes them; floats and the rest by serde_json's
+//! own code, called on the same buffer. Anything this
 //! writer does not take (a map key that is not a string, a `Serialize` that fails) makes it
-//! start over with serde_json, so the bytes (and the error) are always serde_json's: the tests
-//! hold the two equal on arbitrary values and on every derive feature the project uses.
+//! start over with serde_json (so a value may be serialised twice: the wire types are plain
+//! data), and the bytes (and the error) are always serde_json's: the tests hold the two equal
+//! on arbitrary values and on every derive feature the project uses.
 
 use std::io;
 
