@@ -85,7 +85,7 @@ pub(crate) fn first_choice(
 ) -> Result<CompletionChoiceIn<'_>, TranslateError> {
     let choice = match answer {
         ChatAnswer::Typed(completion) => CompletionChoiceIn::first_of(completion),
-        ChatAnswer::Json(json) => json::from_slice::<CompletionIn>(json)
+        ChatAnswer::Json(body) => json::from_slice::<CompletionIn>(body)
             .map_err(|e| TranslateError::Json(e.to_string()))?
             .first_choice(),
     };

@@ -902,8 +902,8 @@ impl<'a> Offered<'a> {
                             ))
                         })?;
                     for (j, raw) in inner.into_iter().enumerate() {
-                        let at = At::Field(&at, "tools");
-                        let at = At::Index(&at, j);
+                        let tools = At::Field(&at, "tools");
+                        let at = tools.index(j);
                         let t: ToolIn<'a> = field(raw, &at)?;
                         match t.kind.as_deref() {
                             Some("function" | "custom") => self.tool(t, Some(&namespace), &at)?,
