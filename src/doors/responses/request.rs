@@ -93,6 +93,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Display;
 
+use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -199,13 +200,14 @@ fn translate<'a>(
         items.push(b'[');
     }
     if let Some(prior) = prior {
-        let list: Vec<&RawValue> = serde_json::from_slice(prior).map_err(|e| {
+        let not_array = |e: String| {
             GatewayError::Internal(format!("the stored conversation is not an array: {e}").into())
+        };
+        let prior = std::str::from_utf8(prior).map_err(|e| not_array(e.to_string()))?;
+        conv.items(prior, &"previous response's items", |e| {
+            not_array(e.to_string())
         })?;
-        for (i, raw) in list.into_iter().enumerate() {
-            conv.item(&At::Index(&"previous response's items", i), raw)?;
-            keep(&mut items, collect, raw.get());
-        }
+        keep(&mut items, collect, list_items(prior));
     }
     match get("input") {
         Some(raw) if raw.get().starts_with('"') => {
@@ -224,15 +226,12 @@ fn translate<'a>(
             }
         }
         Some(raw) => {
-            let list: Vec<&RawValue> = serde_json::from_str(raw.get()).map_err(|_| {
+            conv.items(raw.get(), &"input", |_| {
                 GatewayError::invalid(
                     "invalid value for input: expected a string or an array of items",
                 )
             })?;
-            for (i, raw) in list.into_iter().enumerate() {
-                conv.item(&At::Index(&"input", i), raw)?;
-                keep(&mut items, collect, raw.get());
-            }
+            keep(&mut items, collect, list_items(raw.get()));
         }
         None if prior.is_some() => {}
         None => return Err(GatewayError::invalid("missing required field: input")),
@@ -313,9 +312,9 @@ fn translate<'a>(
     })
 }
 
-/// Appends one item's JSON to the collected conversation.
+/// Appends items' JSON (one, or a list's without its brackets) to the collected conversation.
 fn keep(items: &mut Vec<u8>, collect: bool, raw: &str) {
-    if !collect {
+    if !collect || raw.is_empty() {
         return;
     }
     if items.len() > 1 {
@@ -324,18 +323,30 @@ fn keep(items: &mut Vec<u8>, collect: bool, raw: &str) {
     items.extend_from_slice(raw.as_bytes());
 }
 
+/// The items of a JSON array already read as one, without its brackets: `[ {…}, {…} ]` →
+/// `{…}, {…}`; empty for `[]`.
+fn list_items(list: &str) -> &str {
+    let list = list.trim();
+    let inner = list.strip_prefix('[').unwrap_or(list);
+    inner.strip_suffix(']').unwrap_or(inner).trim()
+}
+
 // ----- items ---------------------------------------------------------------------------------
 
 /// Every field any item type this door reads has; which ones matter depends on `type`. The
-/// fields whose type varies between item types (`arguments`, `input`, `output`) stay raw.
+/// fields whose type varies between item types (`arguments`, `input`) stay raw; `content` (`C`)
+/// and `output` (`O`) are strings or lists of parts, read with the item ([`Parts`]) in the one
+/// pass over a list ([`Conversation::items`]), or left raw ([`RawItem`]) when a part of the
+/// list must be named in an error.
 #[derive(Deserialize)]
-struct ItemIn<'a> {
+#[serde(bound(deserialize = "C: Deserialize<'de>, O: Deserialize<'de>"))]
+struct ItemIn<'a, C, O> {
     #[serde(rename = "type", borrow, default)]
     kind: Option<Str<'a>>,
     #[serde(borrow, default)]
     role: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
+    #[serde(default)]
+    content: Option<C>,
     #[serde(borrow, default)]
     id: Option<Str<'a>>,
     #[serde(borrow, default)]
@@ -348,14 +359,127 @@ struct ItemIn<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default)]
     input: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    output: Option<&'a RawValue>,
+    #[serde(default)]
+    output: Option<O>,
     #[serde(borrow, default)]
     action: Option<&'a RawValue>,
     #[serde(borrow, default)]
     encrypted_content: Option<Str<'a>>,
     #[serde(borrow, default)]
     tools: Option<&'a RawValue>,
+}
+
+/// An item read on its own, `content` and `output` raw.
+type RawItem<'a> = ItemIn<'a, &'a RawValue, &'a RawValue>;
+
+/// An item read in the one pass over its list.
+type ReadItem<'a> = ItemIn<'a, Parts<'a, Text<'a>>, Parts<'a, Cow<'a, str>>>;
+
+/// A string or a list of parts: a message's `content` (`S`: [`Text`], the string as written) or
+/// a tool output's `output` (`S`: its value).
+enum Parts<'a, S> {
+    Text(S),
+    List(Vec<PartIn<'a>>),
+}
+
+/// How the one pass takes a string: a `Text` only when it has no escapes, so that it is copied
+/// as written (serde hands over an escaped string's value, not its text: the list is then read
+/// item by item instead); a value, always.
+trait StringIn<'a>: Sized {
+    fn borrowed(s: &'a str) -> Self;
+    fn copied(s: &str) -> Option<Self>;
+}
+
+impl<'a> StringIn<'a> for Text<'a> {
+    fn borrowed(s: &'a str) -> Self {
+        Text::Made(Cow::Borrowed(s))
+    }
+    fn copied(_: &str) -> Option<Self> {
+        None
+    }
+}
+
+impl<'a> StringIn<'a> for Cow<'a, str> {
+    fn borrowed(s: &'a str) -> Self {
+        Cow::Borrowed(s)
+    }
+    fn copied(s: &str) -> Option<Self> {
+        Some(Cow::Owned(s.to_owned()))
+    }
+}
+
+impl<'de: 'a, 'a, S: StringIn<'de>> Deserialize<'de> for Parts<'a, S> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a, S>(std::marker::PhantomData<(&'a (), S)>);
+        impl<'de: 'a, 'a, S: StringIn<'de>> Visitor<'de> for Visit<'a, S> {
+            type Value = Parts<'a, S>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string or an array of content parts")
+            }
+            fn visit_borrowed_str<E: serde::de::Error>(
+                self,
+                s: &'de str,
+            ) -> Result<Self::Value, E> {
+                Ok(Parts::Text(S::borrowed(s)))
+            }
+            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
+                S::copied(s)
+                    .map(Parts::Text)
+                    .ok_or_else(|| E::custom("an escaped string is read with its item"))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut list = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(part) = seq.next_element()? {
+                    list.push(part);
+                }
+                Ok(Parts::List(list))
+            }
+        }
+        d.deserialize_any(Visit(std::marker::PhantomData))
+    }
+}
+
+/// An item's `content` or `output` as the converter takes it: read in the one pass, or read now
+/// from its raw slice (`at` names it in errors).
+trait PartsIn<'a, S> {
+    fn read(self, at: &dyn Display) -> Result<Parts<'a, S>, GatewayError>;
+}
+
+impl<'a, S> PartsIn<'a, S> for Parts<'a, S> {
+    fn read(self, _: &dyn Display) -> Result<Parts<'a, S>, GatewayError> {
+        Ok(self)
+    }
+}
+
+impl<'a> PartsIn<'a, Text<'a>> for &'a RawValue {
+    fn read(self, at: &dyn Display) -> Result<Parts<'a, Text<'a>>, GatewayError> {
+        if self.get().starts_with('"') {
+            return Ok(Parts::Text(Text::Json(self)));
+        }
+        raw_parts(self, at).map(Parts::List)
+    }
+}
+
+impl<'a> PartsIn<'a, Cow<'a, str>> for &'a RawValue {
+    fn read(self, at: &dyn Display) -> Result<Parts<'a, Cow<'a, str>>, GatewayError> {
+        if self.get().starts_with('"') {
+            return Ok(Parts::Text(field::<Str>(self, at)?.0));
+        }
+        raw_parts(self, at).map(Parts::List)
+    }
+}
+
+/// A list of parts read part by part, each named in its error.
+fn raw_parts<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Vec<PartIn<'a>>, GatewayError> {
+    let list: Vec<&'a RawValue> = serde_json::from_str(raw.get()).map_err(|_| {
+        GatewayError::invalid(format!(
+            "invalid value for {at}: expected a string or an array of content parts"
+        ))
+    })?;
+    list.into_iter()
+        .enumerate()
+        .map(|(j, raw)| field(raw, &At::Index(at, j)))
+        .collect()
 }
 
 /// A content part; which fields matter depends on `type`.
@@ -470,9 +594,58 @@ impl<'a> Conversation<'a> {
         });
     }
 
-    /// Translates item `raw` (at `at`, for messages).
-    fn item(&mut self, at: &dyn Display, raw: &'a RawValue) -> Result<(), GatewayError> {
-        let mut item: ItemIn<'a> = field(raw, at)?;
+    /// Translates the items of `list` (a JSON array named `name` in errors; `not_array`: the
+    /// error when it is not one). Read in one pass when every item reads; otherwise item by
+    /// item, so that the error names the item and part at fault, as the translation would.
+    fn items(
+        &mut self,
+        list: &'a str,
+        name: &dyn Display,
+        not_array: impl FnOnce(serde_json::Error) -> GatewayError,
+    ) -> Result<(), GatewayError> {
+        match serde_json::from_str::<Vec<ReadItem<'a>>>(list) {
+            Ok(items) => self.read_items(items, name),
+            Err(_) => self.raw_items(list, name, not_array),
+        }
+    }
+
+    /// [`items`](Self::items) read in one pass.
+    fn read_items(
+        &mut self,
+        items: Vec<ReadItem<'a>>,
+        name: &dyn Display,
+    ) -> Result<(), GatewayError> {
+        for (i, item) in items.into_iter().enumerate() {
+            self.item(&At::Index(name, i), item)?;
+        }
+        Ok(())
+    }
+
+    /// [`items`](Self::items) read item by item.
+    fn raw_items(
+        &mut self,
+        list: &'a str,
+        name: &dyn Display,
+        not_array: impl FnOnce(serde_json::Error) -> GatewayError,
+    ) -> Result<(), GatewayError> {
+        let raws: Vec<&'a RawValue> = serde_json::from_str(list).map_err(not_array)?;
+        for (i, raw) in raws.into_iter().enumerate() {
+            let at = At::Index(name, i);
+            self.item(&at, field::<RawItem<'a>>(raw, &at)?)?;
+        }
+        Ok(())
+    }
+
+    /// Translates one item (at `at`, for messages).
+    fn item<C, O>(
+        &mut self,
+        at: &dyn Display,
+        mut item: ItemIn<'a, C, O>,
+    ) -> Result<(), GatewayError>
+    where
+        C: PartsIn<'a, Text<'a>>,
+        O: PartsIn<'a, Cow<'a, str>>,
+    {
         let kind: Cow<'a, str> = match item.kind.take() {
             Some(kind) => kind.0,
             None if item.role.is_some() => Cow::Borrowed("message"),
@@ -485,7 +658,7 @@ impl<'a> Conversation<'a> {
         };
         let kind = &*kind;
         match kind {
-            "message" => self.message(at, item),
+            "message" => self.message(at, item.role, item.content),
             "function_call" => {
                 let call_id = item.call_id.ok_or_else(|| missing(at, "call_id"))?;
                 let name = item.name.ok_or_else(|| missing(at, "name"))?;
@@ -540,11 +713,9 @@ impl<'a> Conversation<'a> {
                         &*call_id
                     )));
                 }
-                let output = item
-                    .output
-                    .filter(|o| o.get() != "null")
-                    .ok_or_else(|| missing(at, "output"))?;
-                let text = output_text(output, &At::Field(at, "output"))?;
+                let output = item.output.ok_or_else(|| missing(at, "output"))?;
+                let output_at = At::Field(at, "output");
+                let text = output_text(output.read(&output_at)?, &output_at)?;
                 self.flush();
                 self.messages.push(MessageOut {
                     tool_call_id: Some(call_id.0),
@@ -585,12 +756,14 @@ impl<'a> Conversation<'a> {
         });
     }
 
-    fn message(&mut self, at: &dyn Display, item: ItemIn<'a>) -> Result<(), GatewayError> {
-        let role = item.role.ok_or_else(|| missing(at, "role"))?;
-        let content = item
-            .content
-            .filter(|c| c.get() != "null")
-            .ok_or_else(|| missing(at, "content"))?;
+    fn message(
+        &mut self,
+        at: &dyn Display,
+        role: Option<Str<'a>>,
+        content: Option<impl PartsIn<'a, Text<'a>>>,
+    ) -> Result<(), GatewayError> {
+        let role = role.ok_or_else(|| missing(at, "role"))?;
+        let content = content.ok_or_else(|| missing(at, "content"))?;
         let role = match &*role {
             "user" => "user",
             "system" | "developer" => "system",
@@ -602,20 +775,22 @@ impl<'a> Conversation<'a> {
             }
         };
         let at = At::Field(at, "content");
+        let content = content.read(&at)?;
         if role == "assistant" {
             let parts = self.parts(content, &at, Role::Assistant)?;
             self.assistant().parts.extend(parts);
             return Ok(());
         }
-        let content = if content.get().starts_with('"') {
-            ContentOut::Text(Text::Json(content))
-        } else {
-            let kind = if role == "user" {
-                Role::User
-            } else {
-                Role::System
-            };
-            ContentOut::Parts(self.parts(content, &at, kind)?)
+        let content = match content {
+            Parts::Text(text) => ContentOut::Text(text),
+            list => {
+                let kind = if role == "user" {
+                    Role::User
+                } else {
+                    Role::System
+                };
+                ContentOut::Parts(self.parts(list, &at, kind)?)
+            }
         };
         self.flush();
         self.messages.push(MessageOut::plain(role, Some(content)));
@@ -625,30 +800,23 @@ impl<'a> Conversation<'a> {
     /// A message's `content` (a string, or parts) as chat parts for `role`.
     fn parts(
         &self,
-        content: &'a RawValue,
+        content: Parts<'a, Text<'a>>,
         at: &dyn Display,
         role: Role,
     ) -> Result<Vec<PartOut<'a>>, GatewayError> {
-        if content.get().starts_with('"') {
-            let text = Text::Json(content);
-            return Ok(if text.is_empty() {
-                Vec::new()
-            } else {
-                vec![PartOut::Text {
+        let list = match content {
+            Parts::Text(text) if text.is_empty() => return Ok(Vec::new()),
+            Parts::Text(text) => {
+                return Ok(vec![PartOut::Text {
                     text,
                     cache_control: None,
-                }]
-            });
-        }
-        let list: Vec<&'a RawValue> = serde_json::from_str(content.get()).map_err(|_| {
-            GatewayError::invalid(format!(
-                "invalid value for {at}: expected a string or an array of content parts"
-            ))
-        })?;
+                }])
+            }
+            Parts::List(list) => list,
+        };
         let mut out = Vec::with_capacity(list.len());
-        for (j, raw) in list.into_iter().enumerate() {
+        for (j, p) in list.into_iter().enumerate() {
             let at = At::Index(at, j);
-            let p: PartIn<'a> = field(raw, &at)?;
             let breakpoint =
                 self.breakpoints && p.prompt_cache_breakpoint.is_some_and(|b| b.get() != "null");
             let mut part = part(p, &at, role)?;
@@ -817,19 +985,17 @@ fn mime_of(filename: Option<&str>) -> &'static str {
 
 /// A tool output: a string, or parts whose `input_text`s are joined by newlines (images and
 /// files dropped: a chat tool message holds text).
-fn output_text<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Cow<'a, str>, GatewayError> {
-    if raw.get().starts_with('"') {
-        return Ok(field::<Str>(raw, at)?.0);
-    }
-    let list: Vec<&'a RawValue> = serde_json::from_str(raw.get()).map_err(|_| {
-        GatewayError::invalid(format!(
-            "invalid value for {at}: expected a string or an array of content parts"
-        ))
-    })?;
+fn output_text<'a>(
+    output: Parts<'a, Cow<'a, str>>,
+    at: &dyn Display,
+) -> Result<Cow<'a, str>, GatewayError> {
+    let list = match output {
+        Parts::Text(text) => return Ok(text),
+        Parts::List(list) => list,
+    };
     let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
-    for (k, raw) in list.into_iter().enumerate() {
+    for (k, p) in list.into_iter().enumerate() {
         let at = At::Index(at, k);
-        let p: PartIn<'a> = field(raw, &at)?;
         if matches!(&*p.kind, "input_text" | "output_text") {
             let text = p.text.ok_or_else(|| missing(&at, "text"))?;
             texts.push(text.into_cow(&At::Field(&at, "text"))?);
@@ -1664,9 +1830,13 @@ mod tests {
             ]),
             "OpenAI's own reasoning blob is dropped"
         );
+        // Each list copied whole, inside its brackets: the items and the space between them as
+        // they were written.
         assert_eq!(
             std::str::from_utf8(&p.items).unwrap(),
-            r#"[{"type":"message","role":"user","content":"first" },{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAB-openai"},{"type": "function_call", "id":"fc_1", "call_id":"c1", "name":"f", "arguments":"{}", "status":"completed"},{"type":"function_call_output","call_id":"c1","output":"ok"},{"role":"user","content":"next"}]"#
+            r#"[{"type":"message","role":"user","content":"first" },
+            {"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"gAAAAB-openai"},
+            {"type": "function_call", "id":"fc_1", "call_id":"c1", "name":"f", "arguments":"{}", "status":"completed"},{"type":"function_call_output","call_id":"c1","output":"ok"} ,{"role":"user","content":"next"}]"#
         );
         let items: Value = serde_json::from_slice(&p.items).unwrap();
         assert_eq!(items.as_array().unwrap().len(), 5);
@@ -2502,5 +2672,141 @@ mod tests {
             ["exec_command", "apply_patch", "mcp__fs__--read_file"]
         );
         assert_eq!(a["tool_choice"], json!({"type": "auto"}));
+    }
+
+    /// What `list` (a JSON array of items) becomes, read in one pass (`None`: that read
+    /// declined it) or item by item: the chat messages and the tools its items add, or the
+    /// error.
+    fn read_both_ways(list: &str) -> (Option<Result<String, String>>, Result<String, String>) {
+        let outcome = |mut conv: Conversation<'_>, done: Result<(), GatewayError>| {
+            conv.flush();
+            done.map(|()| {
+                let messages = serde_json::to_string(&conv.messages).unwrap();
+                format!("{messages} {:?}", conv.extra_tools)
+            })
+            .map_err(|e| e.to_string())
+        };
+        let one_pass = serde_json::from_str::<Vec<ReadItem>>(list).ok().map(|items| {
+            let mut conv = Conversation::new(false);
+            let done = conv.read_items(items, &"input");
+            outcome(conv, done)
+        });
+        let mut conv = Conversation::new(false);
+        let done = conv.raw_items(list, &"input", |e| GatewayError::invalid(e.to_string()));
+        (one_pass, outcome(conv, done))
+    }
+
+    mod one_pass {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        use super::read_both_ways;
+
+        /// Text with nothing to escape, or with quotes, backslashes, newlines and non-ASCII.
+        fn text(plain: bool) -> BoxedStrategy<String> {
+            if plain {
+                "[a-z é]{0,12}".boxed()
+            } else {
+                "[a-z\"\\\\\n\u{e9}/]{0,8}".boxed()
+            }
+        }
+
+        fn part(plain: bool) -> BoxedStrategy<Value> {
+            let good = prop_oneof![
+                text(false).prop_map(|t| json!({"type": "input_text", "text": t})),
+                text(false).prop_map(|t| json!({"type": "output_text", "text": t})),
+                text(false).prop_map(|t| json!({"type": "refusal", "refusal": t})),
+                Just(json!({"type": "input_image", "image_url": "https://example.com/a.png"})),
+            ];
+            if plain {
+                return good.boxed();
+            }
+            prop_oneof![
+                4 => good,
+                1 => Just(json!({"type": "input_text"})),
+                1 => Just(json!({"type": "input_text", "text": 5})),
+                1 => Just(json!({"type": "input_video"})),
+                1 => Just(json!({"text": "no type"})),
+            ]
+            .boxed()
+        }
+
+        /// A `content` or an `output`: a string, or a list of parts (or, not plain, neither).
+        fn parts(plain: bool) -> BoxedStrategy<Value> {
+            let good = prop_oneof![
+                text(plain).prop_map(Value::String),
+                vec(part(plain), 0..3).prop_map(Value::Array),
+            ];
+            if plain {
+                return good.boxed();
+            }
+            prop_oneof![4 => good, 1 => Just(json!(7)), 1 => Just(json!({"text": "x"}))].boxed()
+        }
+
+        fn item(plain: bool) -> BoxedStrategy<Value> {
+            let roles = if plain {
+                vec!["user", "assistant", "system", "developer"]
+            } else {
+                vec!["user", "assistant", "system", "developer", "tool"]
+            };
+            let call = prop::sample::select(vec!["c1", "c2"]);
+            prop_oneof![
+                3 => (prop::sample::select(roles), parts(plain), any::<bool>()).prop_map(
+                    |(role, content, typed)| {
+                        let mut m = json!({"role": role, "content": content});
+                        if typed {
+                            m["type"] = json!("message");
+                        }
+                        m
+                    }
+                ),
+                1 => call.clone().prop_map(|id| json!(
+                    {"type": "function_call", "call_id": id, "name": "f", "arguments": "{\"a\":1}"}
+                )),
+                1 => (call, parts(plain)).prop_map(|(id, output)| json!(
+                    {"type": "function_call_output", "call_id": id, "output": output}
+                )),
+                1 => Just(json!({"type": "reasoning", "summary": [], "encrypted_content": "x"})),
+                1 => Just(json!({"type": "additional_tools", "tools": [{"type": "function", "name": "g"}]})),
+            ]
+            .boxed()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// Whatever the one pass reads, it reads as the item-by-item reading does, down to
+            /// the error.
+            #[test]
+            fn agrees_with_the_reading_item_by_item(items in vec(item(false), 0..6)) {
+                let list = serde_json::to_string(&items).unwrap();
+                let (one_pass, by_item) = read_both_ways(&list);
+                if let Some(one_pass) = one_pass {
+                    prop_assert_eq!(one_pass, by_item);
+                }
+            }
+
+            /// And it reads every list of well-formed items whose string contents have nothing
+            /// to escape (text parts and outputs may have escapes).
+            #[test]
+            fn reads_well_formed_items(items in vec(item(true), 0..6)) {
+                let list = serde_json::to_string(&items).unwrap();
+                let (one_pass, by_item) = read_both_ways(&list);
+                prop_assert_eq!(one_pass, Some(by_item));
+            }
+        }
+    }
+
+    #[test]
+    fn a_codex_conversation_is_read_in_one_pass() {
+        let body = fixture("responses/codex-request.json");
+        let input = &serde_json::from_slice::<Value>(&body).unwrap()["input"];
+        let (one_pass, by_item) = read_both_ways(&input.to_string());
+        assert!(by_item.is_ok(), "{by_item:?}");
+        assert_eq!(one_pass, Some(by_item));
+        // A string content with an escape is read item by item, to be copied as written.
+        let (one_pass, by_item) = read_both_ways(r#"[{"role": "user", "content": "a\nb"}]"#);
+        assert_eq!((one_pass, by_item.is_ok()), (None, true));
     }
 }
