@@ -10,6 +10,13 @@ use crate::api::{GatewayError, RawRequest};
 
 /// The body's `previous_response_id`, if it names one.
 pub fn previous_response_id(body: &[u8]) -> Result<Option<String>, GatewayError> {
+    // Most bodies name none, and admission reads the whole body next: a pass of `memmem` over
+    // it, not a read of its JSON, tells most of them. The key, however spelled, is written as
+    // is or with a `\u` escape (the one escape that stands for a letter or `_`).
+    let find = |needle: &[u8]| memchr::memmem::find(body, needle).is_some();
+    if !find(b"previous_response_id") && !find(b"\\u") {
+        return Ok(None);
+    }
     let head = RawRequest::parse_head(body)?;
     Ok(head
         .typed::<Option<String>>("previous_response_id")?
@@ -131,5 +138,14 @@ mod tests {
             None
         );
         assert!(read(r#"{"model":"m","previous_response_id":7}"#).is_err());
+        // The key spelled with an escape.
+        assert_eq!(
+            read(r#"{"model":"m","previous\u005fresponse_id":"resp_2"}"#).unwrap(),
+            Some("resp_2".into())
+        );
+        assert_eq!(
+            read(r#"{"model":"m","input":"caf\u00e9"}"#).unwrap(),
+            None
+        );
     }
 }
