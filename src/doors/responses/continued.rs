@@ -143,9 +143,6 @@ mod tests {
             read(r#"{"model":"m","previous\u005fresponse_id":"resp_2"}"#).unwrap(),
             Some("resp_2".into())
         );
-        assert_eq!(
-            read(r#"{"model":"m","input":"caf\u00e9"}"#).unwrap(),
-            None
-        );
+        assert_eq!(read(r#"{"model":"m","input":"caf\u00e9"}"#).unwrap(), None);
     }
 }

@@ -2686,11 +2686,13 @@ mod tests {
             })
             .map_err(|e| e.to_string())
         };
-        let one_pass = serde_json::from_str::<Vec<ReadItem>>(list).ok().map(|items| {
-            let mut conv = Conversation::new(false);
-            let done = conv.read_items(items, &"input");
-            outcome(conv, done)
-        });
+        let one_pass = serde_json::from_str::<Vec<ReadItem>>(list)
+            .ok()
+            .map(|items| {
+                let mut conv = Conversation::new(false);
+                let done = conv.read_items(items, &"input");
+                outcome(conv, done)
+            });
         let mut conv = Conversation::new(false);
         let done = conv.raw_items(list, &"input", |e| GatewayError::invalid(e.to_string()));
         (one_pass, outcome(conv, done))
