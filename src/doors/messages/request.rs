@@ -9,6 +9,9 @@
 use std::borrow::Cow;
 use std::fmt::Display;
 
+use std::marker::PhantomData;
+
+use serde::de::{self, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -39,15 +42,7 @@ pub fn to_chat_from(req: &RawRequest<'_>) -> Result<Vec<u8>, GatewayError> {
     }
     let raw_messages =
         get("messages").ok_or_else(|| GatewayError::invalid("missing required field: messages"))?;
-    let list: Vec<&RawValue> = serde_json::from_str(raw_messages.get())
-        .map_err(|_| GatewayError::invalid("messages must be a non-empty array"))?;
-    if list.is_empty() {
-        return Err(GatewayError::invalid("messages must be a non-empty array"));
-    }
-    let mut previous_calls: Vec<Cow<'_, str>> = Vec::new();
-    for (i, raw) in list.into_iter().enumerate() {
-        conversation_message(i, raw, &mut previous_calls, &mut messages)?;
-    }
+    conversation(raw_messages.get(), &mut messages)?;
 
     let max_tokens = get("max_tokens")
         .map(|v| checked::<u32>(v, "max_tokens", "an integer from 0 to 4294967295"))
@@ -103,12 +98,15 @@ pub fn to_chat_from(req: &RawRequest<'_>) -> Result<Vec<u8>, GatewayError> {
 
 // ----- what the Anthropic client sent --------------------------------------------------------
 
+/// A message: `content` (`C`) read with it in the one pass over the list ([`Blocks`]), or left
+/// raw when a part of the list must be named in an error.
 #[derive(Deserialize)]
-struct MessageIn<'a> {
+#[serde(bound(deserialize = "C: Deserialize<'de>"))]
+struct MessageIn<'a, C> {
     #[serde(borrow)]
     role: Str<'a>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
+    #[serde(default)]
+    content: Option<C>,
 }
 
 /// Just a block's `type`, read before the rest (whose shape depends on it).
@@ -191,15 +189,15 @@ fn cache(raw: Option<&RawValue>) -> Option<&RawValue> {
 /// `content` as blocks: a string is one text block.
 enum Blocks<'a> {
     Text(Text<'a>),
-    List(Vec<&'a RawValue>),
+    List(Vec<Block<'a>>),
 }
 
 fn blocks<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Blocks<'a>, GatewayError> {
     if raw.get().starts_with('"') {
         return Ok(Blocks::Text(Text::Json(raw)));
     }
-    serde_json::from_str(raw.get())
-        .map(Blocks::List)
+    serde_json::from_str::<Vec<&RawValue>>(raw.get())
+        .map(|list| Blocks::List(list.into_iter().map(Block::Raw).collect()))
         .map_err(|_| {
             GatewayError::invalid(format!(
                 "invalid value for {at}: expected a string or an array of content blocks"
@@ -207,31 +205,221 @@ fn blocks<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Blocks<'a>, Gateway
         })
 }
 
+/// A message's `content` as the conversation takes it: read in the one pass, or read now from
+/// its raw slice (`at` names it in errors).
+trait ContentIn<'a> {
+    fn blocks(self, at: &dyn Display) -> Result<Blocks<'a>, GatewayError>;
+}
+
+impl<'a> ContentIn<'a> for &'a RawValue {
+    fn blocks(self, at: &dyn Display) -> Result<Blocks<'a>, GatewayError> {
+        blocks(self, at)
+    }
+}
+
+impl<'a> ContentIn<'a> for Blocks<'a> {
+    fn blocks(self, _: &dyn Display) -> Result<Blocks<'a>, GatewayError> {
+        Ok(self)
+    }
+}
+
+/// The one pass's `content`: a string only when it has no escapes, so that it is copied as
+/// written (serde hands over an escaped string's value, not its text: the list is then read
+/// message by message instead).
+impl<'de: 'a, 'a> Deserialize<'de> for Blocks<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
+            type Value = Blocks<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a string without escapes or an array of content blocks")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
+                Ok(Blocks::Text(Text::Made(Cow::Borrowed(s))))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut list = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
+                while let Some(block) = seq.next_element()? {
+                    list.push(block);
+                }
+                Ok(Blocks::List(list))
+            }
+        }
+        d.deserialize_any(Visit(PhantomData))
+    }
+}
+
+/// A content block: raw, read where it is used with its place named in errors; or read in the
+/// one pass, as the fields its `type` has.
+enum Block<'a> {
+    Raw(&'a RawValue),
+    Read(Str<'a>, Read<'a>),
+}
+
+/// A block's fields, by its `type` (a block is read as the same struct wherever it stands).
+enum Read<'a> {
+    Text(TextIn<'a>),
+    Media(MediaIn<'a>),
+    ToolUse(ToolUseIn<'a>),
+    ToolResult(ToolResultIn<'a>),
+    /// Thinking and the types no door reads: only the `type` matters.
+    Other,
+}
+
+impl<'a> Block<'a> {
+    fn kind(&self, at: &dyn Display) -> Result<Str<'a>, GatewayError> {
+        match self {
+            Block::Raw(raw) => kind_of(raw, at),
+            Block::Read(kind, _) => Ok(Str(kind.0.clone())),
+        }
+    }
+
+    /// The block's fields as `T`, the struct its `type` is read as.
+    fn fields<T: FieldsOf<'a>>(self, at: &dyn Display) -> Result<T, GatewayError> {
+        match self {
+            Block::Raw(raw) => block(raw, at),
+            Block::Read(_, read) => T::of(read).ok_or_else(|| {
+                GatewayError::Internal(format!("{at}: a block read as another type").into())
+            }),
+        }
+    }
+}
+
+/// A struct a block is read as, taken from the one pass's reading.
+trait FieldsOf<'a>: Deserialize<'a> {
+    fn of(read: Read<'a>) -> Option<Self>;
+}
+
+impl<'a> FieldsOf<'a> for TextIn<'a> {
+    fn of(read: Read<'a>) -> Option<Self> {
+        match read {
+            Read::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> FieldsOf<'a> for MediaIn<'a> {
+    fn of(read: Read<'a>) -> Option<Self> {
+        match read {
+            Read::Media(m) => Some(m),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> FieldsOf<'a> for ToolUseIn<'a> {
+    fn of(read: Read<'a>) -> Option<Self> {
+        match read {
+            Read::ToolUse(u) => Some(u),
+            _ => None,
+        }
+    }
+}
+
+impl<'a> FieldsOf<'a> for ToolResultIn<'a> {
+    fn of(read: Read<'a>) -> Option<Self> {
+        match read {
+            Read::ToolResult(r) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// The one pass's block: every field any block type this door reads has, then the struct its
+/// `type` is read as, made of them. A block that does not make one (a field missing or of
+/// another type, even one its type does not read) declines the pass: reading the list message
+/// by message then says what is wrong, if anything.
+#[derive(Deserialize)]
+struct AnyBlockIn<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Str<'a>,
+    #[serde(borrow, default)]
+    text: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    cache_control: Option<&'a RawValue>,
+    /// An object in images and documents (a string in types this door refuses).
+    #[serde(borrow, default)]
+    source: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    name: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    input: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tool_use_id: Option<Str<'a>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+    #[serde(default)]
+    is_error: Option<bool>,
+}
+
+impl<'a> AnyBlockIn<'a> {
+    /// The struct its type is read as; `None` where reading that struct would fail.
+    fn read(self) -> Option<Read<'a>> {
+        let cache_control = self.cache_control;
+        Some(match &*self.kind {
+            "text" => Read::Text(TextIn {
+                text: self.text?,
+                cache_control,
+            }),
+            "image" | "document" => Read::Media(MediaIn {
+                source: serde_json::from_str(self.source?.get()).ok()?,
+                cache_control,
+            }),
+            "tool_use" => Read::ToolUse(ToolUseIn {
+                id: self.id?,
+                name: self.name?,
+                input: self.input,
+            }),
+            "tool_result" => Read::ToolResult(ToolResultIn {
+                tool_use_id: self.tool_use_id?,
+                content: self.content,
+                is_error: self.is_error,
+                cache_control,
+            }),
+            _ => Read::Other,
+        })
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Block<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let any = AnyBlockIn::deserialize(d)?;
+        let kind = Str(any.kind.0.clone());
+        let read = any
+            .read()
+            .ok_or_else(|| de::Error::custom("a block its type's struct cannot read"))?;
+        Ok(Block::Read(kind, read))
+    }
+}
+
 // ----- system --------------------------------------------------------------------------------
 
 /// The system prompt `raw` (at `at`: the top-level `system`, or a `system` message in the
 /// conversation) as a chat `system` message.
 fn system_message<'a>(
-    raw: &'a RawValue,
+    content: impl ContentIn<'a>,
     at: &dyn Display,
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
-    let content = match blocks(raw, at)? {
+    let content = match content.blocks(at)? {
         Blocks::Text(t) if t.is_empty() => return Ok(()),
         Blocks::Text(t) => ContentOut::Text(t),
         Blocks::List(list) if list.is_empty() => return Ok(()),
         Blocks::List(list) => {
             let mut parts = Vec::with_capacity(list.len());
-            for (j, raw) in list.into_iter().enumerate() {
+            for (j, b) in list.into_iter().enumerate() {
                 let at = At::Index(at, j);
-                let kind = kind_of(raw, &at)?;
+                let kind = b.kind(&at)?;
                 if &*kind != "text" {
                     return Err(GatewayError::invalid(format!(
                         "{at}: a system prompt holds text blocks only, not {:?}",
                         &*kind
                     )));
                 }
-                let t: TextIn = block(raw, &at)?;
+                let t: TextIn = b.fields(&at)?;
                 parts.push(PartOut::Text {
                     text: t.text,
                     cache_control: cache(t.cache_control),
@@ -246,20 +434,56 @@ fn system_message<'a>(
 
 // ----- messages ------------------------------------------------------------------------------
 
+/// Appends the OpenAI messages of `list` (the `messages` array) to `out`. Read in one pass
+/// when every message reads; otherwise message by message, so that the error names the
+/// message and block at fault, as the translation would.
+fn conversation<'a>(list: &'a str, out: &mut Vec<MessageOut<'a>>) -> Result<(), GatewayError> {
+    match serde_json::from_str::<Vec<MessageIn<'a, Blocks<'a>>>>(list) {
+        Ok(messages) => each_message(messages.into_iter().map(Ok), out),
+        Err(_) => raw_messages(list, out),
+    }
+}
+
+/// [`conversation`] read message by message.
+fn raw_messages<'a>(list: &'a str, out: &mut Vec<MessageOut<'a>>) -> Result<(), GatewayError> {
+    let raws: Vec<&'a RawValue> = serde_json::from_str(list).map_err(|_| not_a_list())?;
+    let messages = raws.into_iter().enumerate().map(|(i, raw)| {
+        serde_json::from_str::<MessageIn<'a, &'a RawValue>>(raw.get())
+            .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))
+    });
+    each_message(messages, out)
+}
+
+fn not_a_list() -> GatewayError {
+    GatewayError::invalid("messages must be a non-empty array")
+}
+
+/// Appends each of `messages` (none is a 400), read as it comes.
+fn each_message<'a, C: ContentIn<'a>>(
+    messages: impl ExactSizeIterator<Item = Result<MessageIn<'a, C>, GatewayError>>,
+    out: &mut Vec<MessageOut<'a>>,
+) -> Result<(), GatewayError> {
+    if messages.len() == 0 {
+        return Err(not_a_list());
+    }
+    let mut previous_calls: Vec<Cow<'a, str>> = Vec::new();
+    for (i, m) in messages.enumerate() {
+        conversation_message(i, m?, &mut previous_calls, out)?;
+    }
+    Ok(())
+}
+
 /// Appends message `i`'s OpenAI messages to `out`. `previous_calls` holds the tool-use ids of
 /// the assistant message just before (what this message's tool results may answer); it is
 /// replaced by this message's own.
 fn conversation_message<'a>(
     i: usize,
-    raw: &'a RawValue,
+    m: MessageIn<'a, impl ContentIn<'a>>,
     previous_calls: &mut Vec<Cow<'a, str>>,
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
-    let m: MessageIn<'a> = serde_json::from_str(raw.get())
-        .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))?;
     let content = m
         .content
-        .filter(|c| c.get() != "null")
         .ok_or_else(|| GatewayError::invalid(format!("messages[{i}]: missing field `content`")))?;
     let message = At::Index(&"messages", i);
     let at = At::Field(&message, "content");
@@ -268,7 +492,7 @@ fn conversation_message<'a>(
         // where it stands, which the route's adapter gathers with the rest.
         return system_message(content, &at, out);
     }
-    let content = blocks(content, &at)?;
+    let content = content.blocks(&at)?;
     match &*m.role {
         "user" => {
             let answered = std::mem::take(previous_calls);
@@ -300,13 +524,13 @@ fn user_message<'a>(
     let message = At::Index(&"messages", i);
     let content_at = message.field("content");
     let mut parts = Vec::with_capacity(list.len());
-    for (j, raw) in list.into_iter().enumerate() {
+    for (j, b) in list.into_iter().enumerate() {
         let at = content_at.index(j);
-        let kind = kind_of(raw, &at)?;
+        let kind = b.kind(&at)?;
         match &*kind {
             // Tool results go first, in order: OpenAI wants them right after the calls.
-            "tool_result" => out.push(tool_result(raw, &at, answered)?),
-            _ => parts.extend(user_part(raw, &kind, &at, "user")?),
+            "tool_result" => out.push(tool_result(b, &at, answered)?),
+            _ => parts.extend(user_part(b, &kind, &at, "user")?),
         }
     }
     if !parts.is_empty() {
@@ -317,21 +541,21 @@ fn user_message<'a>(
 
 /// One content part of a user message (or of a document's `content` source).
 fn user_part<'a>(
-    raw: &'a RawValue,
+    b: Block<'a>,
     kind: &str,
     at: &dyn Display,
     role: &str,
 ) -> Result<Vec<PartOut<'a>>, GatewayError> {
     Ok(match kind {
         "text" => {
-            let t: TextIn = block(raw, at)?;
+            let t: TextIn = b.fields(at)?;
             vec![PartOut::Text {
                 text: t.text,
                 cache_control: cache(t.cache_control),
             }]
         }
         "image" => {
-            let m: MediaIn = block(raw, at)?;
+            let m: MediaIn = b.fields(at)?;
             vec![PartOut::ImageUrl {
                 image_url: UrlOut {
                     url: source_url(&m.source, at, "image")?,
@@ -339,7 +563,7 @@ fn user_part<'a>(
                 cache_control: cache(m.cache_control),
             }]
         }
-        "document" => document(raw, at)?,
+        "document" => document(b, at)?,
         "tool_use" | "thinking" | "redacted_thinking" | "tool_result" => {
             return Err(GatewayError::invalid(format!(
                 "{at}: {kind} blocks are not allowed in {role} messages"
@@ -389,8 +613,8 @@ fn source_url<'a>(
 
 /// A `document` block: a PDF (base64 or URL) becomes a `file` part, plain text a text part,
 /// a `content` source its own text and image blocks.
-fn document<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Vec<PartOut<'a>>, GatewayError> {
-    let m: MediaIn<'a> = block(raw, at)?;
+fn document<'a>(b: Block<'a>, at: &dyn Display) -> Result<Vec<PartOut<'a>>, GatewayError> {
+    let m: MediaIn<'a> = b.fields(at)?;
     let cache_control = cache(m.cache_control);
     let s = &m.source;
     match &*s.kind {
@@ -426,11 +650,11 @@ fn document<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Vec<PartOut<'a>>,
                 Blocks::List(list) => list,
             };
             let mut parts = Vec::with_capacity(list.len());
-            for (k, raw) in list.into_iter().enumerate() {
+            for (k, b) in list.into_iter().enumerate() {
                 let at = At::Index(&source_content, k);
-                let kind = kind_of(raw, &at)?;
+                let kind = b.kind(&at)?;
                 match &*kind {
-                    "text" | "image" => parts.extend(user_part(raw, &kind, &at, "document")?),
+                    "text" | "image" => parts.extend(user_part(b, &kind, &at, "document")?),
                     other => return Err(unsupported(&at, other)),
                 }
             }
@@ -445,11 +669,11 @@ fn document<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Vec<PartOut<'a>>,
 /// A `tool_result` block → a `tool` message. Its text blocks are joined by newlines; images
 /// and documents in it are dropped (an OpenAI tool message holds text only).
 fn tool_result<'a>(
-    raw: &'a RawValue,
+    b: Block<'a>,
     at: &dyn Display,
     answered: &[Cow<'a, str>],
 ) -> Result<MessageOut<'a>, GatewayError> {
-    let r: ToolResultIn<'a> = block(raw, at)?;
+    let r: ToolResultIn<'a> = b.fields(at)?;
     if !answered.iter().any(|id| *id == *r.tool_use_id) {
         return Err(GatewayError::invalid(format!(
             "{at}: tool_result for tool_use_id {:?} answers no tool_use block of the previous assistant message",
@@ -463,11 +687,11 @@ fn tool_result<'a>(
             Blocks::Text(t) => t.into_cow(&content_at)?,
             Blocks::List(list) => {
                 let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
-                for (k, raw) in list.into_iter().enumerate() {
+                for (k, b) in list.into_iter().enumerate() {
                     let at = At::Index(&content_at, k);
-                    let kind = kind_of(raw, &at)?;
+                    let kind = b.kind(&at)?;
                     match &*kind {
-                        "text" => texts.push(block::<TextIn>(raw, &at)?.text.into_cow(&at)?),
+                        "text" => texts.push(b.fields::<TextIn>(&at)?.text.into_cow(&at)?),
                         "image" | "document" => {}
                         other => return Err(unsupported(&at, other)),
                     }
@@ -513,16 +737,16 @@ fn assistant_message<'a>(
     let mut tool_calls = Vec::new();
     let message = At::Index(&"messages", i);
     let content_at = message.field("content");
-    for (j, raw) in list.into_iter().enumerate() {
+    for (j, b) in list.into_iter().enumerate() {
         let at = content_at.index(j);
-        let kind = kind_of(raw, &at)?;
+        let kind = b.kind(&at)?;
         match &*kind {
             "text" => {
-                let t: TextIn = block(raw, &at)?;
+                let t: TextIn = b.fields(&at)?;
                 parts.push((t.text, cache(t.cache_control)));
             }
             "tool_use" => {
-                let u: ToolUseIn<'a> = block(raw, &at)?;
+                let u: ToolUseIn<'a> = b.fields(&at)?;
                 let arguments = match u.input.filter(|v| v.get() != "null") {
                     None => "{}".to_owned(),
                     Some(v) if v.get().starts_with('{') => compact(v.get()),
@@ -1371,5 +1595,140 @@ mod tests {
                 .is_none(),
             "null is absent"
         );
+    }
+
+    /// What `list` (a `messages` array) becomes, read in one pass (`None`: that read declined
+    /// it) or message by message: the chat messages, or the error.
+    fn read_both_ways(list: &str) -> (Option<Result<String, String>>, Result<String, String>) {
+        let outcome = |out: Vec<MessageOut<'_>>, done: Result<(), GatewayError>| {
+            done.map(|()| serde_json::to_string(&out).unwrap())
+                .map_err(|e| e.to_string())
+        };
+        let one_pass = serde_json::from_str::<Vec<MessageIn<Blocks>>>(list)
+            .ok()
+            .map(|messages| {
+                let mut out = Vec::new();
+                let done = each_message(messages.into_iter().map(Ok), &mut out);
+                outcome(out, done)
+            });
+        let mut out = Vec::new();
+        let done = raw_messages(list, &mut out);
+        (one_pass, outcome(out, done))
+    }
+
+    mod one_pass {
+        use proptest::collection::vec;
+        use proptest::prelude::*;
+        use serde_json::{json, Value};
+
+        use super::read_both_ways;
+
+        /// Text with nothing to escape, or with quotes, backslashes, newlines and non-ASCII.
+        fn text(plain: bool) -> BoxedStrategy<String> {
+            if plain {
+                "[a-z é]{0,12}".boxed()
+            } else {
+                "[a-z\"\\\\\n\u{e9}/]{0,8}".boxed()
+            }
+        }
+
+        fn text_block() -> impl Strategy<Value = Value> {
+            (text(false), any::<bool>()).prop_map(|(t, cached)| {
+                let mut b = json!({"type": "text", "text": t});
+                if cached {
+                    b["cache_control"] = json!({"type": "ephemeral"});
+                }
+                b
+            })
+        }
+
+        fn block(plain: bool) -> BoxedStrategy<Value> {
+            let id = prop::sample::select(vec!["t1", "t2"]);
+            let result = prop_oneof![
+                text(false).prop_map(Value::String),
+                vec(text_block(), 0..3).prop_map(Value::Array),
+            ];
+            let good = prop_oneof![
+                3 => text_block(),
+                1 => Just(json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "aGk="}})),
+                1 => Just(json!({"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}})),
+                1 => text(false).prop_map(|t| json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": t}})),
+                2 => id.clone().prop_map(|id| json!({"type": "tool_use", "id": id, "name": "f", "input": {"a": [1, "x"]}})),
+                2 => (id, result, any::<bool>()).prop_map(|(id, content, is_error)| json!(
+                    {"type": "tool_result", "tool_use_id": id, "content": content, "is_error": is_error}
+                )),
+                1 => Just(json!({"type": "thinking", "thinking": "hm", "signature": "s"})),
+                1 => Just(json!({"type": "redacted_thinking", "data": "d"})),
+            ];
+            if plain {
+                return good.boxed();
+            }
+            prop_oneof![
+                6 => good,
+                1 => Just(json!({"type": "text"})),
+                1 => Just(json!({"type": "text", "text": 5})),
+                1 => Just(json!({"type": "text", "text": "x", "id": 5})),
+                1 => Just(json!({"type": "search_result", "source": "https://example.com", "title": "t", "content": []})),
+                1 => Just(json!({"type": "image", "source": {"type": "file", "file_id": "f"}})),
+                1 => Just(json!({"type": "tool_use", "name": "f"})),
+                1 => Just(json!({"text": "no type"})),
+                1 => Just(json!({"type": 5})),
+            ]
+            .boxed()
+        }
+
+        fn message(plain: bool) -> BoxedStrategy<Value> {
+            let roles = if plain {
+                vec!["user", "assistant", "system"]
+            } else {
+                vec!["user", "assistant", "system", "tool"]
+            };
+            let content = prop_oneof![
+                text(plain).prop_map(Value::String),
+                vec(block(plain), 0..4).prop_map(Value::Array),
+            ];
+            let content = if plain {
+                content.boxed()
+            } else {
+                prop_oneof![5 => content, 1 => Just(json!(7)), 1 => Just(json!({"text": "x"}))]
+                    .boxed()
+            };
+            (prop::sample::select(roles), content)
+                .prop_map(|(role, content)| json!({"role": role, "content": content}))
+                .boxed()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1024))]
+
+            /// Whatever the one pass reads, it reads as the reading message by message does,
+            /// down to the error.
+            #[test]
+            fn agrees_with_the_reading_message_by_message(list in vec(message(false), 0..6)) {
+                let list = serde_json::to_string(&list).unwrap();
+                let (one_pass, by_message) = read_both_ways(&list);
+                if let Some(one_pass) = one_pass {
+                    prop_assert_eq!(one_pass, by_message);
+                }
+            }
+
+            /// And it reads every list of well-formed messages whose string contents have
+            /// nothing to escape (text blocks and tool results may have escapes), in any key
+            /// order (these are sorted: a block's `type` comes last).
+            #[test]
+            fn reads_well_formed_messages(list in vec(message(true), 0..6)) {
+                let list = serde_json::to_string(&list).unwrap();
+                let (one_pass, by_message) = read_both_ways(&list);
+                prop_assert_eq!(one_pass, Some(by_message));
+            }
+        }
+    }
+
+    #[test]
+    fn a_string_content_with_escapes_is_read_message_by_message() {
+        let (one_pass, by_message) = read_both_ways(r#"[{"role": "user", "content": "a\nb"}]"#);
+        assert_eq!((one_pass, by_message.is_ok()), (None, true));
+        let (one_pass, by_message) = read_both_ways(r#"[{"role": "user", "content": "ab"}]"#);
+        assert_eq!(one_pass, Some(by_message));
     }
 }
