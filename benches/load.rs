@@ -5,7 +5,7 @@
 //! a table with each budget's pass/fail and writes `target/bench/load-<unix time>.json`.
 //! Budgets are checked here, never in tests.
 //!
-//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,streams,embeddings,oha,nginx]`
+//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,conversations,streams,embeddings,oha,nginx]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
 //! `--train` measures nothing: it sends the workload `make build-pgo` profiles the gateway on.
 //! `BENCH_GATEWAY=path` runs that build of the gateway instead of `target/release/tollgate`.
@@ -701,6 +701,74 @@ struct Targets {
     doors: Vec<Door>,
     /// Embeddings of [`EMBED_BATCH`] inputs.
     embed_batch: Route,
+    /// Chat, Messages and Responses, each sent the same agent-sized conversation (buffered).
+    conversations: Vec<Door>,
+}
+
+/// Turns of the `conversations` case's conversation: a user and an assistant message each.
+const TURNS: usize = 20;
+
+/// Part `k` of turn `i`'s messages: about 150 bytes of text with the quotes and line breaks an
+/// agent's context is full of (each an escape in the JSON).
+fn turn_text(i: usize, k: usize) -> String {
+    format!(
+        "Turn {i}, part {k}: \"the bicycle\" came first,\n then the pedal,\n then the chain; \
+         each one a step that made riding in towns \"easier\" than walking.\n"
+    )
+}
+
+/// The same conversation on the chat, Messages and Responses doors ([`TURNS`] turns of two
+/// text parts a message, then [`PROMPT`]), and the Gemini call each door makes of it. `sim`:
+/// the simulator's address.
+fn conversations(gw: &str, sim: &str, bearer: &[(&str, &str)], secret: &str) -> Vec<Door> {
+    let parts = |kind: &str, texts: &[String; 2]| json!([{"type": kind, "text": texts[0]}, {"type": kind, "text": texts[1]}]);
+    // The Messages door's blocks have the chat door's shape: one list serves both.
+    let (mut chat, mut responses, mut contents) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..TURNS {
+        let texts = [turn_text(i, 0), turn_text(i, 1)];
+        for (role, input) in [("user", "input_text"), ("assistant", "output_text")] {
+            chat.push(json!({"role": role, "content": parts("text", &texts)}));
+            responses
+                .push(json!({"type": "message", "role": role, "content": parts(input, &texts)}));
+            let role = if role == "user" { "user" } else { "model" };
+            contents.push(json!({"role": role, "parts": [{"text": texts[0]}, {"text": texts[1]}]}));
+        }
+    }
+    chat.push(json!({"role": "user", "content": PROMPT}));
+    responses.push(json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": PROMPT}]}));
+    contents.push(json!({"role": "user", "parts": [{"text": PROMPT}]}));
+    let door = |name, path, headers: &[(&str, &str)], body: Value, upstream: Value| Door {
+        name,
+        buffered: Route {
+            gw: post(gw, path, headers, &body),
+            sim: gemini(sim, false, &upstream),
+        },
+        streamed: None,
+    };
+    let capped = json!({"contents": contents, "generationConfig": {"maxOutputTokens": 256}});
+    vec![
+        door(
+            "chat, conversation",
+            "/v1/chat/completions",
+            bearer,
+            json!({"model": MODEL, "messages": &chat}),
+            json!({"contents": contents}),
+        ),
+        door(
+            "messages, conversation",
+            "/v1/messages",
+            &[("x-api-key", secret)],
+            json!({"model": MODEL, "max_tokens": 256, "messages": &chat}),
+            capped,
+        ),
+        door(
+            "responses, conversation",
+            "/v1/responses",
+            bearer,
+            json!({"model": MODEL, "input": responses, "store": false}),
+            json!({"contents": contents}),
+        ),
+    ]
 }
 
 /// Inputs per embeddings request of the `embeddings` case.
@@ -761,6 +829,7 @@ fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
         chat_streamed: chat.streamed.clone().expect("chat streams"),
         doors: vec![chat, messages, responses, embeddings],
         embed_batch: embed_route(gw, sim, &bearer, EMBED_BATCH),
+        conversations: conversations(gw, sim, &bearer, secret),
     }
 }
 
@@ -1009,11 +1078,12 @@ fn is_postgres(store: Option<&str>) -> bool {
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
-const CASES: [&str; 8] = [
+const CASES: [&str; 9] = [
     "rates",
     "max",
     "journal",
     "doors",
+    "conversations",
     "streams",
     "embeddings",
     "oha",
@@ -1075,6 +1145,7 @@ async fn main() {
             "max" => max(&b, &mut report).await,
             "journal" => journal(&b, &mut report).await,
             "doors" => doors(&b, &mut report).await,
+            "conversations" => conversation_doors(&b, &mut report).await,
             "streams" => streams(&b, &mut report).await,
             "embeddings" => embeddings(&b, &mut report).await,
             "oha" => oha_case(&b, &mut report),
@@ -1390,6 +1461,36 @@ async fn doors(b: &Bench, report: &mut Report) {
         measured.insert(door.name.into(), json);
     }
     report.json.insert("doors".into(), Value::Object(measured));
+}
+
+/// Requests a second of the `conversations` case: each is several times a one-line request's
+/// work, so [`RATE`]'s would measure a saturated core.
+const CONVERSATION_RATE: u64 = 500;
+
+/// The chat, Messages and Responses doors sent an agent-sized conversation
+/// ([`conversations`]): each door's added latency at [`CONVERSATION_RATE`] beside the
+/// simulator sent the door's Gemini call, then its buffered maximum. Reported, not budgeted:
+/// what a door's translation costs grows with the conversation, which the one-line `doors`
+/// case cannot show.
+async fn conversation_doors(b: &Bench, report: &mut Report) {
+    let mut measured = serde_json::Map::new();
+    for door in &b.t.conversations {
+        report.closed_loop(&door.buffered.gw, 1, 16).await;
+        let v = report
+            .versus(&door.buffered, CONVERSATION_RATE, b.secs, 64)
+            .await;
+        v.row(&format!("{}: buffered, added", door.name), v.added());
+        let max = report.closed_loop(&door.buffered.gw, b.secs, 64).await;
+        let case = format!("{}: buffered max (errors {})", door.name, max.errors);
+        row(&case, quantiles(&max.done), max.rate());
+        measured.insert(
+            door.name.into(),
+            json!({"at_rate": v.json(), "rate": CONVERSATION_RATE, "max_rate": max.rate(), "max_errors": max.errors}),
+        );
+    }
+    report
+        .json
+        .insert("conversations".into(), Value::Object(measured));
 }
 
 /// A door's added medians: buffered, and the whole stream's when it streams.
