@@ -14,7 +14,7 @@ use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
-use super::GatewayError;
+use super::{GatewayError, RawRequest};
 
 /// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
 /// this newtype does, so unescaped strings stay slices of the request or response bytes.
@@ -46,6 +46,15 @@ impl<'a> Text<'a> {
             Text::Json(raw) => raw.get() == "\"\"",
             Text::Made(text) => text.is_empty(),
         }
+    }
+
+    /// The JSON value `raw` as text: a string is taken as it is (read whole already, it needs
+    /// no second read), anything else is the error `Text`'s reading gives.
+    pub fn of(raw: &'a RawValue) -> Result<Self, serde_json::Error> {
+        if raw.get().starts_with('"') {
+            return Ok(Text::Json(raw));
+        }
+        serde_json::from_str(raw.get())
     }
 
     /// Its length in bytes as written (an escape counts as its characters): an estimate's.
@@ -94,6 +103,46 @@ impl Serialize for Text<'_> {
         match self {
             Text::Json(raw) => raw.serialize(s),
             Text::Made(text) => s.serialize_str(text),
+        }
+    }
+}
+
+/// The request's `messages` (none when absent), each read as `T` as the caller takes it: all of
+/// them in one pass when they all read, else one by one, so that an error is the first
+/// message's that fails (`messages[i]: …`) where the caller's own checks of the messages before
+/// it come first. (serde_json reads a raw slice whole: a list read as slices, then each slice,
+/// reads every message twice.)
+pub fn messages<'a, T: Deserialize<'a>>(
+    req: &RawRequest<'a>,
+) -> Result<Messages<'a, T>, GatewayError> {
+    let Some(raw) = req.get("messages") else {
+        return Ok(Messages::Read(Vec::new().into_iter()));
+    };
+    if let Ok(all) = serde_json::from_str::<Vec<T>>(raw.get()) {
+        return Ok(Messages::Read(all.into_iter()));
+    }
+    let raws = req
+        .typed::<Vec<&'a RawValue>>("messages")?
+        .unwrap_or_default();
+    Ok(Messages::Raw(raws.into_iter().enumerate()))
+}
+
+/// What [`messages`] yields.
+pub enum Messages<'a, T> {
+    Read(std::vec::IntoIter<T>),
+    Raw(std::iter::Enumerate<std::vec::IntoIter<&'a RawValue>>),
+}
+
+impl<'a, T: Deserialize<'a>> Iterator for Messages<'a, T> {
+    type Item = Result<T, GatewayError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Messages::Read(all) => all.next().map(Ok),
+            Messages::Raw(raws) => raws.next().map(|(i, raw)| {
+                serde_json::from_str(raw.get())
+                    .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))
+            }),
         }
     }
 }
@@ -288,5 +337,74 @@ mod tests {
             assert!(e.contains(kind) && e.contains("expected a string"), "{e}");
             assert!(!e.contains("xxxx") && !e.contains("12345678"), "{e}");
         }
+    }
+
+    #[test]
+    fn text_of_a_raw_value_is_what_reading_it_gives() {
+        for json in [r#""a\nb \u00e9""#, r#""""#, "7", "[\"a\"]", "null", "{}"] {
+            let raw: &RawValue = serde_json::from_str(json).unwrap();
+            let read =
+                serde_json::from_str::<Text>(json).map(|t| serde_json::to_string(&t).unwrap());
+            let of = Text::of(raw).map(|t| serde_json::to_string(&t).unwrap());
+            assert_eq!(
+                of.as_ref().map_err(ToString::to_string),
+                read.as_ref().map_err(ToString::to_string),
+                "{json}"
+            );
+        }
+    }
+
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct Numbered {
+        role: String,
+        #[serde(default)]
+        n: Option<u32>,
+    }
+
+    fn read_messages(body: &str) -> Result<Vec<Result<Numbered, String>>, String> {
+        let req = RawRequest::parse_head(body.as_bytes()).unwrap();
+        let all = messages::<Numbered>(&req).map_err(|e| e.to_string())?;
+        Ok(all.map(|m| m.map_err(|e| e.to_string())).collect())
+    }
+
+    #[test]
+    fn messages_are_read_in_one_pass_or_one_by_one_up_to_the_first_that_fails() {
+        let ok = r#"{"model":"m","messages":[{"role":"user","n":1},{"role":"assistant"}]}"#;
+        let req = RawRequest::parse_head(ok.as_bytes()).unwrap();
+        assert!(matches!(messages::<Numbered>(&req), Ok(Messages::Read(_))));
+        assert_eq!(
+            read_messages(ok).unwrap(),
+            vec![
+                Ok(Numbered {
+                    role: "user".into(),
+                    n: Some(1)
+                }),
+                Ok(Numbered {
+                    role: "assistant".into(),
+                    n: None
+                }),
+            ]
+        );
+        // The messages before the one that fails come first, as the caller reads them.
+        let third_fails = r#"{"model":"m","messages":[{"role":"user"},{"role":"user","n":2},{"role":"user","n":"x"},{"role":5}]}"#;
+        let read = read_messages(third_fails).unwrap();
+        assert_eq!(read.len(), 4);
+        assert_eq!(
+            read[1],
+            Ok(Numbered {
+                role: "user".into(),
+                n: Some(2)
+            })
+        );
+        let e = read[2].as_ref().unwrap_err();
+        assert!(
+            e.starts_with("messages[2]: invalid type: string \"x\""),
+            "{e}"
+        );
+        assert!(read[3].as_ref().unwrap_err().starts_with("messages[3]: "));
+        // Not a list: the field's own error; absent: none.
+        let e = read_messages(r#"{"model":"m","messages":{"role":"user"}}"#).unwrap_err();
+        assert!(e.starts_with("invalid value for messages: "), "{e}");
+        assert_eq!(read_messages(r#"{"model":"m"}"#).unwrap(), vec![]);
     }
 }

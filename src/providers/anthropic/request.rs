@@ -89,7 +89,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::api::chat::{
-    CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, Text, ToolCallIn, ToolIn,
+    self, CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, Text, ToolCallIn,
+    ToolIn,
 };
 use crate::api::{GatewayError, RawRequest, Str};
 use crate::catalog::{Profile, Thinking};
@@ -631,14 +632,10 @@ fn conversation<'a>(
     req: &RawRequest<'a>,
     thinks: bool,
 ) -> Result<(Vec<Block<'a>>, Vec<Message<'a>>), GatewayError> {
-    let raw_messages = req
-        .typed::<Vec<&'a RawValue>>("messages")?
-        .unwrap_or_default();
     let mut system = Vec::new();
     let mut turns: Vec<Turn<'a>> = Vec::new();
-    for (i, raw) in raw_messages.into_iter().enumerate() {
-        let m: MessageIn<'a> = serde_json::from_str(raw.get())
-            .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))?;
+    for (i, m) in chat::messages::<MessageIn<'a>>(req)?.enumerate() {
+        let m = m?;
         let (role, front, rest) = match &*m.role {
             "system" | "developer" => {
                 system_blocks(i, m, &mut system)?;
@@ -907,8 +904,7 @@ fn content<'a>(i: usize, raw: Option<&'a RawValue>) -> Result<Vec<PartIn<'a>>, G
     if raw.get().starts_with('[') {
         serde_json::from_str(raw.get()).map_err(bad)
     } else {
-        let text: Text<'a> = serde_json::from_str(raw.get()).map_err(bad)?;
-        Ok(vec![PartIn::text(text)])
+        Ok(vec![PartIn::text(Text::of(raw).map_err(bad)?)])
     }
 }
 

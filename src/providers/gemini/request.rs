@@ -31,7 +31,7 @@ use serde_json::value::RawValue;
 use super::thinking::{thinking_config, ThinkingConfig};
 use super::{call_id_signature, Str};
 use crate::api::chat::{
-    MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
+    self, MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
 };
 use crate::api::{At, GatewayError, RawRequest};
 use crate::catalog::{Profile, Thinking};
@@ -344,13 +344,9 @@ struct Conversation<'a> {
 }
 
 fn conversation<'a>(req: &RawRequest<'a>) -> Result<Conversation<'a>, GatewayError> {
-    let messages = req
-        .typed::<Vec<&'a RawValue>>("messages")?
-        .unwrap_or_default();
     let mut conv = Conversation::default();
-    for (i, raw) in messages.into_iter().enumerate() {
-        let m: MessageIn<'a> = serde_json::from_str(raw.get())
-            .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))?;
+    for (i, m) in chat::messages::<MessageIn<'a>>(req)?.enumerate() {
+        let m = m?;
         let content = content(m.content)
             .map_err(|e| GatewayError::invalid(format!("messages[{i}].content: {e}")))?;
         match &*m.role {
@@ -382,7 +378,7 @@ fn content(raw: Option<&RawValue>) -> Result<Option<ContentIn<'_>>, serde_json::
     if raw.get().starts_with('[') {
         serde_json::from_str(raw.get()).map(|p| Some(ContentIn::Parts(p)))
     } else {
-        serde_json::from_str(raw.get()).map(|t| Some(ContentIn::Text(t)))
+        Text::of(raw).map(|t| Some(ContentIn::Text(t)))
     }
 }
 
