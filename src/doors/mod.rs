@@ -12,7 +12,8 @@
 //! `chat_out` (the chat body a door writes), `chat_in` (the chat adapter's answers as a door
 //! reads them, handed over typed or, from an OpenAI-compatible upstream, as JSON) and
 //! `door_stream` (a door's events over the chat adapter's stream, its chunks handed over
-//! typed); `forward` (client headers a native upstream gets).
+//! typed); `forward` (client headers a native upstream gets); `one_pass` (a conversation's
+//! content read with its messages).
 
 mod bridge;
 pub mod charge;
@@ -21,6 +22,7 @@ pub(crate) mod chat_out;
 mod door_stream;
 pub mod forward;
 pub mod messages;
+mod one_pass;
 pub mod responses;
 
 pub use bridge::{bridged, Bridged};

@@ -9,9 +9,7 @@
 use std::borrow::Cow;
 use std::fmt::Display;
 
-use std::marker::PhantomData;
-
-use serde::de::{self, SeqAccess, Visitor};
+use serde::de;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -21,6 +19,7 @@ use crate::doors::chat_out::{
     checked, typed, ChatOut, ContentOut, FileOut, FunctionCallOut, FunctionDeclOut, MessageOut,
     PartOut, ReasoningOut, Text, ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
 };
+use crate::doors::one_pass::StringOrList;
 use crate::providers::common::compact;
 
 /// The Anthropic body (`body`) as an OpenAI chat body, or a 400 naming what is wrong.
@@ -186,18 +185,16 @@ fn cache(raw: Option<&RawValue>) -> Option<&RawValue> {
     raw.filter(|r| r.get() != "null")
 }
 
-/// `content` as blocks: a string is one text block.
-enum Blocks<'a> {
-    Text(Text<'a>),
-    List(Vec<Block<'a>>),
-}
+/// `content` as blocks: a string is one text block. (The one pass reads it with its message:
+/// a string only when it has no escapes, so that it is copied as written.)
+type Blocks<'a> = StringOrList<Text<'a>, Block<'a>>;
 
 fn blocks<'a>(raw: &'a RawValue, at: &dyn Display) -> Result<Blocks<'a>, GatewayError> {
     if raw.get().starts_with('"') {
-        return Ok(Blocks::Text(Text::Json(raw)));
+        return Ok(StringOrList::Text(Text::Json(raw)));
     }
     serde_json::from_str::<Vec<&RawValue>>(raw.get())
-        .map(|list| Blocks::List(list.into_iter().map(Block::Raw).collect()))
+        .map(|list| StringOrList::List(list.into_iter().map(Block::Raw).collect()))
         .map_err(|_| {
             GatewayError::invalid(format!(
                 "invalid value for {at}: expected a string or an array of content blocks"
@@ -220,32 +217,6 @@ impl<'a> ContentIn<'a> for &'a RawValue {
 impl<'a> ContentIn<'a> for Blocks<'a> {
     fn blocks(self, _: &dyn Display) -> Result<Blocks<'a>, GatewayError> {
         Ok(self)
-    }
-}
-
-/// The one pass's `content`: a string only when it has no escapes, so that it is copied as
-/// written (serde hands over an escaped string's value, not its text: the list is then read
-/// message by message instead).
-impl<'de: 'a, 'a> Deserialize<'de> for Blocks<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit<'a>(PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for Visit<'a> {
-            type Value = Blocks<'a>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string without escapes or an array of content blocks")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Self::Value, E> {
-                Ok(Blocks::Text(Text::Made(Cow::Borrowed(s))))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut list = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(block) = seq.next_element()? {
-                    list.push(block);
-                }
-                Ok(Blocks::List(list))
-            }
-        }
-        d.deserialize_any(Visit(PhantomData))
     }
 }
 
@@ -405,10 +376,10 @@ fn system_message<'a>(
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
     let content = match content.blocks(at)? {
-        Blocks::Text(t) if t.is_empty() => return Ok(()),
-        Blocks::Text(t) => ContentOut::Text(t),
-        Blocks::List(list) if list.is_empty() => return Ok(()),
-        Blocks::List(list) => {
+        StringOrList::Text(t) if t.is_empty() => return Ok(()),
+        StringOrList::Text(t) => ContentOut::Text(t),
+        StringOrList::List(list) if list.is_empty() => return Ok(()),
+        StringOrList::List(list) => {
             let mut parts = Vec::with_capacity(list.len());
             for (j, b) in list.into_iter().enumerate() {
                 let at = At::Index(at, j);
@@ -515,11 +486,11 @@ fn user_message<'a>(
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
     let list = match content {
-        Blocks::Text(t) => {
+        StringOrList::Text(t) => {
             out.push(MessageOut::plain("user", Some(ContentOut::Text(t))));
             return Ok(());
         }
-        Blocks::List(list) => list,
+        StringOrList::List(list) => list,
     };
     let message = At::Index(&"messages", i);
     let content_at = message.field("content");
@@ -641,13 +612,13 @@ fn document<'a>(b: Block<'a>, at: &dyn Display) -> Result<Vec<PartOut<'a>>, Gate
             let source = At::Field(at, "source");
             let source_content = source.field("content");
             let list = match blocks(inner, &source_content)? {
-                Blocks::Text(t) => {
+                StringOrList::Text(t) => {
                     return Ok(vec![PartOut::Text {
                         text: t,
                         cache_control,
                     }])
                 }
-                Blocks::List(list) => list,
+                StringOrList::List(list) => list,
             };
             let mut parts = Vec::with_capacity(list.len());
             for (k, b) in list.into_iter().enumerate() {
@@ -684,8 +655,8 @@ fn tool_result<'a>(
     let mut text: Cow<'a, str> = match r.content.filter(|c| c.get() != "null") {
         None => Cow::Borrowed(""),
         Some(c) => match blocks(c, &content_at)? {
-            Blocks::Text(t) => t.into_cow(&content_at)?,
-            Blocks::List(list) => {
+            StringOrList::Text(t) => t.into_cow(&content_at)?,
+            StringOrList::List(list) => {
                 let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
                 for (k, b) in list.into_iter().enumerate() {
                     let at = At::Index(&content_at, k);
@@ -727,11 +698,11 @@ fn assistant_message<'a>(
     out: &mut Vec<MessageOut<'a>>,
 ) -> Result<(), GatewayError> {
     let list = match content {
-        Blocks::Text(t) => {
+        StringOrList::Text(t) => {
             out.push(MessageOut::plain("assistant", Some(ContentOut::Text(t))));
             return Ok(());
         }
-        Blocks::List(list) => list,
+        StringOrList::List(list) => list,
     };
     let mut parts = Vec::new();
     let mut tool_calls = Vec::new();
@@ -1622,15 +1593,7 @@ mod tests {
         use serde_json::{json, Value};
 
         use super::read_both_ways;
-
-        /// Text with nothing to escape, or with quotes, backslashes, newlines and non-ASCII.
-        fn text(plain: bool) -> BoxedStrategy<String> {
-            if plain {
-                "[a-z é]{0,12}".boxed()
-            } else {
-                "[a-z\"\\\\\n\u{e9}/]{0,8}".boxed()
-            }
-        }
+        use crate::doors::one_pass::text_strategy as text;
 
         fn text_block() -> impl Strategy<Value = Value> {
             (text(false), any::<bool>()).prop_map(|(t, cached)| {

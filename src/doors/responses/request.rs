@@ -93,7 +93,6 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt::Display;
 
-use serde::de::{SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -107,6 +106,7 @@ use crate::doors::chat_out::{
     FunctionDeclOut, JsonSchemaOut, MessageOut, PartOut, ReasoningOut, ResponseFormatOut, Text,
     ToolCallOut, ToolChoiceOut, ToolOut, UrlOut,
 };
+use crate::doors::one_pass::StringOrList;
 use crate::providers::common::compact;
 
 /// A Responses request read onto the request model.
@@ -377,67 +377,7 @@ type ReadItem<'a> = ItemIn<'a, Parts<'a, Text<'a>>, Parts<'a, Cow<'a, str>>>;
 
 /// A string or a list of parts: a message's `content` (`S`: [`Text`], the string as written) or
 /// a tool output's `output` (`S`: its value).
-enum Parts<'a, S> {
-    Text(S),
-    List(Vec<PartIn<'a>>),
-}
-
-/// How the one pass takes a string: a `Text` only when it has no escapes, so that it is copied
-/// as written (serde hands over an escaped string's value, not its text: the list is then read
-/// item by item instead); a value, always.
-trait StringIn<'a>: Sized {
-    fn borrowed(s: &'a str) -> Self;
-    fn copied(s: &str) -> Option<Self>;
-}
-
-impl<'a> StringIn<'a> for Text<'a> {
-    fn borrowed(s: &'a str) -> Self {
-        Text::Made(Cow::Borrowed(s))
-    }
-    fn copied(_: &str) -> Option<Self> {
-        None
-    }
-}
-
-impl<'a> StringIn<'a> for Cow<'a, str> {
-    fn borrowed(s: &'a str) -> Self {
-        Cow::Borrowed(s)
-    }
-    fn copied(s: &str) -> Option<Self> {
-        Some(Cow::Owned(s.to_owned()))
-    }
-}
-
-impl<'de: 'a, 'a, S: StringIn<'de>> Deserialize<'de> for Parts<'a, S> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit<'a, S>(std::marker::PhantomData<(&'a (), S)>);
-        impl<'de: 'a, 'a, S: StringIn<'de>> Visitor<'de> for Visit<'a, S> {
-            type Value = Parts<'a, S>;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a string or an array of content parts")
-            }
-            fn visit_borrowed_str<E: serde::de::Error>(
-                self,
-                s: &'de str,
-            ) -> Result<Self::Value, E> {
-                Ok(Parts::Text(S::borrowed(s)))
-            }
-            fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Self::Value, E> {
-                S::copied(s)
-                    .map(Parts::Text)
-                    .ok_or_else(|| E::custom("an escaped string is read with its item"))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-                let mut list = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(64));
-                while let Some(part) = seq.next_element()? {
-                    list.push(part);
-                }
-                Ok(Parts::List(list))
-            }
-        }
-        d.deserialize_any(Visit(std::marker::PhantomData))
-    }
-}
+type Parts<'a, S> = StringOrList<S, PartIn<'a>>;
 
 /// An item's `content` or `output` as the converter takes it: read in the one pass, or read now
 /// from its raw slice (`at` names it in errors).
@@ -454,18 +394,18 @@ impl<'a, S> PartsIn<'a, S> for Parts<'a, S> {
 impl<'a> PartsIn<'a, Text<'a>> for &'a RawValue {
     fn read(self, at: &dyn Display) -> Result<Parts<'a, Text<'a>>, GatewayError> {
         if self.get().starts_with('"') {
-            return Ok(Parts::Text(Text::Json(self)));
+            return Ok(StringOrList::Text(Text::Json(self)));
         }
-        raw_parts(self, at).map(Parts::List)
+        raw_parts(self, at).map(StringOrList::List)
     }
 }
 
 impl<'a> PartsIn<'a, Cow<'a, str>> for &'a RawValue {
     fn read(self, at: &dyn Display) -> Result<Parts<'a, Cow<'a, str>>, GatewayError> {
         if self.get().starts_with('"') {
-            return Ok(Parts::Text(field::<Str>(self, at)?.0));
+            return Ok(StringOrList::Text(field::<Str>(self, at)?.0));
         }
-        raw_parts(self, at).map(Parts::List)
+        raw_parts(self, at).map(StringOrList::List)
     }
 }
 
@@ -782,7 +722,7 @@ impl<'a> Conversation<'a> {
             return Ok(());
         }
         let content = match content {
-            Parts::Text(text) => ContentOut::Text(text),
+            StringOrList::Text(text) => ContentOut::Text(text),
             list => {
                 let kind = if role == "user" {
                     Role::User
@@ -805,14 +745,14 @@ impl<'a> Conversation<'a> {
         role: Role,
     ) -> Result<Vec<PartOut<'a>>, GatewayError> {
         let list = match content {
-            Parts::Text(text) if text.is_empty() => return Ok(Vec::new()),
-            Parts::Text(text) => {
+            StringOrList::Text(text) if text.is_empty() => return Ok(Vec::new()),
+            StringOrList::Text(text) => {
                 return Ok(vec![PartOut::Text {
                     text,
                     cache_control: None,
                 }])
             }
-            Parts::List(list) => list,
+            StringOrList::List(list) => list,
         };
         let mut out = Vec::with_capacity(list.len());
         for (j, p) in list.into_iter().enumerate() {
@@ -990,8 +930,8 @@ fn output_text<'a>(
     at: &dyn Display,
 ) -> Result<Cow<'a, str>, GatewayError> {
     let list = match output {
-        Parts::Text(text) => return Ok(text),
-        Parts::List(list) => list,
+        StringOrList::Text(text) => return Ok(text),
+        StringOrList::List(list) => list,
     };
     let mut texts: Vec<Cow<'a, str>> = Vec::with_capacity(list.len());
     for (k, p) in list.into_iter().enumerate() {
@@ -2704,15 +2644,7 @@ mod tests {
         use serde_json::{json, Value};
 
         use super::read_both_ways;
-
-        /// Text with nothing to escape, or with quotes, backslashes, newlines and non-ASCII.
-        fn text(plain: bool) -> BoxedStrategy<String> {
-            if plain {
-                "[a-z é]{0,12}".boxed()
-            } else {
-                "[a-z\"\\\\\n\u{e9}/]{0,8}".boxed()
-            }
-        }
+        use crate::doors::one_pass::text_strategy as text;
 
         fn part(plain: bool) -> BoxedStrategy<Value> {
             let good = prop_oneof![
