@@ -5,6 +5,9 @@
 //! dropped is listed in the module doc of `doors::messages`. Borrowed raw slices are copied
 //! byte for byte where the two wire formats agree (tool schemas, numbers, `cache_control`);
 //! only `tool_use.input` is rewritten, as the compact JSON text an OpenAI `arguments` holds.
+//!
+//! `messages` is read in one pass ([`conversation`]); a list that pass cannot read is read
+//! message by message, each block where it is used, so that the error names it.
 
 use std::borrow::Cow;
 use std::fmt::Display;
