@@ -35,23 +35,20 @@ pub fn continued(items: &str, response: &str) -> Result<Vec<u8>, GatewayError> {
     let corrupt = |what: &str| GatewayError::Internal(format!("a kept response's {what}").into());
     let answer: Answer =
         serde_json::from_str(response).map_err(|_| corrupt("answer is not a response"))?;
-    let inner = |array: &str| {
-        array
-            .trim()
-            .strip_prefix('[')
-            .and_then(|a| a.strip_suffix(']'))
-            .map(str::trim)
-            .map(str::to_owned)
-    };
-    let before = inner(items).ok_or_else(|| corrupt("items are not a list"))?;
-    let output = inner(answer.output.get()).ok_or_else(|| corrupt("output is not a list"))?;
-    let joined = [before, output];
-    let parts: Vec<&str> = joined
-        .iter()
-        .map(String::as_str)
+    let before = list_items(items).ok_or_else(|| corrupt("items are not a list"))?;
+    let output = list_items(answer.output.get()).ok_or_else(|| corrupt("output is not a list"))?;
+    let parts: Vec<&str> = [before, output]
+        .into_iter()
         .filter(|p| !p.is_empty())
         .collect();
     Ok(format!("[{}]", parts.join(",")).into_bytes())
+}
+
+/// The items of a JSON array as written, without its brackets and the space around them:
+/// `[ {…}, {…} ]` → `{…}, {…}`; empty for `[]`; `None` for what is not bracketed.
+pub(super) fn list_items(array: &str) -> Option<&str> {
+    let inner = array.trim().strip_prefix('[')?.strip_suffix(']')?;
+    Some(inner.trim())
 }
 
 /// The client's `body` with `input` replaced by `conversation` (a JSON array): what an

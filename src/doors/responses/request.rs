@@ -96,6 +96,7 @@ use std::fmt::Display;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
+use super::continued::list_items;
 use super::names;
 use super::reasoning::{self, Detail};
 use crate::api::request::RawRequest;
@@ -207,7 +208,7 @@ fn translate<'a>(
         conv.items(prior, &"previous response's items", |e| {
             not_array(e.to_string())
         })?;
-        keep(&mut items, collect, list_items(prior));
+        keep(&mut items, collect, list_items(prior).unwrap_or_default());
     }
     match get("input") {
         Some(raw) if raw.get().starts_with('"') => {
@@ -231,7 +232,11 @@ fn translate<'a>(
                     "invalid value for input: expected a string or an array of items",
                 )
             })?;
-            keep(&mut items, collect, list_items(raw.get()));
+            keep(
+                &mut items,
+                collect,
+                list_items(raw.get()).unwrap_or_default(),
+            );
         }
         None if prior.is_some() => {}
         None => return Err(GatewayError::invalid("missing required field: input")),
@@ -321,14 +326,6 @@ fn keep(items: &mut Vec<u8>, collect: bool, raw: &str) {
         items.push(b',');
     }
     items.extend_from_slice(raw.as_bytes());
-}
-
-/// The items of a JSON array already read as one, without its brackets: `[ {…}, {…} ]` →
-/// `{…}, {…}`; empty for `[]`.
-fn list_items(list: &str) -> &str {
-    let list = list.trim();
-    let inner = list.strip_prefix('[').unwrap_or(list);
-    inner.strip_suffix(']').unwrap_or(inner).trim()
 }
 
 // ----- items ---------------------------------------------------------------------------------
