@@ -233,6 +233,80 @@ fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
+/// `json` (valid JSON) with every string, keys included, written as [`string`] writes it: the
+/// same text whichever escapes its writer chose (`\u00e9` is `é`, `\/` is `/`), everything else
+/// as it was. Borrowed when every escape already is one `string` writes, which one scan for
+/// backslashes tells: a string without escapes has one way to be written.
+pub fn canonical_strings(json: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, Error> {
+    if escapes_are_canonical(json) {
+        return Ok(std::borrow::Cow::Borrowed(json));
+    }
+    let mut out = Vec::with_capacity(json.len());
+    let mut at = 0;
+    // Outside strings valid JSON has no backslash, so each quote found from there opens one.
+    while let Some(open) = memchr::memchr(b'"', json.get(at..).unwrap_or_default()) {
+        let open = at + open;
+        out.extend_from_slice(json.get(at..open).unwrap_or_default());
+        let close = string_end(json, open + 1)
+            .ok_or_else(|| <Error as serde::de::Error>::custom("an unterminated string"))?;
+        let literal = json.get(open..=close).unwrap_or_default();
+        if memchr::memchr(b'\\', literal).is_some() {
+            let text: crate::api::Str = serde_json::from_slice(literal)?;
+            string(&mut out, &text);
+        } else {
+            out.extend_from_slice(literal);
+        }
+        at = close + 1;
+    }
+    out.extend_from_slice(json.get(at..).unwrap_or_default());
+    Ok(std::borrow::Cow::Owned(out))
+}
+
+/// The index of the quote that closes the string whose text starts at `from`.
+fn string_end(json: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    loop {
+        let i = at + memchr::memchr2(b'"', b'\\', json.get(at..)?)?;
+        if json.get(i) == Some(&b'"') {
+            return Some(i);
+        }
+        at = i + 2; // an escape's second byte is never its string's end
+    }
+}
+
+/// Whether every escape in `json` is the one [`escape`] writes for its character: a short one
+/// (`\"`, `\\`, `\b`, `\t`, `\n`, `\f`, `\r`), or `\u00xx` in lower-case hex for another
+/// control character.
+fn escapes_are_canonical(json: &[u8]) -> bool {
+    let hex = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let mut at = 0;
+    while let Some(i) = memchr::memchr(b'\\', json.get(at..).unwrap_or_default()) {
+        let i = at + i;
+        at = match json.get(i + 1) {
+            Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => i + 2,
+            Some(b'u') => {
+                let Some(&[b'0', b'0', high, low]) = json.get(i + 2..i + 6) else {
+                    return false;
+                };
+                let (Some(high), Some(low)) = (hex(high), hex(low)) else {
+                    return false;
+                };
+                let control = high << 4 | low;
+                if control >= 0x20 || matches!(control, 0x08 | 0x09 | 0x0A | 0x0C | 0x0D) {
+                    return false;
+                }
+                i + 6
+            }
+            _ => return false,
+        };
+    }
+    true
+}
+
 /// Where a compound is: serde_json's states, whose `Empty` (a length of 0 announced) has
 /// written both brackets already.
 #[derive(PartialEq, Eq)]
@@ -873,6 +947,94 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// `text` as a JSON string whose every character is written as `how` picks (cycled): as
+    /// itself where JSON allows, by its short escape, by `\u` in either case (a surrogate pair
+    /// above the BMP), or `/` as `\/`.
+    fn written_any_way(text: &str, how: &[u8]) -> String {
+        let mut out = String::from("\"");
+        for (i, c) in text.chars().enumerate() {
+            let pick = how.get(i % how.len().max(1)).copied().unwrap_or(0) % 4;
+            let short = match c {
+                '"' => Some("\\\""),
+                '\\' => Some("\\\\"),
+                '\n' => Some("\\n"),
+                '/' if pick == 1 => Some("\\/"),
+                _ => None,
+            };
+            let literal_ok = !(c < ' ' || c == '"' || c == '\\');
+            match (pick, short) {
+                (0, _) if literal_ok => out.push(c),
+                (1, Some(esc)) => out.push_str(esc),
+                _ => {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        if pick == 3 {
+                            out.push_str(&format!("\\u{unit:04X}"));
+                        } else {
+                            out.push_str(&format!("\\u{unit:04x}"));
+                        }
+                    }
+                }
+            }
+        }
+        out.push('"');
+        out
+    }
+
+    #[test]
+    fn canonical_strings_rewrites_only_what_has_another_way() {
+        let json = r#"{"k\u0041": ["x\/y", 1.5, {"z": "caf\u00e9 \ud83d\ude00", "n": "a\u000ab\u001F"}], "ok": "a\"b\\c\n\u0001"}"#;
+        let canonical = canonical_strings(json.as_bytes()).unwrap();
+        assert_eq!(
+            std::str::from_utf8(&canonical).unwrap(),
+            "{\"kA\": [\"x/y\", 1.5, {\"z\": \"café 😀\", \"n\": \"a\\nb\\u001f\"}], \"ok\": \"a\\\"b\\\\c\\n\\u0001\"}",
+            "every string as `string` writes it, keys included; the rest as written"
+        );
+        let already = r#"{"a": "\"\\\b\t\n\f\r\u0000\u001f é", "\\u00e9": []}"#.as_bytes();
+        assert!(matches!(
+            canonical_strings(already).unwrap(),
+            std::borrow::Cow::Borrowed(b) if b == already
+        ));
+        assert!(
+            canonical_strings(br#"["\ud800"]"#).is_err(),
+            "a lone surrogate"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn canonical_strings_is_the_writers_escaping(
+            text in "[a-z\"\\\\\n\u{1}\u{1f}/é😀\u{7f}]{0,12}",
+            how in proptest::collection::vec(any::<u8>(), 1..8),
+            key in "[a-z/é]{0,3}",
+        ) {
+            let written = written_any_way(&text, &how);
+            let key_written = written_any_way(&key, &how);
+            let doc = format!("[{written}, {{{key_written}: {written}}}]");
+            let mut want = Vec::new();
+            string(&mut want, &text);
+            let mut want_key = Vec::new();
+            string(&mut want_key, &key);
+            let (want, want_key) = (String::from_utf8(want).unwrap(), String::from_utf8(want_key).unwrap());
+            let got = canonical_strings(doc.as_bytes()).unwrap();
+            prop_assert_eq!(
+                std::str::from_utf8(&got).unwrap(),
+                format!("[{want}, {{{want_key}: {want}}}]")
+            );
+            let value: Value = serde_json::from_str(&doc).unwrap();
+            prop_assert_eq!(serde_json::from_slice::<Value>(&got).unwrap(), value);
+        }
+
+        #[test]
+        fn canonical_strings_borrows_what_serde_wrote(text in "\\PC{0,16}", key in "\\PC{0,4}") {
+            let doc = serde_json::to_vec(&json!({ key: [text, 1] })).unwrap();
+            prop_assert!(matches!(
+                canonical_strings(&doc).unwrap(),
+                std::borrow::Cow::Borrowed(b) if b == doc.as_slice()
+            ));
         }
     }
 }

@@ -11,18 +11,20 @@
 //! parts out (`request::naming_cache`).
 //!
 //! The key hashes the upstream model and the JSON of what is cached, each followed by a 0 byte,
-//! so the conversation after the prefix never changes it. That JSON is normalised first (keys
-//! sorted, strings escaped one way): text is copied as the client wrote it, and `é` written as
-//! `\u00e9` is the same prompt, so it must name the same cache. A model whose profile says
+//! so the conversation after the prefix never changes it. Its strings are written one way
+//! first (`api::json::canonical_strings`): text is copied as the client wrote it, and `é`
+//! written as `\u00e9` is the same prompt, so it must name the same cache. Keys stay in the
+//! order written: the gateway's own in one order, a tool's schema in its client's (a client
+//! that reorders a schema's keys gets a cache of its own). A model whose profile says
 //! `min_cache_tokens: 0` never gets a plan; comparing `estimated_tokens` with the minimum is
 //! the caller's decision.
 
 use bytes::Bytes;
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::request::{to_bytes, SystemInstruction, ToolConfig, ToolOut, Translation};
+use super::request::{to_bytes, Translation};
 use super::vertex_model;
+use crate::api::json::{self, canonical_strings};
 use crate::api::{GatewayError, Operation};
 use crate::catalog::RouteKind;
 use crate::providers::{Credentials, Target};
@@ -41,18 +43,6 @@ pub struct CachePlan {
     /// How long the upstream keeps the cache (`cache_control.ttl`, default 300 s, at most
     /// `Target::max_cache_ttl`).
     pub ttl_seconds: u64,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct CreateCache<'p, 'a> {
-    model: &'p str,
-    system_instruction: &'p SystemInstruction<'a>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tools: Option<&'p [ToolOut<'a>; 1]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool_config: Option<&'p ToolConfig<'a>>,
-    ttl: String,
 }
 
 /// The explicit cache for a translated request whose first system message marks a text part
@@ -93,34 +83,45 @@ pub(super) fn cache_plan(
     hash.update(target.upstream_model().as_bytes());
     hash.update([0u8]);
     for piece in [&system_json, &tools_json, &config_json] {
-        hash.update(normalised(piece)?);
+        hash.update(
+            canonical_strings(piece).map_err(|e| {
+                GatewayError::Internal(format!("the context cache's key: {e}").into())
+            })?,
+        );
         hash.update([0u8]);
     }
     let system_bytes: usize = system.parts.iter().map(|p| p.text.written_len()).sum();
-    let create = CreateCache {
-        model: &model,
-        system_instruction: system,
-        tools: t.tools.as_ref(),
-        tool_config: t.tool_config.as_ref(),
-        ttl: format!("{ttl}s"),
-    };
+    let create = create_body(&model, &system_json, &tools_json, &config_json, ttl);
     Ok(Some(CachePlan {
         key: hex::encode(hash.finalize()),
-        create_body: to_bytes(&create)?,
+        create_body: create,
         estimated_tokens: u32::try_from((system_bytes + tools_json.len()) / 4).unwrap_or(u32::MAX),
         ttl_seconds: ttl,
     }))
 }
 
-/// `json` (the gateway's own serialisation, or nothing) read and written again: its strings
-/// escaped one way, its keys in one order.
-fn normalised(json: &[u8]) -> Result<Vec<u8>, GatewayError> {
-    if json.is_empty() {
-        return Ok(Vec::new());
+/// The `cachedContents` create request, from the cached parts already written (`tools` and
+/// `config` empty when absent), without writing those parts twice: the bytes serde writes for
+/// the struct `CreateCache` of the tests.
+fn create_body(model: &str, system: &[u8], tools: &[u8], config: &[u8], ttl: u64) -> Bytes {
+    let mut out = Vec::with_capacity(system.len() + tools.len() + config.len() + model.len() + 96);
+    out.extend_from_slice(br#"{"model":"#);
+    json::string(&mut out, model);
+    out.extend_from_slice(br#","systemInstruction":"#);
+    out.extend_from_slice(system);
+    for (name, piece) in [
+        (&br#","tools":"#[..], tools),
+        (br#","toolConfig":"#, config),
+    ] {
+        if !piece.is_empty() {
+            out.extend_from_slice(name);
+            out.extend_from_slice(piece);
+        }
     }
-    serde_json::from_slice::<serde_json::Value>(json)
-        .and_then(|v| serde_json::to_vec(&v))
-        .map_err(|e| GatewayError::Internal(format!("the context cache's key: {e}").into()))
+    out.extend_from_slice(br#","ttl":""#);
+    out.extend_from_slice(itoa::Buffer::new().format(ttl).as_bytes());
+    out.extend_from_slice(br#"s"}"#);
+    Bytes::from(out)
 }
 
 /// `cache_control.ttl` in seconds: `"5m"`, `"1h"`, `"300s"` or a bare number of seconds;
@@ -144,7 +145,7 @@ fn ttl_seconds(ttl: Option<&str>) -> Result<u64, GatewayError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::request::translate;
+    use super::super::request::{translate, SystemInstruction, ToolConfig, ToolOut};
     use super::super::test_support::*;
     use super::*;
     use crate::api::RawRequest;
@@ -213,6 +214,47 @@ mod tests {
             ..Default::default()
         };
         cache_plan(&t, &target(m, &r, false), &creds)
+    }
+
+    #[derive(serde::Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct CreateCache<'p, 'a> {
+        model: &'p str,
+        system_instruction: &'p SystemInstruction<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tools: Option<&'p [ToolOut<'a>; 1]>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        tool_config: Option<&'p ToolConfig<'a>>,
+        ttl: String,
+    }
+
+    #[test]
+    fn the_create_body_is_what_serde_writes_for_it() {
+        let m = model(profile_25_flash());
+        let mut without_tools = cacheable();
+        without_tools.as_object_mut().unwrap().remove("tools");
+        without_tools.as_object_mut().unwrap().remove("tool_choice");
+        for req in [cacheable(), without_tools] {
+            let bytes = serde_json::to_vec(&req).unwrap();
+            let raw = RawRequest::parse(&bytes, Operation::Chat).unwrap();
+            let t = translate(&raw, &m.profile).unwrap();
+            let r = route(RouteKind::GeminiApi, None);
+            let p = cache_plan(&t, &target(&m, &r, false), &Credentials::default())
+                .unwrap()
+                .unwrap();
+            let serde = serde_json::to_vec(&CreateCache {
+                model: "models/gemini-test",
+                system_instruction: t.system.as_ref().unwrap(),
+                tools: t.tools.as_ref(),
+                tool_config: t.tool_config.as_ref(),
+                ttl: "3600s".into(),
+            })
+            .unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&p.create_body),
+                String::from_utf8_lossy(&serde)
+            );
+        }
     }
 
     #[test]
