@@ -5,7 +5,7 @@
 //! a table with each budget's pass/fail and writes `target/bench/load-<unix time>.json`.
 //! Budgets are checked here, never in tests.
 //!
-//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,conversations,streams,embeddings,oha,nginx]`
+//! `cargo bench --bench load -- [--quick] [--store postgres://…] [--only rates,max,journal,doors,conversations,agents,streams,embeddings,oha,nginx]`
 //! (the Makefile builds the release binaries first and pins this process with `taskset`).
 //! `--train` measures nothing: it sends the workload `make build-pgo` profiles the gateway on.
 //! `BENCH_GATEWAY=path` runs that build of the gateway instead of `target/release/tollgate`.
@@ -291,7 +291,11 @@ struct Target {
 }
 
 fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &Value) -> Target {
-    let body = body.to_string();
+    post_raw(addr, path, headers, body.to_string())
+}
+
+/// [`post`] of a body already written.
+fn post_raw(addr: &str, path: &str, headers: &[(&str, &str)], body: String) -> Target {
     let mut r = format!("POST {path} HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n", body.len());
     for (k, v) in headers {
         r.push_str(&format!("{k}: {v}\r\n"));
@@ -703,6 +707,8 @@ struct Targets {
     embed_batch: Route,
     /// Chat, Messages and Responses, each sent the same agent-sized conversation (buffered).
     conversations: Vec<Door>,
+    /// Claude Code's and Codex's own requests, each to a Gemini and a Claude model (buffered).
+    agents: Vec<(String, Target)>,
 }
 
 /// Turns of the `conversations` case's conversation: a user and an assistant message each.
@@ -771,6 +777,120 @@ fn conversations(gw: &str, sim: &str, bearer: &[(&str, &str)], secret: &str) -> 
     ]
 }
 
+/// The Gemini model of the `agents` case: one that takes explicit caches (Gemini 3.6 and later
+/// do not), so that Claude Code's `cache_control` takes the cache step.
+const GEMINI_CACHING_MODEL: &str = "google/gemini-3.1-flash-lite";
+/// The Claude model of the `agents` case (the default catalog sends it to Anthropic's API).
+const CLAUDE_MODEL: &str = "anthropic/claude-sonnet-4-6";
+
+/// The requests Claude Code (the Messages door) and Codex (the Responses door) sent, as captured
+/// from the real CLIs (`tests/fixtures/*/SOURCES.md`: 88 KB and 41 KB, most of it system prompt
+/// and tools), compact, buffered, each to a Gemini model and to a Claude model.
+/// Claude Code marks its system prompt `cache_control`: on Gemini that is an explicit cache,
+/// made by the first request and named by the rest.
+fn agents(gw: &str, bearer: &[(&str, &str)], secret: &str) -> Vec<(String, Target)> {
+    let fixture = |path: &str| {
+        let text = std::fs::read_to_string(format!("{ROOT}/tests/fixtures/{path}")).unwrap();
+        compact(&text)
+    };
+    let claude_code = fixture("messages/claude-code-captured-request.json");
+    let codex = fixture("responses/codex-captured-request.json");
+    let mut targets = Vec::new();
+    for model in [GEMINI_CACHING_MODEL, CLAUDE_MODEL] {
+        targets.push((
+            format!("claude code, {model}"),
+            post_raw(
+                gw,
+                "/v1/messages",
+                &[("x-api-key", secret)],
+                buffered(&claude_code, model),
+            ),
+        ));
+        // The captured reasoning item's signature is a placeholder, which Claude (and the
+        // simulator, as Claude does) refuses; and with thinking on, Claude refuses a tool turn
+        // replayed without its signed thinking. So Claude is sent the conversation without the
+        // item and without `reasoning`.
+        let codex = if model == CLAUDE_MODEL {
+            without_reasoning(&codex)
+        } else {
+            codex.clone()
+        };
+        targets.push((
+            format!("codex, {model}"),
+            post_raw(gw, "/v1/responses", bearer, buffered(&codex, model)),
+        ));
+    }
+    targets
+}
+
+/// `json` without the whitespace between its tokens (a string's own is kept).
+fn compact(json: &str) -> String {
+    let (mut out, mut in_string, mut escaped) = (String::with_capacity(json.len()), false, false);
+    for c in json.chars() {
+        if in_string {
+            (in_string, escaped) = (escaped || c != '"', !escaped && c == '\\');
+        } else if c.is_ascii_whitespace() {
+            continue;
+        } else {
+            in_string = c == '"';
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A Responses body (compact) without its `reasoning` input items and field.
+fn without_reasoning(body: &str) -> String {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<&'a str>,
+    }
+    let fields = tollgate::api::request::object_fields(body.as_bytes()).unwrap();
+    let mut input = String::from("[");
+    for item in fields
+        .iter()
+        .filter(|(name, _)| name == "input")
+        .flat_map(|(_, raw)| {
+            serde_json::from_str::<Vec<&serde_json::value::RawValue>>(raw.get()).unwrap()
+        })
+    {
+        if serde_json::from_str::<Kind>(item.get()).unwrap().kind != Some("reasoning") {
+            if input.len() > 1 {
+                input.push(',');
+            }
+            input.push_str(item.get());
+        }
+    }
+    input.push(']');
+    let fields =
+        fields
+            .iter()
+            .filter(|(name, _)| name != "reasoning")
+            .map(|(name, raw)| match name.as_ref() {
+                "input" => (name.as_ref(), input.as_str()),
+                _ => (name.as_ref(), raw.get()),
+            });
+    let mut out = Vec::new();
+    tollgate::api::request::write_object(&mut out, fields);
+    String::from_utf8(out).unwrap()
+}
+
+/// A captured body (compact) naming `model`, not streamed: its top-level fields in the order
+/// the agent wrote them.
+fn buffered(body: &str, model: &str) -> String {
+    let fields = tollgate::api::request::object_fields(body.as_bytes()).unwrap();
+    let (model, no) = (json!(model).to_string(), "false".to_owned());
+    let fields = fields.iter().map(|(name, raw)| match name.as_ref() {
+        "model" => (name.as_ref(), model.as_str()),
+        "stream" => (name.as_ref(), no.as_str()),
+        _ => (name.as_ref(), raw.get()),
+    });
+    let mut out = Vec::new();
+    tollgate::api::request::write_object(&mut out, fields);
+    String::from_utf8(out).unwrap()
+}
+
 /// Inputs per embeddings request of the `embeddings` case.
 const EMBED_BATCH: usize = 100;
 /// Google's successor of the Gemini 2.5 Flash the bench used until its shutdown (2026-12-01).
@@ -830,6 +950,7 @@ fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
         doors: vec![chat, messages, responses, embeddings],
         embed_batch: embed_route(gw, sim, &bearer, EMBED_BATCH),
         conversations: conversations(gw, sim, &bearer, secret),
+        agents: agents(gw, &bearer, secret),
     }
 }
 
@@ -1078,12 +1199,13 @@ fn is_postgres(store: Option<&str>) -> bool {
 }
 
 /// The cases, in the order they run; `--only a,b` runs some of them.
-const CASES: [&str; 9] = [
+const CASES: [&str; 10] = [
     "rates",
     "max",
     "journal",
     "doors",
     "conversations",
+    "agents",
     "streams",
     "embeddings",
     "oha",
@@ -1146,6 +1268,7 @@ async fn main() {
             "journal" => journal(&b, &mut report).await,
             "doors" => doors(&b, &mut report).await,
             "conversations" => conversation_doors(&b, &mut report).await,
+            "agents" => agent_requests(&b, &mut report).await,
             "streams" => streams(&b, &mut report).await,
             "embeddings" => embeddings(&b, &mut report).await,
             "oha" => oha_case(&b, &mut report),
@@ -1491,6 +1614,39 @@ async fn conversation_doors(b: &Bench, report: &mut Report) {
     report
         .json
         .insert("conversations".into(), Value::Object(measured));
+}
+
+/// Requests a second of the `agents` case: each is a 40–90 KB body.
+const AGENT_RATE: u64 = 100;
+
+/// The agents' captured requests ([`agents`]): the gateway's own time (its `server-timing`)
+/// at [`AGENT_RATE`], then the buffered maximum. Reported, not budgeted: what a front door and
+/// a translation cost on the requests agents actually send, beside the one-line `doors` case.
+async fn agent_requests(b: &Bench, report: &mut Report) {
+    let mut measured = serde_json::Map::new();
+    for (name, target) in &b.t.agents {
+        report.closed_loop(target, 1, 4).await;
+        let run = open_loop(target, AGENT_RATE, b.secs, 16).await;
+        report.sent_ok += run.ok;
+        let own = quantiles(&run.server_timing);
+        row(
+            &format!("{name}: gateway's own time (errors {})", run.errors),
+            own,
+            run.rate(),
+        );
+        let max = report.closed_loop(target, b.secs, 16).await;
+        row(
+            &format!("{name}: buffered max (errors {})", max.errors),
+            quantiles(&max.done),
+            max.rate(),
+        );
+        measured.insert(
+            name.clone(),
+            json!({"gateway_us": quantiles_json(own), "rate": AGENT_RATE, "errors": run.errors,
+                   "max_rate": max.rate(), "max_errors": max.errors}),
+        );
+    }
+    report.json.insert("agents".into(), Value::Object(measured));
 }
 
 /// A door's added medians: buffered, and the whole stream's when it streams.
