@@ -97,7 +97,7 @@ lint: deps
 ## cost, key lookup, admission), the ledger writer's throughput,
 ## then the load bench — the release gateway on core 0, the simulator and the load generator on
 ## core 1 — which prints each budget's pass/fail and writes target/bench/load-*.json.
-## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--only rates,max,journal,doors,conversations,streams,embeddings,oha,nginx`,
+## BENCH_ARGS: `--quick` (3-s cases, 500 streams), `--only rates,max,journal,doors,conversations,agents,streams,embeddings,oha,nginx`,
 ## `--store postgres://…`; BENCH_WRAP="perf record -g --" runs the gateway under a tool. The `oha`
 ## and `nginx` cases run when those are on PATH (`make bench-tools` installs both). The load bench
 ## measures the production build, `make build-pgo`'s; PGO=0 measures the plain release build.
