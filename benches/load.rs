@@ -807,9 +807,8 @@ fn agents(gw: &str, bearer: &[(&str, &str)], secret: &str) -> Vec<(String, Targe
             ),
         ));
         // The captured reasoning item's signature is a placeholder, which Claude (and the
-        // simulator, as Claude does) refuses; and with thinking on, Claude refuses a tool turn
-        // replayed without its signed thinking. So Claude is sent the conversation without the
-        // item and without `reasoning`.
+        // simulator, as Claude does) refuses: Claude is sent the conversation without it (and
+        // the gateway then sends that tool turn without thinking).
         let codex = if model == CLAUDE_MODEL {
             without_reasoning(&codex)
         } else {
@@ -839,7 +838,7 @@ fn compact(json: &str) -> String {
     out
 }
 
-/// A Responses body (compact) without its `reasoning` input items and field.
+/// A Responses body (compact) without its `reasoning` input items.
 fn without_reasoning(body: &str) -> String {
     #[derive(serde::Deserialize)]
     struct Kind<'a> {
@@ -863,14 +862,10 @@ fn without_reasoning(body: &str) -> String {
         }
     }
     input.push(']');
-    let fields =
-        fields
-            .iter()
-            .filter(|(name, _)| name != "reasoning")
-            .map(|(name, raw)| match name.as_ref() {
-                "input" => (name.as_ref(), input.as_str()),
-                _ => (name.as_ref(), raw.get()),
-            });
+    let fields = fields.iter().map(|(name, raw)| match name.as_ref() {
+        "input" => (name.as_ref(), input.as_str()),
+        _ => (name.as_ref(), raw.get()),
+    });
     let mut out = Vec::new();
     tollgate::api::request::write_object(&mut out, fields);
     String::from_utf8(out).unwrap()

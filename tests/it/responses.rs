@@ -296,6 +296,29 @@ async fn gemini_3_takes_function_calls_it_did_not_make() {
     );
 }
 
+/// The same on Claude: a tool loop begun on another model (Gemini, say, then a switch or a
+/// failover) has no signed thinking to replay, and Claude refuses to continue it with thinking
+/// on, so the gateway sends that request without thinking.
+#[tokio::test]
+async fn claude_continues_a_tool_loop_begun_elsewhere_without_thinking() {
+    let e = SimEnv::start();
+    let body = json!({"model": CLAUDE, "reasoning": {"effort": "low"}, "max_output_tokens": 4000,
+        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        "input": [
+            {"role": "user", "content": "weather in Paris?"},
+            {"type": "function_call", "call_id": "fc_local_1", "name": "get_weather",
+             "arguments": "{\"city\":\"Paris\"}"},
+            {"type": "function_call_output", "call_id": "fc_local_1", "output": "sunny"}]});
+    let (status, v) = respond(&e.gw, &e.key, &body).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = e.last_upstream().await["body"].clone();
+    assert_eq!(sent["thinking"], json!({"type": "disabled"}), "{sent}");
+    assert_eq!(
+        sent["messages"][1]["content"][0]["type"], "tool_use",
+        "{sent}"
+    );
+}
+
 #[tokio::test]
 async fn a_response_stream_failing_before_its_first_output_fails_over() {
     let e = SimEnv::start();

@@ -43,7 +43,10 @@
 //!   request thinks: thinking sent on, or an effort profile with no `thinking` sent (the
 //!   model's default, on for the adaptive-only generations). Anthropic wants the last
 //!   assistant turn's thinking back when a tool loop continues with thinking on, and ignores
-//!   earlier ones; with thinking off they are left out;
+//!   earlier ones; with thinking off they are left out. A last assistant turn that calls tools
+//!   without signed thinking (another model's, a switch or a failover away) is refused with
+//!   thinking on, so such a request is sent with `{type: disabled}` where the profile can
+//!   disable thinking (not on Opus 5.5 and Fable, which refuse it);
 //! - `cache_control` (OpenRouter style, `{type: ephemeral, ttl?}`) wherever the client put it:
 //!   on a system message → its last system block; on a user/assistant message → its last block
 //!   (thinking blocks take none); on a part → that part's block; on a `tool` message or its
@@ -317,7 +320,7 @@ pub(super) fn build(
         None => forwarded::<u32>(req, p, "max_tokens", "max_tokens")?,
     };
     let mut max_tokens = asked.unwrap_or(cap).clamp(1, cap);
-    let (thinking, output_config) = match &p.thinking {
+    let (mut thinking, mut output_config) = match &p.thinking {
         Thinking::Effort {
             levels,
             can_disable,
@@ -329,7 +332,14 @@ pub(super) fn build(
         Some(t) => t.is_on(),
         None => matches!(p.thinking, Thinking::Effort { .. }),
     };
-    let (system, messages) = conversation(req, thinks)?;
+    let (mut system, mut messages) = conversation(req, thinks)?;
+    if thinks && tool_turn_unsigned(&messages) && can_disable(&p.thinking) {
+        // A thinking model refuses a tool loop whose last assistant turn does not start with
+        // its signed thinking, and a turn another model made (or this one without thinking)
+        // has none: as Anthropic advises, that request goes without thinking.
+        (thinking, output_config) = (Some(ThinkingOut::Disabled), None);
+        (system, messages) = conversation(req, false)?;
+    }
     let tools = tools(req)?;
     // Where Anthropic refuses a forced tool (module doc), the choice becomes `auto`.
     let refuses_forcing = matches!(thinking, Some(ThinkingOut::Enabled { .. }))
@@ -375,6 +385,37 @@ pub(super) fn build(
         .map_err(|e| {
             GatewayError::Internal(format!("serialising the anthropic request: {e}").into())
         })
+}
+
+/// Whether the last assistant turn calls tools without starting with thinking: what a thinking
+/// model refuses to continue (the simulator holds the same rule).
+fn tool_turn_unsigned(messages: &[Message<'_>]) -> bool {
+    let Some(last) = messages.iter().rev().find(|m| m.role == "assistant") else {
+        return false;
+    };
+    let calls = last
+        .content
+        .iter()
+        .any(|b| matches!(b, Block::ToolUse { .. }));
+    let signed = matches!(
+        last.content.first(),
+        Some(Block::Thinking { .. } | Block::RedactedThinking { .. })
+    );
+    calls && !signed
+}
+
+/// Whether the profile can send `{type: disabled}` (Opus 5.5 and Fable always think).
+fn can_disable(thinking: &Thinking) -> bool {
+    matches!(
+        thinking,
+        Thinking::Budget {
+            can_disable: true,
+            ..
+        } | Thinking::Effort {
+            can_disable: true,
+            ..
+        }
+    )
 }
 
 /// Anthropic's temperature from OpenAI's: the same value, kept within Anthropic's 0–1.
@@ -1537,6 +1578,49 @@ mod tests {
             {"role": "tool", "tool_call_id": "toolu_01B", "content": [{"type": "text", "text": "rain"}, {"type": "text", "text": ""}]},
             {"role": "user", "content": "and now?"}
         ])
+    }
+
+    #[test]
+    fn a_tool_loop_without_its_signed_thinking_goes_without_thinking() {
+        // The same loop as another model (or this one without thinking) left it.
+        let mut foreign = tool_loop(Value::Null, Value::Null);
+        foreign[1]
+            .as_object_mut()
+            .unwrap()
+            .remove("reasoning_details");
+        let asked = |messages: &Value| json!({"model": "m", "reasoning_effort": "low", "max_tokens": 4000, "messages": messages});
+        let b = body(asked(&foreign));
+        assert_eq!(b["thinking"], json!({"type": "disabled"}), "{b}");
+        assert_eq!(b["messages"][1]["content"][0]["type"], "text");
+        let b = body(asked(&tool_loop(Value::Null, Value::Null)));
+        assert_eq!(
+            b["thinking"]["type"], "enabled",
+            "its own signed thinking: kept"
+        );
+        assert_eq!(b["messages"][1]["content"][0]["type"], "thinking");
+
+        // Effort profiles think by default, asked or not; Opus 5.5 and Fable cannot stop.
+        for extra in [json!({"reasoning_effort": "high"}), json!({})] {
+            let mut req = with(extra.clone());
+            req["messages"] = foreign.clone();
+            let sent = |can_disable| {
+                let m = effort_model(ALL_LEVELS, can_disable);
+                try_built(&req, &m, RouteKind::Anthropic, None, false)
+                    .unwrap()
+                    .2
+            };
+            let b = sent(true);
+            assert_eq!(b["thinking"], json!({"type": "disabled"}), "{extra}: {b}");
+            assert!(b.get("output_config").is_none(), "{b}");
+            let b = sent(false);
+            assert_ne!(b["thinking"], json!({"type": "disabled"}), "{extra}: {b}");
+        }
+        // Without tool calls in the last assistant turn, nothing is asked of it.
+        let b = body(asked(&json!([
+            {"role": "user", "content": "q"}, {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "and?"}
+        ])));
+        assert_eq!(b["thinking"]["type"], "enabled");
     }
 
     #[test]
