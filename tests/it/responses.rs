@@ -275,18 +275,24 @@ async fn a_five_turn_tool_loop_keeps_every_call_paired() {
     }
 }
 
-/// A client that kept its own history (its own call ids, no Gemini signatures) sends a tool loop
-/// to Gemini 3, which refuses a replayed call without a signature.
-#[tokio::test]
-async fn gemini_3_takes_function_calls_it_did_not_make() {
-    let e = SimEnv::start();
-    let body = json!({"model": "google/gemini-3.5-flash-lite",
+/// A tool loop with a call made elsewhere (the client's own call id, nothing signed), for
+/// `model`.
+fn loop_begun_elsewhere(model: &str) -> Value {
+    json!({"model": model,
         "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
         "input": [
             {"role": "user", "content": "weather in Paris?"},
             {"type": "function_call", "call_id": "fc_local_1", "name": "get_weather",
              "arguments": "{\"city\":\"Paris\"}"},
-            {"type": "function_call_output", "call_id": "fc_local_1", "output": "sunny"}]});
+            {"type": "function_call_output", "call_id": "fc_local_1", "output": "sunny"}]})
+}
+
+/// A client that kept its own history (its own call ids, no Gemini signatures) sends a tool loop
+/// to Gemini 3, which refuses a replayed call without a signature.
+#[tokio::test]
+async fn gemini_3_takes_function_calls_it_did_not_make() {
+    let e = SimEnv::start();
+    let body = loop_begun_elsewhere("google/gemini-3.5-flash-lite");
     let (status, v) = respond(&e.gw, &e.key, &body).await;
     assert_eq!(status, 200, "{v}");
     let sent = e.last_upstream().await["body"].clone();
@@ -302,13 +308,9 @@ async fn gemini_3_takes_function_calls_it_did_not_make() {
 #[tokio::test]
 async fn claude_continues_a_tool_loop_begun_elsewhere_without_thinking() {
     let e = SimEnv::start();
-    let body = json!({"model": CLAUDE, "reasoning": {"effort": "low"}, "max_output_tokens": 4000,
-        "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
-        "input": [
-            {"role": "user", "content": "weather in Paris?"},
-            {"type": "function_call", "call_id": "fc_local_1", "name": "get_weather",
-             "arguments": "{\"city\":\"Paris\"}"},
-            {"type": "function_call_output", "call_id": "fc_local_1", "output": "sunny"}]});
+    let mut body = loop_begun_elsewhere(CLAUDE);
+    body["reasoning"] = json!({"effort": "low"});
+    body["max_output_tokens"] = json!(4000);
     let (status, v) = respond(&e.gw, &e.key, &body).await;
     assert_eq!(status, 200, "{v}");
     let sent = e.last_upstream().await["body"].clone();
