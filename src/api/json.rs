@@ -20,6 +20,7 @@
 //! data), and the bytes (and the error) are always serde_json's: the tests hold the two equal
 //! on arbitrary values and on every derive feature the project uses.
 
+use std::borrow::Cow;
 use std::io;
 
 use bytes::BytesMut;
@@ -237,9 +238,9 @@ fn needs_escape(b: u8) -> bool {
 /// same text whichever escapes its writer chose (`\u00e9` is `é`, `\/` is `/`), everything else
 /// as it was. Borrowed when every escape already is one `string` writes, which one scan for
 /// backslashes tells: a string without escapes has one way to be written.
-pub fn canonical_strings(json: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, Error> {
+pub fn canonical_strings(json: &[u8]) -> Result<Cow<'_, [u8]>, Error> {
     if escapes_are_canonical(json) {
-        return Ok(std::borrow::Cow::Borrowed(json));
+        return Ok(Cow::Borrowed(json));
     }
     let mut out = Vec::with_capacity(json.len());
     let mut at = 0;
@@ -259,7 +260,7 @@ pub fn canonical_strings(json: &[u8]) -> Result<std::borrow::Cow<'_, [u8]>, Erro
         at = close + 1;
     }
     out.extend_from_slice(json.get(at..).unwrap_or_default());
-    Ok(std::borrow::Cow::Owned(out))
+    Ok(Cow::Owned(out))
 }
 
 /// The index of the quote that closes the string whose text starts at `from`.
@@ -996,7 +997,7 @@ mod tests {
         let already = r#"{"a": "\"\\\b\t\n\f\r\u0000\u001f é", "\\u00e9": []}"#.as_bytes();
         assert!(matches!(
             canonical_strings(already).unwrap(),
-            std::borrow::Cow::Borrowed(b) if b == already
+            Cow::Borrowed(b) if b == already
         ));
         assert!(
             canonical_strings(br#"["\ud800"]"#).is_err(),
@@ -1033,7 +1034,7 @@ mod tests {
             let doc = serde_json::to_vec(&json!({ key: [text, 1] })).unwrap();
             prop_assert!(matches!(
                 canonical_strings(&doc).unwrap(),
-                std::borrow::Cow::Borrowed(b) if b == doc.as_slice()
+                Cow::Borrowed(b) if b == doc.as_slice()
             ));
         }
     }
