@@ -980,7 +980,8 @@ async fn train(gw: &str, secret: &str) {
 
 /// Every front door to both families the default catalog routes first (Gemini's Developer API,
 /// Anthropic's API), buffered and streamed: a one-line prompt, a conversation, and one with a
-/// tool call; then embeddings of one input and of 100.
+/// tool call; then embeddings of one input and of 100; then the agents' captured requests
+/// ([`agents`]).
 fn training(gw: &str, secret: &str) -> Vec<Target> {
     let bearer = format!("Bearer {secret}");
     let bearer = [("authorization", bearer.as_str())];
@@ -1057,6 +1058,7 @@ fn training(gw: &str, secret: &str) -> Vec<Target> {
         let body = json!({"model": "google/text-embedding-004", "input": inputs});
         requests.push(post(gw, "/v1/embeddings", &bearer, &body));
     }
+    requests.extend(agents(gw, &bearer, secret).into_iter().map(|(_, t)| t));
     requests
 }
 
