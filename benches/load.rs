@@ -862,24 +862,24 @@ fn without_reasoning(body: &str) -> String {
         }
     }
     input.push(']');
-    let fields = fields.iter().map(|(name, raw)| match name.as_ref() {
-        "input" => (name.as_ref(), input.as_str()),
-        _ => (name.as_ref(), raw.get()),
-    });
-    let mut out = Vec::new();
-    tollgate::api::request::write_object(&mut out, fields);
-    String::from_utf8(out).unwrap()
+    replaced(body, &[("input", &input)])
 }
 
-/// A captured body (compact) naming `model`, not streamed: its top-level fields in the order
-/// the agent wrote them.
+/// A captured body (compact) naming `model`, not streamed.
 fn buffered(body: &str, model: &str) -> String {
+    replaced(
+        body,
+        &[("model", &json!(model).to_string()), ("stream", "false")],
+    )
+}
+
+/// `body` (compact) with the values of the top-level fields `values` names (JSON text) in
+/// place of its own, its fields in the order the agent wrote them.
+fn replaced(body: &str, values: &[(&str, &str)]) -> String {
     let fields = tollgate::api::request::object_fields(body.as_bytes()).unwrap();
-    let (model, no) = (json!(model).to_string(), "false".to_owned());
-    let fields = fields.iter().map(|(name, raw)| match name.as_ref() {
-        "model" => (name.as_ref(), model.as_str()),
-        "stream" => (name.as_ref(), no.as_str()),
-        _ => (name.as_ref(), raw.get()),
+    let fields = fields.iter().map(|(name, raw)| {
+        let value = values.iter().find(|(n, _)| n == name).map(|(_, v)| *v);
+        (name.as_ref(), value.unwrap_or(raw.get()))
     });
     let mut out = Vec::new();
     tollgate::api::request::write_object(&mut out, fields);

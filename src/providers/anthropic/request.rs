@@ -332,13 +332,17 @@ pub(super) fn build(
         Some(t) => t.is_on(),
         None => matches!(p.thinking, Thinking::Effort { .. }),
     };
-    let (mut system, mut messages) = conversation(req, thinks)?;
+    let (system, mut messages) = conversation(req, thinks)?;
     if thinks && tool_turn_unsigned(&messages) && can_disable(&p.thinking) {
         // A thinking model refuses a tool loop whose last assistant turn does not start with
         // its signed thinking, and a turn another model made (or this one without thinking)
-        // has none: as Anthropic advises, that request goes without thinking.
+        // has none: as Anthropic advises, that request goes without thinking, and so without
+        // the earlier turns' thinking (what `conversation` leaves out when not thinking).
         (thinking, output_config) = (Some(ThinkingOut::Disabled), None);
-        (system, messages) = conversation(req, false)?;
+        for m in &mut messages {
+            m.content
+                .retain(|b| !matches!(b, Block::Thinking { .. } | Block::RedactedThinking { .. }));
+        }
     }
     let tools = tools(req)?;
     // Where Anthropic refuses a forced tool (module doc), the choice becomes `auto`.
@@ -1598,6 +1602,17 @@ mod tests {
             "its own signed thinking: kept"
         );
         assert_eq!(b["messages"][1]["content"][0]["type"], "thinking");
+        // A signed loop, then one made elsewhere: the earlier turn's thinking goes too.
+        let mut both = tool_loop(Value::Null, Value::Null);
+        both.as_array_mut().unwrap().extend([
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_g1", "type": "function",
+                "function": {"name": "get_weather", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": "call_g1", "content": "windy"}),
+        ]);
+        let b = body(asked(&both));
+        assert_eq!(b["thinking"], json!({"type": "disabled"}), "{b}");
+        assert_eq!(b["messages"][1]["content"][0]["type"], "text", "{b}");
+        assert_eq!(b["messages"][3]["content"][0]["type"], "tool_use", "{b}");
 
         // Effort profiles think by default, asked or not; Opus 5.5 and Fable cannot stop.
         for extra in [json!({"reasoning_effort": "high"}), json!({})] {
