@@ -14,6 +14,7 @@ use serde::de::{Error as _, Unexpected};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 
+use super::list::Items;
 use super::{GatewayError, RawRequest};
 
 /// A borrowed-when-possible JSON string. `Option<Cow<str>>` fields never borrow under serde;
@@ -107,43 +108,29 @@ impl Serialize for Text<'_> {
     }
 }
 
-/// The request's `messages` (none when absent), each read as `T` as the caller takes it: all of
-/// them in one pass when they all read, else one by one, so that an error is the first
-/// message's that fails (`messages[i]: …`) where the caller's own checks of the messages before
-/// it come first. (serde_json reads a raw slice whole: a list read as slices, then each slice,
-/// reads every message twice.)
+/// The request's `messages` (none when absent), each read as `T` as the caller takes it, in one
+/// pass where they all read ([`list`](super::list)), so that an error is the first message's that
+/// fails (`messages[i]: …`) where the caller's own checks of the messages before it come first.
 pub fn messages<'a, T: Deserialize<'a>>(
     req: &RawRequest<'a>,
 ) -> Result<Messages<'a, T>, GatewayError> {
     let Some(raw) = req.get("messages") else {
-        return Ok(Messages::Read(Vec::new().into_iter()));
+        return Ok(Messages(None));
     };
-    if let Ok(all) = serde_json::from_str::<Vec<T>>(raw.get()) {
-        return Ok(Messages::Read(all.into_iter()));
-    }
-    let raws = req
-        .typed::<Vec<&'a RawValue>>("messages")?
-        .unwrap_or_default();
-    Ok(Messages::Raw(raws.into_iter().enumerate()))
+    let items = super::list::items(raw)
+        .map_err(|e| GatewayError::invalid(format!("invalid value for messages: {e}")))?;
+    Ok(Messages(Some(items)))
 }
 
 /// What [`messages`] yields.
-pub enum Messages<'a, T> {
-    Read(std::vec::IntoIter<T>),
-    Raw(std::iter::Enumerate<std::vec::IntoIter<&'a RawValue>>),
-}
+pub struct Messages<'a, T>(Option<Items<'a, T>>);
 
 impl<'a, T: Deserialize<'a>> Iterator for Messages<'a, T> {
     type Item = Result<T, GatewayError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        match self {
-            Messages::Read(all) => all.next().map(Ok),
-            Messages::Raw(raws) => raws.next().map(|(i, raw)| {
-                serde_json::from_str(raw.get())
-                    .map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}")))
-            }),
-        }
+        let (i, message) = self.0.as_mut()?.next()?;
+        Some(message.map_err(|e| GatewayError::invalid(format!("messages[{i}]: {e}"))))
     }
 }
 
@@ -371,7 +358,10 @@ mod tests {
     fn messages_are_read_in_one_pass_or_one_by_one_up_to_the_first_that_fails() {
         let ok = r#"{"model":"m","messages":[{"role":"user","n":1},{"role":"assistant"}]}"#;
         let req = RawRequest::parse_head(ok.as_bytes()).unwrap();
-        assert!(matches!(messages::<Numbered>(&req), Ok(Messages::Read(_))));
+        assert!(matches!(
+            messages::<Numbered>(&req),
+            Ok(Messages(Some(Items::Read(_))))
+        ));
         assert_eq!(
             read_messages(ok).unwrap(),
             vec![

@@ -3,7 +3,8 @@
 //! (`chat`) and what one request may carry (`limits`); the buffered completion (`completion`), the stream chunk (`chunk`), the
 //! embeddings answer (`embeddings`), `Usage` (`usage`), and the one place a gateway error
 //! becomes a status and an error envelope (`error`), with the place in a request it names (`at`);
-//! how all of it is read and written as JSON (`json`). Families keep only their upstream's types.
+//! how all of it is read and written as JSON (`json`), a list read in one pass (`list`). Families
+//! keep only their upstream's types.
 pub mod at;
 pub mod chat;
 pub mod chunk;
@@ -12,6 +13,7 @@ pub mod embeddings;
 pub mod error;
 pub mod json;
 pub mod limits;
+pub mod list;
 pub mod request;
 pub mod usage;
 

@@ -16,6 +16,7 @@ use serde::de;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::api::list::items;
 use crate::api::request::RawRequest;
 use crate::api::{At, GatewayError, Str};
 use crate::doors::chat_out::{
@@ -40,7 +41,10 @@ pub fn to_chat_from(req: &RawRequest<'_>) -> Result<Vec<u8>, GatewayError> {
 
     let mut messages = Vec::new();
     if let Some(system) = get("system") {
-        system_message(system, &"system", &mut messages)?;
+        match system_blocks(system) {
+            Some(blocks) => system_message(blocks, &"system", &mut messages)?,
+            None => system_message(system, &"system", &mut messages)?,
+        }
     }
     let raw_messages =
         get("messages").ok_or_else(|| GatewayError::invalid("missing required field: messages"))?;
@@ -370,6 +374,15 @@ impl<'de: 'a, 'a> Deserialize<'de> for Block<'a> {
 }
 
 // ----- system --------------------------------------------------------------------------------
+
+/// The top-level `system`, a list of blocks, read in one pass (Claude Code's is 29 KB); `None`
+/// for a string, or a list that pass declines, which is read block by block as a message's is.
+fn system_blocks(raw: &RawValue) -> Option<Blocks<'_>> {
+    if !raw.get().starts_with('[') {
+        return None;
+    }
+    serde_json::from_str(raw.get()).ok()
+}
 
 /// The system prompt `raw` (at `at`: the top-level `system`, or a `system` message in the
 /// conversation) as a chat `system` message.
@@ -794,13 +807,12 @@ struct ToolIn<'a> {
 /// Custom tools as OpenAI function tools (and their names); Anthropic's server tools
 /// (`web_search_…`, `bash_…`, `text_editor_…`, …: any other `type`) are dropped.
 fn tools(raw: &RawValue) -> Result<(Vec<ToolOut<'_>>, Vec<Cow<'_, str>>), GatewayError> {
-    let list: Vec<&RawValue> = serde_json::from_str(raw.get())
+    let list = items::<ToolIn>(raw)
         .map_err(|_| GatewayError::invalid("invalid value for tools: expected an array"))?;
     let mut tools = Vec::with_capacity(list.len());
     let mut names = Vec::with_capacity(list.len());
-    for (i, raw) in list.into_iter().enumerate() {
-        let t: ToolIn = serde_json::from_str(raw.get())
-            .map_err(|e| GatewayError::invalid(format!("tools[{i}]: {e}")))?;
+    for (i, t) in list {
+        let t = t.map_err(|e| GatewayError::invalid(format!("tools[{i}]: {e}")))?;
         if t.kind.as_deref().is_some_and(|k| k != "custom") {
             continue;
         }
@@ -1590,12 +1602,30 @@ mod tests {
         (one_pass, outcome(out, done))
     }
 
+    /// What the top-level `system` `list` becomes, read in one pass (`None`: declined) or block
+    /// by block: the chat messages, or the error.
+    fn system_both_ways(list: &str) -> (Option<Result<String, String>>, Result<String, String>) {
+        let raw: &RawValue = serde_json::from_str(list).unwrap();
+        let outcome = |out: Vec<MessageOut<'_>>, done: Result<(), GatewayError>| {
+            done.map(|()| serde_json::to_string(&out).unwrap())
+                .map_err(|e| e.to_string())
+        };
+        let one_pass = system_blocks(raw).map(|blocks| {
+            let mut out = Vec::new();
+            let done = system_message(blocks, &"system", &mut out);
+            outcome(out, done)
+        });
+        let mut out = Vec::new();
+        let done = system_message(raw, &"system", &mut out);
+        (one_pass, outcome(out, done))
+    }
+
     mod one_pass {
         use proptest::collection::vec;
         use proptest::prelude::*;
         use serde_json::{json, Value};
 
-        use super::read_both_ways;
+        use super::{read_both_ways, system_both_ways};
         use crate::doors::one_pass::text_strategy as text;
 
         fn text_block() -> impl Strategy<Value = Value> {
@@ -1676,6 +1706,21 @@ mod tests {
                 if let Some(one_pass) = one_pass {
                     prop_assert_eq!(one_pass, by_message);
                 }
+            }
+
+            /// The top-level `system` likewise: read in one pass as block by block, and in one
+            /// pass whenever its blocks are well-formed.
+            #[test]
+            fn reads_a_system_list_as_block_by_block(
+                blocks in vec(block(false), 0..4),
+                plain in vec(block(true), 0..4),
+            ) {
+                let (one_pass, by_block) = system_both_ways(&serde_json::to_string(&blocks).unwrap());
+                if let Some(one_pass) = one_pass {
+                    prop_assert_eq!(one_pass, by_block);
+                }
+                let (one_pass, by_block) = system_both_ways(&serde_json::to_string(&plain).unwrap());
+                prop_assert_eq!(one_pass, Some(by_block));
             }
 
             /// And it reads every list of well-formed messages whose string contents have

@@ -99,6 +99,7 @@ use serde_json::value::RawValue;
 use super::continued::list_items;
 use super::names;
 use super::reasoning::{self, Detail};
+use crate::api::list::items;
 use crate::api::request::RawRequest;
 use crate::api::{At, GatewayError, Str};
 use crate::catalog::Family;
@@ -986,28 +987,27 @@ struct Offered<'a> {
 impl<'a> Offered<'a> {
     /// A `tools` list (the request's, or an `additional_tools` item's) at `at`.
     fn tools(&mut self, raw: &'a RawValue, at: &dyn Display) -> Result<(), GatewayError> {
-        let list: Vec<&'a RawValue> = serde_json::from_str(raw.get()).map_err(|_| {
+        let list = items::<ToolIn<'a>>(raw).map_err(|_| {
             GatewayError::invalid(format!("invalid value for {at}: expected an array"))
         })?;
-        for (i, raw) in list.into_iter().enumerate() {
+        for (i, t) in list {
             let at = At::Index(at, i);
-            let t: ToolIn<'a> = field(raw, &at)?;
+            let t = t.map_err(|e| GatewayError::invalid(format!("{at}: {e}")))?;
             let kind = t.kind.as_deref().ok_or_else(|| missing(&at, "type"))?;
             match kind {
                 "function" | "custom" => self.tool(t, None, &at)?,
                 "namespace" => {
                     let namespace = t.name.ok_or_else(|| missing(&at, "name"))?;
                     let inner = t.tools.ok_or_else(|| missing(&at, "tools"))?;
-                    let inner: Vec<&'a RawValue> =
-                        serde_json::from_str(inner.get()).map_err(|_| {
-                            GatewayError::invalid(format!(
-                                "invalid value for {at}.tools: expected an array"
-                            ))
-                        })?;
-                    for (j, raw) in inner.into_iter().enumerate() {
+                    let inner = items::<ToolIn<'a>>(inner).map_err(|_| {
+                        GatewayError::invalid(format!(
+                            "invalid value for {at}.tools: expected an array"
+                        ))
+                    })?;
+                    for (j, t) in inner {
                         let tools = At::Field(&at, "tools");
                         let at = tools.index(j);
-                        let t: ToolIn<'a> = field(raw, &at)?;
+                        let t = t.map_err(|e| GatewayError::invalid(format!("{at}: {e}")))?;
                         match t.kind.as_deref() {
                             Some("function" | "custom") => self.tool(t, Some(&namespace), &at)?,
                             _ => {

@@ -95,6 +95,7 @@ use crate::api::chat::{
     self, CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, Text, ToolCallIn,
     ToolIn,
 };
+use crate::api::list::items;
 use crate::api::{GatewayError, RawRequest, Str};
 use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, reasoning_ask, stop, Ask, Effort};
@@ -545,14 +546,15 @@ fn adaptive<'p>(
 // ----- tools ---------------------------------------------------------------------------------
 
 fn tools<'a>(req: &RawRequest<'a>) -> Result<Vec<ToolOut<'a>>, GatewayError> {
-    let raw = req
-        .typed::<Option<Vec<&'a RawValue>>>("tools")?
-        .flatten()
-        .unwrap_or_default();
-    let mut out = Vec::with_capacity(raw.len());
-    for (i, tool) in raw.into_iter().enumerate() {
+    let Some(list) = req.get("tools").filter(|raw| raw.get() != "null") else {
+        return Ok(Default::default());
+    };
+    let list = items::<ToolIn<'a>>(list)
+        .map_err(|e| GatewayError::invalid(format!("invalid value for tools: {e}")))?;
+    let mut out = Vec::with_capacity(list.len());
+    for (i, tool) in list {
         let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
-        let tool: ToolIn<'a> = serde_json::from_str(tool.get()).map_err(|e| bad(e.to_string()))?;
+        let tool = tool.map_err(|e| bad(e.to_string()))?;
         let function = match (&*tool.kind, tool.function) {
             ("function", Some(f)) => f,
             ("function", None) => return Err(bad("function is required".into())),

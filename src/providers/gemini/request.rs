@@ -33,6 +33,7 @@ use super::{call_id_signature, Str};
 use crate::api::chat::{
     self, MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
 };
+use crate::api::list::items;
 use crate::api::{At, GatewayError, RawRequest};
 use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, stop};
@@ -693,14 +694,15 @@ fn guess_mime(url: &str) -> &'static str {
 // ----- tools ---------------------------------------------------------------------------------
 
 fn tools<'a>(req: &RawRequest<'a>) -> Result<Option<[ToolOut<'a>; 1]>, GatewayError> {
-    let raw = req
-        .typed::<Option<Vec<&'a RawValue>>>("tools")?
-        .flatten()
-        .unwrap_or_default();
-    let mut declarations = Vec::with_capacity(raw.len());
-    for (i, tool) in raw.into_iter().enumerate() {
+    let Some(list) = req.get("tools").filter(|raw| raw.get() != "null") else {
+        return Ok(Default::default());
+    };
+    let list = items::<ToolIn<'a>>(list)
+        .map_err(|e| GatewayError::invalid(format!("invalid value for tools: {e}")))?;
+    let mut declarations = Vec::with_capacity(list.len());
+    for (i, tool) in list {
         let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
-        let tool: ToolIn<'a> = serde_json::from_str(tool.get()).map_err(|e| bad(e.to_string()))?;
+        let tool = tool.map_err(|e| bad(e.to_string()))?;
         let function = match (&*tool.kind, tool.function) {
             ("function", Some(f)) => f,
             ("function", None) => return Err(bad("function is required".into())),
