@@ -257,6 +257,41 @@ pub struct ToolIn<'a> {
     pub function: Option<FunctionDeclIn<'a>>,
 }
 
+/// The request's function tools (none when `tools` is absent or null), each checked: a
+/// `function` tool whose `parameters`, if any, are a JSON Schema object. Errors name the tool
+/// (`tools[i]: …`), after the checks of the tools before it.
+pub fn function_tools<'a>(req: &RawRequest<'a>) -> Result<Vec<FunctionDeclIn<'a>>, GatewayError> {
+    let Some(list) = req.get("tools").filter(|raw| raw.get() != "null") else {
+        return Ok(Vec::new());
+    };
+    let list = super::list::items::<ToolIn<'a>>(list)
+        .map_err(|e| GatewayError::invalid(format!("invalid value for tools: {e}")))?;
+    let mut functions = Vec::with_capacity(list.len());
+    for (i, tool) in list {
+        let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
+        let tool = tool.map_err(|e| bad(e.to_string()))?;
+        let function = match (&*tool.kind, tool.function) {
+            ("function", Some(f)) => f,
+            ("function", None) => return Err(bad("function is required".into())),
+            (other, _) => {
+                return Err(bad(format!(
+                    "only function tools are supported, not {other:?}"
+                )))
+            }
+        };
+        if function
+            .parameters
+            .is_some_and(|p| !p.get().starts_with('{'))
+        {
+            return Err(bad(
+                "function.parameters must be a JSON Schema object".into()
+            ));
+        }
+        functions.push(function);
+    }
+    Ok(functions)
+}
+
 #[derive(Deserialize)]
 pub struct FunctionDeclIn<'a> {
     #[serde(borrow)]

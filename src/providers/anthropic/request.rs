@@ -93,9 +93,7 @@ use serde_json::value::RawValue;
 
 use crate::api::chat::{
     self, CacheControlIn, MessageIn, NamedFunctionIn, PartIn, ReasoningDetailIn, Text, ToolCallIn,
-    ToolIn,
 };
-use crate::api::list::items;
 use crate::api::{GatewayError, RawRequest, Str};
 use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, reasoning_ask, stop, Ask, Effort};
@@ -546,40 +544,19 @@ fn adaptive<'p>(
 // ----- tools ---------------------------------------------------------------------------------
 
 fn tools<'a>(req: &RawRequest<'a>) -> Result<Vec<ToolOut<'a>>, GatewayError> {
-    let Some(list) = req.get("tools").filter(|raw| raw.get() != "null") else {
-        return Ok(Default::default());
-    };
-    let list = items::<ToolIn<'a>>(list)
-        .map_err(|e| GatewayError::invalid(format!("invalid value for tools: {e}")))?;
-    let mut out = Vec::with_capacity(list.len());
-    for (i, tool) in list {
-        let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
-        let tool = tool.map_err(|e| bad(e.to_string()))?;
-        let function = match (&*tool.kind, tool.function) {
-            ("function", Some(f)) => f,
-            ("function", None) => return Err(bad("function is required".into())),
-            (other, _) => {
-                return Err(bad(format!(
-                    "only function tools are supported, not {other:?}"
-                )))
-            }
-        };
-        let input_schema = match function.parameters.filter(|p| p.get() != "null") {
-            Some(p) if p.get().starts_with('{') => p,
-            Some(_) => {
-                return Err(bad(
-                    "function.parameters must be a JSON Schema object".into()
-                ))
-            }
-            None => literal(r#"{"type":"object"}"#)?,
-        };
-        out.push(ToolOut {
-            name: function.name.0,
-            description: function.description.map(|d| d.0),
-            input_schema,
-        });
-    }
-    Ok(out)
+    chat::function_tools(req)?
+        .into_iter()
+        .map(|function| {
+            Ok(ToolOut {
+                name: function.name.0,
+                description: function.description.map(|d| d.0),
+                input_schema: match function.parameters {
+                    Some(schema) => schema,
+                    None => literal(r#"{"type":"object"}"#)?,
+                },
+            })
+        })
+        .collect()
 }
 
 /// `tool_choice` with `parallel_tool_calls`; `None` without tools (Anthropic refuses a choice

@@ -31,9 +31,8 @@ use serde_json::value::RawValue;
 use super::thinking::{thinking_config, ThinkingConfig};
 use super::{call_id_signature, Str};
 use crate::api::chat::{
-    self, MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn, ToolIn,
+    self, MessageIn, NamedFunctionIn, PartIn, ResponseFormatIn, Text, ToolCallIn,
 };
-use crate::api::list::items;
 use crate::api::{At, GatewayError, RawRequest};
 use crate::catalog::{Profile, Thinking};
 use crate::providers::common::{forwarded, part_text, stop};
@@ -694,38 +693,14 @@ fn guess_mime(url: &str) -> &'static str {
 // ----- tools ---------------------------------------------------------------------------------
 
 fn tools<'a>(req: &RawRequest<'a>) -> Result<Option<[ToolOut<'a>; 1]>, GatewayError> {
-    let Some(list) = req.get("tools").filter(|raw| raw.get() != "null") else {
-        return Ok(Default::default());
-    };
-    let list = items::<ToolIn<'a>>(list)
-        .map_err(|e| GatewayError::invalid(format!("invalid value for tools: {e}")))?;
-    let mut declarations = Vec::with_capacity(list.len());
-    for (i, tool) in list {
-        let bad = |why: String| GatewayError::invalid(format!("tools[{i}]: {why}"));
-        let tool = tool.map_err(|e| bad(e.to_string()))?;
-        let function = match (&*tool.kind, tool.function) {
-            ("function", Some(f)) => f,
-            ("function", None) => return Err(bad("function is required".into())),
-            (other, _) => {
-                return Err(bad(format!(
-                    "only function tools are supported, not {other:?}"
-                )))
-            }
-        };
-        if function
-            .parameters
-            .is_some_and(|p| !p.get().starts_with('{'))
-        {
-            return Err(bad(
-                "function.parameters must be a JSON Schema object".into()
-            ));
-        }
-        declarations.push(FunctionDecl {
+    let declarations: Vec<_> = chat::function_tools(req)?
+        .into_iter()
+        .map(|function| FunctionDecl {
             name: function.name.0,
             description: function.description.map(|d| d.0),
             parameters_json_schema: function.parameters,
-        });
-    }
+        })
+        .collect();
     Ok((!declarations.is_empty()).then_some([ToolOut {
         function_declarations: declarations,
     }]))
