@@ -1194,7 +1194,6 @@ async fn a_console_session_survives_a_graceful_upgrade_and_a_restart() {
     tokio::task::block_in_place(|| {
         gw.terminate();
         gw.start();
-        gw.wait_for_admin();
     });
     assert_eq!(
         as_session(&gw, &session, "GET", "/admin/v1/session", None).await,

@@ -111,6 +111,21 @@ fn wait_for_exit(mut child: ChildGuard) {
     }
 }
 
+/// Whether a socket listens on `port` (TCP, IPv4 or IPv6), from `/proc/net/tcp{,6}`: each line
+/// has the local address as `HEXIP:HEXPORT` in its second field and the state in its fourth,
+/// `0A` meaning LISTEN.
+fn listening(port: u16) -> bool {
+    let local = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|table| {
+        std::fs::read_to_string(table).is_ok_and(|text| {
+            text.lines().skip(1).any(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                fields.len() > 3 && fields[1].ends_with(&local) && fields[3] == "0A"
+            })
+        })
+    })
+}
+
 /// A real signal to a real process (`kill -SIG pid`).
 pub fn signal(pid: u32, sig: &str) {
     let status = Command::new("kill")
@@ -457,27 +472,21 @@ impl Gateway {
         wait_for_exit(child);
     }
 
+    /// Starts `serve` and waits until both listeners listen. The wait reads the kernel's socket
+    /// table instead of connecting: a probe's connection, counted for a moment after it closes,
+    /// would take a place under a test's connection caps.
     pub fn start(&mut self) {
         let child = self.serve_command(false).spawn().unwrap();
         self.child = Some(ChildGuard(child));
         let deadline = Instant::now() + Duration::from_secs(30);
-        let addr: SocketAddr = self.base.trim_start_matches("http://").parse().unwrap();
-        while std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(100)).is_err() {
-            assert!(Instant::now() < deadline, "gateway did not start listening");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Waits until the admin listener accepts connections too: [`start`](Self::start) waits
-    /// only for the client listener, and the two come up independently. (Not done by `start`
-    /// itself: its probe would hold one of the admin listener's capped connections.)
-    pub fn wait_for_admin(&self) {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect_timeout(&self.admin_addr(), Duration::from_millis(100))
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "admin listener did not start");
-            std::thread::sleep(Duration::from_millis(50));
+        for addr in [self.addr(), self.admin_addr()] {
+            while !listening(addr.port()) {
+                assert!(
+                    Instant::now() < deadline,
+                    "gateway did not start listening on {addr}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 

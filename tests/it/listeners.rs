@@ -110,7 +110,6 @@ async fn health(addr: &str) -> Result<(String, Duration), String> {
 /// Floods `flooded` with 4,000 slow heads and asks `other` for `/health` ten times meanwhile:
 /// every answer must be a 200. Returns the slowest answer.
 async fn flood_one_ask_the_other(gw: &Gateway, flooded: &str, other: &str) -> Duration {
-    gw.wait_for_admin(); // `start` waits for the client listener only
     raise_open_files();
     let before = open_handles(gw.pid());
     let flood = flood(flooded, 4_000).await;
@@ -239,9 +238,6 @@ async fn the_connections_of_a_listener_are_capped_in_total() {
     let gw = Gateway::builder()
         .connections("admin: {max: 3, per_address: 2}")
         .start();
-    // `start` waits for the client listener only; the probe's connection, counted for a moment
-    // after it closes, is waited out by `served_from`.
-    gw.wait_for_admin();
     let admin = host_port(&gw.admin);
     let first = served_from("127.0.0.1", &admin).await;
     let _held = [

@@ -263,7 +263,6 @@ async fn a_record_in_the_default_partition_is_on_the_metrics() {
         .store(db.url.clone())
         .simulator(&sim)
         .start();
-    gw.wait_for_admin();
     let series = "tollgate_usage_default_partition_records";
     let (status, text) = scrape(&gw, "/metrics", None).await;
     assert_eq!(status, 200);
@@ -282,7 +281,6 @@ async fn a_record_in_the_default_partition_is_on_the_metrics() {
 
     gw.stop();
     gw.start();
-    gw.wait_for_admin();
     let (_, text) = scrape(&gw, "/metrics", None).await;
     assert_eq!(sample(&text, series), Some(1.0), "{text}");
 }
