@@ -1,16 +1,20 @@
-//! Model lifecycles: providers announce a shutdown date for a model, serve it until then, and
-//! answer 404 after. The catalog records the date (`shutdown`); the gateway warns at start for
-//! every active model whose date is near or past, so an operator moves clients before the
-//! provider does it for them.
+//! Model lifecycles: providers announce a shutdown date for a model, serve it on their own API
+//! until then, and answer 404 (or a successor) after. The catalog records the date
+//! (`shutdown`); the gateway warns at start for every active model whose date is near or past
+//! while a route still calls the provider's own API, so an operator moves clients (or turns
+//! that route off) before the provider does it for them. A cloud hosting the model (Vertex)
+//! publishes its own dates: its routes raise no notice.
 
 use chrono::NaiveDate;
 
-use crate::store::ModelRow;
+use super::RouteKind;
+use crate::store::CatalogRows;
 
 /// How far ahead of a shutdown the gateway starts warning.
 pub const WARN_DAYS: i64 = 30;
 
-/// An active model at most [`WARN_DAYS`] from its shutdown date, or past it.
+/// An active model at most [`WARN_DAYS`] from its shutdown date, or past it, with an active
+/// route to its provider's own API.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShutdownNotice {
     pub model: String,
@@ -25,8 +29,8 @@ impl std::fmt::Display for ShutdownNotice {
         match self.days_left {
             d if d < 0 => write!(
                 f,
-                "model {model} is still active but its provider shut it down on {day}: \
-                 deactivate it or route it to a successor"
+                "model {model} is still routed to its provider, which shut it down on {day}: \
+                 deactivate that route or the model, or route it to a successor"
             ),
             0 => write!(
                 f,
@@ -40,12 +44,21 @@ impl std::fmt::Display for ShutdownNotice {
     }
 }
 
-/// The notices of `models` on `today`, soonest shutdown first. Inactive models are already
-/// retired here and need no notice.
-pub fn shutdown_notices(models: &[ModelRow], today: NaiveDate) -> Vec<ShutdownNotice> {
-    let mut notices: Vec<ShutdownNotice> = models
+/// The notices of `catalog` on `today`, soonest shutdown first. Inactive models are already
+/// retired here, and a model whose provider's routes are all off is served elsewhere (or not
+/// at all): neither needs a notice.
+pub fn shutdown_notices(catalog: &CatalogRows, today: NaiveDate) -> Vec<ShutdownNotice> {
+    let routed_to_provider = |model: &str| {
+        catalog.routes.iter().any(|r| {
+            r.active
+                && r.model_id == model
+                && RouteKind::parse(&r.kind).is_some_and(RouteKind::is_providers_own)
+        })
+    };
+    let mut notices: Vec<ShutdownNotice> = catalog
+        .models
         .iter()
-        .filter(|m| m.active)
+        .filter(|m| m.active && routed_to_provider(&m.id))
         .filter_map(|m| {
             let shutdown = m.shutdown?;
             let days_left = (shutdown - today).num_days();
@@ -70,7 +83,7 @@ mod tests {
     }
 
     #[test]
-    fn warns_within_thirty_days_and_after_but_not_for_retired_models() {
+    fn warns_within_thirty_days_and_after_while_routed_to_the_provider() {
         let rows: CatalogRows = serde_yaml::from_str(
             r#"
 models:
@@ -80,23 +93,48 @@ models:
   - {id: g/past, provider: g, family: gemini, kind: chat, upstream_model: past, input_price: 1, output_price: 1, shutdown: 2026-06-01}
   - {id: g/gone, provider: g, family: gemini, kind: chat, upstream_model: gone, input_price: 1, output_price: 1, shutdown: 2026-03-09, active: false}
   - {id: g/open, provider: g, family: gemini, kind: chat, upstream_model: open, input_price: 1, output_price: 1}
+  - {id: g/hosted, provider: g, family: gemini, kind: chat, upstream_model: hosted, input_price: 1, output_price: 1, shutdown: 2026-06-01}
+  - {id: a/direct, provider: a, family: anthropic, kind: chat, upstream_model: direct, input_price: 1, output_price: 1, shutdown: 2026-11-30}
+  - {id: a/hosted, provider: a, family: anthropic, kind: chat, upstream_model: hosted, input_price: 1, output_price: 1, shutdown: 2026-11-30}
+routes:
+  - {model_id: g/far, kind: gemini-api}
+  - {model_id: g/edge, kind: gemini-api}
+  - {model_id: g/soon, kind: gemini-api}
+  - {model_id: g/past, kind: gemini-api}
+  - {model_id: g/past, kind: vertex, region: us-central1}
+  - {model_id: g/gone, kind: gemini-api, active: false}
+  - {model_id: g/open, kind: gemini-api}
+  - {model_id: g/hosted, kind: gemini-api, active: false}
+  - {model_id: g/hosted, kind: vertex-global, region: global}
+  - {model_id: a/direct, kind: anthropic}
+  - {model_id: a/hosted, kind: anthropic, active: false}
+  - {model_id: a/hosted, kind: vertex-anthropic, region: us-east5}
 "#,
         )
         .unwrap();
-        let notices = shutdown_notices(&rows.models, day("2026-11-26"));
+        let notices = shutdown_notices(&rows, day("2026-11-26"));
         let got: Vec<(&str, i64)> = notices
             .iter()
             .map(|n| (n.model.as_str(), n.days_left))
             .collect();
-        assert_eq!(got, [("g/past", -178), ("g/soon", 5), ("g/edge", 30)]);
+        // g/hosted and a/hosted are past their dates but their provider's routes are off.
+        assert_eq!(
+            got,
+            [
+                ("g/past", -178),
+                ("a/direct", 4),
+                ("g/soon", 5),
+                ("g/edge", 30)
+            ]
+        );
         assert!(notices[0]
             .to_string()
-            .contains("shut it down on 2026-06-01"));
+            .contains("which shut it down on 2026-06-01"));
         assert_eq!(
-            notices[1].to_string(),
+            notices[2].to_string(),
             "model g/soon is shut down by its provider on 2026-12-01, in 5 days"
         );
-        assert!(shutdown_notices(&rows.models, day("2026-11-25"))
+        assert!(shutdown_notices(&rows, day("2026-11-25"))
             .iter()
             .all(|n| n.model != "g/edge"));
     }

@@ -102,6 +102,12 @@ impl RouteKind {
             Self::VertexAnthropic => "vertex-anthropic",
         }
     }
+    /// Whether this kind calls the model's provider directly (Google's Gemini API, Anthropic's
+    /// API, an OpenAI-compatible server) rather than a cloud that hosts it (Vertex), which
+    /// publishes its own shutdown dates. A model's `shutdown` is its provider's date.
+    pub fn is_providers_own(self) -> bool {
+        matches!(self, Self::OpenAi | Self::GeminiApi | Self::Anthropic)
+    }
     /// The family a route kind can carry.
     pub fn family(self) -> Family {
         match self {

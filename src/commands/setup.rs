@@ -24,7 +24,8 @@ pub struct Imported {
 }
 
 /// Migrations, then the default catalog if the catalog is empty, then a warning for each
-/// active model near or past its provider's shutdown date. Idempotent.
+/// active model near or past its provider's shutdown date and still routed to that provider.
+/// Idempotent.
 pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResult<()> {
     let Migrated { applied } = migrate(store).await?;
     if applied > 0 {
@@ -38,7 +39,7 @@ pub async fn prepare_store(store: &dyn Store, catalog_file: &str) -> CommandResu
     warn_default_partition(store).await?;
     let rows = store.load_catalog().await?;
     let today = chrono::Utc::now().date_naive();
-    for notice in lifecycle::shutdown_notices(&rows.models, today) {
+    for notice in lifecycle::shutdown_notices(&rows, today) {
         tracing::warn!(model = %notice.model, shutdown = %notice.shutdown, "{notice}");
     }
     Ok(())
