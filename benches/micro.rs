@@ -60,8 +60,8 @@ const UPSTREAM: &str = "http://127.0.0.1:18000";
 /// One chat model per family, as the gateway's own catalog has them (plus an OpenAI-compatible
 /// one, which the default catalog lacks).
 const MODELS: [(&str, Family); 3] = [
-    ("google/gemini-2.5-flash", Family::Gemini),
-    ("anthropic/claude-sonnet-4-5", Family::Anthropic),
+    ("google/gemini-2.5-flash-lite", Family::Gemini),
+    ("anthropic/claude-haiku-4-5", Family::Anthropic),
     ("acme/llama", Family::OpenAiCompat),
 ];
 

@@ -36,7 +36,7 @@
 //! a Google key → Gemini, `x-api-key` → Anthropic, anything else → OpenAI.
 //!
 //! Which model ids exist where is the registry's (`models.rs`: what the real services list as
-//! of 2026-11-26): an unknown or retired id gets each surface's real 404 (Gemini
+//! of 2026-12-07): an unknown or retired id gets each surface's real 404 (Gemini
 //! `models/… is not found`, Vertex `Publisher Model … was not found`, Anthropic
 //! `not_found_error` `model: …`), and the listings above show the same table.
 //!

@@ -1,5 +1,5 @@
 //! The upstream model registry: which model ids each surface serves, as the real services
-//! list them as of 2026-11-26. Every generate, count, embed and predict call asks it whether
+//! list them as of 2026-12-07. Every generate, count, embed and predict call asks it whether
 //! its id exists on its surface, so a catalog typo or a retired model gets the provider's real
 //! 404 here as it would in production; the listing endpoints (`listing.rs`) show the same
 //! table. `POST /_sim/models/withdraw` takes a model off one surface (listing and calls),
@@ -7,13 +7,16 @@
 //!
 //! Surfaces and ids:
 //! - Gemini Developer API: the chat ids of [`GOOGLE`], embeddings `gemini-embedding-001`,
-//!   `gemini-embedding-2`. Retired there ([`RETIRED_GOOGLE`]): unknown.
+//!   `gemini-embedding-2`. Retired there ([`RETIRED_GOOGLE`]): unknown. Gemini 2.5 Pro and
+//!   Flash shut down there on 2026-12-01: Google answers them with a successor model, which
+//!   the simulator answers 404 instead, so that a route still calling them fails loudly.
 //! - Vertex, publisher `google` (regional and global alike): the same chat ids, embeddings
 //!   `gemini-embedding-001`, `text-embedding-005`, `text-multilingual-embedding-002`.
-//! - Anthropic API: every [`CLAUDE`] model, by its alias (`claude-sonnet-4-5`) or, for the
+//! - Anthropic API: every [`CLAUDE`] model but Sonnet 4.5 (retired there on 2026-11-30), by
+//!   its alias (`claude-sonnet-4-5`) or, for the
 //!   dated 4.5 generation, its dated id (`claude-sonnet-4-5-20250929`); an alias answers as the
 //!   dated id, as the real API does. Retired ([`RETIRED_CLAUDE`], `claude-3-*`): unknown.
-//! - Vertex, publisher `anthropic`: the same models; the 5.x and 4.6+ ids have no `@date`
+//! - Vertex, publisher `anthropic`: every [`CLAUDE`] model; the 5.x and 4.6+ ids have no `@date`
 //!   (`claude-opus-5-5`), the 4.5 generation requires it (`claude-sonnet-4-5@20250929`): an
 //!   undated 4.5 id is unknown there.
 //!
@@ -84,6 +87,8 @@ pub struct Claude {
     pub created: &'static str,
     pub input_limit: u32,
     pub output_limit: u32,
+    /// `Both`, or `VertexOnly` once Anthropic's API has retired it.
+    pub on: On,
 }
 
 impl Claude {
@@ -101,9 +106,18 @@ impl Claude {
             None => self.alias.to_owned(),
         }
     }
+    fn served_on(&self, surface: Surface) -> bool {
+        !(surface == Surface::Anthropic && matches!(self.on, On::VertexOnly))
+    }
+    /// Retired on Anthropic's API, still served on Vertex.
+    const fn vertex_only(mut self) -> Claude {
+        self.on = On::VertexOnly;
+        self
+    }
     /// Whether `id` names this model on `surface`.
     fn answers_to(&self, surface: Surface, id: &str) -> bool {
         match surface {
+            _ if !self.served_on(surface) => false,
             Surface::Anthropic => id == self.alias || id == self.api_id(),
             Surface::AnthropicVertex => id == self.vertex_id(),
             _ => false,
@@ -117,6 +131,14 @@ const fn chat(id: &'static str, display: &'static str) -> Google {
         display,
         kind: Kind::Chat,
         on: On::Both,
+    }
+}
+
+/// A chat model shut down on the Gemini API and still served on Vertex.
+const fn vertex_chat(id: &'static str, display: &'static str) -> Google {
+    Google {
+        on: On::VertexOnly,
+        ..chat(id, display)
     }
 }
 
@@ -139,8 +161,8 @@ pub const GOOGLE: &[Google] = &[
     chat("gemini-3.1-flash-lite", "Gemini 3.1 Flash-Lite"),
     chat("gemini-3.1-pro-preview", "Gemini 3.1 Pro Preview"),
     chat("gemini-3-flash-preview", "Gemini 3 Flash Preview"),
-    chat("gemini-2.5-pro", "Gemini 2.5 Pro"),
-    chat("gemini-2.5-flash", "Gemini 2.5 Flash"),
+    vertex_chat("gemini-2.5-pro", "Gemini 2.5 Pro"),
+    vertex_chat("gemini-2.5-flash", "Gemini 2.5 Flash"),
     chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite"),
     chat("gemini-4-argon", "Gemini 4 Argon"),
     chat("gemini-4-carbon", "Gemini 4 Carbon"),
@@ -180,6 +202,7 @@ const fn claude(
         created,
         input_limit: limits.0,
         output_limit: limits.1,
+        on: On::Both,
     }
 }
 
@@ -294,7 +317,8 @@ pub const CLAUDE: &[Claude] = &[
         "Claude Sonnet 4.5",
         "2025-09-29T00:00:00Z",
         GEN45,
-    ),
+    )
+    .vertex_only(),
 ];
 
 /// Claude ids retired on both surfaces (and every `claude-3-*`).
@@ -342,7 +366,7 @@ impl Registry {
     pub fn claude_listing(&self, surface: Surface) -> Vec<&'static Claude> {
         CLAUDE
             .iter()
-            .filter(|m| !self.is_withdrawn(surface, m.alias))
+            .filter(|m| m.served_on(surface) && !self.is_withdrawn(surface, m.alias))
             .collect()
     }
 
@@ -411,6 +435,15 @@ mod tests {
         assert!(r
             .google(Surface::Gemini, "text-embedding-005", Kind::Embedding)
             .is_none());
+        // Shut down on the Gemini API on 2026-12-01, still on Vertex.
+        for id in ["gemini-2.5-pro", "gemini-2.5-flash"] {
+            assert!(r.google(Surface::Gemini, id, Kind::Chat).is_none(), "{id}");
+            assert!(r.google(Surface::Vertex, id, Kind::Chat).is_some(), "{id}");
+            assert!(r.google_listing(Surface::Gemini).iter().all(|m| m.id != id));
+        }
+        assert!(r
+            .google(Surface::Gemini, "gemini-2.5-flash-lite", Kind::Chat)
+            .is_some());
     }
 
     #[test]
@@ -419,16 +452,28 @@ mod tests {
         let a = Surface::Anthropic;
         let v = Surface::AnthropicVertex;
         assert_eq!(
-            r.claude(a, "claude-sonnet-4-5").unwrap().api_id(),
-            "claude-sonnet-4-5-20250929"
+            r.claude(a, "claude-haiku-4-5").unwrap().api_id(),
+            "claude-haiku-4-5-20251001"
         );
-        assert!(r.claude(a, "claude-sonnet-4-5-20250929").is_some());
-        assert!(r.claude(a, "claude-sonnet-4-5@20250929").is_none());
-        assert!(r.claude(v, "claude-sonnet-4-5@20250929").is_some());
+        assert!(r.claude(a, "claude-haiku-4-5-20251001").is_some());
+        assert!(r.claude(a, "claude-haiku-4-5@20251001").is_none());
+        assert!(r.claude(v, "claude-haiku-4-5@20251001").is_some());
         assert!(
-            r.claude(v, "claude-sonnet-4-5").is_none(),
+            r.claude(v, "claude-haiku-4-5").is_none(),
             "Vertex needs the date on 4.5"
         );
+        // Retired on Anthropic's API on 2026-11-30, still on Vertex.
+        assert!(r.claude(a, "claude-sonnet-4-5").is_none());
+        assert!(r.claude(a, "claude-sonnet-4-5-20250929").is_none());
+        assert!(r.claude(v, "claude-sonnet-4-5@20250929").is_some());
+        assert!(r
+            .claude_listing(a)
+            .iter()
+            .all(|m| m.alias != "claude-sonnet-4-5"));
+        assert!(r
+            .claude_listing(v)
+            .iter()
+            .any(|m| m.alias == "claude-sonnet-4-5"));
         assert!(r.claude(v, "claude-opus-5-5").is_some());
         assert!(r.claude(v, "claude-opus-5-5@20260922").is_none());
         for retired in RETIRED_CLAUDE
@@ -443,27 +488,29 @@ mod tests {
     #[test]
     fn withdraw_is_per_surface_until_reset() {
         let r = Registry::default();
-        r.withdraw("anthropic", "claude-sonnet-4-5").unwrap();
+        let listed = r.claude_listing(Surface::Anthropic).len();
+        r.withdraw("anthropic", "claude-haiku-4-5").unwrap();
         assert!(r
-            .claude(Surface::Anthropic, "claude-sonnet-4-5-20250929")
+            .claude(Surface::Anthropic, "claude-haiku-4-5-20251001")
             .is_none());
         assert!(r
-            .claude(Surface::AnthropicVertex, "claude-sonnet-4-5@20250929")
+            .claude(Surface::AnthropicVertex, "claude-haiku-4-5@20251001")
             .is_some());
-        assert_eq!(r.claude_listing(Surface::Anthropic).len(), CLAUDE.len() - 1);
-        r.withdraw("vertex", "gemini-2.5-pro").unwrap();
+        assert_eq!(r.claude_listing(Surface::Anthropic).len(), listed - 1);
+        assert!(r.withdraw("anthropic", "claude-sonnet-4-5").is_err());
+        r.withdraw("vertex", "gemini-2.5-flash-lite").unwrap();
         assert!(r
-            .google(Surface::Vertex, "gemini-2.5-pro", Kind::Chat)
+            .google(Surface::Vertex, "gemini-2.5-flash-lite", Kind::Chat)
             .is_none());
         assert!(r
-            .google(Surface::Gemini, "gemini-2.5-pro", Kind::Chat)
+            .google(Surface::Gemini, "gemini-2.5-flash-lite", Kind::Chat)
             .is_some());
         assert!(r.withdraw("vertex", "gemini-embedding-2").is_err());
         assert!(r.withdraw("openai", "gpt-4o").is_err());
         r.reset();
-        assert!(r.claude(Surface::Anthropic, "claude-sonnet-4-5").is_some());
+        assert!(r.claude(Surface::Anthropic, "claude-haiku-4-5").is_some());
         assert!(r
-            .google(Surface::Vertex, "gemini-2.5-pro", Kind::Chat)
+            .google(Surface::Vertex, "gemini-2.5-flash-lite", Kind::Chat)
             .is_some());
     }
 }

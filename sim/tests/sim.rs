@@ -221,11 +221,12 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
     assert!(v["responseId"].as_str().is_some());
     assert!(v.get("createTime").is_none());
 
-    // 2.5 Flash thinks by default; includeThoughts returns the thought part first.
+    // Given a budget 2.5 Flash-Lite thinks; includeThoughts returns the thought part first.
     let mut body = user("Why?");
-    body["generationConfig"] = json!({"thinkingConfig": {"includeThoughts": true}});
+    body["generationConfig"] =
+        json!({"thinkingConfig": {"includeThoughts": true, "thinkingBudget": 512}});
     let (_, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -243,7 +244,7 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
     let mut body = user("Why?");
     body["generationConfig"] = json!({"thinkingConfig": {"thinkingBudget": 0}});
     let (_, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -279,10 +280,10 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
 
     // maxOutputTokens: thoughts are charged first, then the text is cut.
     let mut body = user("a long question indeed");
-    body["generationConfig"] =
-        json!({"maxOutputTokens": tok("Thinking: a long question indeed") + 2});
+    body["generationConfig"] = json!({"maxOutputTokens": tok("Thinking: a long question indeed") + 2,
+        "thinkingConfig": {"thinkingBudget": 512}});
     let (_, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -296,12 +297,10 @@ async fn gemini_buffered_text_thinking_and_gemini3() {
 #[tokio::test]
 async fn gemini_stream_uses_crlf_and_running_usage() {
     let sim = Sim::start(&[]);
+    let mut thinking = user("Hello world");
+    thinking["generationConfig"] = json!({"thinkingConfig": {"thinkingBudget": 512}});
     let r = sim
-        .gemini(
-            "gemini-2.5-flash",
-            "streamGenerateContent",
-            user("Hello world"),
-        )
+        .gemini("gemini-2.5-flash-lite", "streamGenerateContent", thinking)
         .await;
     assert_eq!(r.status(), 200);
     assert!(r.headers()["content-type"]
@@ -385,7 +384,7 @@ async fn gemini_auth_rejections() {
     let sim = Sim::start(&[]);
     let r = sim
         .http
-        .post(sim.url("/v1beta/models/gemini-2.5-flash:generateContent"))
+        .post(sim.url("/v1beta/models/gemini-2.5-flash-lite:generateContent"))
         .header("x-goog-api-key", "wrong")
         .json(&user("x"))
         .send()
@@ -403,7 +402,7 @@ async fn gemini_auth_rejections() {
     let r = sim
         .http
         .post(sim.url(&format!(
-            "/v1beta/models/gemini-2.5-flash:generateContent?key={GKEY}"
+            "/v1beta/models/gemini-2.5-flash-lite:generateContent?key={GKEY}"
         )))
         .json(&user("x"))
         .send()
@@ -413,7 +412,7 @@ async fn gemini_auth_rejections() {
     // No key at all.
     let r = sim
         .http
-        .post(sim.url("/v1beta/models/gemini-2.5-flash:generateContent"))
+        .post(sim.url("/v1beta/models/gemini-2.5-flash-lite:generateContent"))
         .json(&user("x"))
         .send()
         .await
@@ -429,7 +428,7 @@ async fn gemini_validation_errors() {
     body["foo"] = json!(1);
     body["generationConfig"] = json!({"response_format": {"type": "json"}});
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -451,7 +450,7 @@ async fn gemini_validation_errors() {
     let mut body = user("x");
     body["generation_config"] = json!({"max_output_tokens": 50});
     assert_eq!(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await
             .status(),
         200
@@ -461,14 +460,14 @@ async fn gemini_validation_errors() {
     let mut body = user("x");
     body["generationConfig"] = json!({"presencePenalty": 0.5});
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body.clone())
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body.clone())
             .await,
     )
     .await;
     assert_eq!(s, 400);
     assert_eq!(
         v,
-        json!({"error": {"code": 400, "message": "Penalty is not enabled for models/gemini-2.5-flash", "status": "INVALID_ARGUMENT"}})
+        json!({"error": {"code": 400, "message": "Penalty is not enabled for models/gemini-2.5-flash-lite", "status": "INVALID_ARGUMENT"}})
     );
     // Vertex still takes penalties.
     let t = sim.token().await;
@@ -477,7 +476,7 @@ async fn gemini_validation_errors() {
     let mut body = user("x");
     body["generationConfig"] = json!({"frequencyPenalty": 0.0});
     assert_eq!(
-        sim.gemini("gemini-2.5-pro", "generateContent", body)
+        sim.gemini("gemini-3.1-pro-preview", "generateContent", body)
             .await
             .status(),
         200
@@ -486,7 +485,7 @@ async fn gemini_validation_errors() {
     // Roles.
     let body = json!({"contents": [{"role": "assistant", "parts": [{"text": "x"}]}]});
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -500,7 +499,6 @@ async fn gemini_validation_errors() {
     let cases = [
         ("gemini-3.1-pro-preview", json!({"thinkingLevel": "low", "thinkingBudget": 1024}), "You can only set only one of thinking budget and thinking level."),
         ("gemini-3.1-pro-preview", json!({"thinkingLevel": "minimal"}), "Thinking level MINIMAL is not supported for this model. Please retry with other thinking level."),
-        ("gemini-2.5-pro", json!({"thinkingBudget": 0}), "Budget 0 is invalid. This model only works in thinking mode."),
         ("gemini-2.5-flash-lite", json!({"thinkingBudget": 128}), "The thinking budget 128 is invalid. Please choose a value between 512 and 24576."),
     ];
     for (model, tc, want) in cases {
@@ -510,10 +508,20 @@ async fn gemini_validation_errors() {
         assert_eq!(s, 400, "{model}");
         assert_eq!(v["error"]["message"], want);
     }
+    // 2.5 Pro, served on Vertex only since its Gemini API shutdown.
+    let mut body = user("x");
+    body["generationConfig"] = json!({"thinkingConfig": {"thinkingBudget": 0}});
+    let pro = "/v1/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-pro:generateContent";
+    let (s, v) = json_of(sim.vertex(&t, pro, body).await).await;
+    assert_eq!(s, 400);
+    assert_eq!(
+        v["error"]["message"],
+        "Budget 0 is invalid. This model only works in thinking mode."
+    );
     let mut body = user("x");
     body["generationConfig"] = json!({"thinkingConfig": {"thinkingLevel": "low"}});
     assert_eq!(
-        sim.gemini("gemini-2.5-flash", "generateContent", body.clone())
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body.clone())
             .await
             .status(),
         400
@@ -534,7 +542,7 @@ async fn gemini_validation_errors() {
     let mut body = user("x");
     body["tools"] = json!([{"functionDeclarations": [{"name": "f", "parameters": {"type": "object", "additionalProperties": false}}]}]);
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await,
     )
     .await;
@@ -637,9 +645,13 @@ async fn gemini_function_calls_and_signatures() {
         .starts_with("Function call is missing a thought_signature"));
     // 2.5 treats signatures as advisory.
     assert_eq!(
-        sim.gemini("gemini-2.5-flash", "generateContent", history(unsigned))
-            .await
-            .status(),
+        sim.gemini(
+            "gemini-2.5-flash-lite",
+            "generateContent",
+            history(unsigned)
+        )
+        .await
+        .status(),
         200
     );
     let mut forged = call_part;
@@ -657,7 +669,11 @@ async fn gemini_function_calls_and_signatures() {
         {"role": "model", "parts": [{"functionCall": {"name": "get_weather", "args": "{\"arg\":\"value\"}"}}]},
         {"role": "user", "parts": [{"functionResponse": {"name": "get_weather", "response": {"r": 1}}}]}
     ]});
-    let (s, v) = json_of(sim.gemini("gemini-2.5-flash", "generateContent", bad).await).await;
+    let (s, v) = json_of(
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", bad)
+            .await,
+    )
+    .await;
     assert_eq!(s, 400);
     assert!(v["error"]["message"]
         .as_str()
@@ -669,8 +685,12 @@ async fn gemini_function_calls_and_signatures() {
 async fn gemini_count_tokens_and_embeddings() {
     let sim = Sim::start(&[]);
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "countTokens", user("Hello, world!"))
-            .await,
+        sim.gemini(
+            "gemini-2.5-flash-lite",
+            "countTokens",
+            user("Hello, world!"),
+        )
+        .await,
     )
     .await;
     assert_eq!(s, 200);
@@ -734,7 +754,7 @@ async fn gemini_count_tokens_and_embeddings() {
 
     let (s, _) = json_of(
         sim.gemini(
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
             "embedContent",
             json!({"content": {"parts": [{"text": "x"}]}}),
         )
@@ -795,7 +815,7 @@ async fn google_answers_are_compact_with_pretty_print_false() {
     let embed = json!({"model": "models/gemini-embedding-001", "content": {"parts": [{"text": "a \"quoted\"  text"}]}});
     let say = user("Say  something with \"quotes\"");
     for (model, method, body) in [
-        ("gemini-2.5-flash", "generateContent", say),
+        ("gemini-2.5-flash-lite", "generateContent", say),
         ("gemini-embedding-001", "embedContent", embed),
     ] {
         let pretty = sim.gemini(model, method, body.clone()).await;
@@ -842,7 +862,7 @@ async fn gemini_explicit_cache_lifecycle() {
             .json(&body)
             .send()
     };
-    let small = json!({"model": "models/gemini-2.5-flash", "contents": [{"role": "user", "parts": [{"text": "tiny"}]}], "ttl": "300s"});
+    let small = json!({"model": "models/gemini-2.5-flash-lite", "contents": [{"role": "user", "parts": [{"text": "tiny"}]}], "ttl": "300s"});
     let (s, v) = json_of(post(small).await.unwrap()).await;
     assert_eq!(s, 400);
     assert_eq!(
@@ -851,7 +871,7 @@ async fn gemini_explicit_cache_lifecycle() {
     );
 
     let doc = "d".repeat(2048 * 4);
-    let big = json!({"model": "models/gemini-2.5-flash", "contents": [{"role": "user", "parts": [{"text": doc}]}],
+    let big = json!({"model": "models/gemini-2.5-flash-lite", "contents": [{"role": "user", "parts": [{"text": doc}]}],
         "systemInstruction": {"parts": [{"text": "sys"}]}, "ttl": "300s"});
     let (s, v) = json_of(post(big).await.unwrap()).await;
     assert_eq!(s, 200, "{v}");
@@ -864,7 +884,7 @@ async fn gemini_explicit_cache_lifecycle() {
     let mut body = user("question");
     body["cachedContent"] = json!(name);
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", body.clone())
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body.clone())
             .await,
     )
     .await;
@@ -882,14 +902,14 @@ async fn gemini_explicit_cache_lifecycle() {
     let mut with_sys = body.clone();
     with_sys["systemInstruction"] = json!({"parts": [{"text": "x"}]});
     let (s, v) = json_of(
-        sim.gemini("gemini-2.5-flash", "generateContent", with_sys)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", with_sys)
             .await,
     )
     .await;
     assert_eq!(s, 400);
     assert_eq!(v["error"]["message"], "CachedContent can not be used with GenerateContent request setting system_instruction, tools or tool_config.");
     assert_eq!(
-        sim.gemini("gemini-2.5-pro", "generateContent", body.clone())
+        sim.gemini("gemini-3.5-flash", "generateContent", body.clone())
             .await
             .status(),
         400
@@ -912,7 +932,7 @@ async fn gemini_explicit_cache_lifecycle() {
         .unwrap();
     assert_eq!(del.status(), 200);
     assert_eq!(
-        sim.gemini("gemini-2.5-flash", "generateContent", body)
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", body)
             .await
             .status(),
         404
@@ -1172,7 +1192,7 @@ async fn vertex_explicit_cache() {
 // ---------------------------------------------------------------------------------------------
 
 fn claude(text: &str) -> Value {
-    json!({"model": "claude-sonnet-4-5-20250929", "max_tokens": 1000, "messages": [{"role": "user", "content": text}]})
+    json!({"model": "claude-haiku-4-5-20251001", "max_tokens": 1000, "messages": [{"role": "user", "content": text}]})
 }
 
 #[tokio::test]
@@ -1185,7 +1205,7 @@ async fn anthropic_buffered_and_stream_shapes() {
     assert_eq!(v["type"], "message");
     assert_eq!(v["role"], "assistant");
     assert!(v["id"].as_str().unwrap().starts_with("msg_01"));
-    assert_eq!(v["model"], "claude-sonnet-4-5-20250929");
+    assert_eq!(v["model"], "claude-haiku-4-5-20251001");
     assert_eq!(
         v["content"],
         json!([{"type": "text", "text": "Echo: Hello"}])
@@ -1262,7 +1282,7 @@ async fn anthropic_buffered_and_stream_shapes() {
 
     // Replaying the thinking block: real signature OK, forged one rejected.
     let replay = |sig: &str| {
-        json!({"model": "claude-sonnet-4-5-20250929", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
+        json!({"model": "claude-haiku-4-5-20251001", "max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024},
             "messages": [
                 {"role": "user", "content": "Think"},
                 {"role": "assistant", "content": [{"type": "thinking", "thinking": "Thinking: Think", "signature": sig}, {"type": "text", "text": "Echo: Think"}]},
@@ -1472,7 +1492,7 @@ async fn anthropic_prompt_cache_write_then_read() {
     let sim = Sim::start(&[]);
     let big = "s".repeat(1024 * 4 + 40); // 1034 tokens ≥ 1024 minimum
     let body = |q: &str| {
-        json!({"model": "claude-sonnet-4-5-20250929", "max_tokens": 100,
+        json!({"model": "claude-sonnet-5", "max_tokens": 100,
             "system": [{"type": "text", "text": big, "cache_control": {"type": "ephemeral"}}],
             "messages": [{"role": "user", "content": q}]})
     };
@@ -1488,7 +1508,7 @@ async fn anthropic_prompt_cache_write_then_read() {
     assert_eq!(u["cache_creation_input_tokens"], 0);
     assert_eq!(u["cache_read_input_tokens"], tok(&big));
     // Below the minimum nothing is cached.
-    let small = json!({"model": "claude-sonnet-4-5-20250929", "max_tokens": 100,
+    let small = json!({"model": "claude-sonnet-5", "max_tokens": 100,
         "system": [{"type": "text", "text": "short", "cache_control": {"type": "ephemeral"}}],
         "messages": [{"role": "user", "content": "q"}]});
     let (_, v) = json_of(sim.anthropic(small).await).await;
@@ -2004,7 +2024,7 @@ async fn status_faults_use_real_bodies() {
     let sim = Sim::start(&[]);
     let (s, v) = json_of(
         sim.gemini(
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
             "generateContent",
             user("x [sim:fault=429]"),
         )
@@ -2016,7 +2036,7 @@ async fn status_faults_use_real_bodies() {
     assert_eq!(v["error"]["details"][1]["retryDelay"], "34.4s");
     let (s, v) = json_of(
         sim.gemini(
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
             "streamGenerateContent",
             user("x [sim:fault=500]"),
         )
@@ -2027,7 +2047,7 @@ async fn status_faults_use_real_bodies() {
     assert_eq!(v["error"]["status"], "INTERNAL");
     let (s, v) = json_of(
         sim.gemini(
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
             "generateContent",
             user("x [sim:fault=503]"),
         )
@@ -2072,7 +2092,7 @@ async fn status_faults_use_real_bodies() {
     // Blocked prompt.
     let (s, v) = json_of(
         sim.gemini(
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
             "generateContent",
             user("x [sim:fault=blocked]"),
         )
@@ -2097,7 +2117,7 @@ async fn queued_faults_apply_to_the_next_requests() {
     assert_eq!(v["queued"], 1);
     // Other surfaces are untouched.
     assert_eq!(
-        sim.gemini("gemini-2.5-flash", "generateContent", user("x"))
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", user("x"))
             .await
             .status(),
         200
@@ -2314,7 +2334,7 @@ async fn recording_and_stats() {
     let sim = Sim::start(&[]);
     let r = sim
         .http
-        .post(sim.url("/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"))
+        .post(sim.url("/v1beta/models/gemini-2.5-flash-lite:streamGenerateContent?alt=sse"))
         .header("x-goog-api-key", GKEY)
         .header("X-Custom", "abc")
         .json(&user("recorded"))
@@ -2337,7 +2357,7 @@ async fn recording_and_stats() {
     assert_eq!(e["method"], "POST");
     assert_eq!(
         e["path"],
-        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        "/v1beta/models/gemini-2.5-flash-lite:streamGenerateContent?alt=sse"
     );
     assert_eq!(e["route"], "gemini.stream");
     assert_eq!(e["headers"]["x-custom"], "abc");
@@ -2370,7 +2390,7 @@ async fn recording_and_stats() {
 
     let quiet = Sim::start(&["--no-record"]);
     quiet
-        .gemini("gemini-2.5-flash", "generateContent", user("x"))
+        .gemini("gemini-2.5-flash-lite", "generateContent", user("x"))
         .await;
     assert!(quiet
         .control(reqwest::Method::GET, "/_sim/requests", None)
@@ -2505,6 +2525,9 @@ async fn retired_and_unknown_ids_get_each_surface_404() {
         "claude-opus-4-1",
         "claude-3-5-haiku-20241022",
         "claude-sonnet-4-5@20250929",
+        // Retired on Anthropic's API on 2026-11-30 (still on Vertex).
+        "claude-sonnet-4-5",
+        "claude-sonnet-4-5-20250929",
     ] {
         let mut body = claude("x");
         body["model"] = json!(model);
@@ -2638,13 +2661,14 @@ async fn anthropic_listing_pages_newest_first() {
         }
         after = format!("&after_id={}", v["last_id"].as_str().unwrap());
     }
-    assert_eq!(ids.len(), 15);
-    assert!(ids.contains(&"claude-sonnet-4-5-20250929".to_owned()));
+    assert_eq!(ids.len(), 14);
+    assert!(ids.contains(&"claude-haiku-4-5-20251001".to_owned()));
+    assert!(!ids.contains(&"claude-sonnet-4-5-20250929".to_owned()));
     assert!(!ids
         .iter()
         .any(|i| i.starts_with("claude-opus-4-1") || i.starts_with("claude-3")));
     let (_, v) = sim.get("/v1/models", &ANTHROPIC_HEADERS).await;
-    assert_eq!(v["data"].as_array().unwrap().len(), 15, "default limit 20");
+    assert_eq!(v["data"].as_array().unwrap().len(), 14, "default limit 20");
     assert_eq!(v["has_more"], false);
     let (_, v) = sim
         .get(
@@ -2720,29 +2744,29 @@ async fn vertex_publisher_listings() {
 async fn withdrawn_models_leave_listing_and_calls_until_reset() {
     let sim = Sim::start(&[]);
     let t = sim.token().await;
-    sim.withdraw("gemini", "gemini-2.5-pro").await;
+    sim.withdraw("gemini", "gemini-2.5-flash-lite").await;
     assert_eq!(
-        sim.gemini("gemini-2.5-pro", "generateContent", user("x"))
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", user("x"))
             .await
             .status(),
         404
     );
     assert!(!gemini_ids(&sim, 1000)
         .await
-        .contains(&"gemini-2.5-pro".to_owned()));
+        .contains(&"gemini-2.5-flash-lite".to_owned()));
     let vertex =
-        "/v1/projects/p/locations/global/publishers/google/models/gemini-2.5-pro:generateContent";
+        "/v1/projects/p/locations/global/publishers/google/models/gemini-2.5-flash-lite:generateContent";
     assert_eq!(
         sim.vertex(&t, vertex, user("x")).await.status(),
         200,
         "other surfaces keep it"
     );
-    sim.withdraw("anthropic", "claude-sonnet-4-5").await;
+    sim.withdraw("anthropic", "claude-haiku-4-5").await;
     let mut body = claude("x");
-    body["model"] = json!("claude-sonnet-4-5-20250929");
+    body["model"] = json!("claude-haiku-4-5-20251001");
     assert_eq!(sim.anthropic(body.clone()).await.status(), 404);
     let (_, v) = sim.get("/v1/models?limit=100", &ANTHROPIC_HEADERS).await;
-    assert_eq!(v["data"].as_array().unwrap().len(), 14);
+    assert_eq!(v["data"].as_array().unwrap().len(), 13);
     let r = sim
         .http
         .post(sim.url("/_sim/models/withdraw"))
@@ -2754,7 +2778,7 @@ async fn withdrawn_models_leave_listing_and_calls_until_reset() {
     sim.control(reqwest::Method::POST, "/_sim/reset", None)
         .await;
     assert_eq!(
-        sim.gemini("gemini-2.5-pro", "generateContent", user("x"))
+        sim.gemini("gemini-2.5-flash-lite", "generateContent", user("x"))
             .await
             .status(),
         200

@@ -8,7 +8,7 @@ use crate::billing::{pico, records};
 use crate::harness::{chunks, SimEnv};
 
 /// The same model on both routes: direct (catalog default) and pinned to Vertex.
-const MODELS: [&str; 2] = ["anthropic/claude-sonnet-4-5", "vertex/claude-sonnet-4-5"];
+const MODELS: [&str; 2] = ["anthropic/claude-haiku-4-5", "vertex/claude-haiku-4-5"];
 
 async fn env() -> SimEnv {
     SimEnv::start()
@@ -34,7 +34,7 @@ impl SimEnv {
             };
             assert_eq!(
                 r["path"],
-                format!("/v1/projects/tollgate-test/locations/us-east5/publishers/anthropic/models/claude-sonnet-4-5@20250929:{method}")
+                format!("/v1/projects/tollgate-test/locations/us-east5/publishers/anthropic/models/claude-haiku-4-5@20251001:{method}")
             );
             assert!(r["headers"]["authorization"]
                 .as_str()
@@ -51,7 +51,7 @@ impl SimEnv {
                 r["headers"].get("authorization").is_none(),
                 "the client's key must not travel"
             );
-            assert_eq!(r["body"]["model"], "claude-sonnet-4-5");
+            assert_eq!(r["body"]["model"], "claude-haiku-4-5");
         }
         r["body"].clone()
     }
@@ -164,7 +164,8 @@ async fn thinking_on_both_routes() {
 async fn cache_write_then_read_is_billed_exactly() {
     let e = env().await;
     // Sonnet 4.5 caches prefixes of 1024 tokens and more; the simulator counts 4 bytes a token.
-    let doc = "The quick brown fox jumps over the lazy dog. ".repeat(200);
+    // Haiku 4.5 caches prefixes of 4,096 tokens or more.
+    let doc = "The quick brown fox jumps over the lazy dog. ".repeat(400);
     let mut ids = Vec::new();
     for (n, model) in MODELS.iter().enumerate() {
         let req = |q: &str, stream: bool| {
@@ -214,9 +215,9 @@ async fn cache_write_then_read_is_billed_exactly() {
             );
             assert_eq!((input + read + write) as u64, usage["prompt_tokens"]);
             assert_eq!(output as u64, usage["completion_tokens"]);
-            // claude-sonnet-4-5: 3 input, 0.30 cache read, 3.75 cache write, 15 output (USD/1M).
+            // claude-haiku-4-5: 1 input, 0.10 cache read, 1.25 cache write, 5 output (USD/1M).
             let expected =
-                input * 3_000_000 + read * 300_000 + write * 3_750_000 + output * 15_000_000;
+                input * 1_000_000 + read * 100_000 + write * 1_250_000 + output * 5_000_000;
             assert_eq!(pico(&r["cost"]), expected, "exact cost: {r}");
             assert_eq!(r["outcome"], "complete");
         }
@@ -226,9 +227,9 @@ async fn cache_write_then_read_is_billed_exactly() {
 #[tokio::test]
 async fn one_hour_cache_writes_are_billed_at_their_own_price() {
     let e = env().await;
-    let doc = "An hour is a long time for a cache. ".repeat(250);
+    let doc = "An hour is a long time for a cache. ".repeat(500);
     let req = |ttl: &str| {
-        json!({"model": "anthropic/claude-sonnet-4-5", "messages": [
+        json!({"model": "anthropic/claude-haiku-4-5", "messages": [
             {"role": "system", "content": [{"type": "text", "text": format!("{ttl} {doc}"),
                                             "cache_control": {"type": "ephemeral", "ttl": ttl}}]},
             {"role": "user", "content": "hello"}]})
@@ -254,11 +255,11 @@ async fn one_hour_cache_writes_are_billed_at_their_own_price() {
         };
         assert_eq!(r["cache_write_tokens"], five, "{r}");
         assert_eq!(r["cache_write_1h_tokens"], hour, "{r}");
-        // claude-sonnet-4-5: 3 in, 3.75 5-minute writes, 6 1-hour writes, 15 out (USD/1M).
-        let expected = n("input_tokens") * 3_000_000
-            + n("cache_write_tokens") * 3_750_000
-            + n("cache_write_1h_tokens") * 6_000_000
-            + n("output_tokens") * 15_000_000;
+        // claude-haiku-4-5: 1 in, 1.25 5-minute writes, 2 1-hour writes, 5 out (USD/1M).
+        let expected = n("input_tokens") * 1_000_000
+            + n("cache_write_tokens") * 1_250_000
+            + n("cache_write_1h_tokens") * 2_000_000
+            + n("output_tokens") * 5_000_000;
         assert_eq!(pico(&r["cost"]), expected, "{ttl}: {r}");
     }
 }

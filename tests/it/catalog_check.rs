@@ -14,7 +14,7 @@ profiles:
 models:
   - {id: t/flash, provider: google, family: gemini, kind: chat, upstream_model: gemini-3.8-flash, profile: plain, input_price: 1, output_price: 2}
   - {id: t/embed, provider: google, family: gemini, kind: embedding, upstream_model: gemini-embedding-001, profile: plain, input_price: 0.1, output_price: 0}
-  - {id: t/sonnet, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-sonnet-4-5, profile: plain, input_price: 3, output_price: 15}
+  - {id: t/haiku, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-haiku-4-5, profile: plain, input_price: 1, output_price: 5}
   - {id: t/sonnet-vertex, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-sonnet-4-5@20250929, profile: plain, input_price: 3, output_price: 15}
   - {id: t/opus, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-opus-5-5, profile: plain, input_price: 5, output_price: 25}
   - {id: t/retired, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.0-flash, profile: plain, input_price: 1, output_price: 1, active: false}
@@ -25,7 +25,7 @@ routes:
   - {model_id: t/flash, kind: vertex-global, region: global, priority: 20}
   - {model_id: t/embed, kind: gemini-api}
   - {model_id: t/embed, kind: vertex, region: us-central1, priority: 10}
-  - {model_id: t/sonnet, kind: anthropic}
+  - {model_id: t/haiku, kind: anthropic}
   - {model_id: t/sonnet-vertex, kind: vertex-anthropic, region: us-east5}
   - {model_id: t/opus, kind: anthropic}
   - {model_id: t/opus, kind: vertex-anthropic, region: us-east5, priority: 10}
@@ -95,7 +95,7 @@ async fn a_fully_listed_catalog_passes() {
     )));
     assert!(
         !unused.iter().any(|(_, m)| m == "gemini-3.8-flash"
-            || m == "claude-sonnet-4-5-20250929"
+            || m == "claude-haiku-4-5-20251001"
             || m == "claude-sonnet-4-5@20250929"),
         "{unused:?}"
     );
@@ -193,10 +193,10 @@ async fn a_route_kind_without_credentials_is_unchecked() {
         .build();
     let (ok, report, stderr) = check(&gw, &[]);
     assert!(ok, "unchecked is not a failure: {stderr}");
-    let sonnet = route(&report, "t/sonnet", "anthropic");
-    assert_eq!(sonnet["status"], "unchecked");
+    let haiku = route(&report, "t/haiku", "anthropic");
+    assert_eq!(haiku["status"], "unchecked");
     assert_eq!(
-        sonnet["reason"],
+        haiku["reason"],
         "no Anthropic API key (TEST_ANTHROPIC_KEY is unset)"
     );
     assert_eq!(

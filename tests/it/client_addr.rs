@@ -193,7 +193,7 @@ async fn the_upstreams_request_id_is_recorded_and_whole_in_its_error() {
         .upstream("max_attempts: 1")
         .start();
     let (ws, key) = gw.workspace_with_key();
-    let claude = "anthropic/claude-sonnet-4-5";
+    let claude = "anthropic/claude-haiku-4-5";
     for stream in [false, true] {
         let id = format!("claude-{stream}");
         let res = reqwest::Client::new()

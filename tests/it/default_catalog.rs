@@ -176,9 +176,16 @@ async fn the_gateway_warns_at_start_of_models_near_their_shutdown() {
     std::fs::write(
         &file,
         format!(
-            "models:\n  - {{id: g/soon, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 1, output_price: 1, shutdown: {soon}}}\n\
-             \x20 - {{id: g/later, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 1, output_price: 1, shutdown: {later}}}\n\
-             \x20 - {{id: g/gone, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash, profile: gemini-2.5-flash, input_price: 1, output_price: 1, shutdown: {today}, active: false}}\n"
+            "models:\n  - {{id: g/soon, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash-lite, profile: gemini-2.5-flash-lite, input_price: 1, output_price: 1, shutdown: {soon}}}\n\
+             \x20 - {{id: g/later, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash-lite, profile: gemini-2.5-flash-lite, input_price: 1, output_price: 1, shutdown: {later}}}\n\
+             \x20 - {{id: g/gone, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash-lite, profile: gemini-2.5-flash-lite, input_price: 1, output_price: 1, shutdown: {today}, active: false}}\n\
+             \x20 - {{id: g/hosted, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash-lite, profile: gemini-2.5-flash-lite, input_price: 1, output_price: 1, shutdown: {today}}}\n\
+             routes:\n\
+             \x20 - {{model_id: g/soon, kind: gemini-api}}\n\
+             \x20 - {{model_id: g/later, kind: gemini-api}}\n\
+             \x20 - {{model_id: g/gone, kind: gemini-api}}\n\
+             \x20 - {{model_id: g/hosted, kind: gemini-api, active: false}}\n\
+             \x20 - {{model_id: g/hosted, kind: vertex, region: us-central1, priority: 10}}\n"
         ),
     )
     .unwrap();
@@ -197,6 +204,14 @@ async fn the_gateway_warns_at_start_of_models_near_their_shutdown() {
     };
     assert!(warned("g/soon"), "{log}");
     assert!(!warned("g/later") && !warned("g/gone"), "{log}");
+    // Shut down today, but only by its provider's API, which it no longer calls.
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("WARN") && l.contains("g/hosted")),
+        "{log}"
+    );
+    // The default catalog's own models past their dates call their providers no more.
+    assert!(!log.contains("still routed to its provider"), "{log}");
 }
 
 #[tokio::test]

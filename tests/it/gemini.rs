@@ -17,11 +17,11 @@ fn user(text: &str) -> Value {
 async fn developer_api_buffered() {
     let e = env().await;
     let (status, v) = e
-        .chat(json!({"model": "google/gemini-2.5-flash", "messages": user("hello gemini")}))
+        .chat(json!({"model": "google/gemini-2.5-flash-lite", "messages": user("hello gemini")}))
         .await;
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["object"], "chat.completion");
-    assert_eq!(v["model"], "google/gemini-2.5-flash");
+    assert_eq!(v["model"], "google/gemini-2.5-flash-lite");
     assert_eq!(v["choices"][0]["message"]["role"], "assistant");
     assert_eq!(v["choices"][0]["message"]["content"], "Echo: hello gemini");
     assert_eq!(v["choices"][0]["finish_reason"], "stop");
@@ -36,7 +36,7 @@ async fn developer_api_buffered() {
     let r = e.last_upstream().await;
     assert_eq!(
         r["path"],
-        "/v1beta/models/gemini-2.5-flash:generateContent?prettyPrint=false"
+        "/v1beta/models/gemini-2.5-flash-lite:generateContent?prettyPrint=false"
     );
     assert_eq!(r["headers"]["x-goog-api-key"], "sim-gemini-key");
     assert!(
@@ -56,7 +56,7 @@ async fn developer_api_buffered() {
 #[tokio::test]
 async fn developer_api_streamed() {
     let e = env().await;
-    let (status, frames) = e.stream(json!({"model": "google/gemini-2.5-flash", "stream": true, "messages": user("stream me please")})).await;
+    let (status, frames) = e.stream(json!({"model": "google/gemini-2.5-flash-lite", "stream": true, "messages": user("stream me please")})).await;
     assert_eq!(status, 200);
     let c = chunks(&frames);
     assert_eq!(
@@ -79,7 +79,7 @@ async fn developer_api_streamed() {
     assert!(last["usage"]["total_tokens"].as_u64().unwrap() > 0);
     assert_eq!(
         e.last_upstream().await["path"],
-        "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+        "/v1beta/models/gemini-2.5-flash-lite:streamGenerateContent?alt=sse"
     );
 }
 
@@ -519,10 +519,11 @@ fn cached_system(text: &str) -> Value {
 #[tokio::test]
 async fn cache_control_creates_and_reuses_an_explicit_cache() {
     let e = env().await;
-    // ~3,000 tokens by the simulator's rule (4 bytes a token): above 2.5 Flash's 2,048 minimum.
+    // ~3,000 tokens by the simulator's rule (4 bytes a token): above 2.5 Flash-Lite's 2,048
+    // minimum.
     let long = "You are a meticulous assistant. ".repeat(400);
     for round in 0..2 {
-        let body = json!({"model": "google/gemini-2.5-flash", "messages": [cached_system(&long), {"role": "user", "content": format!("question {round}")}]});
+        let body = json!({"model": "google/gemini-2.5-flash-lite", "messages": [cached_system(&long), {"role": "user", "content": format!("question {round}")}]});
         let (status, v) = e.chat(body).await;
         assert_eq!(status, 200, "round {round}: {v}");
         let sent = e.last_upstream().await;
@@ -558,7 +559,7 @@ async fn cache_control_creates_and_reuses_an_explicit_cache() {
 #[tokio::test]
 async fn short_cacheable_prefix_falls_back_to_implicit_caching() {
     let e = env().await;
-    let body = json!({"model": "google/gemini-2.5-flash", "messages": [cached_system("Short system prompt."), {"role": "user", "content": "hi"}]});
+    let body = json!({"model": "google/gemini-2.5-flash-lite", "messages": [cached_system("Short system prompt."), {"role": "user", "content": "hi"}]});
     let (status, v) = e.chat(body).await;
     assert_eq!(status, 200, "{v}");
     let sent = e.last_upstream().await;
@@ -598,7 +599,7 @@ async fn explicit_caches_are_capped_reused_and_kept_per_workspace() {
     let e = env().await;
     let long = "You are a meticulous assistant. ".repeat(400);
     let ask = |ttl: &str, q: &str| {
-        json!({"model": "google/gemini-2.5-flash",
+        json!({"model": "google/gemini-2.5-flash-lite",
                "messages": [cached_system_ttl(&long, ttl), {"role": "user", "content": q}]})
     };
     // A year is asked: the cache is created for the configured hour at most.
@@ -615,7 +616,7 @@ async fn explicit_caches_are_capped_reused_and_kept_per_workspace() {
     // A 10 s cache is reused by the next request, not re-created for each one.
     let short = "A different, also long, system prompt. ".repeat(300);
     let short_ask = |q: &str| {
-        json!({"model": "google/gemini-2.5-flash",
+        json!({"model": "google/gemini-2.5-flash-lite",
                "messages": [cached_system_ttl(&short, "10s"), {"role": "user", "content": q}]})
     };
     for q in ["two", "three"] {
@@ -639,15 +640,15 @@ async fn explicit_caches_are_capped_reused_and_kept_per_workspace() {
     );
 }
 
-/// The cost of a gemini-2.5-flash record by the default catalog's prices (µUSD per 1M tokens:
-/// 0.30 in — creation tokens too, the model has no cache-write price —, 0.03 cached, 2.50 out,
-/// 1.00 per 1M tokens per hour stored).
-fn flash_cost(r: &Value) -> i128 {
+/// The cost of a gemini-2.5-flash-lite record by the default catalog's prices (µUSD per 1M
+/// tokens: 0.10 in — creation tokens too, the model has no cache-write price —, 0.01 cached,
+/// 0.40 out, 1.00 per 1M tokens per hour stored).
+fn flash_lite_cost(r: &Value) -> i128 {
     let n = |k: &str| i128::from(r[k].as_u64().unwrap_or_else(|| panic!("{k}: {r}")));
-    n("input_tokens") * 300_000
-        + n("cache_read_tokens") * 30_000
-        + n("cache_write_tokens") * 300_000
-        + n("output_tokens") * 2_500_000
+    n("input_tokens") * 100_000
+        + n("cache_read_tokens") * 10_000
+        + n("cache_write_tokens") * 100_000
+        + n("output_tokens") * 400_000
         + (n("cache_storage_token_seconds") * 1_000_000 + 3_599) / 3_600
 }
 
@@ -657,7 +658,7 @@ async fn the_request_that_creates_an_explicit_cache_pays_its_creation_and_storag
     let long = "You are a meticulous assistant. ".repeat(400);
     let short = "A different, also long, system prompt. ".repeat(300);
     let ask = |prefix: &str, ttl: &str, q: &str| {
-        json!({"model": "google/gemini-2.5-flash",
+        json!({"model": "google/gemini-2.5-flash-lite",
                "messages": [cached_system_ttl(prefix, ttl), {"role": "user", "content": q}]})
     };
     // A year asked (capped to the hour), then a 10 s cache; each prefix used twice.
@@ -692,7 +693,7 @@ async fn the_request_that_creates_an_explicit_cache_pays_its_creation_and_storag
         assert_eq!(r["cache_write_tokens"], written, "request {i}: {r}");
         assert_eq!(r["cache_storage_token_seconds"], stored, "request {i}: {r}");
         assert_eq!(r["cache_storage_price"].as_f64(), Some(1.0), "{r}");
-        assert_eq!(crate::billing::pico(&r["cost"]), flash_cost(r), "{r}");
+        assert_eq!(crate::billing::pico(&r["cost"]), flash_lite_cost(r), "{r}");
     }
     let verify = e.gw.cli_json(&["ledger", "verify"]);
     assert_eq!(verify["inconsistent"], json!([]), "{verify}");
@@ -768,7 +769,7 @@ async fn a_prompt_over_the_threshold_is_billed_whole_at_the_long_context_prices(
 async fn every_cache_a_failed_over_request_made_is_billed() {
     let e = env().await;
     let long = "You are a meticulous assistant. ".repeat(400);
-    let ask = || json!({"model": "google/gemini-2.5-flash", "messages": [cached_system(&long), {"role": "user", "content": "q"}]});
+    let ask = || json!({"model": "google/gemini-2.5-flash-lite", "messages": [cached_system(&long), {"role": "user", "content": "q"}]});
     let (status, v) = e.chat(ask()).await;
     assert_eq!(status, 200, "{v}");
     let one = e.gw.usage_records(&e.ws, 1).await[0]["cache_write_tokens"]

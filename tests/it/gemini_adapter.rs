@@ -221,20 +221,17 @@ async fn thinking_and_parameters_are_accepted_per_model() {
             "gemini-3.6",
             json!({"reasoning_effort": "xhigh"}),
         ),
+        // 2.5 Pro and Flash left the Gemini API on 2026-12-01: their profiles are proven on
+        // Vertex, end to end (`gemini::thinking_maps_to_a_clamped_budget_on_2_5`).
         (
-            "gemini-2.5-pro",
-            "gemini-2.5-pro",
-            json!({"reasoning_effort": "none"}),
-        ),
-        (
-            "gemini-2.5-pro",
-            "gemini-2.5-pro",
-            json!({"reasoning": {"max_tokens": 100000}}),
-        ),
-        (
-            "gemini-2.5-flash",
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
+            "gemini-2.5-flash-lite",
             json!({"reasoning": {"max_tokens": 0}}),
+        ),
+        (
+            "gemini-2.5-flash-lite",
+            "gemini-2.5-flash-lite",
+            json!({"reasoning": {"max_tokens": 100000}}),
         ),
         (
             "gemini-2.5-flash-lite",
@@ -267,8 +264,8 @@ async fn thinking_and_parameters_are_accepted_per_model() {
             json!({"reasoning_effort": "medium", "stream": true}),
         ),
         (
-            "gemini-2.5-flash",
-            "gemini-2.5-flash",
+            "gemini-2.5-flash-lite",
+            "gemini-2.5-flash-lite",
             json!({"response_format": {"type": "json_schema",
             "json_schema": {"name": "a", "schema": {"type": "object", "properties": {"echo": {"type": "string"}}}}}}),
         ),
@@ -279,7 +276,7 @@ async fn thinking_and_parameters_are_accepted_per_model() {
         assert!(r.is_ok(), "{upstream} {extra}: {r:?}");
     }
     // Thoughts come back as reasoning, unless excluded.
-    let m = model("gemini-2.5-flash", "gemini-2.5-flash");
+    let m = model("gemini-2.5-flash-lite", "gemini-2.5-flash-lite");
     let v = call(
         &sim,
         &m,
@@ -302,7 +299,7 @@ async fn thinking_and_parameters_are_accepted_per_model() {
 #[tokio::test]
 async fn images_and_multi_turn_history_are_accepted() {
     let sim = Sim::start();
-    let m = model("gemini-2.5-flash", "gemini-2.5-flash");
+    let m = model("gemini-2.5-flash-lite", "gemini-2.5-flash-lite");
     let body = json!({"model": "x", "messages": [
         {"role": "developer", "content": "Describe images."},
         {"role": "user", "content": [{"type": "text", "text": "What is this?"},

@@ -931,6 +931,7 @@ const ROUTE_CATALOG: &str = "models:
   - {id: vertex/text-embedding-005, provider: google, family: gemini, kind: embedding, upstream_model: text-embedding-005, profile: embedding, input_price: 0.025, output_price: 0.0, capabilities: [embeddings]}
   - {id: devapi/gemini-embedding-001, provider: google, family: gemini, kind: embedding, upstream_model: gemini-embedding-001, profile: embedding, input_price: 0.15, output_price: 0.0, capabilities: [embeddings]}
   - {id: vertex/claude-sonnet-4-5, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-sonnet-4-5@20250929, profile: claude, input_price: 3, output_price: 15, cache_read_price: 0.30, cache_write_price: 3.75, max_output_tokens: 64000}
+  - {id: vertex/claude-haiku-4-5, provider: anthropic, family: anthropic, kind: chat, upstream_model: claude-haiku-4-5@20251001, profile: claude, input_price: 1, output_price: 5, cache_read_price: 0.10, cache_write_price: 1.25, cache_write_1h_price: 2, max_output_tokens: 64000}
 routes:
   - {model_id: vertex/gemini-2.5-flash, kind: vertex, region: us-central1}
   - {model_id: vertex/gemini-3.1-pro-preview, kind: vertex-global, region: global}
@@ -938,6 +939,7 @@ routes:
   - {model_id: vertex/text-embedding-005, kind: vertex, region: us-central1}
   - {model_id: devapi/gemini-embedding-001, kind: gemini-api}
   - {model_id: vertex/claude-sonnet-4-5, kind: vertex-anthropic, region: us-east5}
+  - {model_id: vertex/claude-haiku-4-5, kind: vertex-anthropic, region: us-east5}
 ";
 
 /// A simulator, a gateway wired to it, and a funded workspace with a key: the setting of

@@ -185,7 +185,7 @@ async fn every_key_state_and_gate_is_answered_in_anthropics_shape() {
 #[tokio::test]
 async fn claude_routes_get_the_body_as_sent_with_the_allowed_betas() {
     let e = SimEnv::start();
-    for model in ["anthropic/claude-sonnet-4-5", "vertex/claude-sonnet-4-5"] {
+    for model in ["anthropic/claude-haiku-4-5", "vertex/claude-haiku-4-5"] {
         let body = json!({
             "model": model, "max_tokens": 300, "top_k": 5, "service_tier": "auto",
             "metadata": {"user_id": "{\"device\":\"d1\"}"},
@@ -240,7 +240,7 @@ async fn claude_routes_get_the_body_as_sent_with_the_allowed_betas() {
             assert_eq!(sent["anthropic_version"], "vertex-2023-10-16");
         } else {
             assert_eq!(up["path"], "/v1/messages");
-            assert_eq!(sent["model"], "claude-sonnet-4-5");
+            assert_eq!(sent["model"], "claude-haiku-4-5");
             assert_eq!(up["headers"]["anthropic-version"], "2023-06-01");
             assert_eq!(up["headers"]["x-api-key"], "sim-anthropic-key");
         }
@@ -312,9 +312,10 @@ async fn a_claude_stream_passes_through_and_is_billed_its_final_counts() {
 #[tokio::test]
 async fn every_usage_bucket_of_a_claude_answer_is_billed_exactly() {
     let e = SimEnv::start();
-    let long = "The gateway bills every bucket exactly. ".repeat(400);
+    // Haiku 4.5 caches prefixes of 4,096 tokens or more.
+    let long = "The gateway bills every bucket exactly. ".repeat(450);
     let body = |ttl: &str| {
-        json!({"model": "anthropic/claude-sonnet-4-5", "max_tokens": 200,
+        json!({"model": "anthropic/claude-haiku-4-5", "max_tokens": 200,
             "system": [{"type": "text", "text": long, "cache_control": {"type": "ephemeral", "ttl": ttl}}],
             "messages": [{"role": "user", "content": "hello"}]})
     };
@@ -524,9 +525,9 @@ async fn count_tokens_counts_on_every_upstream_and_is_never_billed() {
     let broke = gw.workspace();
     let key = gw.key(&broke, &[]);
     for model in [
-        "anthropic/claude-sonnet-4-5",
+        "anthropic/claude-haiku-4-5",
         "vertex/claude-sonnet-4-5",
-        "google/gemini-2.5-flash",
+        "google/gemini-2.5-flash-lite",
         "vertex/gemini-2.5-flash",
     ] {
         let body = json!({"model": model, "system": "Be brief.",

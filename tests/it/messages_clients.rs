@@ -3,7 +3,7 @@
 //! (`tests/python/sdk_messages.py`), the TypeScript SDK (`tests/agents/sdk_messages.mjs`) and
 //! Claude Code itself, the CLI in print mode (`tests/agents/claude_code.mjs`). Each runs against
 //! a fresh simulator and gateway, on a Claude route (native) and on a Gemini route
-//! (`google/gemini-2.5-flash`, translated), through the same scripts that also run against the
+//! (`google/gemini-2.5-flash-lite`, translated), through the same scripts that also run against the
 //! simulator directly. `make test` installs the clients (`make venv`, `make agent-deps`);
 //! `TOLLGATE_PYTHON` names the venv's interpreter.
 //!
@@ -24,10 +24,10 @@ use serde_json::{json, Value};
 use crate::harness::{eventually, Gateway, Sim};
 
 /// A Claude model by its catalog id, by its alias and by its dated alias.
-const CLAUDE: &str = "anthropic/claude-sonnet-4-5";
-const CLAUDE_ALIAS: &str = "claude-sonnet-4-5";
-const CLAUDE_DATED: &str = "claude-sonnet-4-5-20250929";
-const GEMINI: &str = "google/gemini-2.5-flash";
+const CLAUDE: &str = "anthropic/claude-haiku-4-5";
+const CLAUDE_ALIAS: &str = "claude-haiku-4-5";
+const CLAUDE_DATED: &str = "claude-haiku-4-5-20251001";
+const GEMINI: &str = "google/gemini-2.5-flash-lite";
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

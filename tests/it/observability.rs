@@ -7,7 +7,7 @@ use serde_json::{json, Value};
 use crate::harness::{Gateway, PgDatabase, Sim, ADMIN_TOKEN};
 
 fn hello(stream: bool) -> Value {
-    json!({"model": "google/gemini-2.5-flash", "stream": stream,
+    json!({"model": "google/gemini-2.5-flash-lite", "stream": stream,
         "messages": [{"role": "user", "content": "hi"}]})
 }
 
@@ -102,7 +102,7 @@ async fn a_client_reads_its_own_generations_and_key_unbilled_and_ungated() {
     assert_eq!(status, 200, "{v}");
     let g = &v["data"];
     assert_eq!(g["id"], id.as_str());
-    assert_eq!(g["model_id"], "google/gemini-2.5-flash");
+    assert_eq!(g["model_id"], "google/gemini-2.5-flash-lite");
     assert_eq!(g["route"], "gemini-api");
     assert_eq!(g["outcome"], "complete");
     assert!(
@@ -176,7 +176,7 @@ async fn metrics_count_the_traffic_sent() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let model = "google/gemini-2.5-flash";
+    let model = "google/gemini-2.5-flash-lite";
     let ok = format!(
         r#"tollgate_requests_total{{code="",endpoint="chat",model="{model}",route="gemini-api",status="200"}}"#
     );
@@ -224,7 +224,7 @@ async fn money_series_need_the_admin_token() {
     let (_, key) = gw.workspace_with_key();
     let res = post(&gw, &key, None, hello(false)).await;
     assert_eq!(res.status(), 200);
-    let cost = r#"tollgate_cost_usd_total{model="google/gemini-2.5-flash"}"#;
+    let cost = r#"tollgate_cost_usd_total{model="google/gemini-2.5-flash-lite"}"#;
     let mut billed = String::new();
     for _ in 0..50 {
         let (status, text) = scrape(&gw, "/admin/v1/metrics", Some(ADMIN_TOKEN)).await;
@@ -303,7 +303,7 @@ async fn every_answer_says_the_gateways_time_and_the_metrics_record_the_same() {
     let gw = Gateway::builder().simulator(&sim).start();
     let (_, key) = gw.workspace_with_key();
     let slow = |stream: bool| {
-        json!({"model": "google/gemini-2.5-flash", "stream": stream,
+        json!({"model": "google/gemini-2.5-flash-lite", "stream": stream,
             "messages": [{"role": "user", "content": "[sim:latency=300] hi"}]})
     };
     let mut gateway_ms = Vec::new();

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 
 use crate::harness::{eventually, Gateway, SimEnv};
 
-const GEMINI: &str = "google/gemini-2.5-flash";
-const CLAUDE: &str = "anthropic/claude-sonnet-4-5";
+const GEMINI: &str = "google/gemini-2.5-flash-lite";
+const CLAUDE: &str = "anthropic/claude-haiku-4-5";
 
 fn ask(model: &str, text: &str) -> Value {
     json!({"model": model, "input": text, "max_output_tokens": 300})

@@ -3,7 +3,7 @@
 //! (`tests/python/sdk_responses.py`), the TypeScript SDK (`tests/agents/sdk_responses.mjs`) and
 //! the Codex CLI itself, `codex exec` with the gateway as a custom provider
 //! (`tests/agents/codex.mjs`). Each runs against a fresh simulator and gateway, on a Gemini
-//! route (`google/gemini-2.5-flash`) and on a Claude route (`anthropic/claude-sonnet-4-5`), both
+//! route (`google/gemini-2.5-flash-lite`) and on a Claude route (`anthropic/claude-haiku-4-5`), both
 //! translated from and to the chat model. `make test` installs the clients (`make venv`,
 //! `make agent-deps`); `TOLLGATE_PYTHON` names the venv's interpreter.
 //!
@@ -28,8 +28,8 @@ use serde_json::{json, Value};
 
 use crate::harness::{eventually, Gateway, Sim};
 
-const CLAUDE: &str = "anthropic/claude-sonnet-4-5";
-const GEMINI: &str = "google/gemini-2.5-flash";
+const CLAUDE: &str = "anthropic/claude-haiku-4-5";
+const GEMINI: &str = "google/gemini-2.5-flash-lite";
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

@@ -21,7 +21,7 @@ async fn with_vertex_credentials_only_gemini_models_answer_through_vertex() {
         .start();
     let (_, key) = gw.workspace_with_key();
     // The default catalog lists the Developer API route first; it has no key here.
-    let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
+    let res = gw.chat(&key, hello("google/gemini-3.5-flash")).await;
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     let sent = sim.requests().await.pop().unwrap();
     assert!(
@@ -88,9 +88,9 @@ async fn throttling_and_server_errors_fail_over_and_the_answering_route_is_bille
     let sim = Sim::start();
     let gw = Gateway::builder().simulator(&sim).start();
     let (ws, key) = gw.workspace_with_key();
-    // google/gemini-2.5-flash: Developer API first, then Vertex regional, then global.
+    // google/gemini-3.5-flash: Developer API first, then Vertex regional, then global.
     sim.queue_fault("429", "gemini", 1).await;
-    let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
+    let res = gw.chat(&key, hello("google/gemini-3.5-flash")).await;
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     assert_eq!(billed_route(&gw, &ws).await, "vertex");
     let routes: Vec<Value> = sim
@@ -112,14 +112,14 @@ async fn when_every_route_fails_the_client_gets_the_upstreams_status_throttling_
     let gw = Gateway::builder().simulator(&sim).start();
     let (ws, key) = gw.workspace_with_key();
     sim.queue_fault("503", "any", 3).await;
-    let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
+    let res = gw.chat(&key, hello("google/gemini-3.5-flash")).await;
     assert_eq!(res.status(), 503, "three routes, three 503s");
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["error"]["code"], "upstream_error");
     // A throttled attempt among failures: the client is told to retry, as the SDKs expect.
     sim.queue_fault("429", "gemini", 1).await;
     sim.queue_fault("503", "vertex", 2).await;
-    let res = gw.chat(&key, hello("google/gemini-2.5-flash")).await;
+    let res = gw.chat(&key, hello("google/gemini-3.5-flash")).await;
     assert_eq!(res.status(), 429);
     let v: Value = res.json().await.unwrap();
     let message = v["error"]["message"].as_str().unwrap();
@@ -169,7 +169,7 @@ async fn a_throttled_route_cools_down_for_its_retry_after_then_a_live_request_pr
         .upstream("breaker: {cooldown: 1s, max_cooldown: 2s}")
         .start();
     let (_, key) = gw.workspace_with_key();
-    let model = "google/gemini-2.5-flash";
+    let model = "google/gemini-3.5-flash";
     // Google's 429 asks for 34.4 s (RetryInfo.retryDelay), capped at 2 s here.
     sim.queue_fault("429", "gemini", 1).await;
     let res = gw.chat(&key, hello(model)).await;
@@ -214,7 +214,7 @@ async fn consecutive_server_errors_open_the_breaker_and_a_model_never_goes_unans
         .upstream("breaker: {failures: 2, cooldown: 30s}")
         .start();
     let (_, key) = gw.workspace_with_key();
-    let model = "google/gemini-2.5-flash";
+    let model = "google/gemini-3.5-flash";
     sim.queue_fault("500", "gemini", 2).await;
     for _ in 0..2 {
         assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
@@ -294,7 +294,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
     // A refusal before the answer began (a 503), on another family.
     sim.queue_fault("503", "gemini", 1).await;
     let res = gw
-        .chat(&key, stream_of("google/gemini-2.5-flash", "hi"))
+        .chat(&key, stream_of("google/gemini-3.5-flash", "hi"))
         .await;
     clean_stream(res).await;
     assert_eq!(
@@ -336,7 +336,7 @@ async fn a_large_streamed_body_fails_over_intact() {
     let big = "lorem ipsum ".repeat(20_000);
     sim.queue_fault("503", "gemini", 1).await;
     let res = gw
-        .chat(&key, stream_of("google/gemini-2.5-flash", &big))
+        .chat(&key, stream_of("google/gemini-3.5-flash", &big))
         .await;
     clean_stream(res).await;
     let sent = sim.requests().await;
@@ -366,7 +366,7 @@ async fn a_silent_stream_gets_keep_alive_comments() {
     let res = gw
         .chat(
             &key,
-            stream_of("google/gemini-2.5-flash", "[sim:latency=1000] hi"),
+            stream_of("google/gemini-3.5-flash", "[sim:latency=1000] hi"),
         )
         .await;
     assert_eq!(res.status(), 200);
@@ -392,7 +392,7 @@ async fn models_are_listed_only_while_a_route_has_credentials() {
     let ids = gw.model_ids(&key).await;
     let listed = |id: &str| ids.iter().any(|i| i == id);
     assert!(
-        listed("google/gemini-2.5-flash"),
+        listed("google/gemini-3.5-flash"),
         "Developer API key: {ids:?}"
     );
     assert!(
@@ -424,7 +424,7 @@ async fn a_stream_whose_client_left_before_it_began_is_not_failed_over() {
     let res = gw
         .chat(
             &key,
-            stream_of("google/gemini-2.5-flash", "[sim:latency=1000] hi"),
+            stream_of("google/gemini-3.5-flash", "[sim:latency=1000] hi"),
         )
         .await;
     assert_eq!(res.status(), 200, "a keep-alive committed the stream");

@@ -81,7 +81,7 @@ impl TlsSim {
 
 fn hello() -> Value {
     json!({
-        "model": "google/gemini-2.5-flash",
+        "model": "google/gemini-2.5-flash-lite",
         "messages": [{"role": "user", "content": "hello"}]
     })
 }
@@ -190,7 +190,7 @@ async fn catalog_check_trusts_the_ca_file_too() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let report: Value =
         serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
-    let route = crate::catalog_check::route(&report, "google/gemini-2.5-flash", "gemini-api");
+    let route = crate::catalog_check::route(&report, "google/gemini-2.5-flash-lite", "gemini-api");
     assert_eq!(route["status"], "listed", "{route}");
     let stats = tls.stats().await;
     assert_eq!(stats["tls_handshakes_failed"], 0, "{stats}");
@@ -206,7 +206,7 @@ async fn context_cache_creation_trusts_the_ca_file_too() {
     let long = "You are a meticulous assistant. ".repeat(400);
     let system = json!({"role": "system", "content": [{"type": "text", "text": long,
                         "cache_control": {"type": "ephemeral"}}]});
-    let body = json!({"model": "google/gemini-2.5-flash",
+    let body = json!({"model": "google/gemini-2.5-flash-lite",
                       "messages": [system, {"role": "user", "content": "hi"}]});
     let res = gw.chat(&key, body).await;
     assert_eq!(res.status(), 200);
