@@ -953,11 +953,15 @@ fn targets(gw: &str, sim: &str, secret: &str) -> Targets {
 const TRAIN_SECS: u64 = 2;
 /// The models [`train`] sends to, and whether with a tool conversation: Gemini, a Claude model
 /// that thinks only when asked, and one that always does (its answers carry thinking blocks, and
-/// a tool turn would have to send the earlier turn's back, which the simulator checks).
-const TRAIN_MODELS: [(&str, bool); 3] = [
+/// a tool turn would have to send the earlier turn's back, which the simulator checks); then one
+/// of each family that the default catalog serves through Vertex only (their providers' own
+/// APIs shut them down), so that Vertex's paths are in the profile too.
+const TRAIN_MODELS: [(&str, bool); 5] = [
     (MODEL, true),
     ("anthropic/claude-sonnet-4-6", true),
     ("anthropic/claude-haiku-5-5", false),
+    ("google/gemini-2.5-flash", true),
+    ("anthropic/claude-sonnet-4-5", true),
 ];
 
 /// `--train`: measures nothing. Each of [`training`]'s requests runs in a closed loop for
@@ -978,10 +982,10 @@ async fn train(gw: &str, secret: &str) {
     }
 }
 
-/// Every front door to both families the default catalog routes first (Gemini's Developer API,
-/// Anthropic's API), buffered and streamed: a one-line prompt, a conversation, and one with a
-/// tool call; then embeddings of one input and of 100; then the agents' captured requests
-/// ([`agents`]).
+/// Every front door to both families on the routes the default catalog tries first (Gemini's
+/// Developer API, Anthropic's API, and Vertex for the models only it still serves), buffered
+/// and streamed: a one-line prompt, a conversation, and one with a tool call; then embeddings
+/// of one input and of 100; then the agents' captured requests ([`agents`]).
 fn training(gw: &str, secret: &str) -> Vec<Target> {
     let bearer = format!("Bearer {secret}");
     let bearer = [("authorization", bearer.as_str())];
@@ -1034,7 +1038,7 @@ fn training(gw: &str, secret: &str) -> Vec<Target> {
             if !with_tools {
                 continue;
             }
-            if model == MODEL {
+            if model.starts_with("google/") {
                 requests.push(chat(json!({"model": model, "stream": stream,
                     "messages": tool_turns, "tools": tools, "tool_choice": "auto"})));
             }

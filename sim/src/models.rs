@@ -13,9 +13,9 @@
 //! - Vertex, publisher `google` (regional and global alike): the same chat ids, embeddings
 //!   `gemini-embedding-001`, `text-embedding-005`, `text-multilingual-embedding-002`.
 //! - Anthropic API: every [`CLAUDE`] model but Sonnet 4.5 (retired there on 2026-11-30), by
-//!   its alias (`claude-sonnet-4-5`) or, for the
-//!   dated 4.5 generation, its dated id (`claude-sonnet-4-5-20250929`); an alias answers as the
-//!   dated id, as the real API does. Retired ([`RETIRED_CLAUDE`], `claude-3-*`): unknown.
+//!   its alias (`claude-haiku-4-5`) or, for the dated 4.5 generation, its dated id
+//!   (`claude-haiku-4-5-20251001`); an alias answers as the dated id, as the real API does.
+//!   Retired ([`RETIRED_CLAUDE`], `claude-3-*`): unknown.
 //! - Vertex, publisher `anthropic`: every [`CLAUDE`] model; the 5.x and 4.6+ ids have no `@date`
 //!   (`claude-opus-5-5`), the 4.5 generation requires it (`claude-sonnet-4-5@20250929`): an
 //!   undated 4.5 id is unknown there.
