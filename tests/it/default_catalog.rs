@@ -231,6 +231,11 @@ async fn the_default_catalog_passes_its_own_check() {
             .any(|m| m.active && r["model"] == m.id.as_str());
         if active && r["route_active"] == true {
             assert_eq!(r["status"], "listed", "{r}");
+        } else if active {
+            assert_eq!(
+                r["status"], "missing",
+                "a route turned off is one its upstream shut down: {r}"
+            );
         } else if rows.models.iter().any(|m| r["model"] == m.id.as_str()) && !active {
             assert_eq!(
                 r["status"], "missing",
