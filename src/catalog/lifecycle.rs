@@ -1,17 +1,25 @@
 //! Model lifecycles: providers announce a shutdown date for a model, serve it on their own API
-//! until then, and answer 404 (or a successor) after. The catalog records the date
-//! (`shutdown`); the gateway warns at start for every active model whose date is near or past
-//! while a route still calls the provider's own API, so an operator moves clients (or turns
-//! that route off) before the provider does it for them. A cloud hosting the model (Vertex)
-//! publishes its own dates: its routes raise no notice.
+//! until then, and answer 404 (or another model, at its prices) after. The catalog records the
+//! date (`shutdown`). From that day the gateway calls the provider's API for the model no more
+//! ([`shut_down`]): the model answers on its other routes, or not at all, never as something
+//! else billed at its prices. At start it warns of every active model whose date is near or
+//! past while a route still calls the provider's own API, so an operator moves clients (or
+//! turns that route off) first. A cloud hosting the model (Vertex) publishes its own dates: its
+//! routes are neither skipped nor warned about.
 
 use chrono::NaiveDate;
 
 use super::RouteKind;
-use crate::store::CatalogRows;
+use crate::store::{CatalogRows, ModelRow};
 
 /// How far ahead of a shutdown the gateway starts warning.
 pub const WARN_DAYS: i64 = 30;
+
+/// Whether a route of `kind` no longer reaches `model` on `today`: it calls the model's
+/// provider, which shuts the model down that day or did before.
+pub fn shut_down(model: &ModelRow, kind: RouteKind, today: NaiveDate) -> bool {
+    kind.is_providers_own() && model.shutdown.is_some_and(|day| day <= today)
+}
 
 /// An active model at most [`WARN_DAYS`] from its shutdown date, or past it, with an active
 /// route to its provider's own API.
@@ -30,11 +38,12 @@ impl std::fmt::Display for ShutdownNotice {
             d if d < 0 => write!(
                 f,
                 "model {model} is still routed to its provider, which shut it down on {day}: \
-                 deactivate that route or the model, or route it to a successor"
+                 that route is skipped; deactivate it or the model, or route it to a successor"
             ),
             0 => write!(
                 f,
-                "model {model} is shut down by its provider today ({day})"
+                "model {model} is shut down by its provider today ({day}): its route there is \
+                 skipped from now on"
             ),
             d => write!(
                 f,

@@ -325,25 +325,29 @@ impl Snapshot {
         self.models.is_empty()
     }
 
-    /// A snapshot of `rows` whose routes are all served, with fresh breakers (tests, tools).
+    /// A snapshot of `rows` whose routes are all served, with fresh breakers, as of today
+    /// (tests, tools).
     pub fn build(
         rows: &CatalogRows,
         providers: &ProvidersConf,
         addrs: &HashMap<(String, u16), SocketAddr>,
     ) -> Snapshot {
         let all = Served::every_kind();
-        Snapshot::build_with(rows, providers, addrs, &Healths::default(), &all)
+        let today = chrono::Utc::now().date_naive();
+        Snapshot::build_with(rows, providers, addrs, &Healths::default(), &all, today)
     }
 
-    /// Builds a snapshot from store rows; hosts must already be resolved into `addrs`.
-    /// Rows that cannot be understood are skipped with a warning rather than hiding the
-    /// whole catalog. `/v1/models` lists the models with a route of a `served` kind.
+    /// Builds a snapshot from store rows as of `today` (a route to a provider that has shut
+    /// its model down is left out: [`lifecycle::shut_down`]); hosts must already be resolved
+    /// into `addrs`. Rows that cannot be understood are skipped with a warning rather than
+    /// hiding the whole catalog. `/v1/models` lists the models with a route of a `served` kind.
     pub fn build_with(
         rows: &CatalogRows,
         providers: &ProvidersConf,
         addrs: &HashMap<(String, u16), SocketAddr>,
         healths: &Healths,
         served: &Served,
+        today: chrono::NaiveDate,
     ) -> Snapshot {
         let mut profiles = HashMap::new();
         for p in &rows.profiles {
@@ -356,7 +360,15 @@ impl Snapshot {
         }
         let mut models = HashMap::new();
         for row in rows.models.iter().filter(|m| m.active) {
-            match model_from_row(row, &rows.routes, &profiles, providers, addrs, healths) {
+            match model_from_row(
+                row,
+                &rows.routes,
+                &profiles,
+                providers,
+                addrs,
+                healths,
+                today,
+            ) {
                 Ok(model) => {
                     models.insert(row.id.clone().into_boxed_str(), Arc::new(model));
                 }
@@ -413,6 +425,7 @@ fn model_from_row(
     providers: &ProvidersConf,
     addrs: &HashMap<(String, u16), SocketAddr>,
     healths: &Healths,
+    today: chrono::NaiveDate,
 ) -> Result<Model, String> {
     let family = Family::parse(&row.family).ok_or(format!("unknown family {:?}", row.family))?;
     let kind = match row.kind.as_str() {
@@ -436,6 +449,9 @@ fn model_from_row(
     let mut out = Vec::with_capacity(own.len());
     for r in own {
         let kind = RouteKind::parse(&r.kind).ok_or(format!("unknown route kind {:?}", r.kind))?;
+        if lifecycle::shut_down(row, kind, today) {
+            continue;
+        }
         if kind.family() != family {
             return Err(format!(
                 "route {} cannot carry family {}",
@@ -687,6 +703,7 @@ impl Loader {
             &addrs,
             &self.healths,
             &self.served,
+            chrono::Utc::now().date_naive(),
         ))
     }
 }
@@ -694,6 +711,10 @@ impl Loader {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn day(s: &str) -> chrono::NaiveDate {
+        s.parse().unwrap()
+    }
 
     fn rows() -> CatalogRows {
         serde_yaml::from_str(
@@ -727,6 +748,7 @@ routes:
                 &HashMap::new(),
                 &Healths::default(),
                 &served,
+                day("2026-12-07"),
             );
             let list: serde_json::Value = serde_json::from_slice(&snap.models_json()).unwrap();
             let ids: Vec<String> = list["data"]
@@ -771,6 +793,7 @@ routes:
                 &HashMap::new(),
                 &healths,
                 &Served::every_kind(),
+                day("2026-12-07"),
             )
         };
         let (a, b) = (build(), build());
@@ -778,6 +801,60 @@ routes:
         let (ra, rb) = (routes(&a), routes(&b));
         assert!(Arc::ptr_eq(&ra[0].health, &rb[0].health));
         assert!(!Arc::ptr_eq(&ra[0].health, &ra[1].health), "one per route");
+    }
+
+    #[test]
+    fn from_its_shutdown_day_a_model_is_no_longer_sent_to_its_provider() {
+        let rows: CatalogRows = serde_yaml::from_str(
+            r#"
+profiles:
+  - {name: g, spec: {forward: []}}
+models:
+  - {id: g/moved, provider: google, family: gemini, kind: chat, upstream_model: m, profile: g,
+     input_price: 1, output_price: 1, shutdown: 2026-12-01}
+  - {id: g/gone, provider: google, family: gemini, kind: chat, upstream_model: n, profile: g,
+     input_price: 1, output_price: 1, shutdown: 2026-12-01}
+  - {id: a/open, provider: anthropic, family: anthropic, kind: chat, upstream_model: o,
+     profile: g, input_price: 1, output_price: 1}
+routes:
+  - {model_id: g/moved, kind: gemini-api, priority: 0}
+  - {model_id: g/moved, kind: vertex, region: us-central1, priority: 10}
+  - {model_id: g/gone, kind: gemini-api}
+  - {model_id: a/open, kind: anthropic}
+"#,
+        )
+        .unwrap();
+        let routes = |today: &str| {
+            let snap = Snapshot::build_with(
+                &rows,
+                &ProvidersConf::default(),
+                &HashMap::new(),
+                &Healths::default(),
+                &Served::every_kind(),
+                day(today),
+            );
+            let kinds = |id: &str| -> Vec<&str> {
+                let model = snap.model(id).unwrap();
+                model.routes.iter().map(|r| r.kind.as_str()).collect()
+            };
+            (kinds("g/moved"), kinds("g/gone"), kinds("a/open"))
+        };
+        assert_eq!(
+            routes("2026-11-30"),
+            (
+                vec!["gemini-api", "vertex"],
+                vec!["gemini-api"],
+                vec!["anthropic"]
+            )
+        );
+        // From the day itself: Vertex keeps the model; with no other route it answers nowhere.
+        for today in ["2026-12-01", "2027-01-01"] {
+            assert_eq!(
+                routes(today),
+                (vec!["vertex"], vec![], vec!["anthropic"]),
+                "{today}"
+            );
+        }
     }
 
     #[test]

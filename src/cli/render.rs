@@ -4,6 +4,7 @@ use chrono::Utc;
 use serde::Serialize;
 
 use super::CliError;
+use crate::catalog::{lifecycle, RouteKind};
 use crate::commands::{
     is_hidden_control, Archived, CreatedKey, CreatedManagementKey, Credited, DriftReport, Imported,
     Ledger, ManagementKeyStatus, ManagementKeyView, Migrated, Restored, Revoked, Rotated,
@@ -132,7 +133,10 @@ pub fn imported(i: &Imported) -> String {
     format!("imported {} model(s), {} route(s)", i.models, i.routes)
 }
 
+/// The catalog, a model a line. A route is marked `(off)` when inactive, and `(shut down)` when
+/// active but skipped: it calls the model's provider, which has shut the model down.
 pub fn catalog(rows: &CatalogRows) -> String {
+    let today = Utc::now().date_naive();
     lines(&rows.models, |m| {
         let routes: Vec<String> = rows
             .routes
@@ -145,7 +149,13 @@ pub fn catalog(rows: &CatalogRows) -> String {
                 } else {
                     format!(":{}", r.api)
                 };
-                let off = if r.active { "" } else { "(off)" };
+                let shut_down = RouteKind::parse(&r.kind)
+                    .is_some_and(|kind| lifecycle::shut_down(m, kind, today));
+                let off = match (r.active, shut_down) {
+                    (false, _) => "(off)",
+                    (true, true) => "(shut down)",
+                    (true, false) => "",
+                };
                 format!("{}{api}{off}", r.kind)
             })
             .collect();
@@ -476,9 +486,10 @@ mod tests {
         .unwrap();
         let text = catalog(&rows);
         let lines: Vec<&str> = text.lines().collect();
+        // Past Anthropic's shutdown, its route is skipped.
         assert!(
             lines[0].ends_with(
-                "  anthropic  aliases claude-sonnet-4-5, claude-sonnet-4-5-20250929  \
+                "  anthropic(shut down)  aliases claude-sonnet-4-5, claude-sonnet-4-5-20250929  \
                  [shutdown 2026-11-30]"
             ),
             "{text}"

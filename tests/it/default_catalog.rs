@@ -214,6 +214,59 @@ async fn the_gateway_warns_at_start_of_models_near_their_shutdown() {
     assert!(!log.contains("still routed to its provider"), "{log}");
 }
 
+/// From a model's shutdown day its provider's API is called no more (it would answer 404, or
+/// with another model billed at this one's prices): the model answers on Vertex, and the start
+/// says so. Catalogs imported before a shutdown keep their routes, so this is what protects them.
+#[tokio::test]
+async fn a_model_past_its_providers_shutdown_answers_through_vertex_only() {
+    let sim = Sim::start();
+    let mut gw = Gateway::builder().simulator(&sim).capture_logs().build();
+    let yesterday = chrono::Utc::now().date_naive() - chrono::Days::new(1);
+    let file = gw.dir.path().join("moved.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "models:\n  - {{id: g/moved, provider: google, family: gemini, kind: chat, upstream_model: gemini-2.5-flash-lite, profile: gemini-2.5-flash-lite, input_price: 1, output_price: 1, shutdown: {yesterday}}}\n\
+             routes:\n\
+             \x20 - {{model_id: g/moved, kind: gemini-api, priority: 0}}\n\
+             \x20 - {{model_id: g/moved, kind: vertex, region: us-central1, priority: 10}}\n"
+        ),
+    )
+    .unwrap();
+    gw.cli(&["catalog", "import", file.to_str().unwrap()]);
+    gw.start();
+    let (ws, key) = gw.workspace_with_key();
+    for stream in [false, true] {
+        let res = gw.chat(&key, chat_body("g/moved", stream)).await;
+        assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+        let _ = res.text().await;
+    }
+    let records = gw.usage_records(&ws, 2).await;
+    assert!(
+        records.iter().all(|r| r["route"] == "vertex"),
+        "{records:?}"
+    );
+    let called: Vec<Value> = sim
+        .requests()
+        .await
+        .iter()
+        .map(|r| r["route"].clone())
+        .collect();
+    assert!(
+        called
+            .iter()
+            .all(|r| r.as_str().is_some_and(|r| r.starts_with("vertex."))),
+        "the Gemini API is not called: {called:?}"
+    );
+    let log = std::fs::read_to_string(&gw.log_file).unwrap();
+    assert!(
+        log.lines().any(|l| l.contains("WARN")
+            && l.contains("model g/moved is still routed to its provider")
+            && l.contains("that route is skipped")),
+        "{log}"
+    );
+}
+
 #[tokio::test]
 async fn the_default_catalog_passes_its_own_check() {
     let sim = Sim::start();
