@@ -90,14 +90,6 @@ async fn answer(env: &Env, path: &str, body: &Value) -> (u16, Value) {
     (status, res.json().await.unwrap())
 }
 
-/// The simulator routes called since `from` (an index into its request log).
-async fn calls_since(sim: &Sim, from: usize) -> Vec<String> {
-    sim.requests().await[from..]
-        .iter()
-        .map(|r| r["route"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// The regions of the Vertex calls since `from`, and `gemini-api` for the Developer API's.
 async fn routes_since(sim: &Sim, from: usize) -> Vec<String> {
     sim.requests().await[from..]
@@ -142,7 +134,7 @@ async fn a_503_falls_back_to_the_next_model_billed_at_its_prices_on_every_door()
     assert_eq!(status, 200, "{chat}");
     assert_eq!(chat["model"], "fb/haiku", "the model that answered");
     assert_eq!(
-        calls_since(&env.sim, from).await,
+        env.sim.routes_since(from).await,
         ["gemini.generate", "anthropic.messages"]
     );
     // Streamed: the same, before the first data frame.
@@ -172,7 +164,7 @@ async fn a_503_falls_back_to_the_next_model_billed_at_its_prices_on_every_door()
     let sent = env.sim.requests().await.pop().unwrap();
     assert_eq!(sent["route"], "anthropic.messages");
     assert_eq!(sent["body"]["model"], "claude-haiku-4-5");
-    assert_eq!(calls_since(&env.sim, from).await.len(), 2);
+    assert_eq!(env.sim.routes_since(from).await.len(), 2);
     // The Responses door.
     env.sim.queue_fault("503", "gemini", 1).await;
     let responses = json!({"model": "fb/flash", "input": "hi", "models": ["fb/haiku"],
@@ -327,7 +319,7 @@ async fn order_ranks_routes_and_without_fallbacks_bounds_them() {
     .await;
     assert_eq!((status, chat["model"].as_str()), (200, Some("fb/haiku")));
     assert_eq!(
-        calls_since(&env.sim, from).await,
+        env.sim.routes_since(from).await,
         ["gemini.generate", "anthropic.messages"]
     );
 }
@@ -365,7 +357,7 @@ async fn max_price_refuses_before_any_upstream_call_or_leaves_a_dear_model_out()
         (200, Some("fb/lite")),
         "{chat}"
     );
-    assert_eq!(calls_since(&env.sim, from).await, ["gemini.generate"]);
+    assert_eq!(env.sim.routes_since(from).await, ["gemini.generate"]);
     let records = env.gw.usage_records(&env.ws, 1).await;
     assert_eq!(
         (records.len(), records[0]["model_id"].as_str()),

@@ -46,6 +46,15 @@ impl Sim {
             .collect()
     }
 
+    /// The routes of the requests the simulator served since `from` (an index into its request
+    /// log), oldest first: `gemini.generate`, `vertex.claude_stream`….
+    pub async fn routes_since(&self, from: usize) -> Vec<String> {
+        self.requests().await[from..]
+            .iter()
+            .map(|r| r["route"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     /// Queues `fault` for the next `count` requests of a simulator surface.
     pub async fn queue_fault(&self, fault: &str, surface: &str, count: u64) {
         let res = reqwest::Client::new()

@@ -464,16 +464,9 @@ async fn a_messages_stream_failing_before_its_first_content_event_fails_over() {
         !names.contains(&"error"),
         "no trace of the failed attempt: {names:?}"
     );
-    let routes: Vec<Value> = e
-        .sim
-        .requests()
-        .await
-        .iter()
-        .map(|r| r["route"].clone())
-        .collect();
     assert_eq!(
-        routes,
-        [json!("anthropic.messages"), json!("vertex.claude_stream")]
+        e.sim.routes_since(0).await,
+        ["anthropic.messages", "vertex.claude_stream"]
     );
     let records = e.gw.usage_records(&e.ws, 1).await;
     assert_eq!(records[0]["attempts"], 2, "{records:?}");

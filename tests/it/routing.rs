@@ -93,12 +93,7 @@ async fn throttling_and_server_errors_fail_over_and_the_answering_route_is_bille
     let res = gw.chat(&key, hello("google/gemini-3.5-flash")).await;
     assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
     assert_eq!(billed_route(&gw, &ws).await, "vertex");
-    let routes: Vec<Value> = sim
-        .requests()
-        .await
-        .iter()
-        .map(|r| r["route"].clone())
-        .collect();
+    let routes = sim.routes_since(0).await;
     assert_eq!(
         routes.len(),
         2,
@@ -136,14 +131,6 @@ async fn when_every_route_fails_the_client_gets_the_upstreams_status_throttling_
     assert_eq!(records, json!([]), "failed attempts bill nothing");
 }
 
-/// The sim routes the gateway called since `from` (an index into the request log).
-async fn routes_since(sim: &Sim, from: usize) -> Vec<String> {
-    sim.requests().await[from..]
-        .iter()
-        .map(|r| r["route"].as_str().unwrap().to_owned())
-        .collect()
-}
-
 /// The admin listener's view of one route's health.
 async fn route_state(gw: &Gateway, model: &str, kind: &str) -> Value {
     let v: Value = reqwest::get(format!("{}/routes", gw.admin))
@@ -175,7 +162,7 @@ async fn a_throttled_route_cools_down_for_its_retry_after_then_a_live_request_pr
     let res = gw.chat(&key, hello(model)).await;
     assert_eq!(res.status(), 200);
     assert_eq!(
-        routes_since(&sim, 0).await,
+        sim.routes_since(0).await,
         ["gemini.generate", "vertex.generate"]
     );
     let cooling = route_state(&gw, model, "gemini-api").await;
@@ -185,7 +172,7 @@ async fn a_throttled_route_cools_down_for_its_retry_after_then_a_live_request_pr
         assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
     }
     assert_eq!(
-        routes_since(&sim, 2).await,
+        sim.routes_since(2).await,
         ["vertex.generate"; 3],
         "the cooling route is skipped: no attempt, no delay"
     );
@@ -196,7 +183,7 @@ async fn a_throttled_route_cools_down_for_its_retry_after_then_a_live_request_pr
     );
     assert_eq!(gw.chat(&key, hello(model)).await.status(), 200);
     assert_eq!(
-        routes_since(&sim, 5).await,
+        sim.routes_since(5).await,
         ["gemini.generate"],
         "a live request probes it"
     );
@@ -231,7 +218,7 @@ async fn consecutive_server_errors_open_the_breaker_and_a_model_never_goes_unans
         assert_eq!(res.status(), 500);
     }
     assert_eq!(
-        routes_since(&sim, before).await.len(),
+        sim.routes_since(before).await.len(),
         6,
         "three attempts each"
     );
@@ -288,7 +275,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         .iter()
         .any(|c| c["usage"]["completion_tokens"].as_u64() > Some(0)));
     assert_eq!(
-        routes_since(&sim, 0).await,
+        sim.routes_since(0).await,
         ["anthropic.messages", "vertex.claude_stream"]
     );
     // A refusal before the answer began (a 503), on another family.
@@ -298,7 +285,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         .await;
     clean_stream(res).await;
     assert_eq!(
-        routes_since(&sim, 2).await,
+        sim.routes_since(2).await,
         ["gemini.stream", "vertex.stream"]
     );
     // A connection broken before any content (Anthropic's first two events carry none).
@@ -308,7 +295,7 @@ async fn a_stream_failing_before_its_first_content_is_served_whole_by_the_next_r
         .await;
     clean_stream(res).await;
     assert_eq!(
-        routes_since(&sim, 4).await,
+        sim.routes_since(4).await,
         ["anthropic.messages", "vertex.claude_stream"]
     );
     let billed = gw.usage_records(&ws, 3).await;
@@ -431,7 +418,7 @@ async fn a_stream_whose_client_left_before_it_began_is_not_failed_over() {
     drop(res);
     tokio::time::sleep(Duration::from_millis(1800)).await;
     assert_eq!(
-        routes_since(&sim, 0).await,
+        sim.routes_since(0).await,
         ["gemini.stream"],
         "no second route for nobody"
     );
@@ -472,7 +459,7 @@ async fn an_embeddings_fan_out_fails_over_whole_to_the_next_route() {
     assert_eq!(res.status(), 200);
     let v: Value = res.json().await.unwrap();
     assert_eq!(v["data"].as_array().unwrap().len(), 3, "{v}");
-    let tried = routes_since(&sim, 0).await;
+    let tried = sim.routes_since(0).await;
     assert!(
         tried.first().is_some_and(|r| r.starts_with("gemini."))
             && tried.last().is_some_and(|r| r.starts_with("vertex.")),
