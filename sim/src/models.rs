@@ -54,6 +54,11 @@ pub struct Google {
 }
 
 impl Google {
+    /// Shut down on the Gemini API, still served on Vertex.
+    const fn vertex_only(mut self) -> Google {
+        self.on = On::VertexOnly;
+        self
+    }
     pub fn input_limit(&self) -> u32 {
         match self.kind {
             Kind::Chat => 1_048_576,
@@ -134,14 +139,6 @@ const fn chat(id: &'static str, display: &'static str) -> Google {
     }
 }
 
-/// A chat model shut down on the Gemini API and still served on Vertex.
-const fn vertex_chat(id: &'static str, display: &'static str) -> Google {
-    Google {
-        on: On::VertexOnly,
-        ..chat(id, display)
-    }
-}
-
 const fn embedding(id: &'static str, display: &'static str, on: On) -> Google {
     Google {
         id,
@@ -161,8 +158,8 @@ pub const GOOGLE: &[Google] = &[
     chat("gemini-3.1-flash-lite", "Gemini 3.1 Flash-Lite"),
     chat("gemini-3.1-pro-preview", "Gemini 3.1 Pro Preview"),
     chat("gemini-3-flash-preview", "Gemini 3 Flash Preview"),
-    vertex_chat("gemini-2.5-pro", "Gemini 2.5 Pro"),
-    vertex_chat("gemini-2.5-flash", "Gemini 2.5 Flash"),
+    chat("gemini-2.5-pro", "Gemini 2.5 Pro").vertex_only(),
+    chat("gemini-2.5-flash", "Gemini 2.5 Flash").vertex_only(),
     chat("gemini-2.5-flash-lite", "Gemini 2.5 Flash-Lite"),
     chat("gemini-4-argon", "Gemini 4 Argon"),
     chat("gemini-4-carbon", "Gemini 4 Carbon"),
